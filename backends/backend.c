@@ -1,0 +1,34 @@
+/*
+ * backend: picks the backend for a URL. The table is the only place that
+ * names every backend.
+ */
+#include "backends/backend.h"
+
+#include <errno.h>
+#include <stddef.h>
+
+#include "util/log.h"
+
+static const struct backend_ops *const backend_table[] = {
+	&backend_posix_ops,
+};
+
+int backend_open(const char *url, const struct backend_options *opts,
+		 struct backend **out)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(backend_table) / sizeof(backend_table[0]); i++)
+		if (backend_table[i]->handles(url))
+			return backend_table[i]->open(url, opts, out);
+	log_msg(LOG_ERR,
+		"source url '%s': not an absolute path, s3:// or gs:// URL",
+		url);
+	return -EPROTONOSUPPORT;
+}
+
+void backend_close(struct backend *be)
+{
+	if (be != NULL)
+		be->ops->close(be);
+}

@@ -1,0 +1,120 @@
+/*
+ * backend: the one small interface every object store implements.
+ *
+ * A backend is opened on a source URL (an absolute path, s3://bucket/prefix/,
+ * gs://bucket/prefix/) and then addresses objects by keys relative to that
+ * prefix. Each backend is one .c file in backends/ exporting one
+ * `const struct backend_ops`; backend_open() picks it by URL scheme.
+ *
+ * Backends know nothing of ranks, manifests or FUSE. Credentials, signing,
+ * retries and HTTP live behind this interface. Every operation returns 0 or
+ * a negative errno and logs its own detail (key, status, service code) once,
+ * so callers never log the same failure again.
+ *
+ * Keys are passed as (key, key_len) and are always NUL-terminated at
+ * key[key_len], so a backend may use them as C strings.
+ *
+ * Thread safety: after open, list/stat/read may be called from any number of
+ * threads at once. close is called once, after every other call returned.
+ */
+#ifndef SHARDFS_BACKEND_H
+#define SHARDFS_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum backend_addressing {
+	BACKEND_ADDRESSING_AUTO = 0, /* virtual for AWS, path for others */
+	BACKEND_ADDRESSING_PATH,
+	BACKEND_ADDRESSING_VIRTUAL,
+};
+
+/* Options from the [source] section. Strings are borrowed for the duration
+ * of open(); a backend copies what it keeps. NULL or 0 means default. */
+struct backend_options {
+	const char *endpoint; /* S3/GCS endpoint override, e.g. http://h:9000 */
+	const char *region;   /* S3 region; default us-east-1 */
+	enum backend_addressing addressing;
+	int anonymous;		     /* no credentials (public buckets) */
+	unsigned connect_timeout_ms; /* default 5000 */
+	unsigned request_timeout_ms; /* stall limit per request; default 30000 */
+	unsigned retries;	     /* retries after the first try; default 5 */
+};
+
+/* One object as reported by list(). In a list() callback the
+ * pointers are borrowed until the callback returns. */
+struct backend_object {
+	const char *key; /* relative to the source prefix, not NUL-free */
+	size_t key_len;
+	uint64_t size;
+	const char *etag; /* S3 ETag, GCS generation, posix mtime:size:ino */
+	size_t etag_len;
+	int64_t mtime_ns; /* last modified, ns since the epoch */
+};
+
+/* What stat() reports. An etag that does not fit is never truncated: stat()
+ * returns -ENAMETOOLONG instead. */
+#define BACKEND_ETAG_MAX 256
+struct backend_stat {
+	uint64_t size;
+	int64_t mtime_ns;
+	size_t etag_len;
+	char etag[BACKEND_ETAG_MAX];
+};
+
+/* Called once per object; a non-zero return stops the listing and list()
+ * returns that value. */
+typedef int (*backend_list_cb)(void *arg, const struct backend_object *obj);
+
+struct backend;
+
+struct backend_ops {
+	const char *name; /* "posix", "s3", "gcs" */
+
+	/* Returns 1 if this backend serves url (by scheme or form), else 0. */
+	int (*handles)(const char *url);
+
+	/* Opens url. On success *out owns the backend (free with close).
+	 * Errors: -ENOENT (source missing), -ENOTDIR, -EINVAL (bad URL),
+	 * -EACCES, -EIO, -ENOMEM. */
+	int (*open)(const char *url, const struct backend_options *opts,
+		    struct backend **out);
+
+	/* Lists every object whose key starts with prefix ("" for all), in
+	 * any order. Keys are relative to the source prefix. */
+	int (*list)(struct backend *be, const char *prefix, backend_list_cb cb,
+		    void *arg);
+
+	/* Fills *st for one key. -ENOENT if absent. */
+	int (*stat)(struct backend *be, const char *key, size_t key_len,
+		    struct backend_stat *st);
+
+	/* Reads up to len bytes at offset of key into buf and sets *nread.
+	 * A short read happens only at the end of the object. If etag is not
+	 * NULL and the object's current etag differs, returns -ESTALE
+	 * without returning any byte of the new object. */
+	int (*read)(struct backend *be, const char *key, size_t key_len,
+		    const char *etag, size_t etag_len, uint64_t offset,
+		    size_t len, void *buf, size_t *nread);
+
+	/* Frees everything the backend owns. close(NULL) is a no-op. */
+	void (*close)(struct backend *be);
+};
+
+/* Every backend's state starts with this, so generic code can reach ops. */
+struct backend {
+	const struct backend_ops *ops;
+};
+
+/* Opens url with the backend that handles it. Errors as ops->open, plus
+ * -EPROTONOSUPPORT when no backend handles the URL (logged). */
+int backend_open(const char *url, const struct backend_options *opts,
+		 struct backend **out);
+
+/* Closes a backend opened by backend_open(); NULL is a no-op. */
+void backend_close(struct backend *be);
+
+/* The posix backend: an absolute directory path (local disk or NFS). */
+extern const struct backend_ops backend_posix_ops;
+
+#endif

@@ -1,0 +1,49 @@
+/*
+ * fs: the FUSE low-level filesystem over a view (docs/DESIGN.md §3, §8).
+ *
+ * Read-only: every mutating request gets EROFS, and the mount itself is
+ * "ro". The view is immutable while mounted, so entries and attributes get
+ * day-long timeouts, files open with keep_cache, and the kernel is asked for
+ * 1 MiB read requests. File data comes only through cache/; this layer never
+ * talks to a backend.
+ *
+ * Threads: libfuse's multithreaded loop (or one thread with single_thread).
+ * Shared state is the immutable view, relaxed atomic counters, and the
+ * lazily built control file texts behind one mutex.
+ */
+#ifndef SHARDFS_FS_H
+#define SHARDFS_FS_H
+
+#include <stdbool.h>
+
+#include "cache/cache.h"
+#include "fs/manifest.h"
+#include "fs/shard.h"
+#include "fs/view.h"
+
+struct fs_options {
+	const char *mountpoint;
+	const char *source;   /* shown as the device in /proc/mounts */
+	bool foreground;      /* false: detach once the mount serves */
+	bool single_thread;   /* one request at a time */
+	bool allow_other;     /* let other users read (needs user_allow_other
+				 * in /etc/fuse.conf unless root) */
+	bool debug;	      /* libfuse traces every request to stderr */
+	unsigned max_threads; /* worker threads; 0 = 16 */
+};
+
+/* What the filesystem serves; all borrowed, all must outlive fs_run(). */
+struct fs_data {
+	const struct manifest *manifest;
+	const struct shard_spec *spec;
+	const struct shard_plan *plan;
+	const struct view *view;
+	struct cache *cache;
+};
+
+/* Mounts at opt->mountpoint, serves until unmounted or until SIGINT, SIGTERM
+ * or SIGHUP, then unmounts. Returns 0 after a clean unmount, or a negative
+ * errno if the mount could not be set up (logged). */
+int fs_run(const struct fs_options *opt, const struct fs_data *data);
+
+#endif

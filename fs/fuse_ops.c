@@ -1,0 +1,845 @@
+/*
+ * fs: the FUSE low-level handlers. See fs.h.
+ *
+ * Inode numbers are view node numbers; lookups are never counted because
+ * nodes never go away while mounted (forget is a no-op). Every handler
+ * replies exactly once.
+ *
+ * Control files: manifest.tsv, plan and rank-R.order never change, so their
+ * text is built on first use (getattr or open), kept, and served with
+ * keep_cache; stats is rebuilt at each open into a handle-owned snapshot and
+ * served with direct_io, so its st_size of 0 does not truncate reads.
+ */
+#include "fs/fs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <fuse_lowlevel.h>
+
+#include "fs/control.h"
+#include "util/log.h"
+
+#define FS_TIMEOUT (24.0 * 3600) /* the view cannot change while mounted */
+#define FS_IO_SIZE (1u << 20)	 /* read request size asked of the kernel */
+#define FS_BLKSIZE (1u << 20)	 /* st_blksize: readers buffer this much */
+
+struct ctrl_text {
+	char *buf;
+	size_t len;
+};
+
+/* What an open control file reads from (fi->fh); NULL for objects. */
+struct ctrl_handle {
+	const struct ctrl_text *text;
+	struct ctrl_text snapshot; /* stats: owned by the handle */
+};
+
+struct fs {
+	struct fs_data d;
+	uid_t uid;
+	gid_t gid;
+	struct timespec mount_time; /* realtime: directory times */
+	struct timespec start_mono; /* monotonic: uptime */
+
+	/* Relaxed atomics: statistics only. */
+	uint64_t open_files;
+	uint64_t reads;
+	uint64_t read_bytes;
+	uint64_t read_errors;
+
+	/* Immutable control texts, built on first use. Slots: 0 manifest,
+	 * 1 plan, 2 + r rank r's order. */
+	pthread_mutex_t ctrl_lock; /* protects ctrl[] */
+	struct ctrl_text **ctrl;
+	size_t n_ctrl;
+};
+
+static struct fs *fs_of(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static const struct view_node *node_of(struct fs *fs, fuse_ino_t ino)
+{
+	return view_node(fs->d.view, ino);
+}
+
+static size_t ctrl_slot(const struct view_node *n)
+{
+	switch (n->ctrl) {
+	case VIEW_CTRL_MANIFEST:
+		return 0;
+	case VIEW_CTRL_PLAN:
+		return 1;
+	default:
+		return 2 + n->u.rank;
+	}
+}
+
+static int ctrl_generate(struct fs *fs, const struct view_node *n,
+			 struct ctrl_text *out)
+{
+	FILE *f;
+	int rc;
+
+	out->buf = NULL;
+	out->len = 0;
+	f = open_memstream(&out->buf, &out->len);
+	if (f == NULL)
+		return -ENOMEM;
+	switch (n->ctrl) {
+	case VIEW_CTRL_MANIFEST:
+		rc = manifest_write(fs->d.manifest, f);
+		break;
+	case VIEW_CTRL_PLAN:
+		rc = control_write_plan(f, fs->d.manifest, fs->d.spec,
+					fs->d.plan);
+		break;
+	case VIEW_CTRL_ORDER:
+		rc = control_write_order(f, fs->d.manifest, fs->d.plan,
+					 n->u.rank);
+		break;
+	default: {
+		struct control_stats st = { 0 };
+		struct cache_stats cs;
+		struct timespec now;
+
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		cache_stats_get(fs->d.cache, &cs);
+		st.uptime_seconds =
+			(uint64_t)(now.tv_sec - fs->start_mono.tv_sec);
+		st.open_files =
+			__atomic_load_n(&fs->open_files, __ATOMIC_RELAXED);
+		st.reads = __atomic_load_n(&fs->reads, __ATOMIC_RELAXED);
+		st.read_bytes =
+			__atomic_load_n(&fs->read_bytes, __ATOMIC_RELAXED);
+		st.read_errors =
+			__atomic_load_n(&fs->read_errors, __ATOMIC_RELAXED);
+		st.backend_reads = cs.backend_reads;
+		st.backend_bytes = cs.backend_bytes;
+		st.backend_errors = cs.backend_errors;
+		rc = control_write_stats(f, fs->d.manifest, fs->d.plan, &st);
+		break;
+	}
+	}
+	if (fclose(f) != 0 && rc == 0)
+		rc = -ENOMEM;
+	if (rc < 0) {
+		free(out->buf);
+		out->buf = NULL;
+		out->len = 0;
+	}
+	return rc;
+}
+
+/* The kept text of an immutable control file, built on first use. */
+static int ctrl_get(struct fs *fs, const struct view_node *n,
+		    const struct ctrl_text **out)
+{
+	size_t slot = ctrl_slot(n);
+	struct ctrl_text *t;
+	int rc = 0;
+
+	pthread_mutex_lock(&fs->ctrl_lock);
+	t = fs->ctrl[slot];
+	if (t == NULL) {
+		t = malloc(sizeof(*t));
+		if (t == NULL)
+			rc = -ENOMEM;
+		else if ((rc = ctrl_generate(fs, n, t)) < 0)
+			free(t);
+		else
+			fs->ctrl[slot] = t;
+	}
+	pthread_mutex_unlock(&fs->ctrl_lock);
+	if (rc == 0)
+		*out = t;
+	return rc;
+}
+
+static int fill_attr(struct fs *fs, const struct view_node *n, struct stat *st)
+{
+	const struct ctrl_text *t;
+	int rc;
+
+	memset(st, 0, sizeof(*st));
+	st->st_ino = view_ino(fs->d.view, n);
+	st->st_uid = fs->uid;
+	st->st_gid = fs->gid;
+	st->st_nlink = n->nlink;
+	st->st_blksize = FS_BLKSIZE;
+	switch (n->kind) {
+	case VIEW_DIR:
+		st->st_mode = S_IFDIR | 0555;
+		st->st_mtim = fs->mount_time;
+		break;
+	case VIEW_FILE: {
+		const struct manifest_entry *e =
+			&fs->d.manifest->entries[n->u.item];
+
+		st->st_mode = S_IFREG | 0444;
+		st->st_size = (off_t)e->size;
+		st->st_mtim.tv_sec = e->mtime_ns / 1000000000;
+		st->st_mtim.tv_nsec = e->mtime_ns % 1000000000;
+		if (st->st_mtim.tv_nsec < 0) {
+			st->st_mtim.tv_sec--;
+			st->st_mtim.tv_nsec += 1000000000;
+		}
+		break;
+	}
+	default:
+		st->st_mode = S_IFREG | 0444;
+		st->st_mtim = fs->mount_time;
+		if (n->ctrl != VIEW_CTRL_STATS) {
+			rc = ctrl_get(fs, n, &t);
+			if (rc < 0)
+				return rc;
+			st->st_size = (off_t)t->len;
+		}
+		break;
+	}
+	st->st_blocks = (st->st_size + 511) / 512;
+	st->st_atim = st->st_mtim;
+	st->st_ctim = st->st_mtim;
+	return 0;
+}
+
+static int fill_entry(struct fs *fs, fuse_ino_t ino, struct fuse_entry_param *e)
+{
+	memset(e, 0, sizeof(*e));
+	e->ino = ino;
+	e->attr_timeout = FS_TIMEOUT;
+	e->entry_timeout = FS_TIMEOUT;
+	return fill_attr(fs, node_of(fs, ino), &e->attr);
+}
+
+static void fs_op_init(void *userdata, struct fuse_conn_info *conn)
+{
+	static const struct {
+		unsigned cap;
+		const char *name;
+	} wanted[] = {
+		{ FUSE_CAP_ASYNC_READ, "async_read" },
+		{ FUSE_CAP_PARALLEL_DIROPS, "parallel_dirops" },
+		{ FUSE_CAP_READDIRPLUS, "readdirplus" },
+		{ FUSE_CAP_READDIRPLUS_AUTO, "readdirplus_auto" },
+	};
+	size_t i;
+
+	(void)userdata;
+	for (i = 0; i < sizeof(wanted) / sizeof(wanted[0]); i++) {
+		if (conn->capable & wanted[i].cap)
+			conn->want |= wanted[i].cap;
+		else
+			log_msg(LOG_INFO, "kernel lacks FUSE capability %s",
+				wanted[i].name);
+	}
+	/* The view never changes: no need to re-validate cached pages. */
+	conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
+	/* max_write also sets max_pages, which is what lets the kernel send
+	 * 1 MiB reads; max_read must match the max_read mount option. */
+	conn->max_write = FS_IO_SIZE;
+	conn->max_read = FS_IO_SIZE;
+	conn->max_readahead = FS_IO_SIZE;
+}
+
+static void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fs *fs = fs_of(req);
+	const struct view_node *dir = node_of(fs, parent);
+	struct fuse_entry_param e;
+	uint64_t ino;
+	int rc;
+
+	if (dir == NULL) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	rc = view_lookup(fs->d.view, dir, name, strlen(name), &ino);
+	if (rc == 0)
+		rc = fill_entry(fs, ino, &e);
+	if (rc < 0) {
+		/* A negative entry with a timeout lets the kernel cache
+		 * misses too, e.g. for probes of files that never exist. */
+		if (rc == -ENOENT) {
+			memset(&e, 0, sizeof(e));
+			e.entry_timeout = FS_TIMEOUT;
+			fuse_reply_entry(req, &e);
+			return;
+		}
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	fuse_reply_entry(req, &e);
+}
+
+static void fs_op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	(void)ino;
+	(void)nlookup;
+	fuse_reply_none(req);
+}
+
+static void fs_op_getattr(fuse_req_t req, fuse_ino_t ino,
+			  struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_of(req);
+	const struct view_node *n = node_of(fs, ino);
+	struct stat st;
+	int rc;
+
+	(void)fi;
+	if (n == NULL) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	rc = fill_attr(fs, n, &st);
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_attr(req, &st, FS_TIMEOUT);
+}
+
+static void fs_op_opendir(fuse_req_t req, fuse_ino_t ino,
+			  struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_of(req);
+	const struct view_node *n = node_of(fs, ino);
+
+	if (n == NULL) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	if (n->kind != VIEW_DIR) {
+		fuse_reply_err(req, ENOTDIR);
+		return;
+	}
+	fi->cache_readdir = 1;
+	fi->keep_cache = 1;
+	fuse_reply_open(req, fi);
+}
+
+/* Offsets: 1 is after ".", 2 after "..", 2 + i + 1 after child i. */
+static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       int plus)
+{
+	struct fs *fs = fs_of(req);
+	const struct view_node *dir = node_of(fs, ino);
+	char *buf;
+	size_t used = 0;
+	off_t i;
+
+	if (dir == NULL || dir->kind != VIEW_DIR) {
+		fuse_reply_err(req, dir == NULL ? ENOENT : ENOTDIR);
+		return;
+	}
+	buf = malloc(size);
+	if (buf == NULL) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	for (i = off; i < 2 + (off_t)dir->u.dir.count; i++) {
+		const struct view_node *n;
+		char name[NAME_MAX + 1];
+		struct fuse_entry_param e;
+		size_t need;
+		int rc;
+
+		if (i < 2) {
+			n = i == 0 ? dir
+				   : view_node(fs->d.view, dir->parent + 1);
+			strcpy(name, i == 0 ? "." : "..");
+		} else {
+			n = view_child(fs->d.view, dir, (uint32_t)(i - 2));
+			memcpy(name, n->name, n->name_len);
+			name[n->name_len] = '\0';
+		}
+		if (plus) {
+			/* Attributes travel with the entry: fill them all. */
+			rc = fill_entry(fs, view_ino(fs->d.view, n), &e);
+			if (rc < 0) {
+				free(buf);
+				fuse_reply_err(req, -rc);
+				return;
+			}
+		} else {
+			/* Only the type and number are used. */
+			memset(&e, 0, sizeof(e));
+			e.attr.st_ino = view_ino(fs->d.view, n);
+			e.attr.st_mode =
+				n->kind == VIEW_DIR ? S_IFDIR : S_IFREG;
+		}
+		if (plus)
+			need = fuse_add_direntry_plus(
+				req, buf + used, size - used, name, &e, i + 1);
+		else
+			need = fuse_add_direntry(req, buf + used, size - used,
+						 name, &e.attr, i + 1);
+		if (need > size - used)
+			break;
+		used += need;
+	}
+	fuse_reply_buf(req, buf, used);
+	free(buf);
+}
+
+static void fs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
+			  off_t off, struct fuse_file_info *fi)
+{
+	(void)fi;
+	do_readdir(req, ino, size, off, 0);
+}
+
+static void fs_op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
+			      off_t off, struct fuse_file_info *fi)
+{
+	(void)fi;
+	do_readdir(req, ino, size, off, 1);
+}
+
+static void fs_op_open(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_of(req);
+	const struct view_node *n = node_of(fs, ino);
+	struct ctrl_handle *h;
+	int rc;
+
+	if (n == NULL) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	if (n->kind == VIEW_DIR) {
+		fuse_reply_err(req, EISDIR);
+		return;
+	}
+	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	fi->fh = 0;
+	if (n->kind == VIEW_CTRL) {
+		h = calloc(1, sizeof(*h));
+		if (h == NULL) {
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
+		if (n->ctrl == VIEW_CTRL_STATS) {
+			rc = ctrl_generate(fs, n, &h->snapshot);
+			h->text = &h->snapshot;
+			fi->direct_io = 1;
+		} else {
+			rc = ctrl_get(fs, n, &h->text);
+			fi->keep_cache = 1;
+		}
+		if (rc < 0) {
+			free(h);
+			fuse_reply_err(req, -rc);
+			return;
+		}
+		fi->fh = (uint64_t)(uintptr_t)h;
+	} else {
+		fi->keep_cache = 1;
+	}
+	__atomic_add_fetch(&fs->open_files, 1, __ATOMIC_RELAXED);
+	if (fuse_reply_open(req, fi) != 0) {
+		/* The opener went away (interrupted): no release follows. */
+		__atomic_sub_fetch(&fs->open_files, 1, __ATOMIC_RELAXED);
+		if (fi->fh != 0) {
+			h = (struct ctrl_handle *)(uintptr_t)fi->fh;
+			free(h->snapshot.buf);
+			free(h);
+		}
+	}
+}
+
+static void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_of(req);
+	const struct view_node *n = node_of(fs, ino);
+	const struct manifest_entry *e;
+	struct cache_object obj;
+	ssize_t got;
+	char *buf;
+
+	__atomic_add_fetch(&fs->reads, 1, __ATOMIC_RELAXED);
+	if (fi->fh != 0) {
+		const struct ctrl_text *t =
+			((struct ctrl_handle *)(uintptr_t)fi->fh)->text;
+		size_t len = 0;
+
+		if ((size_t)off < t->len)
+			len = t->len - (size_t)off < size ? t->len - (size_t)off
+							  : size;
+		__atomic_add_fetch(&fs->read_bytes, len, __ATOMIC_RELAXED);
+		fuse_reply_buf(req, len ? t->buf + off : NULL, len);
+		return;
+	}
+	e = &fs->d.manifest->entries[n->u.item];
+	if ((uint64_t)off >= e->size) {
+		fuse_reply_buf(req, NULL, 0);
+		return;
+	}
+	if (size > e->size - (uint64_t)off)
+		size = (size_t)(e->size - (uint64_t)off);
+	buf = malloc(size);
+	if (buf == NULL) {
+		__atomic_add_fetch(&fs->read_errors, 1, __ATOMIC_RELAXED);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	obj.key = e->key;
+	obj.key_len = e->key_len;
+	obj.etag = e->etag;
+	obj.etag_len = e->etag_len;
+	obj.size = e->size;
+	got = cache_read(fs->d.cache, &obj, (uint64_t)off, size, buf);
+	if (got < 0) {
+		__atomic_add_fetch(&fs->read_errors, 1, __ATOMIC_RELAXED);
+		/* The detail was logged where it was understood; a reader
+		 * sees EIO for any store fault, never stale bytes. */
+		fuse_reply_err(req, got == -ENOMEM ? ENOMEM : EIO);
+	} else {
+		__atomic_add_fetch(&fs->read_bytes, (uint64_t)got,
+				   __ATOMIC_RELAXED);
+		fuse_reply_buf(req, buf, (size_t)got);
+	}
+	free(buf);
+}
+
+static void fs_op_release(fuse_req_t req, fuse_ino_t ino,
+			  struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_of(req);
+	struct ctrl_handle *h = (struct ctrl_handle *)(uintptr_t)fi->fh;
+
+	(void)ino;
+	if (h != NULL) {
+		free(h->snapshot.buf);
+		free(h);
+	}
+	__atomic_sub_fetch(&fs->open_files, 1, __ATOMIC_RELAXED);
+	fuse_reply_err(req, 0);
+}
+
+static void fs_op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct fs *fs = fs_of(req);
+	struct statvfs sv;
+
+	(void)ino;
+	memset(&sv, 0, sizeof(sv));
+	sv.f_bsize = 4096;
+	sv.f_frsize = 4096;
+	sv.f_blocks = (fs->d.manifest->total_bytes + 4095) / 4096;
+	sv.f_files = view_node_count(fs->d.view);
+	sv.f_namemax = 255;
+	sv.f_flag = ST_RDONLY | ST_NOSUID | ST_NODEV;
+	fuse_reply_statfs(req, &sv);
+}
+
+/* Every request that would change the tree. */
+static void reply_erofs(fuse_req_t req)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+			  int to_set, struct fuse_file_info *fi)
+{
+	(void)ino, (void)attr, (void)to_set, (void)fi;
+	reply_erofs(req);
+}
+
+static void fs_op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
+			mode_t mode, dev_t rdev)
+{
+	(void)parent, (void)name, (void)mode, (void)rdev;
+	reply_erofs(req);
+}
+
+static void fs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
+			mode_t mode)
+{
+	(void)parent, (void)name, (void)mode;
+	reply_erofs(req);
+}
+
+static void fs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	(void)parent, (void)name;
+	reply_erofs(req);
+}
+
+static void fs_op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
+			  const char *name)
+{
+	(void)link, (void)parent, (void)name;
+	reply_erofs(req);
+}
+
+static void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+			 fuse_ino_t newparent, const char *newname,
+			 unsigned int flags)
+{
+	(void)parent, (void)name, (void)newparent, (void)newname, (void)flags;
+	reply_erofs(req);
+}
+
+static void fs_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+		       const char *newname)
+{
+	(void)ino, (void)newparent, (void)newname;
+	reply_erofs(req);
+}
+
+static void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
+			size_t size, off_t off, struct fuse_file_info *fi)
+{
+	(void)ino, (void)buf, (void)size, (void)off, (void)fi;
+	reply_erofs(req);
+}
+
+static void fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+			 mode_t mode, struct fuse_file_info *fi)
+{
+	(void)parent, (void)name, (void)mode, (void)fi;
+	reply_erofs(req);
+}
+
+static void fs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			   const char *value, size_t size, int flags)
+{
+	(void)ino, (void)name, (void)value, (void)size, (void)flags;
+	reply_erofs(req);
+}
+
+static void fs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	(void)ino, (void)name;
+	reply_erofs(req);
+}
+
+static void fs_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
+			    off_t offset, off_t length,
+			    struct fuse_file_info *fi)
+{
+	(void)ino, (void)mode, (void)offset, (void)length, (void)fi;
+	reply_erofs(req);
+}
+
+static const struct fuse_lowlevel_ops fs_ops = {
+	.init = fs_op_init,
+	.lookup = fs_op_lookup,
+	.forget = fs_op_forget,
+	.getattr = fs_op_getattr,
+	.opendir = fs_op_opendir,
+	.readdir = fs_op_readdir,
+	.readdirplus = fs_op_readdirplus,
+	.open = fs_op_open,
+	.read = fs_op_read,
+	.release = fs_op_release,
+	.statfs = fs_op_statfs,
+	.setattr = fs_op_setattr,
+	.mknod = fs_op_mknod,
+	.mkdir = fs_op_mkdir,
+	.unlink = fs_op_unlink,
+	.rmdir = fs_op_unlink,
+	.symlink = fs_op_symlink,
+	.rename = fs_op_rename,
+	.link = fs_op_link,
+	.write = fs_op_write,
+	.create = fs_op_create,
+	.setxattr = fs_op_setxattr,
+	.removexattr = fs_op_removexattr,
+	.fallocate = fs_op_fallocate,
+};
+
+/* libfuse's own messages go through our log. */
+static void fs_fuse_log(enum fuse_log_level level, const char *fmt, va_list ap)
+{
+	char line[1024];
+	size_t len;
+
+	if ((int)level > log_threshold)
+		return;
+	vsnprintf(line, sizeof(line), fmt, ap);
+	len = strlen(line);
+	if (len > 0 && line[len - 1] == '\n')
+		line[len - 1] = '\0';
+	log_write((int)level, "fuse: %s", line);
+}
+
+/*
+ * The kernel's default per-mount readahead (128 KiB) splits sequential reads
+ * into small requests; raise it to the request size through the mount's
+ * backing device in sysfs. Found via /proc/self/mountinfo, because a stat()
+ * of our own mountpoint would wait on this very daemon.
+ */
+static void raise_readahead(const char *mountpoint)
+{
+	char path[PATH_MAX], line[4096], dev[64], mnt[PATH_MAX];
+	char *real;
+	FILE *f;
+	int found = 0;
+
+	real = realpath(mountpoint, NULL);
+	f = fopen("/proc/self/mountinfo", "re");
+	if (real == NULL || f == NULL) {
+		free(real);
+		if (f != NULL)
+			fclose(f);
+		return;
+	}
+	/* The last matching line is the newest mount, ours. Mount points
+	 * with spaces are written with octal escapes and never match: the
+	 * readahead then just stays at the default. */
+	while (fgets(line, sizeof(line), f) != NULL) {
+		char d[64], m[PATH_MAX];
+
+		if (sscanf(line, "%*s %*s %63s %*s %4095s", d, m) == 2 &&
+		    strcmp(m, real) == 0) {
+			strcpy(dev, d);
+			strcpy(mnt, m);
+			found = 1;
+		}
+	}
+	fclose(f);
+	free(real);
+	if (!found)
+		return;
+	snprintf(path, sizeof(path), "/sys/class/bdi/%s/read_ahead_kb", dev);
+	f = fopen(path, "we");
+	if (f == NULL || fprintf(f, "%u\n", FS_IO_SIZE / 1024) < 0 ||
+	    fclose(f) != 0) {
+		log_msg(LOG_INFO,
+			"cannot raise readahead of %s via %s: %s (reads "
+			"stay at the kernel default size)",
+			mnt, path, strerror(errno));
+		return;
+	}
+	log_msg(LOG_DEBUG, "readahead of %s raised to %u KiB", mnt,
+		FS_IO_SIZE / 1024);
+}
+
+int fs_run(const struct fs_options *opt, const struct fs_data *data)
+{
+	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
+	struct fuse_loop_config *loop_cfg = NULL;
+	struct fuse_session *se = NULL;
+	char *mount_opts = NULL, *fsname = NULL;
+	struct fs fs;
+	int rc = -ENOMEM, saved_stderr = -1;
+
+	fuse_set_log_func(fs_fuse_log);
+	memset(&fs, 0, sizeof(fs));
+	fs.d = *data;
+	fs.uid = getuid();
+	fs.gid = getgid();
+	clock_gettime(CLOCK_REALTIME, &fs.mount_time);
+	clock_gettime(CLOCK_MONOTONIC, &fs.start_mono);
+	fs.n_ctrl = 2 + data->plan->world_size;
+	fs.ctrl = calloc(fs.n_ctrl, sizeof(*fs.ctrl));
+	if (fs.ctrl == NULL)
+		return -ENOMEM;
+	pthread_mutex_init(&fs.ctrl_lock, NULL);
+
+	if (asprintf(&fsname, "fsname=%s", opt->source) < 0) {
+		fsname = NULL;
+		goto out;
+	}
+	if (fuse_opt_add_arg(&args, "shardfs") != 0 ||
+	    fuse_opt_add_opt(&mount_opts,
+			     "ro,default_permissions,subtype=shardfs,"
+			     "max_read=1048576") != 0 ||
+	    fuse_opt_add_opt_escaped(&mount_opts, fsname) != 0 ||
+	    (opt->allow_other &&
+	     fuse_opt_add_opt(&mount_opts, "allow_other") != 0) ||
+	    fuse_opt_add_arg(&args, "-o") != 0 ||
+	    fuse_opt_add_arg(&args, mount_opts) != 0 ||
+	    (opt->debug && fuse_opt_add_arg(&args, "-d") != 0))
+		goto out;
+
+	se = fuse_session_new(&args, &fs_ops, sizeof(fs_ops), &fs);
+	if (se == NULL) {
+		log_msg(LOG_ERR, "cannot create the FUSE session");
+		rc = -EIO;
+		goto out;
+	}
+	if (fuse_set_signal_handlers(se) != 0) {
+		rc = -EIO;
+		goto out_session;
+	}
+	if (fuse_session_mount(se, opt->mountpoint) != 0) {
+		log_msg(LOG_ERR,
+			"cannot mount on %s (see the fuse message "
+			"above)",
+			opt->mountpoint);
+		rc = -EIO;
+		goto out_signals;
+	}
+	raise_readahead(opt->mountpoint);
+	log_msg(LOG_INFO, "serving %s at %s", opt->source, opt->mountpoint);
+
+	if (!opt->foreground) {
+		/* fuse_daemonize points stderr at /dev/null; keep logging
+		 * to whatever stderr the admin gave us. */
+		saved_stderr = dup(STDERR_FILENO);
+		fuse_daemonize(0);
+		if (saved_stderr >= 0) {
+			dup2(saved_stderr, STDERR_FILENO);
+			close(saved_stderr);
+		}
+	}
+	if (opt->single_thread) {
+		rc = fuse_session_loop(se);
+	} else {
+		loop_cfg = fuse_loop_cfg_create();
+		if (loop_cfg == NULL) {
+			rc = -ENOMEM;
+			goto out_unmount;
+		}
+		fuse_loop_cfg_set_max_threads(
+			loop_cfg, opt->max_threads ? opt->max_threads : 16);
+		fuse_loop_cfg_set_clone_fd(loop_cfg, 0);
+		rc = fuse_session_loop_mt(se, loop_cfg);
+		fuse_loop_cfg_destroy(loop_cfg);
+	}
+	/* A signal ends the loop with its number; that is a clean stop. */
+	if (rc > 0)
+		rc = 0;
+	if (rc < 0)
+		log_msg(LOG_ERR, "FUSE loop failed: %s", strerror(-rc));
+	else
+		log_msg(LOG_INFO, "unmounting %s", opt->mountpoint);
+out_unmount:
+	fuse_session_unmount(se);
+out_signals:
+	fuse_remove_signal_handlers(se);
+out_session:
+	fuse_session_destroy(se);
+out:
+	fuse_opt_free_args(&args);
+	free(mount_opts);
+	free(fsname);
+	for (size_t i = 0; i < fs.n_ctrl; i++) {
+		if (fs.ctrl[i] != NULL)
+			free(fs.ctrl[i]->buf);
+		free(fs.ctrl[i]);
+	}
+	free(fs.ctrl);
+	pthread_mutex_destroy(&fs.ctrl_lock);
+	return rc;
+}

@@ -1,0 +1,674 @@
+/*
+ * manifest: see manifest.h.
+ *
+ * Strings live in a chunked arena so a million-entry manifest costs one
+ * 40-byte entry plus its key and etag bytes each. Sorting goes through a
+ * 4-byte index permutation applied in place, so it never holds a second copy
+ * of the entry array, and is skipped when the input is already canonical (a
+ * file written by manifest_write() always is).
+ */
+#include "fs/manifest.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/evp.h>
+
+#include "util/log.h"
+
+#define ARENA_CHUNK (1u << 20)
+#define SKIP_LOG_MAX 20
+#define PATH_COMPONENT_MAX 255
+
+struct manifest_chunk {
+	struct manifest_chunk *next;
+	size_t used, cap;
+	char data[];
+};
+
+static const char *const skip_names[MANIFEST_SKIP_NREASONS] = {
+	[MANIFEST_SKIP_DIR_MARKER] = "directory_marker",
+	[MANIFEST_SKIP_BAD_COMPONENT] = "bad_component",
+	[MANIFEST_SKIP_LONG_COMPONENT] = "long_component",
+	[MANIFEST_SKIP_NUL] = "nul_byte",
+	[MANIFEST_SKIP_FILE_IS_DIR] = "file_is_directory",
+};
+
+const char *manifest_skip_name(enum manifest_skip reason)
+{
+	return reason < MANIFEST_SKIP_NREASONS ? skip_names[reason] : "?";
+}
+
+struct manifest *manifest_new(void)
+{
+	return calloc(1, sizeof(struct manifest));
+}
+
+void manifest_free(struct manifest *m)
+{
+	struct manifest_chunk *c, *next;
+
+	if (m == NULL)
+		return;
+	for (c = m->arena; c != NULL; c = next) {
+		next = c->next;
+		free(c);
+	}
+	free(m->entries);
+	free(m);
+}
+
+/* Copies len bytes plus a NUL into the arena. */
+static char *arena_copy(struct manifest *m, const char *s, size_t len)
+{
+	struct manifest_chunk *c = m->arena;
+	char *p;
+
+	if (c == NULL || c->cap - c->used < len + 1) {
+		size_t cap = len + 1 > ARENA_CHUNK ? len + 1 : ARENA_CHUNK;
+
+		c = malloc(sizeof(*c) + cap);
+		if (c == NULL)
+			return NULL;
+		c->used = 0;
+		c->cap = cap;
+		/* A big string gets its own chunk behind the current one,
+		 * so the current chunk's free space is not wasted. */
+		if (cap > ARENA_CHUNK && m->arena != NULL) {
+			c->next = m->arena->next;
+			m->arena->next = c;
+		} else {
+			c->next = m->arena;
+			m->arena = c;
+		}
+	}
+	p = c->data + c->used;
+	memcpy(p, s, len);
+	p[len] = '\0';
+	c->used += len + 1;
+	return p;
+}
+
+int manifest_add(struct manifest *m, const char *key, size_t key_len,
+		 uint64_t size, const char *etag, size_t etag_len,
+		 int64_t mtime_ns)
+{
+	struct manifest_entry *e;
+
+	if (m->finished)
+		return -EINVAL;
+	if (key_len > UINT32_MAX || etag_len > UINT32_MAX)
+		return -E2BIG;
+	if (m->count == m->cap) {
+		size_t cap = m->cap ? m->cap * 2 : 1024;
+		struct manifest_entry *n;
+
+		n = realloc(m->entries, cap * sizeof(*n));
+		if (n == NULL)
+			return -ENOMEM;
+		m->entries = n;
+		m->cap = cap;
+	}
+	e = &m->entries[m->count];
+	e->key = arena_copy(m, key, key_len);
+	e->etag = arena_copy(m, etag, etag_len);
+	if (e->key == NULL || e->etag == NULL)
+		return -ENOMEM;
+	e->key_len = (uint32_t)key_len;
+	e->etag_len = (uint32_t)etag_len;
+	e->size = size;
+	e->mtime_ns = mtime_ns;
+	m->count++;
+	return 0;
+}
+
+/* Raw byte order, a proper prefix first. */
+static int key_cmp(const char *a, size_t alen, const char *b, size_t blen)
+{
+	int c = memcmp(a, b, alen < blen ? alen : blen);
+
+	if (c != 0)
+		return c;
+	return alen < blen ? -1 : alen > blen;
+}
+
+static int entry_index_cmp(const void *pa, const void *pb, void *ctx)
+{
+	const struct manifest_entry *e = ctx;
+	const struct manifest_entry *a = &e[*(const uint32_t *)pa];
+	const struct manifest_entry *b = &e[*(const uint32_t *)pb];
+
+	return key_cmp(a->key, a->key_len, b->key, b->key_len);
+}
+
+static int manifest_sort(struct manifest *m)
+{
+	uint32_t *perm;
+	size_t i, j, k;
+	struct manifest_entry tmp;
+
+	for (i = 1; i < m->count; i++)
+		if (key_cmp(m->entries[i - 1].key, m->entries[i - 1].key_len,
+			    m->entries[i].key, m->entries[i].key_len) > 0)
+			break;
+	if (i >= m->count)
+		return 0;
+	if (m->count > UINT32_MAX)
+		return -EOVERFLOW;
+	perm = malloc(m->count * sizeof(*perm));
+	if (perm == NULL)
+		return -ENOMEM;
+	for (i = 0; i < m->count; i++)
+		perm[i] = (uint32_t)i;
+	qsort_r(perm, m->count, sizeof(*perm), entry_index_cmp, m->entries);
+	/* Apply the permutation in place, cycle by cycle; perm[i] == i marks
+	 * a slot that already holds its final entry. */
+	for (i = 0; i < m->count; i++) {
+		if (perm[i] == i)
+			continue;
+		tmp = m->entries[i];
+		j = i;
+		while (perm[j] != i) {
+			k = perm[j];
+			m->entries[j] = m->entries[k];
+			perm[j] = (uint32_t)j;
+			j = k;
+		}
+		m->entries[j] = tmp;
+		perm[j] = (uint32_t)j;
+	}
+	free(perm);
+	return 0;
+}
+
+/* Per-key path rules (DESIGN §3); returns a reason or -1 if the key is a
+ * valid path. */
+static int key_check(const char *key, size_t len)
+{
+	size_t start, i;
+
+	if (memchr(key, '\0', len) != NULL)
+		return MANIFEST_SKIP_NUL;
+	if (len > 0 && key[len - 1] == '/')
+		return MANIFEST_SKIP_DIR_MARKER;
+	start = 0;
+	for (i = 0; i <= len; i++) {
+		size_t clen;
+
+		if (i < len && key[i] != '/')
+			continue;
+		clen = i - start;
+		if (clen == 0 || (clen == 1 && key[start] == '.') ||
+		    (clen == 2 && key[start] == '.' && key[start + 1] == '.'))
+			return MANIFEST_SKIP_BAD_COMPONENT;
+		if (clen > PATH_COMPONENT_MAX)
+			return MANIFEST_SKIP_LONG_COMPONENT;
+		start = i + 1;
+	}
+	return -1;
+}
+
+/* The key as the manifest file writes it, for messages; NULL on ENOMEM. */
+static char *escaped_copy(const char *s, size_t len)
+{
+	char *buf = NULL;
+	size_t n = 0;
+	FILE *f = open_memstream(&buf, &n);
+
+	if (f == NULL)
+		return NULL;
+	if (manifest_write_escaped(f, s, len) < 0) {
+		fclose(f);
+		free(buf);
+		return NULL;
+	}
+	if (fclose(f) != 0) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
+
+static void log_skip(struct manifest *m, const struct manifest_entry *e,
+		     enum manifest_skip reason)
+{
+	char *key;
+
+	if (++m->skipped[reason] > SKIP_LOG_MAX || log_threshold < LOG_WARNING)
+		return;
+	key = escaped_copy(e->key, e->key_len);
+	log_msg(LOG_WARNING, "manifest: skipping key '%s': %s", key ? key : "?",
+		manifest_skip_name(reason));
+	free(key);
+}
+
+/* True if some entry in [lo, count) starts with key + '/'. Entries are
+ * sorted, so those form one run starting at the lower bound of key + '/'. */
+static int has_children(const struct manifest *m, size_t lo, const char *key,
+			size_t len)
+{
+	size_t hi = m->count;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		const struct manifest_entry *e = &m->entries[mid];
+		int c = memcmp(e->key, key,
+			       e->key_len < len ? e->key_len : len);
+
+		if (c == 0)
+			c = e->key_len <= len
+				    ? -1
+				    : (e->key[len] > '/') - (e->key[len] < '/');
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo >= m->count)
+		return 0;
+	return m->entries[lo].key_len > len &&
+	       memcmp(m->entries[lo].key, key, len) == 0 &&
+	       m->entries[lo].key[len] == '/';
+}
+
+/* Drops keys that break the path rules, keeping canonical order. */
+static int manifest_apply_path_rules(struct manifest *m)
+{
+	size_t i, out = 0;
+	unsigned char *dir_bits;
+
+	for (i = 0; i < m->count; i++) {
+		int reason =
+			key_check(m->entries[i].key, m->entries[i].key_len);
+
+		if (reason >= 0) {
+			log_skip(m, &m->entries[i], reason);
+			continue;
+		}
+		m->entries[out++] = m->entries[i];
+	}
+	m->count = out;
+
+	dir_bits = calloc(m->count / 8 + 1, 1);
+	if (dir_bits == NULL)
+		return -ENOMEM;
+	for (i = 0; i < m->count; i++)
+		if (has_children(m, i + 1, m->entries[i].key,
+				 m->entries[i].key_len))
+			dir_bits[i / 8] |= (unsigned char)(1u << (i % 8));
+	out = 0;
+	for (i = 0; i < m->count; i++) {
+		if (dir_bits[i / 8] & (1u << (i % 8))) {
+			log_skip(m, &m->entries[i], MANIFEST_SKIP_FILE_IS_DIR);
+			continue;
+		}
+		m->entries[out++] = m->entries[i];
+	}
+	m->count = out;
+	free(dir_bits);
+	return 0;
+}
+
+static void put_le64(unsigned char *p, uint64_t v)
+{
+	int i;
+
+	for (i = 0; i < 8; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static int manifest_digest(struct manifest *m)
+{
+	static const char hex[] = "0123456789abcdef";
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	unsigned char le[8], md[32];
+	unsigned int md_len = 0;
+	size_t i;
+	int ok;
+
+	if (ctx == NULL)
+		return -ENOMEM;
+	ok = EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
+	for (i = 0; ok && i < m->count; i++) {
+		const struct manifest_entry *e = &m->entries[i];
+
+		put_le64(le, e->key_len);
+		ok = EVP_DigestUpdate(ctx, le, 8) &&
+		     EVP_DigestUpdate(ctx, e->key, e->key_len);
+		put_le64(le, e->size);
+		ok = ok && EVP_DigestUpdate(ctx, le, 8);
+		put_le64(le, e->etag_len);
+		ok = ok && EVP_DigestUpdate(ctx, le, 8) &&
+		     EVP_DigestUpdate(ctx, e->etag, e->etag_len);
+	}
+	ok = ok && EVP_DigestFinal_ex(ctx, md, &md_len);
+	EVP_MD_CTX_free(ctx);
+	if (!ok || md_len != 32)
+		return -EIO;
+	for (i = 0; i < 32; i++) {
+		m->digest[2 * i] = hex[md[i] >> 4];
+		m->digest[2 * i + 1] = hex[md[i] & 15];
+	}
+	m->digest[64] = '\0';
+	return 0;
+}
+
+int manifest_finish(struct manifest *m)
+{
+	size_t i, total = 0;
+	int rc;
+
+	if (m->finished)
+		return -EINVAL;
+	rc = manifest_sort(m);
+	if (rc < 0)
+		return rc;
+	for (i = 1; i < m->count; i++) {
+		const struct manifest_entry *a = &m->entries[i - 1];
+		const struct manifest_entry *b = &m->entries[i];
+
+		if (a->key_len == b->key_len &&
+		    memcmp(a->key, b->key, a->key_len) == 0) {
+			char *key = escaped_copy(a->key, a->key_len);
+
+			log_msg(LOG_ERR, "manifest: duplicate key '%s'",
+				key ? key : "?");
+			free(key);
+			return -EEXIST;
+		}
+	}
+	rc = manifest_apply_path_rules(m);
+	if (rc < 0)
+		return rc;
+	for (i = 0; i < m->count; i++)
+		total += m->entries[i].size;
+	m->total_bytes = total;
+	rc = manifest_digest(m);
+	if (rc < 0)
+		return rc;
+	m->finished = 1;
+	return 0;
+}
+
+static int add_listed(void *arg, const struct backend_object *obj)
+{
+	return manifest_add(arg, obj->key, obj->key_len, obj->size, obj->etag,
+			    obj->etag_len, obj->mtime_ns);
+}
+
+int manifest_from_backend(struct backend *be, struct manifest **out)
+{
+	struct manifest *m = manifest_new();
+	int rc;
+
+	if (m == NULL)
+		return -ENOMEM;
+	rc = be->ops->list(be, "", add_listed, m);
+	if (rc == -ENOMEM)
+		log_msg(LOG_ERR, "manifest: out of memory while listing");
+	if (rc == 0)
+		rc = manifest_finish(m);
+	if (rc < 0) {
+		manifest_free(m);
+		return rc;
+	}
+	*out = m;
+	return 0;
+}
+
+static int hexval(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	return -1;
+}
+
+long manifest_unescape(char *s, size_t len)
+{
+	size_t i, o = 0;
+
+	for (i = 0; i < len; i++) {
+		if (s[i] != '%') {
+			s[o++] = s[i];
+			continue;
+		}
+		if (len - i < 3)
+			return -EINVAL;
+		if (hexval((unsigned char)s[i + 1]) < 0 ||
+		    hexval((unsigned char)s[i + 2]) < 0)
+			return -EINVAL;
+		s[o++] = (char)(hexval((unsigned char)s[i + 1]) * 16 +
+				hexval((unsigned char)s[i + 2]));
+		i += 2;
+	}
+	return (long)o;
+}
+
+int manifest_write_escaped(FILE *f, const char *s, size_t len)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t i, run = 0;
+
+	for (i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		if (c >= 0x20 && c != '%')
+			continue;
+		if (fwrite(s + run, 1, i - run, f) != i - run ||
+		    fputc('%', f) == EOF || fputc(hex[c >> 4], f) == EOF ||
+		    fputc(hex[c & 15], f) == EOF)
+			return -EIO;
+		run = i + 1;
+	}
+	if (fwrite(s + run, 1, len - run, f) != len - run)
+		return -EIO;
+	return 0;
+}
+
+int manifest_write(const struct manifest *m, FILE *f)
+{
+	size_t i;
+
+	if (fputs(MANIFEST_HEADER "\n", f) == EOF)
+		return -EIO;
+	for (i = 0; i < m->count; i++) {
+		const struct manifest_entry *e = &m->entries[i];
+
+		if (manifest_write_escaped(f, e->key, e->key_len) < 0 ||
+		    fprintf(f, "\t%llu\t", (unsigned long long)e->size) < 0 ||
+		    manifest_write_escaped(f, e->etag, e->etag_len) < 0 ||
+		    fprintf(f, "\t%lld\n", (long long)e->mtime_ns) < 0)
+			return -EIO;
+	}
+	return ferror(f) ? -EIO : 0;
+}
+
+/* Parses a decimal field; signed allows a leading '-'. */
+static int parse_num(const char *s, size_t len, int is_signed, uint64_t *out)
+{
+	uint64_t v = 0, limit = is_signed ? (uint64_t)INT64_MAX : UINT64_MAX;
+	int neg = 0;
+	size_t i = 0;
+
+	if (is_signed && len > 0 && s[0] == '-') {
+		neg = 1;
+		i = 1;
+		limit = (uint64_t)INT64_MAX + 1;
+	}
+	if (i == len)
+		return -EINVAL;
+	for (; i < len; i++) {
+		unsigned d;
+
+		if (s[i] < '0' || s[i] > '9')
+			return -EINVAL;
+		d = (unsigned)(s[i] - '0');
+		if (v > (limit - d) / 10)
+			return -ERANGE;
+		v = v * 10 + d;
+	}
+	*out = neg ? (uint64_t)0 - v : v;
+	return 0;
+}
+
+static int parse_line(struct manifest *m, char *line, size_t len,
+		      const char **why)
+{
+	char *field[4];
+	size_t flen[4];
+	uint64_t size, mtime;
+	long klen, elen;
+	size_t i, n = 0;
+	char *p = line, *tab;
+
+	for (n = 0; n < 4; n++) {
+		tab = memchr(p, '\t', (size_t)(line + len - p));
+		field[n] = p;
+		flen[n] = tab ? (size_t)(tab - p) : (size_t)(line + len - p);
+		if (tab == NULL)
+			break;
+		p = tab + 1;
+	}
+	if (n != 3) {
+		*why = n < 3 ? "expected 4 tab-separated fields"
+			     : "more than 4 tab-separated fields";
+		return -EINVAL;
+	}
+	for (i = 0; i < 4; i++)
+		if (memchr(field[i], '\r', flen[i]) != NULL) {
+			*why = "unescaped CR (CRLF line ends?)";
+			return -EINVAL;
+		}
+	klen = manifest_unescape(field[0], flen[0]);
+	elen = manifest_unescape(field[2], flen[2]);
+	if (klen < 0 || elen < 0) {
+		*why = "malformed %XX escape";
+		return -EINVAL;
+	}
+	if (parse_num(field[1], flen[1], 0, &size) < 0) {
+		*why = "size is not an unsigned 64-bit integer";
+		return -EINVAL;
+	}
+	if (parse_num(field[3], flen[3], 1, &mtime) < 0) {
+		*why = "mtime is not a signed 64-bit integer";
+		return -EINVAL;
+	}
+	if (manifest_add(m, field[0], (size_t)klen, size, field[2],
+			 (size_t)elen, (int64_t)mtime) < 0) {
+		*why = "out of memory";
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static int manifest_read_stream(const char *name, FILE *f,
+				struct manifest **out)
+{
+	struct manifest *m = manifest_new();
+	char *line = NULL;
+	size_t cap = 0, lineno = 0;
+	ssize_t len;
+	const char *why = NULL;
+	int rc = 0;
+
+	if (m == NULL)
+		return -ENOMEM;
+	while ((len = getline(&line, &cap, f)) >= 0) {
+		lineno++;
+		if (len == 0 || line[len - 1] != '\n') {
+			why = "last line has no newline (truncated file?)";
+			rc = -EINVAL;
+			break;
+		}
+		line[--len] = '\0';
+		if (lineno == 1) {
+			if (strcmp(line, MANIFEST_HEADER) != 0) {
+				why = "first line is not '" MANIFEST_HEADER "'";
+				rc = -EINVAL;
+				break;
+			}
+			continue;
+		}
+		rc = parse_line(m, line, (size_t)len, &why);
+		if (rc < 0)
+			break;
+	}
+	if (rc == 0 && ferror(f)) {
+		rc = -EIO;
+		log_msg(LOG_ERR, "%s: read error", name);
+	} else if (rc == 0 && lineno == 0) {
+		rc = -EINVAL;
+		why = "empty file (no '" MANIFEST_HEADER "' line)";
+	}
+	free(line);
+	if (why != NULL)
+		log_msg(LOG_ERR, "%s:%zu: %s", name, lineno, why);
+	if (rc == 0)
+		rc = manifest_finish(m);
+	if (rc < 0) {
+		manifest_free(m);
+		return rc;
+	}
+	*out = m;
+	return 0;
+}
+
+int manifest_load(const char *path, struct manifest **out)
+{
+	FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "re");
+	int rc;
+
+	if (f == NULL) {
+		rc = -errno;
+		log_msg(LOG_ERR, "manifest %s: %s", path, strerror(-rc));
+		return rc;
+	}
+	rc = manifest_read_stream(path, f, out);
+	if (f != stdin)
+		fclose(f);
+	return rc;
+}
+
+int manifest_parse(const char *name, const char *text, size_t len,
+		   struct manifest **out)
+{
+	FILE *f;
+	int rc;
+
+	if (len == 0) {
+		log_msg(LOG_ERR, "%s: empty (no '" MANIFEST_HEADER "' line)",
+			name);
+		return -EINVAL;
+	}
+	f = fmemopen((void *)text, len, "r");
+	if (f == NULL)
+		return -errno;
+	rc = manifest_read_stream(name, f, out);
+	fclose(f);
+	return rc;
+}
+
+long manifest_find(const struct manifest *m, const char *key, size_t len)
+{
+	size_t lo = 0, hi = m->count;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		const struct manifest_entry *e = &m->entries[mid];
+		int c = key_cmp(e->key, e->key_len, key, len);
+
+		if (c == 0)
+			return (long)mid;
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return -1;
+}

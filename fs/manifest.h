@@ -1,0 +1,103 @@
+/*
+ * manifest: the pinned list of objects a view is computed from
+ * (docs/DESIGN.md §4).
+ *
+ * A manifest is built by adding entries in any order (from a backend listing
+ * or a manifest file) and then finished: entries are sorted by raw key bytes,
+ * duplicate keys are rejected, keys that cannot be paths are skipped and
+ * counted (key-to-path rules, DESIGN §3), and the SHA-256 digest is computed
+ * over what remains. After manifest_finish() the manifest is immutable and
+ * may be read from any number of threads.
+ *
+ * Memory: one 40-byte entry per object plus its key and etag bytes, kept in
+ * a chunked arena; no per-entry allocation.
+ */
+#ifndef SHARDFS_MANIFEST_H
+#define SHARDFS_MANIFEST_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "backends/backend.h"
+
+#define MANIFEST_HEADER "# shardfs-manifest v1"
+
+struct manifest_entry {
+	const char *key;  /* NUL-terminated copy; may contain %-decoded bytes */
+	const char *etag; /* NUL-terminated copy */
+	uint32_t key_len;
+	uint32_t etag_len;
+	uint64_t size;
+	int64_t mtime_ns;
+};
+
+/* Why a key was skipped. */
+enum manifest_skip {
+	MANIFEST_SKIP_DIR_MARKER = 0, /* ends in '/' */
+	MANIFEST_SKIP_BAD_COMPONENT,  /* empty, "." or ".." component */
+	MANIFEST_SKIP_LONG_COMPONENT, /* a component over 255 bytes */
+	MANIFEST_SKIP_NUL,	      /* contains a NUL byte */
+	MANIFEST_SKIP_FILE_IS_DIR,    /* "a" when "a/b" exists: dir wins */
+	MANIFEST_SKIP_NREASONS
+};
+
+struct manifest {
+	struct manifest_entry *entries; /* canonical order after finish */
+	size_t count;
+	uint64_t total_bytes;
+	uint64_t skipped[MANIFEST_SKIP_NREASONS];
+	char digest[65]; /* lowercase hex SHA-256, set by finish */
+	/* private: */
+	size_t cap;
+	struct manifest_chunk *arena;
+	int finished;
+};
+
+/* Short stable name for a skip reason, used in stats and the plan. */
+const char *manifest_skip_name(enum manifest_skip reason);
+
+/* Returns an empty manifest or NULL when out of memory. */
+struct manifest *manifest_new(void);
+
+/* Frees m; NULL is a no-op. */
+void manifest_free(struct manifest *m);
+
+/* Adds one entry, copying key and etag. Returns 0, -ENOMEM, -E2BIG (key or
+ * etag over 4 GiB), or -EINVAL after manifest_finish(). */
+int manifest_add(struct manifest *m, const char *key, size_t key_len,
+		 uint64_t size, const char *etag, size_t etag_len,
+		 int64_t mtime_ns);
+
+/* Sorts, rejects duplicates, skips and counts keys that break the path rules
+ * (each logged once, the first 20 per reason by name), computes the digest.
+ * Returns 0, -EEXIST on a duplicate key (logged with the key), -ENOMEM. */
+int manifest_finish(struct manifest *m);
+
+/* Lists every object of a backend into a finished manifest. Returns 0 and
+ * sets *out, or the backend's error, or manifest_finish()'s. */
+int manifest_from_backend(struct backend *be, struct manifest **out);
+
+/* Reads a manifest file (path, or "-" for stdin) into a finished manifest.
+ * Malformed input is -EINVAL, logged as "PATH:LINE: reason". Errors
+ * opening the file are logged and returned as -errno. */
+int manifest_load(const char *path, struct manifest **out);
+
+/* Parses a manifest held in memory; name is used in messages. */
+int manifest_parse(const char *name, const char *text, size_t len,
+		   struct manifest **out);
+
+/* Writes m in the file format. Returns 0 or -EIO (stream error). */
+int manifest_write(const struct manifest *m, FILE *f);
+
+/* Writes bytes escaped as in the manifest: %, TAB, LF, CR and bytes below
+ * 0x20 as %XX (uppercase hex), everything else as is. Returns 0 or -EIO. */
+int manifest_write_escaped(FILE *f, const char *s, size_t len);
+
+/* Decodes an escaped field in place; returns the new length, or -EINVAL on
+ * a malformed %XX sequence. */
+long manifest_unescape(char *s, size_t len);
+
+/* Index of the entry with this key, or -1. O(log N). */
+long manifest_find(const struct manifest *m, const char *key, size_t len);
+
+#endif

@@ -1,0 +1,1240 @@
+/*
+ * config: the INI file of one dataset mount, then "-o section.key=value"
+ * overrides, then the checks that involve several keys (docs/DESIGN.md §6).
+ *
+ * One table, keys[], describes every key: section, name, value type, bounds
+ * and field. The file's handler and the overrides both go through
+ * config_apply(), so a value is checked the same way wherever it comes
+ * from. Each key remembers where it was last set (a line, an override or
+ * the default), so that a cross-key check can name the key it rejects.
+ *
+ * inih is driven through ini_parse_stream() with our own line reader:
+ * Debian's inih does not pass line numbers to the handler, and it splits a
+ * line longer than its buffer into two lines without a word. The reader
+ * counts lines and refuses long ones. inih also takes an indented line after
+ * a key as a continuation of that key's value (even an indented "[section]"
+ * line); no value here spans lines, so that is an error rather than text
+ * silently glued onto the previous value.
+ *
+ * Only the first error is reported; on any error nothing is kept.
+ */
+#include "mount/config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <ini.h>
+
+#define DEFAULT_REGION "us-east-1"
+#define DEFAULT_CACHE_DIR "/var/cache/shardfs"
+#define GIB (UINT64_C(1) << 30)
+#define MIB (UINT64_C(1) << 20)
+
+enum value_type {
+	VAL_SOURCE_URL, /* absolute path, s3://bucket[/prefix], gs://... */
+	VAL_MANIFEST,	/* absolute path, s3://bucket/key, gs://bucket/key */
+	VAL_HTTP_URL,
+	VAL_REGION,
+	VAL_SHA256,
+	VAL_PATH, /* absolute path */
+	VAL_BOOL,
+	VAL_UINT, /* unsigned field */
+	VAL_U64,  /* uint64_t field */
+	VAL_SIZE, /* uint64_t field, bytes */
+	VAL_CACHE_SIZE,
+	VAL_RANKS,
+	VAL_ADDRESSING,
+	VAL_ORDER,
+	VAL_LAYOUT,
+	VAL_BALANCE,
+};
+
+struct key {
+	const char *section;
+	const char *name;
+	enum value_type type;
+	size_t offset;	   /* of the field, for the types that name one */
+	uint64_t min, max; /* VAL_UINT, VAL_U64, VAL_SIZE */
+	bool hex;	   /* VAL_U64: "0x" digits allowed too */
+	bool optional;	   /* string keys: an empty value unsets the key */
+};
+
+/* Indices into keys[]; also the order in which messages list them. */
+enum {
+	KEY_URL,
+	KEY_ENDPOINT,
+	KEY_REGION,
+	KEY_ADDRESSING,
+	KEY_MANIFEST,
+	KEY_MANIFEST_SHA256,
+	KEY_ANONYMOUS,
+	KEY_CONNECT_TIMEOUT_MS,
+	KEY_REQUEST_TIMEOUT_MS,
+	KEY_RETRIES,
+	KEY_WORLD_SIZE,
+	KEY_RANKS,
+	KEY_SEED,
+	KEY_EPOCH,
+	KEY_ORDER,
+	KEY_LAYOUT,
+	KEY_BALANCE,
+	KEY_CACHE_DIR,
+	KEY_CACHE_SIZE,
+	KEY_PREFETCH_FILES,
+	KEY_PREFETCH_MEMORY,
+	KEY_PREFETCH_CONNECTIONS,
+	KEY_MOUNT_PATH,
+	KEY_ALLOW_OTHER,
+	KEY_COUNT
+};
+
+#define FIELD(f) offsetof(struct config, f)
+
+static const struct key keys[KEY_COUNT] = {
+	[KEY_URL] = { "source", "url", VAL_SOURCE_URL, FIELD(source.url) },
+	[KEY_ENDPOINT] = { "source", "endpoint", VAL_HTTP_URL,
+			   FIELD(source.endpoint), .optional = true },
+	[KEY_REGION] = { "source", "region", VAL_REGION, FIELD(source.region) },
+	[KEY_ADDRESSING] = { "source", "addressing", VAL_ADDRESSING },
+	[KEY_MANIFEST] = { "source", "manifest", VAL_MANIFEST,
+			   FIELD(source.manifest), .optional = true },
+	[KEY_MANIFEST_SHA256] = { "source", "manifest_sha256", VAL_SHA256,
+				  FIELD(source.manifest_sha256),
+				  .optional = true },
+	[KEY_ANONYMOUS] = { "source", "anonymous", VAL_BOOL,
+			    FIELD(source.anonymous) },
+	[KEY_CONNECT_TIMEOUT_MS] = { "source", "connect_timeout_ms", VAL_UINT,
+				     FIELD(source.connect_timeout_ms), 1,
+				     UINT_MAX },
+	[KEY_REQUEST_TIMEOUT_MS] = { "source", "request_timeout_ms", VAL_UINT,
+				     FIELD(source.request_timeout_ms), 1,
+				     UINT_MAX },
+	[KEY_RETRIES] = { "source", "retries", VAL_UINT, FIELD(source.retries),
+			  0, 100 },
+	[KEY_WORLD_SIZE] = { "shard", "world_size", VAL_U64,
+			     FIELD(shard.spec.world_size), 1,
+			     CONFIG_WORLD_SIZE_MAX },
+	[KEY_RANKS] = { "shard", "ranks", VAL_RANKS },
+	[KEY_SEED] = { "shard", "seed", VAL_U64, FIELD(shard.spec.seed), 0,
+		       UINT64_MAX, .hex = true },
+	[KEY_EPOCH] = { "shard", "epoch", VAL_U64, FIELD(shard.spec.epoch), 0,
+			UINT64_MAX, .hex = true },
+	[KEY_ORDER] = { "shard", "order", VAL_ORDER },
+	[KEY_LAYOUT] = { "shard", "layout", VAL_LAYOUT },
+	[KEY_BALANCE] = { "shard", "balance", VAL_BALANCE },
+	[KEY_CACHE_DIR] = { "cache", "dir", VAL_PATH, FIELD(cache.dir) },
+	[KEY_CACHE_SIZE] = { "cache", "size", VAL_CACHE_SIZE },
+	/* 0 files ahead is how prefetch is turned off. */
+	[KEY_PREFETCH_FILES] = { "prefetch", "files", VAL_UINT,
+				 FIELD(prefetch.files), 0, UINT_MAX },
+	/* Reads are buffered from the same budget, so 0 would stall them. */
+	[KEY_PREFETCH_MEMORY] = { "prefetch", "memory", VAL_SIZE,
+				  FIELD(prefetch.memory), 1, UINT64_MAX },
+	[KEY_PREFETCH_CONNECTIONS] = { "prefetch", "connections", VAL_UINT,
+				       FIELD(prefetch.connections), 1, 1024 },
+	[KEY_MOUNT_PATH] = { "mount", "path", VAL_PATH, FIELD(mount.path),
+			     .optional = true },
+	[KEY_ALLOW_OTHER] = { "mount", "allow_other", VAL_BOOL,
+			      FIELD(mount.allow_other) },
+};
+
+static const char *const sections[] = { "source", "shard", "cache", "prefetch",
+					"mount" };
+
+struct name_value {
+	const char *name;
+	int value;
+};
+
+static const struct name_value addressing_names[] = {
+	{ "auto", BACKEND_ADDRESSING_AUTO },
+	{ "path", BACKEND_ADDRESSING_PATH },
+	{ "virtual", BACKEND_ADDRESSING_VIRTUAL },
+	{ NULL, 0 },
+};
+
+static const struct name_value order_names[] = {
+	{ "shuffle", SHARD_ORDER_SHUFFLE },
+	{ "none", SHARD_ORDER_NONE },
+	{ NULL, 0 },
+};
+
+static const struct name_value layout_names[] = {
+	{ "strided", SHARD_LAYOUT_STRIDED },
+	{ "contiguous", SHARD_LAYOUT_CONTIGUOUS },
+	{ "bytes", SHARD_LAYOUT_BYTES },
+	{ NULL, 0 },
+};
+
+static const struct name_value balance_names[] = {
+	{ "none", SHARD_BALANCE_NONE },
+	{ "drop", SHARD_BALANCE_DROP },
+	{ "pad", SHARD_BALANCE_PAD },
+	{ NULL, 0 },
+};
+
+/* Where a key got its current value. */
+struct origin {
+	uint64_t seq;	      /* 0: the default; a later setting is larger */
+	unsigned line;	      /* line in the file, 0 if not from the file */
+	const char *override; /* the -o argument (borrowed), or NULL */
+	char *value;	      /* the value as written, for messages */
+};
+
+struct load {
+	struct config *cfg;
+	FILE *fp;
+	unsigned lineno; /* of the line inih is parsing */
+	bool indented;	 /* that line starts with white space */
+	bool after_key;	 /* a key was parsed since the last section line */
+	uint64_t seq;
+	struct origin origin[KEY_COUNT];
+	int rc;		   /* first error, 0 if none so far */
+	unsigned err_line; /* its line in the file, 0 if not from the file */
+	char *err;
+	size_t errlen;
+};
+
+static void load_fail(struct load *ld, int rc, unsigned line, const char *fmt,
+		      ...) __attribute__((format(printf, 4, 5)));
+
+static void load_fail(struct load *ld, int rc, unsigned line, const char *fmt,
+		      ...)
+{
+	va_list ap;
+
+	if (ld->rc)
+		return;
+	ld->rc = rc;
+	ld->err_line = line;
+	if (ld->errlen) {
+		va_start(ap, fmt);
+		vsnprintf(ld->err, ld->errlen, fmt, ap);
+		va_end(ap);
+	}
+}
+
+static void load_oom(struct load *ld)
+{
+	load_fail(ld, -ENOMEM, 0, "out of memory");
+}
+
+/* "where: reason" for a value set at o: a file line, an override, or (for
+ * a cross-key check blaming a default) just the file. */
+static void fail_value(struct load *ld, const struct origin *o,
+		       const char *section, const char *name, const char *value,
+		       const char *reason)
+{
+	const char *file = ld->cfg->file;
+
+	if (o->override)
+		load_fail(ld, -EINVAL, 0, "-o %s: %s", o->override, reason);
+	else if (o->line && *section)
+		load_fail(ld, -EINVAL, o->line, "%s:%u: [%s] %s = %s: %s", file,
+			  o->line, section, name, value, reason);
+	else if (o->line)
+		load_fail(ld, -EINVAL, o->line, "%s:%u: %s = %s: %s", file,
+			  o->line, name, value, reason);
+	else
+		load_fail(ld, -EINVAL, 0, "%s: [%s] %s: %s", file, section,
+			  name, reason);
+}
+
+static void append(char *buf, size_t len, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void append(char *buf, size_t len, const char *fmt, ...)
+{
+	size_t used = strlen(buf);
+	va_list ap;
+
+	if (used + 1 >= len)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(buf + used, len - used, fmt, ap);
+	va_end(ap);
+}
+
+static char *trim(char *s)
+{
+	char *end;
+
+	while (isspace((unsigned char)*s))
+		s++;
+	end = s + strlen(s);
+	while (end > s && isspace((unsigned char)end[-1]))
+		*--end = '\0';
+	return s;
+}
+
+/* Decimal, or hex after "0x" when hex is set. No sign, space or other
+ * base: strtoull alone would take "-1", " 1" and "010" (as octal with base
+ * 0). Returns 0, -EINVAL (not a number) or -ERANGE (over 64 bits). */
+static int parse_u64(const char *s, bool hex, uint64_t *out)
+{
+	int base = 10;
+	unsigned long long v;
+	char *end;
+
+	if (hex && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
+		if (!isxdigit((unsigned char)s[2]))
+			return -EINVAL;
+		base = 16;
+	} else if (!isdigit((unsigned char)s[0])) {
+		return -EINVAL;
+	}
+	errno = 0;
+	v = strtoull(s, &end, base);
+	if (*end)
+		return -EINVAL;
+	if (errno == ERANGE)
+		return -ERANGE;
+	*out = v;
+	return 0;
+}
+
+/* config_parse_size(), telling overflow (-ERANGE) from syntax (-EINVAL). */
+static int parse_size(const char *s, uint64_t *out)
+{
+	unsigned shift = 0;
+	unsigned long long v;
+	char *end;
+
+	if (!isdigit((unsigned char)s[0]))
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	switch (*end) {
+	case 'K':
+	case 'k':
+		shift = 10;
+		break;
+	case 'M':
+	case 'm':
+		shift = 20;
+		break;
+	case 'G':
+	case 'g':
+		shift = 30;
+		break;
+	case 'T':
+	case 't':
+		shift = 40;
+		break;
+	}
+	if (shift)
+		end++;
+	if (!strcmp(end, "B") || (shift && !strcmp(end, "iB")))
+		end += strlen(end);
+	if (*end)
+		return -EINVAL;
+	if (errno == ERANGE || v > UINT64_MAX >> shift)
+		return -ERANGE;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+int config_parse_size(const char *s, uint64_t *out)
+{
+	uint64_t v;
+
+	if (!s || !out || parse_size(s, &v))
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+static bool parse_bool(const char *s, bool *out)
+{
+	static const char *const yes[] = { "true", "yes", "on", "1" };
+	static const char *const no[] = { "false", "no", "off", "0" };
+	size_t i;
+
+	for (i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+		if (!strcasecmp(s, yes[i])) {
+			*out = true;
+			return true;
+		}
+		if (!strcasecmp(s, no[i])) {
+			*out = false;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* A source (object = false) or one object (object = true): an absolute
+ * path, or s3:// or gs:// with a bucket and, for an object, a key. */
+static bool location_valid(const char *s, bool object)
+{
+	const char *bucket;
+	size_t i, n, len = strlen(s);
+
+	if (s[0] == '/')
+		return !object || s[len - 1] != '/';
+	if (strncmp(s, "s3://", 5) && strncmp(s, "gs://", 5))
+		return false;
+	bucket = s + 5;
+	n = strcspn(bucket, "/");
+	if (!n)
+		return false;
+	for (i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)bucket[i];
+
+		if (!isalnum(c) && c != '.' && c != '-' && c != '_')
+			return false;
+	}
+	if (!object)
+		return true;
+	return bucket[n] == '/' && bucket[n + 1] && s[len - 1] != '/';
+}
+
+static bool http_url_valid(const char *s)
+{
+	const char *host;
+
+	if (!strncasecmp(s, "http://", 7))
+		host = s + 7;
+	else if (!strncasecmp(s, "https://", 8))
+		host = s + 8;
+	else
+		return false;
+	if (!*host || *host == '/')
+		return false;
+	for (; *s; s++)
+		if (isspace((unsigned char)*s) || iscntrl((unsigned char)*s))
+			return false;
+	return true;
+}
+
+/* The region goes into request signatures and host names. */
+static bool region_valid(const char *s)
+{
+	if (!*s)
+		return false;
+	for (; *s; s++)
+		if (!isalnum((unsigned char)*s) && *s != '-' && *s != '_')
+			return false;
+	return true;
+}
+
+static bool sha256_valid(const char *s)
+{
+	size_t i;
+
+	for (i = 0; i < 64; i++)
+		if (!isxdigit((unsigned char)s[i]))
+			return false;
+	return s[64] == '\0';
+}
+
+static bool parse_name(const struct name_value *names, const char *s, int *out)
+{
+	for (; names->name; names++) {
+		if (!strcasecmp(s, names->name)) {
+			*out = names->value;
+			return true;
+		}
+	}
+	return false;
+}
+
+static void names_reason(const struct name_value *names, char *why,
+			 size_t whylen)
+{
+	size_t i;
+
+	snprintf(why, whylen, "must be one of");
+	for (i = 0; names[i].name; i++)
+		append(why, whylen, "%s %s",
+		       !i		   ? ""
+		       : names[i + 1].name ? ","
+					   : " or",
+		       names[i].name);
+}
+
+static int range_cmp(const void *a, const void *b)
+{
+	const struct config_range *x = a, *y = b;
+
+	return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/* Digits only: a rank list has no hex, signs or spaces inside numbers. */
+static int scan_rank(const char **p, uint64_t *out)
+{
+	const char *s = *p;
+	uint64_t v = 0;
+
+	if (!isdigit((unsigned char)*s))
+		return -EINVAL;
+	for (; isdigit((unsigned char)*s); s++) {
+		unsigned d = (unsigned)(*s - '0');
+
+		if (v > (UINT64_MAX - d) / 10)
+			return -ERANGE;
+		v = v * 10 + d;
+	}
+	*p = s;
+	*out = v;
+	return 0;
+}
+
+static const char *skip_space(const char *s)
+{
+	while (isspace((unsigned char)*s))
+		s++;
+	return s;
+}
+
+/* "0,2, 8-15" into sorted ranges with overlapping and adjacent ones merged;
+ * "" is every rank (NULL, 0). */
+static int parse_ranks(const char *s, struct config_range **out, size_t *n_out,
+		       char *why, size_t whylen)
+{
+	struct config_range *r;
+	const char *p;
+	size_t n = 0, cap = 1, i, m;
+	int rc;
+
+	if (!*s) {
+		*out = NULL;
+		*n_out = 0;
+		return 0;
+	}
+	for (p = s; *p; p++)
+		cap += *p == ',';
+	r = calloc(cap, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	for (p = s;;) {
+		uint64_t lo, hi;
+
+		p = skip_space(p);
+		rc = scan_rank(&p, &lo);
+		if (rc)
+			goto bad;
+		p = skip_space(p);
+		hi = lo;
+		if (*p == '-') {
+			p = skip_space(p + 1);
+			rc = scan_rank(&p, &hi);
+			if (rc)
+				goto bad;
+			p = skip_space(p);
+			if (hi < lo) {
+				snprintf(why, whylen,
+					 "range %" PRIu64 "-%" PRIu64
+					 " ends before it starts",
+					 lo, hi);
+				free(r);
+				return -EINVAL;
+			}
+		}
+		r[n].lo = lo;
+		r[n].hi = hi;
+		n++;
+		if (!*p)
+			break;
+		if (*p != ',') {
+			rc = -EINVAL;
+			goto bad;
+		}
+		p++;
+	}
+
+	qsort(r, n, sizeof(*r), range_cmp);
+	for (m = 0, i = 1; i < n; i++) {
+		/* lo == 0 never reaches lo - 1: sorted, so lo <= r[m].hi. */
+		if (r[i].lo <= r[m].hi || r[i].lo - 1 == r[m].hi) {
+			if (r[i].hi > r[m].hi)
+				r[m].hi = r[i].hi;
+		} else {
+			r[++m] = r[i];
+		}
+	}
+	*out = r;
+	*n_out = m + 1;
+	return 0;
+
+bad:
+	free(r);
+	if (rc == -ERANGE)
+		snprintf(why, whylen, "rank out of range (more than 64 bits)");
+	else
+		snprintf(why, whylen,
+			 "not a list of ranks and ranges such as 0,2,8-15");
+	return -EINVAL;
+}
+
+static int store_string(char **field, const char *value)
+{
+	char *copy = NULL;
+
+	if (value) {
+		copy = strdup(value);
+		if (!copy)
+			return -ENOMEM;
+	}
+	free(*field);
+	*field = copy;
+	return 0;
+}
+
+static void range_reason(const struct key *k, int rc, char *why, size_t whylen)
+{
+	if (rc == -ERANGE && k->max == UINT64_MAX)
+		snprintf(why, whylen, "out of range (more than 64 bits)");
+	else if (k->max == UINT64_MAX)
+		snprintf(why, whylen, "must be at least %" PRIu64, k->min);
+	else
+		snprintf(why, whylen,
+			 "must be between %" PRIu64 " and %" PRIu64, k->min,
+			 k->max);
+}
+
+/* "N%" of the filesystem, or a size in bytes. */
+static int set_cache_size(struct config *cfg, const char *value, char *why,
+			  size_t whylen)
+{
+	size_t len = strlen(value), i;
+	uint64_t v;
+	int rc;
+
+	if (len && value[len - 1] == '%') {
+		/* v stops growing past 100, so a long run of digits is out
+		 * of range rather than an overflow. */
+		for (i = 0, v = 0; i + 1 < len; i++) {
+			if (!isdigit((unsigned char)value[i]))
+				break;
+			if (v <= 100)
+				v = v * 10 + (uint64_t)(value[i] - '0');
+		}
+		if (len == 1 || i + 1 < len) {
+			snprintf(why, whylen, "not a percentage");
+			return -EINVAL;
+		}
+		if (v < 1 || v > 100) {
+			snprintf(why, whylen,
+				 "percentage must be between 1 and 100");
+			return -EINVAL;
+		}
+		cfg->cache.size_bytes = 0;
+		cfg->cache.size_percent = (unsigned)v;
+		return 0;
+	}
+	rc = parse_size(value, &v);
+	if (rc == -EINVAL) {
+		snprintf(why, whylen,
+			 "not a size (digits and an optional K, M, G or T "
+			 "suffix) or a percentage (1%% to 100%%)");
+		return -EINVAL;
+	}
+	if (rc) {
+		snprintf(why, whylen, "out of range (more than 64 bits)");
+		return -EINVAL;
+	}
+	if (!v) {
+		snprintf(why, whylen, "must be at least 1");
+		return -EINVAL;
+	}
+	cfg->cache.size_bytes = v;
+	cfg->cache.size_percent = 0;
+	return 0;
+}
+
+static int set_enum(struct config *cfg, enum value_type type, const char *value,
+		    char *why, size_t whylen)
+{
+	const struct name_value *names;
+	int e;
+
+	switch (type) {
+	case VAL_ADDRESSING:
+		names = addressing_names;
+		break;
+	case VAL_ORDER:
+		names = order_names;
+		break;
+	case VAL_LAYOUT:
+		names = layout_names;
+		break;
+	default:
+		names = balance_names;
+		break;
+	}
+	if (!parse_name(names, value, &e)) {
+		names_reason(names, why, whylen);
+		return -EINVAL;
+	}
+	switch (type) {
+	case VAL_ADDRESSING:
+		cfg->source.addressing = (enum backend_addressing)e;
+		break;
+	case VAL_ORDER:
+		cfg->shard.spec.order = (enum shard_order)e;
+		break;
+	case VAL_LAYOUT:
+		cfg->shard.spec.layout = (enum shard_layout)e;
+		break;
+	default:
+		cfg->shard.spec.balance = (enum shard_balance)e;
+		break;
+	}
+	return 0;
+}
+
+/* Checks value and stores it in cfg. Returns 0, -EINVAL with the reason in
+ * why, or -ENOMEM. */
+static int key_set(struct config *cfg, const struct key *k, const char *value,
+		   char *why, size_t whylen)
+{
+	void *field = (char *)cfg + k->offset;
+	uint64_t v;
+	bool b;
+	int rc;
+
+	if (k->optional && !*value)
+		return store_string(field, NULL);
+
+	switch (k->type) {
+	case VAL_SOURCE_URL:
+		if (!location_valid(value, false)) {
+			snprintf(why, whylen,
+				 "not an absolute path, s3://bucket[/prefix] "
+				 "or gs://bucket[/prefix]");
+			return -EINVAL;
+		}
+		return store_string(field, value);
+	case VAL_MANIFEST:
+		if (!location_valid(value, true)) {
+			snprintf(why, whylen,
+				 "not an absolute file path, s3://bucket/key "
+				 "or gs://bucket/key");
+			return -EINVAL;
+		}
+		return store_string(field, value);
+	case VAL_HTTP_URL:
+		if (!http_url_valid(value)) {
+			snprintf(why, whylen, "not an http:// or https:// URL");
+			return -EINVAL;
+		}
+		return store_string(field, value);
+	case VAL_REGION:
+		if (!region_valid(value)) {
+			snprintf(why, whylen,
+				 "not a region name (letters, digits, '-', "
+				 "'_')");
+			return -EINVAL;
+		}
+		return store_string(field, value);
+	case VAL_SHA256: {
+		char lower[65];
+		size_t i;
+
+		if (!sha256_valid(value)) {
+			snprintf(why, whylen, "not 64 hex digits");
+			return -EINVAL;
+		}
+		for (i = 0; i < 65; i++)
+			lower[i] = (char)tolower((unsigned char)value[i]);
+		return store_string(field, lower);
+	}
+	case VAL_PATH:
+		if (value[0] != '/') {
+			snprintf(why, whylen, "not an absolute path");
+			return -EINVAL;
+		}
+		return store_string(field, value);
+	case VAL_BOOL:
+		if (!parse_bool(value, &b)) {
+			snprintf(why, whylen,
+				 "not a boolean (true/false, yes/no, on/off, "
+				 "1/0)");
+			return -EINVAL;
+		}
+		*(bool *)field = b;
+		return 0;
+	case VAL_UINT:
+	case VAL_U64:
+		rc = parse_u64(value, k->hex, &v);
+		if (rc == -EINVAL) {
+			snprintf(why, whylen, "not an unsigned integer");
+			return -EINVAL;
+		}
+		if (rc || v < k->min || v > k->max) {
+			range_reason(k, rc, why, whylen);
+			return -EINVAL;
+		}
+		if (k->type == VAL_UINT)
+			*(unsigned *)field = (unsigned)v;
+		else
+			*(uint64_t *)field = v;
+		return 0;
+	case VAL_SIZE:
+		rc = parse_size(value, &v);
+		if (rc == -EINVAL) {
+			snprintf(why, whylen,
+				 "not a size (digits and an optional K, M, G "
+				 "or T suffix)");
+			return -EINVAL;
+		}
+		if (rc || v < k->min) {
+			range_reason(k, rc, why, whylen);
+			return -EINVAL;
+		}
+		*(uint64_t *)field = v;
+		return 0;
+	case VAL_CACHE_SIZE:
+		return set_cache_size(cfg, value, why, whylen);
+	case VAL_RANKS: {
+		struct config_range *r;
+		size_t n;
+
+		rc = parse_ranks(value, &r, &n, why, whylen);
+		if (rc)
+			return rc;
+		free(cfg->shard.ranks);
+		cfg->shard.ranks = r;
+		cfg->shard.n_ranks = n;
+		return 0;
+	}
+	case VAL_ADDRESSING:
+	case VAL_ORDER:
+	case VAL_LAYOUT:
+	case VAL_BALANCE:
+		return set_enum(cfg, k->type, value, why, whylen);
+	}
+	return -EINVAL;
+}
+
+/* The index of section.name in keys[], or -1 with the reason in why. */
+static int key_find(const char *section, const char *name, char *why,
+		    size_t whylen)
+{
+	bool known = false;
+	size_t i;
+
+	if (!*section) {
+		snprintf(why, whylen, "key outside any section");
+		return -1;
+	}
+	for (i = 0; i < KEY_COUNT; i++) {
+		if (strcmp(keys[i].section, section))
+			continue;
+		known = true;
+		if (!strcmp(keys[i].name, name))
+			return (int)i;
+	}
+	if (!known) {
+		snprintf(why, whylen, "unknown section (sections are");
+		for (i = 0; i < sizeof(sections) / sizeof(sections[0]); i++)
+			append(why, whylen, "%s %s", i ? "," : "", sections[i]);
+	} else {
+		snprintf(why, whylen, "unknown key (keys in [%s] are", section);
+		for (i = 0, known = false; i < KEY_COUNT; i++) {
+			if (strcmp(keys[i].section, section))
+				continue;
+			append(why, whylen, "%s %s", known ? "," : "",
+			       keys[i].name);
+			known = true;
+		}
+	}
+	append(why, whylen, ")");
+	return -1;
+}
+
+/* Sets section.name = value, from the file (o->line) or an override
+ * (o->override). Returns 0, or the error recorded in ld. */
+static int config_apply(struct load *ld, const struct origin *o,
+			const char *section, const char *name,
+			const char *value)
+{
+	struct origin *prev;
+	char why[512];
+	char *copy;
+	int k, rc;
+
+	k = key_find(section, name, why, sizeof(why));
+	if (k < 0) {
+		fail_value(ld, o, section, name, value, why);
+		return ld->rc;
+	}
+	prev = &ld->origin[k];
+	if (o->line && prev->line) {
+		snprintf(why, sizeof(why), "already set at line %u",
+			 prev->line);
+		fail_value(ld, o, section, name, value, why);
+		return ld->rc;
+	}
+	rc = key_set(ld->cfg, &keys[k], value, why, sizeof(why));
+	if (rc == -EINVAL)
+		fail_value(ld, o, section, name, value, why);
+	if (rc == -ENOMEM)
+		load_oom(ld);
+	if (rc)
+		return ld->rc;
+
+	copy = strdup(value);
+	if (!copy) {
+		load_oom(ld);
+		return ld->rc;
+	}
+	free(prev->value);
+	prev->value = copy;
+	prev->seq = ++ld->seq;
+	prev->line = o->line;
+	prev->override = o->override;
+	return 0;
+}
+
+/* inih's handler: returns nonzero to go on. */
+static int on_key(void *user, const char *section, const char *name,
+		  const char *value)
+{
+	struct load *ld = user;
+	struct origin o = { .line = ld->lineno };
+
+	if (ld->rc)
+		return 0;
+	if (ld->indented && ld->after_key) {
+		load_fail(ld, -EINVAL, ld->lineno,
+			  "%s:%u: %s: indented line would continue the value "
+			  "of [%s] %s; remove the indentation",
+			  ld->cfg->file, ld->lineno, value, section, name);
+		return 0;
+	}
+	ld->after_key = true;
+	return config_apply(ld, &o, section, name, value) == 0;
+}
+
+/* inih's fgets: one physical line per call, so our count matches inih's.
+ * A line that does not fit in num is an error, never cut in two. */
+static char *read_line(char *str, int num, void *stream)
+{
+	struct load *ld = stream;
+	size_t n = 0, max = num > 0 ? (size_t)num - 1 : 0;
+	bool nul = false;
+	const char *s;
+	int c;
+
+	if (ld->rc)
+		return NULL;
+	while ((c = getc(ld->fp)) != EOF && c != '\n') {
+		if (n == max) {
+			load_fail(ld, -EINVAL, ld->lineno + 1,
+				  "%s:%u: line too long (more than %zu bytes)",
+				  ld->cfg->file, ld->lineno + 1, max);
+			return NULL;
+		}
+		nul |= c == '\0';
+		str[n++] = (char)c;
+	}
+	if (c == EOF && ferror(ld->fp)) {
+		int e = errno ? errno : EIO;
+
+		load_fail(ld, -e, ld->lineno + 1, "cannot read %s: %s",
+			  ld->cfg->file, strerror(e));
+		return NULL;
+	}
+	if (c == EOF && !n)
+		return NULL;
+	str[n] = '\0';
+	ld->lineno++;
+	if (nul) {
+		load_fail(ld, -EINVAL, ld->lineno,
+			  "%s:%u: line contains a NUL byte", ld->cfg->file,
+			  ld->lineno);
+		return NULL;
+	}
+
+	/* Follow inih: after a key, an indented line is a continuation
+	 * (checked in on_key); otherwise a '[' line starts a section. */
+	ld->indented = isspace((unsigned char)str[0]);
+	s = skip_space(str);
+	if (*s == '[' && !(ld->indented && ld->after_key))
+		ld->after_key = false;
+	return str;
+}
+
+static int parse_file(struct load *ld, const char *path)
+{
+	int ret, e;
+
+	ld->fp = fopen(path, "re");
+	if (!ld->fp) {
+		e = errno;
+		load_fail(ld, -e, 0, "cannot read %s: %s", path, strerror(e));
+		return ld->rc;
+	}
+	ret = ini_parse_stream(read_line, ld, on_key, ld);
+	fclose(ld->fp);
+	ld->fp = NULL;
+
+	/* inih returns its first error line: ours (the handler said no) or a
+	 * line it could not parse at all, which may come first. */
+	if (ret == -2) {
+		ld->rc = 0;
+		load_oom(ld);
+	} else if (ret > 0 && (!ld->rc || (unsigned)ret < ld->err_line)) {
+		ld->rc = 0;
+		load_fail(ld, -EINVAL, (unsigned)ret, "%s:%d: syntax error",
+			  path, ret);
+	} else if (ret < 0 && !ld->rc) {
+		load_fail(ld, -EIO, 0, "cannot read %s", path);
+	}
+	return ld->rc;
+}
+
+static int apply_override(struct load *ld, const char *arg)
+{
+	struct origin o = { .override = arg };
+	char *copy, *eq, *dot, *section, *name;
+
+	copy = strdup(arg);
+	if (!copy) {
+		load_oom(ld);
+		return ld->rc;
+	}
+	eq = strchr(copy, '=');
+	dot = eq ? memchr(copy, '.', (size_t)(eq - copy)) : NULL;
+	if (dot) {
+		*eq = '\0';
+		*dot = '\0';
+		section = trim(copy);
+		name = trim(dot + 1);
+		if (*section && *name)
+			config_apply(ld, &o, section, name, trim(eq + 1));
+		else
+			dot = NULL;
+	}
+	if (!dot)
+		load_fail(ld, -EINVAL, 0, "-o %s: expected section.key=value",
+			  arg);
+	free(copy);
+	return ld->rc;
+}
+
+static void spec_reset(struct shard_spec *spec, int k)
+{
+	const struct shard_spec def = { .world_size = 1 };
+
+	switch (k) {
+	case KEY_WORLD_SIZE:
+		spec->world_size = def.world_size;
+		break;
+	case KEY_SEED:
+		spec->seed = def.seed;
+		break;
+	case KEY_EPOCH:
+		spec->epoch = def.epoch;
+		break;
+	case KEY_ORDER:
+		spec->order = def.order;
+		break;
+	case KEY_LAYOUT:
+		spec->layout = def.layout;
+		break;
+	case KEY_BALANCE:
+		spec->balance = def.balance;
+		break;
+	}
+}
+
+/* The spec check names no key, so blame the key most recently set among
+ * those whose default would make the spec valid: of "layout = bytes" and
+ * "balance = drop", the one written last (or given with -o) is the one
+ * the user just changed. */
+static void check_spec(struct load *ld)
+{
+	static const int spec_keys[] = {
+		KEY_WORLD_SIZE, KEY_SEED,   KEY_EPOCH,
+		KEY_ORDER,	KEY_LAYOUT, KEY_BALANCE
+	};
+	const struct shard_spec *spec = &ld->cfg->shard.spec;
+	const char *msg = shard_spec_check(spec);
+	int best = -1;
+	bool best_fixes = false;
+	size_t i;
+
+	if (!msg)
+		return;
+	for (i = 0; i < sizeof(spec_keys) / sizeof(spec_keys[0]); i++) {
+		int k = spec_keys[i];
+		struct shard_spec alt = *spec;
+		bool fixes;
+
+		if (!ld->origin[k].seq)
+			continue;
+		spec_reset(&alt, k);
+		fixes = !shard_spec_check(&alt);
+		if (best < 0 || fixes > best_fixes ||
+		    (fixes == best_fixes &&
+		     ld->origin[k].seq > ld->origin[best].seq)) {
+			best = k;
+			best_fixes = fixes;
+		}
+	}
+	if (best < 0)
+		load_fail(ld, -EINVAL, 0, "%s: [shard] %s", ld->cfg->file, msg);
+	else
+		fail_value(ld, &ld->origin[best], "shard", keys[best].name,
+			   ld->origin[best].value, msg);
+}
+
+static void check_ranks(struct load *ld)
+{
+	const struct config *cfg = ld->cfg;
+	const struct origin *ws = &ld->origin[KEY_WORLD_SIZE];
+	uint64_t world = cfg->shard.spec.world_size, last;
+	char why[512];
+
+	if (!cfg->shard.n_ranks)
+		return;
+	last = cfg->shard.ranks[cfg->shard.n_ranks - 1].hi;
+	if (last < world)
+		return;
+	snprintf(why, sizeof(why),
+		 "rank %" PRIu64 " is not below world_size %" PRIu64, last,
+		 world);
+	if (ws->override)
+		append(why, sizeof(why), " (set by -o %s)", ws->override);
+	else if (ws->line)
+		append(why, sizeof(why), " (set at %s:%u)", cfg->file,
+		       ws->line);
+	else
+		append(why, sizeof(why), " (the default)");
+	fail_value(ld, &ld->origin[KEY_RANKS], "shard", "ranks",
+		   ld->origin[KEY_RANKS].value, why);
+}
+
+static int check_all(struct load *ld)
+{
+	if (!ld->cfg->source.url) {
+		load_fail(ld, -EINVAL, 0, "%s: [source] url is required",
+			  ld->cfg->file);
+		return ld->rc;
+	}
+	check_ranks(ld);
+	if (!ld->rc)
+		check_spec(ld);
+	return ld->rc;
+}
+
+static struct config *config_new(const char *path)
+{
+	struct config *cfg = calloc(1, sizeof(*cfg));
+
+	if (!cfg)
+		return NULL;
+	cfg->file = strdup(path);
+	cfg->source.region = strdup(DEFAULT_REGION);
+	cfg->cache.dir = strdup(DEFAULT_CACHE_DIR);
+	if (!cfg->file || !cfg->source.region || !cfg->cache.dir) {
+		config_free(cfg);
+		return NULL;
+	}
+	cfg->source.addressing = BACKEND_ADDRESSING_AUTO;
+	cfg->source.connect_timeout_ms = 5000;
+	cfg->source.request_timeout_ms = 30000;
+	cfg->source.retries = 5;
+	cfg->shard.spec.world_size = 1;
+	cfg->shard.spec.order = SHARD_ORDER_SHUFFLE;
+	cfg->shard.spec.layout = SHARD_LAYOUT_STRIDED;
+	cfg->shard.spec.balance = SHARD_BALANCE_NONE;
+	cfg->cache.size_bytes = 10 * GIB;
+	cfg->prefetch.files = 32;
+	cfg->prefetch.memory = 512 * MIB;
+	cfg->prefetch.connections = 64;
+	return cfg;
+}
+
+int config_load(const char *path, char *const *overrides, size_t n_overrides,
+		struct config **out, char *err, size_t errlen)
+{
+	struct load ld = { .err = err, .errlen = err ? errlen : 0 };
+	size_t i;
+
+	if (ld.errlen)
+		err[0] = '\0';
+	if (!path || !out || (n_overrides && !overrides)) {
+		load_fail(&ld, -EINVAL, 0, "config_load: invalid arguments");
+		return ld.rc;
+	}
+	ld.cfg = config_new(path);
+	if (!ld.cfg) {
+		load_oom(&ld);
+		return ld.rc;
+	}
+
+	if (!parse_file(&ld, path)) {
+		for (i = 0; i < n_overrides && !ld.rc; i++)
+			apply_override(&ld, overrides[i]);
+	}
+	if (!ld.rc)
+		check_all(&ld);
+
+	for (i = 0; i < KEY_COUNT; i++)
+		free(ld.origin[i].value);
+	if (ld.rc) {
+		config_free(ld.cfg);
+		return ld.rc;
+	}
+	*out = ld.cfg;
+	return 0;
+}
+
+void config_backend_options(const struct config *cfg,
+			    struct backend_options *opts)
+{
+	memset(opts, 0, sizeof(*opts));
+	opts->endpoint = cfg->source.endpoint;
+	opts->region = cfg->source.region;
+	opts->addressing = cfg->source.addressing;
+	opts->anonymous = cfg->source.anonymous;
+	opts->connect_timeout_ms = cfg->source.connect_timeout_ms;
+	opts->request_timeout_ms = cfg->source.request_timeout_ms;
+	opts->retries = cfg->source.retries;
+}
+
+void config_free(struct config *cfg)
+{
+	if (!cfg)
+		return;
+	free(cfg->file);
+	free(cfg->source.url);
+	free(cfg->source.endpoint);
+	free(cfg->source.region);
+	free(cfg->source.manifest);
+	free(cfg->source.manifest_sha256);
+	free(cfg->shard.ranks);
+	free(cfg->cache.dir);
+	free(cfg->mount.path);
+	free(cfg);
+}
+
+bool config_rank_selected(const struct config *cfg, uint64_t r)
+{
+	size_t lo = 0, hi = cfg->shard.n_ranks;
+
+	if (r >= cfg->shard.spec.world_size)
+		return false;
+	if (!cfg->shard.ranks)
+		return true;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (cfg->shard.ranks[mid].hi < r)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < cfg->shard.n_ranks && cfg->shard.ranks[lo].lo <= r;
+}

@@ -1,0 +1,113 @@
+/*
+ * config: one INI file per dataset mount (docs/DESIGN.md §6), plus
+ * "-o section.key=value" overrides from the command line.
+ *
+ * Every key has a default except [source] url. Unknown sections and keys,
+ * malformed values, keys outside a section and lines too long to parse are
+ * errors; the message names the file, the line, the key and the value, e.g.
+ *   /etc/shardfs/a.conf:7: [shard] world_size = abc: not an unsigned integer
+ * and for overrides
+ *   -o shard.world_size=abc: not an unsigned integer
+ * Checks that involve several keys (ranks within world_size, the bytes
+ * layout with balance none) run after the overrides and name the line of
+ * the key they reject.
+ *
+ * File syntax is inih's: ';' or '#' starts a comment line, " ;" an inline
+ * comment; a line may hold at most 199 bytes. A key given twice in the
+ * file is an error, and so is an indented line after a key (inih would
+ * append it to that key's value). An empty value unsets the optional
+ * string keys (endpoint, manifest, manifest_sha256, mount path) and
+ * selects every rank for ranks. Names are case-sensitive; booleans
+ * (true/false, yes/no, on/off, 1/0) and enum values are not. Integers are
+ * decimal without sign; seed and epoch also take 0x hex.
+ */
+#ifndef SHARDFS_CONFIG_H
+#define SHARDFS_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backends/backend.h"
+#include "fs/shard.h"
+
+#define CONFIG_WORLD_SIZE_MAX 1048576
+
+/* An inclusive range of ranks, from "ranks = 0,2,8-15". */
+struct config_range {
+	uint64_t lo, hi;
+};
+
+struct config {
+	char *file; /* the config file's path, for messages */
+
+	struct {
+		char *url;	/* required: s3://, gs:// or absolute path */
+		char *endpoint; /* NULL: backend default */
+		char *region;	/* default "us-east-1" */
+		enum backend_addressing addressing; /* default auto */
+		char *manifest;	       /* pinned manifest path/URL or NULL */
+		char *manifest_sha256; /* 64 lowercase hex digits or NULL */
+		bool anonymous;	       /* default false: use credentials */
+		unsigned connect_timeout_ms; /* default 5000 */
+		unsigned request_timeout_ms; /* default 30000 */
+		unsigned retries;	     /* default 5 */
+	} source;
+
+	struct {
+		struct shard_spec spec; /* world_size default 1, seed 0, ... */
+		/* sorted, overlapping and adjacent ranges merged; NULL = all */
+		struct config_range *ranks;
+		size_t n_ranks;
+	} shard;
+
+	struct {
+		char *dir;	       /* default "/var/cache/shardfs" */
+		uint64_t size_bytes;   /* 0 when given as a percentage */
+		unsigned size_percent; /* 1..100 of the filesystem, 0 when
+					* given in bytes (default 10 GiB) */
+	} cache;
+
+	struct {
+		unsigned files;	      /* default 32; 0 turns prefetch off */
+		uint64_t memory;      /* default 512 MiB, >= 1 */
+		unsigned connections; /* default 64, 1..1024 */
+	} prefetch;
+
+	struct {
+		char *path;	  /* NULL: must come from the command line */
+		bool allow_other; /* default false */
+	} mount;
+};
+
+/* Parses path, then applies overrides[0..n_overrides) ("section.key=value",
+ * white space around each part ignored; a later one replaces an earlier one
+ * and the file's value), then runs the cross-key checks. The overrides are
+ * only read during the call.
+ * Returns 0 and sets *out (free with config_free), or -EINVAL with a message
+ * in err (never longer than errlen, always terminated; err may be NULL when
+ * errlen is 0), the negative errno of open or read when the file cannot be
+ * read (-ENOENT, -EACCES, -EISDIR...; "cannot read FILE: reason"), -ENOMEM.
+ * Only the first error is reported. On failure *out is untouched. */
+int config_load(const char *path, char *const *overrides, size_t n_overrides,
+		struct config **out, char *err, size_t errlen);
+
+/* Fills *opts from [source]; its strings are borrowed from cfg. */
+void config_backend_options(const struct config *cfg,
+			    struct backend_options *opts);
+
+/* Frees a config; NULL is a no-op. */
+void config_free(struct config *cfg);
+
+/* True if rank r is selected by [shard] ranks (all ranks when unset); false
+ * for r >= world_size. O(log n_ranks). */
+bool config_rank_selected(const struct config *cfg, uint64_t r);
+
+/* Parses a byte size: decimal digits with an optional K, M, G or T suffix
+ * (either case; powers of 1024) and then an optional "B", or "iB" after a
+ * suffix: "512", "10B", "64k", "512M", "10GiB", "1TB". No sign, space or
+ * fraction. Returns 0 and sets *out, or -EINVAL (also when the result does
+ * not fit in 64 bits; *out untouched). */
+int config_parse_size(const char *s, uint64_t *out);
+
+#endif

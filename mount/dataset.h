@@ -1,0 +1,33 @@
+/*
+ * dataset: everything a mount or `shardfs plan` computes from a config
+ * before serving: the backend, the manifest (pinned file or a fresh
+ * listing, checked against manifest_sha256) and the shard plan.
+ */
+#ifndef SHARDFS_DATASET_H
+#define SHARDFS_DATASET_H
+
+#include <stdbool.h>
+
+#include "backends/backend.h"
+#include "fs/manifest.h"
+#include "fs/shard.h"
+#include "mount/config.h"
+
+struct dataset {
+	struct backend *backend; /* NULL unless asked for */
+	struct manifest *manifest;
+	struct shard_plan *plan;
+};
+
+/* Loads the dataset of cfg (borrowed). With need_backend the source is
+ * opened even when a pinned manifest makes listing unnecessary. Every
+ * failure is logged with what was wrong. Returns 0 and sets *out (free with
+ * dataset_free), -EBADMSG when the manifest digest does not match the pin,
+ * or the error of the failing step. */
+int dataset_load(const struct config *cfg, bool need_backend,
+		 struct dataset **out);
+
+/* Frees ds; NULL is a no-op. */
+void dataset_free(struct dataset *ds);
+
+#endif

@@ -1,0 +1,627 @@
+/*
+ * main: the shardfs command line (docs/DESIGN.md §7).
+ *
+ *   shardfs mount CONFIG [MOUNTPOINT] [-f] [-s] [-d] [-o OPTS]
+ *   shardfs CONFIG MOUNTPOINT [-o OPTS]      (mount(8) and fstab form)
+ *   shardfs manifest URL [-o FILE]
+ *   shardfs plan CONFIG [--rank R] [-o OPTS]
+ *   shardfs help [COMMAND] | --help | --version
+ *
+ * Exit codes: 0 ok, 1 runtime failure, 2 usage or config error.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cache/cache.h"
+#include "fs/control.h"
+#include "fs/fs.h"
+#include "fs/view.h"
+#include "mount/config.h"
+#include "mount/dataset.h"
+#include "util/log.h"
+
+enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
+
+static const char usage_main[] =
+	"usage: shardfs COMMAND [ARGS]\n"
+	"\n"
+	"Mounts per-rank read-only views of a dataset for distributed "
+	"training.\n"
+	"\n"
+	"commands:\n"
+	"  mount CONFIG [MOUNTPOINT]  mount the rank views described by "
+	"CONFIG\n"
+	"  manifest URL [-o FILE]     list a source and write its manifest\n"
+	"  plan CONFIG [--rank R]     print the shard plan without mounting\n"
+	"  help [COMMAND]             show help for a command\n"
+	"\n"
+	"  shardfs CONFIG MOUNTPOINT [-o OPTS] is the form mount(8) and "
+	"/etc/fstab use.\n"
+	"\n"
+	"options: -h, --help    this help\n"
+	"         -V, --version print the version\n"
+	"\n"
+	"exit codes: 0 ok, 1 runtime failure, 2 usage or config error\n";
+
+static const char usage_mount[] =
+	"usage: shardfs mount CONFIG [MOUNTPOINT] [options]\n"
+	"\n"
+	"Mounts MOUNTPOINT (default: [mount] path in CONFIG) with one "
+	"directory per\n"
+	"selected rank, rank-R/, holding that rank's files under their "
+	"original\n"
+	"relative paths, and .shardfs/ with manifest.tsv, plan, "
+	"rank-R.order, stats.\n"
+	"Returns once the mount serves, unless -f. Stop it with umount, "
+	"SIGTERM or SIGINT.\n"
+	"\n"
+	"options:\n"
+	"  -f, --foreground   stay in the foreground\n"
+	"  -s, --single       serve one request at a time\n"
+	"  -d, --debug        trace every FUSE request (implies -f, -v)\n"
+	"  -v, --verbose      log debug messages\n"
+	"  -q, --quiet        log warnings and errors only\n"
+	"  -o OPTS            comma-separated: section.key=value overrides a "
+	"config\n"
+	"                     key (e.g. shard.world_size=8); allow_other; "
+	"generic\n"
+	"                     mount options (ro, nodev, _netdev, ...) are "
+	"accepted\n"
+	"                     and ignored. Several -o may be given.\n";
+
+static const char usage_manifest[] =
+	"usage: shardfs manifest URL [-o FILE] [S3 options]\n"
+	"\n"
+	"Lists every object under URL (an absolute directory path or "
+	"s3://bucket/prefix/)\n"
+	"and writes the canonical manifest to FILE (default: standard "
+	"output). Prints\n"
+	"the object count, bytes, skipped keys and the sha256 digest to pin "
+	"in configs.\n"
+	"\n"
+	"S3 options (as [source] in a config):\n"
+	"  --endpoint URL        S3-compatible endpoint, e.g. "
+	"http://127.0.0.1:9000\n"
+	"                        (default: $AWS_ENDPOINT_URL, else AWS)\n"
+	"  --region R            region (default: $AWS_REGION, else "
+	"us-east-1)\n"
+	"  --addressing A        auto, path or virtual (default auto)\n"
+	"  --anonymous           send unsigned requests (public buckets)\n";
+
+static const char usage_plan[] =
+	"usage: shardfs plan CONFIG [--rank R] [-o section.key=value,...]\n"
+	"\n"
+	"Prints the shard plan CONFIG gives, exactly as .shardfs/plan of a "
+	"mount:\n"
+	"parameters, manifest digest, per-rank item counts, pads and bytes, "
+	"imbalance\n"
+	"and skipped keys. With --rank R, prints rank R's keys in epoch order "
+	"instead\n"
+	"(as .shardfs/rank-R.order).\n";
+
+/* Collected -o overrides; owns its strings. */
+struct overrides {
+	char **v;
+	size_t n;
+	bool allow_other;
+	bool debug;
+};
+
+static void overrides_free(struct overrides *o)
+{
+	size_t i;
+
+	for (i = 0; i < o->n; i++)
+		free(o->v[i]);
+	free(o->v);
+}
+
+static int overrides_push(struct overrides *o, const char *s, size_t len)
+{
+	char **v = realloc(o->v, (o->n + 1) * sizeof(*v));
+
+	if (v == NULL)
+		return -ENOMEM;
+	o->v = v;
+	o->v[o->n] = strndup(s, len);
+	if (o->v[o->n] == NULL)
+		return -ENOMEM;
+	o->n++;
+	return 0;
+}
+
+/* Options mount(8), fstab and systemd pass that mean nothing here. */
+static bool generic_mount_option(const char *s, size_t len)
+{
+	static const char *const names[] = {
+		"ro",	    "rw",	   "dev",	 "nodev",    "suid",
+		"nosuid",   "exec",	   "noexec",	 "atime",    "noatime",
+		"relatime", "strictatime", "nodiratime", "diratime", "sync",
+		"async",    "auto",	   "noauto",	 "user",     "nouser",
+		"users",    "defaults",	   "_netdev",	 "nofail",
+	};
+	size_t i;
+
+	if (len >= 2 && strncmp(s, "x-", 2) == 0)
+		return true;
+	if (len >= 8 && strncmp(s, "comment=", 8) == 0)
+		return true;
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (strlen(names[i]) == len && strncmp(s, names[i], len) == 0)
+			return true;
+	return false;
+}
+
+static bool looks_like_ranks(const char *s, size_t len)
+{
+	size_t i;
+
+	if (len == 0 || s[0] < '0' || s[0] > '9')
+		return false;
+	for (i = 0; i < len; i++)
+		if ((s[i] < '0' || s[i] > '9') && s[i] != '-')
+			return false;
+	return true;
+}
+
+/*
+ * Splits one -o argument at commas. A piece that looks like a rank range
+ * ("4-7") right after a key=value continues that value, so
+ * "-o shard.ranks=0,2,4-7" means what it says.
+ */
+static int overrides_parse(struct overrides *o, const char *arg)
+{
+	const char *p = arg;
+	bool prev_value = false;
+
+	while (*p != '\0') {
+		const char *comma = strchr(p, ',');
+		size_t len = comma ? (size_t)(comma - p) : strlen(p);
+
+		if (len == 0) {
+			/* empty piece: ",," */
+		} else if (prev_value && looks_like_ranks(p, len)) {
+			char *prev = o->v[o->n - 1], *joined;
+
+			if (asprintf(&joined, "%s,%.*s", prev, (int)len, p) < 0)
+				return -ENOMEM;
+			free(prev);
+			o->v[o->n - 1] = joined;
+		} else if (memchr(p, '.', len) != NULL &&
+			   memchr(p, '=', len) != NULL &&
+			   (const char *)memchr(p, '.', len) <
+				   (const char *)memchr(p, '=', len)) {
+			if (overrides_push(o, p, len) < 0)
+				return -ENOMEM;
+			prev_value = true;
+			p += len + (comma != NULL);
+			continue;
+		} else if (len == 11 && strncmp(p, "allow_other", 11) == 0) {
+			o->allow_other = true;
+		} else if (len == 5 && strncmp(p, "debug", 5) == 0) {
+			o->debug = true;
+		} else if (!generic_mount_option(p, len)) {
+			fprintf(stderr,
+				"shardfs: -o %.*s: unknown option (expected "
+				"section.key=value, allow_other, or a generic "
+				"mount option)\n",
+				(int)len, p);
+			return -EINVAL;
+		}
+		prev_value = false;
+		p += len + (comma != NULL);
+	}
+	return 0;
+}
+
+/* Loads CONFIG with the overrides; prints the error and returns the exit
+ * code on failure, or 0. */
+static int load_config(const char *path, const struct overrides *o,
+		       struct config **cfg)
+{
+	char err[1024];
+	int rc = config_load(path, o->v, o->n, cfg, err, sizeof(err));
+
+	if (rc < 0) {
+		fprintf(stderr, "shardfs: %s\n", err);
+		return EXIT_USAGE;
+	}
+	return 0;
+}
+
+static int usage_error(const char *usage, const char *fmt, const char *arg)
+{
+	fprintf(stderr, "shardfs: ");
+	fprintf(stderr, fmt, arg);
+	fprintf(stderr, "\n%s", usage);
+	return EXIT_USAGE;
+}
+
+static bool config_rank_filter(const void *ctx, uint64_t r)
+{
+	return config_rank_selected(ctx, r);
+}
+
+static int cmd_mount(int argc, char **argv, bool helper_form)
+{
+	static const struct option longopts[] = {
+		{ "foreground", no_argument, NULL, 'f' },
+		{ "single", no_argument, NULL, 's' },
+		{ "debug", no_argument, NULL, 'd' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct overrides ov = { 0 };
+	struct fs_options fo = { 0 };
+	struct config *cfg = NULL;
+	struct dataset *ds = NULL;
+	struct view *view = NULL;
+	struct cache *cache = NULL;
+	const char *mountpoint;
+	struct stat st;
+	int c, rc = EXIT_USAGE;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "fsdvqho:", longopts, NULL)) !=
+	       -1) {
+		switch (c) {
+		case 'f':
+			fo.foreground = true;
+			break;
+		case 's':
+			fo.single_thread = true;
+			break;
+		case 'd':
+			fo.debug = fo.foreground = true;
+			log_set_level(LOG_DEBUG);
+			break;
+		case 'v':
+			log_set_level(LOG_DEBUG);
+			break;
+		case 'q':
+			log_set_level(LOG_WARNING);
+			break;
+		case 'h':
+			fputs(usage_mount, stdout);
+			rc = EXIT_OK;
+			goto out;
+		case 'o':
+			if (overrides_parse(&ov, optarg) < 0)
+				goto out;
+			break;
+		default:
+			fputs(usage_mount, stderr);
+			goto out;
+		}
+	}
+	if (argc - optind < 1 || argc - optind > 2 ||
+	    (helper_form && argc - optind != 2)) {
+		rc = usage_error(usage_mount, "%s",
+				 argc - optind < 1
+					 ? "mount: CONFIG missing"
+					 : "mount: too many arguments");
+		goto out;
+	}
+	if (ov.debug) {
+		fo.debug = fo.foreground = true;
+		log_set_level(LOG_DEBUG);
+	}
+	rc = load_config(argv[optind], &ov, &cfg);
+	if (rc != 0)
+		goto out;
+	rc = EXIT_USAGE;
+	mountpoint = argc - optind == 2 ? argv[optind + 1] : cfg->mount.path;
+	if (mountpoint == NULL) {
+		rc = usage_error(usage_mount, "%s",
+				 "mount: no MOUNTPOINT given and no [mount] "
+				 "path in the config");
+		goto out;
+	}
+	if (stat(mountpoint, &st) < 0) {
+		log_msg(LOG_ERR, "mountpoint %s: %s", mountpoint,
+			strerror(errno));
+		rc = EXIT_RUNTIME;
+		goto out;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		log_msg(LOG_ERR, "mountpoint %s: not a directory", mountpoint);
+		rc = EXIT_RUNTIME;
+		goto out;
+	}
+	rc = EXIT_RUNTIME;
+	if (dataset_load(cfg, true, &ds) < 0)
+		goto out;
+	if (view_build(ds->manifest, ds->plan, config_rank_filter, cfg, &view) <
+	    0) {
+		log_msg(LOG_ERR, "cannot build the directory tree: out of "
+				 "memory");
+		goto out;
+	}
+	if (cache_new(ds->backend, &cache) < 0)
+		goto out;
+	log_msg(LOG_INFO, "manifest %s: %zu objects, %llu bytes, sha256 %s",
+		cfg->source.manifest ? cfg->source.manifest : cfg->source.url,
+		ds->manifest->count,
+		(unsigned long long)ds->manifest->total_bytes,
+		ds->manifest->digest);
+	fo.mountpoint = mountpoint;
+	fo.source = cfg->source.url;
+	fo.allow_other = cfg->mount.allow_other || ov.allow_other;
+	{
+		struct fs_data data = {
+			.manifest = ds->manifest,
+			.spec = &cfg->shard.spec,
+			.plan = ds->plan,
+			.view = view,
+			.cache = cache,
+		};
+
+		rc = fs_run(&fo, &data) < 0 ? EXIT_RUNTIME : EXIT_OK;
+	}
+out:
+	cache_free(cache);
+	view_free(view);
+	dataset_free(ds);
+	config_free(cfg);
+	overrides_free(&ov);
+	return rc;
+}
+
+static int summary(FILE *out, const struct manifest *m)
+{
+	uint64_t skipped = 0;
+	int i;
+
+	for (i = 0; i < MANIFEST_SKIP_NREASONS; i++)
+		skipped += m->skipped[i];
+	fprintf(out, "objects %zu\nbytes %llu\nskipped_keys %llu\nsha256 %s\n",
+		m->count, (unsigned long long)m->total_bytes,
+		(unsigned long long)skipped, m->digest);
+	return 0;
+}
+
+/* Writes the manifest next to path and renames it into place, so a reader
+ * never sees half a manifest. */
+static int write_manifest_file(const struct manifest *m, const char *path)
+{
+	char *tmp = NULL;
+	FILE *f;
+	int rc = -ENOMEM;
+
+	if (asprintf(&tmp, "%s.tmp.%d", path, (int)getpid()) < 0)
+		return -ENOMEM;
+	f = fopen(tmp, "we");
+	if (f == NULL) {
+		rc = -errno;
+		log_msg(LOG_ERR, "cannot write %s: %s", tmp, strerror(-rc));
+		free(tmp);
+		return rc;
+	}
+	rc = manifest_write(m, f);
+	if (fflush(f) != 0 || fsync(fileno(f)) != 0)
+		rc = rc ? rc : -errno;
+	if (fclose(f) != 0 && rc == 0)
+		rc = -errno;
+	if (rc == 0 && rename(tmp, path) != 0)
+		rc = -errno;
+	if (rc < 0) {
+		log_msg(LOG_ERR, "cannot write %s: %s", path, strerror(-rc));
+		unlink(tmp);
+	}
+	free(tmp);
+	return rc;
+}
+
+static int cmd_manifest(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "output", required_argument, NULL, 'o' },
+		{ "endpoint", required_argument, NULL, 'E' },
+		{ "region", required_argument, NULL, 'R' },
+		{ "addressing", required_argument, NULL, 'A' },
+		{ "anonymous", no_argument, NULL, 'N' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct backend_options opts = { 0 };
+	const char *output = NULL;
+	struct backend *be = NULL;
+	struct manifest *m = NULL;
+	int c, rc;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'o':
+			output = optarg;
+			break;
+		case 'E':
+			opts.endpoint = optarg;
+			break;
+		case 'R':
+			opts.region = optarg;
+			break;
+		case 'A':
+			if (strcmp(optarg, "auto") == 0)
+				opts.addressing = BACKEND_ADDRESSING_AUTO;
+			else if (strcmp(optarg, "path") == 0)
+				opts.addressing = BACKEND_ADDRESSING_PATH;
+			else if (strcmp(optarg, "virtual") == 0)
+				opts.addressing = BACKEND_ADDRESSING_VIRTUAL;
+			else
+				return usage_error(usage_manifest,
+						   "manifest: --addressing "
+						   "%s: expected auto, path or "
+						   "virtual",
+						   optarg);
+			break;
+		case 'N':
+			opts.anonymous = 1;
+			break;
+		case 'h':
+			fputs(usage_manifest, stdout);
+			return EXIT_OK;
+		default:
+			fputs(usage_manifest, stderr);
+			return EXIT_USAGE;
+		}
+	}
+	if (argc - optind != 1)
+		return usage_error(usage_manifest, "%s",
+				   argc - optind < 1
+					   ? "manifest: URL missing"
+					   : "manifest: too many arguments");
+	rc = backend_open(argv[optind], &opts, &be);
+	if (rc == -EPROTONOSUPPORT || rc == -EINVAL) {
+		backend_close(be);
+		return EXIT_USAGE;
+	}
+	if (rc == 0)
+		rc = manifest_from_backend(be, &m);
+	if (rc == 0) {
+		if (output != NULL && strcmp(output, "-") != 0) {
+			rc = write_manifest_file(m, output);
+			if (rc == 0)
+				summary(stdout, m);
+		} else {
+			rc = manifest_write(m, stdout);
+			if (fflush(stdout) != 0)
+				rc = -EIO;
+			if (rc == 0)
+				summary(stderr, m);
+		}
+	}
+	manifest_free(m);
+	backend_close(be);
+	return rc < 0 ? EXIT_RUNTIME : EXIT_OK;
+}
+
+static int cmd_plan(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "rank", required_argument, NULL, 'r' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct overrides ov = { 0 };
+	struct config *cfg = NULL;
+	struct dataset *ds = NULL;
+	const char *rank_arg = NULL;
+	unsigned long long rank = 0;
+	char *end;
+	int c, rc = EXIT_USAGE;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "r:o:h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'r':
+			rank_arg = optarg;
+			break;
+		case 'o':
+			if (overrides_parse(&ov, optarg) < 0)
+				goto out;
+			break;
+		case 'h':
+			fputs(usage_plan, stdout);
+			rc = EXIT_OK;
+			goto out;
+		default:
+			fputs(usage_plan, stderr);
+			goto out;
+		}
+	}
+	if (argc - optind != 1) {
+		rc = usage_error(usage_plan, "%s",
+				 argc - optind < 1
+					 ? "plan: CONFIG missing"
+					 : "plan: too many arguments");
+		goto out;
+	}
+	rc = load_config(argv[optind], &ov, &cfg);
+	if (rc != 0)
+		goto out;
+	if (rank_arg != NULL) {
+		errno = 0;
+		rank = strtoull(rank_arg, &end, 10);
+		if (errno != 0 || *end != '\0' || rank_arg[0] == '\0' ||
+		    rank_arg[0] == '-' || rank >= cfg->shard.spec.world_size) {
+			fprintf(stderr,
+				"shardfs: plan: --rank %s: not a rank below "
+				"world_size %llu\n",
+				rank_arg,
+				(unsigned long long)cfg->shard.spec.world_size);
+			rc = EXIT_USAGE;
+			goto out;
+		}
+	}
+	rc = EXIT_RUNTIME;
+	if (dataset_load(cfg, false, &ds) < 0)
+		goto out;
+	if (rank_arg != NULL)
+		c = control_write_order(stdout, ds->manifest, ds->plan, rank);
+	else
+		c = control_write_plan(stdout, ds->manifest, &cfg->shard.spec,
+				       ds->plan);
+	rc = c < 0 || fflush(stdout) != 0 ? EXIT_RUNTIME : EXIT_OK;
+out:
+	dataset_free(ds);
+	config_free(cfg);
+	overrides_free(&ov);
+	return rc;
+}
+
+static int cmd_help(int argc, char **argv)
+{
+	const char *topic = argc > 1 ? argv[1] : NULL;
+
+	if (topic == NULL)
+		fputs(usage_main, stdout);
+	else if (strcmp(topic, "mount") == 0)
+		fputs(usage_mount, stdout);
+	else if (strcmp(topic, "manifest") == 0)
+		fputs(usage_manifest, stdout);
+	else if (strcmp(topic, "plan") == 0)
+		fputs(usage_plan, stdout);
+	else
+		return usage_error(usage_main, "help: unknown command '%s'",
+				   topic);
+	return EXIT_OK;
+}
+
+int main(int argc, char **argv)
+{
+	const char *cmd;
+
+	log_init("shardfs");
+	if (argc < 2) {
+		fputs(usage_main, stderr);
+		return EXIT_USAGE;
+	}
+	cmd = argv[1];
+	if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0)
+		return cmd_help(1, argv);
+	if (strcmp(cmd, "-V") == 0 || strcmp(cmd, "--version") == 0) {
+		printf("shardfs %s (%s)\n", SHARDFS_VERSION,
+		       SHARD_SPEC_VERSION);
+		return EXIT_OK;
+	}
+	if (strcmp(cmd, "help") == 0)
+		return cmd_help(argc - 1, argv + 1);
+	if (strcmp(cmd, "mount") == 0)
+		return cmd_mount(argc - 1, argv + 1, false);
+	if (strcmp(cmd, "manifest") == 0)
+		return cmd_manifest(argc - 1, argv + 1);
+	if (strcmp(cmd, "plan") == 0)
+		return cmd_plan(argc - 1, argv + 1);
+	/* mount(8) runs "shardfs CONFIG MOUNTPOINT -o OPTS". */
+	if (cmd[0] != '-' && strchr(cmd, '/') != NULL)
+		return cmd_mount(argc, argv, true);
+	return usage_error(usage_main, "unknown command '%s'", cmd);
+}

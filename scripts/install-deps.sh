@@ -1,0 +1,34 @@
+#!/bin/sh
+# Installs the Debian packages shardfs needs to build, test and demo, if any
+# are missing. Runs apt-get update at most once, and only when something is
+# missing. Needs root for the install step; says so otherwise.
+set -eu
+
+PKGS="gcc make pkg-config libfuse3-dev fuse3 libssl-dev libinih-dev check \
+python3 clang-format"
+# S3 backend: libcurl, expat (XML), jansson (credential JSON); its tests use
+# awscli to upload, botocore to cross-check SigV4, and Node for s3rver (the
+# machine image ships Node 20; Debian's nodejs + npm only when it has none).
+PKGS="$PKGS libcurl4-openssl-dev libexpat1-dev libjansson-dev awscli \
+python3-botocore"
+command -v node >/dev/null 2>&1 || PKGS="$PKGS nodejs"
+command -v npm >/dev/null 2>&1 || PKGS="$PKGS npm"
+
+missing=""
+for p in $PKGS; do
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null |
+		grep -q 'install ok installed'; then
+		missing="$missing $p"
+	fi
+done
+[ -z "$missing" ] && exit 0
+
+echo "shardfs: installing missing Debian packages:$missing"
+if [ "$(id -u)" != 0 ]; then
+	echo "shardfs: not root: run 'apt-get install$missing' as root first" >&2
+	exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+# shellcheck disable=SC2086
+apt-get install -y -q --no-install-recommends $missing

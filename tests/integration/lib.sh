@@ -1,0 +1,109 @@
+# Shared helpers for the integration suites; source it from test_*.sh.
+#
+# Every suite gets its own temp dir ($T), counts results with ok/fail, and
+# on exit (normal, failure or signal) unmounts every mount it made and stops
+# only the processes it started, by PID. End a suite with `finish`, which
+# prints the closing "N passed, N failed" line and sets the exit status.
+
+set -u
+
+: "${SHARDFS:?SHARDFS must point at the shardfs binary}"
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+T=$(mktemp -d "${TMPDIR:-/tmp}/shardfs-test.XXXXXX")
+PASSED=0
+FAILED=0
+MOUNTS=()
+PIDS=()
+
+cleanup() {
+	local m p
+	for m in "${MOUNTS[@]+"${MOUNTS[@]}"}"; do
+		if grep -qs " $m " /proc/mounts; then
+			fusermount3 -u "$m" 2>/dev/null || fusermount3 -u -z "$m" 2>/dev/null || true
+		fi
+	done
+	for p in "${PIDS[@]+"${PIDS[@]}"}"; do
+		if kill -0 "$p" 2>/dev/null; then
+			kill "$p" 2>/dev/null || true
+			for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+			kill -9 "$p" 2>/dev/null || true
+		fi
+	done
+	rm -rf "$T"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+ok() { PASSED=$((PASSED + 1)); echo "ok - $1"; }
+fail() { FAILED=$((FAILED + 1)); echo "FAIL - $1${2:+: $2}"; }
+
+# check NAME CMD...: ok if CMD succeeds.
+check() {
+	local name=$1; shift
+	if "$@"; then ok "$name"; else fail "$name" "command failed: $*"; fi
+}
+
+finish() {
+	echo "${SUITE:-suite}: $PASSED passed, $FAILED failed"
+	[ "$FAILED" -eq 0 ]
+	exit $?
+}
+
+is_mounted() { grep -qs " $(realpath "$1") fuse" /proc/mounts; }
+
+# mount_shardfs CONFIG MOUNTPOINT [ARGS...]: starts shardfs in the
+# foreground (so its PID is ours), waits until the mount serves. Log in
+# $T/shardfs.<n>.log. Returns non-zero if it did not come up in 20 s.
+mount_shardfs() {
+	local conf=$1 mnt=$2; shift 2
+	local log="$T/shardfs.${#PIDS[@]}.log"
+	mkdir -p "$mnt"
+	local pre=()
+	if [ "${1:-}" = --sigint-default ]; then
+		shift
+		pre=(/usr/bin/python3 -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])')
+	fi
+	"${pre[@]+"${pre[@]}"}" "$SHARDFS" mount "$conf" "$mnt" -f "$@" >"$log" 2>&1 &
+	local pid=$!
+	PIDS+=("$pid")
+	MOUNTS+=("$(realpath "$mnt")")
+	LAST_PID=$pid
+	LAST_LOG=$log
+	for _ in $(seq 200); do
+		if is_mounted "$mnt"; then return 0; fi
+		if ! kill -0 "$pid" 2>/dev/null; then
+			echo "shardfs exited early:" >&2; cat "$log" >&2
+			return 1
+		fi
+		sleep 0.1
+	done
+	echo "shardfs did not mount in 20 s:" >&2; cat "$log" >&2
+	return 1
+}
+
+# umount_shardfs MOUNTPOINT: unmounts and waits for the daemon to exit.
+# Returns the daemon's exit status.
+umount_shardfs() {
+	local mnt=$1 pid=${2:-$LAST_PID}
+	fusermount3 -u "$mnt" || return 1
+	local rc=0
+	wait "$pid" || rc=$?
+	return $rc
+}
+
+# make_dataset DIR N: an ImageNet-like tree, train/<class>/<id>.JPEG, N
+# files of 1 byte to ~64 KiB (some empty), deterministic content.
+make_dataset() {
+	/usr/bin/python3 - "$1" "$2" <<'PY'
+import os, random, sys
+root, n = sys.argv[1], int(sys.argv[2])
+rnd = random.Random(1234)
+for i in range(n):
+    cls = "n%08d" % (i % 7)
+    d = os.path.join(root, "train", cls)
+    os.makedirs(d, exist_ok=True)
+    size = 0 if i % 50 == 0 else rnd.randint(1, 65536)
+    with open(os.path.join(d, "%06d.JPEG" % i), "wb") as f:
+        f.write(rnd.randbytes(size))
+PY
+}

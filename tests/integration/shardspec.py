@@ -1,0 +1,264 @@
+#!/usr/bin/python3
+"""Reference implementation of the sharding spec "shardfs-shard v1".
+
+DESIGN.md section 5, written independently of fs/shard.c and as plainly as
+possible: integration tests compare a mount's .shardfs/rank-R.order with
+what this script prints, so it must follow the spec text rather than the C
+code's shortcuts. Python's integers are exact, so the bytes layout needs no
+128-bit tricks; uint64 wrapping is spelled out with MASK.
+
+    shardspec.py MANIFEST_TSV --world-size W --seed S --epoch E \\
+        --order shuffle|none --layout strided|contiguous|bytes \\
+        --balance none|drop|pad --rank R
+    shardspec.py --selftest
+
+prints rank R's keys in epoch order, one per line, byte for byte as the
+manifest writes them (still escaped); a pad item's line ends in TAB "pad".
+Exit status: 0 ok, 1 self-test mismatch, 2 usage or manifest error.
+"""
+
+import argparse
+import sys
+
+MASK = (1 << 64) - 1
+GAMMA = 0x9E3779B97F4A7C15
+DERIVE_INIT = 0x5348415244563031
+MANIFEST_MAGIC = b"# shardfs-manifest v1"
+UINT32_MAX = (1 << 32) - 1
+
+
+def mix64(z):
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
+    return z ^ (z >> 31)
+
+
+class SplitMix64:
+    def __init__(self, state):
+        self.state = state & MASK
+
+    def next(self):
+        self.state = (self.state + GAMMA) & MASK
+        return mix64(self.state)
+
+
+def derive(*values):
+    h = DERIVE_INIT
+    for v in values:
+        h = mix64(((h ^ v) + GAMMA) & MASK)
+    return h
+
+
+def bounded(g, n):
+    """Lemire's unbiased draw in [0, n)."""
+    m = g.next() * n
+    low = m & MASK
+    if low < n:
+        t = ((1 << 64) - n) % n
+        while low < t:
+            m = g.next() * n
+            low = m & MASK
+    return m >> 64
+
+
+def fisher_yates(a, g):
+    for i in range(len(a) - 1, 0, -1):
+        j = bounded(g, i + 1)
+        a[i], a[j] = a[j], a[i]
+    return a
+
+
+def epoch_order(n, seed, epoch, order):
+    """S: the item indices in epoch order."""
+    s = list(range(n))
+    if order == "shuffle":
+        fisher_yates(s, SplitMix64(derive(1, seed, epoch)))
+    return s
+
+
+def balanced(s, w, balance):
+    """S' as a list of (item, is_pad)."""
+    r = len(s)
+    out = [(i, False) for i in s]
+    if balance == "drop":
+        out = out[: (r // w) * w]
+    elif balance == "pad":
+        target = -(-r // w) * w
+        k = 0
+        while len(out) < target:
+            out.append((s[k % r], True))
+            k += 1
+    return out
+
+
+def rank_positions(n_positions, w, layout, rank):
+    if layout == "strided":
+        return list(range(rank, n_positions, w))
+    q, m = divmod(n_positions, w)
+    return list(range(q * rank + min(rank, m), q * (rank + 1) + min(rank + 1, m)))
+
+
+def bytes_ranks(s, weights, w):
+    """Rank of each position of S under the bytes layout."""
+    total = sum(weights[i] for i in s)
+    if total == 0:
+        return [0] * len(s)
+    ranks = []
+    c = 0
+    for i in s:
+        ranks.append(min(w - 1, (2 * c + weights[i]) * w // (2 * total)))
+        c += weights[i]
+    return ranks
+
+
+def plan_rank(n, weights, w, seed, epoch, order, layout, balance, rank):
+    """Rank `rank`'s share as a list of (item, is_pad), in epoch order."""
+    s = epoch_order(n, seed, epoch, order)
+    if layout == "bytes":
+        ranks = bytes_ranks(s, weights, w)
+        return [(i, False) for i, r in zip(s, ranks) if r == rank]
+    sb = balanced(s, w, balance)
+    return [sb[p] for p in rank_positions(len(sb), w, layout, rank)]
+
+
+def spec_error(w, layout, balance):
+    if w < 1:
+        return "world_size must be at least 1"
+    if layout == "bytes" and balance != "none":
+        return "layout bytes requires balance none"
+    return None
+
+
+def read_manifest(path):
+    """(keys, sizes) from a manifest file; keys stay escaped, as bytes."""
+    with open(path, "rb") as f:
+        data = f.read()
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    if not lines or lines[0] != MANIFEST_MAGIC:
+        raise ValueError("%s:1: expected %r" % (path, MANIFEST_MAGIC.decode()))
+    keys, sizes = [], []
+    for lineno, line in enumerate(lines[1:], start=2):
+        fields = line.split(b"\t")
+        if len(fields) != 4:
+            raise ValueError("%s:%d: expected 4 tab-separated fields, got %d"
+                             % (path, lineno, len(fields)))
+        try:
+            size = int(fields[1].decode("ascii"), 10)
+        except ValueError:
+            size = -1
+        if not 0 <= size <= MASK:
+            raise ValueError("%s:%d: bad size %r" % (path, lineno, fields[1]))
+        keys.append(fields[0])
+        sizes.append(size)
+    return keys, sizes
+
+
+def selftest():
+    failures = []
+
+    def check(name, got, want):
+        if got != want:
+            failures.append("%s: got %r, want %r" % (name, got, want))
+
+    def hexes(xs):
+        return ["0x%016x" % x for x in xs]
+
+    g = SplitMix64(0)
+    check("splitmix64(0)", hexes([g.next() for _ in range(3)]),
+          ["0xe220a8397b1dcdaf", "0x6e789e6aa1b965f4", "0x06c45d188009454f"])
+    g = SplitMix64(1234567)
+    check("splitmix64(1234567)", hexes([g.next() for _ in range(3)]),
+          ["0x599ed017fb08fc85", "0x2c73f08458540fa5", "0x883ebce5a3f27c77"])
+    check("derive(1, 42, 0)", "0x%016x" % derive(1, 42, 0),
+          "0x5c85f74146959618")
+    check("shuffle N=10 seed 42 epoch 0", epoch_order(10, 42, 0, "shuffle"),
+          [8, 2, 4, 3, 6, 0, 7, 9, 5, 1])
+    check("shuffle N=10 seed 42 epoch 1", epoch_order(10, 42, 1, "shuffle"),
+          [2, 8, 5, 1, 7, 0, 3, 6, 9, 4])
+
+    def show(n, weights, w, order, layout, balance):
+        return [["%d%s" % (i, "*" if pad else "") for i, pad in
+                 plan_rank(n, weights, w, 42, 0, order, layout, balance, r)]
+                for r in range(w)]
+
+    check("W=4 strided pad", show(10, None, 4, "shuffle", "strided", "pad"),
+          [["8", "6", "5"], ["2", "0", "1"], ["4", "7", "8*"],
+           ["3", "9", "2*"]])
+    check("W=4 contiguous none",
+          show(10, None, 4, "shuffle", "contiguous", "none"),
+          [["8", "2", "4"], ["3", "6", "0"], ["7", "9"], ["5", "1"]])
+    check("bytes [5,1,1,1,1,5] W=3",
+          show(6, [5, 1, 1, 1, 1, 5], 3, "none", "bytes", "none"),
+          [["0"], ["1", "2", "3", "4"], ["5"]])
+
+    for f in failures:
+        print("selftest FAIL: " + f, file=sys.stderr)
+    if not failures:
+        print("selftest ok")
+    return 1 if failures else 0
+
+
+def uint64_arg(text):
+    try:
+        v = int(text, 16) if text.lower().startswith("0x") else int(text, 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError("not an integer: %r" % text)
+    if not 0 <= v <= MASK:
+        raise argparse.ArgumentTypeError("out of uint64 range: %r" % text)
+    return v
+
+
+def main(argv):
+    p = argparse.ArgumentParser(
+        description="Reference sharding (shardfs-shard v1): print one "
+        "rank's keys in epoch order.")
+    p.add_argument("manifest", nargs="?", help="manifest file (TSV)")
+    p.add_argument("--world-size", type=uint64_arg)
+    p.add_argument("--seed", type=uint64_arg, default=0)
+    p.add_argument("--epoch", type=uint64_arg, default=0)
+    p.add_argument("--order", choices=["shuffle", "none"], default="shuffle")
+    p.add_argument("--layout", choices=["strided", "contiguous", "bytes"],
+                   default="strided")
+    p.add_argument("--balance", choices=["none", "drop", "pad"],
+                   default="none")
+    p.add_argument("--rank", type=uint64_arg)
+    p.add_argument("--selftest", action="store_true",
+                   help="check the DESIGN.md section 5 test vectors")
+    a = p.parse_args(argv)
+
+    if a.selftest:
+        return selftest()
+    if a.manifest is None or a.world_size is None or a.rank is None:
+        p.error("MANIFEST_TSV, --world-size and --rank are required")
+    err = spec_error(a.world_size, a.layout, a.balance)
+    if err:
+        p.error(err)
+    if a.rank >= a.world_size:
+        p.error("--rank %d is not below --world-size %d"
+                % (a.rank, a.world_size))
+    try:
+        keys, sizes = read_manifest(a.manifest)
+    except (OSError, ValueError) as e:
+        print("shardspec: %s" % e, file=sys.stderr)
+        return 2
+    # fs/shard.c stores indices as uint32 and refuses larger plans.
+    n_positions = len(keys)
+    if a.balance == "pad":
+        n_positions = -(-len(keys) // a.world_size) * a.world_size
+    if max(len(keys), a.world_size, n_positions) > UINT32_MAX:
+        print("shardspec: plan too large for shardfs (EOVERFLOW)",
+              file=sys.stderr)
+        return 2
+
+    out = sys.stdout.buffer
+    for item, pad in plan_rank(len(keys), sizes, a.world_size, a.seed,
+                               a.epoch, a.order, a.layout, a.balance, a.rank):
+        out.write(keys[item] + (b"\tpad\n" if pad else b"\n"))
+    out.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,347 @@
+#!/usr/bin/env bash
+# Real FUSE mounts of generated datasets in local directories: the rank
+# views for several (world_size, order, layout, balance) combinations, the
+# control files, read-only behaviour, the key-to-path rules, config and
+# source errors, signals and the mount(8) form.
+SUITE=posix
+. "$(dirname "$0")/lib.sh"
+
+SRC=$T/src
+make_dataset "$SRC" 300
+# Names that need escaping in the manifest, and names that do not but are
+# unusual: all must round-trip to the same bytes.
+mkdir -p "$SRC/odd dir"
+printf 'tab' >"$SRC/odd dir/a	tab"
+printf 'newline' >"$SRC/odd dir/b
+nl"
+printf 'percent' >"$SRC/odd dir/100%.txt"
+printf 'unicode' >"$SRC/odd dir/ünï cødé +=.bin"
+
+conf() { # conf FILE [KEY=VALUE in section shard...]
+	local f=$1; shift
+	{
+		echo "[source]"
+		echo "url = $SRC"
+		echo "[shard]"
+		local kv
+		for kv in "$@"; do echo "${kv%%=*} = ${kv#*=}"; done
+	} >"$f"
+}
+
+# --- the views, for several plans -------------------------------------
+combos=(
+	"1 shuffle strided none 0 0"
+	"4 shuffle strided none 0 0"
+	"4 shuffle strided pad 0 0"
+	"4 shuffle strided drop 0 0"
+	"3 none contiguous none 0 0"
+	"5 shuffle contiguous pad 11 2"
+	"7 shuffle contiguous drop 3 1"
+	"4 shuffle bytes none 0 0"
+	"3 none bytes none 0 0"
+	"8 shuffle strided none 7 3"
+)
+for c in "${combos[@]}"; do
+	read -r W ORDER LAYOUT BALANCE SEED EPOCH <<<"$c"
+	name="W=$W $ORDER $LAYOUT $BALANCE seed=$SEED epoch=$EPOCH"
+	C=$T/c.conf
+	conf "$C" world_size=$W order=$ORDER layout=$LAYOUT balance=$BALANCE \
+		seed=$SEED epoch=$EPOCH
+	M=$T/mnt
+	if ! mount_shardfs "$C" "$M"; then
+		fail "$name: mount"
+		continue
+	fi
+	if /usr/bin/python3 "$HERE/verify_mount.py" "$M" "$SRC" >"$T/verify.out"; then
+		ok "$name: union, disjoint, byte-identical, listing = order"
+	else
+		fail "$name: verify" "$(head -5 "$T/verify.out")"
+	fi
+	bad=""
+	for ((r = 0; r < W; r++)); do
+		"$SHARDFS" plan "$C" --rank $r >"$T/plan.$r" || bad="$bad plan$r"
+		cmp -s "$T/plan.$r" "$M/.shardfs/rank-$r.order" || bad="$bad cli$r"
+		/usr/bin/python3 "$HERE/shardspec.py" "$M/.shardfs/manifest.tsv" \
+			--world-size "$W" --seed "$SEED" --epoch "$EPOCH" \
+			--order "$ORDER" --layout "$LAYOUT" --balance "$BALANCE" \
+			--rank $r >"$T/spec.$r" || bad="$bad spec$r"
+		cmp -s "$T/spec.$r" "$M/.shardfs/rank-$r.order" || bad="$bad ref$r"
+	done
+	if [ -z "$bad" ]; then
+		ok "$name: rank-R.order = shardfs plan --rank R = reference implementation"
+	else
+		fail "$name: orders" "mismatch at:$bad"
+	fi
+	"$SHARDFS" plan "$C" >"$T/plan.txt"
+	check "$name: .shardfs/plan = shardfs plan" cmp -s "$T/plan.txt" "$M/.shardfs/plan"
+	n=$(ls "$M" | grep -c '^rank-')
+	check "$name: $W rank directories" test "$n" -eq "$W"
+	check "$name: clean unmount" umount_shardfs "$M"
+done
+
+# --- control files and manifest ----------------------------------------
+C=$T/base.conf
+conf "$C" world_size=4
+M=$T/mnt
+mount_shardfs "$C" "$M" || fail "base mount"
+"$SHARDFS" manifest "$SRC" -o "$T/cli.tsv" >"$T/manifest.out"
+check "manifest.tsv = shardfs manifest" cmp -s "$T/cli.tsv" "$M/.shardfs/manifest.tsv"
+digest=$(awk '$1 == "sha256" {print $2}' "$T/manifest.out")
+check "manifest digest printed and in plan" \
+	grep -q "^manifest_sha256 $digest\$" "$M/.shardfs/plan"
+check "manifest header" test "$(head -1 "$T/cli.tsv")" = "# shardfs-manifest v1"
+check "manifest is in byte order" bash -c \
+	"tail -n +2 '$T/cli.tsv' | cut -f1 | LC_ALL=C sort -c"
+check "manifest escapes TAB, LF and %" bash -c \
+	"grep -qF 'odd dir/a%09tab' '$T/cli.tsv' && grep -qF 'odd dir/b%0Anl' '$T/cli.tsv' && grep -qF 'odd dir/100%25.txt' '$T/cli.tsv'"
+check "manifest to stdout equals -o FILE" bash -c \
+	"'$SHARDFS' manifest '$SRC' 2>/dev/null | cmp -s - '$T/cli.tsv'"
+check ".shardfs hidden from ls, shown by ls -a" bash -c \
+	"! ls '$M' | grep -q shardfs && ls -a '$M' | grep -qx .shardfs"
+check "stats is Prometheus text" bash -c \
+	"grep -q '^# TYPE shardfs_reads_total counter' '$M/.shardfs/stats' && grep -q '^shardfs_manifest_items 304$' '$M/.shardfs/stats'"
+cat "$M"/rank-*/train/n00000000/* >/dev/null
+check "stats counts reads" bash -c \
+	"awk '\$1 == \"shardfs_read_bytes_total\" && \$2 > 0 {f=1} END {exit !f}' '$M/.shardfs/stats'"
+mt_src=$(stat -c %Y "$SRC/train/n00000000/000000.JPEG")
+f=$(cd "$M" && ls -d rank-*/train/n00000000/000000.JPEG)
+check "files are 0444, dirs 0555" bash -c \
+	"test \$(stat -c %a '$M/rank-0/train') = 555 && test \$(stat -c %a '$M/$f') = 444"
+check "files carry the source mtime" test "$(stat -c %Y "$M/$f")" = "$mt_src"
+check "odd names read back byte-identical" bash -c \
+	"for f in '$SRC/odd dir/'*; do b=\$(basename \"\$f\"); g=\$(ls -d '$M'/rank-*/'odd dir'/\"\$b\" 2>/dev/null); [ -n \"\$g\" ] && cmp -s \"\$f\" \"\$g\" || exit 1; done"
+check "parallel readers get identical bytes" bash -c \
+	"cd '$M' && find rank-* -type f -print0 | xargs -0 -P 8 -n 16 sh -c 'for f; do cmp -s \"\$f\" \"$SRC/\${f#rank-*/}\" || exit 1; done' _"
+check "dd with 1 MiB blocks" bash -c \
+	"dd if=\"$M/$f\" bs=1M status=none | cmp -s - '$SRC/train/n00000000/000000.JPEG'"
+
+# --- read-only ----------------------------------------------------------
+if /usr/bin/python3 - "$M" <<'PY'; then ok "every mutating call fails with EROFS"; else fail "EROFS"; fi
+import errno, os, sys
+m = sys.argv[1]
+f = next(os.path.join(d, n) for d, _, fs in os.walk(os.path.join(m, "rank-0")) for n in fs)
+d = os.path.dirname(f)
+calls = {
+    "open O_WRONLY": lambda: os.open(f, os.O_WRONLY),
+    "open O_RDWR": lambda: os.open(f, os.O_RDWR),
+    "open O_TRUNC": lambda: os.open(f, os.O_RDONLY | os.O_TRUNC),
+    "create": lambda: os.open(os.path.join(d, "new"), os.O_CREAT | os.O_WRONLY, 0o644),
+    "mkdir": lambda: os.mkdir(os.path.join(d, "newdir")),
+    "unlink": lambda: os.unlink(f),
+    "rmdir": lambda: os.rmdir(d),
+    "rename": lambda: os.rename(f, f + ".x"),
+    "link": lambda: os.link(f, f + ".l"),
+    "symlink": lambda: os.symlink("x", os.path.join(d, "sl")),
+    "chmod": lambda: os.chmod(f, 0o600),
+    "truncate": lambda: os.truncate(f, 0),
+    "utime": lambda: os.utime(f, (0, 0)),
+    "setxattr": lambda: os.setxattr(f, "user.x", b"1"),
+    "mknod": lambda: os.mkfifo(os.path.join(d, "fifo")),
+}
+bad = 0
+for name, call in calls.items():
+    try:
+        call()
+        print("EROFS: %s succeeded" % name); bad += 1
+    except OSError as e:
+        if e.errno != errno.EROFS:
+            print("EROFS: %s gave %s" % (name, errno.errorcode.get(e.errno))); bad += 1
+sys.exit(1 if bad else 0)
+PY
+
+check "unmount" umount_shardfs "$M"
+
+# --- a source file changed after the manifest was made -------------------
+mount_shardfs "$C" "$M" || fail "mount for the change test"
+victim=$(cd "$M" && ls -d rank-*/train/n00000003/* | head -1)
+key=${victim#rank-*/}
+printf 'changed' >>"$SRC/$key"
+check "a changed source file reads as EIO, not new bytes" bash -c \
+	"! cat '$M/$victim' >/dev/null 2>'$T/eio.err' && grep -q 'Input/output error' '$T/eio.err'"
+check "the change is logged with the key" grep -q "$key: changed since the manifest" "$LAST_LOG"
+check "read_errors counted" bash -c \
+	"awk '\$1 == \"shardfs_read_errors_total\" && \$2 > 0 {f=1} END {exit !f}' '$M/.shardfs/stats'"
+truncate -s -7 "$SRC/$key"
+
+check "unmount" umount_shardfs "$M"
+
+# --- ranks selection ----------------------------------------------------
+conf "$C" world_size=4 ranks=1,3
+mount_shardfs "$C" "$M" || fail "ranks mount"
+check "ranks = 1,3 shows rank-1 and rank-3 only" test "$(ls "$M" | tr '\n' ' ')" = "rank-1 rank-3 "
+check "ranks = 1,3 has their order files only" test \
+	"$(ls "$M/.shardfs" | grep order | tr '\n' ' ')" = "rank-1.order rank-3.order "
+check "ranks = 1,3 views verify" /usr/bin/python3 "$HERE/verify_mount.py" "$M" "$SRC" --partial
+check "unmount" umount_shardfs "$M"
+
+# --- key-to-path rules, on a pinned manifest ----------------------------
+long=$(printf 'x%.0s' $(seq 300))
+mkdir -p "$T/psrc/good" "$T/psrc/conflict"
+printf 'abc' >"$T/psrc/good/a.bin"
+printf 'xy' >"$T/psrc/conflict/child.bin"
+# The real listing (with real etags) plus keys a store could hold that no
+# directory can: loading sorts them into place.
+{
+	"$SHARDFS" manifest "$T/psrc" 2>/dev/null
+	printf 'good/\t0\te2\t0\n'           # directory marker
+	printf 'bad//b.bin\t1\te3\t0\n'      # empty component
+	printf 'bad/./c.bin\t1\te4\t0\n'     # "."
+	printf '../escape.bin\t1\te5\t0\n'   # ".."
+	printf '/abs.bin\t1\te6\t0\n'        # leading slash: empty component
+	printf 'long/%s\t1\te7\t0\n' "$long" # component over 255 bytes
+	printf 'nul%%00byte\t1\te8\t0\n'     # NUL
+	printf 'conflict\t1\te9\t0\n'        # file and directory: dir wins
+} >"$T/pinned.tsv"
+cat >"$C" <<EOF
+[source]
+url = $T/psrc
+manifest = $T/pinned.tsv
+[shard]
+world_size = 1
+EOF
+"$SHARDFS" plan "$C" >"$T/pplan" 2>"$T/pplan.err"
+check "plan counts skipped keys" grep -q '^skipped_keys 8$' "$T/pplan"
+check "plan names skip reasons" bash -c \
+	"grep -q '^skipped_keys_directory_marker 1$' '$T/pplan' && grep -q '^skipped_keys_bad_component 4$' '$T/pplan' && grep -q '^skipped_keys_long_component 1$' '$T/pplan' && grep -q '^skipped_keys_nul_byte 1$' '$T/pplan' && grep -q '^skipped_keys_file_is_directory 1$' '$T/pplan'"
+check "each skipped key is logged with its reason" bash -c \
+	"test \$(grep -c 'skipping key' '$T/pplan.err') -eq 8 && grep -q \"skipping key 'conflict': file_is_directory\" '$T/pplan.err'"
+mount_shardfs "$C" "$M" || fail "pinned mount"
+check "valid keys are served" bash -c \
+	"test \"\$(cat '$M/rank-0/good/a.bin')\" = abc && test \"\$(cat '$M/rank-0/conflict/child.bin')\" = xy"
+check "only the valid keys are files" test \
+	"$(cd "$M/rank-0" && find . -type f | LC_ALL=C sort | tr '\n' ' ')" = "./conflict/child.bin ./good/a.bin "
+check "stats counts skipped keys by reason" bash -c \
+	"grep -q 'shardfs_skipped_keys{reason=\"bad_component\"} 4' '$M/.shardfs/stats' && grep -q 'shardfs_skipped_keys{reason=\"file_is_directory\"} 1' '$M/.shardfs/stats'"
+check "unmount" umount_shardfs "$M"
+
+# --- pinned digest --------------------------------------------------------
+good=$(awk '$1 == "manifest_sha256" {print $2}' "$T/pplan")
+bad_digest=$(printf '%064d' 0)
+pin() {
+	cat >"$C" <<EOF2
+[source]
+url = $T/psrc
+manifest = $T/pinned.tsv
+manifest_sha256 = $1
+EOF2
+}
+pin "$bad_digest"
+"$SHARDFS" mount "$C" "$M" -f >"$T/mm.out" 2>&1
+rc=$?
+check "digest mismatch refuses to mount (exit 1)" test "$rc" -eq 1
+check "digest mismatch names both digests" bash -c \
+	"grep -q '$bad_digest' '$T/mm.out' && grep -q '$good' '$T/mm.out'"
+check "digest mismatch left no mount" bash -c "! grep -qs ' $M fuse' /proc/mounts"
+pin "$good"
+check "matching digest mounts" mount_shardfs "$C" "$M"
+check "unmount" umount_shardfs "$M"
+
+# --- config and source errors --------------------------------------------
+conf "$C" world_size=abc
+"$SHARDFS" plan "$C" >/dev/null 2>"$T/err"
+rc=$?
+check "bad value exits 2" test "$rc" -eq 2
+check "bad value message names file, line, key and value" \
+	grep -q "$C:4: \[shard\] world_size = abc" "$T/err"
+conf "$C" world_size=4 colour=blue
+"$SHARDFS" mount "$C" "$M" >/dev/null 2>"$T/err"
+rc=$?
+check "unknown key exits 2 and names it" bash -c \
+	"test $rc -eq 2 && grep -q 'colour = blue' '$T/err'"
+conf "$C" world_size=4
+"$SHARDFS" plan "$C" -o shard.layout=diagonal >/dev/null 2>"$T/err"
+rc=$?
+check "bad -o override exits 2 and names it" bash -c \
+	"test $rc -eq 2 && grep -q 'shard.layout=diagonal' '$T/err'"
+check "-o overrides a key" bash -c \
+	"'$SHARDFS' plan '$C' -o shard.world_size=2 | grep -q '^world_size 2$'"
+"$SHARDFS" plan "$T/nonexistent.conf" >/dev/null 2>"$T/err"
+rc=$?
+check "missing config exits 2 and names it" bash -c \
+	"test $rc -eq 2 && grep -q 'nonexistent.conf' '$T/err'"
+printf '[source]\nurl = %s/no/such/dir\n' "$T" >"$C"
+"$SHARDFS" mount "$C" "$M" -f >/dev/null 2>"$T/err"
+rc=$?
+check "missing source dir exits 1 with a clear error" bash -c \
+	"test $rc -eq 1 && grep -q 'source directory $T/no/such/dir: No such file or directory' '$T/err'"
+check "missing source dir left no mount" bash -c "! grep -qs ' $M fuse' /proc/mounts"
+"$SHARDFS" manifest "$T/no/such/dir" >/dev/null 2>"$T/err"
+rc=$?
+check "manifest of a missing dir exits 1" bash -c \
+	"test $rc -eq 1 && grep -q 'No such file or directory' '$T/err'"
+conf "$C" world_size=2
+"$SHARDFS" mount "$C" "$T/no-mountpoint" -f >/dev/null 2>"$T/err"
+rc=$?
+check "missing mountpoint exits 1 and names it" bash -c \
+	"test $rc -eq 1 && grep -q 'no-mountpoint' '$T/err'"
+
+# --- command line ---------------------------------------------------------
+check "--help exits 0" bash -c "'$SHARDFS' --help | grep -q 'usage: shardfs'"
+check "help mount exits 0" bash -c "'$SHARDFS' help mount | grep -q 'shardfs mount CONFIG'"
+check "--version" bash -c "'$SHARDFS' --version | grep -q '^shardfs '"
+"$SHARDFS" frobnicate >/dev/null 2>&1
+check "unknown command exits 2" test $? -eq 2
+"$SHARDFS" plan >/dev/null 2>&1
+check "plan without CONFIG exits 2" test $? -eq 2
+"$SHARDFS" plan "$C" --rank 9 >/dev/null 2>&1
+check "plan --rank out of range exits 2" test $? -eq 2
+
+# --- signals --------------------------------------------------------------
+conf "$C" world_size=2
+for sig in TERM INT; do
+	# Scripts start background jobs with SIGINT ignored, and an ignored
+	# signal stays ignored across exec: restore the default, as a terminal
+	# would have it.
+	if [ $sig = INT ]; then
+		mount_shardfs "$C" "$M" --sigint-default || fail "mount for SIG$sig"
+	else
+		mount_shardfs "$C" "$M" || fail "mount for SIG$sig"
+	fi
+	kill -$sig "$LAST_PID"
+	rc=0
+	wait "$LAST_PID" || rc=$?
+	check "SIG$sig: exit 0" test "$rc" -eq 0
+	check "SIG$sig: unmounted" bash -c "! grep -qs ' $(realpath "$M") ' /proc/mounts"
+done
+
+# --- background mode and the mount(8) form --------------------------------
+# Without -f shardfs returns once the mount serves; its daemon is ours, found
+# by the unique mountpoint in its command line.
+daemon_pid() {
+	local p
+	for p in $(pgrep -f "shardfs.*$1" || true); do
+		[ "$p" != $$ ] && echo "$p"
+	done | head -1
+}
+M2=$T/mnt-bg
+mkdir -p "$M2"
+MOUNTS+=("$(realpath "$M2")")
+"$SHARDFS" mount "$C" "$M2" 2>"$T/bg.err"
+rc=$?
+dp=$(daemon_pid "$M2")
+[ -n "$dp" ] && PIDS+=("$dp")
+check "background mount returns 0 once serving" bash -c \
+	"test $rc -eq 0 && test -d '$M2/rank-1'"
+fusermount3 -u "$M2"
+for _ in $(seq 50); do [ -n "$dp" ] && kill -0 "$dp" 2>/dev/null || break; sleep 0.1; done
+check "background daemon exits on unmount" bash -c "! kill -0 ${dp:-0} 2>/dev/null"
+
+"$SHARDFS" "$C" "$M2" -o ro,nodev,nosuid,shard.world_size=3,shard.ranks=0,2 2>"$T/helper.err"
+rc=$?
+dp=$(daemon_pid "$M2")
+[ -n "$dp" ] && PIDS+=("$dp")
+check "shardfs CONFIG MOUNTPOINT -o form with overrides" bash -c \
+	"test $rc -eq 0 && test \"\$(ls '$M2' | tr '\n' ' ')\" = 'rank-0 rank-2 '"
+fusermount3 -u "$M2"
+# mount(8) runs helpers with its own PATH, so name the binary: the
+# "PROGRAM#SOURCE" form of mount.fuse3, as an fstab line may.
+mount -t fuse "$SHARDFS#$C" "$M2" -o shard.world_size=2,nodev 2>"$T/mount8.err"
+rc=$?
+dp=$(daemon_pid "$M2")
+[ -n "$dp" ] && PIDS+=("$dp")
+check "mount -t fuse shardfs#CONFIG MOUNTPOINT" bash -c \
+	"test $rc -eq 0 && test \"\$(ls '$M2' | tr '\n' ' ')\" = 'rank-0 rank-1 '"
+umount "$M2"
+for _ in $(seq 50); do [ -n "$dp" ] && kill -0 "$dp" 2>/dev/null || break; sleep 0.1; done
+
+finish

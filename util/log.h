@@ -1,0 +1,36 @@
+/*
+ * log: one line per event on stderr.
+ *
+ * Every layer logs through here (backends, cache, fs, mount), which is why
+ * this lives in util/ rather than mount/. Under systemd (JOURNAL_STREAM set)
+ * each line starts with a "<N>" syslog priority prefix so journald keeps the
+ * level; otherwise lines read "shardfs: LEVEL: message". The level is checked
+ * before the message is formatted, so a disabled debug line costs a compare.
+ * Never pass a secret or a signed URL.
+ */
+#ifndef SHARDFS_LOG_H
+#define SHARDFS_LOG_H
+
+#include <syslog.h> /* LOG_ERR, LOG_WARNING, LOG_NOTICE, LOG_INFO, LOG_DEBUG */
+
+/* Current threshold; messages with a numerically higher level are dropped.
+ * Written only by log_init()/log_set_level() before threads start. */
+extern int log_threshold;
+
+/* Sets the program name and detects systemd's journal. Call once, early. */
+void log_init(const char *prog);
+
+/* Sets the threshold (LOG_ERR .. LOG_DEBUG). Default LOG_INFO. */
+void log_set_level(int level);
+
+/* Formats and writes one line; use log_msg(), which checks the level. */
+void log_write(int level, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+#define log_msg(level, ...)                                                    \
+	do {                                                                   \
+		if ((level) <= log_threshold)                                  \
+			log_write((level), __VA_ARGS__);                       \
+	} while (0)
+
+#endif
