@@ -91,6 +91,8 @@ bench: deps
 
 install: $(B)/shardfs
 	install -D -m 755 $(B)/shardfs $(DESTDIR)$(PREFIX)/bin/shardfs
+	install -D -m 644 systemd/shardfs@.service \
+		$(DESTDIR)/etc/systemd/system/shardfs@.service
 
 FORMAT_SRCS = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
 format:

@@ -476,15 +476,30 @@ static void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 	__atomic_add_fetch(&fs->reads, 1, __ATOMIC_RELAXED);
 	if (fi->fh != 0) {
-		const struct ctrl_text *t =
-			((struct ctrl_handle *)(uintptr_t)fi->fh)->text;
+		struct ctrl_handle *h = (struct ctrl_handle *)(uintptr_t)fi->fh;
+		const struct ctrl_text *t = h->text;
 		size_t len = 0;
+		char *copy;
 
 		if ((size_t)off < t->len)
 			len = t->len - (size_t)off < size ? t->len - (size_t)off
 							  : size;
 		__atomic_add_fetch(&fs->read_bytes, len, __ATOMIC_RELAXED);
-		fuse_reply_buf(req, len ? t->buf + off : NULL, len);
+		if (t != &h->snapshot) {
+			fuse_reply_buf(req, len ? t->buf + off : NULL, len);
+			return;
+		}
+		/* The kernel may deliver the reply, let the reader close the
+		 * file and send RELEASE (which frees the snapshot) before
+		 * fuse_reply_buf() returns here: reply from a copy. */
+		copy = malloc(len ? len : 1);
+		if (copy == NULL) {
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
+		memcpy(copy, t->buf + off, len);
+		fuse_reply_buf(req, copy, len);
+		free(copy);
 		return;
 	}
 	e = &fs->d.manifest->entries[n->u.item];

@@ -165,6 +165,16 @@ truncate -s -7 "$SRC/$key"
 
 check "unmount" umount_shardfs "$M"
 
+# --- the kernel sends 1 MiB read requests ---------------------------------
+head -c $((4 << 20)) /dev/urandom >"$SRC/big.bin"
+conf "$C" world_size=1
+mount_shardfs "$C" "$M" -d || fail "mount with -d"
+dd if="$M/rank-0/big.bin" of=/dev/null bs=1M status=none
+check "reads arrive as 1 MiB requests" grep -q 'success, outsize: 1048592$' "$LAST_LOG"
+check "big file byte-identical" cmp -s "$M/rank-0/big.bin" "$SRC/big.bin"
+check "unmount" umount_shardfs "$M"
+rm -f "$SRC/big.bin"
+
 # --- ranks selection ----------------------------------------------------
 conf "$C" world_size=4 ranks=1,3
 mount_shardfs "$C" "$M" || fail "ranks mount"
