@@ -37,8 +37,9 @@ struct backend_options {
 	enum backend_addressing addressing;
 	int anonymous;		     /* no credentials (public buckets) */
 	unsigned connect_timeout_ms; /* default 5000 */
-	unsigned request_timeout_ms; /* stall limit per request; default 30000 */
-	unsigned retries;	     /* retries after the first try; default 5 */
+	unsigned
+		request_timeout_ms; /* stall limit per request; default 30000 */
+	unsigned retries;	    /* retries after the first try; default 5 */
 };
 
 /* One object as reported by list(). In a list() callback the
