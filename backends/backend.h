@@ -30,16 +30,19 @@ enum backend_addressing {
 };
 
 /* Options from the [source] section. Strings are borrowed for the duration
- * of open(); a backend copies what it keeps. NULL or 0 means default. */
+ * of open(); a backend copies what it keeps. NULL or 0 means the default,
+ * except for retries, where 0 means none. */
 struct backend_options {
 	const char *endpoint; /* S3/GCS endpoint override, e.g. http://h:9000 */
 	const char *region;   /* S3 region; default us-east-1 */
 	enum backend_addressing addressing;
-	int anonymous;		     /* no credentials (public buckets) */
-	unsigned connect_timeout_ms; /* default 5000 */
-	unsigned
-		request_timeout_ms; /* stall limit per request; default 30000 */
-	unsigned retries;	    /* retries after the first try; default 5 */
+	int anonymous; /* no credentials (public buckets) */
+	/* Connect limit; default 5000. */
+	unsigned connect_timeout_ms;
+	/* Stall limit per request (no byte for this long); default 30000. */
+	unsigned request_timeout_ms;
+	/* Retries after the first try; < 0: default 5. */
+	int retries;
 };
 
 /* One object as reported by list(). In a list() callback the
@@ -117,5 +120,8 @@ void backend_close(struct backend *be);
 
 /* The posix backend: an absolute directory path (local disk or NFS). */
 extern const struct backend_ops backend_posix_ops;
+
+/* The S3 backend: s3://bucket/prefix/ on AWS or an S3-compatible store. */
+extern const struct backend_ops backend_s3_ops;
 
 #endif

@@ -257,10 +257,12 @@ static int has_children(const struct manifest *m, size_t lo, const char *key,
 		int c = memcmp(e->key, key,
 			       e->key_len < len ? e->key_len : len);
 
-		if (c == 0)
-			c = e->key_len <= len
-				    ? -1
-				    : (e->key[len] > '/') - (e->key[len] < '/');
+		/* Bytes compare unsigned, as memcmp does: "a\xc3" > "a/". */
+		if (c == 0 && e->key_len <= len)
+			c = -1;
+		else if (c == 0)
+			c = ((unsigned char)e->key[len] > '/') -
+			    ((unsigned char)e->key[len] < '/');
 		if (c < 0)
 			lo = mid + 1;
 		else
@@ -392,6 +394,19 @@ int manifest_finish(struct manifest *m)
 	return 0;
 }
 
+/* Finishes m if rc is 0 and hands it to *out, else frees it. */
+static int finish_into(struct manifest *m, int rc, struct manifest **out)
+{
+	if (rc == 0)
+		rc = manifest_finish(m);
+	if (rc < 0) {
+		manifest_free(m);
+		return rc;
+	}
+	*out = m;
+	return 0;
+}
+
 static int add_listed(void *arg, const struct backend_object *obj)
 {
 	return manifest_add(arg, obj->key, obj->key_len, obj->size, obj->etag,
@@ -408,14 +423,7 @@ int manifest_from_backend(struct backend *be, struct manifest **out)
 	rc = be->ops->list(be, "", add_listed, m);
 	if (rc == -ENOMEM)
 		log_msg(LOG_ERR, "manifest: out of memory while listing");
-	if (rc == 0)
-		rc = manifest_finish(m);
-	if (rc < 0) {
-		manifest_free(m);
-		return rc;
-	}
-	*out = m;
-	return 0;
+	return finish_into(m, rc, out);
 }
 
 static int hexval(int c)
@@ -609,14 +617,7 @@ static int manifest_read_stream(const char *name, FILE *f,
 	free(line);
 	if (why != NULL)
 		log_msg(LOG_ERR, "%s:%zu: %s", name, lineno, why);
-	if (rc == 0)
-		rc = manifest_finish(m);
-	if (rc < 0) {
-		manifest_free(m);
-		return rc;
-	}
-	*out = m;
-	return 0;
+	return finish_into(m, rc, out);
 }
 
 int manifest_load(const char *path, struct manifest **out)

@@ -1201,7 +1201,7 @@ void config_backend_options(const struct config *cfg,
 	opts->anonymous = cfg->source.anonymous;
 	opts->connect_timeout_ms = cfg->source.connect_timeout_ms;
 	opts->request_timeout_ms = cfg->source.request_timeout_ms;
-	opts->retries = cfg->source.retries;
+	opts->retries = (int)cfg->source.retries;
 }
 
 void config_free(struct config *cfg)

@@ -430,7 +430,7 @@ static int cmd_manifest(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct backend_options opts = { 0 };
+	struct backend_options opts = { .retries = -1 };
 	const char *output = NULL;
 	struct backend *be = NULL;
 	struct manifest *m = NULL;

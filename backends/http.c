@@ -1,0 +1,493 @@
+/*
+ * http: see http.h. A mutex-protected stack of idle easy handles plus one
+ * retry loop. Handles are reset (curl_easy_reset keeps their live
+ * connections) when they come back, so no option of one request leaks into
+ * the next.
+ */
+#include "backends/http.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "util/log.h"
+
+#define HTTP_IDLE_MAX 128		/* idle handles kept; more are freed */
+#define HTTP_ERROR_BODY_MAX (64 * 1024) /* enough for any S3 <Error> */
+#define HTTP_DEFAULT_MAX_BODY (16 * 1024 * 1024)
+#define HTTP_BACKOFF_BASE_MS 100
+#define HTTP_BACKOFF_CAP_MS 5000
+
+struct http_pool {
+	struct http_pool_options opts;
+	char *ca_bundle;
+	pthread_mutex_t lock; /* protects idle, n_idle */
+	CURL *idle[HTTP_IDLE_MAX];
+	size_t n_idle;
+	uint64_t rng; /* jitter state; atomics only */
+};
+
+static pthread_once_t global_once = PTHREAD_ONCE_INIT;
+static int global_rc;
+
+static void global_init_once(void)
+{
+	global_rc =
+		curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -EIO;
+}
+
+int http_global_init(void)
+{
+	pthread_once(&global_once, global_init_once);
+	if (global_rc < 0)
+		log_msg(LOG_ERR, "cannot initialise libcurl");
+	return global_rc;
+}
+
+int http_pool_new(const struct http_pool_options *opts, struct http_pool **out)
+{
+	struct http_pool *p = calloc(1, sizeof(*p));
+	struct timespec ts;
+
+	if (p == NULL)
+		return -ENOMEM;
+	p->opts = *opts;
+	if (p->opts.connect_timeout_ms == 0)
+		p->opts.connect_timeout_ms = 5000;
+	if (p->opts.request_timeout_ms == 0)
+		p->opts.request_timeout_ms = 30000;
+	if (opts->ca_bundle != NULL) {
+		p->ca_bundle = strdup(opts->ca_bundle);
+		if (p->ca_bundle == NULL) {
+			free(p);
+			return -ENOMEM;
+		}
+	}
+	p->opts.ca_bundle = p->ca_bundle;
+	pthread_mutex_init(&p->lock, NULL);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	p->rng = ((uint64_t)ts.tv_nsec << 32) ^ (uint64_t)ts.tv_sec ^
+		 (uint64_t)(uintptr_t)p;
+	*out = p;
+	return 0;
+}
+
+void http_pool_free(struct http_pool *pool)
+{
+	size_t i;
+
+	if (pool == NULL)
+		return;
+	for (i = 0; i < pool->n_idle; i++)
+		curl_easy_cleanup(pool->idle[i]);
+	pthread_mutex_destroy(&pool->lock);
+	free(pool->ca_bundle);
+	free(pool);
+}
+
+static CURL *pool_get(struct http_pool *pool)
+{
+	CURL *h = NULL;
+
+	pthread_mutex_lock(&pool->lock);
+	if (pool->n_idle > 0)
+		h = pool->idle[--pool->n_idle];
+	pthread_mutex_unlock(&pool->lock);
+	return h != NULL ? h : curl_easy_init();
+}
+
+static void pool_put(struct http_pool *pool, CURL *h)
+{
+	curl_easy_reset(h);
+	pthread_mutex_lock(&pool->lock);
+	if (pool->n_idle < HTTP_IDLE_MAX) {
+		pool->idle[pool->n_idle++] = h;
+		h = NULL;
+	}
+	pthread_mutex_unlock(&pool->lock);
+	if (h != NULL)
+		curl_easy_cleanup(h);
+}
+
+/* A uniform double in [0, 1) from a shared xorshift state. Races between
+ * threads only mix the state further, which is all jitter needs. */
+static double pool_jitter(struct http_pool *pool)
+{
+	uint64_t x = __atomic_load_n(&pool->rng, __ATOMIC_RELAXED);
+
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	__atomic_store_n(&pool->rng, x, __ATOMIC_RELAXED);
+	return (double)(x >> 11) / (double)(1ULL << 53);
+}
+
+unsigned http_backoff_ms(unsigned attempt, unsigned base_ms, unsigned cap_ms,
+			 double jitter)
+{
+	uint64_t d = base_ms;
+	unsigned i;
+
+	for (i = 1; i < attempt && d < cap_ms; i++)
+		d *= 2;
+	if (d > cap_ms)
+		d = cap_ms;
+	return (unsigned)(d / 2 + (uint64_t)((double)(d - d / 2) * jitter));
+}
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec ts = { .tv_sec = ms / 1000,
+			       .tv_nsec = (long)(ms % 1000) * 1000000 };
+
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+int http_status_retryable(long status)
+{
+	return status >= 500 || status == 429 || status == 408;
+}
+
+int http_status_errno(long status)
+{
+	if (status >= 200 && status < 300)
+		return 0;
+	switch (status) {
+	case 404:
+		return -ENOENT;
+	case 401:
+	case 403:
+		return -EACCES;
+	case 412:
+		return -ESTALE;
+	case 416:
+		return -ERANGE;
+	default:
+		return -EIO;
+	}
+}
+
+void http_response_fini(struct http_response *resp)
+{
+	free(resp->body);
+	resp->body = NULL;
+	resp->body_len = resp->body_cap = 0;
+}
+
+static void response_reset(struct http_response *resp, size_t max_body)
+{
+	http_response_fini(resp);
+	memset(resp, 0, sizeof(*resp));
+	resp->range_start = resp->range_total = -1;
+	resp->content_length = resp->mtime = -1;
+	resp->max_body = max_body;
+}
+
+static int body_append(struct http_response *resp, const char *data, size_t len,
+		       size_t limit)
+{
+	char *p;
+	size_t cap;
+
+	if (resp->body_len + len > limit)
+		return -EFBIG;
+	if (resp->body_len + len + 1 > resp->body_cap) {
+		cap = resp->body_cap ? resp->body_cap * 2 : 4096;
+		while (cap < resp->body_len + len + 1)
+			cap *= 2;
+		p = realloc(resp->body, cap);
+		if (p == NULL)
+			return -ENOMEM;
+		resp->body = p;
+		resp->body_cap = cap;
+	}
+	memcpy(resp->body + resp->body_len, data, len);
+	resp->body_len += len;
+	resp->body[resp->body_len] = '\0';
+	return 0;
+}
+
+struct attempt {
+	const struct http_request *req;
+	struct http_response *resp;
+	CURL *h;
+};
+
+static void trim(const char **v, size_t *len)
+{
+	while (*len > 0 && (**v == ' ' || **v == '\t')) {
+		(*v)++;
+		(*len)--;
+	}
+	while (*len > 0 && ((*v)[*len - 1] == '\r' || (*v)[*len - 1] == '\n' ||
+			    (*v)[*len - 1] == ' ' || (*v)[*len - 1] == '\t'))
+		(*len)--;
+}
+
+static size_t on_header(char *data, size_t size, size_t n, void *arg)
+{
+	struct attempt *a = arg;
+	struct http_response *r = a->resp;
+	size_t len = size * n, vlen;
+	const char *colon = memchr(data, ':', len), *v;
+	long long s, e, t;
+
+	if (len >= 5 && strncmp(data, "HTTP/", 5) == 0) {
+		/* A new status line (e.g. after 100 Continue): forget
+		 * headers of the interim response. */
+		r->etag[0] = '\0';
+		r->range_start = r->range_total = -1;
+		return len;
+	}
+	if (colon == NULL)
+		return len;
+	v = colon + 1;
+	vlen = len - (size_t)(v - data);
+	trim(&v, &vlen);
+	if ((size_t)(colon - data) == 4 && strncasecmp(data, "etag", 4) == 0) {
+		if (vlen < sizeof(r->etag)) {
+			memcpy(r->etag, v, vlen);
+			r->etag[vlen] = '\0';
+		}
+	} else if ((size_t)(colon - data) == 13 &&
+		   strncasecmp(data, "content-range", 13) == 0) {
+		char buf[128];
+
+		if (vlen < sizeof(buf)) {
+			memcpy(buf, v, vlen);
+			buf[vlen] = '\0';
+			if (sscanf(buf, "bytes %lld-%lld/%lld", &s, &e, &t) ==
+			    3) {
+				r->range_start = s;
+				r->range_total = t;
+			} else if (sscanf(buf, "bytes %lld-%lld/*", &s, &e) ==
+				   2) {
+				r->range_start = s;
+			}
+		}
+	}
+	return len;
+}
+
+static size_t on_write(char *data, size_t size, size_t n, void *arg)
+{
+	struct attempt *a = arg;
+	struct http_response *r = a->resp;
+	size_t len = size * n;
+	long status = 0;
+	int rc;
+
+	curl_easy_getinfo(a->h, CURLINFO_RESPONSE_CODE, &status);
+	r->status = status;
+	if (status < 200 || status >= 300) {
+		/* Error bodies are small; keep what fits and drop the rest
+		 * without failing the transfer. */
+		if (r->body_len < HTTP_ERROR_BODY_MAX)
+			body_append(r, data,
+				    len < HTTP_ERROR_BODY_MAX - r->body_len
+					    ? len
+					    : HTTP_ERROR_BODY_MAX - r->body_len,
+				    HTTP_ERROR_BODY_MAX);
+		return len;
+	}
+	if (a->req->on_body != NULL) {
+		rc = a->req->on_body(a->req->body_arg, r, data, len);
+		r->body_seen += len;
+		if (rc != 0) {
+			r->cb_rc = rc;
+			return 0; /* makes curl stop with CURLE_WRITE_ERROR */
+		}
+		return len;
+	}
+	rc = body_append(r, data, len, r->max_body);
+	if (rc < 0) {
+		r->cb_rc = rc;
+		return 0;
+	}
+	return len;
+}
+
+static int curl_retryable(CURLcode cc)
+{
+	switch (cc) {
+	case CURLE_COULDNT_RESOLVE_HOST:
+	case CURLE_COULDNT_CONNECT:
+	case CURLE_OPERATION_TIMEDOUT:
+	case CURLE_SEND_ERROR:
+	case CURLE_RECV_ERROR:
+	case CURLE_GOT_NOTHING:
+	case CURLE_PARTIAL_FILE:
+	case CURLE_SSL_CONNECT_ERROR:
+	case CURLE_HTTP2:
+	case CURLE_HTTP2_STREAM:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+static int setup(struct http_pool *pool, struct attempt *a,
+		 struct curl_slist *headers)
+{
+	const struct http_request *req = a->req;
+	CURL *h = a->h;
+	long stall_s = (long)(pool->opts.request_timeout_ms + 999) / 1000;
+	unsigned cto = req->connect_timeout_ms ? req->connect_timeout_ms
+					       : pool->opts.connect_timeout_ms;
+	CURLcode cc = CURLE_OK;
+
+#define SET(opt, val)                                                          \
+	do {                                                                   \
+		if (cc == CURLE_OK)                                            \
+			cc = curl_easy_setopt(h, opt, val);                    \
+	} while (0)
+	SET(CURLOPT_URL, req->url);
+	SET(CURLOPT_NOSIGNAL, 1L);
+	SET(CURLOPT_CONNECTTIMEOUT_MS, (long)cto);
+	SET(CURLOPT_LOW_SPEED_LIMIT, 1L);
+	SET(CURLOPT_LOW_SPEED_TIME, stall_s > 0 ? stall_s : 1L);
+	if (req->total_timeout_ms)
+		SET(CURLOPT_TIMEOUT_MS, (long)req->total_timeout_ms);
+	SET(CURLOPT_TCP_KEEPALIVE, 1L);
+	SET(CURLOPT_FOLLOWLOCATION, 0L);
+	SET(CURLOPT_FILETIME, 1L);
+	SET(CURLOPT_PROTOCOLS_STR, "http,https");
+	SET(CURLOPT_USERAGENT, "shardfs/" SHARDFS_VERSION);
+	SET(CURLOPT_HEADERFUNCTION, on_header);
+	SET(CURLOPT_HEADERDATA, a);
+	SET(CURLOPT_WRITEFUNCTION, on_write);
+	SET(CURLOPT_WRITEDATA, a);
+	SET(CURLOPT_HTTPHEADER, headers);
+	if (pool->opts.ca_bundle != NULL)
+		SET(CURLOPT_CAINFO, pool->opts.ca_bundle);
+	if (strcmp(req->method, "HEAD") == 0) {
+		SET(CURLOPT_NOBODY, 1L);
+	} else if (strcmp(req->method, "POST") == 0 ||
+		   strcmp(req->method, "PUT") == 0) {
+		SET(CURLOPT_POSTFIELDSIZE, (long)req->body_len);
+		SET(CURLOPT_COPYPOSTFIELDS, req->body ? req->body : "");
+		if (strcmp(req->method, "PUT") == 0)
+			SET(CURLOPT_CUSTOMREQUEST, "PUT");
+	} else if (strcmp(req->method, "GET") != 0) {
+		SET(CURLOPT_CUSTOMREQUEST, req->method);
+	}
+#undef SET
+	return cc == CURLE_OK ? 0 : -EIO;
+}
+
+int http_perform(struct http_pool *pool, const struct http_request *req,
+		 struct http_response *resp)
+{
+	struct attempt a = { .req = req, .resp = resp };
+	unsigned retries =
+		req->retries >= 0 ? (unsigned)req->retries : pool->opts.retries;
+	unsigned failures = 0, attempts = 0;
+	int reuse_retried = 0;
+	size_t max_body = req->max_body ? req->max_body : HTTP_DEFAULT_MAX_BODY;
+	char errbuf[CURL_ERROR_SIZE];
+	CURLcode cc;
+	int rc;
+
+	memset(resp, 0, sizeof(*resp));
+	response_reset(resp, max_body);
+	a.h = pool_get(pool);
+	if (a.h == NULL)
+		return -ENOMEM;
+	for (;;) {
+		struct curl_slist *headers = NULL;
+		long connects = 0;
+		curl_off_t filetime = -1, clen = -1;
+
+		response_reset(resp, max_body);
+		attempts++;
+		rc = req->prepare ? req->prepare(req->prepare_arg, &headers)
+				  : 0;
+		/* No "Expect: 100-continue" round trip for our small bodies. */
+		if (rc == 0 && req->body != NULL) {
+			struct curl_slist *n =
+				curl_slist_append(headers, "Expect:");
+
+			if (n == NULL)
+				rc = -ENOMEM;
+			else
+				headers = n;
+		}
+		if (rc == 0)
+			rc = setup(pool, &a, headers);
+		if (rc < 0) {
+			curl_slist_free_all(headers);
+			break;
+		}
+		errbuf[0] = '\0';
+		curl_easy_setopt(a.h, CURLOPT_ERRORBUFFER, errbuf);
+		cc = curl_easy_perform(a.h);
+		curl_slist_free_all(headers);
+		curl_easy_getinfo(a.h, CURLINFO_RESPONSE_CODE, &resp->status);
+		curl_easy_getinfo(a.h, CURLINFO_NUM_CONNECTS, &connects);
+		if (curl_easy_getinfo(a.h, CURLINFO_FILETIME_T, &filetime) ==
+			    CURLE_OK &&
+		    filetime >= 0)
+			resp->mtime = (int64_t)filetime;
+		if (curl_easy_getinfo(a.h, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T,
+				      &clen) == CURLE_OK &&
+		    clen >= 0)
+			resp->content_length = (int64_t)clen;
+		resp->attempts = attempts;
+		if (cc == CURLE_WRITE_ERROR && resp->cb_rc != 0) {
+			rc = resp->cb_rc > 0 ? 0 : resp->cb_rc;
+			break;
+		}
+		if (cc == CURLE_OK && !http_status_retryable(resp->status)) {
+			rc = 0;
+			break;
+		}
+		if (cc != CURLE_OK && !curl_retryable(cc)) {
+			log_msg(LOG_ERR, "%s: %s %s", req->what, req->method,
+				errbuf[0] ? errbuf : curl_easy_strerror(cc));
+			rc = -EIO;
+			break;
+		}
+		/* A keep-alive connection the server closed while idle
+		 * fails without a new connect: retry at once, for free,
+		 * but once per request, so a server that really resets
+		 * every request still spends the budget. */
+		if ((cc == CURLE_SEND_ERROR || cc == CURLE_RECV_ERROR ||
+		     cc == CURLE_GOT_NOTHING) &&
+		    connects == 0 && resp->status == 0 && !reuse_retried) {
+			log_msg(LOG_DEBUG,
+				"%s: reused connection failed (%s), retrying "
+				"on a new one",
+				req->what, curl_easy_strerror(cc));
+			reuse_retried = 1;
+			continue;
+		}
+		if (failures >= retries) {
+			if (cc == CURLE_OK) {
+				rc = 0; /* the caller maps the status */
+			} else {
+				log_msg(LOG_ERR,
+					"%s: %s failed after %u tries: %s",
+					req->what, req->method, attempts,
+					errbuf[0] ? errbuf
+						  : curl_easy_strerror(cc));
+				rc = -EIO;
+			}
+			break;
+		}
+		failures++;
+		log_msg(LOG_DEBUG, "%s: try %u failed (%s, HTTP %ld), retrying",
+			req->what, attempts,
+			cc != CURLE_OK ? curl_easy_strerror(cc) : "status",
+			resp->status);
+		sleep_ms(http_backoff_ms(failures, HTTP_BACKOFF_BASE_MS,
+					 HTTP_BACKOFF_CAP_MS,
+					 pool_jitter(pool)));
+	}
+	pool_put(pool, a.h);
+	return rc;
+}

@@ -1,0 +1,130 @@
+/*
+ * http: the HTTP layer the object-store backends share (S3 today, GCS
+ * later): a pool of libcurl easy handles, one request per handle at a time,
+ * and one retry loop with capped exponential backoff and full jitter.
+ *
+ * Why a free list of easy handles rather than one handle per thread: FUSE
+ * threads come and go, and an easy handle keeps its own connection cache,
+ * so handing a returned handle to the next request reuses its keep-alive
+ * connection whatever thread asks. The pool lock is held only to push or
+ * pop a handle, never across network I/O.
+ *
+ * Retries: a transport failure (refused, reset, timeout, nothing received)
+ * and HTTP 5xx, 429 and 408 are retried; every other status is final and
+ * handed back to the caller, which knows the service's error codes. A
+ * failure on a reused keep-alive connection that the server closed while it
+ * sat idle is retried at once on a fresh connection and does not count
+ * against the retry budget, since nothing was wrong with the server.
+ *
+ * Only backends/ includes this header (it names libcurl types).
+ */
+#ifndef SHARDFS_HTTP_H
+#define SHARDFS_HTTP_H
+
+#include <curl/curl.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct http_pool_options {
+	unsigned connect_timeout_ms; /* 0: 5000 */
+	unsigned request_timeout_ms; /* stall limit (no byte for this long);
+					0: 30000 */
+	unsigned retries;	     /* retries after the first try */
+	const char *ca_bundle;	     /* CA file for TLS, or NULL: system */
+};
+
+struct http_pool;
+
+/* Creates a pool. Call http_global_init() once before, from one thread.
+ * Returns 0 and sets *out (free with http_pool_free), -ENOMEM. */
+int http_pool_new(const struct http_pool_options *opts, struct http_pool **out);
+
+/* Frees the pool and every idle handle. No request may be in flight.
+ * NULL is a no-op. */
+void http_pool_free(struct http_pool *pool);
+
+/* curl_global_init, once per process (idempotent, thread-safe).
+ * Returns 0 or -EIO. */
+int http_global_init(void);
+
+struct http_response;
+
+/* Called with each piece of a 2xx body. Returns 0 to go on, 1 to stop the
+ * transfer as a success (the caller has all it wants), or a negative errno
+ * to fail the request with it (not retried). */
+typedef int (*http_body_cb)(void *arg, const struct http_response *resp,
+			    const char *data, size_t len);
+
+/* Called before every attempt to add the request's headers (signing goes
+ * here, so each retry is signed with the current time and credentials).
+ * Appends to *headers with curl_slist_append; the list is freed after the
+ * attempt whatever happens. Returns 0 or a negative errno (not retried). */
+typedef int (*http_prepare_cb)(void *arg, struct curl_slist **headers);
+
+struct http_request {
+	const char *method; /* "GET", "HEAD", "PUT" or "POST" */
+	const char *url;    /* may hold secrets: never logged */
+	const char *what;   /* names the request in logs, e.g. s3://b/k */
+	const char *body;   /* request body for PUT/POST, or NULL */
+	size_t body_len;
+	http_prepare_cb prepare; /* NULL: no extra headers */
+	void *prepare_arg;
+	/* Where a 2xx body goes: to on_body if set, else into
+	 * response.body (growing up to max_body bytes, then -EFBIG). */
+	http_body_cb on_body;
+	void *body_arg;
+	size_t max_body;	     /* 0: 16 MiB */
+	unsigned connect_timeout_ms; /* 0: the pool's */
+	unsigned total_timeout_ms;   /* 0: none (stall limit only) */
+	int retries;		     /* < 0: the pool's */
+};
+
+/* What came back. Non-2xx bodies are kept (up to 64 KiB) in body, for the
+ * caller's error-code parser. */
+struct http_response {
+	long status; /* HTTP status of the last attempt */
+	char *body;  /* owned; NUL-terminated when not NULL */
+	size_t body_len;
+	char etag[256];		/* ETag header as sent, "" if none */
+	int64_t range_start;	/* Content-Range first byte, -1 if none */
+	int64_t range_total;	/* Content-Range total, -1 if none or '*' */
+	int64_t content_length; /* -1 if unknown */
+	int64_t mtime;		/* Last-Modified, seconds; -1 if none */
+	unsigned attempts;	/* tries made */
+	/* 2xx body bytes this attempt delivered before the current on_body
+	 * call; 0 marks a fresh attempt (a retry starts over). */
+	uint64_t body_seen;
+	/* private: */
+	size_t body_cap;
+	size_t max_body;
+	int cb_rc;
+};
+
+/* Runs req with retries. Returns 0 when an HTTP answer was final: a 2xx,
+ * a status that is not retried, or a retried status once the budget is
+ * spent (check resp->status). Returns a negative errno when no usable
+ * answer came: -EIO after transport failures (logged here once, with
+ * req->what and curl's reason, never the URL), -ETIMEDOUT folded into
+ * -EIO, the callback's errno, -EFBIG, -ENOMEM. resp is always initialised
+ * and must be released with http_response_fini(). */
+int http_perform(struct http_pool *pool, const struct http_request *req,
+		 struct http_response *resp);
+
+/* Frees what resp owns; safe to call twice. */
+void http_response_fini(struct http_response *resp);
+
+/* True for the statuses the retry loop retries (5xx, 429, 408). */
+int http_status_retryable(long status);
+
+/* The errno a final HTTP status means when the service's error code says
+ * nothing more precise: 404 -ENOENT, 401/403 -EACCES, 412 -ESTALE,
+ * 416 -ERANGE, anything else outside 2xx -EIO; 2xx is 0. */
+int http_status_errno(long status);
+
+/* The delay before retry number attempt (1-based): base * 2^(attempt-1)
+ * capped at cap, then full jitter scaled by jitter in [0, 1): the result is
+ * in [d/2, d). Pure, for tests; the loop draws jitter itself. */
+unsigned http_backoff_ms(unsigned attempt, unsigned base_ms, unsigned cap_ms,
+			 double jitter);
+
+#endif
