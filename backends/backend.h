@@ -84,8 +84,10 @@ struct backend_ops {
 	int (*open)(const char *url, const struct backend_options *opts,
 		    struct backend **out);
 
-	/* Lists every object whose key starts with prefix ("" for all), in
-	 * any order. Keys are relative to the source prefix. */
+	/* Lists every object under prefix, in any order: prefix is "" for
+	 * all, or a directory below the source ending in '/' ("train/").
+	 * Keys are relative to the source prefix, not to this one. A prefix
+	 * that names nothing lists nothing or returns -ENOENT. */
 	int (*list)(struct backend *be, const char *prefix, backend_list_cb cb,
 		    void *arg);
 

@@ -190,7 +190,7 @@ static int walk_dir(struct walk *w, int dir_fd)
 {
 	DIR *d = fdopendir(dir_fd);
 	struct dirent *de;
-	size_t saved;
+	size_t saved = w->len;
 	int rc = 0;
 
 	if (d == NULL) {
@@ -243,9 +243,11 @@ static int posix_list(struct backend *be, const char *prefix,
 		return rc;
 	}
 	if (prefix[0] != '\0') {
-		size_t saved;
+		size_t saved, len = strlen(prefix);
+		char *dir = strndup(prefix, len - (prefix[len - 1] == '/'));
 
-		rc = walk_push(&w, prefix, &saved);
+		rc = dir ? walk_push(&w, dir, &saved) : -ENOMEM;
+		free(dir);
 		if (rc < 0) {
 			close(fd);
 			return rc;
@@ -256,13 +258,25 @@ static int posix_list(struct backend *be, const char *prefix,
 	return rc;
 }
 
-/* Keys from a manifest are arbitrary bytes; the ones that reach a backend
- * passed the path rules, but a key with a NUL cannot be a path at all. */
+/* Keys from a manifest passed the path rules already; checking again here
+ * keeps the backend safe on its own: no key may name anything outside the
+ * root ("..", or an absolute path, which openat() would take as is). */
 static int key_to_path(const char *key, size_t key_len)
 {
+	size_t start = 0, i;
+
 	if (key_len == 0 || memchr(key, '\0', key_len) != NULL ||
 	    key[key_len] != '\0')
 		return -EINVAL;
+	for (i = 0; i <= key_len; i++) {
+		if (i < key_len && key[i] != '/')
+			continue;
+		if (i == start || (i - start == 1 && key[start] == '.') ||
+		    (i - start == 2 && key[start] == '.' &&
+		     key[start + 1] == '.'))
+			return -EINVAL;
+		start = i + 1;
+	}
 	return 0;
 }
 

@@ -145,6 +145,9 @@ static int add_rank(struct view *v, const struct manifest *m,
 
 				if (s == NULL)
 					return -ENOMEM;
+				/* An empty slot (name NULL) never matches. */
+				for (size_t k = *stack_cap; k < cap; k++)
+					s[k].name = NULL;
 				*stack = s;
 				*stack_cap = cap;
 			}
@@ -160,6 +163,7 @@ static int add_rank(struct view *v, const struct manifest *m,
 				(*stack)[depth].node = idx;
 				(*stack)[depth].name = p;
 				(*stack)[depth].len = len;
+				/* Levels below belonged to another directory. */
 				if (depth + 1 < *stack_cap)
 					(*stack)[depth + 1].name = NULL;
 			}
