@@ -14,7 +14,7 @@ PREFIX ?= /usr/local
 DESTDIR ?=
 
 B := build
-PKGS := fuse3 libcrypto inih libcurl expat jansson
+PKGS := fuse3 libcrypto inih libcurl expat jansson lmdb zlib
 TEST_PKGS := check
 
 WARN := -std=gnu11 -Wall -Wextra -Werror -Wmissing-prototypes \

@@ -1,62 +1,2135 @@
 /*
- * cache: see cache.h. Counters are relaxed atomics: they are statistics,
- * read without ordering against anything else.
+ * cache: see cache.h for the contract and the directory layout.
+ *
+ * Index (LMDB, one environment per process, MDB_NOTLS so a FUSE worker may
+ * run a short read transaction on any thread):
+ *   idx   SHA-256(identity) -> entry header, CRC32 per 64 KiB block,
+ *         identity. The identity is (backend id, key, etag, chunk size,
+ *         chunk number), each length-prefixed; it is stored in full and
+ *         compared on every lookup, so a hash collision is a miss, never
+ *         wrong bytes.
+ *   data  SHA-256(identity) -> the chunk's bytes, for inline entries.
+ *   meta  "live_bytes", "budget", "chunk_size": u64 values. live_bytes is
+ *         changed in the same transaction as every put and delete, so all
+ *         processes agree on it.
+ * Headers are separate from inline bytes so that eviction, verify and stat
+ * scan a compact table.
+ *
+ * Ordering that makes crashes and concurrent processes harmless:
+ *   store:  write blobs/tmp/HASH.PID.N, (fsync), rename to
+ *           blobs/XX/HASH.ID (ID random, recorded in the row), then put the
+ *           row. Of two stores of one chunk, the first row wins and the
+ *           loser unlinks its own file; a file is only ever referenced by
+ *           the one row holding its ID, so evicting a row never takes the
+ *           file of a newer store of the same chunk with it.
+ *   evict:  delete the rows (one transaction), then unlink the blobs.
+ * So a crash leaves at worst a blob without a row (cleaned at open) or a
+ * tmp file; a row whose blob is gone (a race between evict and store, or a
+ * file removed by hand) reads as a miss and is dropped.
+ *
+ * Cleanup at open: every process holds a shared flock on owners.lock. An
+ * opener that gets it exclusively is alone: it removes every tmp file and
+ * every blob without a row, drops rows without blobs and recounts live
+ * bytes. An opener that is not alone removes only tmp files of dead PIDs
+ * and orphan blobs older than an hour, since a younger one may be a blob
+ * another process renamed and is about to index.
+ *
+ * Threads: FUSE workers look chunks up and fetch misses; a miss queues its
+ * row for the process' committer thread (started on the first store),
+ * which indexes everything queued in one transaction. Locks: env_lock (the
+ * environment of this process), q_lock (the queue), touch_lock (access
+ * times), evict_lock (one eviction at a time; takes touch_lock and LMDB's
+ * writer lock inside), warn_lock. None is held across backend I/O; q_lock,
+ * touch_lock and warn_lock are never held while taking another lock.
  */
 #include "cache/cache.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <lmdb.h>
+#include <openssl/evp.h>
+#include <zlib.h>
+
+#include "util/log.h"
+
+#define HASH_LEN 32
+#define ENTRY_VERSION 2u
+#define ENTRY_INLINE 1u
+/* Address space only: the data file grows as needed. One fixed size for
+ * every process, so no process ever sees MDB_MAP_RESIZED. */
+#define MAP_SIZE (UINT64_C(1) << 40)
+#define MAX_READERS 1024
+/* Bigger than LMDB's lock file for MAX_READERS, so LMDB keeps our size. */
+#define LOCK_FILE_BYTES (128u << 10)
+#define TOUCH_BATCH 1024
+#define TOUCH_SECONDS 30
+#define WARN_SECONDS 60
+#define ORPHAN_GRACE_SECONDS 3600
+#define QUEUE_BYTES_MAX (UINT64_C(64) << 20) /* chunk bytes awaiting rows */
+
+/* The fixed part of an idx value; CRCs and the identity follow. Copied out
+ * with memcpy: LMDB values are not aligned. */
+struct entry_hdr {
+	uint32_t version;
+	uint32_t flags;
+	uint64_t length;
+	uint64_t atime; /* seconds; updated in batches */
+	uint64_t ctime;
+	uint64_t blob_id; /* names the blob file; 0 for inline entries */
+	uint32_t n_crcs;
+	uint32_t id_len;
+};
+
+/* A stored chunk whose row the committer thread has not written yet. */
+struct pending {
+	struct pending *next;
+	uint8_t hash[HASH_LEN];
+	uint8_t *val; /* the idx value: header, CRCs, identity */
+	size_t val_len;
+	uint8_t *data; /* inline bytes; NULL for a blob (already renamed) */
+	uint64_t blob_id;
+	uint64_t len;
+};
+
+struct touch {
+	uint8_t hash[HASH_LEN];
+	uint64_t atime;
+};
 
 struct cache {
 	struct backend *be;
-	uint64_t backend_reads;	 /* atomic */
-	uint64_t backend_bytes;	 /* atomic */
-	uint64_t backend_errors; /* atomic */
+
+	/* Relaxed atomics: statistics only. */
+	uint64_t backend_reads;
+	uint64_t backend_bytes;
+	uint64_t backend_errors;
+	uint64_t hits;
+	uint64_t misses;
+	uint64_t bytes_from_cache;
+	uint64_t evictions;
+	uint64_t crc_failures;
+	uint64_t store_failures;
+
+	/* The disk cache; env is NULL for a pass-through cache. All of it is
+	 * read-only after cache_open() except as noted. */
+	bool disk;	  /* a disk cache, not a pass-through */
+	char *index_path; /* DIR/index.mdb */
+	/* The environment of process env_pid, (re)opened by env_of() on first
+	 * use in a new process: `shardfs mount` without -f forks after
+	 * opening, and LMDB's locks and reader slots belong to the process
+	 * that opened the environment. */
+	pthread_mutex_t env_lock; /* protects env, dbi_*, env_pid changes */
+	MDB_env *env;
+	MDB_dbi dbi_idx, dbi_data, dbi_meta;
+	pid_t env_pid; /* atomic */
+	char *dir;
+	char *backend_id;
+	size_t backend_id_len;
+	uint64_t budget; /* 0: none (inspection) */
+	uint64_t chunk_size;
+	uint64_t inline_max;
+	bool fsync;
+	int owners_fd;
+	uint64_t tmp_seq;   /* atomic: unique tmp names and blob ids */
+	uint64_t blob_seed; /* random per cache_open(), for blob ids */
+
+	/* Rows waiting for the committer thread (see chunk_store()). Lock
+	 * order: q_lock is never held while taking another lock. */
+	pthread_mutex_t q_lock; /* protects q_*, committer_running */
+	pthread_cond_t q_work;	/* the queue grew, or q_stop */
+	pthread_cond_t q_idle;	/* a batch was indexed */
+	struct pending *q_head, **q_tail;
+	uint64_t q_bytes; /* bytes queued: inline in memory, blobs on disk */
+	bool q_stop;
+	bool committer_running;
+	pthread_t committer;
+
+	pthread_mutex_t touch_lock; /* protects touched, n_touched, cap_touched,
+				     * last_flush */
+	struct touch *touched;
+	size_t n_touched, cap_touched;
+	time_t last_flush;
+
+	/* One eviction at a time in this process; never held with
+	 * touch_lock or across backend I/O. */
+	pthread_mutex_t evict_lock;
+
+	pthread_mutex_t warn_lock; /* protects last_warn */
+	time_t last_warn;
 };
 
-int cache_new(struct backend *be, struct cache **out)
+static void stat_add(uint64_t *v, uint64_t n)
 {
-	struct cache *c = calloc(1, sizeof(*c));
+	__atomic_add_fetch(v, n, __ATOMIC_RELAXED);
+}
 
-	if (c == NULL)
+static uint64_t stat_load(const uint64_t *v)
+{
+	return __atomic_load_n(v, __ATOMIC_RELAXED);
+}
+
+static uint64_t now_seconds(void)
+{
+	return (uint64_t)time(NULL);
+}
+
+/* Logs at most once a minute: a full disk would otherwise log per read. */
+static void warn_limited(struct cache *c, const char *what, int rc)
+{
+	time_t now = time(NULL);
+	bool say;
+
+	pthread_mutex_lock(&c->warn_lock);
+	say = c->last_warn == 0 || now - c->last_warn >= WARN_SECONDS;
+	if (say)
+		c->last_warn = now;
+	pthread_mutex_unlock(&c->warn_lock);
+	if (say)
+		log_msg(LOG_WARNING,
+			"cache %s: %s: %s; serving uncached (this warning is "
+			"repeated at most once a minute)",
+			c->dir, what,
+			rc < 0 ? strerror(-rc) : mdb_strerror(rc));
+}
+
+/* LMDB errors are positive MDB_* codes or positive errno values. */
+static int mdb_err(int rc)
+{
+	if (rc == 0)
+		return 0;
+	if (rc > 0 && rc < MDB_KEYEXIST)
+		return -rc;
+	return -EIO;
+}
+
+static int env_open(struct cache *c, const char *path);
+
+/* The environment for this process, or NULL when it cannot be opened
+ * (logged; the caller reads uncached). */
+static MDB_env *env_of(struct cache *c)
+{
+	pid_t pid = getpid();
+
+	if (__atomic_load_n(&c->env_pid, __ATOMIC_ACQUIRE) == pid)
+		return c->env;
+	pthread_mutex_lock(&c->env_lock);
+	if (c->env_pid != pid) {
+		/* Inherited over fork(): closing it drops nothing of the
+		 * parent's (locks and reader slots are per process). */
+		if (c->env != NULL)
+			mdb_env_close(c->env);
+		c->env = NULL;
+		/* The parent's committer thread did not come along; its
+		 * queue, if any, is the parent's to index. */
+		pthread_mutex_init(&c->q_lock, NULL);
+		pthread_cond_init(&c->q_work, NULL);
+		pthread_cond_init(&c->q_idle, NULL);
+		c->q_head = NULL;
+		c->q_tail = &c->q_head;
+		c->q_bytes = 0;
+		c->committer_running = false;
+		env_open(c, c->index_path);
+		__atomic_store_n(&c->env_pid, pid, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&c->env_lock);
+	return c->env;
+}
+
+static int txn_begin(struct cache *c, unsigned flags, MDB_txn **txn)
+{
+	MDB_env *env = env_of(c);
+
+	if (env == NULL)
+		return ENXIO;
+	return mdb_txn_begin(env, NULL, flags, txn);
+}
+
+static void store_failed(struct cache *c, int rc)
+{
+	stat_add(&c->store_failures, 1);
+	warn_limited(c, "cannot store a chunk", rc);
+}
+
+/* ---- identities, hashes, paths ---------------------------------------- */
+
+static void put_le64(uint8_t *p, uint64_t v)
+{
+	int i;
+
+	for (i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get_le64(const uint8_t *p)
+{
+	uint64_t v = 0;
+	int i;
+
+	for (i = 0; i < 8; i++)
+		v |= (uint64_t)p[i] << (8 * i);
+	return v;
+}
+
+/* The identity of chunk n of obj, and its hash. *id is malloc'd. */
+static int ident_build(const struct cache *c, const struct cache_object *obj,
+		       uint64_t n, uint8_t **id, size_t *id_len,
+		       uint8_t hash[HASH_LEN])
+{
+	size_t len = 8 + c->backend_id_len + 8 + obj->key_len + 8 +
+		     obj->etag_len + 16;
+	uint8_t *p, *buf = malloc(len);
+	unsigned md_len = 0;
+
+	if (buf == NULL)
 		return -ENOMEM;
-	c->be = be;
-	*out = c;
+	p = buf;
+	put_le64(p, c->backend_id_len);
+	memcpy(p + 8, c->backend_id, c->backend_id_len);
+	p += 8 + c->backend_id_len;
+	put_le64(p, obj->key_len);
+	memcpy(p + 8, obj->key, obj->key_len);
+	p += 8 + obj->key_len;
+	put_le64(p, obj->etag_len);
+	memcpy(p + 8, obj->etag, obj->etag_len);
+	p += 8 + obj->etag_len;
+	put_le64(p, c->chunk_size);
+	put_le64(p + 8, n);
+	if (!EVP_Digest(buf, len, hash, &md_len, EVP_sha256(), NULL)) {
+		free(buf);
+		return -ENOMEM;
+	}
+	*id = buf;
+	*id_len = len;
 	return 0;
 }
 
-void cache_free(struct cache *c)
+/* Splits an identity into its parts (pointers into id); false if it is
+ * malformed. */
+static bool ident_parse(const uint8_t *id, size_t len, const uint8_t *part[3],
+			size_t part_len[3], uint64_t *chunk)
 {
-	free(c);
+	size_t pos = 0;
+	int i;
+
+	for (i = 0; i < 3; i++) {
+		uint64_t l;
+
+		if (len - pos < 8)
+			return false;
+		l = get_le64(id + pos);
+		pos += 8;
+		if (l > len - pos)
+			return false;
+		part[i] = id + pos;
+		part_len[i] = (size_t)l;
+		pos += (size_t)l;
+	}
+	if (len - pos != 16)
+		return false;
+	*chunk = get_le64(id + pos + 8);
+	return true;
+}
+
+static void hash_hex(const uint8_t hash[HASH_LEN], char out[2 * HASH_LEN + 1])
+{
+	static const char hex[] = "0123456789abcdef";
+	int i;
+
+	for (i = 0; i < HASH_LEN; i++) {
+		out[2 * i] = hex[hash[i] >> 4];
+		out[2 * i + 1] = hex[hash[i] & 15];
+	}
+	out[2 * HASH_LEN] = '\0';
+}
+
+static int hex_hash(const char *s, uint8_t hash[HASH_LEN])
+{
+	int i;
+
+	for (i = 0; i < 2 * HASH_LEN; i++) {
+		int v;
+
+		if (s[i] >= '0' && s[i] <= '9')
+			v = s[i] - '0';
+		else if (s[i] >= 'a' && s[i] <= 'f')
+			v = s[i] - 'a' + 10;
+		else
+			return -EINVAL;
+		if (i % 2 == 0)
+			hash[i / 2] = (uint8_t)(v << 4);
+		else
+			hash[i / 2] |= (uint8_t)v;
+	}
+	return 0;
+}
+
+/* A blob's file is named by its hash and its blob id, and only the row
+ * holding that id refers to it: a chunk evicted and stored again gets a new
+ * file, so unlinking the old one can never take the new one with it. */
+static char *blob_path(const struct cache *c, const uint8_t hash[HASH_LEN],
+		       uint64_t blob_id)
+{
+	char hex[2 * HASH_LEN + 1], *p;
+
+	hash_hex(hash, hex);
+	if (asprintf(&p, "%s/blobs/%.2s/%s.%016" PRIx64, c->dir, hex, hex,
+		     blob_id) < 0)
+		return NULL;
+	return p;
+}
+
+static uint32_t n_blocks(uint64_t length)
+{
+	return (uint32_t)((length + CACHE_CRC_BLOCK - 1) / CACHE_CRC_BLOCK);
+}
+
+static uint32_t block_crc(const uint8_t *data, uint64_t length, uint32_t b)
+{
+	uint64_t start = (uint64_t)b * CACHE_CRC_BLOCK;
+	uint64_t n = length - start < CACHE_CRC_BLOCK ? length - start
+						      : CACHE_CRC_BLOCK;
+
+	return (uint32_t)crc32(0L, data + start, (uInt)n);
+}
+
+/* ---- the index ---------------------------------------------------------- */
+
+struct entry {
+	struct entry_hdr h;
+	uint32_t *crcs; /* h.n_crcs, malloc'd */
+};
+
+/* Parses an idx value. With id, the stored identity must equal it.
+ * Returns 0, -ENOENT (another identity: a collision), -EBADMSG
+ * (malformed), -ENOMEM. */
+static int entry_parse(const MDB_val *v, const uint8_t *id, size_t id_len,
+		       struct entry *e)
+{
+	const uint8_t *p = v->mv_data;
+	size_t crc_bytes;
+
+	if (v->mv_size < sizeof(e->h))
+		return -EBADMSG;
+	memcpy(&e->h, p, sizeof(e->h));
+	crc_bytes = (size_t)e->h.n_crcs * 4;
+	if (e->h.version != ENTRY_VERSION ||
+	    v->mv_size != sizeof(e->h) + crc_bytes + e->h.id_len ||
+	    e->h.n_crcs != n_blocks(e->h.length))
+		return -EBADMSG;
+	if (id != NULL && (e->h.id_len != id_len ||
+			   memcmp(p + sizeof(e->h) + crc_bytes, id, id_len)))
+		return -ENOENT;
+	e->crcs = malloc(crc_bytes ? crc_bytes : 1);
+	if (e->crcs == NULL)
+		return -ENOMEM;
+	memcpy(e->crcs, p + sizeof(e->h), crc_bytes);
+	return 0;
+}
+
+static int meta_get(MDB_txn *txn, const struct cache *c, const char *name,
+		    uint64_t *out)
+{
+	MDB_val k = { strlen(name), (void *)name }, v;
+	int rc = mdb_get(txn, c->dbi_meta, &k, &v);
+
+	*out = 0;
+	if (rc == MDB_NOTFOUND)
+		return 0;
+	if (rc != 0)
+		return rc;
+	if (v.mv_size == 8)
+		memcpy(out, v.mv_data, 8);
+	return 0;
+}
+
+static int meta_put(MDB_txn *txn, const struct cache *c, const char *name,
+		    uint64_t value)
+{
+	MDB_val k = { strlen(name), (void *)name }, v = { 8, &value };
+
+	return mdb_put(txn, c->dbi_meta, &k, &v, 0);
+}
+
+static int live_add(MDB_txn *txn, const struct cache *c, int64_t delta)
+{
+	uint64_t live;
+	int rc = meta_get(txn, c, "live_bytes", &live);
+
+	if (rc != 0)
+		return rc;
+	if (delta < 0 && (uint64_t)-delta > live)
+		live = 0;
+	else
+		live += (uint64_t)delta;
+	return meta_put(txn, c, "live_bytes", live);
+}
+
+static uint64_t live_bytes(struct cache *c)
+{
+	MDB_txn *txn;
+	uint64_t live = 0;
+
+	if (txn_begin(c, MDB_RDONLY, &txn) != 0)
+		return 0;
+	meta_get(txn, c, "live_bytes", &live);
+	mdb_txn_abort(txn);
+	return live;
+}
+
+/* Deletes the row hash in txn if it exists (and, with id, holds id).
+ * Sets *blob when the caller must unlink a blob after commit. Returns 0,
+ * MDB_NOTFOUND, or an LMDB error. */
+static int row_delete(MDB_txn *txn, struct cache *c, const uint8_t *hash,
+		      const uint8_t *id, size_t id_len, bool *blob,
+		      uint64_t *blob_id)
+{
+	MDB_val k = { HASH_LEN, (void *)hash }, v;
+	struct entry_hdr h;
+	int rc;
+
+	*blob = false;
+	rc = mdb_get(txn, c->dbi_idx, &k, &v);
+	if (rc != 0)
+		return rc;
+	if (v.mv_size < sizeof(h))
+		memset(&h, 0, sizeof(h));
+	else
+		memcpy(&h, v.mv_data, sizeof(h));
+	/* A malformed row goes whoever asks; a well-formed one only if it is
+	 * the entry the caller means. */
+	if (id != NULL && v.mv_size >= sizeof(h) &&
+	    v.mv_size == sizeof(h) + (size_t)h.n_crcs * 4 + h.id_len &&
+	    (h.id_len != id_len ||
+	     memcmp((uint8_t *)v.mv_data + sizeof(h) + (size_t)h.n_crcs * 4, id,
+		    id_len) != 0))
+		return MDB_NOTFOUND;
+	rc = mdb_del(txn, c->dbi_idx, &k, NULL);
+	if (rc != 0)
+		return rc;
+	if (h.flags & ENTRY_INLINE) {
+		rc = mdb_del(txn, c->dbi_data, &k, NULL);
+		if (rc != 0 && rc != MDB_NOTFOUND)
+			return rc;
+	} else {
+		*blob = true;
+		*blob_id = h.blob_id;
+	}
+	return live_add(txn, c, -(int64_t)h.length);
+}
+
+static void blob_unlink(struct cache *c, const uint8_t *hash, uint64_t blob_id)
+{
+	char *path = blob_path(c, hash, blob_id);
+
+	if (path != NULL)
+		unlink(path);
+	free(path);
+}
+
+/* Drops one entry (bad CRC, missing blob). */
+static void entry_drop(struct cache *c, const uint8_t *hash, const uint8_t *id,
+		       size_t id_len)
+{
+	MDB_txn *txn;
+	bool blob = false;
+	uint64_t blob_id = 0;
+	int rc;
+
+	rc = txn_begin(c, 0, &txn);
+	if (rc != 0) {
+		warn_limited(c, "cannot drop an entry", rc);
+		return;
+	}
+	rc = row_delete(txn, c, hash, id, id_len, &blob, &blob_id);
+	if (rc == 0)
+		rc = mdb_txn_commit(txn);
+	else
+		mdb_txn_abort(txn);
+	if (rc == 0 && blob)
+		blob_unlink(c, hash, blob_id);
+	else if (rc != 0 && rc != MDB_NOTFOUND)
+		warn_limited(c, "cannot drop an entry", rc);
+}
+
+/* ---- access times ------------------------------------------------------- */
+
+static void touches_flush(struct cache *c)
+{
+	struct touch *t;
+	MDB_txn *txn;
+	size_t n, i;
+	int rc;
+
+	pthread_mutex_lock(&c->touch_lock);
+	t = c->touched;
+	n = c->n_touched;
+	c->touched = NULL;
+	c->n_touched = c->cap_touched = 0;
+	c->last_flush = time(NULL);
+	pthread_mutex_unlock(&c->touch_lock);
+	if (n == 0) {
+		free(t);
+		return;
+	}
+	rc = txn_begin(c, 0, &txn);
+	if (rc != 0)
+		goto out;
+	for (i = 0; i < n && rc == 0; i++) {
+		MDB_val k = { HASH_LEN, t[i].hash }, v, nv;
+		struct entry_hdr h;
+
+		if (mdb_get(txn, c->dbi_idx, &k, &v) != 0 ||
+		    v.mv_size < sizeof(h))
+			continue;
+		memcpy(&h, v.mv_data, sizeof(h));
+		if (h.atime >= t[i].atime)
+			continue;
+		h.atime = t[i].atime;
+		/* A copy: v points into the map, which the put may change
+		 * under it. */
+		nv.mv_size = v.mv_size;
+		nv.mv_data = malloc(v.mv_size);
+		if (nv.mv_data == NULL) {
+			rc = ENOMEM;
+			break;
+		}
+		memcpy(nv.mv_data, v.mv_data, v.mv_size);
+		memcpy(nv.mv_data, &h, sizeof(h));
+		rc = mdb_put(txn, c->dbi_idx, &k, &nv, 0);
+		free(nv.mv_data);
+	}
+	if (rc == 0)
+		rc = mdb_txn_commit(txn);
+	else
+		mdb_txn_abort(txn);
+out:
+	if (rc != 0)
+		warn_limited(c, "cannot record access times", rc);
+	free(t);
+}
+
+static void touch(struct cache *c, const uint8_t *hash)
+{
+	uint64_t now = now_seconds();
+	bool flush = false;
+
+	pthread_mutex_lock(&c->touch_lock);
+	if (c->n_touched > 0 &&
+	    memcmp(c->touched[c->n_touched - 1].hash, hash, HASH_LEN) == 0 &&
+	    c->touched[c->n_touched - 1].atime == now)
+		goto out;
+	if (c->n_touched == c->cap_touched) {
+		size_t cap = c->cap_touched ? 2 * c->cap_touched : 64;
+		struct touch *t = realloc(c->touched, cap * sizeof(*t));
+
+		if (t == NULL)
+			goto out; /* an access time is a hint */
+		c->touched = t;
+		c->cap_touched = cap;
+	}
+	memcpy(c->touched[c->n_touched].hash, hash, HASH_LEN);
+	c->touched[c->n_touched++].atime = now;
+	flush = c->n_touched >= TOUCH_BATCH ||
+		(time_t)now - c->last_flush >= TOUCH_SECONDS;
+out:
+	pthread_mutex_unlock(&c->touch_lock);
+	if (flush)
+		touches_flush(c);
+}
+
+/* ---- eviction ------------------------------------------------------------ */
+
+struct victim {
+	uint64_t atime;
+	uint8_t hash[HASH_LEN];
+};
+
+struct blob_ref {
+	uint8_t hash[HASH_LEN];
+	uint64_t blob_id;
+};
+
+static int victim_cmp(const void *a, const void *b)
+{
+	const struct victim *x = a, *y = b;
+
+	if (x->atime != y->atime)
+		return x->atime < y->atime ? -1 : 1;
+	return memcmp(x->hash, y->hash, HASH_LEN);
+}
+
+/* Evicts least recently used entries until live bytes <= target. A full
+ * scan sorted by access time: eviction frees a tenth of the budget at a
+ * time, so it runs rarely, and no second index has to be kept in step. */
+static void evict_to(struct cache *c, uint64_t target)
+{
+	struct victim *v = NULL;
+	struct blob_ref *unlink_list = NULL;
+	size_t n = 0, cap = 0, n_unlink = 0, i;
+	uint64_t live;
+	MDB_cursor *cur;
+	MDB_val k, val;
+	MDB_txn *txn;
+	int rc, op = MDB_FIRST;
+
+	pthread_mutex_lock(&c->evict_lock);
+	touches_flush(c);
+	if (live_bytes(c) <= target)
+		goto out;
+	rc = txn_begin(c, MDB_RDONLY, &txn);
+	if (rc != 0)
+		goto fail;
+	rc = mdb_cursor_open(txn, c->dbi_idx, &cur);
+	if (rc != 0) {
+		mdb_txn_abort(txn);
+		goto fail;
+	}
+	while ((rc = mdb_cursor_get(cur, &k, &val, op)) == 0) {
+		struct entry_hdr h;
+
+		op = MDB_NEXT;
+
+		if (k.mv_size != HASH_LEN || val.mv_size < sizeof(h))
+			continue;
+		if (n == cap) {
+			size_t ncap = cap ? 2 * cap : 1024;
+			struct victim *nv = realloc(v, ncap * sizeof(*v));
+
+			if (nv == NULL)
+				break;
+			v = nv;
+			cap = ncap;
+		}
+		memcpy(&h, val.mv_data, sizeof(h));
+		v[n].atime = h.atime;
+		memcpy(v[n].hash, k.mv_data, HASH_LEN);
+		n++;
+	}
+	mdb_cursor_close(cur);
+	mdb_txn_abort(txn);
+	if (n == 0)
+		goto out;
+	qsort(v, n, sizeof(*v), victim_cmp);
+	unlink_list = malloc(n * sizeof(*unlink_list));
+	if (unlink_list == NULL)
+		goto out;
+
+	rc = txn_begin(c, 0, &txn);
+	if (rc != 0)
+		goto fail;
+	rc = meta_get(txn, c, "live_bytes", &live);
+	for (i = 0; rc == 0 && i < n && live > target; i++) {
+		bool blob;
+		uint64_t blob_id = 0;
+
+		rc = row_delete(txn, c, v[i].hash, NULL, 0, &blob, &blob_id);
+		if (rc == MDB_NOTFOUND) {
+			rc = 0;
+			continue;
+		}
+		if (rc != 0)
+			break;
+		stat_add(&c->evictions, 1);
+		if (blob) {
+			memcpy(unlink_list[n_unlink].hash, v[i].hash, HASH_LEN);
+			unlink_list[n_unlink++].blob_id = blob_id;
+		}
+		rc = meta_get(txn, c, "live_bytes", &live);
+	}
+	if (rc == 0)
+		rc = mdb_txn_commit(txn);
+	else
+		mdb_txn_abort(txn);
+	if (rc != 0)
+		goto fail;
+	for (i = 0; i < n_unlink; i++)
+		blob_unlink(c, unlink_list[i].hash, unlink_list[i].blob_id);
+	goto out;
+fail:
+	warn_limited(c, "cannot evict", rc);
+out:
+	pthread_mutex_unlock(&c->evict_lock);
+	free(unlink_list);
+	free(v);
+}
+
+enum { LOOKUP_MISS = 0, LOOKUP_HIT = 1, LOOKUP_BAD = 2, LOOKUP_BLOB = 3 };
+
+/* ---- store ----------------------------------------------------------------
+ */
+
+static int write_all(int fd, const uint8_t *p, uint64_t len)
+{
+	while (len > 0) {
+		ssize_t w = write(fd, p, len > (1u << 30) ? (1u << 30) : len);
+
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += w;
+		len -= (uint64_t)w;
+	}
+	return 0;
+}
+
+/* Writes the blob under a temporary name and renames it into place. */
+static int blob_write(struct cache *c, const uint8_t *hash, uint64_t blob_id,
+		      const uint8_t *data, uint64_t len)
+{
+	char hex[2 * HASH_LEN + 1], *tmp = NULL, *dir = NULL, *path = NULL;
+	int fd = -1, rc;
+
+	hash_hex(hash, hex);
+	if (asprintf(&tmp, "%s/blobs/tmp/%s.%d.%" PRIu64, c->dir, hex,
+		     (int)getpid(),
+		     __atomic_add_fetch(&c->tmp_seq, 1, __ATOMIC_RELAXED)) <
+		    0 ||
+	    asprintf(&dir, "%s/blobs/%.2s", c->dir, hex) < 0 ||
+	    asprintf(&path, "%s/%s.%016" PRIx64, dir, hex, blob_id) < 0) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		rc = -errno;
+		goto out;
+	}
+	rc = write_all(fd, data, len);
+	if (rc == 0 && c->fsync && fdatasync(fd) != 0)
+		rc = -errno;
+	if (close(fd) != 0 && rc == 0)
+		rc = -errno;
+	fd = -1;
+	if (rc == 0 && mkdir(dir, 0755) != 0 && errno != EEXIST)
+		rc = -errno;
+	if (rc == 0 && rename(tmp, path) != 0)
+		rc = -errno;
+	if (rc != 0)
+		unlink(tmp);
+out:
+	free(path);
+	free(dir);
+	free(tmp);
+	return rc;
+}
+
+/* Writes the rows of pending chunks batch[0..n) in one transaction (one
+ * sync for all of them), making room first. Returns the LMDB error, if
+ * any; on error nothing of the batch is indexed. */
+static int batch_put(struct cache *c, struct pending **batch, size_t n)
+{
+	bool *orphan = calloc(n ? n : 1, sizeof(*orphan));
+	uint64_t total = 0, target = c->budget / 10 * 9;
+	MDB_txn *txn = NULL;
+	bool began;
+	size_t i;
+	int rc;
+
+	if (orphan == NULL)
+		return ENOMEM;
+	for (i = 0; i < n; i++)
+		total += batch[i]->len;
+	if (live_bytes(c) + total > c->budget)
+		evict_to(c, target > total ? target - total : 0);
+	rc = txn_begin(c, 0, &txn);
+	began = rc == 0;
+	for (i = 0; rc == 0 && i < n; i++) {
+		struct pending *p = batch[i];
+		MDB_val k = { HASH_LEN, p->hash }, v;
+
+		rc = mdb_get(txn, c->dbi_idx, &k, &v);
+		if (rc == 0) {
+			/* Stored first by another thread or process (same
+			 * identity, same bytes), or a collision we leave
+			 * alone: our blob file belongs to nobody. */
+			orphan[i] = p->data == NULL;
+			continue;
+		}
+		v.mv_size = p->val_len;
+		v.mv_data = p->val;
+		rc = mdb_put(txn, c->dbi_idx, &k, &v, 0);
+		if (rc == 0 && p->data != NULL) {
+			MDB_val d = { (size_t)p->len, p->data };
+
+			rc = mdb_put(txn, c->dbi_data, &k, &d, 0);
+		}
+		if (rc == 0)
+			rc = live_add(txn, c, (int64_t)p->len);
+	}
+	if (rc == 0)
+		rc = mdb_txn_commit(txn);
+	else if (began)
+		mdb_txn_abort(txn);
+	for (i = 0; i < n; i++)
+		if (batch[i]->data == NULL && (rc != 0 || orphan[i]))
+			blob_unlink(c, batch[i]->hash, batch[i]->blob_id);
+	free(orphan);
+	if (rc == 0 && live_bytes(c) > c->budget)
+		evict_to(c, target); /* other processes stored meanwhile */
+	return rc;
+}
+
+/* Indexes first..last (a run of the queue) in batches of at most half the
+ * budget, so eviction can always make room for one. */
+static void batch_commit(struct cache *c, struct pending *first,
+			 struct pending *last)
+{
+	struct pending *p, **batch;
+	size_t n = 0, i, start;
+	uint64_t sum;
+	int rc;
+
+	for (p = first;; p = p->next) {
+		n++;
+		if (p == last)
+			break;
+	}
+	batch = malloc(n * sizeof(*batch));
+	if (batch == NULL) {
+		stat_add(&c->store_failures, n);
+		warn_limited(c, "cannot store chunks", -ENOMEM);
+		return;
+	}
+	for (p = first, i = 0; i < n; p = p->next)
+		batch[i++] = p;
+	for (start = 0; start < n; start = i) {
+		for (i = start, sum = 0;
+		     i < n &&
+		     (i == start || sum + batch[i]->len <= c->budget / 2);
+		     i++)
+			sum += batch[i]->len;
+		rc = batch_put(c, batch + start, i - start);
+		if (rc != 0) {
+			stat_add(&c->store_failures, i - start);
+			warn_limited(c, "cannot store chunks", rc);
+		}
+	}
+	free(batch);
+}
+
+static void pending_free(struct pending *p)
+{
+	free(p->val);
+	free(p->data);
+	free(p);
+}
+
+/* The committer thread: indexes what chunk_store() queued, everything
+ * queued so far in each round, until cache_free() stops it. */
+static void *committer_main(void *arg)
+{
+	struct cache *c = arg;
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	pthread_mutex_lock(&c->q_lock);
+	for (;;) {
+		struct pending *first, *last, *p, *next;
+		uint64_t bytes = 0;
+
+		while (c->q_head == NULL && !c->q_stop)
+			pthread_cond_wait(&c->q_work, &c->q_lock);
+		if (c->q_head == NULL)
+			break;
+		first = c->q_head;
+		last = (struct pending *)((char *)c->q_tail -
+					  offsetof(struct pending, next));
+		pthread_mutex_unlock(&c->q_lock);
+
+		/* Items stay queued (and served from the queue) until
+		 * their rows are committed. */
+		batch_commit(c, first, last);
+
+		pthread_mutex_lock(&c->q_lock);
+		c->q_head = last->next;
+		if (c->q_head == NULL)
+			c->q_tail = &c->q_head;
+		for (p = first;; p = p->next) {
+			bytes += p->len;
+			if (p == last)
+				break;
+		}
+		c->q_bytes -= bytes;
+		pthread_cond_broadcast(&c->q_idle);
+		pthread_mutex_unlock(&c->q_lock);
+		for (p = first;; p = next) {
+			next = p->next;
+			pending_free(p);
+			if (p == last)
+				break;
+		}
+		pthread_mutex_lock(&c->q_lock);
+	}
+	pthread_mutex_unlock(&c->q_lock);
+	return NULL;
+}
+
+/* Waits until every chunk this process queued is indexed. */
+static void pending_drain(struct cache *c)
+{
+	if (__atomic_load_n(&c->env_pid, __ATOMIC_ACQUIRE) != getpid())
+		return; /* nothing was queued in this process */
+	pthread_mutex_lock(&c->q_lock);
+	while (c->q_head != NULL && c->committer_running) {
+		pthread_cond_signal(&c->q_work);
+		pthread_cond_wait(&c->q_idle, &c->q_lock);
+	}
+	pthread_mutex_unlock(&c->q_lock);
+}
+
+/* Stores a fetched chunk: writes its blob (large chunks) now, and queues
+ * its row for the committer thread, so the reader never waits for a
+ * transaction's sync. Failures are counted and logged, never returned. */
+static void chunk_store(struct cache *c, const uint8_t *hash, const uint8_t *id,
+			size_t id_len, const uint8_t *data, uint64_t len)
+{
+	bool inl = len <= c->inline_max;
+	struct entry_hdr h = { .version = ENTRY_VERSION,
+			       .flags = inl ? ENTRY_INLINE : 0,
+			       .length = len,
+			       .n_crcs = n_blocks(len),
+			       .id_len = (uint32_t)id_len };
+	size_t crc_bytes = (size_t)h.n_crcs * 4;
+	struct pending *p;
+	uint32_t b;
+	int rc;
+
+	if (c->budget == 0 || len > c->budget / 2)
+		return; /* would flush half the cache for one chunk */
+	if (env_of(c) == NULL) {
+		store_failed(c, ENXIO);
+		return;
+	}
+	h.atime = h.ctime = now_seconds();
+	if (!inl)
+		h.blob_id = c->blob_seed + __atomic_add_fetch(&c->tmp_seq, 1,
+							      __ATOMIC_RELAXED);
+	p = calloc(1, sizeof(*p));
+	if (p == NULL ||
+	    (p->val = malloc(sizeof(h) + crc_bytes + id_len)) == NULL) {
+		free(p);
+		store_failed(c, -ENOMEM);
+		return;
+	}
+	memcpy(p->hash, hash, HASH_LEN);
+	p->val_len = sizeof(h) + crc_bytes + id_len;
+	p->len = len;
+	p->blob_id = h.blob_id;
+	memcpy(p->val, &h, sizeof(h));
+	for (b = 0; b < h.n_crcs; b++) {
+		uint32_t crc = block_crc(data, len, b);
+
+		memcpy(p->val + sizeof(h) + (size_t)b * 4, &crc, 4);
+	}
+	memcpy(p->val + sizeof(h) + crc_bytes, id, id_len);
+	if (inl) {
+		p->data = malloc(len);
+		if (p->data == NULL) {
+			pending_free(p);
+			store_failed(c, -ENOMEM);
+			return;
+		}
+		memcpy(p->data, data, len);
+	} else {
+		rc = blob_write(c, hash, h.blob_id, data, len);
+		if (rc != 0) {
+			pending_free(p);
+			store_failed(c, rc);
+			return;
+		}
+	}
+
+	pthread_mutex_lock(&c->q_lock);
+	while (c->q_bytes > QUEUE_BYTES_MAX && c->committer_running)
+		pthread_cond_wait(&c->q_idle, &c->q_lock);
+	if (!c->committer_running &&
+	    pthread_create(&c->committer, NULL, committer_main, c) == 0)
+		c->committer_running = true;
+	if (c->committer_running) {
+		*c->q_tail = p;
+		c->q_tail = &p->next;
+		c->q_bytes += len;
+		pthread_cond_signal(&c->q_work);
+		p = NULL;
+	}
+	pthread_mutex_unlock(&c->q_lock);
+	if (p != NULL) { /* no thread: index it here */
+		batch_commit(c, p, p);
+		pending_free(p);
+	}
+}
+
+/* Serves [off, off + len) of a chunk still queued for indexing. Returns
+ * LOOKUP_HIT (copied), LOOKUP_MISS (not queued), or LOOKUP_BLOB with e
+ * filled for the caller to read the blob. */
+static int pending_find(struct cache *c, const uint8_t *hash, const uint8_t *id,
+			size_t id_len, uint64_t chunk_len, uint64_t off,
+			size_t len, void *dst, struct entry *e)
+{
+	struct pending *p;
+	int ret = LOOKUP_MISS;
+
+	pthread_mutex_lock(&c->q_lock);
+	for (p = c->q_head; p != NULL; p = p->next) {
+		MDB_val v = { p->val_len, p->val };
+
+		if (memcmp(p->hash, hash, HASH_LEN) != 0 || p->len != chunk_len)
+			continue;
+		if (entry_parse(&v, id, id_len, e) != 0)
+			continue;
+		if (p->data != NULL) {
+			memcpy(dst, p->data + off, len);
+			free(e->crcs);
+			e->crcs = NULL;
+			ret = LOOKUP_HIT;
+		} else {
+			ret = LOOKUP_BLOB;
+		}
+		break;
+	}
+	pthread_mutex_unlock(&c->q_lock);
+	return ret;
+}
+
+/* ---- lookup ---------------------------------------------------------------
+ */
+
+static bool crcs_ok(const uint8_t *data, uint64_t data_start, uint64_t length,
+		    const uint32_t *crcs, uint32_t b0, uint32_t b1)
+{
+	uint32_t b;
+
+	for (b = b0; b <= b1; b++) {
+		uint64_t start = (uint64_t)b * CACHE_CRC_BLOCK;
+		uint64_t n = length - start < CACHE_CRC_BLOCK ? length - start
+							      : CACHE_CRC_BLOCK;
+
+		if ((uint32_t)crc32(0L, data + (start - data_start), (uInt)n) !=
+		    crcs[b])
+			return false;
+	}
+	return true;
+}
+
+/* Serves [off, off + len) of a cached chunk of chunk_len bytes into dst.
+ * A bad entry (CRC mismatch, short blob) is dropped and counted. */
+static int chunk_lookup(struct cache *c, const uint8_t *hash, const uint8_t *id,
+			size_t id_len, uint64_t chunk_len, uint64_t off,
+			size_t len, void *dst)
+{
+	MDB_val k = { HASH_LEN, (void *)hash }, v, d;
+	struct entry e = { .crcs = NULL };
+	uint32_t b0 = (uint32_t)(off / CACHE_CRC_BLOCK);
+	uint32_t b1 = (uint32_t)((off + len - 1) / CACHE_CRC_BLOCK);
+	uint64_t start, end;
+	uint8_t *scratch = NULL;
+	char *path = NULL;
+	MDB_txn *txn;
+	int rc, fd, ret = LOOKUP_MISS;
+	ssize_t got;
+
+	if (env_of(c) == NULL)
+		return LOOKUP_MISS;
+	ret = pending_find(c, hash, id, id_len, chunk_len, off, len, dst, &e);
+	if (ret == LOOKUP_HIT)
+		return LOOKUP_HIT;
+	if (ret == LOOKUP_BLOB) {
+		ret = LOOKUP_MISS;
+		goto blob;
+	}
+	rc = txn_begin(c, MDB_RDONLY, &txn);
+	if (rc != 0) {
+		warn_limited(c, "cannot read the index", rc);
+		return LOOKUP_MISS;
+	}
+	rc = mdb_get(txn, c->dbi_idx, &k, &v);
+	if (rc != 0) {
+		mdb_txn_abort(txn);
+		return LOOKUP_MISS;
+	}
+	rc = entry_parse(&v, id, id_len, &e);
+	if (rc == -ENOENT || rc == -ENOMEM) {
+		mdb_txn_abort(txn);
+		return LOOKUP_MISS;
+	}
+	if (rc != 0 || e.h.length != chunk_len) {
+		mdb_txn_abort(txn);
+		ret = LOOKUP_BAD;
+		goto out;
+	}
+	if (e.h.flags & ENTRY_INLINE) {
+		if (mdb_get(txn, c->dbi_data, &k, &d) != 0 ||
+		    d.mv_size != chunk_len ||
+		    !crcs_ok(d.mv_data, 0, chunk_len, e.crcs, b0, b1)) {
+			ret = LOOKUP_BAD;
+		} else {
+			memcpy(dst, (uint8_t *)d.mv_data + off, len);
+			ret = LOOKUP_HIT;
+		}
+		mdb_txn_abort(txn);
+		goto out;
+	}
+	mdb_txn_abort(txn);
+
+blob:
+	/* A blob: read the whole CRC blocks that cover the range. */
+	start = (uint64_t)b0 * CACHE_CRC_BLOCK;
+	end = (uint64_t)(b1 + 1) * CACHE_CRC_BLOCK;
+	if (end > chunk_len)
+		end = chunk_len;
+	path = blob_path(c, hash, e.h.blob_id);
+	scratch = malloc(end - start);
+	if (path == NULL || scratch == NULL)
+		goto out;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		/* Evicted by another process, or removed: a miss. */
+		if (errno == ENOENT)
+			entry_drop(c, hash, id, id_len);
+		goto out;
+	}
+	got = pread(fd, scratch, end - start, (off_t)start);
+	close(fd);
+	if (got != (ssize_t)(end - start) ||
+	    !crcs_ok(scratch, start, chunk_len, e.crcs, b0, b1)) {
+		ret = LOOKUP_BAD;
+		goto out;
+	}
+	memcpy(dst, scratch + (off - start), len);
+	ret = LOOKUP_HIT;
+out:
+	if (ret == LOOKUP_BAD) {
+		char hex[2 * HASH_LEN + 1];
+
+		hash_hex(hash, hex);
+		stat_add(&c->crc_failures, 1);
+		log_msg(LOG_WARNING,
+			"cache %s: entry %s failed its check (CRC or length); "
+			"dropped, refetching",
+			c->dir, hex);
+		entry_drop(c, hash, id, id_len);
+	}
+	if (ret == LOOKUP_HIT)
+		touch(c, hash);
+	free(scratch);
+	free(path);
+	free(e.crcs);
+	return ret;
+}
+
+static bool chunk_present(struct cache *c, const uint8_t *hash,
+			  const uint8_t *id, size_t id_len)
+{
+	MDB_val k = { HASH_LEN, (void *)hash }, v;
+	struct entry e = { .crcs = NULL };
+	MDB_txn *txn;
+	bool present = false;
+
+	struct pending *p;
+
+	if (env_of(c) == NULL)
+		return false;
+	pthread_mutex_lock(&c->q_lock);
+	for (p = c->q_head; p != NULL && !present; p = p->next)
+		present = memcmp(p->hash, hash, HASH_LEN) == 0;
+	pthread_mutex_unlock(&c->q_lock);
+	if (present)
+		return true;
+	if (txn_begin(c, MDB_RDONLY, &txn) != 0)
+		return false;
+	if (mdb_get(txn, c->dbi_idx, &k, &v) == 0 &&
+	    entry_parse(&v, id, id_len, &e) == 0)
+		present = true;
+	mdb_txn_abort(txn);
+	free(e.crcs);
+	return present;
+}
+
+/* ---- reads ------------------------------------------------------------------
+ */
+
+static int backend_read(struct cache *c, const struct cache_object *obj,
+			uint64_t offset, size_t len, void *buf, size_t *nread)
+{
+	int rc;
+
+	if (c->be == NULL)
+		return -ENXIO;
+	stat_add(&c->backend_reads, 1);
+	rc = c->be->ops->read(c->be, obj->key, obj->key_len, obj->etag,
+			      obj->etag_len, offset, len, buf, nread);
+	if (rc < 0) {
+		stat_add(&c->backend_errors, 1);
+		return rc;
+	}
+	stat_add(&c->backend_bytes, *nread);
+	return 0;
+}
+
+/* Fetches chunk n of obj (chunk_len bytes) and stores it. With dst,
+ * copies [off, off + len) into it. Returns the bytes copied (less than len
+ * only when the object is shorter than the manifest says) or an error. */
+static ssize_t chunk_fetch(struct cache *c, const struct cache_object *obj,
+			   uint64_t n, uint64_t chunk_len, const uint8_t *hash,
+			   const uint8_t *id, size_t id_len, uint64_t off,
+			   size_t len, void *dst)
+{
+	uint8_t *buf = malloc(chunk_len ? chunk_len : 1);
+	size_t nread = 0;
+	ssize_t ret;
+	int rc;
+
+	if (buf == NULL)
+		return -ENOMEM;
+	rc = backend_read(c, obj, n * c->chunk_size, chunk_len, buf, &nread);
+	if (rc < 0) {
+		free(buf);
+		return rc;
+	}
+	if (nread == chunk_len)
+		chunk_store(c, hash, id, id_len, buf, chunk_len);
+	ret = 0;
+	if (dst != NULL && off < nread) {
+		ret = (ssize_t)(nread - off < len ? nread - off : len);
+		memcpy(dst, buf + off, (size_t)ret);
+	}
+	free(buf);
+	return ret;
+}
+
+static ssize_t read_through(struct cache *c, const struct cache_object *obj,
+			    uint64_t offset, size_t len, void *buf)
+{
+	size_t nread = 0;
+	int rc = backend_read(c, obj, offset, len, buf, &nread);
+
+	return rc < 0 ? rc : (ssize_t)nread;
 }
 
 ssize_t cache_read(struct cache *c, const struct cache_object *obj,
 		   uint64_t offset, size_t len, void *buf)
 {
-	size_t nread = 0;
-	int rc;
+	size_t done = 0;
 
 	if (offset >= obj->size)
 		return 0;
 	if (len > obj->size - offset)
 		len = (size_t)(obj->size - offset);
-	__atomic_add_fetch(&c->backend_reads, 1, __ATOMIC_RELAXED);
-	rc = c->be->ops->read(c->be, obj->key, obj->key_len, obj->etag,
-			      obj->etag_len, offset, len, buf, &nread);
-	if (rc < 0) {
-		__atomic_add_fetch(&c->backend_errors, 1, __ATOMIC_RELAXED);
-		return rc;
+	if (!c->disk)
+		return read_through(c, obj, offset, len, buf);
+	while (done < len) {
+		uint64_t pos = offset + done, n = pos / c->chunk_size;
+		uint64_t cstart = n * c->chunk_size;
+		uint64_t clen = obj->size - cstart < c->chunk_size
+					? obj->size - cstart
+					: c->chunk_size;
+		uint64_t in_off = pos - cstart;
+		size_t want = clen - in_off < len - done
+				      ? (size_t)(clen - in_off)
+				      : len - done;
+		uint8_t hash[HASH_LEN], *id = NULL;
+		size_t id_len;
+		ssize_t got;
+		int rc;
+
+		rc = ident_build(c, obj, n, &id, &id_len, hash);
+		if (rc < 0) /* no memory to even name it: go direct */
+			return read_through(c, obj, offset, len, buf);
+		if (chunk_lookup(c, hash, id, id_len, clen, in_off, want,
+				 (uint8_t *)buf + done) == LOOKUP_HIT) {
+			stat_add(&c->hits, 1);
+			stat_add(&c->bytes_from_cache, want);
+			free(id);
+			done += want;
+			continue;
+		}
+		stat_add(&c->misses, 1);
+		got = chunk_fetch(c, obj, n, clen, hash, id, id_len, in_off,
+				  want, (uint8_t *)buf + done);
+		free(id);
+		if (got < 0)
+			return got;
+		done += (size_t)got;
+		if ((size_t)got < want)
+			break;
 	}
-	__atomic_add_fetch(&c->backend_bytes, nread, __ATOMIC_RELAXED);
-	return (ssize_t)nread;
+	return (ssize_t)done;
+}
+
+int cache_fill(struct cache *c, const struct cache_object *obj,
+	       uint64_t *fetched)
+{
+	uint64_t n, total = 0;
+
+	if (fetched != NULL)
+		*fetched = 0;
+	if (!c->disk)
+		return 0;
+	for (n = 0; n * c->chunk_size < obj->size; n++) {
+		uint64_t cstart = n * c->chunk_size;
+		uint64_t clen = obj->size - cstart < c->chunk_size
+					? obj->size - cstart
+					: c->chunk_size;
+		uint8_t hash[HASH_LEN], *id = NULL;
+		size_t id_len;
+		ssize_t got;
+		int rc;
+
+		rc = ident_build(c, obj, n, &id, &id_len, hash);
+		if (rc < 0)
+			return rc;
+		if (chunk_present(c, hash, id, id_len)) {
+			free(id);
+			continue;
+		}
+		stat_add(&c->misses, 1);
+		got = chunk_fetch(c, obj, n, clen, hash, id, id_len, 0, 0,
+				  NULL);
+		free(id);
+		if (got < 0)
+			return (int)got;
+		total += clen;
+	}
+	if (fetched != NULL)
+		*fetched = total;
+	return 0;
 }
 
 void cache_stats_get(struct cache *c, struct cache_stats *out)
 {
-	out->backend_reads =
-		__atomic_load_n(&c->backend_reads, __ATOMIC_RELAXED);
-	out->backend_bytes =
-		__atomic_load_n(&c->backend_bytes, __ATOMIC_RELAXED);
-	out->backend_errors =
-		__atomic_load_n(&c->backend_errors, __ATOMIC_RELAXED);
+	memset(out, 0, sizeof(*out));
+	out->backend_reads = stat_load(&c->backend_reads);
+	out->backend_bytes = stat_load(&c->backend_bytes);
+	out->backend_errors = stat_load(&c->backend_errors);
+	if (!c->disk)
+		return;
+	pending_drain(c);
+	out->enabled = true;
+	out->hits = stat_load(&c->hits);
+	out->misses = stat_load(&c->misses);
+	out->bytes_from_cache = stat_load(&c->bytes_from_cache);
+	out->evictions = stat_load(&c->evictions);
+	out->crc_failures = stat_load(&c->crc_failures);
+	out->store_failures = stat_load(&c->store_failures);
+	out->live_bytes = live_bytes(c);
+	out->budget_bytes = c->budget;
+}
+
+/* ---- open, cleanup, close -------------------------------------------------
+ */
+
+static int mkdir_p(const char *path)
+{
+	char *p = strdup(path), *s;
+	int rc = 0;
+
+	if (p == NULL)
+		return -ENOMEM;
+	for (s = p + 1; rc == 0; s++) {
+		if (*s != '/' && *s != '\0')
+			continue;
+		char save = *s;
+
+		*s = '\0';
+		if (mkdir(p, 0755) != 0 && errno != EEXIST)
+			rc = -errno;
+		*s = save;
+		if (save == '\0')
+			break;
+	}
+	free(p);
+	return rc;
+}
+
+/* LMDB writes its lock file through a shared mapping; on a full tmpfs a
+ * write to an unallocated page of it is SIGBUS, not ENOSPC. Allocating it
+ * first turns a full filesystem into an error at open. */
+static int lock_file_prepare(const char *path)
+{
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644), rc;
+	struct stat st;
+
+	if (fd < 0)
+		return -errno;
+	rc = fstat(fd, &st) != 0 ? -errno : 0;
+	if (rc == 0 && (uint64_t)st.st_size < LOCK_FILE_BYTES)
+		rc = -posix_fallocate(fd, 0, LOCK_FILE_BYTES);
+	else if (rc == 0)
+		rc = -posix_fallocate(fd, 0, st.st_size);
+	close(fd);
+	return rc;
+}
+
+static bool file_old(const struct stat *st)
+{
+	return (uint64_t)st->st_mtime + ORPHAN_GRACE_SECONDS < now_seconds();
+}
+
+/* Removes tmp files of writers that are gone. */
+static void cleanup_tmp(struct cache *c, bool alone)
+{
+	char *dir = NULL;
+	struct dirent *de;
+	DIR *d;
+
+	if (asprintf(&dir, "%s/blobs/tmp", c->dir) < 0)
+		return;
+	d = opendir(dir);
+	while (d != NULL && (de = readdir(d)) != NULL) {
+		const char *dot = strchr(de->d_name, '.');
+		struct stat st;
+		long pid = 0;
+
+		if (de->d_name[0] == '.')
+			continue;
+		if (dot != NULL)
+			pid = strtol(dot + 1, NULL, 10);
+		if (!alone) {
+			if (fstatat(dirfd(d), de->d_name, &st, 0) != 0)
+				continue;
+			if (!file_old(&st) && pid > 0 &&
+			    !(kill((pid_t)pid, 0) != 0 && errno == ESRCH))
+				continue;
+		}
+		unlinkat(dirfd(d), de->d_name, 0);
+	}
+	if (d != NULL)
+		closedir(d);
+	free(dir);
+}
+
+/* Drops rows whose blob is missing; when alone, also recounts live bytes
+ * (it cannot drift, but this heals a foreign or damaged index). */
+static void cleanup_rows(struct cache *c, bool alone)
+{
+	uint8_t(*gone)[HASH_LEN] = NULL;
+	size_t n = 0, cap = 0, i;
+	uint64_t live = 0;
+	MDB_cursor *cur;
+	MDB_val k, v;
+	MDB_txn *txn;
+	int rc, op = MDB_FIRST;
+
+	if (txn_begin(c, MDB_RDONLY, &txn) != 0)
+		return;
+	if (mdb_cursor_open(txn, c->dbi_idx, &cur) != 0) {
+		mdb_txn_abort(txn);
+		return;
+	}
+	while (mdb_cursor_get(cur, &k, &v, op) == 0) {
+		struct entry_hdr h;
+		bool bad = false;
+
+		op = MDB_NEXT;
+		if (k.mv_size != HASH_LEN || v.mv_size < sizeof(h)) {
+			bad = true;
+		} else {
+			memcpy(&h, v.mv_data, sizeof(h));
+			live += h.length;
+			if (!(h.flags & ENTRY_INLINE)) {
+				char *path = blob_path(c, k.mv_data, h.blob_id);
+				struct stat st;
+
+				bad = path != NULL && stat(path, &st) != 0 &&
+				      errno == ENOENT;
+				free(path);
+			}
+		}
+		if (!bad || k.mv_size != HASH_LEN)
+			continue;
+		if (n == cap) {
+			size_t ncap = cap ? 2 * cap : 64;
+			void *ng = realloc(gone, ncap * HASH_LEN);
+
+			if (ng == NULL)
+				break;
+			gone = ng;
+			cap = ncap;
+		}
+		memcpy(gone[n++], k.mv_data, HASH_LEN);
+	}
+	mdb_cursor_close(cur);
+	mdb_txn_abort(txn);
+	if (n == 0 && !alone)
+		goto out;
+	if (txn_begin(c, 0, &txn) != 0)
+		goto out;
+	rc = 0;
+	if (alone)
+		rc = meta_put(txn, c, "live_bytes", live);
+	for (i = 0; i < n && rc == 0; i++) {
+		bool blob;
+		uint64_t blob_id;
+
+		rc = row_delete(txn, c, gone[i], NULL, 0, &blob, &blob_id);
+		if (rc == MDB_NOTFOUND)
+			rc = 0;
+	}
+	if (rc == 0)
+		rc = mdb_txn_commit(txn);
+	else
+		mdb_txn_abort(txn);
+	if (n > 0)
+		log_msg(LOG_INFO, "cache %s: dropped %zu rows without blobs",
+			c->dir, n);
+out:
+	free(gone);
+}
+
+/* Whether a file in blobs/XX/ is the blob of a row: its name is
+ * HASH.BLOBID and the row of HASH holds that blob id. */
+static bool blob_referenced(struct cache *c, const char *name)
+{
+	uint8_t hash[HASH_LEN];
+	MDB_val k = { HASH_LEN, hash }, v;
+	struct entry_hdr h;
+	unsigned long long blob_id;
+	MDB_txn *txn;
+	bool found = false;
+	char *end;
+
+	if (strlen(name) != 2 * HASH_LEN + 17 || name[2 * HASH_LEN] != '.' ||
+	    hex_hash(name, hash) != 0)
+		return false;
+	blob_id = strtoull(name + 2 * HASH_LEN + 1, &end, 16);
+	if (*end != '\0')
+		return false;
+	if (txn_begin(c, MDB_RDONLY, &txn) != 0)
+		return true; /* when in doubt, keep the blob */
+	if (mdb_get(txn, c->dbi_idx, &k, &v) == 0 && v.mv_size >= sizeof(h)) {
+		memcpy(&h, v.mv_data, sizeof(h));
+		found = !(h.flags & ENTRY_INLINE) && h.blob_id == blob_id;
+	}
+	mdb_txn_abort(txn);
+	return found;
+}
+
+/* Removes blobs without rows (when not alone, only old ones). */
+static void cleanup_blobs(struct cache *c, bool alone)
+{
+	char *root = NULL;
+	struct dirent *sub;
+	size_t removed = 0;
+	DIR *top;
+
+	if (asprintf(&root, "%s/blobs", c->dir) < 0)
+		return;
+	top = opendir(root);
+	while (top != NULL && (sub = readdir(top)) != NULL) {
+		struct dirent *de;
+		DIR *d;
+		int fd;
+
+		if (strlen(sub->d_name) != 2 || !strcmp(sub->d_name, ".."))
+			continue;
+		fd = openat(dirfd(top), sub->d_name,
+			    O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		d = fdopendir(fd);
+		if (d == NULL) {
+			close(fd);
+			continue;
+		}
+		while ((de = readdir(d)) != NULL) {
+			struct stat st;
+
+			if (de->d_name[0] == '.')
+				continue;
+			if (blob_referenced(c, de->d_name))
+				continue;
+			if (!alone &&
+			    (fstatat(dirfd(d), de->d_name, &st, 0) != 0 ||
+			     !file_old(&st)))
+				continue;
+			if (unlinkat(dirfd(d), de->d_name, 0) == 0)
+				removed++;
+		}
+		closedir(d);
+	}
+	if (top != NULL)
+		closedir(top);
+	if (removed > 0)
+		log_msg(LOG_INFO, "cache %s: removed %zu blobs without rows",
+			c->dir, removed);
+	free(root);
+}
+
+static int env_open(struct cache *c, const char *path)
+{
+	MDB_txn *txn;
+	int rc;
+
+	rc = mdb_env_create(&c->env);
+	if (rc != 0)
+		return mdb_err(rc);
+	mdb_env_set_maxdbs(c->env, 4);
+	mdb_env_set_mapsize(c->env, (size_t)MAP_SIZE);
+	mdb_env_set_maxreaders(c->env, MAX_READERS);
+	/* NOMETASYNC: each commit syncs its data pages but not the meta page,
+	 * so a system crash may lose the last commit, never the index. */
+	rc = mdb_env_open(c->env, path,
+			  MDB_NOSUBDIR | MDB_NOTLS | MDB_NORDAHEAD |
+				  MDB_NOMETASYNC,
+			  0644);
+	if (rc != 0)
+		goto fail;
+	mdb_reader_check(c->env, NULL);
+	rc = mdb_txn_begin(c->env, NULL, 0, &txn);
+	if (rc != 0)
+		goto fail;
+	rc = mdb_dbi_open(txn, "idx", MDB_CREATE, &c->dbi_idx);
+	if (rc == 0)
+		rc = mdb_dbi_open(txn, "data", MDB_CREATE, &c->dbi_data);
+	if (rc == 0)
+		rc = mdb_dbi_open(txn, "meta", MDB_CREATE, &c->dbi_meta);
+	if (rc == 0)
+		rc = mdb_txn_commit(txn);
+	else
+		mdb_txn_abort(txn);
+	if (rc != 0)
+		goto fail;
+	return 0;
+fail:
+	log_msg(LOG_WARNING, "cache %s: cannot open the index: %s", path,
+		mdb_strerror(rc));
+	mdb_env_close(c->env);
+	c->env = NULL;
+	return mdb_err(rc);
+}
+
+static int budget_compute(const struct cache_options *o, uint64_t *out)
+{
+	struct statvfs sv;
+
+	if (o->size_bytes > 0 || o->size_percent == 0) {
+		*out = o->size_bytes;
+		return 0;
+	}
+	if (statvfs(o->dir, &sv) != 0)
+		return -errno;
+	*out = (uint64_t)sv.f_blocks * sv.f_frsize / 100 * o->size_percent;
+	return 0;
+}
+
+static struct cache *cache_alloc(struct backend *be)
+{
+	struct cache *c = calloc(1, sizeof(*c));
+
+	if (c == NULL)
+		return NULL;
+	c->be = be;
+	c->owners_fd = -1;
+	pthread_mutex_init(&c->touch_lock, NULL);
+	pthread_mutex_init(&c->evict_lock, NULL);
+	pthread_mutex_init(&c->warn_lock, NULL);
+	pthread_mutex_init(&c->env_lock, NULL);
+	pthread_mutex_init(&c->q_lock, NULL);
+	pthread_cond_init(&c->q_work, NULL);
+	pthread_cond_init(&c->q_idle, NULL);
+	c->q_tail = &c->q_head;
+	return c;
+}
+
+int cache_new(struct backend *be, struct cache **out)
+{
+	struct cache *c = cache_alloc(be);
+
+	if (c == NULL)
+		return -ENOMEM;
+	*out = c;
+	return 0;
+}
+
+int cache_open(const struct cache_options *opts, struct backend *be,
+	       struct cache **out)
+{
+	struct cache *c = cache_alloc(be);
+	char *path = NULL, *lock = NULL, *sub = NULL;
+	const char *id = opts->backend_id ? opts->backend_id : "";
+	bool alone = false;
+	int rc;
+
+	if (c == NULL)
+		return -ENOMEM;
+	c->dir = strdup(opts->dir);
+	c->backend_id = strdup(id);
+	c->backend_id_len = strlen(id);
+	c->chunk_size =
+		opts->chunk_size ? opts->chunk_size : CACHE_CHUNK_SIZE_DEFAULT;
+	c->inline_max = opts->inline_max_set ? opts->inline_max
+					     : CACHE_INLINE_MAX_DEFAULT;
+	if (c->inline_max > c->chunk_size)
+		c->inline_max = c->chunk_size;
+	c->fsync = opts->fsync;
+	c->last_flush = time(NULL);
+	if (getrandom(&c->blob_seed, sizeof(c->blob_seed), 0) !=
+	    sizeof(c->blob_seed))
+		c->blob_seed = (uint64_t)time(NULL) << 32 ^ (uint64_t)getpid()
+								    << 16;
+	if (c->dir == NULL || c->backend_id == NULL ||
+	    asprintf(&path, "%s/index.mdb", opts->dir) < 0 ||
+	    asprintf(&lock, "%s/index.mdb-lock", opts->dir) < 0 ||
+	    asprintf(&sub, "%s/blobs/tmp", opts->dir) < 0) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	rc = mkdir_p(sub);
+	if (rc < 0) {
+		log_msg(LOG_WARNING, "cache %s: cannot create %s: %s",
+			opts->dir, sub, strerror(-rc));
+		goto fail;
+	}
+	rc = budget_compute(opts, &c->budget);
+	if (rc < 0)
+		goto fail_dir;
+	free(sub);
+	sub = NULL;
+	if (asprintf(&sub, "%s/owners.lock", opts->dir) < 0) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	c->owners_fd = open(sub, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (c->owners_fd < 0) {
+		rc = -errno;
+		goto fail_dir;
+	}
+	if (!opts->inspect && flock(c->owners_fd, LOCK_EX | LOCK_NB) == 0)
+		alone = true;
+	else if (flock(c->owners_fd, LOCK_SH) != 0) {
+		rc = -errno;
+		goto fail_dir;
+	}
+	rc = lock_file_prepare(lock);
+	if (rc < 0)
+		goto fail_dir;
+	rc = env_open(c, path);
+	if (rc < 0)
+		goto fail;
+	c->env_pid = getpid();
+	c->disk = true;
+	c->index_path = path;
+	path = NULL;
+	if (!opts->inspect) {
+		MDB_txn *txn;
+
+		if (txn_begin(c, 0, &txn) == 0) {
+			if (meta_put(txn, c, "budget", c->budget) == 0 &&
+			    meta_put(txn, c, "chunk_size", c->chunk_size) == 0)
+				mdb_txn_commit(txn);
+			else
+				mdb_txn_abort(txn);
+		}
+		cleanup_tmp(c, alone);
+		cleanup_rows(c, alone);
+		cleanup_blobs(c, alone);
+		if (c->budget > 0 && live_bytes(c) > c->budget)
+			evict_to(c, c->budget / 10 * 9);
+	}
+	if (alone)
+		flock(c->owners_fd, LOCK_SH);
+	free(sub);
+	free(lock);
+	free(path);
+	*out = c;
+	return 0;
+fail_dir:
+	log_msg(LOG_WARNING, "cache %s: %s", opts->dir, strerror(-rc));
+fail:
+	free(sub);
+	free(lock);
+	free(path);
+	cache_free(c);
+	return rc;
+}
+
+void cache_free(struct cache *c)
+{
+	if (c == NULL)
+		return;
+	if (c->disk &&
+	    __atomic_load_n(&c->env_pid, __ATOMIC_ACQUIRE) == getpid()) {
+		pthread_mutex_lock(&c->q_lock);
+		c->q_stop = true;
+		pthread_cond_signal(&c->q_work);
+		pthread_mutex_unlock(&c->q_lock);
+		if (c->committer_running)
+			pthread_join(c->committer, NULL);
+		touches_flush(c);
+	}
+	if (c->env != NULL)
+		mdb_env_close(c->env);
+	if (c->owners_fd >= 0)
+		close(c->owners_fd);
+	free(c->touched);
+	pthread_mutex_destroy(&c->touch_lock);
+	pthread_mutex_destroy(&c->evict_lock);
+	pthread_mutex_destroy(&c->warn_lock);
+	pthread_mutex_destroy(&c->env_lock);
+	pthread_mutex_destroy(&c->q_lock);
+	pthread_cond_destroy(&c->q_work);
+	pthread_cond_destroy(&c->q_idle);
+	free(c->index_path);
+	free(c->backend_id);
+	free(c->dir);
+	free(c);
+}
+
+/* ---- stat, verify, clear ----------------------------------------------------
+ */
+
+int cache_info(struct cache *c, struct cache_info *out)
+{
+	MDB_cursor *cur;
+	MDB_val k, v;
+	MDB_txn *txn;
+	struct stat st;
+	char *path;
+	int op = MDB_FIRST;
+
+	memset(out, 0, sizeof(*out));
+	if (!c->disk)
+		return -EINVAL;
+	pending_drain(c);
+	if (txn_begin(c, MDB_RDONLY, &txn) != 0)
+		return -EIO;
+	meta_get(txn, c, "live_bytes", &out->live_bytes);
+	meta_get(txn, c, "budget", &out->budget_bytes);
+	meta_get(txn, c, "chunk_size", &out->chunk_size);
+	if (mdb_cursor_open(txn, c->dbi_idx, &cur) != 0) {
+		mdb_txn_abort(txn);
+		return -EIO;
+	}
+	while (mdb_cursor_get(cur, &k, &v, op) == 0) {
+		struct entry_hdr h;
+
+		op = MDB_NEXT;
+		out->entries++;
+		if (v.mv_size < sizeof(h))
+			continue;
+		memcpy(&h, v.mv_data, sizeof(h));
+		if (h.flags & ENTRY_INLINE)
+			out->inline_entries++;
+		else
+			out->blob_entries++;
+	}
+	mdb_cursor_close(cur);
+	mdb_txn_abort(txn);
+	if (asprintf(&path, "%s/index.mdb", c->dir) >= 0) {
+		if (stat(path, &st) == 0)
+			out->data_file_bytes = (uint64_t)st.st_size;
+		free(path);
+	}
+	return 0;
+}
+
+/* Checks one entry; returns NULL if good, else the reason. */
+static const char *entry_check(struct cache *c, MDB_txn *txn, const MDB_val *k,
+			       const MDB_val *v, struct entry *e)
+{
+	uint8_t hash[HASH_LEN], *buf;
+	const uint8_t *id;
+	unsigned md_len = 0;
+	MDB_val d;
+	uint64_t pos;
+	char *path;
+	struct stat st;
+	const char *why = NULL;
+	int fd;
+
+	if (k->mv_size != HASH_LEN || entry_parse(v, NULL, 0, e) != 0)
+		return "malformed row";
+	id = (const uint8_t *)v->mv_data + sizeof(e->h) +
+	     (size_t)e->h.n_crcs * 4;
+	if (!EVP_Digest(id, e->h.id_len, hash, &md_len, EVP_sha256(), NULL) ||
+	    memcmp(hash, k->mv_data, HASH_LEN) != 0)
+		return "identity does not match its hash";
+	if (e->h.flags & ENTRY_INLINE) {
+		if (mdb_get(txn, c->dbi_data, (MDB_val *)k, &d) != 0)
+			return "inline bytes missing";
+		if (d.mv_size != e->h.length)
+			return "length mismatch";
+		if (e->h.length > 0 && !crcs_ok(d.mv_data, 0, e->h.length,
+						e->crcs, 0, e->h.n_crcs - 1))
+			return "crc mismatch";
+		return NULL;
+	}
+	path = blob_path(c, k->mv_data, e->h.blob_id);
+	buf = malloc(CACHE_CRC_BLOCK);
+	fd = path != NULL ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+	if (path == NULL || buf == NULL)
+		why = "out of memory";
+	else if (fd < 0)
+		why = errno == ENOENT ? "blob missing" : "blob unreadable";
+	else if (fstat(fd, &st) != 0 || (uint64_t)st.st_size != e->h.length)
+		why = "blob length mismatch";
+	for (pos = 0; why == NULL && pos < e->h.length;
+	     pos += CACHE_CRC_BLOCK) {
+		size_t n = e->h.length - pos < CACHE_CRC_BLOCK
+				   ? (size_t)(e->h.length - pos)
+				   : CACHE_CRC_BLOCK;
+
+		if (pread(fd, buf, n, (off_t)pos) != (ssize_t)n)
+			why = "blob unreadable";
+		else if ((uint32_t)crc32(0L, buf, (uInt)n) !=
+			 e->crcs[pos / CACHE_CRC_BLOCK])
+			why = "crc mismatch";
+	}
+	if (fd >= 0)
+		close(fd);
+	free(buf);
+	free(path);
+	return why;
+}
+
+static char *dup_part(const uint8_t *p, size_t len)
+{
+	char *s = malloc(len + 1);
+
+	if (s != NULL) {
+		memcpy(s, p, len);
+		s[len] = '\0';
+	}
+	return s;
+}
+
+int cache_verify(struct cache *c, cache_bad_cb cb, void *arg, uint64_t *checked)
+{
+	MDB_cursor *cur;
+	MDB_val k, v;
+	MDB_txn *txn;
+	int op = MDB_FIRST, bad = 0;
+
+	*checked = 0;
+	if (!c->disk)
+		return -EINVAL;
+	pending_drain(c);
+	if (txn_begin(c, MDB_RDONLY, &txn) != 0)
+		return -EIO;
+	if (mdb_cursor_open(txn, c->dbi_idx, &cur) != 0) {
+		mdb_txn_abort(txn);
+		return -EIO;
+	}
+	while (mdb_cursor_get(cur, &k, &v, op) == 0) {
+		struct entry e = { .crcs = NULL };
+		const char *why;
+
+		op = MDB_NEXT;
+		(*checked)++;
+		why = entry_check(c, txn, &k, &v, &e);
+		if (why != NULL) {
+			struct cache_bad_entry b = { .reason = why };
+			const uint8_t *part[3] = { NULL, NULL, NULL };
+			size_t part_len[3] = { 0, 0, 0 };
+			char hex[2 * HASH_LEN + 1] = "";
+			char *s[3] = { NULL, NULL, NULL };
+			int i;
+
+			if (k.mv_size == HASH_LEN)
+				hash_hex(k.mv_data, hex);
+			if (v.mv_size >= sizeof(e.h) &&
+			    v.mv_size == sizeof(e.h) + (size_t)e.h.n_crcs * 4 +
+						 e.h.id_len)
+				ident_parse((const uint8_t *)v.mv_data +
+						    sizeof(e.h) +
+						    (size_t)e.h.n_crcs * 4,
+					    e.h.id_len, part, part_len,
+					    &b.chunk);
+			for (i = 0; i < 3; i++)
+				s[i] = dup_part(part[i] ? part[i]
+							: (const uint8_t *)"",
+						part_len[i]);
+			b.hash_hex = hex;
+			b.backend_id = s[0] ? s[0] : "";
+			b.key = s[1] ? s[1] : "";
+			b.etag = s[2] ? s[2] : "";
+			bad++;
+			if (cb != NULL)
+				cb(arg, &b);
+			for (i = 0; i < 3; i++)
+				free(s[i]);
+		}
+		free(e.crcs);
+	}
+	mdb_cursor_close(cur);
+	mdb_txn_abort(txn);
+	return bad;
+}
+
+int cache_clear(struct cache *c)
+{
+	char *root = NULL;
+	struct dirent *sub;
+	MDB_txn *txn;
+	DIR *top;
+	int rc;
+
+	if (!c->disk)
+		return -EINVAL;
+	pending_drain(c);
+	pthread_mutex_lock(&c->touch_lock);
+	c->n_touched = 0;
+	pthread_mutex_unlock(&c->touch_lock);
+	rc = txn_begin(c, 0, &txn);
+	if (rc != 0)
+		return mdb_err(rc);
+	rc = mdb_drop(txn, c->dbi_idx, 0);
+	if (rc == 0)
+		rc = mdb_drop(txn, c->dbi_data, 0);
+	if (rc == 0)
+		rc = meta_put(txn, c, "live_bytes", 0);
+	if (rc == 0)
+		rc = mdb_txn_commit(txn);
+	else
+		mdb_txn_abort(txn);
+	if (rc != 0)
+		return mdb_err(rc);
+	if (asprintf(&root, "%s/blobs", c->dir) < 0)
+		return -ENOMEM;
+	top = opendir(root);
+	while (top != NULL && (sub = readdir(top)) != NULL) {
+		struct dirent *de;
+		DIR *d;
+		int fd;
+
+		if (strlen(sub->d_name) != 2 || !strcmp(sub->d_name, ".."))
+			continue;
+		fd = openat(dirfd(top), sub->d_name,
+			    O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		d = fdopendir(fd);
+		if (d == NULL) {
+			close(fd);
+			continue;
+		}
+		while ((de = readdir(d)) != NULL)
+			if (de->d_name[0] != '.')
+				unlinkat(dirfd(d), de->d_name, 0);
+		closedir(d);
+	}
+	if (top != NULL)
+		closedir(top);
+	free(root);
+	return 0;
 }

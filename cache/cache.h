@@ -1,23 +1,53 @@
 /*
- * cache: the read path between the filesystem and a backend.
+ * cache: the read path between the filesystem and a backend, and the
+ * node-local disk cache behind it (docs/DESIGN.md §8).
  *
- * Today this is a thin layer: every read goes to the backend, and the layer
- * counts what it fetched. It is the seam where the node-local cache (LMDB
- * index + blob files), the fetch engine and the prefetcher plug in
- * (docs/DESIGN.md §8); fs/ only ever reads through here and never calls a
- * backend itself.
+ * fs/ and the CLI only ever read object bytes through here. A cache made by
+ * cache_new() is a pass-through: every read goes to the backend. A cache
+ * made by cache_open() on a directory keeps what it fetched on disk:
  *
- * Thread safety: cache_read() and cache_stats_get() may be called from any
- * number of threads at once.
+ *   DIR/index.mdb/       LMDB environment (data.mdb, lock.mdb), shared by
+ *                        every process on the node that uses DIR
+ *   DIR/blobs/XX/HASH.ID one immutable file per large chunk (ID: the
+ *                        blob id in its row)
+ *   DIR/blobs/tmp/       blobs being written (HASH.PID.RAND)
+ *   DIR/owners.lock      every process holds a shared flock while open
+ *
+ * Objects are cut into chunks of chunk_size bytes; chunk n of an object is
+ * identified by (backend id, key, etag, chunk_size, n), so a changed object
+ * (new etag) can never be served from an old entry. A chunk of at most
+ * inline_max bytes is stored inline in LMDB, a larger one as a blob file
+ * written under a temporary name and renamed into place before it is
+ * indexed. Each entry carries a CRC32 per 64 KiB block; every read checks
+ * the blocks it serves, and a mismatch drops the entry and refetches, so a
+ * reader never gets a wrong byte. When live bytes would exceed the budget,
+ * the least recently used entries are evicted down to 90% of it. Access
+ * times are kept in memory and written in batches, and so are new rows: a
+ * committer thread per process indexes stored chunks in one transaction per
+ * batch (a queued chunk is served from the queue meanwhile).
+ *
+ * The cache never turns a read into an error of its own: when the disk
+ * cache cannot store (full filesystem, quota, any I/O error) it logs a
+ * rate-limited warning and serves the fetched bytes uncached; when it
+ * cannot read its index it reads from the backend.
+ *
+ * Thread safety: cache_read(), cache_fill() and cache_stats_get() may be
+ * called from any number of threads at once; any number of processes may
+ * open the same directory at once.
  */
 #ifndef SHARDFS_CACHE_H
 #define SHARDFS_CACHE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
 #include "backends/backend.h"
+
+#define CACHE_CHUNK_SIZE_DEFAULT (UINT64_C(8) << 20)
+#define CACHE_INLINE_MAX_DEFAULT (UINT64_C(256) << 10)
+#define CACHE_CRC_BLOCK (UINT64_C(64) << 10) /* bytes per stored CRC32 */
 
 /* The object a read is for, as pinned by the manifest. Borrowed. */
 struct cache_object {
@@ -32,25 +62,106 @@ struct cache_stats {
 	uint64_t backend_reads;	 /* read requests sent to the backend */
 	uint64_t backend_bytes;	 /* bytes the backend returned */
 	uint64_t backend_errors; /* backend reads that failed */
+	/* The disk cache; all 0 for a pass-through cache. */
+	bool enabled;		   /* a disk cache is open */
+	uint64_t hits;		   /* chunk lookups served from the cache */
+	uint64_t misses;	   /* chunk lookups that went to the backend */
+	uint64_t bytes_from_cache; /* bytes served from cached entries */
+	uint64_t evictions;	   /* entries this process evicted */
+	uint64_t crc_failures;	   /* entries dropped for a CRC mismatch */
+	uint64_t store_failures;   /* chunks that could not be stored */
+	uint64_t live_bytes;	   /* bytes indexed now, by all processes */
+	uint64_t budget_bytes;	   /* this process' budget */
+};
+
+/* How to open a disk cache. Strings are borrowed for the call. */
+struct cache_options {
+	const char *dir;	/* created if missing (with its parents) */
+	const char *backend_id; /* names the store, e.g. the source URL */
+	uint64_t size_bytes;	/* budget; 0: use size_percent */
+	unsigned size_percent;	/* 1..100 of DIR's filesystem; 0 with
+				 * size_bytes 0: no budget (inspection) */
+	uint64_t chunk_size;	/* 0: CACHE_CHUNK_SIZE_DEFAULT */
+	uint64_t inline_max;	/* chunks up to this size live in LMDB;
+				 * capped at chunk_size */
+	bool inline_max_set;	/* false: CACHE_INLINE_MAX_DEFAULT */
+	bool fsync;		/* fsync blobs before the rename */
+	bool inspect;		/* no cleanup at open (stat, verify) */
 };
 
 struct cache;
 
-/* Creates the read path over be (borrowed: it must outlive the cache).
- * Returns 0 and sets *out, or -ENOMEM. */
+/* Creates a pass-through read path over be (borrowed: it must outlive the
+ * cache). Returns 0 and sets *out, or -ENOMEM. */
 int cache_new(struct backend *be, struct cache **out);
 
-/* Frees c; NULL is a no-op. */
+/* Opens (creating if needed) the disk cache in opts->dir, reading misses
+ * from be (borrowed; may be NULL for cache stat/verify/clear, and then
+ * reads fail with -ENXIO). Unless opts->inspect, removes blobs without
+ * index rows and rows without blobs first (see cache.c for how this stays
+ * safe while other processes use the directory). Returns 0 and sets *out,
+ * or a negative errno (logged): -ENOSPC and other errors of the directory,
+ * -EIO for an index LMDB cannot open, -ENOMEM. */
+int cache_open(const struct cache_options *opts, struct backend *be,
+	       struct cache **out);
+
+/* Indexes queued chunks, writes pending access times and frees c; NULL is
+ * a no-op. */
 void cache_free(struct cache *c);
 
 /* Reads up to len bytes of obj at offset into buf. Returns the byte count
  * (short only at the object's end) or a negative errno: -ESTALE if the
  * object changed since the manifest, -EIO for a store failure, or what the
- * backend returned. The backend has logged the detail. */
+ * backend returned. The backend has logged the detail. Never fails because
+ * of the disk cache. */
 ssize_t cache_read(struct cache *c, const struct cache_object *obj,
 		   uint64_t offset, size_t len, void *buf);
 
-/* Copies the counters. */
+/* Makes sure every chunk of obj is in the disk cache, fetching only the
+ * missing ones (present ones are not read or checked). *fetched (may be
+ * NULL) gets the bytes fetched from the backend. Returns 0, or the
+ * backend's error as cache_read(). On a pass-through cache, reads nothing
+ * and returns 0. */
+int cache_fill(struct cache *c, const struct cache_object *obj,
+	       uint64_t *fetched);
+
+/* Copies the counters; waits for this process' queued rows, then reads
+ * live bytes from the index. */
 void cache_stats_get(struct cache *c, struct cache_stats *out);
+
+/* What cache_info() reports about a directory. */
+struct cache_info {
+	uint64_t entries; /* index rows */
+	uint64_t inline_entries;
+	uint64_t blob_entries;
+	uint64_t live_bytes;   /* sum of entry lengths */
+	uint64_t budget_bytes; /* last budget a mount set, 0 if unknown */
+	uint64_t chunk_size;   /* last chunk size a mount set, 0 if unknown */
+	uint64_t data_file_bytes; /* size of the LMDB data file */
+};
+
+/* Fills *out for c's directory. Returns 0 or -EIO. */
+int cache_info(struct cache *c, struct cache_info *out);
+
+/* One entry cache_verify() found bad. Borrowed for the callback. */
+struct cache_bad_entry {
+	const char *hash_hex;		     /* the index key, 64 hex digits */
+	const char *backend_id, *key, *etag; /* NUL-terminated copies */
+	uint64_t chunk;
+	const char *reason; /* "crc mismatch", "blob missing", ... */
+};
+
+typedef void (*cache_bad_cb)(void *arg, const struct cache_bad_entry *bad);
+
+/* Checks every entry's CRCs, lengths and identities (without changing
+ * anything) and calls cb for each bad one. *checked gets the entries
+ * checked. Returns the number of bad entries (>= 0) or a negative errno. */
+int cache_verify(struct cache *c, cache_bad_cb cb, void *arg,
+		 uint64_t *checked);
+
+/* Removes every entry and blob. Other processes may keep using the
+ * directory: what they looked up is refetched. Returns 0 or a negative
+ * errno. */
+int cache_clear(struct cache *c);
 
 #endif

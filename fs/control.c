@@ -130,5 +130,34 @@ int control_write_stats(FILE *f, const struct manifest *m,
 	       "Bytes received from the backend.", st->backend_bytes);
 	metric(f, "backend_errors_total", "counter",
 	       "Backend reads that failed.", st->backend_errors);
+	metric(f, "cache_enabled", "gauge",
+	       "1 if reads go through the disk cache.", st->cache.enabled);
+	if (st->cache.enabled) {
+		const struct cache_stats *c = &st->cache;
+
+		metric(f, "cache_hits_total", "counter",
+		       "Chunk lookups served from the disk cache.", c->hits);
+		metric(f, "cache_misses_total", "counter",
+		       "Chunk lookups fetched from the backend.", c->misses);
+		metric(f, "cache_bytes_from_backend_total", "counter",
+		       "Bytes received from the backend.", st->backend_bytes);
+		metric(f, "cache_bytes_from_cache_total", "counter",
+		       "Bytes served from the disk cache.",
+		       c->bytes_from_cache);
+		metric(f, "cache_evictions_total", "counter",
+		       "Entries this process evicted.", c->evictions);
+		metric(f, "cache_crc_failures_total", "counter",
+		       "Cached entries that failed their CRC and were "
+		       "refetched.",
+		       c->crc_failures);
+		metric(f, "cache_store_failures_total", "counter",
+		       "Chunks served uncached because storing failed.",
+		       c->store_failures);
+		metric(f, "cache_live_bytes", "gauge",
+		       "Bytes in the disk cache, all processes.",
+		       c->live_bytes);
+		metric(f, "cache_budget_bytes", "gauge",
+		       "This mount's disk cache budget.", c->budget_bytes);
+	}
 	return ferror(f) ? -EIO : 0;
 }

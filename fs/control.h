@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "cache/cache.h"
 #include "fs/manifest.h"
 #include "fs/shard.h"
 
@@ -30,6 +31,9 @@ struct control_stats {
 	uint64_t backend_reads;
 	uint64_t backend_bytes;
 	uint64_t backend_errors;
+	/* The disk cache's counters; the shardfs_cache_* lines are written
+	 * only when cache.enabled is set. */
+	struct cache_stats cache;
 };
 
 /* Each returns 0 or -EIO if the stream failed. */

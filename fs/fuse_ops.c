@@ -129,6 +129,7 @@ static int ctrl_generate(struct fs *fs, const struct view_node *n,
 		st.backend_reads = cs.backend_reads;
 		st.backend_bytes = cs.backend_bytes;
 		st.backend_errors = cs.backend_errors;
+		st.cache = cs;
 		rc = control_write_stats(f, fs->d.manifest, fs->d.plan, &st);
 		break;
 	}

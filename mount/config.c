@@ -87,6 +87,10 @@ enum {
 	KEY_BALANCE,
 	KEY_CACHE_DIR,
 	KEY_CACHE_SIZE,
+	KEY_CACHE_ENABLED,
+	KEY_CACHE_INLINE_MAX,
+	KEY_CACHE_CHUNK_SIZE,
+	KEY_CACHE_FSYNC,
 	KEY_PREFETCH_FILES,
 	KEY_PREFETCH_MEMORY,
 	KEY_PREFETCH_CONNECTIONS,
@@ -131,6 +135,15 @@ static const struct key keys[KEY_COUNT] = {
 	[KEY_BALANCE] = { "shard", "balance", VAL_BALANCE },
 	[KEY_CACHE_DIR] = { "cache", "dir", VAL_PATH, FIELD(cache.dir) },
 	[KEY_CACHE_SIZE] = { "cache", "size", VAL_CACHE_SIZE },
+	[KEY_CACHE_ENABLED] = { "cache", "enabled", VAL_BOOL,
+				FIELD(cache.enabled) },
+	/* Larger values belong in blob files, not in LMDB pages. */
+	[KEY_CACHE_INLINE_MAX] = { "cache", "inline_max", VAL_SIZE,
+				   FIELD(cache.inline_max), 0, MIB },
+	/* At least one CRC block (64 KiB) per chunk. */
+	[KEY_CACHE_CHUNK_SIZE] = { "cache", "chunk_size", VAL_SIZE,
+				   FIELD(cache.chunk_size), 64 << 10, GIB },
+	[KEY_CACHE_FSYNC] = { "cache", "fsync", VAL_BOOL, FIELD(cache.fsync) },
 	/* 0 files ahead is how prefetch is turned off. */
 	[KEY_PREFETCH_FILES] = { "prefetch", "files", VAL_UINT,
 				 FIELD(prefetch.files), 0, UINT_MAX },
@@ -786,7 +799,7 @@ static int key_set(struct config *cfg, const struct key *k, const char *value,
 				 "or T suffix)");
 			return -EINVAL;
 		}
-		if (rc || v < k->min) {
+		if (rc || v < k->min || v > k->max) {
 			range_reason(k, rc, why, whylen);
 			return -EINVAL;
 		}
@@ -1150,6 +1163,9 @@ static struct config *config_new(const char *path)
 	cfg->shard.spec.layout = SHARD_LAYOUT_STRIDED;
 	cfg->shard.spec.balance = SHARD_BALANCE_NONE;
 	cfg->cache.size_bytes = 10 * GIB;
+	cfg->cache.enabled = true;
+	cfg->cache.inline_max = 256 << 10;
+	cfg->cache.chunk_size = 8 * MIB;
 	cfg->prefetch.files = 32;
 	cfg->prefetch.memory = 512 * MIB;
 	cfg->prefetch.connections = 64;

@@ -66,6 +66,10 @@ struct config {
 		uint64_t size_bytes;   /* 0 when given as a percentage */
 		unsigned size_percent; /* 1..100 of the filesystem, 0 when
 					* given in bytes (default 10 GiB) */
+		bool enabled;	       /* default true; false reads through */
+		uint64_t inline_max;   /* default 256 KiB, at most 1 MiB */
+		uint64_t chunk_size;   /* default 8 MiB, 64 KiB .. 1 GiB */
+		bool fsync;	       /* default false: fsync blobs */
 	} cache;
 
 	struct {

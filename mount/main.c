@@ -5,6 +5,8 @@
  *   shardfs CONFIG MOUNTPOINT [-o OPTS]      (mount(8) and fstab form)
  *   shardfs manifest URL [-o FILE]
  *   shardfs plan CONFIG [--rank R] [-o OPTS]
+ *   shardfs warm CONFIG [--rank R] [-o OPTS]
+ *   shardfs cache stat|verify|clear DIR
  *   shardfs help [COMMAND] | --help | --version
  *
  * Exit codes: 0 ok, 1 runtime failure, 2 usage or config error.
@@ -21,8 +23,10 @@
 #include "fs/control.h"
 #include "fs/fs.h"
 #include "fs/view.h"
+#include "mount/commands.h"
 #include "mount/config.h"
 #include "mount/dataset.h"
+#include "mount/overrides.h"
 #include "util/log.h"
 
 enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
@@ -38,6 +42,8 @@ static const char usage_main[] =
 	"CONFIG\n"
 	"  manifest URL [-o FILE]     list a source and write its manifest\n"
 	"  plan CONFIG [--rank R]     print the shard plan without mounting\n"
+	"  warm CONFIG [--rank R]     fill the cache with the ranks' files\n"
+	"  cache stat|verify|clear DIR  inspect, check or empty a cache\n"
 	"  help [COMMAND]             show help for a command\n"
 	"\n"
 	"  shardfs CONFIG MOUNTPOINT [-o OPTS] is the form mount(8) and "
@@ -103,121 +109,6 @@ static const char usage_plan[] =
 	"and skipped keys. With --rank R, prints rank R's keys in epoch order "
 	"instead\n"
 	"(as .shardfs/rank-R.order).\n";
-
-/* Collected -o overrides; owns its strings. */
-struct overrides {
-	char **v;
-	size_t n;
-	bool allow_other;
-	bool debug;
-};
-
-static void overrides_free(struct overrides *o)
-{
-	size_t i;
-
-	for (i = 0; i < o->n; i++)
-		free(o->v[i]);
-	free(o->v);
-}
-
-static int overrides_push(struct overrides *o, const char *s, size_t len)
-{
-	char **v = realloc(o->v, (o->n + 1) * sizeof(*v));
-
-	if (v == NULL)
-		return -ENOMEM;
-	o->v = v;
-	o->v[o->n] = strndup(s, len);
-	if (o->v[o->n] == NULL)
-		return -ENOMEM;
-	o->n++;
-	return 0;
-}
-
-/* Options mount(8), fstab and systemd pass that mean nothing here. */
-static bool generic_mount_option(const char *s, size_t len)
-{
-	static const char *const names[] = {
-		"ro",	    "rw",	   "dev",	 "nodev",    "suid",
-		"nosuid",   "exec",	   "noexec",	 "atime",    "noatime",
-		"relatime", "strictatime", "nodiratime", "diratime", "sync",
-		"async",    "auto",	   "noauto",	 "user",     "nouser",
-		"users",    "defaults",	   "_netdev",	 "nofail",
-	};
-	size_t i;
-
-	if (len >= 2 && strncmp(s, "x-", 2) == 0)
-		return true;
-	if (len >= 8 && strncmp(s, "comment=", 8) == 0)
-		return true;
-	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-		if (strlen(names[i]) == len && strncmp(s, names[i], len) == 0)
-			return true;
-	return false;
-}
-
-static bool looks_like_ranks(const char *s, size_t len)
-{
-	size_t i;
-
-	if (len == 0 || s[0] < '0' || s[0] > '9')
-		return false;
-	for (i = 0; i < len; i++)
-		if ((s[i] < '0' || s[i] > '9') && s[i] != '-')
-			return false;
-	return true;
-}
-
-/*
- * Splits one -o argument at commas. A piece that looks like a rank range
- * ("4-7") right after a key=value continues that value, so
- * "-o shard.ranks=0,2,4-7" means what it says.
- */
-static int overrides_parse(struct overrides *o, const char *arg)
-{
-	const char *p = arg;
-	bool prev_value = false;
-
-	while (*p != '\0') {
-		const char *comma = strchr(p, ',');
-		size_t len = comma ? (size_t)(comma - p) : strlen(p);
-
-		if (len == 0) {
-			/* empty piece: ",," */
-		} else if (prev_value && looks_like_ranks(p, len)) {
-			char *prev = o->v[o->n - 1], *joined;
-
-			if (asprintf(&joined, "%s,%.*s", prev, (int)len, p) < 0)
-				return -ENOMEM;
-			free(prev);
-			o->v[o->n - 1] = joined;
-		} else if (memchr(p, '.', len) != NULL &&
-			   memchr(p, '=', len) != NULL &&
-			   (const char *)memchr(p, '.', len) <
-				   (const char *)memchr(p, '=', len)) {
-			if (overrides_push(o, p, len) < 0)
-				return -ENOMEM;
-			prev_value = true;
-			p += len + (comma != NULL);
-			continue;
-		} else if (len == 11 && strncmp(p, "allow_other", 11) == 0) {
-			o->allow_other = true;
-		} else if (len == 5 && strncmp(p, "debug", 5) == 0) {
-			o->debug = true;
-		} else if (!generic_mount_option(p, len)) {
-			fprintf(stderr,
-				"shardfs: -o %.*s: unknown option (expected "
-				"section.key=value, allow_other, or a generic "
-				"mount option)\n",
-				(int)len, p);
-			return -EINVAL;
-		}
-		prev_value = false;
-		p += len + (comma != NULL);
-	}
-	return 0;
-}
 
 /* Loads CONFIG with the overrides; prints the error and returns the exit
  * code on failure, or 0. */
@@ -344,7 +235,7 @@ static int cmd_mount(int argc, char **argv, bool helper_form)
 				 "memory");
 		goto out;
 	}
-	if (cache_new(ds->backend, &cache) < 0)
+	if (mount_cache_open(cfg, ds->backend, &cache) < 0)
 		goto out;
 	log_msg(LOG_INFO, "manifest %s: %zu objects, %llu bytes, sha256 %s",
 		cfg->source.manifest ? cfg->source.manifest : cfg->source.url,
@@ -589,6 +480,10 @@ static int cmd_help(int argc, char **argv)
 		fputs(usage_manifest, stdout);
 	else if (strcmp(topic, "plan") == 0)
 		fputs(usage_plan, stdout);
+	else if (strcmp(topic, "warm") == 0)
+		fputs(usage_warm, stdout);
+	else if (strcmp(topic, "cache") == 0)
+		fputs(usage_cache, stdout);
 	else
 		return usage_error(usage_main, "help: unknown command '%s'",
 				   topic);
@@ -620,6 +515,10 @@ int main(int argc, char **argv)
 		return cmd_manifest(argc - 1, argv + 1);
 	if (strcmp(cmd, "plan") == 0)
 		return cmd_plan(argc - 1, argv + 1);
+	if (strcmp(cmd, "warm") == 0)
+		return cmd_warm(argc - 1, argv + 1);
+	if (strcmp(cmd, "cache") == 0)
+		return cmd_cache(argc - 1, argv + 1);
 	/* mount(8) runs "shardfs CONFIG MOUNTPOINT -o OPTS". */
 	if (cmd[0] != '-' && strchr(cmd, '/') != NULL)
 		return cmd_mount(argc, argv, true);

@@ -39,6 +39,8 @@ url = $T/imagenet
 [shard]
 world_size = 4
 seed = 42
+[cache]
+dir = $T/cache
 CONF
 mkdir -p "$T/mnt"
 echo "== shardfs mount $T/demo.conf $T/mnt"

@@ -11,6 +11,8 @@ python3 clang-format"
 # machine image ships Node 20; Debian's nodejs + npm only when it has none).
 PKGS="$PKGS libcurl4-openssl-dev libexpat1-dev libjansson-dev awscli \
 python3-botocore"
+# Cache: LMDB (index) and zlib (CRC32).
+PKGS="$PKGS liblmdb-dev zlib1g-dev"
 command -v node >/dev/null 2>&1 || PKGS="$PKGS nodejs"
 command -v npm >/dev/null 2>&1 || PKGS="$PKGS npm"
 

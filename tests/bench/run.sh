@@ -3,3 +3,4 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 "$HERE/scale.sh"
+"$HERE/cache.sh"

@@ -25,6 +25,8 @@ conf() { # conf FILE [KEY=VALUE in section shard...]
 		echo "[shard]"
 		local kv
 		for kv in "$@"; do echo "${kv%%=*} = ${kv#*=}"; done
+		echo "[cache]"
+		echo "dir = $T/cache"
 	} >"$f"
 }
 
@@ -152,7 +154,8 @@ PY
 check "unmount" umount_shardfs "$M"
 
 # --- a source file changed after the manifest was made -------------------
-mount_shardfs "$C" "$M" || fail "mount for the change test"
+# A fresh cache: the first read of the victim goes to the source.
+mount_shardfs "$C" "$M" -o "cache.dir=$T/cache-change" || fail "mount for the change test"
 victim=$(cd "$M" && ls -d rank-*/train/n00000003/* | head -1)
 key=${victim#rank-*/}
 printf 'changed' >>"$SRC/$key"
@@ -208,6 +211,8 @@ url = $T/psrc
 manifest = $T/pinned.tsv
 [shard]
 world_size = 1
+[cache]
+dir = $T/cache
 EOF
 "$SHARDFS" plan "$C" >"$T/pplan" 2>"$T/pplan.err"
 check "plan counts skipped keys" grep -q '^skipped_keys 8$' "$T/pplan"
@@ -233,6 +238,8 @@ pin() {
 url = $T/psrc
 manifest = $T/pinned.tsv
 manifest_sha256 = $1
+[cache]
+dir = $T/cache
 EOF2
 }
 pin "$bad_digest"

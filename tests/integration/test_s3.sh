@@ -104,6 +104,8 @@ conf() { # conf FILE [section.key=value...]
 		for kv in "$@"; do
 			case $kv in source.*) ;; *) echo "${kv%%=*} = ${kv#*=}" ;; esac
 		done
+		echo "[cache]"
+		echo "dir = $T/cache"
 	} >"$f"
 }
 M=$T/mnt
@@ -192,7 +194,8 @@ check "unmount" umount_shardfs "$M"
 # An object replaced after the manifest was made: s3rver ignores If-Match,
 # so this exercises shardfs' own check of the answer's ETag.
 conf "$C" world_size=1
-mount_shardfs "$C" "$M" || fail "mount for a changed object"
+# A fresh cache: the first read of the victim goes to the server.
+mount_shardfs "$C" "$M" -o "cache.dir=$T/cache-change" || fail "mount for a changed object"
 victim="train/n00000003/000003.JPEG"
 printf 'new content' | aws_s3 cp - "s3://$BUCKET/ds/$victim"
 check "an object changed since the manifest reads as EIO, not new bytes" bash -c \
@@ -319,6 +322,8 @@ retries = 3
 manifest = $T/faults.tsv
 [shard]
 world_size = 1
+[cache]
+enabled = false
 EOF
 if mount_shardfs "$C" "$M"; then
 	check "503 SlowDown twice, then the read succeeds" cmp -s "$M/rank-0/flaky.bin" "$T/faults/flaky.bin"
@@ -344,6 +349,8 @@ request_timeout_ms = 2000
 retries = 2
 [shard]
 world_size = 1
+[cache]
+enabled = false
 EOF
 # reader FILE GO_FILE: reads 4 MiB, says so, waits for GO_FILE, then reads
 # on; prints "EIO <seconds since GO>" or "OK".

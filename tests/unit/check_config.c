@@ -948,6 +948,67 @@ START_TEST(test_ownership)
 }
 END_TEST
 
+/* ---- [cache] enabled, inline_max, chunk_size, fsync ---- */
+
+START_TEST(test_cache_keys)
+{
+	struct config *cfg = load_ok(MIN_CONF, NULL, 0);
+
+	ck_assert(cfg->cache.enabled);
+	ck_assert_uint_eq(cfg->cache.inline_max, UINT64_C(256) << 10);
+	ck_assert_uint_eq(cfg->cache.chunk_size, UINT64_C(8) << 20);
+	ck_assert(!cfg->cache.fsync);
+	config_free(cfg);
+
+	cfg = load_ok(MIN_CONF "[cache]\nenabled = no\ninline_max = 0\n"
+			       "chunk_size = 64K\nfsync = on\nsize = 50%\n",
+		      NULL, 0);
+	ck_assert(!cfg->cache.enabled);
+	ck_assert_uint_eq(cfg->cache.inline_max, 0);
+	ck_assert_uint_eq(cfg->cache.chunk_size, UINT64_C(64) << 10);
+	ck_assert(cfg->cache.fsync);
+	ck_assert_uint_eq(cfg->cache.size_percent, 50);
+	config_free(cfg);
+
+	{
+		char *ov[] = { OV("cache.enabled=false"),
+			       OV("cache.inline_max=1M"),
+			       OV("cache.chunk_size=1G") };
+
+		cfg = load_ok(MIN_CONF, ov, 3);
+		ck_assert(!cfg->cache.enabled);
+		ck_assert_uint_eq(cfg->cache.inline_max, UINT64_C(1) << 20);
+		ck_assert_uint_eq(cfg->cache.chunk_size, UINT64_C(1) << 30);
+		config_free(cfg);
+	}
+}
+END_TEST
+
+START_TEST(test_cache_key_errors)
+{
+	char *ov[] = { OV("cache.chunk_size=2G") };
+
+	expect_fail(MIN_CONF "[cache]\nenabled = maybe\n", NULL, 0,
+		    "@:4: [cache] enabled = maybe: not a boolean "
+		    "(true/false, yes/no, on/off, 1/0)");
+	expect_fail(MIN_CONF "[cache]\ninline_max = 2M\n", NULL, 0,
+		    "@:4: [cache] inline_max = 2M: must be between 0 and "
+		    "1048576");
+	expect_fail(MIN_CONF "[cache]\nchunk_size = 4K\n", NULL, 0,
+		    "@:4: [cache] chunk_size = 4K: must be between 65536 and "
+		    "1073741824");
+	expect_fail(MIN_CONF "[cache]\nchunk_size = big\n", NULL, 0,
+		    "@:4: [cache] chunk_size = big: not a size (digits and "
+		    "an optional K, M, G or T suffix)");
+	expect_fail(MIN_CONF, ov, 1,
+		    "-o cache.chunk_size=2G: must be between 65536 and "
+		    "1073741824");
+	expect_fail(MIN_CONF "[cache]\ncolour = red\n", NULL, 0,
+		    "@:4: [cache] colour = red: unknown key (keys in [cache] "
+		    "are dir, size, enabled, inline_max, chunk_size, fsync)");
+}
+END_TEST
+
 static Suite *config_suite(void)
 {
 	Suite *s = suite_create("config");
@@ -1003,6 +1064,11 @@ static Suite *config_suite(void)
 
 	tc = tcase_create("ownership");
 	tcase_add_test(tc, test_ownership);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("cache_keys");
+	tcase_add_test(tc, test_cache_keys);
+	tcase_add_test(tc, test_cache_key_errors);
 	suite_add_tcase(s, tc);
 
 	return s;

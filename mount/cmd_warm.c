@@ -1,0 +1,433 @@
+/*
+ * cmd_warm: `shardfs warm CONFIG [--rank R]...`: fills the disk cache with
+ * every item of the selected ranks, without a mount, through the same
+ * cache a mount of CONFIG opens (mount_cache_open), so the mount then
+ * finds every chunk.
+ *
+ * Items are warmed in each rank's epoch order, each object once (pads and
+ * ranks sharing an item are not read twice). Chunks already cached are not
+ * read again. Progress goes to stderr: a bar redrawn in place on a
+ * terminal, a plain line every few seconds otherwise (logs, CI), and a
+ * summary line at the end. A failed item is logged (by the backend) and
+ * counted; the others are still warmed, and the exit code is then 1.
+ */
+#include "mount/commands.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mount/dataset.h"
+#include "mount/overrides.h"
+#include "util/log.h"
+
+enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
+
+#define PLAIN_INTERVAL 5.0 /* seconds between plain progress lines */
+#define BAR_INTERVAL 0.2
+
+const char usage_warm[] =
+	"usage: shardfs warm CONFIG [--rank R]... [-j N] [-q] [-o "
+	"section.key=value,...]\n"
+	"\n"
+	"Fills the node-local cache ([cache] dir) with every file of the "
+	"selected ranks,\n"
+	"so that a mount of CONFIG serves them without fetching. Ranks: "
+	"--rank R (a\n"
+	"rank, or a list such as 0,2,4-7; may be repeated), else [shard] "
+	"ranks, else all.\n"
+	"Chunks already cached are skipped. Shows a progress bar (bytes, "
+	"files, rate,\n"
+	"ETA) on a terminal and a progress line every few seconds otherwise.\n"
+	"\n"
+	"  -j, --jobs N  objects fetched at once (default 8)\n"
+	"  -q, --quiet   no progress, warnings and errors only\n"
+	"\n"
+	"exit codes: 0 all warmed, 1 some file failed, 2 usage or config "
+	"error\n";
+
+struct progress {
+	bool tty, quiet;
+	uint64_t files_total, bytes_total;
+	uint64_t files_done, bytes_done, fetched, errors;
+	double start, last;
+};
+
+static double now_mono(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* "12.3 MiB" */
+static void human(char *buf, size_t len, double v)
+{
+	static const char *const unit[] = { "B",   "KiB", "MiB",
+					    "GiB", "TiB", "PiB" };
+	int u = 0;
+
+	while (v >= 1024 && u < 5) {
+		v /= 1024;
+		u++;
+	}
+	snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", v, unit[u]);
+}
+
+static void eta_text(char *buf, size_t len, double seconds)
+{
+	unsigned long s;
+
+	if (seconds < 0 || seconds > 1e8) {
+		snprintf(buf, len, "--:--");
+		return;
+	}
+	s = (unsigned long)(seconds + 0.5);
+	if (s >= 3600)
+		snprintf(buf, len, "%lu:%02lu:%02lu", s / 3600, s / 60 % 60,
+			 s % 60);
+	else
+		snprintf(buf, len, "%lu:%02lu", s / 60, s % 60);
+}
+
+static void progress_show(struct progress *p, bool final)
+{
+	double t = now_mono(), el = t - p->start;
+	double rate = el > 0 ? (double)p->bytes_done / el : 0;
+	double frac = p->bytes_total
+			      ? (double)p->bytes_done / (double)p->bytes_total
+			      : (p->files_total ? (double)p->files_done /
+							  (double)p->files_total
+						: 1.0);
+	char done[32], total[32], r[32], eta[32];
+
+	if (p->quiet)
+		return;
+	if (!final && t - p->last < (p->tty ? BAR_INTERVAL : PLAIN_INTERVAL))
+		return;
+	p->last = t;
+	human(done, sizeof(done), (double)p->bytes_done);
+	human(total, sizeof(total), (double)p->bytes_total);
+	human(r, sizeof(r), rate);
+	eta_text(eta, sizeof(eta),
+		 rate > 0 ? (double)(p->bytes_total - p->bytes_done) / rate
+			  : -1);
+	if (p->tty) {
+		char bar[31];
+		int i, fill = (int)(frac * 30);
+
+		for (i = 0; i < 30; i++)
+			bar[i] = i < fill ? '#' : '.';
+		bar[30] = '\0';
+		fprintf(stderr,
+			"\r[%s] %3.0f%%  %s / %s  %llu/%llu files  %s/s  ETA "
+			"%s \033[K",
+			bar, frac * 100, done, total,
+			(unsigned long long)p->files_done,
+			(unsigned long long)p->files_total, r, eta);
+		if (final)
+			fputc('\n', stderr);
+	} else if (!final) {
+		fprintf(stderr,
+			"warm: %llu/%llu files, %s / %s (%.0f%%), %s/s, ETA "
+			"%s\n",
+			(unsigned long long)p->files_done,
+			(unsigned long long)p->files_total, done, total,
+			frac * 100, r, eta);
+	}
+	fflush(stderr);
+}
+
+/* The items to warm, shared by the workers. */
+struct warm_job {
+	struct cache *cache;
+	const struct manifest *m;
+	const uint32_t *items; /* manifest indices, each once */
+	size_t n;
+	/* Relaxed atomics, written by the workers. */
+	size_t next;
+	uint64_t files_done, bytes_done, fetched, errors;
+	unsigned running;
+};
+
+static void *warm_worker(void *arg)
+{
+	struct warm_job *j = arg;
+	size_t i;
+
+	while ((i = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED)) < j->n) {
+		const struct manifest_entry *e = &j->m->entries[j->items[i]];
+		struct cache_object obj = {
+			.key = e->key,
+			.key_len = e->key_len,
+			.etag = e->etag,
+			.etag_len = e->etag_len,
+			.size = e->size,
+		};
+		uint64_t fetched = 0;
+
+		if (cache_fill(j->cache, &obj, &fetched) < 0)
+			__atomic_add_fetch(&j->errors, 1, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&j->fetched, fetched, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&j->bytes_done, e->size, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&j->files_done, 1, __ATOMIC_RELAXED);
+	}
+	__atomic_sub_fetch(&j->running, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static void progress_load(struct progress *p, struct warm_job *j)
+{
+	p->files_done = __atomic_load_n(&j->files_done, __ATOMIC_RELAXED);
+	p->bytes_done = __atomic_load_n(&j->bytes_done, __ATOMIC_RELAXED);
+	p->fetched = __atomic_load_n(&j->fetched, __ATOMIC_RELAXED);
+	p->errors = __atomic_load_n(&j->errors, __ATOMIC_RELAXED);
+}
+
+/* Runs up to jobs workers (the cache and backend are thread-safe; each
+ * worker has one request in flight) and draws progress meanwhile. */
+static int warm_run(struct warm_job *j, unsigned long jobs, struct progress *p)
+{
+	const struct timespec tick = { 0, 100 * 1000 * 1000 };
+	pthread_t *t = calloc(jobs, sizeof(*t));
+	unsigned long i, started = 0;
+
+	if (t == NULL)
+		return -ENOMEM;
+	if (jobs > j->n)
+		jobs = j->n ? j->n : 1;
+	j->running = (unsigned)jobs;
+	for (i = 0; i < jobs; i++) {
+		if (pthread_create(&t[i], NULL, warm_worker, j) != 0)
+			break;
+		started++;
+	}
+	if (started < jobs)
+		__atomic_sub_fetch(&j->running, (unsigned)(jobs - started),
+				   __ATOMIC_RELEASE);
+	if (started == 0)
+		warm_worker(j);
+	while (__atomic_load_n(&j->running, __ATOMIC_ACQUIRE) > 0) {
+		nanosleep(&tick, NULL);
+		progress_load(p, j);
+		progress_show(p, false);
+	}
+	for (i = 0; i < started; i++)
+		pthread_join(t[i], NULL);
+	free(t);
+	progress_load(p, j);
+	return 0;
+}
+
+/* "0,2,4-7" into sel[0..world). Returns 0 or -EINVAL. */
+static int ranks_parse(const char *s, uint64_t world, bool *sel)
+{
+	while (*s != '\0') {
+		unsigned long long lo, hi;
+		char *end;
+
+		if (*s < '0' || *s > '9')
+			return -EINVAL;
+		errno = 0;
+		lo = hi = strtoull(s, &end, 10);
+		if (*end == '-') {
+			if (end[1] < '0' || end[1] > '9')
+				return -EINVAL;
+			hi = strtoull(end + 1, &end, 10);
+		}
+		if (errno != 0 || hi < lo || hi >= world)
+			return -EINVAL;
+		for (; lo <= hi; lo++)
+			sel[lo] = true;
+		if (*end == ',')
+			end++;
+		else if (*end != '\0')
+			return -EINVAL;
+		s = end;
+	}
+	return 0;
+}
+
+int cmd_warm(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "rank", required_argument, NULL, 'r' },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "jobs", required_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct progress p = { 0 };
+	struct overrides ov = { 0 };
+	struct config *cfg = NULL;
+	struct dataset *ds = NULL;
+	struct cache *cache = NULL;
+	struct cache_stats cs;
+	const char **rank_args = NULL;
+	size_t n_rank_args = 0, i;
+	bool *sel = NULL;
+	uint8_t *seen = NULL;
+	uint32_t *order = NULL;
+	struct warm_job job = { 0 };
+	unsigned long jobs = 8;
+	char *end;
+	uint64_t r, world;
+	char err[1024];
+	int c, rc = EXIT_USAGE;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "r:j:qo:h", longopts, NULL)) !=
+	       -1) {
+		switch (c) {
+		case 'r': {
+			const char **v = realloc(rank_args, (n_rank_args + 1) *
+								    sizeof(*v));
+
+			if (v == NULL)
+				goto out;
+			rank_args = v;
+			rank_args[n_rank_args++] = optarg;
+			break;
+		}
+		case 'j':
+			errno = 0;
+			jobs = strtoul(optarg, &end, 10);
+			if (errno || *end || optarg[0] < '1' ||
+			    optarg[0] > '9' || jobs > 256) {
+				fprintf(stderr,
+					"shardfs: warm: --jobs %s: not a "
+					"number from 1 to 256\n",
+					optarg);
+				goto out;
+			}
+			break;
+		case 'q':
+			p.quiet = true;
+			log_set_level(LOG_WARNING);
+			break;
+		case 'o':
+			if (overrides_parse(&ov, optarg) < 0)
+				goto out;
+			break;
+		case 'h':
+			fputs(usage_warm, stdout);
+			rc = EXIT_OK;
+			goto out;
+		default:
+			fputs(usage_warm, stderr);
+			goto out;
+		}
+	}
+	if (argc - optind != 1) {
+		fprintf(stderr, "shardfs: warm: %s\n%s",
+			argc - optind < 1 ? "CONFIG missing"
+					  : "too many arguments",
+			usage_warm);
+		goto out;
+	}
+	if (config_load(argv[optind], ov.v, ov.n, &cfg, err, sizeof(err)) < 0) {
+		fprintf(stderr, "shardfs: %s\n", err);
+		goto out;
+	}
+	world = cfg->shard.spec.world_size;
+	sel = calloc((size_t)world, sizeof(*sel));
+	if (sel == NULL) {
+		rc = EXIT_RUNTIME;
+		goto out;
+	}
+	for (i = 0; i < n_rank_args; i++) {
+		if (ranks_parse(rank_args[i], world, sel) < 0) {
+			fprintf(stderr,
+				"shardfs: warm: --rank %s: not a rank list "
+				"below world_size %llu\n",
+				rank_args[i], (unsigned long long)world);
+			goto out;
+		}
+	}
+	if (n_rank_args == 0)
+		for (r = 0; r < world; r++)
+			sel[r] = config_rank_selected(cfg, r);
+	if (!cfg->cache.enabled) {
+		fprintf(stderr,
+			"shardfs: warm: cache.enabled is false in "
+			"%s: nothing to warm\n",
+			argv[optind]);
+		goto out;
+	}
+
+	rc = EXIT_RUNTIME;
+	if (dataset_load(cfg, true, &ds) < 0)
+		goto out;
+	if (mount_cache_open(cfg, ds->backend, &cache) < 0)
+		goto out;
+	cache_stats_get(cache, &cs);
+	if (!cs.enabled) {
+		log_msg(LOG_ERR, "warm: the cache in %s cannot be used",
+			cfg->cache.dir);
+		goto out;
+	}
+	order = malloc((ds->manifest->count ? ds->manifest->count : 1) *
+		       sizeof(*order));
+	seen = calloc(ds->manifest->count ? ds->manifest->count : 1, 1);
+	if (seen == NULL || order == NULL)
+		goto out;
+	for (r = 0; r < world; r++) {
+		const uint32_t *items;
+		size_t count, npad, k;
+
+		if (!sel[r])
+			continue;
+		shard_plan_rank(ds->plan, r, &items, &count, &npad);
+		for (k = 0; k < count; k++) {
+			if (seen[items[k]])
+				continue;
+			seen[items[k]] = 1;
+			order[job.n++] = items[k];
+			p.bytes_total += ds->manifest->entries[items[k]].size;
+		}
+	}
+	p.files_total = job.n;
+	job.cache = cache;
+	job.m = ds->manifest;
+	job.items = order;
+	p.tty = isatty(STDERR_FILENO);
+	p.start = now_mono();
+	p.last = p.tty ? 0 : p.start;
+	if (warm_run(&job, jobs, &p) < 0)
+		goto out;
+	progress_show(&p, true);
+	cache_stats_get(cache, &cs);
+	if (!p.quiet)
+		fprintf(stderr,
+			"warm: %llu files, %llu bytes in %.1f s; fetched %llu "
+			"bytes, %llu already cached; %llu failed; cache live "
+			"bytes %llu of %llu\n",
+			(unsigned long long)p.files_done,
+			(unsigned long long)p.bytes_done, now_mono() - p.start,
+			(unsigned long long)p.fetched,
+			(unsigned long long)(p.bytes_done - p.fetched),
+			(unsigned long long)p.errors,
+			(unsigned long long)cs.live_bytes,
+			(unsigned long long)cs.budget_bytes);
+	if (cs.store_failures > 0)
+		log_msg(LOG_WARNING,
+			"warm: %llu chunks could not be stored (see above)",
+			(unsigned long long)cs.store_failures);
+	rc = p.errors || cs.store_failures ? EXIT_RUNTIME : EXIT_OK;
+out:
+	cache_free(cache);
+	free(order);
+	free(seen);
+	free(sel);
+	free(rank_args);
+	dataset_free(ds);
+	config_free(cfg);
+	overrides_free(&ov);
+	return rc;
+}

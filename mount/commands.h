@@ -1,0 +1,34 @@
+/*
+ * commands: the cache subcommands of the CLI (docs/DESIGN.md §7) and the
+ * one place that turns a config's [cache] section into an open cache, so
+ * that a mount and `shardfs warm` of one config share entries.
+ *
+ *   shardfs warm CONFIG [--rank R[,R-R...]]... [-j N] [-q] [-o OPTS]
+ *   shardfs cache stat|verify|clear DIR
+ *
+ * Each cmd_* takes argv with argv[0] = the subcommand's name and returns
+ * the process exit code: 0 ok, 1 runtime failure, 2 usage or config error.
+ */
+#ifndef SHARDFS_COMMANDS_H
+#define SHARDFS_COMMANDS_H
+
+#include "backends/backend.h"
+#include "cache/cache.h"
+#include "mount/config.h"
+
+/* Opens the read path for cfg over be (borrowed): the disk cache in
+ * [cache] dir when cache.enabled, else a pass-through. If the disk cache
+ * cannot be opened (no space, no permission), logs a warning and returns a
+ * pass-through, so a mount never fails because of its cache. The backend
+ * id is the source URL without trailing '/' plus the endpoint, if any.
+ * Returns 0 and sets *out, or -ENOMEM. */
+int mount_cache_open(const struct config *cfg, struct backend *be,
+		     struct cache **out);
+
+int cmd_warm(int argc, char **argv);
+int cmd_cache(int argc, char **argv);
+
+extern const char usage_warm[];
+extern const char usage_cache[];
+
+#endif

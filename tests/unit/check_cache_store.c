@@ -1,0 +1,967 @@
+/*
+ * Unit tests for the disk cache behind cache/cache.h, with the posix
+ * backend as the store: inline and blob entries, chunk boundaries, CRC
+ * corruption (blob and inline) detected and refetched, eviction to 90% of
+ * the budget, LRU order through batched access times, cleanup at open, two
+ * processes on one directory, a full filesystem (a 2 MiB tmpfs, when we may
+ * mount one), cache_fill, changed etags, verify and clear.
+ *
+ * Backend reads are counted by the cache's own stats (backend_reads), which
+ * count calls into the backend. Every test works in its own directory under
+ * one mkdtemp root that main() removes whatever the outcome.
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "backends/backend.h"
+#include "cache/cache.h"
+
+static const char *root;
+static char tmpfs_dir[2048];
+
+struct fixture {
+	char src[4096], dir[4096];
+	struct backend *be;
+	struct cache *c;
+};
+
+static void fx_init(struct fixture *fx, const char *name)
+{
+	memset(fx, 0, sizeof(*fx));
+	snprintf(fx->src, sizeof(fx->src), "%s/%s-src", root, name);
+	snprintf(fx->dir, sizeof(fx->dir), "%s/%s-cache", root, name);
+	ck_assert_int_eq(mkdir(fx->src, 0755), 0);
+	ck_assert_int_eq(backend_open(fx->src, NULL, &fx->be), 0);
+}
+
+static void fx_open(struct fixture *fx, uint64_t budget, uint64_t chunk,
+		    uint64_t inline_max)
+{
+	struct cache_options o = {
+		.dir = fx->dir,
+		.backend_id = fx->src,
+		.size_bytes = budget,
+		.chunk_size = chunk,
+		.inline_max = inline_max,
+		.inline_max_set = true,
+	};
+
+	ck_assert_int_eq(cache_open(&o, fx->be, &fx->c), 0);
+}
+
+static void fx_close(struct fixture *fx)
+{
+	cache_free(fx->c);
+	fx->c = NULL;
+}
+
+static void fx_free(struct fixture *fx)
+{
+	cache_free(fx->c);
+	backend_close(fx->be);
+}
+
+/* Deterministic bytes: file seed s, position i. */
+static uint8_t byte_at(unsigned s, uint64_t i)
+{
+	uint64_t z = (i + 1) * 0x9E3779B97F4A7C15ull ^ (uint64_t)s * 0xBF58476D;
+
+	z ^= z >> 29;
+	return (uint8_t)(z * 0x94D049BB133111EBull >> 56);
+}
+
+static void make_file(struct fixture *fx, const char *name, unsigned seed,
+		      uint64_t size)
+{
+	char path[4200];
+	uint8_t *buf = malloc(size ? size : 1);
+	uint64_t i;
+	FILE *f;
+
+	ck_assert_ptr_nonnull(buf);
+	for (i = 0; i < size; i++)
+		buf[i] = byte_at(seed, i);
+	snprintf(path, sizeof(path), "%s/%s", fx->src, name);
+	f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_uint_eq(fwrite(buf, 1, size, f), size);
+	ck_assert_int_eq(fclose(f), 0);
+	free(buf);
+}
+
+/* The object as a manifest would pin it (size and etag from stat). */
+struct obj {
+	struct cache_object o;
+	struct backend_stat st;
+	char key[256];
+};
+
+static void obj_get(struct fixture *fx, const char *name, struct obj *ob)
+{
+	snprintf(ob->key, sizeof(ob->key), "%s", name);
+	ck_assert_int_eq(
+		fx->be->ops->stat(fx->be, ob->key, strlen(ob->key), &ob->st),
+		0);
+	ob->o.key = ob->key;
+	ob->o.key_len = strlen(ob->key);
+	ob->o.etag = ob->st.etag;
+	ob->o.etag_len = ob->st.etag_len;
+	ob->o.size = ob->st.size;
+}
+
+/* Reads [off, off + len) and checks every byte against seed. */
+static void read_check(struct fixture *fx, struct obj *ob, unsigned seed,
+		       uint64_t off, size_t len)
+{
+	uint8_t *buf = malloc(len ? len : 1);
+	size_t want = off >= ob->o.size	       ? 0
+		      : ob->o.size - off < len ? (size_t)(ob->o.size - off)
+					       : len;
+	ssize_t got;
+	size_t i;
+
+	ck_assert_ptr_nonnull(buf);
+	got = cache_read(fx->c, &ob->o, off, len, buf);
+	ck_assert_int_eq(got, (ssize_t)want);
+	for (i = 0; i < want; i++)
+		if (buf[i] != byte_at(seed, off + i))
+			ck_abort_msg("%s: byte %llu differs", ob->key,
+				     (unsigned long long)(off + i));
+	free(buf);
+}
+
+static void read_all(struct fixture *fx, struct obj *ob, unsigned seed)
+{
+	read_check(fx, ob, seed, 0, (size_t)ob->o.size);
+}
+
+static struct cache_stats stats(struct fixture *fx)
+{
+	struct cache_stats s;
+
+	cache_stats_get(fx->c, &s);
+	return s;
+}
+
+static struct cache_info info(struct fixture *fx)
+{
+	struct cache_info in;
+
+	ck_assert_int_eq(cache_info(fx->c, &in), 0);
+	return in;
+}
+
+static void print_bad(void *arg, const struct cache_bad_entry *b)
+{
+	(void)arg;
+	fprintf(stderr, "bad entry %s: %s (key %s, chunk %llu)\n", b->hash_hex,
+		b->reason, b->key, (unsigned long long)b->chunk);
+}
+
+static int verify(struct fixture *fx)
+{
+	uint64_t checked;
+
+	return cache_verify(fx->c, print_bad, NULL, &checked);
+}
+
+/* The blob file of the only blob entry in dir. */
+static int find_blob(const char *dir, char *out, size_t len)
+{
+	char cmd[4400];
+	FILE *p;
+	int ok;
+
+	snprintf(cmd, sizeof(cmd),
+		 "find '%s/blobs' -mindepth 2 -type f ! -path '*/blobs/tmp/*' "
+		 "| head "
+		 "-1",
+		 dir);
+	p = popen(cmd, "r");
+	ck_assert_ptr_nonnull(p);
+	ok = fgets(out, (int)len, p) != NULL;
+	pclose(p);
+	if (ok)
+		out[strcspn(out, "\n")] = '\0';
+	return ok ? 0 : -ENOENT;
+}
+
+static void flip_byte(const char *path, off_t at)
+{
+	int fd = open(path, O_RDWR);
+	uint8_t b;
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pread(fd, &b, 1, at), 1);
+	b ^= 0x5a;
+	ck_assert_int_eq(pwrite(fd, &b, 1, at), 1);
+	close(fd);
+}
+
+/* ---- inline and blob entries, chunking ---- */
+
+START_TEST(test_inline_and_blob)
+{
+	struct fixture fx;
+	struct obj small, big;
+	struct cache_stats s;
+	struct cache_info in;
+
+	fx_init(&fx, "paths");
+	make_file(&fx, "small", 1, 100000);
+	make_file(&fx, "big", 2, 5 * 65536 + 123);
+	obj_get(&fx, "small", &small);
+	obj_get(&fx, "big", &big);
+	fx_open(&fx, 64 << 20, 2 * 65536, 100000);
+
+	read_all(&fx, &small, 1);
+	read_all(&fx, &big, 2);
+	s = stats(&fx);
+	ck_assert(s.enabled);
+	/* small: 1 chunk; big: 3 chunks (2+2+1.x blocks) */
+	ck_assert_uint_eq(s.misses, 4);
+	ck_assert_uint_eq(s.hits, 0);
+	ck_assert_uint_eq(s.backend_reads, 4);
+	ck_assert_uint_eq(s.backend_bytes, 100000 + 5 * 65536 + 123);
+	in = info(&fx);
+	ck_assert_uint_eq(in.entries, 4);
+	/* small (100000) and big's last chunk (65536 + 123) are inline */
+	ck_assert_uint_eq(in.inline_entries, 2);
+	ck_assert_uint_eq(in.blob_entries, 2);
+	ck_assert_uint_eq(in.live_bytes, 100000 + 5 * 65536 + 123);
+
+	read_all(&fx, &small, 1);
+	read_all(&fx, &big, 2);
+	s = stats(&fx);
+	ck_assert_uint_eq(s.backend_reads, 4);
+	ck_assert_uint_eq(s.hits, 4);
+	ck_assert_uint_eq(s.bytes_from_cache, 100000 + 5 * 65536 + 123);
+	ck_assert_int_eq(verify(&fx), 0);
+
+	/* A restart keeps everything. */
+	fx_close(&fx);
+	fx_open(&fx, 64 << 20, 2 * 65536, 100000);
+	read_all(&fx, &big, 2);
+	read_all(&fx, &small, 1);
+	ck_assert_uint_eq(stats(&fx).backend_reads, 0);
+	fx_free(&fx);
+}
+END_TEST
+
+START_TEST(test_chunk_boundaries)
+{
+	static const uint64_t offs[] = { 0,	 1,	 65535,	 65536,
+					 65537,	 131071, 131072, 131073,
+					 196607, 250000, 262143, 262144 };
+	static const size_t lens[] = {
+		1, 2, 100, 65536, 65537, 131072, 300000
+	};
+	struct fixture fx;
+	struct obj ob;
+	size_t i, j;
+	uint8_t b;
+
+	fx_init(&fx, "bounds");
+	make_file(&fx, "f", 3, 4 * 65536 + 7);
+	obj_get(&fx, "f", &ob);
+	fx_open(&fx, 64 << 20, 65536, 1000);
+	for (i = 0; i < sizeof(offs) / sizeof(offs[0]); i++)
+		for (j = 0; j < sizeof(lens) / sizeof(lens[0]); j++)
+			read_check(&fx, &ob, 3, offs[i], lens[j]);
+	/* At and past the end. */
+	ck_assert_int_eq(cache_read(fx.c, &ob.o, ob.o.size, 10, &b), 0);
+	ck_assert_int_eq(cache_read(fx.c, &ob.o, ob.o.size + 5, 10, &b), 0);
+	/* 5 chunks, each fetched once. */
+	ck_assert_uint_eq(stats(&fx).backend_reads, 5);
+	ck_assert_int_eq(verify(&fx), 0);
+	fx_free(&fx);
+}
+END_TEST
+
+START_TEST(test_empty_object)
+{
+	struct fixture fx;
+	struct obj ob;
+	uint8_t b;
+
+	fx_init(&fx, "empty");
+	make_file(&fx, "e", 4, 0);
+	obj_get(&fx, "e", &ob);
+	fx_open(&fx, 64 << 20, 0, 0);
+	ck_assert_int_eq(cache_read(fx.c, &ob.o, 0, 10, &b), 0);
+	ck_assert_int_eq(cache_fill(fx.c, &ob.o, NULL), 0);
+	ck_assert_uint_eq(stats(&fx).backend_reads, 0);
+	fx_free(&fx);
+}
+END_TEST
+
+/* ---- CRC ---- */
+
+START_TEST(test_crc_blob)
+{
+	struct fixture fx;
+	struct obj ob;
+	char blob[4200];
+	struct cache_stats s;
+
+	fx_init(&fx, "crcblob");
+	make_file(&fx, "f", 5, 300000);
+	obj_get(&fx, "f", &ob);
+	fx_open(&fx, 64 << 20, 1 << 20, 1000);
+	read_all(&fx, &ob, 5);
+	ck_assert_int_eq(find_blob(fx.dir, blob, sizeof(blob)), 0);
+	flip_byte(blob, 200000);
+	ck_assert_int_eq(verify(&fx), 1);
+
+	/* A read of a block that is intact is served; it is the block
+	 * with the flipped byte that fails. */
+	read_check(&fx, &ob, 5, 0, 1000);
+	ck_assert_uint_eq(stats(&fx).crc_failures, 0);
+	read_check(&fx, &ob, 5, 199990, 20);
+	s = stats(&fx);
+	ck_assert_uint_eq(s.crc_failures, 1);
+	ck_assert_uint_eq(s.backend_reads, 2);
+	/* Refetched and stored again: clean, and served from the cache. */
+	ck_assert_int_eq(verify(&fx), 0);
+	read_all(&fx, &ob, 5);
+	ck_assert_uint_eq(stats(&fx).backend_reads, 2);
+	fx_free(&fx);
+}
+END_TEST
+
+/* Finds needle in the file at path; returns its offset or -1. */
+static off_t find_in_file(const char *path, const uint8_t *needle, size_t n)
+{
+	struct stat st;
+	uint8_t *buf;
+	off_t at = -1;
+	int fd = open(path, O_RDONLY);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(fstat(fd, &st), 0);
+	buf = malloc((size_t)st.st_size);
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_int_eq(pread(fd, buf, (size_t)st.st_size, 0), st.st_size);
+	close(fd);
+	if ((size_t)st.st_size >= n) {
+		const uint8_t *p = memmem(buf, (size_t)st.st_size, needle, n);
+
+		if (p != NULL)
+			at = (off_t)(p - buf);
+	}
+	free(buf);
+	return at;
+}
+
+START_TEST(test_crc_inline)
+{
+	struct fixture fx;
+	struct obj ob;
+	uint8_t needle[64];
+	char index[4200];
+	off_t at;
+	int i;
+
+	fx_init(&fx, "crcinline");
+	make_file(&fx, "f", 6, 5000);
+	obj_get(&fx, "f", &ob);
+	fx_open(&fx, 64 << 20, 0, 0 + (256 << 10));
+	read_all(&fx, &ob, 6);
+	fx_close(&fx);
+
+	for (i = 0; i < 64; i++)
+		needle[i] = byte_at(6, 2000 + (uint64_t)i);
+	snprintf(index, sizeof(index), "%s/index.mdb", fx.dir);
+	at = find_in_file(index, needle, sizeof(needle));
+	ck_assert_int_ge(at, 0);
+	flip_byte(index, at + 10);
+
+	fx_open(&fx, 64 << 20, 0, 256 << 10);
+	ck_assert_int_eq(verify(&fx), 1);
+	read_all(&fx, &ob, 6);
+	ck_assert_uint_eq(stats(&fx).crc_failures, 1);
+	ck_assert_uint_eq(stats(&fx).backend_reads, 1);
+	ck_assert_int_eq(verify(&fx), 0);
+	fx_free(&fx);
+}
+END_TEST
+
+/* ---- budget ---- */
+
+START_TEST(test_eviction)
+{
+	struct fixture fx;
+	struct obj ob[30];
+	uint64_t budget = 1 << 20;
+	struct cache_stats s;
+	char name[32];
+	int i;
+
+	fx_init(&fx, "evict");
+	for (i = 0; i < 30; i++) {
+		snprintf(name, sizeof(name), "f%02d", i);
+		make_file(&fx, name, 100 + (unsigned)i, 100000 + (uint64_t)i);
+		obj_get(&fx, name, &ob[i]);
+	}
+	fx_open(&fx, budget, 64 << 10, 32 << 10);
+	for (i = 0; i < 30; i++) {
+		read_all(&fx, &ob[i], 100 + (unsigned)i);
+		s = stats(&fx);
+		ck_assert_msg(s.live_bytes <= budget, "live %llu > budget",
+			      (unsigned long long)s.live_bytes);
+	}
+	s = stats(&fx);
+	ck_assert_uint_gt(s.evictions, 0);
+	ck_assert_uint_eq(s.live_bytes, info(&fx).live_bytes);
+	ck_assert_int_eq(verify(&fx), 0);
+	/* Everything still reads correctly, evicted or not. */
+	for (i = 0; i < 30; i++)
+		read_all(&fx, &ob[i], 100 + (unsigned)i);
+	ck_assert_uint_le(stats(&fx).live_bytes, budget);
+	fx_free(&fx);
+}
+END_TEST
+
+START_TEST(test_eviction_to_90_percent)
+{
+	struct fixture fx;
+	struct obj ob[11];
+	uint64_t budget = 1000000;
+	char name[32];
+	int i;
+
+	fx_init(&fx, "evict90");
+	for (i = 0; i < 11; i++) {
+		snprintf(name, sizeof(name), "g%02d", i);
+		make_file(&fx, name, 200 + (unsigned)i, 100000);
+		obj_get(&fx, name, &ob[i]);
+	}
+	fx_open(&fx, budget, 0, 256 << 10);
+	for (i = 0; i < 10; i++)
+		read_all(&fx, &ob[i], 200 + (unsigned)i);
+	ck_assert_uint_eq(stats(&fx).live_bytes, 1000000);
+	ck_assert_uint_eq(stats(&fx).evictions, 0);
+	/* One more would exceed the budget: evict down to 90% minus it. */
+	read_all(&fx, &ob[10], 210);
+	ck_assert_uint_eq(stats(&fx).evictions, 2);
+	ck_assert_uint_eq(stats(&fx).live_bytes, 900000);
+	fx_free(&fx);
+}
+END_TEST
+
+START_TEST(test_lru_batched_atime)
+{
+	struct fixture fx;
+	struct obj ob[11];
+	uint64_t before;
+	char name[32];
+	int i;
+
+	fx_init(&fx, "lru");
+	for (i = 0; i < 11; i++) {
+		snprintf(name, sizeof(name), "h%02d", i);
+		make_file(&fx, name, 300 + (unsigned)i, 100000);
+		obj_get(&fx, name, &ob[i]);
+	}
+	fx_open(&fx, 1000000, 0, 256 << 10);
+	for (i = 0; i < 10; i++)
+		read_all(&fx, &ob[i], 300 + (unsigned)i);
+	/* Access times are in seconds: let the clock move, then touch the
+	 * two oldest entries. Their new times sit in memory until the
+	 * eviction flushes them; the eviction must see them. */
+	sleep(2);
+	read_all(&fx, &ob[0], 300);
+	read_all(&fx, &ob[1], 301);
+	read_all(&fx, &ob[10], 310); /* evicts two */
+	ck_assert_uint_eq(stats(&fx).evictions, 2);
+	before = stats(&fx).backend_reads;
+	read_all(&fx, &ob[0], 300);
+	read_all(&fx, &ob[1], 301);
+	ck_assert_uint_eq(stats(&fx).backend_reads, before);
+	fx_free(&fx);
+}
+END_TEST
+
+/* Many threads of one process, a budget a third of the data: lookups,
+ * fetches, the committer thread, access times and evictions at once. */
+#define THREAD_FILES 30
+#define THREADS 8
+
+struct thread_arg {
+	struct fixture *fx;
+	struct obj *ob;
+	int seed;
+	int bad;
+};
+
+static void *reader_thread(void *arg)
+{
+	struct thread_arg *a = arg;
+	uint8_t *buf = malloc(200000);
+	unsigned r = (unsigned)a->seed;
+	int k, i;
+
+	for (k = 0; buf != NULL && k < 3 * THREAD_FILES; k++) {
+		struct obj *ob;
+		uint64_t off;
+		size_t len;
+		ssize_t got;
+
+		r = r * 1103515245 + 12345;
+		i = (int)((r >> 8) % THREAD_FILES);
+		ob = &a->ob[i];
+		off = (r >> 4) % ob->o.size;
+		len = (size_t)(ob->o.size - off);
+		got = cache_read(a->fx->c, &ob->o, off, len, buf);
+		if (got != (ssize_t)len) {
+			a->bad++;
+			continue;
+		}
+		for (size_t j = 0; j < len; j++)
+			if (buf[j] != byte_at(700 + (unsigned)i, off + j)) {
+				a->bad++;
+				break;
+			}
+	}
+	free(buf);
+	return NULL;
+}
+
+START_TEST(test_threads)
+{
+	struct fixture fx;
+	struct obj ob[THREAD_FILES];
+	struct thread_arg args[THREADS];
+	pthread_t t[THREADS];
+	uint64_t total = 0;
+	char name[32];
+	int i;
+
+	fx_init(&fx, "threads");
+	for (i = 0; i < THREAD_FILES; i++) {
+		uint64_t size = 20000 + (uint64_t)i * 5000;
+
+		snprintf(name, sizeof(name), "t%02d", i);
+		make_file(&fx, name, 700 + (unsigned)i, size);
+		obj_get(&fx, name, &ob[i]);
+		total += size;
+	}
+	fx_open(&fx, total / 3, 64 << 10, 32 << 10);
+	for (i = 0; i < THREADS; i++) {
+		args[i] = (struct thread_arg){ &fx, ob, i + 1, 0 };
+		ck_assert_int_eq(
+			pthread_create(&t[i], NULL, reader_thread, &args[i]),
+			0);
+	}
+	for (i = 0; i < THREADS; i++) {
+		pthread_join(t[i], NULL);
+		ck_assert_int_eq(args[i].bad, 0);
+	}
+	ck_assert_uint_le(stats(&fx).live_bytes, total / 3);
+	ck_assert_uint_gt(stats(&fx).evictions, 0);
+	ck_assert_int_eq(verify(&fx), 0);
+	fx_free(&fx);
+}
+END_TEST
+
+/* ---- cleanup at open ---- */
+
+START_TEST(test_cleanup_at_open)
+{
+	struct fixture fx;
+	struct obj a, b;
+	char path[4400], blob[4200];
+	struct stat st;
+	FILE *f;
+
+	fx_init(&fx, "cleanup");
+	make_file(&fx, "a", 7, 200000);
+	make_file(&fx, "b", 8, 300000);
+	obj_get(&fx, "a", &a);
+	obj_get(&fx, "b", &b);
+	fx_open(&fx, 64 << 20, 0, 1000);
+	read_all(&fx, &a, 7);
+	fx_close(&fx);
+
+	/* A row without its blob. */
+	ck_assert_int_eq(find_blob(fx.dir, blob, sizeof(blob)), 0);
+	ck_assert_int_eq(unlink(blob), 0);
+	/* A blob without a row, and a tmp file of a dead writer. */
+	snprintf(path, sizeof(path), "%s/blobs/ab", fx.dir);
+	mkdir(path, 0755);
+	snprintf(path, sizeof(path), "%s/blobs/ab/ab%062d", fx.dir, 0);
+	f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs("orphan", f);
+	fclose(f);
+	snprintf(path, sizeof(path), "%s/blobs/tmp/ab%062d.999999999.1", fx.dir,
+		 0);
+	f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fclose(f);
+
+	fx_open(&fx, 64 << 20, 0, 1000);
+	ck_assert_uint_eq(info(&fx).entries, 0);
+	ck_assert_uint_eq(info(&fx).live_bytes, 0);
+	ck_assert_int_ne(stat(path, &st), 0);
+	snprintf(path, sizeof(path), "%s/blobs/ab/ab%062d", fx.dir, 0);
+	ck_assert_int_ne(stat(path, &st), 0);
+	ck_assert_int_eq(verify(&fx), 0);
+	read_all(&fx, &a, 7);
+	read_all(&fx, &b, 8);
+	ck_assert_uint_eq(info(&fx).entries, 2);
+	fx_free(&fx);
+}
+END_TEST
+
+/* A row whose blob disappears while open (another process evicted it) is
+ * a miss, not an error. */
+START_TEST(test_blob_vanishes)
+{
+	struct fixture fx;
+	struct obj a;
+	char blob[4200];
+
+	fx_init(&fx, "vanish");
+	make_file(&fx, "a", 9, 200000);
+	obj_get(&fx, "a", &a);
+	fx_open(&fx, 64 << 20, 0, 1000);
+	read_all(&fx, &a, 9);
+	ck_assert_int_eq(find_blob(fx.dir, blob, sizeof(blob)), 0);
+	ck_assert_int_eq(unlink(blob), 0);
+	read_all(&fx, &a, 9);
+	ck_assert_uint_eq(stats(&fx).backend_reads, 2);
+	ck_assert_uint_eq(stats(&fx).crc_failures, 0);
+	ck_assert_int_eq(verify(&fx), 0);
+	fx_free(&fx);
+}
+END_TEST
+
+/* ---- two processes ---- */
+
+#define SHARED_FILES 24
+
+static void child_reads(struct fixture *fx, int which)
+{
+	struct obj ob;
+	char name[32];
+	int i, k;
+
+	backend_close(fx->be);
+	if (backend_open(fx->src, NULL, &fx->be) != 0)
+		_exit(10);
+	fx_open(fx, 64 << 20, 64 << 10, 16 << 10);
+	for (k = 0; k < 3; k++)
+		for (i = 0; i < SHARED_FILES; i++) {
+			int f = which ? SHARED_FILES - 1 - i : i;
+
+			snprintf(name, sizeof(name), "s%02d", f);
+			obj_get(fx, name, &ob);
+			read_all(fx, &ob, 400 + (unsigned)f);
+		}
+	fx_free(fx);
+	_exit(0);
+}
+
+START_TEST(test_two_processes)
+{
+	struct fixture fx;
+	struct obj ob;
+	char name[32];
+	pid_t pid[2];
+	int i, status;
+	uint64_t total = 0;
+
+	fx_init(&fx, "shared");
+	for (i = 0; i < SHARED_FILES; i++) {
+		uint64_t size = 10000 + (uint64_t)i * 9000;
+
+		snprintf(name, sizeof(name), "s%02d", i);
+		make_file(&fx, name, 400 + (unsigned)i, size);
+		total += size;
+	}
+	/* Create the directory first, as a mount would. */
+	fx_open(&fx, 64 << 20, 64 << 10, 16 << 10);
+	fx_close(&fx);
+	for (i = 0; i < 2; i++) {
+		pid[i] = fork();
+		ck_assert_int_ge(pid[i], 0);
+		if (pid[i] == 0)
+			child_reads(&fx, i);
+	}
+	for (i = 0; i < 2; i++) {
+		ck_assert_int_eq(waitpid(pid[i], &status, 0), pid[i]);
+		ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	}
+	fx_open(&fx, 64 << 20, 64 << 10, 16 << 10);
+	ck_assert_int_eq(verify(&fx), 0);
+	ck_assert_uint_eq(info(&fx).live_bytes, total);
+	for (i = 0; i < SHARED_FILES; i++) {
+		snprintf(name, sizeof(name), "s%02d", i);
+		obj_get(&fx, name, &ob);
+		read_all(&fx, &ob, 400 + (unsigned)i);
+	}
+	/* Each one's chunks serve the other: nothing is fetched again. */
+	ck_assert_uint_eq(stats(&fx).backend_reads, 0);
+	fx_free(&fx);
+}
+END_TEST
+
+/* `shardfs mount` without -f opens the cache, then forks (daemonizes) and
+ * the parent exits: the child must use its own LMDB environment, and other
+ * processes may open the directory meanwhile. */
+START_TEST(test_fork_after_open)
+{
+	struct fixture fx;
+	struct obj ob[4];
+	char name[32];
+	pid_t pid;
+	int i, status;
+
+	fx_init(&fx, "forked");
+	for (i = 0; i < 4; i++) {
+		snprintf(name, sizeof(name), "k%d", i);
+		make_file(&fx, name, 600 + (unsigned)i,
+			  90000 + 70000 * (uint64_t)i);
+		obj_get(&fx, name, &ob[i]);
+	}
+	fx_open(&fx, 64 << 20, 64 << 10, 32 << 10);
+	read_all(&fx, &ob[0], 600);
+	/* Rows are indexed by a committer thread: wait for them, so the
+	 * other process below finds ob[0]. */
+	(void)stats(&fx);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct fixture other = fx;
+
+		/* Another process opens the directory while we use it. */
+		other.c = NULL;
+		fx_open(&other, 64 << 20, 64 << 10, 32 << 10);
+		for (i = 0; i < 4; i++)
+			read_all(&fx, &ob[i], 600 + (unsigned)i);
+		(void)stats(&fx);
+		for (i = 0; i < 4; i++)
+			read_all(&other, &ob[i], 600 + (unsigned)i);
+		if (stats(&other).backend_reads != 0)
+			_exit(3);
+		cache_free(other.c);
+		fx_free(&fx);
+		_exit(0);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	for (i = 0; i < 4; i++)
+		read_all(&fx, &ob[i], 600 + (unsigned)i);
+	/* Only ob[0]'s two chunks were fetched here; the child fetched the
+	 * rest. */
+	ck_assert_uint_eq(stats(&fx).misses, 2);
+	ck_assert_int_eq(verify(&fx), 0);
+	fx_free(&fx);
+}
+END_TEST
+
+/* ---- full filesystem ---- */
+
+START_TEST(test_full_filesystem)
+{
+	struct fixture fx;
+	struct obj ob[8];
+	char name[32];
+	int i;
+
+	fx_init(&fx, "full");
+	snprintf(tmpfs_dir, sizeof(tmpfs_dir), "%s/tmpfs", root);
+	ck_assert_int_eq(mkdir(tmpfs_dir, 0755), 0);
+	if (mount("tmpfs", tmpfs_dir, "tmpfs", 0, "size=2m") != 0) {
+		fprintf(stderr,
+			"check_cache_store: cannot mount a tmpfs (%s): "
+			"full-filesystem test skipped\n",
+			strerror(errno));
+		tmpfs_dir[0] = '\0';
+		fx_free(&fx);
+		return;
+	}
+	snprintf(fx.dir, sizeof(fx.dir), "%s/cache", tmpfs_dir);
+	for (i = 0; i < 8; i++) {
+		snprintf(name, sizeof(name), "big%d", i);
+		make_file(&fx, name, 500 + (unsigned)i, 700000);
+		obj_get(&fx, name, &ob[i]);
+	}
+	fx_open(&fx, UINT64_C(1) << 30, 256 << 10, 100 << 10);
+	for (i = 0; i < 8; i++)
+		read_all(&fx, &ob[i], 500 + (unsigned)i);
+	for (i = 0; i < 8; i++)
+		read_all(&fx, &ob[i], 500 + (unsigned)i);
+	ck_assert_uint_gt(stats(&fx).store_failures, 0);
+	ck_assert_uint_eq(stats(&fx).backend_errors, 0);
+	ck_assert_int_eq(verify(&fx), 0);
+	fx_free(&fx);
+	ck_assert_int_eq(umount2(tmpfs_dir, MNT_DETACH), 0);
+	tmpfs_dir[0] = '\0';
+}
+END_TEST
+
+/* ---- fill, etags, clear ---- */
+
+START_TEST(test_fill)
+{
+	struct fixture fx;
+	struct obj ob;
+	uint64_t fetched;
+
+	fx_init(&fx, "fill");
+	make_file(&fx, "f", 10, 3 * 65536 + 5);
+	obj_get(&fx, "f", &ob);
+	fx_open(&fx, 64 << 20, 65536, 1000);
+	ck_assert_int_eq(cache_fill(fx.c, &ob.o, &fetched), 0);
+	ck_assert_uint_eq(fetched, ob.o.size);
+	ck_assert_int_eq(cache_fill(fx.c, &ob.o, &fetched), 0);
+	ck_assert_uint_eq(fetched, 0);
+	read_all(&fx, &ob, 10);
+	ck_assert_uint_eq(stats(&fx).backend_reads, 4);
+	ck_assert_uint_eq(stats(&fx).hits, 4);
+	fx_free(&fx);
+}
+END_TEST
+
+START_TEST(test_new_etag_new_bytes)
+{
+	struct fixture fx;
+	struct obj old, cur;
+	uint8_t b;
+
+	fx_init(&fx, "etag");
+	make_file(&fx, "f", 11, 150000);
+	obj_get(&fx, "f", &old);
+	fx_open(&fx, 64 << 20, 65536, 1000);
+	read_all(&fx, &old, 11);
+	/* Replaced upstream: a new manifest pins the new etag. */
+	usleep(10000);
+	make_file(&fx, "f", 12, 150001);
+	obj_get(&fx, "f", &cur);
+	ck_assert_str_ne(old.st.etag, cur.st.etag);
+	read_all(&fx, &cur, 12);
+	/* The old version is still cached and consistent with the old
+	 * manifest; a miss against it fails rather than mixing versions. */
+	read_check(&fx, &old, 11, 0, 65536);
+	ck_assert_int_eq(cache_read(fx.c, &old.o, 149999, 1, &b), 1);
+	ck_assert_uint_eq(b, byte_at(11, 149999));
+	fx_close(&fx);
+	fx_open(&fx, 64 << 20, 65536, 1000);
+	ck_assert_int_eq(cache_clear(fx.c), 0);
+	ck_assert_int_eq(cache_read(fx.c, &old.o, 0, 1, &b), -ESTALE);
+	ck_assert_uint_eq(info(&fx).entries, 0);
+	read_all(&fx, &cur, 12);
+	fx_free(&fx);
+}
+END_TEST
+
+START_TEST(test_passthrough)
+{
+	struct fixture fx;
+	struct obj ob;
+
+	fx_init(&fx, "pass");
+	make_file(&fx, "f", 13, 70000);
+	obj_get(&fx, "f", &ob);
+	ck_assert_int_eq(cache_new(fx.be, &fx.c), 0);
+	read_all(&fx, &ob, 13);
+	read_all(&fx, &ob, 13);
+	ck_assert(!stats(&fx).enabled);
+	ck_assert_uint_eq(stats(&fx).backend_reads, 2);
+	fx_free(&fx);
+}
+END_TEST
+
+static Suite *cache_store_suite(void)
+{
+	Suite *s = suite_create("cache_store");
+	TCase *tc;
+
+	tc = tcase_create("paths");
+	tcase_add_test(tc, test_inline_and_blob);
+	tcase_add_test(tc, test_chunk_boundaries);
+	tcase_add_test(tc, test_empty_object);
+	tcase_add_test(tc, test_passthrough);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("crc");
+	tcase_add_test(tc, test_crc_blob);
+	tcase_add_test(tc, test_crc_inline);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("budget");
+	tcase_add_test(tc, test_eviction);
+	tcase_add_test(tc, test_eviction_to_90_percent);
+	tcase_add_test(tc, test_lru_batched_atime);
+	tcase_add_test(tc, test_threads);
+	tcase_set_timeout(tc, 30);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("open");
+	tcase_add_test(tc, test_cleanup_at_open);
+	tcase_add_test(tc, test_blob_vanishes);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("shared");
+	tcase_add_test(tc, test_two_processes);
+	tcase_add_test(tc, test_fork_after_open);
+	tcase_set_timeout(tc, 60);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("full_filesystem");
+	tcase_add_test(tc, test_full_filesystem);
+	tcase_set_timeout(tc, 30);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("fill_etag_clear");
+	tcase_add_test(tc, test_fill);
+	tcase_add_test(tc, test_new_etag_new_bytes);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag,
+			struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+int main(void)
+{
+	char dir[] = "/tmp/check_cache_store.XXXXXX";
+	char tmpfs[4200];
+	SRunner *sr;
+	int failed;
+
+	if (!mkdtemp(dir)) {
+		perror("mkdtemp");
+		return EXIT_FAILURE;
+	}
+	root = dir;
+	sr = srunner_create(cache_store_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	/* A failed test in a forked child never unmounted its tmpfs. */
+	snprintf(tmpfs, sizeof(tmpfs), "%s/tmpfs", dir);
+	umount2(tmpfs, MNT_DETACH);
+	if (nftw(dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS))
+		perror(dir);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,602 @@
+/*
+ * check_control: the text of the .shardfs/ control files, tested through
+ * fs/control.h.
+ *
+ * The plan cases use the DESIGN.md §5 test vectors (N=10, seed 42, W=4: the
+ * epoch-0 shuffle [8,2,4,3,6,0,7,9,5,1]) on a manifest "k0".."k9" whose item
+ * i weighs 100 + i bytes, so every line below was computed by hand from the
+ * spec: e.g. strided pad gives r0 [8,6,5] = 108+106+105 = 319 bytes, and
+ * imbalance_bytes = 319 * 4 / 1255 = 1.0167.
+ */
+#include "fs/control.h"
+
+#include <check.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fs/manifest.h"
+#include "fs/shard.h"
+#include "util/log.h"
+
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* "k0".."k9", item i of 100 + i bytes, plus extra keys (skipped ones). */
+static struct manifest *ten_items(const char *const *extra, size_t n_extra)
+{
+	struct manifest *m = manifest_new();
+	char key[8];
+	size_t i;
+
+	ck_assert_ptr_nonnull(m);
+	for (i = 0; i < 10; i++) {
+		snprintf(key, sizeof(key), "k%zu", i);
+		ck_assert_int_eq(manifest_add(m, key, 2, 100 + i, "e", 1, 0),
+				 0);
+	}
+	for (i = 0; i < n_extra; i++)
+		ck_assert_int_eq(manifest_add(m, extra[i], strlen(extra[i]), 5,
+					      "e", 1, 0),
+				 0);
+	ck_assert_int_eq(manifest_finish(m), 0);
+	ck_assert_uint_eq(m->count, 10);
+	return m;
+}
+
+static struct shard_plan *plan_of(const struct shard_spec *spec, size_t n)
+{
+	struct shard_plan *plan = NULL;
+
+	ck_assert_int_eq(shard_plan_build(spec, n, NULL, NULL, &plan), 0);
+	return plan;
+}
+
+static const struct shard_spec spec_pad = {
+	.world_size = 4,
+	.seed = 42,
+	.order = SHARD_ORDER_SHUFFLE,
+	.layout = SHARD_LAYOUT_STRIDED,
+	.balance = SHARD_BALANCE_PAD,
+};
+
+/* A memory stream; text() closes it and returns what was written. */
+struct out {
+	FILE *f;
+	char *buf;
+	size_t len;
+};
+
+static void out_open(struct out *o)
+{
+	o->buf = NULL;
+	o->len = 0;
+	o->f = open_memstream(&o->buf, &o->len);
+	ck_assert_ptr_nonnull(o->f);
+}
+
+static const char *text(struct out *o)
+{
+	ck_assert_int_eq(fclose(o->f), 0);
+	o->f = NULL;
+	return o->buf;
+}
+
+static void expect_text(struct out *o, const char *want)
+{
+	const char *got = text(o);
+
+	ck_assert_msg(o->len == strlen(want) && memcmp(got, want, o->len) == 0,
+		      "got:\n%s\nwant:\n%s", got, want);
+	free(o->buf);
+}
+
+START_TEST(test_plan_strided_pad)
+{
+	static const char *const extra[] = { "z/" };
+	struct manifest *m = ten_items(extra, 1);
+	struct shard_plan *plan = plan_of(&spec_pad, m->count);
+	char want[2048];
+	struct out o;
+
+	snprintf(want, sizeof(want),
+		 "spec shardfs-shard v1\n"
+		 "manifest_sha256 %s\n"
+		 "manifest_items 10\n"
+		 "manifest_bytes 1045\n"
+		 "skipped_keys 1\n"
+		 "skipped_keys_directory_marker 1\n"
+		 "world_size 4\n"
+		 "seed 42\n"
+		 "epoch 0\n"
+		 "order shuffle\n"
+		 "layout strided\n"
+		 "balance pad\n"
+		 "dropped_items 0\n"
+		 "imbalance_bytes 1.0167\n"
+		 "imbalance_items 0\n"
+		 "rank 0 items 3 pad 0 bytes 319\n"
+		 "rank 1 items 3 pad 0 bytes 303\n"
+		 "rank 2 items 3 pad 1 bytes 319\n"
+		 "rank 3 items 3 pad 1 bytes 314\n",
+		 m->digest);
+	out_open(&o);
+	ck_assert_int_eq(control_write_plan(o.f, m, &spec_pad, plan), 0);
+	expect_text(&o, want);
+	ck_assert_uint_eq(strlen(m->digest), 64);
+	shard_plan_free(plan);
+	manifest_free(m);
+}
+END_TEST
+
+START_TEST(test_plan_contiguous_none)
+{
+	/* r0 [8,2,4] 314, r1 [3,6,0] 309, r2 [7,9] 216, r3 [5,1] 206. */
+	static const struct shard_spec spec = {
+		.world_size = 4,
+		.seed = 42,
+		.order = SHARD_ORDER_SHUFFLE,
+		.layout = SHARD_LAYOUT_CONTIGUOUS,
+		.balance = SHARD_BALANCE_NONE,
+	};
+	struct manifest *m = ten_items(NULL, 0);
+	struct shard_plan *plan = plan_of(&spec, m->count);
+	char want[2048];
+	struct out o;
+
+	snprintf(want, sizeof(want),
+		 "spec shardfs-shard v1\n"
+		 "manifest_sha256 %s\n"
+		 "manifest_items 10\n"
+		 "manifest_bytes 1045\n"
+		 "skipped_keys 0\n"
+		 "world_size 4\n"
+		 "seed 42\n"
+		 "epoch 0\n"
+		 "order shuffle\n"
+		 "layout contiguous\n"
+		 "balance none\n"
+		 "dropped_items 0\n"
+		 "imbalance_bytes 1.2019\n"
+		 "imbalance_items 1\n"
+		 "rank 0 items 3 pad 0 bytes 314\n"
+		 "rank 1 items 3 pad 0 bytes 309\n"
+		 "rank 2 items 2 pad 0 bytes 216\n"
+		 "rank 3 items 2 pad 0 bytes 206\n",
+		 m->digest);
+	out_open(&o);
+	ck_assert_int_eq(control_write_plan(o.f, m, &spec, plan), 0);
+	expect_text(&o, want);
+	shard_plan_free(plan);
+	manifest_free(m);
+}
+END_TEST
+
+START_TEST(test_plan_strided_drop)
+{
+	/* S' = [8,2,4,3,6,0,7,9] (5 and 1 dropped): r0 [8,6] 214,
+	 * r1 [2,0] 202, r2 [4,7] 211, r3 [3,9] 212; 856 / 839. Skipped
+	 * keys of two reasons. */
+	static const struct shard_spec spec = {
+		.world_size = 4,
+		.seed = 42,
+		.order = SHARD_ORDER_SHUFFLE,
+		.layout = SHARD_LAYOUT_STRIDED,
+		.balance = SHARD_BALANCE_DROP,
+	};
+	static const char *const extra[] = { "a//b", "..", "d/" };
+	struct manifest *m = ten_items(extra, ARRAY_LEN(extra));
+	struct shard_plan *plan = plan_of(&spec, m->count);
+	char want[2048];
+	struct out o;
+
+	snprintf(want, sizeof(want),
+		 "spec shardfs-shard v1\n"
+		 "manifest_sha256 %s\n"
+		 "manifest_items 10\n"
+		 "manifest_bytes 1045\n"
+		 "skipped_keys 3\n"
+		 "skipped_keys_directory_marker 1\n"
+		 "skipped_keys_bad_component 2\n"
+		 "world_size 4\n"
+		 "seed 42\n"
+		 "epoch 0\n"
+		 "order shuffle\n"
+		 "layout strided\n"
+		 "balance drop\n"
+		 "dropped_items 2\n"
+		 "imbalance_bytes 1.0203\n"
+		 "imbalance_items 0\n"
+		 "rank 0 items 2 pad 0 bytes 214\n"
+		 "rank 1 items 2 pad 0 bytes 202\n"
+		 "rank 2 items 2 pad 0 bytes 211\n"
+		 "rank 3 items 2 pad 0 bytes 212\n",
+		 m->digest);
+	out_open(&o);
+	ck_assert_int_eq(control_write_plan(o.f, m, &spec, plan), 0);
+	expect_text(&o, want);
+	shard_plan_free(plan);
+	manifest_free(m);
+}
+END_TEST
+
+START_TEST(test_order_vector)
+{
+	static const char *const want[4] = {
+		"k8\nk6\nk5\n",
+		"k2\nk0\nk1\n",
+		"k4\nk7\nk8\tpad\n",
+		"k3\nk9\nk2\tpad\n",
+	};
+	struct manifest *m = ten_items(NULL, 0);
+	struct shard_plan *plan = plan_of(&spec_pad, m->count);
+	struct out o;
+	uint64_t r;
+
+	for (r = 0; r < 4; r++) {
+		out_open(&o);
+		ck_assert_int_eq(control_write_order(o.f, m, plan, r), 0);
+		expect_text(&o, want[r]);
+	}
+	/* A rank outside the plan has no items. */
+	out_open(&o);
+	ck_assert_int_eq(control_write_order(o.f, m, plan, 4), 0);
+	expect_text(&o, "");
+	shard_plan_free(plan);
+	manifest_free(m);
+}
+END_TEST
+
+START_TEST(test_order_escaped)
+{
+	/* Canonical order: "a\tb" "c%d" "e\nf" "g\rh" "x\x01y" "\xc3\xa9";
+	 * order none, W=4, strided, pad: r0 [0,4] r1 [1,5] r2 [2,0*]
+	 * r3 [3,1*]. */
+	static const char *const keys[] = {
+		"\xc3\xa9", "g\rh", "e\nf", "c%d", "a\tb", "x\x01y",
+	};
+	static const char *const want[4] = {
+		"a%09b\nx%01y\n",
+		"c%25d\n\xc3\xa9\n",
+		"e%0Af\na%09b\tpad\n",
+		"g%0Dh\nc%25d\tpad\n",
+	};
+	static const struct shard_spec spec = {
+		.world_size = 4,
+		.order = SHARD_ORDER_NONE,
+		.layout = SHARD_LAYOUT_STRIDED,
+		.balance = SHARD_BALANCE_PAD,
+	};
+	struct manifest *m = manifest_new();
+	struct shard_plan *plan;
+	struct out o;
+	size_t i;
+
+	for (i = 0; i < ARRAY_LEN(keys); i++)
+		ck_assert_int_eq(
+			manifest_add(m, keys[i], strlen(keys[i]), i, "", 0, 0),
+			0);
+	ck_assert_int_eq(manifest_finish(m), 0);
+	plan = plan_of(&spec, m->count);
+	for (i = 0; i < 4; i++) {
+		out_open(&o);
+		ck_assert_int_eq(control_write_order(o.f, m, plan, i), 0);
+		expect_text(&o, want[i]);
+	}
+	shard_plan_free(plan);
+	manifest_free(m);
+}
+END_TEST
+
+/* One parsed sample line. */
+struct sample {
+	char name[256];
+	char labels[256];
+	uint64_t value;
+};
+
+/* Parses Prometheus text; asserts the format and that every metric has
+ * one # HELP and one # TYPE before its first sample. */
+static size_t parse_stats(const char *text, size_t len, struct sample *out,
+			  size_t cap)
+{
+	char help[32][64], type[32][64];
+	size_t n_help = 0, n_type = 0, n = 0, i;
+	const char *p = text, *end = text + len;
+
+	ck_assert_uint_gt(len, 0);
+	ck_assert_int_eq(text[len - 1], '\n');
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		char line[256], name[64], rest[160];
+
+		ck_assert_ptr_nonnull(nl);
+		ck_assert_uint_lt((size_t)(nl - p), sizeof(line));
+		memcpy(line, p, (size_t)(nl - p));
+		line[nl - p] = '\0';
+		p = nl + 1;
+		if (strncmp(line, "# HELP ", 7) == 0) {
+			ck_assert_int_eq(
+				sscanf(line + 7, "%63s %159[^\n]", name, rest),
+				2);
+			for (i = 0; i < n_help; i++)
+				ck_assert_str_ne(help[i], name);
+			ck_assert_uint_lt(n_help, ARRAY_LEN(help));
+			strcpy(help[n_help++], name);
+			continue;
+		}
+		if (strncmp(line, "# TYPE ", 7) == 0) {
+			ck_assert_int_eq(
+				sscanf(line + 7, "%63s %159s", name, rest), 2);
+			ck_assert_msg(strcmp(rest, "counter") == 0 ||
+					      strcmp(rest, "gauge") == 0,
+				      "%s has type %s", name, rest);
+			/* Counters are named *_total. */
+			if (strcmp(rest, "counter") == 0)
+				ck_assert_str_eq(name + strlen(name) - 6,
+						 "_total");
+			for (i = 0; i < n_type; i++)
+				ck_assert_str_ne(type[i], name);
+			/* HELP first. */
+			ck_assert_uint_gt(n_help, 0);
+			ck_assert_str_eq(help[n_help - 1], name);
+			ck_assert_uint_lt(n_type, ARRAY_LEN(type));
+			strcpy(type[n_type++], name);
+			continue;
+		}
+		ck_assert_msg(line[0] != '#', "stray comment: %s", line);
+		ck_assert_uint_lt(n, cap);
+		{
+			char *brace = strchr(line, '{'), *space;
+			char *endp;
+
+			space = strchr(brace ? strchr(line, '}') : line, ' ');
+			ck_assert_ptr_nonnull(space);
+			*space = '\0';
+			out[n].labels[0] = '\0';
+			if (brace) {
+				ck_assert_int_eq(space[-1], '}');
+				space[-1] = '\0';
+				snprintf(out[n].labels, sizeof(out[n].labels),
+					 "%s", brace + 1);
+				*brace = '\0';
+			}
+			snprintf(out[n].name, sizeof(out[n].name), "%s", line);
+			ck_assert_uint_gt(strlen(space + 1), 0);
+			out[n].value = strtoull(space + 1, &endp, 10);
+			ck_assert_msg(*endp == '\0', "bad value '%s'",
+				      space + 1);
+		}
+		/* Declared before the first sample. */
+		for (i = 0; i < n_type; i++)
+			if (strcmp(type[i], out[n].name) == 0)
+				break;
+		ck_assert_msg(i < n_type, "%s has no # TYPE before it",
+			      out[n].name);
+		for (i = 0; i < n_help; i++)
+			if (strcmp(help[i], out[n].name) == 0)
+				break;
+		ck_assert_msg(i < n_help, "%s has no # HELP", out[n].name);
+		ck_assert_msg(strncmp(out[n].name, "shardfs_", 8) == 0,
+			      "%s lacks the shardfs_ prefix", out[n].name);
+		n++;
+	}
+	/* No declaration without samples. */
+	ck_assert_uint_eq(n_help, n_type);
+	return n;
+}
+
+static uint64_t sample_value(const struct sample *s, size_t n, const char *name,
+			     const char *labels)
+{
+	size_t i, found = SIZE_MAX;
+
+	for (i = 0; i < n; i++)
+		if (strcmp(s[i].name, name) == 0 &&
+		    strcmp(s[i].labels, labels) == 0) {
+			ck_assert_msg(found == SIZE_MAX, "%s{%s} twice", name,
+				      labels);
+			found = i;
+		}
+	ck_assert_msg(found != SIZE_MAX, "no sample %s{%s}", name, labels);
+	return s[found].value;
+}
+
+static const struct control_stats stats_given = {
+	.uptime_seconds = 11,
+	.open_files = 2,
+	.reads = 3,
+	.read_bytes = 4096,
+	.read_errors = 1,
+	.backend_reads = 5,
+	.backend_bytes = 8192,
+	.backend_errors = UINT64_MAX,
+	.cache = {
+		.enabled = true,
+		.hits = 21,
+		.misses = 22,
+		.bytes_from_cache = 23,
+		.evictions = 24,
+		.crc_failures = 25,
+		.store_failures = 26,
+		.live_bytes = 27,
+		.budget_bytes = 28,
+	},
+};
+
+/* Writes the stats for st, checks the format and the values every mount
+ * has, and returns the samples in s. */
+static size_t stats_common(const struct control_stats *st, struct sample *s,
+			   size_t cap)
+{
+	static const char *const extra[] = { "z/", "y/", "a//b" };
+	struct manifest *m = ten_items(extra, ARRAY_LEN(extra));
+	struct shard_plan *plan = plan_of(&spec_pad, m->count);
+	struct out o;
+	const char *t;
+	size_t n;
+	int i;
+
+	out_open(&o);
+	ck_assert_int_eq(control_write_stats(o.f, m, plan, st), 0);
+	t = text(&o);
+	n = parse_stats(t, o.len, s, cap);
+	ck_assert_uint_eq(sample_value(s, n, "shardfs_manifest_items", ""), 10);
+	ck_assert_uint_eq(sample_value(s, n, "shardfs_manifest_bytes", ""),
+			  1045);
+	ck_assert_uint_eq(sample_value(s, n, "shardfs_world_size", ""), 4);
+	ck_assert_uint_eq(sample_value(s, n, "shardfs_uptime_seconds", ""), 11);
+	ck_assert_uint_eq(sample_value(s, n, "shardfs_open_files", ""), 2);
+	ck_assert_uint_eq(sample_value(s, n, "shardfs_reads_total", ""), 3);
+	ck_assert_uint_eq(sample_value(s, n, "shardfs_read_bytes_total", ""),
+			  4096);
+	ck_assert_uint_eq(sample_value(s, n, "shardfs_read_errors_total", ""),
+			  1);
+	ck_assert_uint_eq(
+		sample_value(s, n, "shardfs_backend_requests_total", ""), 5);
+	ck_assert_uint_eq(sample_value(s, n, "shardfs_backend_bytes_total", ""),
+			  8192);
+	ck_assert_uint_eq(
+		sample_value(s, n, "shardfs_backend_errors_total", ""),
+		UINT64_MAX);
+	/* One skipped_keys series per reason, zeros included. */
+	for (i = 0; i < MANIFEST_SKIP_NREASONS; i++) {
+		char labels[64];
+
+		snprintf(labels, sizeof(labels), "reason=\"%s\"",
+			 manifest_skip_name(i));
+		ck_assert_uint_eq(
+			sample_value(s, n, "shardfs_skipped_keys", labels),
+			m->skipped[i]);
+	}
+	ck_assert_uint_eq(m->skipped[MANIFEST_SKIP_DIR_MARKER], 2);
+	ck_assert_uint_eq(m->skipped[MANIFEST_SKIP_BAD_COMPONENT], 1);
+	free(o.buf);
+	shard_plan_free(plan);
+	manifest_free(m);
+	return n;
+}
+
+static int has_sample(const struct sample *s, size_t n, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (strcmp(s[i].name, name) == 0)
+			return 1;
+	return 0;
+}
+
+START_TEST(test_stats)
+{
+	struct control_stats st = stats_given;
+	struct sample s[64];
+	size_t n;
+
+	/* No disk cache: one gauge says so, no other cache series. */
+	memset(&st.cache, 0, sizeof(st.cache));
+	n = stats_common(&st, s, ARRAY_LEN(s));
+	ck_assert_uint_eq(sample_value(s, n, "shardfs_cache_enabled", ""), 0);
+	ck_assert(!has_sample(s, n, "shardfs_cache_hits_total"));
+	ck_assert_uint_eq(n, 12 + MANIFEST_SKIP_NREASONS);
+}
+END_TEST
+
+START_TEST(test_stats_cache)
+{
+	struct sample s[64];
+	size_t n = stats_common(&stats_given, s, ARRAY_LEN(s));
+
+	ck_assert_uint_eq(sample_value(s, n, "shardfs_cache_enabled", ""), 1);
+	ck_assert_uint_eq(sample_value(s, n, "shardfs_cache_hits_total", ""),
+			  21);
+	ck_assert_uint_eq(sample_value(s, n, "shardfs_cache_misses_total", ""),
+			  22);
+	ck_assert_uint_eq(
+		sample_value(s, n, "shardfs_cache_bytes_from_cache_total", ""),
+		23);
+	ck_assert_uint_eq(
+		sample_value(s, n, "shardfs_cache_evictions_total", ""), 24);
+	ck_assert_uint_eq(
+		sample_value(s, n, "shardfs_cache_crc_failures_total", ""), 25);
+	ck_assert_uint_eq(
+		sample_value(s, n, "shardfs_cache_store_failures_total", ""),
+		26);
+	ck_assert_uint_eq(sample_value(s, n, "shardfs_cache_live_bytes", ""),
+			  27);
+	ck_assert_uint_eq(sample_value(s, n, "shardfs_cache_budget_bytes", ""),
+			  28);
+	ck_assert_uint_eq(sample_value(s, n,
+				       "shardfs_cache_bytes_from_backend_total",
+				       ""),
+			  8192);
+	ck_assert_uint_eq(n, 12 + 9 + MANIFEST_SKIP_NREASONS);
+}
+END_TEST
+
+START_TEST(test_write_errors)
+{
+	static const struct control_stats st = { .reads = 1 };
+	struct manifest *m = ten_items(NULL, 0);
+	struct shard_plan *plan = plan_of(&spec_pad, m->count);
+	char buf[16] = "";
+	FILE *f;
+
+	/* A stream that cannot be written reports -EIO. */
+	f = fmemopen(buf, sizeof(buf), "r");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(control_write_plan(f, m, &spec_pad, plan), -EIO);
+	fclose(f);
+	f = fmemopen(buf, sizeof(buf), "r");
+	ck_assert_int_eq(control_write_order(f, m, plan, 0), -EIO);
+	fclose(f);
+	f = fmemopen(buf, sizeof(buf), "r");
+	ck_assert_int_eq(control_write_stats(f, m, plan, &st), -EIO);
+	fclose(f);
+	shard_plan_free(plan);
+	manifest_free(m);
+}
+END_TEST
+
+static Suite *control_suite(void)
+{
+	Suite *s = suite_create("control");
+	struct {
+		const char *name;
+		const TTest *test;
+	} cases[] = {
+		{ "plan_strided_pad", test_plan_strided_pad },
+		{ "plan_contiguous_none", test_plan_contiguous_none },
+		{ "plan_strided_drop", test_plan_strided_drop },
+		{ "order_vector", test_order_vector },
+		{ "order_escaped", test_order_escaped },
+		{ "stats", test_stats },
+		{ "stats_cache", test_stats_cache },
+		{ "write_errors", test_write_errors },
+	};
+	size_t i;
+
+	for (i = 0; i < ARRAY_LEN(cases); i++) {
+		TCase *tc = tcase_create(cases[i].name);
+
+		tcase_set_timeout(tc, 60);
+		tcase_add_test(tc, cases[i].test);
+		suite_add_tcase(s, tc);
+	}
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(control_suite());
+	int failed;
+
+	/* Skipped keys are logged as warnings; the tests count them. */
+	log_set_level(LOG_ERR - 1);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
