@@ -4,3 +4,6 @@ set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 "$HERE/scale.sh"
 "$HERE/cache.sh"
+# Reads through shardfs, s3fs, rclone, raw curl and local disk on one s3rver;
+# writes docs/BENCHMARKS.md (about 10 minutes).
+/usr/bin/python3 "$HERE/bench.py"
