@@ -34,13 +34,18 @@
  * and orphan blobs older than an hour, since a younger one may be a blob
  * another process renamed and is about to index.
  *
- * Threads: FUSE workers look chunks up and fetch misses; a miss queues its
- * row for the process' committer thread (started on the first store),
- * which indexes everything queued in one transaction. Locks: env_lock (the
- * environment of this process), q_lock (the queue), touch_lock (access
- * times), evict_lock (one eviction at a time; takes touch_lock and LMDB's
- * writer lock inside), warn_lock. None is held across backend I/O; q_lock,
- * touch_lock and warn_lock are never held while taking another lock.
+ * Threads: FUSE workers look chunks up and ask the fetch engine
+ * (fetch.h) for misses; its workers read the backend and store whole
+ * chunks: a store queues the row for the process' committer thread
+ * (started on the first store), which indexes everything queued in one
+ * transaction. Locks: env_lock (the environment of this process), q_lock
+ * (the queue), touch_lock (access times), evict_lock (one eviction at a
+ * time; takes touch_lock and LMDB's writer lock inside), warn_lock,
+ * pf_lock (the prefetcher's orders), a cache_file's lock (its read-ahead
+ * window), and the engine's own lock inside fetch.c. None is held across
+ * backend I/O or a call into the engine; q_lock, touch_lock, warn_lock,
+ * pf_lock and a cache_file's lock are never held while taking another
+ * lock.
  */
 #include "cache/cache.h"
 
@@ -64,6 +69,8 @@
 #include <openssl/evp.h>
 #include <zlib.h>
 
+#include "cache/fetch.h"
+#include "cache/prefetch.h"
 #include "util/log.h"
 
 #define HASH_LEN 32
@@ -80,6 +87,7 @@
 #define WARN_SECONDS 60
 #define ORPHAN_GRACE_SECONDS 3600
 #define QUEUE_BYTES_MAX (UINT64_C(64) << 20) /* chunk bytes awaiting rows */
+#define PREFETCH_FILES_DEFAULT 32
 
 /* The fixed part of an idx value; CRCs and the identity follow. Copied out
  * with memcpy: LMDB values are not aligned. */
@@ -110,8 +118,43 @@ struct touch {
 	uint64_t atime;
 };
 
+/* The prefetcher's state for one order (rank). */
+struct order_slot {
+	uint64_t order;
+	struct prefetch_order st;
+};
+
+struct cache_file {
+	struct cache *c;
+	struct cache_object obj; /* borrowed */
+	pthread_mutex_t lock;	 /* protects win; taken with no other lock */
+	struct prefetch_window win;
+	struct cache_file *prev, *next; /* c->files; protected by
+					 * c->files_lock */
+};
+
 struct cache {
 	struct backend *be;
+	/* Every backend request goes through it; created with the cache. */
+	struct fetch *fetch;
+
+	/* The prefetcher. pf_lock protects order_fn, order_ctx and
+	 * orders[]; it is never held across I/O or while taking another
+	 * lock. */
+	pthread_mutex_t pf_lock;
+	cache_order_fn order_fn;
+	void *order_ctx;
+	struct order_slot *orders;
+	size_t n_orders, cap_orders;
+	unsigned pf_files; /* atomic: prefetch.files */
+	uint64_t ra_cap;   /* atomic: read-ahead window cap */
+	/* Relaxed atomics: statistics only. */
+	uint64_t pf_issued, pf_bytes, pf_hits, pf_misses, pf_depth, ra_window;
+	/* Files open now: a FUSE release can be lost at unmount, so
+	 * cache_free() frees what is left. files_lock protects the list and
+	 * is never held while taking another lock. */
+	pthread_mutex_t files_lock;
+	struct cache_file *files;
 
 	/* Relaxed atomics: statistics only. */
 	uint64_t backend_reads;
@@ -154,6 +197,8 @@ struct cache {
 	pthread_cond_t q_idle;	/* a batch was indexed */
 	struct pending *q_head, **q_tail;
 	uint64_t q_bytes; /* bytes queued: inline in memory, blobs on disk */
+	uint64_t q_max;	  /* most q_bytes before stores wait */
+	bool q_busy;	  /* the committer holds a batch */
 	bool q_stop;
 	bool committer_running;
 	pthread_t committer;
@@ -241,6 +286,7 @@ static MDB_env *env_of(struct cache *c)
 		c->q_head = NULL;
 		c->q_tail = &c->q_head;
 		c->q_bytes = 0;
+		c->q_busy = false;
 		c->committer_running = false;
 		env_open(c, c->index_path);
 		__atomic_store_n(&c->env_pid, pid, __ATOMIC_RELEASE);
@@ -954,6 +1000,7 @@ static void *committer_main(void *arg)
 		first = c->q_head;
 		last = (struct pending *)((char *)c->q_tail -
 					  offsetof(struct pending, next));
+		c->q_busy = true;
 		pthread_mutex_unlock(&c->q_lock);
 
 		/* Items stay queued (and served from the queue) until
@@ -979,18 +1026,23 @@ static void *committer_main(void *arg)
 				break;
 		}
 		pthread_mutex_lock(&c->q_lock);
+		c->q_busy = false;
+		pthread_cond_broadcast(&c->q_idle);
 	}
 	pthread_mutex_unlock(&c->q_lock);
 	return NULL;
 }
 
-/* Waits until every chunk this process queued is indexed. */
+/* Waits until every chunk this process queued is indexed, and the
+ * committer is done with them (idle: a process may fork right after, and
+ * a thread in the allocator at a fork can leave its locks held in the
+ * child under some allocators, e.g. AddressSanitizer's). */
 static void pending_drain(struct cache *c)
 {
 	if (__atomic_load_n(&c->env_pid, __ATOMIC_ACQUIRE) != getpid())
 		return; /* nothing was queued in this process */
 	pthread_mutex_lock(&c->q_lock);
-	while (c->q_head != NULL && c->committer_running) {
+	while ((c->q_head != NULL || c->q_busy) && c->committer_running) {
 		pthread_cond_signal(&c->q_work);
 		pthread_cond_wait(&c->q_idle, &c->q_lock);
 	}
@@ -1060,7 +1112,7 @@ static void chunk_store(struct cache *c, const uint8_t *hash, const uint8_t *id,
 	}
 
 	pthread_mutex_lock(&c->q_lock);
-	while (c->q_bytes > QUEUE_BYTES_MAX && c->committer_running)
+	while (c->q_bytes > c->q_max && c->committer_running)
 		pthread_cond_wait(&c->q_idle, &c->q_lock);
 	if (!c->committer_running &&
 	    pthread_create(&c->committer, NULL, committer_main, c) == 0)
@@ -1268,16 +1320,19 @@ static bool chunk_present(struct cache *c, const uint8_t *hash,
 /* ---- reads ------------------------------------------------------------------
  */
 
-static int backend_read(struct cache *c, const struct cache_object *obj,
-			uint64_t offset, size_t len, void *buf, size_t *nread)
+/* The fetch engine's read function: one backend request, counted. */
+static int fetch_read(void *ctx, const char *key, size_t key_len,
+		      const char *etag, size_t etag_len, uint64_t offset,
+		      size_t len, void *buf, size_t *nread)
 {
+	struct cache *c = ctx;
 	int rc;
 
 	if (c->be == NULL)
 		return -ENXIO;
 	stat_add(&c->backend_reads, 1);
-	rc = c->be->ops->read(c->be, obj->key, obj->key_len, obj->etag,
-			      obj->etag_len, offset, len, buf, nread);
+	rc = c->be->ops->read(c->be, key, key_len, etag, etag_len, offset, len,
+			      buf, nread);
 	if (rc < 0) {
 		stat_add(&c->backend_errors, 1);
 		return rc;
@@ -1286,44 +1341,108 @@ static int backend_read(struct cache *c, const struct cache_object *obj,
 	return 0;
 }
 
-/* Fetches chunk n of obj (chunk_len bytes) and stores it. With dst,
- * copies [off, off + len) into it. Returns the bytes copied (less than len
- * only when the object is shorter than the manifest says) or an error. */
+/* The fetch engine's completion: a whole chunk goes to the disk cache. */
+static void fetch_done(void *ctx, const uint8_t *hash, const uint8_t *id,
+		       size_t id_len, const uint8_t *data, uint64_t len)
+{
+	struct cache *c = ctx;
+
+	if (c->disk)
+		chunk_store(c, hash, id, id_len, data, len);
+}
+
+static void request_of(const struct cache *c, const struct cache_object *obj,
+		       uint64_t n, uint64_t chunk_len, const uint8_t *hash,
+		       const uint8_t *id, size_t id_len,
+		       struct fetch_request *r)
+{
+	r->hash = hash;
+	r->id = id;
+	r->id_len = id_len;
+	r->key = obj->key;
+	r->key_len = obj->key_len;
+	r->etag = obj->etag;
+	r->etag_len = obj->etag_len;
+	r->offset = n * c->chunk_size;
+	r->len = chunk_len;
+}
+
+/* Fetches chunk n of obj (chunk_len bytes) through the engine, which
+ * stores it, or joins its fetch in flight. With dst, copies [off, off +
+ * len) into it. Returns the bytes copied (less than len only when the
+ * object is shorter than the manifest says), -EAGAIN when the chunk may
+ * have been stored since epoch was read (look it up again), or an
+ * error. */
 static ssize_t chunk_fetch(struct cache *c, const struct cache_object *obj,
 			   uint64_t n, uint64_t chunk_len, const uint8_t *hash,
-			   const uint8_t *id, size_t id_len, uint64_t off,
-			   size_t len, void *dst)
+			   const uint8_t *id, size_t id_len, uint64_t epoch,
+			   uint64_t off, size_t len, void *dst)
 {
-	uint8_t *buf = malloc(chunk_len ? chunk_len : 1);
-	size_t nread = 0;
-	ssize_t ret;
-	int rc;
+	struct fetch_request r;
 
-	if (buf == NULL)
-		return -ENOMEM;
-	rc = backend_read(c, obj, n * c->chunk_size, chunk_len, buf, &nread);
-	if (rc < 0) {
-		free(buf);
-		return rc;
-	}
-	if (nread == chunk_len)
-		chunk_store(c, hash, id, id_len, buf, chunk_len);
-	ret = 0;
-	if (dst != NULL && off < nread) {
-		ret = (ssize_t)(nread - off < len ? nread - off : len);
-		memcpy(dst, buf + off, (size_t)ret);
-	}
-	free(buf);
-	return ret;
+	request_of(c, obj, n, chunk_len, hash, id, id_len, &r);
+	return fetch_get(c->fetch, &r, epoch, off, dst != NULL ? len : 0, dst);
 }
 
 static ssize_t read_through(struct cache *c, const struct cache_object *obj,
 			    uint64_t offset, size_t len, void *buf)
 {
 	size_t nread = 0;
-	int rc = backend_read(c, obj, offset, len, buf, &nread);
+	int rc;
 
+	fetch_slot_acquire(c->fetch);
+	rc = fetch_read(c, obj->key, obj->key_len, obj->etag, obj->etag_len,
+			offset, len, buf, &nread);
+	fetch_slot_release(c->fetch);
 	return rc < 0 ? rc : (ssize_t)nread;
+}
+
+/* Bytes of chunk n of obj. */
+static uint64_t chunk_len_of(const struct cache *c,
+			     const struct cache_object *obj, uint64_t n)
+{
+	uint64_t cstart = n * c->chunk_size;
+
+	return obj->size - cstart < c->chunk_size ? obj->size - cstart
+						  : c->chunk_size;
+}
+
+/* Tries to serve one chunk's part from the disk cache, else fetches it
+ * (once, however many readers want it at once). */
+static ssize_t chunk_read(struct cache *c, const struct cache_object *obj,
+			  uint64_t n, uint64_t in_off, size_t want, void *dst)
+{
+	uint64_t clen = chunk_len_of(c, obj, n);
+	uint8_t hash[HASH_LEN], *id = NULL;
+	size_t id_len;
+	ssize_t got;
+	int rc, tries;
+
+	rc = ident_build(c, obj, n, &id, &id_len, hash);
+	if (rc < 0)
+		return rc;
+	for (tries = 0;; tries++) {
+		/* Read before the lookup: see fetch_epoch(). After a few
+		 * rounds (a busy table), fetch without the check. */
+		uint64_t epoch = tries < 3 ? fetch_epoch(c->fetch, hash)
+					   : FETCH_NO_EPOCH;
+
+		if (chunk_lookup(c, hash, id, id_len, clen, in_off, want,
+				 dst) == LOOKUP_HIT) {
+			stat_add(&c->hits, 1);
+			stat_add(&c->bytes_from_cache, want);
+			got = (ssize_t)want;
+			break;
+		}
+		got = chunk_fetch(c, obj, n, clen, hash, id, id_len, epoch,
+				  in_off, want, dst);
+		if (got != -EAGAIN) {
+			stat_add(&c->misses, 1);
+			break;
+		}
+	}
+	free(id);
+	return got;
 }
 
 ssize_t cache_read(struct cache *c, const struct cache_object *obj,
@@ -1339,34 +1458,17 @@ ssize_t cache_read(struct cache *c, const struct cache_object *obj,
 		return read_through(c, obj, offset, len, buf);
 	while (done < len) {
 		uint64_t pos = offset + done, n = pos / c->chunk_size;
-		uint64_t cstart = n * c->chunk_size;
-		uint64_t clen = obj->size - cstart < c->chunk_size
-					? obj->size - cstart
-					: c->chunk_size;
-		uint64_t in_off = pos - cstart;
+		uint64_t clen = chunk_len_of(c, obj, n);
+		uint64_t in_off = pos - n * c->chunk_size;
 		size_t want = clen - in_off < len - done
 				      ? (size_t)(clen - in_off)
 				      : len - done;
-		uint8_t hash[HASH_LEN], *id = NULL;
-		size_t id_len;
 		ssize_t got;
-		int rc;
 
-		rc = ident_build(c, obj, n, &id, &id_len, hash);
-		if (rc < 0) /* no memory to even name it: go direct */
+		got = chunk_read(c, obj, n, in_off, want,
+				 (uint8_t *)buf + done);
+		if (got == -ENOMEM && done == 0) /* cannot even name it */
 			return read_through(c, obj, offset, len, buf);
-		if (chunk_lookup(c, hash, id, id_len, clen, in_off, want,
-				 (uint8_t *)buf + done) == LOOKUP_HIT) {
-			stat_add(&c->hits, 1);
-			stat_add(&c->bytes_from_cache, want);
-			free(id);
-			done += want;
-			continue;
-		}
-		stat_add(&c->misses, 1);
-		got = chunk_fetch(c, obj, n, clen, hash, id, id_len, in_off,
-				  want, (uint8_t *)buf + done);
-		free(id);
 		if (got < 0)
 			return got;
 		done += (size_t)got;
@@ -1395,17 +1497,23 @@ int cache_fill(struct cache *c, const struct cache_object *obj,
 		ssize_t got;
 		int rc;
 
+		uint64_t epoch;
+
 		rc = ident_build(c, obj, n, &id, &id_len, hash);
 		if (rc < 0)
 			return rc;
-		if (chunk_present(c, hash, id, id_len)) {
-			free(id);
-			continue;
-		}
-		stat_add(&c->misses, 1);
-		got = chunk_fetch(c, obj, n, clen, hash, id, id_len, 0, 0,
-				  NULL);
+		do {
+			epoch = fetch_epoch(c->fetch, hash); /* see there */
+			got = 1;
+			if (chunk_present(c, hash, id, id_len))
+				break;
+			got = chunk_fetch(c, obj, n, clen, hash, id, id_len,
+					  epoch, 0, 0, NULL);
+		} while (got == -EAGAIN);
 		free(id);
+		if (got == 1)
+			continue;
+		stat_add(&c->misses, 1);
 		if (got < 0)
 			return (int)got;
 		total += clen;
@@ -1417,10 +1525,25 @@ int cache_fill(struct cache *c, const struct cache_object *obj,
 
 void cache_stats_get(struct cache *c, struct cache_stats *out)
 {
+	struct fetch_stats fs;
+
 	memset(out, 0, sizeof(*out));
 	out->backend_reads = stat_load(&c->backend_reads);
 	out->backend_bytes = stat_load(&c->backend_bytes);
 	out->backend_errors = stat_load(&c->backend_errors);
+	fetch_stats_get(c->fetch, &fs);
+	out->singleflight_waits = fs.singleflight_waits;
+	out->prefetch_issued = stat_load(&c->pf_issued);
+	out->prefetch_bytes = stat_load(&c->pf_bytes);
+	out->prefetch_hits = stat_load(&c->pf_hits);
+	out->prefetch_misses = stat_load(&c->pf_misses);
+	out->prefetch_refused = fs.prefetch_refused;
+	out->prefetch_depth = stat_load(&c->pf_depth);
+	out->readahead_window_bytes = stat_load(&c->ra_window);
+	out->memory_in_use_bytes = fs.memory_in_use;
+	out->memory_high_water_bytes = fs.memory_high_water;
+	out->memory_budget_bytes = fs.memory_budget;
+	out->backend_inflight = fs.inflight;
 	if (!c->disk)
 		return;
 	pending_drain(c);
@@ -1433,6 +1556,221 @@ void cache_stats_get(struct cache *c, struct cache_stats *out)
 	out->store_failures = stat_load(&c->store_failures);
 	out->live_bytes = live_bytes(c);
 	out->budget_bytes = c->budget;
+}
+
+/* ---- prefetch ----------------------------------------------------------------
+ */
+
+void cache_set_fetch_options(struct cache *c,
+			     const struct cache_fetch_options *o)
+{
+	struct fetch_stats fs;
+	uint64_t memory, cap;
+
+	fetch_set_limits(c->fetch, o->connections, o->memory);
+	fetch_stats_get(c->fetch, &fs); /* the budget, defaults applied */
+	memory = fs.memory_budget;
+	/* Read-ahead and the committer's queue of inline bytes live in
+	 * the same budget: neither may take more than a quarter of it. */
+	cap = memory / 4;
+	if (cap > PREFETCH_WINDOW_MAX)
+		cap = PREFETCH_WINDOW_MAX;
+	if (cap < PREFETCH_WINDOW_MIN)
+		cap = PREFETCH_WINDOW_MIN;
+	__atomic_store_n(&c->ra_cap, cap, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->pf_files, o->files, __ATOMIC_RELAXED);
+	pthread_mutex_lock(&c->q_lock);
+	c->q_max = memory / 4 < QUEUE_BYTES_MAX ? memory / 4 : QUEUE_BYTES_MAX;
+	pthread_cond_broadcast(&c->q_idle);
+	pthread_mutex_unlock(&c->q_lock);
+}
+
+void cache_set_order(struct cache *c, cache_order_fn fn, void *ctx)
+{
+	pthread_mutex_lock(&c->pf_lock);
+	c->order_fn = fn;
+	c->order_ctx = ctx;
+	c->n_orders = 0;
+	pthread_mutex_unlock(&c->pf_lock);
+}
+
+/* Queues chunk n of obj ahead of readers unless it is cached or in
+ * flight. Returns 0 (queued or nothing to do) or -ENOBUFS (no memory for
+ * prefetching now: stop). */
+static int prefetch_chunk(struct cache *c, const struct cache_object *obj,
+			  uint64_t n)
+{
+	uint64_t clen = chunk_len_of(c, obj, n);
+	uint8_t hash[HASH_LEN], *id = NULL;
+	struct fetch_request r;
+	uint64_t epoch;
+	size_t id_len;
+	int rc, tries;
+
+	if (ident_build(c, obj, n, &id, &id_len, hash) < 0)
+		return -ENOBUFS;
+	request_of(c, obj, n, clen, hash, id, id_len, &r);
+	for (tries = 0;; tries++) {
+		/* See fetch_epoch(); after a few rounds, without it. */
+		epoch = tries < 3 ? fetch_epoch(c->fetch, hash)
+				  : FETCH_NO_EPOCH;
+		rc = 1;
+		if (fetch_in_flight(c->fetch, &r) ||
+		    chunk_present(c, hash, id, id_len))
+			break;
+		rc = fetch_prefetch(c->fetch, &r, epoch);
+		if (rc != -EAGAIN)
+			break;
+	}
+	free(id);
+	if (rc == 0) {
+		stat_add(&c->pf_issued, 1);
+		stat_add(&c->pf_bytes, clen);
+	}
+	return rc == -ENOBUFS || rc == -ENOMEM ? -ENOBUFS : 0;
+}
+
+/* Position pos of order was opened: asks for the next files. */
+static void prefetch_open(struct cache *c, uint64_t order, uint64_t pos)
+{
+	unsigned limit = __atomic_load_n(&c->pf_files, __ATOMIC_RELAXED);
+	struct order_slot *slot = NULL;
+	uint64_t from, to, p;
+	cache_order_fn fn;
+	bool hit, miss;
+	void *ctx;
+	size_t i;
+
+	pthread_mutex_lock(&c->pf_lock);
+	fn = c->order_fn;
+	ctx = c->order_ctx;
+	for (i = 0; i < c->n_orders; i++)
+		if (c->orders[i].order == order)
+			slot = &c->orders[i];
+	if (fn != NULL && slot == NULL) {
+		if (c->n_orders == c->cap_orders) {
+			size_t cap = c->cap_orders ? 2 * c->cap_orders : 8;
+			struct order_slot *o =
+				realloc(c->orders, cap * sizeof(*o));
+
+			if (o != NULL) {
+				c->orders = o;
+				c->cap_orders = cap;
+			}
+		}
+		if (c->n_orders < c->cap_orders) {
+			slot = &c->orders[c->n_orders++];
+			memset(slot, 0, sizeof(*slot));
+			slot->order = order;
+		}
+	}
+	if (slot == NULL) {
+		pthread_mutex_unlock(&c->pf_lock);
+		return;
+	}
+	prefetch_order_open(&slot->st, pos, limit, &hit, &miss, &from, &to);
+	__atomic_store_n(&c->pf_depth, (uint64_t)slot->st.depth,
+			 __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&c->pf_lock);
+	if (hit)
+		stat_add(&c->pf_hits, 1);
+	if (miss)
+		stat_add(&c->pf_misses, 1);
+
+	for (p = from; p <= to; p++) {
+		struct cache_object next;
+
+		if (!fn(ctx, order, p, &next))
+			break;
+		if (next.size == 0)
+			continue;
+		/* The first chunk: a whole small file, or the start of a
+		 * large one, whose reads then read ahead. */
+		if (prefetch_chunk(c, &next, 0) < 0) {
+			pthread_mutex_lock(&c->pf_lock);
+			for (i = 0; i < c->n_orders; i++)
+				if (c->orders[i].order == order)
+					prefetch_order_stopped(&c->orders[i].st,
+							       p);
+			pthread_mutex_unlock(&c->pf_lock);
+			break;
+		}
+	}
+}
+
+int cache_file_open(struct cache *c, const struct cache_object *obj,
+		    uint64_t order, uint64_t pos, struct cache_file **out)
+{
+	struct cache_file *f = calloc(1, sizeof(*f));
+
+	if (f == NULL)
+		return -ENOMEM;
+	f->c = c;
+	f->obj = *obj;
+	pthread_mutex_init(&f->lock, NULL);
+	pthread_mutex_lock(&c->files_lock);
+	f->next = c->files;
+	if (c->files != NULL)
+		c->files->prev = f;
+	c->files = f;
+	pthread_mutex_unlock(&c->files_lock);
+	if (c->disk && order != CACHE_NO_ORDER)
+		prefetch_open(c, order, pos);
+	*out = f;
+	return 0;
+}
+
+ssize_t cache_file_read(struct cache_file *f, uint64_t offset, size_t len,
+			void *buf)
+{
+	struct cache *c = f->c;
+	const struct cache_object *obj = &f->obj;
+	uint64_t from, to, n, last, end;
+
+	if (!c->disk || offset >= obj->size || len == 0)
+		return cache_read(c, obj, offset, len, buf);
+	end = offset + len < obj->size ? offset + len : obj->size;
+	pthread_mutex_lock(&f->lock);
+	prefetch_window_read(&f->win, offset, end - offset, obj->size,
+			     __atomic_load_n(&c->ra_cap, __ATOMIC_RELAXED),
+			     &from, &to);
+	__atomic_store_n(&c->ra_window, f->win.window, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&f->lock);
+	/* Chunks the window reaches past the ones this read fetches. */
+	n = (end - 1) / c->chunk_size + 1;
+	if (from / c->chunk_size > n)
+		n = from / c->chunk_size;
+	last = from < to ? (to - 1) / c->chunk_size : 0;
+	for (; from < to && n <= last; n++)
+		if (prefetch_chunk(c, obj, n) < 0)
+			break;
+	return cache_read(c, obj, offset, len, buf);
+}
+
+void cache_file_close(struct cache_file *f)
+{
+	if (f == NULL)
+		return;
+	pthread_mutex_lock(&f->c->files_lock);
+	if (f->prev != NULL)
+		f->prev->next = f->next;
+	else
+		f->c->files = f->next;
+	if (f->next != NULL)
+		f->next->prev = f->prev;
+	pthread_mutex_unlock(&f->c->files_lock);
+	pthread_mutex_destroy(&f->lock);
+	free(f);
+}
+
+void *cache_buffer_alloc(struct cache *c, size_t len)
+{
+	return fetch_buffer_alloc(c->fetch, len);
+}
+
+void cache_buffer_free(struct cache *c, void *p, size_t len)
+{
+	fetch_buffer_free(c->fetch, p, len);
 }
 
 /* ---- open, cleanup, close -------------------------------------------------
@@ -1740,6 +2078,15 @@ static struct cache *cache_alloc(struct backend *be)
 		return NULL;
 	c->be = be;
 	c->owners_fd = -1;
+	if (fetch_new(0, 0, fetch_read, fetch_done, c, &c->fetch) < 0) {
+		free(c);
+		return NULL;
+	}
+	c->pf_files = PREFETCH_FILES_DEFAULT;
+	c->ra_cap = PREFETCH_WINDOW_MAX;
+	c->q_max = QUEUE_BYTES_MAX;
+	pthread_mutex_init(&c->pf_lock, NULL);
+	pthread_mutex_init(&c->files_lock, NULL);
 	pthread_mutex_init(&c->touch_lock, NULL);
 	pthread_mutex_init(&c->evict_lock, NULL);
 	pthread_mutex_init(&c->warn_lock, NULL);
@@ -1867,6 +2214,9 @@ void cache_free(struct cache *c)
 {
 	if (c == NULL)
 		return;
+	/* First: its workers store what they fetch. */
+	fetch_free(c->fetch);
+	c->fetch = NULL;
 	if (c->disk &&
 	    __atomic_load_n(&c->env_pid, __ATOMIC_ACQUIRE) == getpid()) {
 		pthread_mutex_lock(&c->q_lock);
@@ -1882,6 +2232,11 @@ void cache_free(struct cache *c)
 	if (c->owners_fd >= 0)
 		close(c->owners_fd);
 	free(c->touched);
+	free(c->orders);
+	while (c->files != NULL)
+		cache_file_close(c->files);
+	pthread_mutex_destroy(&c->files_lock);
+	pthread_mutex_destroy(&c->pf_lock);
 	pthread_mutex_destroy(&c->touch_lock);
 	pthread_mutex_destroy(&c->evict_lock);
 	pthread_mutex_destroy(&c->warn_lock);

@@ -31,9 +31,18 @@
  * rate-limited warning and serves the fetched bytes uncached; when it
  * cannot read its index it reads from the backend.
  *
- * Thread safety: cache_read(), cache_fill() and cache_stats_get() may be
- * called from any number of threads at once; any number of processes may
- * open the same directory at once.
+ * Every backend request goes through the cache's fetch engine: at most
+ * prefetch.connections at once, one fetch per chunk however many readers
+ * want it (single-flight), readers' chunks before prefetched ones, large
+ * chunks fetched as parallel ranged reads, and every buffer counted in one
+ * memory budget (prefetch.memory). The prefetcher reads ahead within a
+ * file and across the files of an order (cache_file_open()); it needs a
+ * disk cache, where the prefetched bytes go.
+ *
+ * Thread safety: cache_read(), cache_fill(), the cache_file_*() and
+ * cache_buffer_*() calls and cache_stats_get() may be called from any
+ * number of threads at once; any number of processes may open the same
+ * directory at once.
  */
 #ifndef SHARDFS_CACHE_H
 #define SHARDFS_CACHE_H
@@ -72,6 +81,19 @@ struct cache_stats {
 	uint64_t store_failures;   /* chunks that could not be stored */
 	uint64_t live_bytes;	   /* bytes indexed now, by all processes */
 	uint64_t budget_bytes;	   /* this process' budget */
+	/* The fetch engine and the prefetcher (both kinds of cache). */
+	uint64_t singleflight_waits; /* reads that joined a fetch in flight */
+	uint64_t prefetch_issued;    /* chunks queued ahead of readers */
+	uint64_t prefetch_hits;	     /* opens of files queued ahead */
+	uint64_t prefetch_misses;    /* opens off the order while ahead */
+	uint64_t prefetch_bytes;     /* bytes of chunks queued ahead */
+	uint64_t prefetch_refused;   /* prefetches refused for memory */
+	uint64_t prefetch_depth;     /* files ahead, last order opened */
+	uint64_t readahead_window_bytes; /* window of the last read */
+	uint64_t memory_in_use_bytes;	 /* buffers accounted now */
+	uint64_t memory_high_water_bytes;
+	uint64_t memory_budget_bytes; /* prefetch.memory */
+	uint64_t backend_inflight;    /* backend requests running now */
 };
 
 /* How to open a disk cache. Strings are borrowed for the call. */
@@ -105,6 +127,21 @@ int cache_new(struct backend *be, struct cache **out);
 int cache_open(const struct cache_options *opts, struct backend *be,
 	       struct cache **out);
 
+/* The fetch engine's and the prefetcher's limits ([prefetch]). */
+struct cache_fetch_options {
+	unsigned connections; /* backend requests at once; 0: 64 */
+	uint64_t memory;      /* bytes of buffers; 0: 512 MiB */
+	unsigned files;	      /* files prefetched ahead in an order; 0: none */
+};
+
+/* Sets the limits. Call before the first read: the number of fetch
+ * threads (min(connections, 64)) is fixed when the first fetch of the
+ * process starts them. Without this call: 64, 512 MiB, 32. Fetch threads
+ * start lazily, so a process may fork after cache_open() and before its
+ * first read (as `shardfs mount` does), but not while reads run. */
+void cache_set_fetch_options(struct cache *c,
+			     const struct cache_fetch_options *o);
+
 /* Indexes queued chunks, writes pending access times and frees c; NULL is
  * a no-op. */
 void cache_free(struct cache *c);
@@ -116,6 +153,52 @@ void cache_free(struct cache *c);
  * of the disk cache. */
 ssize_t cache_read(struct cache *c, const struct cache_object *obj,
 		   uint64_t offset, size_t len, void *buf);
+
+/* Orders of objects readers are expected to open one after the other
+ * (a rank's epoch order). Fills *out with the object at position pos of
+ * order and returns true, or returns false past the order's end. *out's
+ * strings are borrowed and must stay valid until the cache is freed or
+ * the function is replaced. Called from any thread, with no cache lock
+ * held. */
+typedef bool (*cache_order_fn)(void *ctx, uint64_t order, uint64_t pos,
+			       struct cache_object *out);
+
+/* Sets (fn NULL: clears) where the prefetcher finds the files after an
+ * opened one. Call while no cache_file is open. */
+void cache_set_order(struct cache *c, cache_order_fn fn, void *ctx);
+
+#define CACHE_NO_ORDER UINT64_MAX
+
+/* An open object: reads through it drive the prefetcher. */
+struct cache_file;
+
+/* Opens obj (its strings borrowed until cache_file_close()), at position
+ * pos of order (CACHE_NO_ORDER: none). With a disk cache and an order
+ * function set, queues the first chunk of the next files of the order
+ * that are not cached (prefetch.files at most, fewer while readers do not
+ * follow the order, within the memory budget); the bytes go to the disk
+ * cache. Never fails because of the prefetcher. Returns 0 and sets *out,
+ * or -ENOMEM. */
+int cache_file_open(struct cache *c, const struct cache_object *obj,
+		    uint64_t order, uint64_t pos, struct cache_file **out);
+
+/* As cache_read() on the file's object, and with a disk cache, reads
+ * ahead on sequential reads (a window doubling from 1 MiB to 16 MiB,
+ * restarted by a seek) into the disk cache. Any number of threads may
+ * read one file at once. */
+ssize_t cache_file_read(struct cache_file *f, uint64_t offset, size_t len,
+			void *buf);
+
+/* Frees f; NULL is a no-op. Prefetches it queued continue. Files still
+ * open when the cache is freed are freed with it (a FUSE release may
+ * never come after an unmount). */
+void cache_file_close(struct cache_file *f);
+
+/* A buffer of len bytes for a read reply, counted in the memory budget
+ * (it never waits: replies are bounded by the reader threads). Returns
+ * NULL when out of memory. Free with cache_buffer_free(c, p, len). */
+void *cache_buffer_alloc(struct cache *c, size_t len);
+void cache_buffer_free(struct cache *c, void *p, size_t len);
 
 /* Makes sure every chunk of obj is in the disk cache, fetching only the
  * missing ones (present ones are not read or checked). *fetched (may be

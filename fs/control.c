@@ -130,6 +130,40 @@ int control_write_stats(FILE *f, const struct manifest *m,
 	       "Bytes received from the backend.", st->backend_bytes);
 	metric(f, "backend_errors_total", "counter",
 	       "Backend reads that failed.", st->backend_errors);
+	metric(f, "singleflight_waits_total", "counter",
+	       "Reads that joined a fetch of the same chunk in flight.",
+	       st->cache.singleflight_waits);
+	metric(f, "backend_inflight", "gauge", "Backend requests running now.",
+	       st->cache.backend_inflight);
+	metric(f, "memory_in_use_bytes", "gauge",
+	       "Fetch, prefetch and reply buffers held now.",
+	       st->cache.memory_in_use_bytes);
+	metric(f, "memory_high_water_bytes", "gauge",
+	       "Most buffer bytes held at once.",
+	       st->cache.memory_high_water_bytes);
+	metric(f, "memory_budget_bytes", "gauge",
+	       "The buffer budget (prefetch.memory).",
+	       st->cache.memory_budget_bytes);
+	metric(f, "prefetch_issued_total", "counter",
+	       "Chunks queued ahead of readers.", st->cache.prefetch_issued);
+	metric(f, "prefetch_bytes_total", "counter",
+	       "Bytes of chunks queued ahead of readers.",
+	       st->cache.prefetch_bytes);
+	metric(f, "prefetch_hits_total", "counter",
+	       "Opens of files the prefetcher had asked for.",
+	       st->cache.prefetch_hits);
+	metric(f, "prefetch_misses_total", "counter",
+	       "Opens off the order while files were asked for ahead.",
+	       st->cache.prefetch_misses);
+	metric(f, "prefetch_refused_total", "counter",
+	       "Prefetches not queued for lack of memory.",
+	       st->cache.prefetch_refused);
+	metric(f, "prefetch_depth_files", "gauge",
+	       "Files asked for ahead, in the order opened last.",
+	       st->cache.prefetch_depth);
+	metric(f, "readahead_window_bytes", "gauge",
+	       "Read-ahead window of the last read.",
+	       st->cache.readahead_window_bytes);
 	metric(f, "cache_enabled", "gauge",
 	       "1 if reads go through the disk cache.", st->cache.enabled);
 	if (st->cache.enabled) {

@@ -31,8 +31,9 @@ struct control_stats {
 	uint64_t backend_reads;
 	uint64_t backend_bytes;
 	uint64_t backend_errors;
-	/* The disk cache's counters; the shardfs_cache_* lines are written
-	 * only when cache.enabled is set. */
+	/* The cache's counters: the fetch engine's and the prefetcher's
+	 * always, the shardfs_cache_* lines only when cache.enabled is
+	 * set. */
 	struct cache_stats cache;
 };
 

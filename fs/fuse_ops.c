@@ -39,7 +39,8 @@ struct ctrl_text {
 	size_t len;
 };
 
-/* What an open control file reads from (fi->fh); NULL for objects. */
+/* What an open control file reads from (fi->fh). An open object's fi->fh
+ * is its struct cache_file. */
 struct ctrl_handle {
 	const struct ctrl_text *text;
 	struct ctrl_text snapshot; /* stats: owned by the handle */
@@ -57,6 +58,12 @@ struct fs {
 	uint64_t reads;
 	uint64_t read_bytes;
 	uint64_t read_errors;
+
+	/* Where each manifest item sits in its rank's order (the
+	 * prefetcher's hint), UINT32_MAX for items no rank reads; built at
+	 * mount, immutable. */
+	uint32_t *item_rank;
+	uint32_t *item_pos;
 
 	/* Immutable control texts, built on first use. Slots: 0 manifest,
 	 * 1 plan, 2 + r rank r's order. */
@@ -409,6 +416,46 @@ static void fs_op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
 	do_readdir(req, ino, size, off, 1);
 }
 
+static void object_of(struct fs *fs, uint32_t item, struct cache_object *obj)
+{
+	const struct manifest_entry *e = &fs->d.manifest->entries[item];
+
+	obj->key = e->key;
+	obj->key_len = e->key_len;
+	obj->etag = e->etag;
+	obj->etag_len = e->etag_len;
+	obj->size = e->size;
+}
+
+/* The prefetcher's view of rank `order`: its non-pad items, in order. */
+static bool order_object(void *ctx, uint64_t order, uint64_t pos,
+			 struct cache_object *out)
+{
+	struct fs *fs = ctx;
+	const uint32_t *items;
+	size_t count, npad;
+
+	shard_plan_rank(fs->d.plan, order, &items, &count, &npad);
+	if (pos >= count - npad)
+		return false;
+	object_of(fs, items[pos], out);
+	return true;
+}
+
+/* Frees what fs_op_open() put in fi->fh. */
+static void handle_free(const struct view_node *n, struct fuse_file_info *fi)
+{
+	if (n->kind == VIEW_CTRL) {
+		struct ctrl_handle *h = (struct ctrl_handle *)(uintptr_t)fi->fh;
+
+		if (h != NULL)
+			free(h->snapshot.buf);
+		free(h);
+	} else {
+		cache_file_close((struct cache_file *)(uintptr_t)fi->fh);
+	}
+}
+
 static void fs_op_open(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
@@ -451,17 +498,28 @@ static void fs_op_open(fuse_req_t req, fuse_ino_t ino,
 		}
 		fi->fh = (uint64_t)(uintptr_t)h;
 	} else {
+		uint32_t item = n->u.item;
+		struct cache_object obj;
+		struct cache_file *cf;
+
+		object_of(fs, item, &obj);
+		rc = cache_file_open(fs->d.cache, &obj,
+				     fs->item_rank[item] == UINT32_MAX
+					     ? CACHE_NO_ORDER
+					     : fs->item_rank[item],
+				     fs->item_pos[item], &cf);
+		if (rc < 0) {
+			fuse_reply_err(req, -rc);
+			return;
+		}
+		fi->fh = (uint64_t)(uintptr_t)cf;
 		fi->keep_cache = 1;
 	}
 	__atomic_add_fetch(&fs->open_files, 1, __ATOMIC_RELAXED);
 	if (fuse_reply_open(req, fi) != 0) {
 		/* The opener went away (interrupted): no release follows. */
 		__atomic_sub_fetch(&fs->open_files, 1, __ATOMIC_RELAXED);
-		if (fi->fh != 0) {
-			h = (struct ctrl_handle *)(uintptr_t)fi->fh;
-			free(h->snapshot.buf);
-			free(h);
-		}
+		handle_free(n, fi);
 	}
 }
 
@@ -476,7 +534,7 @@ static void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	char *buf;
 
 	__atomic_add_fetch(&fs->reads, 1, __ATOMIC_RELAXED);
-	if (fi->fh != 0) {
+	if (n->kind == VIEW_CTRL) {
 		struct ctrl_handle *h = (struct ctrl_handle *)(uintptr_t)fi->fh;
 		const struct ctrl_text *t = h->text;
 		size_t len = 0;
@@ -510,18 +568,20 @@ static void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	if (size > e->size - (uint64_t)off)
 		size = (size_t)(e->size - (uint64_t)off);
-	buf = malloc(size);
+	/* Reply buffers count in the cache's memory budget. */
+	buf = cache_buffer_alloc(fs->d.cache, size);
 	if (buf == NULL) {
 		__atomic_add_fetch(&fs->read_errors, 1, __ATOMIC_RELAXED);
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	obj.key = e->key;
-	obj.key_len = e->key_len;
-	obj.etag = e->etag;
-	obj.etag_len = e->etag_len;
-	obj.size = e->size;
-	got = cache_read(fs->d.cache, &obj, (uint64_t)off, size, buf);
+	if (fi->fh != 0) {
+		got = cache_file_read((struct cache_file *)(uintptr_t)fi->fh,
+				      (uint64_t)off, size, buf);
+	} else {
+		object_of(fs, n->u.item, &obj);
+		got = cache_read(fs->d.cache, &obj, (uint64_t)off, size, buf);
+	}
 	if (got < 0) {
 		__atomic_add_fetch(&fs->read_errors, 1, __ATOMIC_RELAXED);
 		/* The detail was logged where it was understood; a reader
@@ -532,20 +592,17 @@ static void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 				   __ATOMIC_RELAXED);
 		fuse_reply_buf(req, buf, (size_t)got);
 	}
-	free(buf);
+	cache_buffer_free(fs->d.cache, buf, size);
 }
 
 static void fs_op_release(fuse_req_t req, fuse_ino_t ino,
 			  struct fuse_file_info *fi)
 {
 	struct fs *fs = fs_of(req);
-	struct ctrl_handle *h = (struct ctrl_handle *)(uintptr_t)fi->fh;
+	const struct view_node *n = node_of(fs, ino);
 
-	(void)ino;
-	if (h != NULL) {
-		free(h->snapshot.buf);
-		free(h);
-	}
+	if (n != NULL)
+		handle_free(n, fi);
 	__atomic_sub_fetch(&fs->open_files, 1, __ATOMIC_RELAXED);
 	fuse_reply_err(req, 0);
 }
@@ -750,6 +807,33 @@ static void raise_readahead(const char *mountpoint)
 		FS_IO_SIZE / 1024);
 }
 
+/* Every non-pad item belongs to exactly one rank's order, so an open file
+ * names its rank and position (8 bytes per manifest item). */
+static int item_order_build(struct fs *fs)
+{
+	const struct shard_plan *plan = fs->d.plan;
+	size_t n = plan->n_items ? plan->n_items : 1, i;
+	uint64_t r;
+
+	fs->item_rank = malloc(n * sizeof(*fs->item_rank));
+	fs->item_pos = malloc(n * sizeof(*fs->item_pos));
+	if (fs->item_rank == NULL || fs->item_pos == NULL)
+		return -ENOMEM;
+	for (i = 0; i < plan->n_items; i++)
+		fs->item_rank[i] = fs->item_pos[i] = UINT32_MAX;
+	for (r = 0; r < plan->world_size; r++) {
+		const uint32_t *items;
+		size_t count, npad;
+
+		shard_plan_rank(plan, r, &items, &count, &npad);
+		for (i = 0; i < count - npad; i++) {
+			fs->item_rank[items[i]] = (uint32_t)r;
+			fs->item_pos[items[i]] = (uint32_t)i;
+		}
+	}
+	return 0;
+}
+
 int fs_run(const struct fs_options *opt, const struct fs_data *data)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
@@ -771,6 +855,9 @@ int fs_run(const struct fs_options *opt, const struct fs_data *data)
 	if (fs.ctrl == NULL)
 		return -ENOMEM;
 	pthread_mutex_init(&fs.ctrl_lock, NULL);
+	if (item_order_build(&fs) < 0)
+		goto out;
+	cache_set_order(fs.d.cache, order_object, &fs);
 
 	if (asprintf(&fsname, "fsname=%s", opt->source) < 0) {
 		fsname = NULL;
@@ -856,6 +943,10 @@ out:
 		free(fs.ctrl[i]);
 	}
 	free(fs.ctrl);
+	if (fs.item_rank != NULL)
+		cache_set_order(fs.d.cache, NULL, NULL);
+	free(fs.item_rank);
+	free(fs.item_pos);
 	pthread_mutex_destroy(&fs.ctrl_lock);
 	return rc;
 }

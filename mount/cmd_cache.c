@@ -48,8 +48,8 @@ static char *backend_id(const struct config *cfg)
 	return id;
 }
 
-int mount_cache_open(const struct config *cfg, struct backend *be,
-		     struct cache **out)
+static int cache_open_cfg(const struct config *cfg, struct backend *be,
+			  struct cache **out)
 {
 	struct cache_options o = { 0 };
 	char *id;
@@ -82,6 +82,21 @@ int mount_cache_open(const struct config *cfg, struct backend *be,
 		return cache_new(be, out);
 	}
 	return 0;
+}
+
+int mount_cache_open(const struct config *cfg, struct backend *be,
+		     struct cache **out)
+{
+	struct cache_fetch_options fo = {
+		.connections = cfg->prefetch.connections,
+		.memory = cfg->prefetch.memory,
+		.files = cfg->prefetch.files,
+	};
+	int rc = cache_open_cfg(cfg, be, out);
+
+	if (rc == 0)
+		cache_set_fetch_options(*out, &fo);
+	return rc;
 }
 
 static void print_bad(void *arg, const struct cache_bad_entry *b)

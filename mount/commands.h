@@ -21,6 +21,7 @@
  * cannot be opened (no space, no permission), logs a warning and returns a
  * pass-through, so a mount never fails because of its cache. The backend
  * id is the source URL without trailing '/' plus the endpoint, if any.
+ * Either way the cache fetches and prefetches within [prefetch].
  * Returns 0 and sets *out, or -ENOMEM. */
 int mount_cache_open(const struct config *cfg, struct backend *be,
 		     struct cache **out);

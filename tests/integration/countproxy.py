@@ -4,7 +4,8 @@ shardfs fetched.
 
 Listens on 127.0.0.1, forwards every request unchanged (method, path,
 headers, body) to one upstream (s3rver) and relays the answer; appends one
-line per request, "METHOD PATH STATUS", to the log file, flushed before the
+line per request, "METHOD PATH STATUS BYTES" (BYTES: the body's length),
+to the log file, flushed before the
 answer is sent, so a test that has read a file sees its GETs counted.
 
     countproxy.py --upstream 127.0.0.1:PORT --log FILE --port-file FILE
@@ -66,7 +67,8 @@ def main():
                         self.send_error(502)
                         return
             with lock:
-                log.write("%s %s %d\n" % (self.command, self.path, r.status))
+                log.write("%s %s %d %d\n" % (self.command, self.path,
+                                              r.status, len(data)))
                 log.flush()
             self.send_response(r.status)
             head = self.command == "HEAD"

@@ -1,0 +1,132 @@
+/*
+ * fetch: the fetch engine behind the cache (docs/DESIGN.md §8, §12).
+ * Internal to cache/: fs/ never includes this header.
+ *
+ * Every backend request of a cache goes through one engine, which owns:
+ *   - a fixed connection budget: at most `connections` backend requests
+ *     run at once, whoever asked for them;
+ *   - single-flight: a chunk (named by its identity hash, identity
+ *     compared in full) is fetched at most once at a time; a second
+ *     request for it waits for the first and gets its bytes;
+ *   - priorities: chunks a reader waits for are fetched before queued
+ *     prefetches, and a prefetch a reader starts waiting for is promoted;
+ *   - parallel ranged reads: a large chunk is cut into parts of
+ *     FETCH_PART_SIZE fetched at once, as far as connections are free;
+ *   - the memory budget: every chunk buffer is reserved before it is
+ *     mapped and released after it is unmapped; reply buffers of the read
+ *     path are accounted in the same budget.
+ *
+ * Worker threads (min(connections, FETCH_WORKERS_MAX)) start on the first
+ * fetch in a process, so a daemon that forks after opening the cache runs
+ * its own. They block SIGINT, SIGTERM and SIGHUP.
+ */
+#ifndef SHARDFS_CACHE_FETCH_H
+#define SHARDFS_CACHE_FETCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define FETCH_HASH_LEN 32
+#define FETCH_PART_SIZE (UINT64_C(2) << 20)
+#define FETCH_PARTS_MAX 4
+#define FETCH_WORKERS_MAX 64
+
+/* One chunk to fetch. Everything is borrowed for the call; the engine
+ * copies what it keeps. */
+struct fetch_request {
+	const uint8_t *hash; /* FETCH_HASH_LEN bytes: the single-flight key */
+	const uint8_t *id;   /* the full identity, compared on every match */
+	size_t id_len;
+	const char *key; /* NUL-terminated at key[key_len] */
+	size_t key_len;
+	const char *etag;
+	size_t etag_len;
+	uint64_t offset; /* of the chunk in the object */
+	uint64_t len;	 /* chunk length (as the manifest says) */
+};
+
+/* Reads [offset, offset + len) of key into buf (a backend read); returns 0
+ * and sets *nread (short only at the object's end) or a negative errno. */
+typedef int (*fetch_read_fn)(void *ctx, const char *key, size_t key_len,
+			     const char *etag, size_t etag_len, uint64_t offset,
+			     size_t len, void *buf, size_t *nread);
+
+/* Called once per chunk fetched whole, before the chunk leaves the
+ * single-flight table, so a reader never misses both the table and the
+ * store (e.g. the cache's store). data is borrowed for the call. */
+typedef void (*fetch_done_fn)(void *ctx, const uint8_t *hash, const uint8_t *id,
+			      size_t id_len, const uint8_t *data, uint64_t len);
+
+struct fetch_stats {
+	uint64_t singleflight_waits; /* requests that joined a fetch */
+	uint64_t prefetch_queued;    /* prefetches queued */
+	uint64_t prefetch_bytes;     /* bytes of queued prefetches */
+	uint64_t prefetch_promoted;  /* prefetches a reader then waited for */
+	uint64_t prefetch_refused;   /* prefetches refused for memory */
+	uint64_t inflight;	     /* backend requests running now */
+	uint64_t memory_in_use;	     /* bytes accounted now */
+	uint64_t memory_high_water;  /* most bytes accounted at once */
+	uint64_t memory_budget;
+};
+
+struct fetch;
+
+/* Creates an engine that reads with read_fn and hands complete chunks to
+ * done_fn (may be NULL), both called with ctx, from worker threads.
+ * connections >= 1 (0: 64), memory >= 1 (0: 512 MiB). Returns 0 and sets
+ * *out, or -ENOMEM. */
+int fetch_new(unsigned connections, uint64_t memory, fetch_read_fn read_fn,
+	      fetch_done_fn done_fn, void *ctx, struct fetch **out);
+
+/* Changes the limits; takes effect for the worker count only if no fetch
+ * has started yet in this process. */
+void fetch_set_limits(struct fetch *f, unsigned connections, uint64_t memory);
+
+/* Stops the workers (queued prefetches are dropped) and frees f. No
+ * fetch_get() may be running. NULL is a no-op. */
+void fetch_free(struct fetch *f);
+
+/* Fetches chunk r (or joins its fetch in flight) at reader priority and
+ * copies [off, off + len) of it into dst (may be NULL when len is 0).
+ * Waits for memory if the budget is used up by other chunks. Returns the
+ * bytes copied (short only when the object is shorter than r->len says),
+ * -EAGAIN (see fetch_epoch()) or a negative errno of the read. */
+ssize_t fetch_get(struct fetch *f, const struct fetch_request *r,
+		  uint64_t epoch, uint64_t off, size_t len, void *dst);
+
+/* A counter per group of chunks that moves when a fetch of one leaves the
+ * table (after done_fn). A caller that looked r up elsewhere (the disk
+ * cache) reads it first and passes it to fetch_get()/fetch_prefetch();
+ * if it moved and r is not in flight, they return -EAGAIN
+ * instead of fetching: the chunk may have been stored after the caller's
+ * lookup, so the caller looks again. FETCH_NO_EPOCH: no such check. */
+#define FETCH_NO_EPOCH UINT64_MAX
+uint64_t fetch_epoch(struct fetch *f, const uint8_t *hash);
+
+/* Queues chunk r at prefetch priority, to be handed to done_fn. Returns 0
+ * if queued, 1 if it is in flight already, -EAGAIN (see fetch_epoch()),
+ * -ENOBUFS if prefetch may not
+ * take that much memory now (prefetches use at most 3/4 of the budget, so
+ * a reader always finds room), -ENOMEM. Never waits. */
+int fetch_prefetch(struct fetch *f, const struct fetch_request *r,
+		   uint64_t epoch);
+
+/* True if chunk r is being fetched now (or queued). */
+bool fetch_in_flight(struct fetch *f, const struct fetch_request *r);
+
+/* A connection for a read outside the chunk machinery (the pass-through
+ * cache): waits for a free one, ahead of queued prefetches. */
+void fetch_slot_acquire(struct fetch *f);
+void fetch_slot_release(struct fetch *f);
+
+/* A buffer of len bytes accounted in the budget (never waits: the read
+ * path's reply buffers are bounded by its thread count). Returns NULL if
+ * out of memory. Free with fetch_buffer_free(f, p, len). */
+void *fetch_buffer_alloc(struct fetch *f, size_t len);
+void fetch_buffer_free(struct fetch *f, void *p, size_t len);
+
+void fetch_stats_get(struct fetch *f, struct fetch_stats *out);
+
+#endif

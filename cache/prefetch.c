@@ -1,0 +1,95 @@
+/*
+ * prefetch: see prefetch.h.
+ */
+#include "cache/prefetch.h"
+
+void prefetch_window_read(struct prefetch_window *w, uint64_t off, uint64_t len,
+			  uint64_t size, uint64_t cap, uint64_t *from,
+			  uint64_t *to)
+{
+	uint64_t end = off + len;
+	bool seq = w->window > 0 && off + PREFETCH_SLACK >= w->next &&
+		   off <= w->next + PREFETCH_SLACK;
+
+	if (cap < PREFETCH_WINDOW_MIN)
+		cap = PREFETCH_WINDOW_MIN;
+	if (!seq) {
+		w->window = PREFETCH_WINDOW_MIN;
+		w->ahead = end;
+		w->next = end;
+		w->grown = end;
+	} else {
+		if (end >= w->grown + w->window && w->window < cap) {
+			w->window = w->window * 2 < cap ? w->window * 2 : cap;
+			w->grown = end;
+		}
+		if (end > w->next)
+			w->next = end;
+	}
+	*from = w->ahead > end ? w->ahead : end;
+	*to = end + w->window;
+	if (*to > size)
+		*to = size;
+	if (*to > w->ahead)
+		w->ahead = *to;
+}
+
+void prefetch_order_open(struct prefetch_order *o, uint64_t pos, unsigned limit,
+			 bool *hit, bool *miss, uint64_t *from, uint64_t *to)
+{
+	bool in_range = o->lo <= o->hi && pos >= o->lo && pos <= o->hi;
+
+	*hit = *miss = false;
+	if (limit == 0) {
+		*from = 1;
+		*to = 0;
+		return;
+	}
+	if (!o->opened) {
+		o->depth = PREFETCH_DEPTH_START < limit ? PREFETCH_DEPTH_START
+							: limit;
+	} else if (in_range) {
+		*hit = true;
+		o->depth = o->depth * 2 < limit ? o->depth * 2 : limit;
+		if (o->depth == 0)
+			o->depth = 1;
+	} else if (pos != o->last && o->lo <= o->hi) {
+		*miss = true;
+		o->depth /= 2;
+		o->asked = false; /* asked for somewhere else */
+	}
+	if (o->depth > limit)
+		o->depth = limit;
+	o->opened = true;
+	o->last = pos;
+	if (o->depth == 0) {
+		if (++o->since_probe < PREFETCH_PROBE) {
+			o->lo = 1;
+			o->hi = 0;
+			*from = 1;
+			*to = 0;
+			return;
+		}
+		o->since_probe = 0;
+		o->lo = o->hi = pos + 1;
+	} else {
+		o->lo = pos + 1;
+		o->hi = pos + o->depth;
+	}
+	*from = o->asked && o->asked_hi >= o->lo ? o->asked_hi + 1 : o->lo;
+	*to = o->hi;
+	if (*from <= *to) {
+		o->asked = true;
+		o->asked_hi = *to;
+	}
+}
+
+void prefetch_order_stopped(struct prefetch_order *o, uint64_t pos)
+{
+	if (!o->asked || o->asked_hi < pos)
+		return;
+	if (pos == 0 || pos - 1 < o->lo)
+		o->asked = false;
+	else
+		o->asked_hi = pos - 1;
+}

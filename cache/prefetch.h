@@ -1,0 +1,72 @@
+/*
+ * prefetch: the prefetcher's policy (docs/DESIGN.md §8, §12). Internal to
+ * cache/: pure state machines, no I/O, no locks, no clock; cache.c keeps
+ * one state per open file and per order, under its own lock, and turns the
+ * ranges these return into prefetch requests of the fetch engine.
+ *
+ * Within a file: a read that continues the last one (within
+ * PREFETCH_SLACK, since the kernel sends concurrent requests of one file
+ * slightly out of order) is sequential; the window doubles, from
+ * PREFETCH_WINDOW_MIN up to the cap, each time the reader has read a whole
+ * window's worth sequentially since it last grew (not at every request:
+ * with small requests that would reach the cap after a few KiB), so what
+ * is read ahead never exceeds what was read. Any other read is a seek and
+ * restarts the window. The range to read ahead is what lies within the
+ * window past the read and was not asked for yet.
+ *
+ * Across files: opening position p of an order asks for p+1 .. p+depth.
+ * An open of a position in the range last asked for is a hit and doubles
+ * depth (up to the limit); an open elsewhere is a miss and halves it, down
+ * to 0. At depth 0 nothing is asked for, except one position every
+ * PREFETCH_PROBE opens, to notice a reader that follows the order again.
+ */
+#ifndef SHARDFS_CACHE_PREFETCH_H
+#define SHARDFS_CACHE_PREFETCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define PREFETCH_WINDOW_MIN (UINT64_C(1) << 20)
+#define PREFETCH_WINDOW_MAX (UINT64_C(16) << 20)
+#define PREFETCH_SLACK (UINT64_C(4) << 20)
+#define PREFETCH_DEPTH_START 4
+#define PREFETCH_PROBE 8
+
+struct prefetch_window {
+	uint64_t next;	 /* end of the furthest read */
+	uint64_t window; /* 0 before the first read */
+	uint64_t ahead;	 /* read ahead up to here already */
+	uint64_t grown;	 /* where the window last grew (or restarted) */
+};
+
+/* A read of [off, off + len) of an object of size bytes, with window cap
+ * (>= PREFETCH_WINDOW_MIN). Sets [*from, *to) to the bytes to read ahead
+ * now (empty when *from >= *to). */
+void prefetch_window_read(struct prefetch_window *w, uint64_t off, uint64_t len,
+			  uint64_t size, uint64_t cap, uint64_t *from,
+			  uint64_t *to);
+
+struct prefetch_order {
+	uint64_t last;	      /* position opened last */
+	uint64_t lo, hi;      /* range asked for last: [lo, hi], empty if
+			      * lo > hi */
+	uint64_t asked_hi;    /* highest position asked for, if any */
+	bool opened, asked;   /* any open yet, anything asked yet */
+	unsigned depth;	      /* files ahead now */
+	unsigned since_probe; /* opens at depth 0 since the last probe */
+};
+
+/* Position pos of the order was opened; limit is the most files ahead
+ * (prefetch.files, >= 1). Sets *hit if pos was in the range asked for,
+ * *miss if it was not (and something had been asked), and [*from, *to]
+ * to the positions to ask for now (empty when *from > *to): those of
+ * pos+1 .. pos+depth not asked for already. */
+void prefetch_order_open(struct prefetch_order *o, uint64_t pos, unsigned limit,
+			 bool *hit, bool *miss, uint64_t *from, uint64_t *to);
+
+/* Asking stopped before position pos (memory): positions from pos on may
+ * be asked for again. */
+void prefetch_order_stopped(struct prefetch_order *o, uint64_t pos);
+
+#endif

@@ -1,0 +1,218 @@
+#!/usr/bin/env bash
+# The fetch engine and the prefetcher (docs/DESIGN.md §8) with evidence from
+# the server: s3rver behind the counting proxy (countproxy.py), which logs
+# every request with the bytes it answered.
+#
+# Covered: ten concurrent readers of one cold large file fetch each byte
+# once (single-flight); a reader walking rank 0 in its order finds the next
+# files fetched before it opens them (prefetch hits); a reader off the
+# order makes the prefetcher back off (depth 0, few prefetches); a
+# sequential reader of a large file has chunks fetched ahead of it and a
+# growing window; 64 concurrent readers with prefetch.memory = 64M keep the
+# daemon's peak RSS (VmHWM) within 64 MiB + 64 MiB of an idle mount's (not
+# under AddressSanitizer, whose quarantine keeps freed memory resident).
+# No timing is asserted: a wait for something asynchronous (a prefetch)
+# polls for it, up to a bound, and only the outcome counts.
+SUITE=prefetch
+. "$(dirname "$0")/lib.sh"
+. "$HERE/s3/s3rver.sh"
+
+for v in $(env | sed -n 's/^\(AWS_[A-Z_0-9]*\)=.*/\1/p'); do unset "$v"; done
+export AWS_EC2_METADATA_DISABLED=true
+export AWS_SHARED_CREDENTIALS_FILE=$T/no-credentials-file
+export AWS_CONFIG_FILE=$T/aws-config
+export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER
+export AWS_DEFAULT_REGION=us-east-1
+printf '[default]\ns3 =\n  max_concurrent_requests = 16\n' >"$AWS_CONFIG_FILE"
+
+BUCKET=bkt
+if ! command -v node >/dev/null || ! s3rver_install; then
+	fail "s3rver install (npm ci)"
+	finish
+fi
+if ! s3rver_start "$T/s3data" "$BUCKET"; then
+	fail "s3rver start"
+	finish
+fi
+aws_s3() { /usr/bin/aws --endpoint-url "$S3_EP" s3 "$@" --only-show-errors; }
+
+GETLOG=$T/requests.log
+: >"$GETLOG"
+/usr/bin/python3 "$HERE/countproxy.py" --upstream "127.0.0.1:$S3_PORT" \
+	--log "$GETLOG" --port-file "$T/proxy.port" 2>"$T/proxy.err" &
+PIDS+=("$!")
+for _ in $(seq 100); do [ -s "$T/proxy.port" ] && break; sleep 0.1; done
+EP=http://127.0.0.1:$(cat "$T/proxy.port")
+reset_gets() { : >"$GETLOG"; }
+gets_of() { grep -c "^GET /$BUCKET/ds/$1 " "$GETLOG"; }
+# Bytes the server sent for object GETs of one key.
+get_bytes_of() {
+	awk -v p="/$BUCKET/ds/$1" '$1 == "GET" && $2 == p {s += $4} END {print s + 0}' "$GETLOG"
+}
+
+# --- data ----------------------------------------------------------------------
+SRC=$T/src
+mkdir -p "$SRC/s" "$SRC/m"
+head -c $((40 << 20)) /dev/urandom >"$SRC/big.bin"
+for i in $(seq -w 0 47); do head -c 65536 /dev/urandom >"$SRC/s/$i.bin"; done
+for i in $(seq -w 0 63); do head -c $((1 << 20)) /dev/urandom >"$SRC/m/$i.bin"; done
+check "upload the dataset" aws_s3 cp --recursive "$SRC" "s3://$BUCKET/ds/"
+"$SHARDFS" manifest "s3://$BUCKET/ds/" --endpoint "$EP" -o "$T/m.tsv" \
+	>/dev/null 2>"$T/manifest.err"
+check "manifest through the proxy" test -s "$T/m.tsv"
+"$SHARDFS" manifest "s3://$BUCKET/ds/s/" --endpoint "$EP" -o "$T/ms.tsv" \
+	>/dev/null 2>"$T/manifest.err"
+check "manifest of the small files" test -s "$T/ms.tsv"
+
+# conf FILE CACHEDIR [section.key=value...]: pinned manifest, so every GET
+# the proxy counts is a data GET.
+conf() {
+	local f=$1 dir=$2; shift 2
+	local kv sec
+	{
+		echo "[source]"
+		echo "url = s3://$BUCKET/${PREFIX:-ds/}"
+		echo "endpoint = $EP"
+		echo "manifest = ${MANIFEST:-$T/m.tsv}"
+		for sec in shard cache prefetch; do
+			echo "[$sec]"
+			[ $sec = cache ] && echo "dir = $dir" && echo "size = 2G"
+			for kv in "$@"; do
+				case $kv in $sec.*) kv=${kv#$sec.}; echo "${kv%%=*} = ${kv#*=}" ;; esac
+			done
+		done
+	} >"$f"
+}
+stat_of() { awk -v n="shardfs_$2" '$1 == n {print $2}' "$1/.shardfs/stats"; }
+# wait_for SECONDS CMD...: polls CMD until it succeeds or the bound passes.
+wait_for() {
+	local n=$(($1 * 10)); shift
+	while [ $n -gt 0 ]; do "$@" && return 0; sleep 0.1; n=$((n - 1)); done
+	"$@"
+}
+# A reader that bypasses the page cache, so every read reaches the daemon
+# (falls back to a buffered read where O_DIRECT is refused).
+direct_read() {
+	dd if="$1" of=/dev/null bs=1M iflag=direct status=none 2>/dev/null ||
+		cat "$1" >/dev/null
+}
+
+M=$T/mnt
+C=$T/c.conf
+SIZE=$((40 << 20))
+
+# --- a. single-flight: ten readers of one cold large file -----------------------
+conf "$C" "$T/cache-a" prefetch.files=0
+mount_shardfs "$C" "$M" || fail "mount a"
+reset_gets
+pids=()
+for i in $(seq 10); do direct_read "$M/rank-0/big.bin" & pids+=($!); done
+rc=0
+for p in "${pids[@]}"; do wait "$p" || rc=1; done
+check "a: ten concurrent readers finish" test $rc -eq 0
+check "a: the file is byte-identical" cmp -s "$M/rank-0/big.bin" "$SRC/big.bin"
+b=$(get_bytes_of big.bin)
+check "a: the server sent each byte once ($b bytes for a $SIZE-byte file, $(gets_of big.bin) GETs)" \
+	test "$b" -eq "$SIZE"
+echo "# a: singleflight_waits_total $(stat_of "$M" singleflight_waits_total)"
+check "a: nothing in flight afterwards" test "$(stat_of "$M" backend_inflight)" -eq 0
+check "unmount a" umount_shardfs "$M"
+
+# --- b. order prefetch: a reader that follows rank 0's order ----------------------
+# A source of only the small files, so one GET is one whole file and
+# positions in rank-0.order are the prefetcher's positions.
+PREFIX=ds/s/ MANIFEST=$T/ms.tsv conf "$C" "$T/cache-b" prefetch.files=8
+mount_shardfs "$C" "$M" || fail "mount b"
+mapfile -t ORDER <"$M/.shardfs/rank-0.order"
+check "b: rank-0.order lists the 48 small files" test "${#ORDER[@]}" -eq 48
+reset_gets
+ahead_fetched() { # ahead_fetched P: a file after position P, not yet opened, was fetched
+	local q
+	for q in $(seq $(($1 + 1)) $(($1 + 3))); do
+		[ "$q" -lt "${#ORDER[@]}" ] || continue
+		[ "$(gets_of "s/${ORDER[$q]}")" -gt 0 ] && return 0
+	done
+	return 1
+}
+seen_ahead=0
+bad=0
+for p in $(seq 0 $((${#ORDER[@]} - 1))); do
+	cmp -s "$M/rank-0/${ORDER[$p]}" "$SRC/s/${ORDER[$p]}" || bad=$((bad + 1))
+	if [ "$p" -lt 5 ] && wait_for 10 ahead_fetched "$p"; then
+		seen_ahead=$((seen_ahead + 1))
+	fi
+done
+check "b: every file byte-identical" test $bad -eq 0
+check "b: after opening file p, the server had sent files p+1.. before they were opened ($seen_ahead of 5)" \
+	test $seen_ahead -eq 5
+hits=$(stat_of "$M" prefetch_hits_total)
+check "b: prefetch hits counted ($hits)" test "$hits" -gt 0
+check "b: each small file fetched at most once" bash -c \
+	"test \$(grep -c '^GET /$BUCKET/ds/s/' '$GETLOG') -le 48"
+check "unmount b" umount_shardfs "$M"
+
+# --- b2. a reader off the order: the prefetcher backs off --------------------------
+PREFIX=ds/s/ MANIFEST=$T/ms.tsv conf "$C" "$T/cache-b2" prefetch.files=8
+mount_shardfs "$C" "$M" || fail "mount b2"
+k=0
+for _ in $(seq 0 47); do
+	cat "$M/rank-0/${ORDER[$k]}" >/dev/null
+	k=$(((k + 17) % 48)) # never the next file in the order
+done
+issued=$(stat_of "$M" prefetch_issued_total)
+check "b2: prefetches stay few off the order ($issued <= 4 + 2 + 1 + 48 / 8 + 1)" \
+	test "$issued" -le 14
+check "b2: depth backed off to 0" test "$(stat_of "$M" prefetch_depth_files)" -eq 0
+check "b2: misses counted, hits low ($(stat_of "$M" prefetch_hits_total))" bash -c \
+	"test $(stat_of "$M" prefetch_misses_total) -gt 0 && test $(stat_of "$M" prefetch_hits_total) -le 2"
+check "unmount b2" umount_shardfs "$M"
+
+# --- c. read-ahead in a large file -------------------------------------------------
+conf "$C" "$T/cache-c" prefetch.files=0
+mount_shardfs "$C" "$M" || fail "mount c"
+reset_gets
+dd if="$M/rank-0/big.bin" of="$T/head12" bs=1M count=12 status=none
+check "c: what was read is byte-identical" cmp -s "$T/head12" <(head -c $((12 << 20)) "$SRC/big.bin")
+# The reader touched chunks 0 and 1 (16 MiB); read-ahead goes further.
+ahead_of_reader() { test "$(get_bytes_of big.bin)" -gt $((16 << 20)); }
+wait_for 10 ahead_of_reader
+check "c: the server sent bytes ahead of the reader ($(get_bytes_of big.bin) > $((16 << 20)))" ahead_of_reader
+w=$(stat_of "$M" readahead_window_bytes)
+check "c: the window grew past 1 MiB ($w)" test "$w" -gt $((1 << 20))
+check "c: prefetched bytes counted" test "$(stat_of "$M" prefetch_bytes_total)" -gt 0
+check "c: the whole file byte-identical" cmp -s "$M/rank-0/big.bin" "$SRC/big.bin"
+check "unmount c" umount_shardfs "$M"
+
+# --- d. memory: 64 readers, prefetch.memory = 64M -----------------------------------
+conf "$C" "$T/cache-d" prefetch.memory=64M prefetch.files=32
+mount_shardfs "$C" "$M" || fail "mount d"
+PD=$LAST_PID
+ls -R "$M/rank-0" >/dev/null
+cat "$M/.shardfs/stats" >/dev/null
+base=$(awk '/^VmHWM:/ {print $2 * 1024}' "/proc/$PD/status")
+# Each reader reads 8 of the 64 one-MiB files, from a different start.
+for r in $(seq 0 63); do
+	for j in $(seq 0 7); do
+		printf '%s/rank-0/m/%02d.bin\n' "$M" $(((r + j * 8) % 64))
+	done >"$T/list.$r"
+done
+seq 0 63 | xargs -P 64 -I{} sh -c \
+	'while read -r f; do dd if="$f" of=/dev/null bs=1M iflag=direct status=none 2>/dev/null || cat "$f" >/dev/null; done <"$1"' \
+	_ "$T/list.{}"
+check "d: 64 readers done, files byte-identical" bash -c \
+	"for i in \$(seq -w 0 63); do cmp -s '$M/rank-0/m/'\$i.bin '$SRC/m/'\$i.bin || exit 1; done"
+hwm=$(awk '/^VmHWM:/ {print $2 * 1024}' "/proc/$PD/status")
+limit=$((base + (64 << 20) + (64 << 20)))
+echo "# d: idle VmHWM $base, after $hwm, limit $limit, memory_high_water_bytes $(stat_of "$M" memory_high_water_bytes)"
+# Under AddressSanitizer (make SAN=1) freed memory sits in its quarantine
+# and RSS says nothing about our buffers; the engine's own count still does.
+if ldd "$SHARDFS" 2>/dev/null | grep -q libasan; then
+	ok "d: VmHWM not compared under AddressSanitizer (quarantine, shadow memory)"
+else
+	check "d: VmHWM $hwm <= idle $base + 64 MiB + 64 MiB" test "$hwm" -le "$limit"
+fi
+check "d: the engine's high-water mark is within the budget plus reply buffers" \
+	test "$(stat_of "$M" memory_high_water_bytes)" -le $(((64 << 20) + (16 << 20)))
+check "unmount d" umount_shardfs "$M" "$PD"
+
+finish

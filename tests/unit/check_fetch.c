@@ -1,0 +1,596 @@
+/*
+ * Unit tests for the fetch engine and the prefetcher, through cache.h:
+ * single-flight (ten readers of one chunk, one backend read), priorities
+ * (a chunk a reader waits for overtakes queued prefetches), the memory
+ * budget (high-water mark never above it), read-ahead (window doubling,
+ * reset on a seek) and order prefetch (ahead of a reader that follows the
+ * order, backing off from one that does not).
+ *
+ * The store is a posix backend wrapped by a recording backend: it logs the
+ * key of every read in order and can hold reads at a gate until the test
+ * opens it. Nothing waits on time: a test that must know a reader is
+ * waiting polls a counter (singleflight_waits) until it moves.
+ */
+#include <check.h>
+#include <errno.h>
+#include <ftw.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "backends/backend.h"
+#include "cache/cache.h"
+
+static const char *root;
+
+/* ---- the recording backend ---- */
+
+#define LOG_MAX 256
+
+struct rec {
+	struct backend base; /* first: the cache sees a struct backend */
+	struct backend *inner;
+	pthread_mutex_t lock; /* protects everything below */
+	pthread_cond_t cv;
+	bool gated;    /* reads wait while set */
+	unsigned held; /* reads waiting at the gate */
+	char log[LOG_MAX][32];
+	unsigned n_log;
+};
+
+static int rec_read(struct backend *be, const char *key, size_t key_len,
+		    const char *etag, size_t etag_len, uint64_t offset,
+		    size_t len, void *buf, size_t *nread)
+{
+	struct rec *r = (struct rec *)be;
+
+	pthread_mutex_lock(&r->lock);
+	if (r->n_log < LOG_MAX)
+		snprintf(r->log[r->n_log++], sizeof(r->log[0]), "%s", key);
+	r->held++;
+	pthread_cond_broadcast(&r->cv);
+	while (r->gated)
+		pthread_cond_wait(&r->cv, &r->lock);
+	r->held--;
+	pthread_mutex_unlock(&r->lock);
+	return r->inner->ops->read(r->inner, key, key_len, etag, etag_len,
+				   offset, len, buf, nread);
+}
+
+static const struct backend_ops rec_ops = {
+	.name = "recording",
+	.read = rec_read,
+};
+
+static void rec_gate(struct rec *r, bool gated)
+{
+	pthread_mutex_lock(&r->lock);
+	r->gated = gated;
+	pthread_cond_broadcast(&r->cv);
+	pthread_mutex_unlock(&r->lock);
+}
+
+/* Waits until n reads are held at the gate. */
+static void rec_wait_held(struct rec *r, unsigned n)
+{
+	pthread_mutex_lock(&r->lock);
+	while (r->held < n)
+		pthread_cond_wait(&r->cv, &r->lock);
+	pthread_mutex_unlock(&r->lock);
+}
+
+/* ---- fixture ---- */
+
+struct fixture {
+	char src[4096], dir[4096];
+	struct rec rec;
+	struct cache *c;
+	struct cache_object objs[64];
+	struct backend_stat st[64];
+	char keys[64][16];
+	unsigned n_objs;
+};
+
+static uint8_t byte_at(unsigned s, uint64_t i)
+{
+	uint64_t z = (i + 1) * 0x9E3779B97F4A7C15ull ^ (uint64_t)s * 0xBF58476D;
+
+	z ^= z >> 29;
+	return (uint8_t)(z * 0x94D049BB133111EBull >> 56);
+}
+
+/* Makes file "fN" (N = the next object number) of size bytes. */
+static void add_file(struct fixture *fx, uint64_t size)
+{
+	unsigned k = fx->n_objs++;
+	char path[4200];
+	uint8_t *buf = malloc(size ? size : 1);
+	uint64_t i;
+	FILE *f;
+
+	ck_assert_ptr_nonnull(buf);
+	for (i = 0; i < size; i++)
+		buf[i] = byte_at(k, i);
+	snprintf(fx->keys[k], sizeof(fx->keys[k]), "f%02u", k);
+	snprintf(path, sizeof(path), "%s/%s", fx->src, fx->keys[k]);
+	f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_uint_eq(fwrite(buf, 1, size, f), size);
+	ck_assert_int_eq(fclose(f), 0);
+	free(buf);
+	ck_assert_int_eq(fx->rec.inner->ops->stat(fx->rec.inner, fx->keys[k],
+						  strlen(fx->keys[k]),
+						  &fx->st[k]),
+			 0);
+	fx->objs[k].key = fx->keys[k];
+	fx->objs[k].key_len = strlen(fx->keys[k]);
+	fx->objs[k].etag = fx->st[k].etag;
+	fx->objs[k].etag_len = fx->st[k].etag_len;
+	fx->objs[k].size = size;
+}
+
+static void fx_init(struct fixture *fx, const char *name)
+{
+	memset(fx, 0, sizeof(*fx));
+	snprintf(fx->src, sizeof(fx->src), "%s/%s-src", root, name);
+	snprintf(fx->dir, sizeof(fx->dir), "%s/%s-cache", root, name);
+	ck_assert_int_eq(mkdir(fx->src, 0755), 0);
+	ck_assert_int_eq(backend_open(fx->src, NULL, &fx->rec.inner), 0);
+	fx->rec.base.ops = &rec_ops;
+	pthread_mutex_init(&fx->rec.lock, NULL);
+	pthread_cond_init(&fx->rec.cv, NULL);
+}
+
+static bool fx_order(void *ctx, uint64_t order, uint64_t pos,
+		     struct cache_object *out)
+{
+	struct fixture *fx = ctx;
+
+	if (order != 0 || pos >= fx->n_objs)
+		return false;
+	*out = fx->objs[pos];
+	return true;
+}
+
+static void fx_open(struct fixture *fx, uint64_t chunk, unsigned connections,
+		    uint64_t memory, unsigned files)
+{
+	struct cache_options o = {
+		.dir = fx->dir,
+		.backend_id = fx->src,
+		.size_bytes = UINT64_C(1) << 30,
+		.chunk_size = chunk,
+	};
+	struct cache_fetch_options fo = {
+		.connections = connections,
+		.memory = memory,
+		.files = files,
+	};
+
+	ck_assert_int_eq(cache_open(&o, &fx->rec.base, &fx->c), 0);
+	cache_set_fetch_options(fx->c, &fo);
+	cache_set_order(fx->c, fx_order, fx);
+}
+
+static void fx_free(struct fixture *fx)
+{
+	cache_free(fx->c);
+	backend_close(fx->rec.inner);
+	pthread_mutex_destroy(&fx->rec.lock);
+	pthread_cond_destroy(&fx->rec.cv);
+}
+
+static struct cache_stats stats(struct fixture *fx)
+{
+	struct cache_stats s;
+
+	cache_stats_get(fx->c, &s);
+	return s;
+}
+
+static void check_bytes(unsigned k, uint64_t off, const uint8_t *buf,
+			size_t len)
+{
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		if (buf[i] != byte_at(k, off + i))
+			ck_abort_msg("f%02u: byte %llu differs", k,
+				     (unsigned long long)(off + i));
+}
+
+/* ---- single-flight ---- */
+
+struct reader {
+	struct fixture *fx;
+	unsigned k;
+	uint64_t off;
+	size_t len;
+	ssize_t got;
+	uint8_t *buf;
+};
+
+static void *reader_main(void *arg)
+{
+	struct reader *r = arg;
+
+	r->buf = malloc(r->len);
+	r->got = r->buf == NULL ? -ENOMEM
+				: cache_read(r->fx->c, &r->fx->objs[r->k],
+					     r->off, r->len, r->buf);
+	return NULL;
+}
+
+static void wait_waits(struct fixture *fx, uint64_t n)
+{
+	while (stats(fx).singleflight_waits < n)
+		sched_yield();
+}
+
+START_TEST(test_single_flight)
+{
+	struct fixture fx;
+	struct reader r[10];
+	pthread_t t[10];
+	int i;
+
+	fx_init(&fx, "single");
+	add_file(&fx, 1 << 20);
+	fx_open(&fx, 1 << 20, 8, 64 << 20, 0);
+	/* The first reader's fetch waits at the gate until the nine others
+	 * have joined it. */
+	rec_gate(&fx.rec, true);
+	for (i = 0; i < 10; i++) {
+		r[i] = (struct reader){ .fx = &fx,
+					.k = 0,
+					.off = (uint64_t)i * 4096,
+					.len = 65536 };
+		ck_assert_int_eq(
+			pthread_create(&t[i], NULL, reader_main, &r[i]), 0);
+		if (i == 0)
+			rec_wait_held(&fx.rec, 1);
+	}
+	wait_waits(&fx, 9);
+	rec_gate(&fx.rec, false);
+	for (i = 0; i < 10; i++) {
+		pthread_join(t[i], NULL);
+		ck_assert_int_eq(r[i].got, 65536);
+		check_bytes(0, r[i].off, r[i].buf, 65536);
+		free(r[i].buf);
+	}
+	ck_assert_uint_eq(stats(&fx).backend_reads, 1);
+	ck_assert_uint_eq(stats(&fx).singleflight_waits, 9);
+	ck_assert_uint_eq(stats(&fx).misses, 10);
+	ck_assert_uint_eq(stats(&fx).backend_inflight, 0);
+	fx_free(&fx);
+}
+END_TEST
+
+/* A large chunk is fetched as parallel ranged reads, each byte once. */
+START_TEST(test_parallel_parts)
+{
+	struct fixture fx;
+	uint8_t *buf = malloc(8 << 20);
+
+	fx_init(&fx, "parts");
+	add_file(&fx, (8 << 20) - 1000);
+	fx_open(&fx, 8 << 20, 8, 64 << 20, 0);
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_int_eq(cache_read(fx.c, &fx.objs[0], 0, 8 << 20, buf),
+			 (8 << 20) - 1000);
+	check_bytes(0, 0, buf, (8 << 20) - 1000);
+	ck_assert_uint_eq(stats(&fx).backend_reads, 4);
+	ck_assert_uint_eq(stats(&fx).backend_bytes, (8 << 20) - 1000);
+	/* Stored whole: read again from the cache. */
+	memset(buf, 0, 8 << 20);
+	ck_assert_int_eq(cache_read(fx.c, &fx.objs[0], 12345, 3 << 20, buf),
+			 3 << 20);
+	check_bytes(0, 12345, buf, 3 << 20);
+	ck_assert_uint_eq(stats(&fx).backend_reads, 4);
+	free(buf);
+	fx_free(&fx);
+}
+END_TEST
+
+/* ---- priorities ---- */
+
+START_TEST(test_reader_first)
+{
+	struct fixture fx;
+	struct cache_file *f;
+	struct reader r;
+	pthread_t t;
+	int i;
+
+	fx_init(&fx, "prio");
+	for (i = 0; i < 6; i++)
+		add_file(&fx, 100000);
+	/* One connection: f01 (prefetch) runs and is held at the gate;
+	 * f02..f04 queue behind it. */
+	fx_open(&fx, 1 << 20, 1, 64 << 20, 4);
+	rec_gate(&fx.rec, true);
+	ck_assert_int_eq(cache_file_open(fx.c, &fx.objs[0], 0, 0, &f), 0);
+	rec_wait_held(&fx.rec, 1);
+	ck_assert_uint_eq(stats(&fx).prefetch_issued, 4);
+	/* A reader now waits for f04, queued last: it must go next. */
+	r = (struct reader){ .fx = &fx, .k = 4, .off = 0, .len = 100000 };
+	ck_assert_int_eq(pthread_create(&t, NULL, reader_main, &r), 0);
+	wait_waits(&fx, 1);
+	rec_gate(&fx.rec, false);
+	pthread_join(t, NULL);
+	ck_assert_int_eq(r.got, 100000);
+	check_bytes(4, 0, r.buf, 100000);
+	free(r.buf);
+	cache_file_close(f);
+	(void)stats(&fx); /* waits until the prefetches are stored */
+	while (stats(&fx).backend_reads < 4)
+		sched_yield();
+	pthread_mutex_lock(&fx.rec.lock);
+	ck_assert_uint_eq(fx.rec.n_log, 4);
+	ck_assert_str_eq(fx.rec.log[0], "f01");
+	ck_assert_str_eq(fx.rec.log[1], "f04");
+	ck_assert_str_eq(fx.rec.log[2], "f02");
+	ck_assert_str_eq(fx.rec.log[3], "f03");
+	pthread_mutex_unlock(&fx.rec.lock);
+	fx_free(&fx);
+}
+END_TEST
+
+/* ---- memory ---- */
+
+struct walker {
+	struct fixture *fx;
+	unsigned first;
+	bool ok;
+};
+
+/* Opens and reads files first, first + 4, ... through cache_file (so
+ * read-ahead and order prefetch run too), checking every byte. */
+static void *walker_main(void *arg)
+{
+	struct walker *w = arg;
+	uint8_t *buf = malloc(1 << 20);
+	unsigned k;
+
+	w->ok = buf != NULL;
+	for (k = w->first; w->ok && k < w->fx->n_objs; k += 4) {
+		struct cache_file *f;
+		uint64_t off;
+
+		if (cache_file_open(w->fx->c, &w->fx->objs[k], 0, k, &f) < 0) {
+			w->ok = false;
+			break;
+		}
+		for (off = 0; off < w->fx->objs[k].size; off += 1 << 20) {
+			ssize_t got = cache_file_read(f, off, 1 << 20, buf);
+			size_t i;
+
+			if (got <= 0) {
+				w->ok = false;
+				break;
+			}
+			for (i = 0; i < (size_t)got; i++)
+				if (buf[i] != byte_at(k, off + i))
+					w->ok = false;
+		}
+		cache_file_close(f);
+	}
+	free(buf);
+	return NULL;
+}
+
+START_TEST(test_memory_bound)
+{
+	struct fixture fx;
+	struct walker w[4];
+	pthread_t t[4];
+	struct cache_stats s;
+	int i;
+
+	fx_init(&fx, "memory");
+	for (i = 0; i < 24; i++)
+		add_file(&fx, (3 << 20) + 4096 * (uint64_t)i);
+	/* 4 MiB for 1 MiB chunks, 4 readers, read-ahead and prefetch. */
+	fx_open(&fx, 1 << 20, 8, 4 << 20, 8);
+	for (i = 0; i < 4; i++) {
+		w[i] = (struct walker){ .fx = &fx, .first = (unsigned)i };
+		ck_assert_int_eq(
+			pthread_create(&t[i], NULL, walker_main, &w[i]), 0);
+	}
+	for (i = 0; i < 4; i++) {
+		pthread_join(t[i], NULL);
+		ck_assert(w[i].ok);
+	}
+	s = stats(&fx);
+	ck_assert_uint_eq(s.memory_budget_bytes, 4 << 20);
+	ck_assert_uint_gt(s.memory_high_water_bytes, 0);
+	ck_assert_uint_le(s.memory_high_water_bytes, 4 << 20);
+	fx_free(&fx);
+}
+END_TEST
+
+/* Reply buffers are counted while held, and released. */
+START_TEST(test_buffers_counted)
+{
+	struct fixture fx;
+	void *a, *b;
+
+	fx_init(&fx, "buffers");
+	fx_open(&fx, 1 << 20, 8, 64 << 20, 0);
+	a = cache_buffer_alloc(fx.c, 1 << 20);
+	b = cache_buffer_alloc(fx.c, 3 << 20);
+	ck_assert_ptr_nonnull(a);
+	ck_assert_ptr_nonnull(b);
+	memset(b, 1, 3 << 20);
+	ck_assert_uint_eq(stats(&fx).memory_in_use_bytes, 4 << 20);
+	cache_buffer_free(fx.c, b, 3 << 20);
+	cache_buffer_free(fx.c, a, 1 << 20);
+	/* The 1 MiB one is kept for the next reply, and still counted. */
+	ck_assert_uint_eq(stats(&fx).memory_in_use_bytes, 1 << 20);
+	fx_free(&fx);
+}
+END_TEST
+
+/* ---- read-ahead ---- */
+
+START_TEST(test_readahead_window)
+{
+	struct fixture fx;
+	struct cache_file *f;
+	uint8_t *buf = malloc(1 << 20);
+	uint64_t off, expect = 1 << 20;
+
+	fx_init(&fx, "window");
+	add_file(&fx, 40 << 20);
+	fx_open(&fx, 1 << 20, 8, 64 << 20, 0);
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_int_eq(
+		cache_file_open(fx.c, &fx.objs[0], CACHE_NO_ORDER, 0, &f), 0);
+	/* Sequential: the window doubles each time the reader has read a
+	 * window's worth since it grew: 1, 2, 4, 8, 16 MiB (the cap) at 1, 2,
+	 * 4, 8 and 16 MiB read. */
+	for (off = 0; off < (20 << 20); off += 1 << 20) {
+		uint64_t end = off + (1 << 20);
+
+		ck_assert_int_eq(cache_file_read(f, off, 1 << 20, buf),
+				 1 << 20);
+		check_bytes(0, off, buf, 1 << 20);
+		if (end == expect * 2 && expect < (16 << 20))
+			expect *= 2;
+		ck_assert_uint_eq(stats(&fx).readahead_window_bytes, expect);
+	}
+	ck_assert_uint_eq(expect, 16 << 20);
+	/* Chunks ahead of the reader were queued. */
+	ck_assert_uint_gt(stats(&fx).prefetch_issued, 0);
+	/* A seek restarts the window. */
+	ck_assert_int_eq(cache_file_read(f, 30 << 20, 1 << 20, buf), 1 << 20);
+	check_bytes(0, 30 << 20, buf, 1 << 20);
+	ck_assert_uint_eq(stats(&fx).readahead_window_bytes, 1 << 20);
+	cache_file_close(f);
+	free(buf);
+	fx_free(&fx);
+}
+END_TEST
+
+/* ---- order prefetch ---- */
+
+static void open_close(struct fixture *fx, unsigned k)
+{
+	struct cache_file *f;
+
+	ck_assert_int_eq(cache_file_open(fx->c, &fx->objs[k], 0, k, &f), 0);
+	cache_file_close(f);
+}
+
+START_TEST(test_order_follow)
+{
+	struct fixture fx;
+	struct cache_stats s;
+	unsigned k;
+
+	fx_init(&fx, "follow");
+	for (k = 0; k < 40; k++)
+		add_file(&fx, 5000);
+	fx_open(&fx, 1 << 20, 8, 64 << 20, 16);
+	for (k = 0; k < 40; k++)
+		open_close(&fx, k);
+	s = stats(&fx);
+	ck_assert_uint_eq(s.prefetch_hits, 39);
+	ck_assert_uint_eq(s.prefetch_misses, 0);
+	ck_assert_uint_eq(s.prefetch_depth, 16);
+	ck_assert_uint_eq(s.prefetch_issued, 39); /* each file once */
+	fx_free(&fx);
+}
+END_TEST
+
+START_TEST(test_order_backoff)
+{
+	struct fixture fx;
+	struct cache_stats s;
+	unsigned k, i;
+
+	fx_init(&fx, "backoff");
+	for (k = 0; k < 64; k++)
+		add_file(&fx, 5000);
+	fx_open(&fx, 1 << 20, 8, 64 << 20, 16);
+	/* Far jumps, never the next files: 0, 37, 10, 47, 20, ... */
+	for (i = 0, k = 0; i < 60; i++, k = (k + 37) % 64)
+		open_close(&fx, k);
+	s = stats(&fx);
+	ck_assert_uint_eq(s.prefetch_hits, 0);
+	ck_assert_uint_eq(s.prefetch_depth, 0);
+	/* 4, 2 and 1 ahead before backing off to 0, then a probe of one
+	 * file every 8 opens. */
+	ck_assert_uint_le(s.prefetch_issued, 4 + 2 + 1 + 60 / 8 + 1);
+	/* Following the order again brings it back. */
+	for (k = 0; k < 20; k++)
+		open_close(&fx, k);
+	ck_assert_uint_gt(stats(&fx).prefetch_depth, 0);
+	ck_assert_uint_gt(stats(&fx).prefetch_hits, 0);
+	fx_free(&fx);
+}
+END_TEST
+
+static Suite *fetch_suite(void)
+{
+	Suite *s = suite_create("fetch");
+	TCase *tc;
+
+	tc = tcase_create("single_flight");
+	tcase_add_test(tc, test_single_flight);
+	tcase_add_test(tc, test_parallel_parts);
+	tcase_set_timeout(tc, 30);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("priority");
+	tcase_add_test(tc, test_reader_first);
+	tcase_set_timeout(tc, 30);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("memory");
+	tcase_add_test(tc, test_memory_bound);
+	tcase_add_test(tc, test_buffers_counted);
+	tcase_set_timeout(tc, 60);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("prefetch");
+	tcase_add_test(tc, test_readahead_window);
+	tcase_add_test(tc, test_order_follow);
+	tcase_add_test(tc, test_order_backoff);
+	tcase_set_timeout(tc, 30);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag,
+			struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+int main(void)
+{
+	char dir[] = "/tmp/check_fetch.XXXXXX";
+	SRunner *sr;
+	int failed;
+
+	if (!mkdtemp(dir)) {
+		perror("mkdtemp");
+		return EXIT_FAILURE;
+	}
+	root = dir;
+	sr = srunner_create(fetch_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	if (nftw(dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS))
+		perror(dir);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
