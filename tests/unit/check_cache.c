@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "backends/backend.h"
+#include "tests/unit/unit.h"
 #include "util/log.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
@@ -303,11 +304,7 @@ END_TEST
 
 static Suite *cache_suite(void)
 {
-	Suite *s = suite_create("cache");
-	struct {
-		const char *name;
-		const TTest *test;
-	} cases[] = {
+	const struct unit_case cases[] = {
 		{ "read_and_clamp", test_read_and_clamp },
 		{ "clamp_to_object_size", test_clamp_to_object_size },
 		{ "stale", test_stale },
@@ -315,43 +312,13 @@ static Suite *cache_suite(void)
 		{ "passthrough_stats", test_passthrough_stats },
 		{ "concurrent_counters", test_concurrent_counters },
 	};
-	size_t i;
-
-	for (i = 0; i < ARRAY_LEN(cases); i++) {
-		TCase *tc = tcase_create(cases[i].name);
-
-		tcase_set_timeout(tc, 60);
-		tcase_add_test(tc, cases[i].test);
-		suite_add_tcase(s, tc);
-	}
-	return s;
-}
-
-static int rm_entry(const char *path, const struct stat *sb, int flag,
-		    struct FTW *ftw)
-{
-	(void)sb;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
+	return unit_suite("cache", cases, ARRAY_LEN(cases));
 }
 
 int main(void)
 {
-	SRunner *sr;
-	int failed;
-
 	/* The backend logs each failed read once; the tests cause some. */
 	log_set_level(LOG_ERR - 1);
-	snprintf(tmpdir, sizeof(tmpdir), "/tmp/check_cache.XXXXXX");
-	if (mkdtemp(tmpdir) == NULL) {
-		perror("mkdtemp");
-		return EXIT_FAILURE;
-	}
-	sr = srunner_create(cache_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	nftw(tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return unit_run_in_tmpdir(cache_suite(), "/tmp/check_cache.XXXXXX",
+				  tmpdir, sizeof(tmpdir));
 }

@@ -22,6 +22,7 @@
 
 #include <openssl/sha.h>
 
+#include "tests/unit/unit.h"
 #include "util/log.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
@@ -1178,11 +1179,7 @@ END_TEST
 
 static Suite *manifest_suite(void)
 {
-	Suite *s = suite_create("manifest");
-	struct {
-		const char *name;
-		const TTest *test;
-	} cases[] = {
+	const struct unit_case cases[] = {
 		{ "build_basic", test_build_basic },
 		{ "build_many_and_huge", test_build_many_and_huge },
 		{ "canonical_order", test_canonical_order },
@@ -1212,43 +1209,14 @@ static Suite *manifest_suite(void)
 		{ "load_errors", test_load_errors },
 		{ "find", test_find },
 	};
-	size_t i;
-
-	for (i = 0; i < ARRAY_LEN(cases); i++) {
-		TCase *tc = tcase_create(cases[i].name);
-
-		tcase_set_timeout(tc, 60);
-		tcase_add_test(tc, cases[i].test);
-		suite_add_tcase(s, tc);
-	}
-	return s;
-}
-
-static int rm_entry(const char *path, const struct stat *sb, int flag,
-		    struct FTW *ftw)
-{
-	(void)sb;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
+	return unit_suite("manifest", cases, ARRAY_LEN(cases));
 }
 
 int main(void)
 {
-	SRunner *sr;
-	int failed;
-
 	/* Skipped keys are logged as warnings; the tests count them. */
 	log_set_level(LOG_ERR - 1);
-	snprintf(tmpdir, sizeof(tmpdir), "/tmp/check_manifest.XXXXXX");
-	if (mkdtemp(tmpdir) == NULL) {
-		perror("mkdtemp");
-		return EXIT_FAILURE;
-	}
-	sr = srunner_create(manifest_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	nftw(tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return unit_run_in_tmpdir(manifest_suite(),
+				  "/tmp/check_manifest.XXXXXX", tmpdir,
+				  sizeof(tmpdir));
 }

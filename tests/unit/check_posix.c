@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "tests/unit/unit.h"
 #include "util/log.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
@@ -636,11 +637,7 @@ END_TEST
 
 static Suite *posix_suite(void)
 {
-	Suite *s = suite_create("posix");
-	struct {
-		const char *name;
-		const TTest *test;
-	} cases[] = {
+	const struct unit_case cases[] = {
 		{ "open_errors", test_open_errors },
 		{ "list_tree", test_list_tree },
 		{ "etag_format", test_etag_format },
@@ -651,43 +648,13 @@ static Suite *posix_suite(void)
 		{ "read_missing", test_read_missing },
 		{ "read_outside_root", test_read_outside_root },
 	};
-	size_t i;
-
-	for (i = 0; i < ARRAY_LEN(cases); i++) {
-		TCase *tc = tcase_create(cases[i].name);
-
-		tcase_set_timeout(tc, 60);
-		tcase_add_test(tc, cases[i].test);
-		suite_add_tcase(s, tc);
-	}
-	return s;
-}
-
-static int rm_entry(const char *path, const struct stat *sb, int flag,
-		    struct FTW *ftw)
-{
-	(void)sb;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
+	return unit_suite("posix", cases, ARRAY_LEN(cases));
 }
 
 int main(void)
 {
-	SRunner *sr;
-	int failed;
-
 	/* The error paths log each failure once; the tests check them. */
 	log_set_level(LOG_ERR - 1);
-	snprintf(tmpdir, sizeof(tmpdir), "/tmp/check_posix.XXXXXX");
-	if (mkdtemp(tmpdir) == NULL) {
-		perror("mkdtemp");
-		return EXIT_FAILURE;
-	}
-	sr = srunner_create(posix_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	nftw(tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return unit_run_in_tmpdir(posix_suite(), "/tmp/check_posix.XXXXXX",
+				  tmpdir, sizeof(tmpdir));
 }
