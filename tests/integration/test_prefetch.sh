@@ -17,32 +17,10 @@ SUITE=prefetch
 . "$(dirname "$0")/lib.sh"
 . "$HERE/s3/s3rver.sh"
 
-for v in $(env | sed -n 's/^\(AWS_[A-Z_0-9]*\)=.*/\1/p'); do unset "$v"; done
-export AWS_EC2_METADATA_DISABLED=true
-export AWS_SHARED_CREDENTIALS_FILE=$T/no-credentials-file
-export AWS_CONFIG_FILE=$T/aws-config
-export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER
-export AWS_DEFAULT_REGION=us-east-1
-printf '[default]\ns3 =\n  max_concurrent_requests = 16\n' >"$AWS_CONFIG_FILE"
+s3_suite_start bkt
 
-BUCKET=bkt
-if ! command -v node >/dev/null || ! s3rver_install; then
-	fail "s3rver install (npm ci)"
-	finish
-fi
-if ! s3rver_start "$T/s3data" "$BUCKET"; then
-	fail "s3rver start"
-	finish
-fi
-aws_s3() { /usr/bin/aws --endpoint-url "$S3_EP" s3 "$@" --only-show-errors; }
-
-GETLOG=$T/requests.log
-: >"$GETLOG"
-/usr/bin/python3 "$HERE/countproxy.py" --upstream "127.0.0.1:$S3_PORT" \
-	--log "$GETLOG" --port-file "$T/proxy.port" 2>"$T/proxy.err" &
-PIDS+=("$!")
-for _ in $(seq 100); do [ -s "$T/proxy.port" ] && break; sleep 0.1; done
-EP=http://127.0.0.1:$(cat "$T/proxy.port")
+# --- the counting proxy ------------------------------------------------------
+countproxy_start
 reset_gets() { : >"$GETLOG"; }
 gets_of() { grep -c "^GET /$BUCKET/ds/$1 " "$GETLOG"; }
 # Bytes the server sent for object GETs of one key.

@@ -57,3 +57,41 @@ s3rver_kill() {
 	wait "$S3_PID" 2>/dev/null
 	return 0
 }
+
+# s3_suite_start BUCKET: the setup every s3rver suite shares. Clears the
+# caller's AWS_* variables (nothing may reach a real account or the metadata
+# address), uses s3rver's credentials, installs and starts s3rver with
+# BUCKET, and defines aws_s3 (Debian's awscli against it). On failure it
+# records the failure and ends the suite.
+s3_suite_start() {
+	local v
+	for v in $(env | sed -n 's/^\(AWS_[A-Z_0-9]*\)=.*/\1/p'); do unset "$v"; done
+	export AWS_EC2_METADATA_DISABLED=true
+	export AWS_SHARED_CREDENTIALS_FILE=$T/no-credentials-file
+	export AWS_CONFIG_FILE=$T/aws-config
+	export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER
+	export AWS_DEFAULT_REGION=us-east-1
+	printf '[default]\ns3 =\n  max_concurrent_requests = 16\n' >"$AWS_CONFIG_FILE"
+	BUCKET=$1
+	if ! command -v node >/dev/null || ! s3rver_install; then
+		fail "s3rver install (npm ci)"
+		finish
+	fi
+	if ! s3rver_start "$T/s3data" "$BUCKET"; then
+		fail "s3rver start"
+		finish
+	fi
+}
+aws_s3() { /usr/bin/aws --endpoint-url "$S3_EP" s3 "$@" --only-show-errors; }
+
+# countproxy_start: a request-counting proxy in front of s3rver. Sets
+# GETLOG (one line per request) and EP (the endpoint to mount through).
+countproxy_start() {
+	GETLOG=$T/requests.log
+	: >"$GETLOG"
+	/usr/bin/python3 "$S3RVER_SRC/../countproxy.py" --upstream "127.0.0.1:$S3_PORT" \
+		--log "$GETLOG" --port-file "$T/proxy.port" 2>"$T/proxy.err" &
+	PIDS+=("$!")
+	for _ in $(seq 100); do [ -s "$T/proxy.port" ] && break; sleep 0.1; done
+	EP=http://127.0.0.1:$(cat "$T/proxy.port")
+}
