@@ -636,7 +636,10 @@ static int read_body(void *arg, const struct http_response *resp,
 		rc->filled = (size_t)(to - rc->offset);
 	}
 	rc->pos += len;
-	return rc->pos >= end ? 1 : 0;
+	/* Stopping a transfer closes its connection: stop early only when
+	 * the server ignored the range and sends the rest of the object;
+	 * an answer to the range ends by itself. */
+	return rc->pos >= end && resp->status != 206 ? 1 : 0;
 }
 
 static int s3_read(struct backend *be, const char *key, size_t key_len,
