@@ -87,6 +87,8 @@
 #define WARN_SECONDS 60
 #define ORPHAN_GRACE_SECONDS 3600
 #define QUEUE_BYTES_MAX (UINT64_C(64) << 20) /* chunk bytes awaiting rows */
+#define COMMIT_BATCH 64    /* chunks that make the committer start now */
+#define COMMIT_DELAY_MS 20 /* else it waits this long for a batch */
 #define PREFETCH_FILES_DEFAULT 32
 
 /* The fixed part of an idx value; CRCs and the identity follow. Copied out
@@ -111,6 +113,7 @@ struct pending {
 	uint8_t *data; /* inline bytes; NULL for a blob (already renamed) */
 	uint64_t blob_id;
 	uint64_t len;
+	bool dropped; /* found bad while queued: not to be indexed (atomic) */
 };
 
 struct touch {
@@ -198,6 +201,8 @@ struct cache {
 	struct pending *q_head, **q_tail;
 	uint64_t q_bytes; /* bytes queued: inline in memory, blobs on disk */
 	uint64_t q_max;	  /* most q_bytes before stores wait */
+	unsigned q_count; /* chunks queued */
+	unsigned q_drainers; /* threads in pending_drain(): no delay */
 	bool q_busy;	  /* the committer holds a batch */
 	bool q_stop;
 	bool committer_running;
@@ -286,6 +291,8 @@ static MDB_env *env_of(struct cache *c)
 		c->q_head = NULL;
 		c->q_tail = &c->q_head;
 		c->q_bytes = 0;
+		c->q_count = 0;
+		c->q_drainers = 0;
 		c->q_busy = false;
 		c->committer_running = false;
 		env_open(c, c->index_path);
@@ -899,6 +906,10 @@ static int batch_put(struct cache *c, struct pending **batch, size_t n)
 		struct pending *p = batch[i];
 		MDB_val k = { HASH_LEN, p->hash }, v;
 
+		if (__atomic_load_n(&p->dropped, __ATOMIC_ACQUIRE)) {
+			orphan[i] = p->data == NULL;
+			continue;
+		}
 		rc = mdb_get(txn, c->dbi_idx, &k, &v);
 		if (rc == 0) {
 			/* Stored first by another thread or process (same
@@ -976,8 +987,15 @@ static void pending_free(struct pending *p)
 	free(p);
 }
 
+/* Caller holds q_lock: is the queue worth a transaction now? */
+static bool batch_full(const struct cache *c)
+{
+	return c->q_count >= COMMIT_BATCH || c->q_bytes >= c->q_max / 2;
+}
+
 /* The committer thread: indexes what chunk_store() queued, everything
- * queued so far in each round, until cache_free() stops it. */
+ * queued so far in each round (waiting up to COMMIT_DELAY_MS for a batch
+ * to gather), until cache_free() stops it. */
 static void *committer_main(void *arg)
 {
 	struct cache *c = arg;
@@ -992,11 +1010,25 @@ static void *committer_main(void *arg)
 	for (;;) {
 		struct pending *first, *last, *p, *next;
 		uint64_t bytes = 0;
+		unsigned count = 0;
+		struct timespec deadline;
 
 		while (c->q_head == NULL && !c->q_stop)
 			pthread_cond_wait(&c->q_work, &c->q_lock);
 		if (c->q_head == NULL)
 			break;
+		/* Let a batch gather: one transaction for many chunks, and
+		 * one wake-up of this thread instead of one per chunk. */
+		clock_gettime(CLOCK_REALTIME, &deadline);
+		deadline.tv_nsec += COMMIT_DELAY_MS * 1000000L;
+		if (deadline.tv_nsec >= 1000000000L) {
+			deadline.tv_sec++;
+			deadline.tv_nsec -= 1000000000L;
+		}
+		while (!c->q_stop && c->q_drainers == 0 && !batch_full(c))
+			if (pthread_cond_timedwait(&c->q_work, &c->q_lock,
+						   &deadline) == ETIMEDOUT)
+				break;
 		first = c->q_head;
 		last = (struct pending *)((char *)c->q_tail -
 					  offsetof(struct pending, next));
@@ -1013,10 +1045,12 @@ static void *committer_main(void *arg)
 			c->q_tail = &c->q_head;
 		for (p = first;; p = p->next) {
 			bytes += p->len;
+			count++;
 			if (p == last)
 				break;
 		}
 		c->q_bytes -= bytes;
+		c->q_count -= count;
 		pthread_cond_broadcast(&c->q_idle);
 		pthread_mutex_unlock(&c->q_lock);
 		for (p = first;; p = next) {
@@ -1042,10 +1076,12 @@ static void pending_drain(struct cache *c)
 	if (__atomic_load_n(&c->env_pid, __ATOMIC_ACQUIRE) != getpid())
 		return; /* nothing was queued in this process */
 	pthread_mutex_lock(&c->q_lock);
+	c->q_drainers++;
 	while ((c->q_head != NULL || c->q_busy) && c->committer_running) {
 		pthread_cond_signal(&c->q_work);
 		pthread_cond_wait(&c->q_idle, &c->q_lock);
 	}
+	c->q_drainers--;
 	pthread_mutex_unlock(&c->q_lock);
 }
 
@@ -1118,10 +1154,14 @@ static void chunk_store(struct cache *c, const uint8_t *hash, const uint8_t *id,
 	    pthread_create(&c->committer, NULL, committer_main, c) == 0)
 		c->committer_running = true;
 	if (c->committer_running) {
+		bool first = c->q_head == NULL;
+
 		*c->q_tail = p;
 		c->q_tail = &p->next;
 		c->q_bytes += len;
-		pthread_cond_signal(&c->q_work);
+		c->q_count++;
+		if (first || batch_full(c))
+			pthread_cond_signal(&c->q_work);
 		p = NULL;
 	}
 	pthread_mutex_unlock(&c->q_lock);
@@ -1145,7 +1185,9 @@ static int pending_find(struct cache *c, const uint8_t *hash, const uint8_t *id,
 	for (p = c->q_head; p != NULL; p = p->next) {
 		MDB_val v = { p->val_len, p->val };
 
-		if (memcmp(p->hash, hash, HASH_LEN) != 0 || p->len != chunk_len)
+		if (memcmp(p->hash, hash, HASH_LEN) != 0 ||
+		    p->len != chunk_len ||
+		    __atomic_load_n(&p->dropped, __ATOMIC_ACQUIRE))
 			continue;
 		if (entry_parse(&v, id, id_len, e) != 0)
 			continue;
@@ -1161,6 +1203,19 @@ static int pending_find(struct cache *c, const uint8_t *hash, const uint8_t *id,
 	}
 	pthread_mutex_unlock(&c->q_lock);
 	return ret;
+}
+
+/* A chunk found bad (missing blob, CRC) may still be queued: keeps the
+ * committer from indexing it after the caller dropped its row. */
+static void pending_drop(struct cache *c, const uint8_t *hash)
+{
+	struct pending *p;
+
+	pthread_mutex_lock(&c->q_lock);
+	for (p = c->q_head; p != NULL; p = p->next)
+		if (memcmp(p->hash, hash, HASH_LEN) == 0)
+			__atomic_store_n(&p->dropped, true, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&c->q_lock);
 }
 
 /* ---- lookup ---------------------------------------------------------------
@@ -1256,8 +1311,10 @@ blob:
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		/* Evicted by another process, or removed: a miss. */
-		if (errno == ENOENT)
+		if (errno == ENOENT) {
+			pending_drop(c, hash);
 			entry_drop(c, hash, id, id_len);
+		}
 		goto out;
 	}
 	got = pread(fd, scratch, end - start, (off_t)start);
@@ -1279,6 +1336,7 @@ out:
 			"cache %s: entry %s failed its check (CRC or length); "
 			"dropped, refetching",
 			c->dir, hex);
+		pending_drop(c, hash);
 		entry_drop(c, hash, id, id_len);
 	}
 	if (ret == LOOKUP_HIT)
@@ -1414,6 +1472,8 @@ static ssize_t chunk_read(struct cache *c, const struct cache_object *obj,
 {
 	uint64_t clen = chunk_len_of(c, obj, n);
 	uint8_t hash[HASH_LEN], *id = NULL;
+	struct fetch_request r;
+	bool ready;
 	size_t id_len;
 	ssize_t got;
 	int rc, tries;
@@ -1421,6 +1481,20 @@ static ssize_t chunk_read(struct cache *c, const struct cache_object *obj,
 	rc = ident_build(c, obj, n, &id, &id_len, hash);
 	if (rc < 0)
 		return rc;
+	/* In flight or retained first: a prefetched chunk is served from
+	 * memory, without the index or a CRC pass. */
+	request_of(c, obj, n, clen, hash, id, id_len, &r);
+	got = fetch_join(c->fetch, &r, in_off, want, dst, &ready);
+	if (got != -ENOENT) {
+		if (ready && got >= 0) {
+			stat_add(&c->hits, 1);
+			stat_add(&c->bytes_from_cache, (uint64_t)got);
+		} else {
+			stat_add(&c->misses, 1);
+		}
+		free(id);
+		return got;
+	}
 	for (tries = 0;; tries++) {
 		/* Read before the lookup: see fetch_epoch(). After a few
 		 * rounds (a busy table), fetch without the check. */
@@ -1630,8 +1704,7 @@ static int prefetch_chunk(struct cache *c, const struct cache_object *obj,
 	return rc == -ENOBUFS || rc == -ENOMEM ? -ENOBUFS : 0;
 }
 
-/* Position pos of order was opened: asks for the next files. */
-static void prefetch_open(struct cache *c, uint64_t order, uint64_t pos)
+void cache_order_open(struct cache *c, uint64_t order, uint64_t pos)
 {
 	unsigned limit = __atomic_load_n(&c->pf_files, __ATOMIC_RELAXED);
 	struct order_slot *slot = NULL;
@@ -1641,6 +1714,8 @@ static void prefetch_open(struct cache *c, uint64_t order, uint64_t pos)
 	void *ctx;
 	size_t i;
 
+	if (!c->disk || order == CACHE_NO_ORDER)
+		return;
 	pthread_mutex_lock(&c->pf_lock);
 	fn = c->order_fn;
 	ctx = c->order_ctx;
@@ -1699,7 +1774,7 @@ static void prefetch_open(struct cache *c, uint64_t order, uint64_t pos)
 }
 
 int cache_file_open(struct cache *c, const struct cache_object *obj,
-		    uint64_t order, uint64_t pos, struct cache_file **out)
+		    struct cache_file **out)
 {
 	struct cache_file *f = calloc(1, sizeof(*f));
 
@@ -1714,8 +1789,6 @@ int cache_file_open(struct cache *c, const struct cache_object *obj,
 		c->files->prev = f;
 	c->files = f;
 	pthread_mutex_unlock(&c->files_lock);
-	if (c->disk && order != CACHE_NO_ORDER)
-		prefetch_open(c, order, pos);
 	*out = f;
 	return 0;
 }

@@ -172,15 +172,18 @@ void cache_set_order(struct cache *c, cache_order_fn fn, void *ctx);
 /* An open object: reads through it drive the prefetcher. */
 struct cache_file;
 
-/* Opens obj (its strings borrowed until cache_file_close()), at position
- * pos of order (CACHE_NO_ORDER: none). With a disk cache and an order
- * function set, queues the first chunk of the next files of the order
- * that are not cached (prefetch.files at most, fewer while readers do not
- * follow the order, within the memory budget); the bytes go to the disk
- * cache. Never fails because of the prefetcher. Returns 0 and sets *out,
- * or -ENOMEM. */
+/* Opens obj (its strings borrowed until cache_file_close()). Returns 0
+ * and sets *out, or -ENOMEM. */
 int cache_file_open(struct cache *c, const struct cache_object *obj,
-		    uint64_t order, uint64_t pos, struct cache_file **out);
+		    struct cache_file **out);
+
+/* Position pos of order (CACHE_NO_ORDER: none) was opened. With a disk
+ * cache and an order function set, queues the first chunk of the next
+ * files of the order that are not cached (prefetch.files at most, fewer
+ * while readers do not follow the order, within the memory budget); the
+ * bytes go to the disk cache. Call it after answering the open: the
+ * opener need not wait for it. */
+void cache_order_open(struct cache *c, uint64_t order, uint64_t pos);
 
 /* As cache_read() on the file's object, and with a disk cache, reads
  * ahead on sequential reads (a window doubling from 1 MiB to 16 MiB,

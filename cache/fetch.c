@@ -9,10 +9,20 @@
  * from the head, so a reader's chunk overtakes every queued prefetch and
  * its parts are fetched in parallel as connections free up.
  *
+ * A reader whose chunk is not in flight runs it in its own thread when a
+ * connection is free (a hand-off to a worker and back costs two context
+ * switches, more than a loopback round trip on a small machine); workers
+ * run prefetches, extra parts, and readers' chunks that had to queue.
+ *
  * When the last part finishes, the flight is handed to done_fn (the cache
  * stores it), then marked done (waiting readers copy their bytes) and
- * leaves the table: a reader that comes meanwhile joins it instead of
- * missing both the table and the store.
+ * stays in the table, retained, until readers have copied all of it or
+ * its memory is needed: a prefetched chunk is then served from memory
+ * without a look at the disk cache, and a reader that comes meanwhile
+ * joins it instead of missing both the table and the store. Retained
+ * flights are reclaimed oldest first: by a reader that needs memory, and
+ * by a prefetch only once they are RETAIN_STALE_NS old (the reader did
+ * not come for them).
  *
  * Lock: one mutex, f->lock, protects every field below marked so, the
  * queues, the table and every flight's state. It is never held across a
@@ -20,8 +30,12 @@
  * innermost lock of the cache (taken with no other cache lock held, and
  * no other lock is taken under it).
  *
- * Memory: chunk buffers are mmap()ed and munmap()ed, so what the budget
- * counts is what the process holds, without the allocator's caching.
+ * Memory: buffers are mmap()ed, so what the budget counts is what the
+ * process holds, without the allocator's caching. Buffers of up to
+ * POOL_BUF bytes come in power-of-two classes from POOL_MIN and are kept
+ * in a small pool per class for reuse (mapping and faulting in a buffer
+ * per small file costs more than fetching it); pooled buffers stay
+ * accounted, and a reader short of memory unmaps them first.
  */
 #include "cache/fetch.h"
 
@@ -31,14 +45,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "util/log.h"
 
 #define BUCKETS 256
 #define PAGE 4096u
-#define POOL_BUF (UINT64_C(1) << 20) /* reply buffers of the read path */
-#define POOL_MAX 16
+#define POOL_MIN_SHIFT 16		     /* 64 KiB, the smallest class */
+#define POOL_CLASSES 5			     /* 64 KiB .. 1 MiB */
+#define POOL_BUF (UINT64_C(1) << 20)	     /* the largest class */
+#define POOL_MAX 16			     /* idle buffers kept per class */
+#define RETAIN_STALE_NS (UINT64_C(2000000000)) /* see the file comment */
 #define CONNECTIONS_DEFAULT 64
 #define MEMORY_DEFAULT (UINT64_C(512) << 20)
 
@@ -47,7 +65,9 @@ enum { PRIO_READER = 0, PRIO_PREFETCH = 1, NPRIO };
 struct flight {
 	struct flight *tnext;	      /* table bucket chain */
 	struct flight *qprev, *qnext; /* queue links while queued */
-	bool queued, in_table, done;
+	struct flight *rprev, *rnext; /* retained list links */
+	pthread_cond_t cv;	      /* done, for its waiters */
+	bool queued, in_table, done, retained;
 	int prio;
 	uint8_t hash[FETCH_HASH_LEN];
 	uint8_t *id;
@@ -62,7 +82,9 @@ struct flight {
 	uint64_t part_size;
 	size_t nread[FETCH_PARTS_MAX];
 	int rc;		/* first error of a part */
-	uint64_t valid; /* bytes fetched, from the start, once done */
+	uint64_t valid;	  /* bytes fetched, from the start, once done */
+	uint64_t served;  /* bytes readers copied out */
+	uint64_t done_ns; /* when it was done (CLOCK_MONOTONIC) */
 	unsigned refs;
 };
 
@@ -77,7 +99,8 @@ struct fetch {
 
 	pthread_mutex_t lock;  /* see the file comment */
 	pthread_cond_t work;   /* a part was queued, a slot freed, or stop */
-	pthread_cond_t done;   /* some flight finished */
+	pthread_cond_t done;   /* a worker started; with no workers, also:
+				* a flight finished or a slot freed */
 	pthread_cond_t slot;   /* a slot freed, for slot waiters */
 	pthread_cond_t memory; /* memory was released */
 	unsigned connections;  /* protected by lock */
@@ -87,8 +110,10 @@ struct fetch {
 	struct queue q[NPRIO]; /* protected by lock */
 	struct flight *table[BUCKETS];		  /* protected by lock */
 	uint64_t in_use, chunk_bytes, high_water; /* protected by lock */
-	void *pool[POOL_MAX];			  /* protected by lock */
-	unsigned n_pool;			  /* protected by lock */
+	void *pool[POOL_CLASSES][POOL_MAX];	  /* protected by lock */
+	unsigned n_pool[POOL_CLASSES];		  /* protected by lock */
+	struct flight *ret_head, *ret_tail;	  /* protected by lock: retained
+						   * flights, oldest first */
 	/* The process whose engine this is (see fork_check()), and its
 	 * workers; protected by lock. */
 	pid_t owner_pid;
@@ -97,7 +122,7 @@ struct fetch {
 	unsigned n_workers, n_started;
 	bool stop;
 	/* Protected by lock: statistics. */
-	uint64_t waits, queued, queued_bytes, promoted, refused;
+	uint64_t waits, queued, queued_bytes, promoted, refused, reclaimed;
 	uint64_t epochs[BUCKETS]; /* written under lock, read atomically */
 };
 
@@ -116,6 +141,14 @@ static void *map(uint64_t bytes)
 	return p == MAP_FAILED ? NULL : p;
 }
 
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 /* Caller holds f->lock. */
 static void account(struct fetch *f, uint64_t bytes)
 {
@@ -129,6 +162,70 @@ static void unaccount(struct fetch *f, uint64_t bytes)
 {
 	f->in_use -= bytes;
 	pthread_cond_broadcast(&f->memory);
+}
+
+/* ---- buffers ------------------------------------------------------------- */
+
+/* The pool class of a buffer of n bytes, or -1: mapped to its size. */
+static int class_of(uint64_t n)
+{
+	int k = 0;
+
+	if (n > POOL_BUF)
+		return -1;
+	while (k < POOL_CLASSES - 1 && (UINT64_C(1) << (POOL_MIN_SHIFT + k)) < n)
+		k++;
+	return k;
+}
+
+/* Bytes a buffer for n bytes takes: mapped, and accounted. */
+static uint64_t buf_size(uint64_t n)
+{
+	int k = class_of(n);
+
+	return k < 0 ? round_page(n) : UINT64_C(1) << (POOL_MIN_SHIFT + k);
+}
+
+/* Caller holds f->lock: what taking a buffer for n bytes would add to the
+ * account (nothing when the pool has one). */
+static uint64_t buf_need(const struct fetch *f, uint64_t n)
+{
+	int k = class_of(n);
+
+	return k >= 0 && f->n_pool[k] > 0 ? 0 : buf_size(n);
+}
+
+/* Caller holds f->lock: a buffer for n bytes, accounted, from the pool or
+ * newly mapped; NULL if out of memory. */
+static void *buf_take(struct fetch *f, uint64_t n)
+{
+	int k = class_of(n);
+	void *p;
+
+	if (k >= 0 && f->n_pool[k] > 0)
+		return f->pool[k][--f->n_pool[k]];
+	p = map(buf_size(n));
+	if (p != NULL)
+		account(f, buf_size(n));
+	return p;
+}
+
+/* Caller holds f->lock: gives back a buffer taken for n bytes, to the
+ * pool (still accounted) or out of the account. Returns it if the caller
+ * must munmap() it (buf_size(n) bytes) after unlocking, else NULL. */
+static void *buf_give(struct fetch *f, void *p, uint64_t n)
+{
+	int k = class_of(n);
+
+	if (p == NULL)
+		return NULL;
+	if (k >= 0 && f->n_pool[k] < POOL_MAX) {
+		f->pool[k][f->n_pool[k]++] = p;
+		pthread_cond_broadcast(&f->memory);
+		return NULL;
+	}
+	unaccount(f, buf_size(n));
+	return p;
 }
 
 int fetch_new(unsigned connections, uint64_t memory, fetch_read_fn read_fn,
@@ -230,14 +327,15 @@ static void queue_unlink(struct fetch *f, struct flight *fl)
 	fl->queued = false;
 }
 
-/* Frees a flight no longer referenced; called without f->lock (its
- * buffer was unaccounted under the lock). */
+/* Frees a flight no longer referenced; called without f->lock (a buffer
+ * still set is out of the account and must be unmapped). */
 static void flight_free(struct flight *fl)
 {
 	if (fl == NULL)
 		return;
 	if (fl->buf != NULL)
-		munmap(fl->buf, (size_t)fl->buf_bytes);
+		munmap(fl->buf, (size_t)buf_size(fl->len));
+	pthread_cond_destroy(&fl->cv);
 	free(fl->id);
 	free(fl->key);
 	free(fl->etag);
@@ -250,28 +348,105 @@ static struct flight *flight_unref(struct fetch *f, struct flight *fl)
 {
 	if (--fl->refs > 0)
 		return NULL;
-	f->chunk_bytes -= fl->buf_bytes;
-	unaccount(f, fl->buf_bytes);
+	f->chunk_bytes -= buf_size(fl->len);
+	fl->buf = buf_give(f, fl->buf, fl->len);
+	pthread_cond_broadcast(&f->memory);
 	return fl;
 }
 
-/* Makes a flight for r with its buffer (already reserved: bytes), queued
- * at prio, in the table. Caller holds f->lock. */
+/* Caller holds f->lock. */
+static void retain(struct fetch *f, struct flight *fl)
+{
+	fl->retained = true;
+	fl->done_ns = now_ns();
+	fl->rnext = NULL;
+	fl->rprev = f->ret_tail;
+	if (f->ret_tail != NULL)
+		f->ret_tail->rnext = fl;
+	else
+		f->ret_head = fl;
+	f->ret_tail = fl;
+}
+
+/* Takes fl out of the table (and the retained list) and drops the table's
+ * reference; caller holds f->lock. Returns the flight if the caller must
+ * free it (after unlocking), else NULL. */
+static struct flight *table_drop(struct fetch *f, struct flight *fl)
+{
+	if (fl->retained) {
+		if (fl->rprev != NULL)
+			fl->rprev->rnext = fl->rnext;
+		else
+			f->ret_head = fl->rnext;
+		if (fl->rnext != NULL)
+			fl->rnext->rprev = fl->rprev;
+		else
+			f->ret_tail = fl->rprev;
+		fl->retained = false;
+	}
+	table_remove(f, fl);
+	/* Stored before it was done: see fetch_epoch(). */
+	__atomic_add_fetch(&f->epochs[bucket_of(fl->hash)], 1,
+			   __ATOMIC_RELEASE);
+	return flight_unref(f, fl);
+}
+
+/* Frees memory for a caller short of it, with f->lock held: an idle
+ * pooled buffer, else the oldest retained flight (for a prefetch only a
+ * stale one). Drops the lock while unmapping, so the caller looks at
+ * everything again. Returns false if there was nothing to free. */
+static bool reclaim_one(struct fetch *f, bool reader)
+{
+	struct flight *fl = f->ret_head, *dead;
+	void *p = NULL;
+	uint64_t bytes = 0;
+	int k;
+
+	for (k = POOL_CLASSES - 1; k >= 0 && p == NULL; k--)
+		if (f->n_pool[k] > 0) {
+			p = f->pool[k][--f->n_pool[k]];
+			bytes = UINT64_C(1) << (POOL_MIN_SHIFT + k);
+		}
+	if (p != NULL) {
+		unaccount(f, bytes);
+		pthread_mutex_unlock(&f->lock);
+		munmap(p, (size_t)bytes);
+		pthread_mutex_lock(&f->lock);
+		return true;
+	}
+	if (fl == NULL || (!reader && now_ns() - fl->done_ns < RETAIN_STALE_NS))
+		return false;
+	f->reclaimed++;
+	dead = table_drop(f, fl);
+	if (dead != NULL) {
+		pthread_mutex_unlock(&f->lock);
+		flight_free(dead);
+		pthread_mutex_lock(&f->lock);
+	}
+	return true;
+}
+
+/* Makes a flight for r with a buffer, queued at prio, in the table, and
+ * wakes workers for its parts but `self` of them (parts the caller runs
+ * itself). Caller holds f->lock and has checked the budget. */
 static struct flight *flight_create(struct fetch *f,
 				    const struct fetch_request *r, int prio,
-				    uint64_t bytes)
+				    unsigned self)
 {
 	struct flight *fl = calloc(1, sizeof(*fl));
-	unsigned n, free_slots;
+	unsigned n, free_slots, i;
 
 	if (fl == NULL)
 		return NULL;
+	pthread_cond_init(&fl->cv, NULL);
+	fl->len = r->len;
 	fl->id = malloc(r->id_len ? r->id_len : 1);
 	fl->key = malloc(r->key_len + 1);
 	fl->etag = malloc(r->etag_len + 1);
-	fl->buf = bytes ? map(bytes) : NULL;
+	fl->buf = r->len ? buf_take(f, r->len) : NULL;
 	if (fl->id == NULL || fl->key == NULL || fl->etag == NULL ||
-	    (bytes && fl->buf == NULL)) {
+	    (r->len && fl->buf == NULL)) {
+		fl->buf = buf_give(f, fl->buf, fl->len);
 		flight_free(fl);
 		return NULL;
 	}
@@ -287,10 +462,7 @@ static struct flight *flight_create(struct fetch *f,
 	fl->etag_len = r->etag_len;
 	fl->has_etag = r->etag != NULL;
 	fl->offset = r->offset;
-	fl->len = r->len;
-	fl->buf_bytes = bytes;
-	f->chunk_bytes += bytes;
-	account(f, bytes);
+	f->chunk_bytes += buf_size(r->len);
 	/* Parts only as far as connections are free now: splitting a chunk
 	 * no one can fetch in parallel only adds requests. */
 	n = (unsigned)((r->len + FETCH_PART_SIZE - 1) / FETCH_PART_SIZE);
@@ -308,36 +480,50 @@ static struct flight *flight_create(struct fetch *f,
 	fl->tnext = f->table[bucket_of(r->hash)];
 	f->table[bucket_of(r->hash)] = fl;
 	queue_push(f, fl, prio);
-	pthread_cond_broadcast(&f->work);
+	for (i = self; i < n; i++)
+		pthread_cond_signal(&f->work);
 	return fl;
 }
 
-/* ---- workers -------------------------------------------------------------- */
+/* ---- running parts -------------------------------------------------------- */
+
+/* Caller holds f->lock: may a part start now? */
+static bool slot_free(const struct fetch *f)
+{
+	return f->inflight < f->connections && f->slot_waiters == 0;
+}
 
 /* Caller holds f->lock. */
 static bool runnable(const struct fetch *f)
 {
 	return (f->q[PRIO_READER].head != NULL ||
 		f->q[PRIO_PREFETCH].head != NULL) &&
-	       f->inflight < f->connections && f->slot_waiters == 0;
+	       slot_free(f);
 }
 
-/* Runs one queued part. Caller holds f->lock and has checked runnable();
- * the lock is dropped around the read and done_fn. */
-static void run_part(struct fetch *f)
+/* Caller holds f->lock. */
+static struct flight *queue_next(struct fetch *f)
 {
-	struct flight *fl = f->q[PRIO_READER].head, *dead = NULL;
+	return f->q[PRIO_READER].head != NULL ? f->q[PRIO_READER].head
+					      : f->q[PRIO_PREFETCH].head;
+}
+
+/* Runs the next part of queued flight fl. Caller holds f->lock and has
+ * checked slot_free(); the lock is dropped around the read and done_fn.
+ * worker: the caller is a worker thread (it looks for more work itself). */
+static void run_part(struct fetch *f, struct flight *fl, bool worker)
+{
+	struct flight *dead;
 	uint64_t start, plen;
 	size_t nread = 0;
 	unsigned part, i;
 	int rc;
 
-	if (fl == NULL)
-		fl = f->q[PRIO_PREFETCH].head;
 	part = fl->next_part++;
 	if (fl->next_part == fl->n_parts)
 		queue_unlink(f, fl);
 	f->inflight++;
+	fl->refs++; /* ours, while we use it unlocked */
 	start = (uint64_t)part * fl->part_size;
 	plen = fl->len - start < fl->part_size ? fl->len - start
 					       : fl->part_size;
@@ -352,13 +538,15 @@ static void run_part(struct fetch *f)
 	f->inflight--;
 	if (f->slot_waiters > 0)
 		pthread_cond_signal(&f->slot);
-	else
+	else if (!worker && runnable(f))
 		pthread_cond_signal(&f->work);
+	if (f->n_workers == 0)
+		pthread_cond_broadcast(&f->done);
 	fl->nread[part] = rc < 0 ? 0 : nread;
 	if (rc < 0 && fl->rc == 0)
 		fl->rc = rc;
 	if (++fl->parts_done < fl->n_parts)
-		return;
+		goto out;
 	for (i = 0; i < fl->n_parts; i++) {
 		uint64_t want = fl->len - (uint64_t)i * fl->part_size;
 
@@ -370,19 +558,21 @@ static void run_part(struct fetch *f)
 	}
 	if (fl->rc == 0 && fl->valid == fl->len && f->done_fn != NULL) {
 		/* Every part finished, so nothing writes the buffer any
-		 * more; the table's reference keeps it alive. Readers wake
-		 * only after the store, so what a read returned is in the
-		 * cache (as when each reader fetched for itself). */
+		 * more. Readers wake only after the store, so what a read
+		 * returned is in the cache (as when each reader fetched for
+		 * itself). */
 		pthread_mutex_unlock(&f->lock);
 		f->done_fn(f->ctx, fl->hash, fl->id, fl->id_len, fl->buf,
 			   fl->len);
 		pthread_mutex_lock(&f->lock);
 	}
 	fl->done = true;
-	pthread_cond_broadcast(&f->done);
-	table_remove(f, fl);
-	__atomic_add_fetch(&f->epochs[bucket_of(fl->hash)], 1,
-			   __ATOMIC_RELEASE);
+	pthread_cond_broadcast(&fl->cv);
+	if (fl->rc == 0 && fl->valid == fl->len)
+		retain(f, fl);
+	else
+		table_drop(f, fl); /* not the last reference: ours */
+out:
 	dead = flight_unref(f, fl);
 	if (dead != NULL) {
 		pthread_mutex_unlock(&f->lock);
@@ -409,7 +599,7 @@ static void *worker_main(void *arg)
 			pthread_cond_wait(&f->work, &f->lock);
 		if (f->stop)
 			break;
-		run_part(f);
+		run_part(f, queue_next(f), true);
 	}
 	pthread_mutex_unlock(&f->lock);
 	return NULL;
@@ -422,6 +612,8 @@ static void *worker_main(void *arg)
 static void fork_check(struct fetch *f)
 {
 	pid_t pid = getpid();
+	uint64_t pooled = 0;
+	int k;
 
 	if (__atomic_load_n(&f->owner_pid, __ATOMIC_ACQUIRE) == pid)
 		return;
@@ -432,9 +624,12 @@ static void fork_check(struct fetch *f)
 	pthread_cond_init(&f->memory, NULL);
 	memset(f->q, 0, sizeof(f->q));
 	memset(f->table, 0, sizeof(f->table)); /* the parent's flights */
+	f->ret_head = f->ret_tail = NULL;
 	f->inflight = f->slot_waiters = 0;
 	f->chunk_bytes = 0;
-	f->in_use = f->high_water = (uint64_t)f->n_pool * POOL_BUF;
+	for (k = 0; k < POOL_CLASSES; k++)
+		pooled += (uint64_t)f->n_pool[k] << (POOL_MIN_SHIFT + k);
+	f->in_use = f->high_water = pooled;
 	free(f->workers);
 	f->workers = NULL;
 	f->n_workers = f->n_started = 0;
@@ -475,15 +670,19 @@ static void workers_ensure(struct fetch *f)
 		pthread_cond_wait(&f->done, &f->lock);
 }
 
-/* Caller holds f->lock: waits until fl is done, running queued parts in
- * this thread when no worker could be started. */
+/* Caller holds f->lock: waits until fl is done, running its parts in this
+ * thread while connections are free (and any queued part when no worker
+ * could be started). */
 static void wait_done(struct fetch *f, struct flight *fl)
 {
 	while (!fl->done) {
-		if (f->n_workers == 0 && runnable(f))
-			run_part(f);
+		if (fl->queued && slot_free(f))
+			run_part(f, fl, false);
+		else if (f->n_workers == 0 && runnable(f))
+			run_part(f, queue_next(f), false);
 		else
-			pthread_cond_wait(&f->done, &f->lock);
+			pthread_cond_wait(f->n_workers > 0 ? &fl->cv : &f->done,
+					  &f->lock);
 	}
 }
 
@@ -491,6 +690,7 @@ void fetch_free(struct fetch *f)
 {
 	struct flight *dead = NULL;
 	unsigned b;
+	int k;
 
 	if (f == NULL)
 		return;
@@ -501,7 +701,8 @@ void fetch_free(struct fetch *f)
 	pthread_mutex_unlock(&f->lock);
 	for (unsigned i = 0; i < f->n_workers; i++)
 		pthread_join(f->workers[i], NULL);
-	/* Only queued prefetches can be left: no reader and no worker. */
+	/* Only queued prefetches and retained flights can be left: no
+	 * reader and no worker. */
 	for (b = 0; b < BUCKETS; b++)
 		while (f->table[b] != NULL) {
 			struct flight *fl = f->table[b];
@@ -516,8 +717,10 @@ void fetch_free(struct fetch *f)
 		flight_free(dead);
 		dead = next;
 	}
-	while (f->n_pool > 0)
-		munmap(f->pool[--f->n_pool], (size_t)POOL_BUF);
+	for (k = 0; k < POOL_CLASSES; k++)
+		while (f->n_pool[k] > 0)
+			munmap(f->pool[k][--f->n_pool[k]],
+			       (size_t)UINT64_C(1) << (POOL_MIN_SHIFT + k));
 	free(f->workers);
 	pthread_mutex_destroy(&f->lock);
 	pthread_cond_destroy(&f->work);
@@ -540,13 +743,17 @@ static bool epoch_moved(struct fetch *f, const uint8_t *hash, uint64_t epoch)
 	return epoch != FETCH_NO_EPOCH && f->epochs[bucket_of(hash)] != epoch;
 }
 
-ssize_t fetch_get(struct fetch *f, const struct fetch_request *r,
-		  uint64_t epoch, uint64_t off, size_t len, void *dst)
+/* fetch_get() and fetch_join(): create says whether a chunk neither in
+ * flight nor retained is fetched (else -ENOENT). */
+static ssize_t get(struct fetch *f, const struct fetch_request *r,
+		   uint64_t epoch, uint64_t off, size_t len, void *dst,
+		   bool create, bool *ready)
 {
-	uint64_t bytes = round_page(r->len);
-	struct flight *fl, *dead;
+	struct flight *fl, *dead, *dead2 = NULL;
 	ssize_t ret;
 
+	if (ready != NULL)
+		*ready = false;
 	fork_check(f);
 	pthread_mutex_lock(&f->lock);
 	workers_ensure(f);
@@ -554,14 +761,21 @@ ssize_t fetch_get(struct fetch *f, const struct fetch_request *r,
 		fl = table_find(f, r);
 		if (fl != NULL) {
 			fl->refs++;
-			f->waits++;
+			if (fl->done && ready != NULL)
+				*ready = true;
+			if (!fl->done)
+				f->waits++;
 			if (fl->queued && fl->prio == PRIO_PREFETCH) {
 				queue_unlink(f, fl);
 				queue_push(f, fl, PRIO_READER);
 				f->promoted++;
-				pthread_cond_broadcast(&f->work);
+				pthread_cond_signal(&f->work);
 			}
 			break;
+		}
+		if (!create) {
+			pthread_mutex_unlock(&f->lock);
+			return -ENOENT;
 		}
 		if (epoch_moved(f, r->hash, epoch)) {
 			pthread_mutex_unlock(&f->lock);
@@ -569,8 +783,10 @@ ssize_t fetch_get(struct fetch *f, const struct fetch_request *r,
 		}
 		/* Wait only for memory other chunks hold: they are
 		 * released in bounded time, whatever this thread holds. */
-		if (f->in_use + bytes <= f->budget || f->chunk_bytes == 0) {
-			fl = flight_create(f, r, PRIO_READER, bytes);
+		if (f->in_use + buf_need(f, r->len) <= f->budget ||
+		    f->chunk_bytes == 0) {
+			fl = flight_create(f, r, PRIO_READER,
+					   slot_free(f) ? 1 : 0);
 			if (fl == NULL) {
 				pthread_mutex_unlock(&f->lock);
 				return -ENOMEM;
@@ -578,7 +794,8 @@ ssize_t fetch_get(struct fetch *f, const struct fetch_request *r,
 			fl->refs = 2; /* the table's and ours */
 			break;
 		}
-		pthread_cond_wait(&f->memory, &f->lock);
+		if (!reclaim_one(f, true))
+			pthread_cond_wait(&f->memory, &f->lock);
 	}
 	wait_done(f, fl);
 	pthread_mutex_unlock(&f->lock);
@@ -594,40 +811,62 @@ ssize_t fetch_get(struct fetch *f, const struct fetch_request *r,
 		}
 	}
 	pthread_mutex_lock(&f->lock);
+	/* A caller that wants no bytes (a fill) leaves nothing to serve. */
+	fl->served += len > 0 ? (uint64_t)(ret > 0 ? ret : 0) : fl->len;
+	if (fl->retained && fl->served >= fl->len)
+		dead2 = table_drop(f, fl); /* not the last reference: ours */
 	dead = flight_unref(f, fl);
 	pthread_mutex_unlock(&f->lock);
+	flight_free(dead2);
 	flight_free(dead);
 	return ret;
+}
+
+ssize_t fetch_get(struct fetch *f, const struct fetch_request *r,
+		  uint64_t epoch, uint64_t off, size_t len, void *dst)
+{
+	return get(f, r, epoch, off, len, dst, true, NULL);
+}
+
+ssize_t fetch_join(struct fetch *f, const struct fetch_request *r,
+		   uint64_t off, size_t len, void *dst, bool *ready)
+{
+	return get(f, r, FETCH_NO_EPOCH, off, len, dst, false, ready);
 }
 
 int fetch_prefetch(struct fetch *f, const struct fetch_request *r,
 		   uint64_t epoch)
 {
-	uint64_t bytes = round_page(r->len);
 	struct flight *fl;
 	int rc = 0;
 
 	fork_check(f);
 	pthread_mutex_lock(&f->lock);
 	workers_ensure(f);
-	if (f->n_workers == 0) {
-		rc = -ENOBUFS; /* nobody would run it */
-	} else if (table_find(f, r) != NULL) {
-		rc = 1;
-	} else if (epoch_moved(f, r->hash, epoch)) {
-		rc = -EAGAIN;
-	} else if (f->in_use + bytes > f->budget / 4 * 3) {
-		f->refused++;
-		rc = -ENOBUFS;
-	} else {
-		fl = flight_create(f, r, PRIO_PREFETCH, bytes);
-		if (fl == NULL) {
-			rc = -ENOMEM;
+	for (;;) {
+		if (f->n_workers == 0) {
+			rc = -ENOBUFS; /* nobody would run it */
+		} else if (table_find(f, r) != NULL) {
+			rc = 1;
+		} else if (epoch_moved(f, r->hash, epoch)) {
+			rc = -EAGAIN;
+		} else if (f->in_use + buf_need(f, r->len) >
+			   f->budget / 4 * 3) {
+			if (reclaim_one(f, false))
+				continue;
+			f->refused++;
+			rc = -ENOBUFS;
 		} else {
-			fl->refs = 1; /* the table's */
-			f->queued++;
-			f->queued_bytes += r->len;
+			fl = flight_create(f, r, PRIO_PREFETCH, 0);
+			if (fl == NULL) {
+				rc = -ENOMEM;
+			} else {
+				fl->refs = 1; /* the table's */
+				f->queued++;
+				f->queued_bytes += r->len;
+			}
 		}
+		break;
 	}
 	pthread_mutex_unlock(&f->lock);
 	return rc;
@@ -670,44 +909,27 @@ void fetch_slot_release(struct fetch *f)
 
 void *fetch_buffer_alloc(struct fetch *f, size_t len)
 {
-	uint64_t bytes = len <= POOL_BUF ? POOL_BUF : round_page(len);
-	void *p = NULL;
+	void *p;
 
 	fork_check(f);
 	pthread_mutex_lock(&f->lock);
-	if (bytes == POOL_BUF && f->n_pool > 0) {
-		p = f->pool[--f->n_pool];
-		pthread_mutex_unlock(&f->lock);
-		return p;
-	}
-	account(f, bytes);
+	p = buf_take(f, len ? len : 1);
 	pthread_mutex_unlock(&f->lock);
-	p = map(bytes);
-	if (p == NULL) {
-		pthread_mutex_lock(&f->lock);
-		unaccount(f, bytes);
-		pthread_mutex_unlock(&f->lock);
-	}
 	return p;
 }
 
 void fetch_buffer_free(struct fetch *f, void *p, size_t len)
 {
-	uint64_t bytes = len <= POOL_BUF ? POOL_BUF : round_page(len);
+	void *unmap;
 
 	if (p == NULL)
 		return;
 	fork_check(f);
 	pthread_mutex_lock(&f->lock);
-	/* Pooled buffers stay accounted: they stay resident. */
-	if (bytes == POOL_BUF && f->n_pool < POOL_MAX) {
-		f->pool[f->n_pool++] = p;
-		pthread_mutex_unlock(&f->lock);
-		return;
-	}
-	unaccount(f, bytes);
+	unmap = buf_give(f, p, len ? len : 1);
 	pthread_mutex_unlock(&f->lock);
-	munmap(p, (size_t)bytes);
+	if (unmap != NULL)
+		munmap(unmap, (size_t)buf_size(len ? len : 1));
 }
 
 void fetch_stats_get(struct fetch *f, struct fetch_stats *out)

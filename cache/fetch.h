@@ -3,6 +3,8 @@
  * Internal to cache/: fs/ never includes this header.
  *
  * Every backend request of a cache goes through one engine, which owns:
+ *   - the threads that run requests: a reader's own, when a connection is
+ *     free, else the engine's workers;
  *   - a fixed connection budget: at most `connections` backend requests
  *     run at once, whoever asked for them;
  *   - single-flight: a chunk (named by its identity hash, identity
@@ -96,6 +98,18 @@ void fetch_free(struct fetch *f);
 ssize_t fetch_get(struct fetch *f, const struct fetch_request *r,
 		  uint64_t epoch, uint64_t off, size_t len, void *dst);
 
+/* Like fetch_get(), but only joins a fetch in flight or a chunk fetched
+ * and retained in memory (see below); never fetches. Returns -ENOENT if r
+ * is neither. Sets *ready (may be NULL) when the bytes were there without
+ * waiting.
+ *
+ * A chunk fetched whole stays in memory, retained, until readers have
+ * copied all of its bytes once or its memory is needed (a reader short of
+ * memory takes the oldest; a prefetch only one unread for 2 s): a
+ * prefetched chunk is served without a look at the disk cache. */
+ssize_t fetch_join(struct fetch *f, const struct fetch_request *r,
+		   uint64_t off, size_t len, void *dst, bool *ready);
+
 /* A counter per group of chunks that moves when a fetch of one leaves the
  * table (after done_fn). A caller that looked r up elsewhere (the disk
  * cache) reads it first and passes it to fetch_get()/fetch_prefetch();
@@ -113,7 +127,7 @@ uint64_t fetch_epoch(struct fetch *f, const uint8_t *hash);
 int fetch_prefetch(struct fetch *f, const struct fetch_request *r,
 		   uint64_t epoch);
 
-/* True if chunk r is being fetched now (or queued). */
+/* True if chunk r is being fetched now, queued, or retained. */
 bool fetch_in_flight(struct fetch *f, const struct fetch_request *r);
 
 /* A connection for a read outside the chunk machinery (the pass-through

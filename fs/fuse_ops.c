@@ -503,11 +503,7 @@ static void fs_op_open(fuse_req_t req, fuse_ino_t ino,
 		struct cache_file *cf;
 
 		object_of(fs, item, &obj);
-		rc = cache_file_open(fs->d.cache, &obj,
-				     fs->item_rank[item] == UINT32_MAX
-					     ? CACHE_NO_ORDER
-					     : fs->item_rank[item],
-				     fs->item_pos[item], &cf);
+		rc = cache_file_open(fs->d.cache, &obj, &cf);
 		if (rc < 0) {
 			fuse_reply_err(req, -rc);
 			return;
@@ -521,6 +517,11 @@ static void fs_op_open(fuse_req_t req, fuse_ino_t ino,
 		__atomic_sub_fetch(&fs->open_files, 1, __ATOMIC_RELAXED);
 		handle_free(n, fi);
 	}
+	/* After the reply: the opener goes on while the next files of its
+	 * order are queued (n and the tables outlive every request). */
+	if (n->kind == VIEW_FILE && fs->item_rank[n->u.item] != UINT32_MAX)
+		cache_order_open(fs->d.cache, fs->item_rank[n->u.item],
+				 fs->item_pos[n->u.item]);
 }
 
 static void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,

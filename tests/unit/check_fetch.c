@@ -27,6 +27,17 @@
 
 static const char *root;
 
+/* Opens obj at position pos of order, as the FUSE layer does. */
+static int open_at(struct cache *c, const struct cache_object *obj,
+		   uint64_t order, uint64_t pos, struct cache_file **f)
+{
+	int rc = cache_file_open(c, obj, f);
+
+	if (rc == 0)
+		cache_order_open(c, order, pos);
+	return rc;
+}
+
 /* ---- the recording backend ---- */
 
 #define LOG_MAX 256
@@ -313,7 +324,7 @@ START_TEST(test_reader_first)
 	 * f02..f04 queue behind it. */
 	fx_open(&fx, 1 << 20, 1, 64 << 20, 4);
 	rec_gate(&fx.rec, true);
-	ck_assert_int_eq(cache_file_open(fx.c, &fx.objs[0], 0, 0, &f), 0);
+	ck_assert_int_eq(open_at(fx.c, &fx.objs[0], 0, 0, &f), 0);
 	rec_wait_held(&fx.rec, 1);
 	ck_assert_uint_eq(stats(&fx).prefetch_issued, 4);
 	/* A reader now waits for f04, queued last: it must go next. */
@@ -361,7 +372,7 @@ static void *walker_main(void *arg)
 		struct cache_file *f;
 		uint64_t off;
 
-		if (cache_file_open(w->fx->c, &w->fx->objs[k], 0, k, &f) < 0) {
+		if (open_at(w->fx->c, &w->fx->objs[k], 0, k, &f) < 0) {
 			w->ok = false;
 			break;
 		}
@@ -449,7 +460,7 @@ START_TEST(test_readahead_window)
 	fx_open(&fx, 1 << 20, 8, 64 << 20, 0);
 	ck_assert_ptr_nonnull(buf);
 	ck_assert_int_eq(
-		cache_file_open(fx.c, &fx.objs[0], CACHE_NO_ORDER, 0, &f), 0);
+		open_at(fx.c, &fx.objs[0], CACHE_NO_ORDER, 0, &f), 0);
 	/* Sequential: the window doubles each time the reader has read a
 	 * window's worth since it grew: 1, 2, 4, 8, 16 MiB (the cap) at 1, 2,
 	 * 4, 8 and 16 MiB read. */
@@ -482,7 +493,7 @@ static void open_close(struct fixture *fx, unsigned k)
 {
 	struct cache_file *f;
 
-	ck_assert_int_eq(cache_file_open(fx->c, &fx->objs[k], 0, k, &f), 0);
+	ck_assert_int_eq(open_at(fx->c, &fx->objs[k], 0, k, &f), 0);
 	cache_file_close(f);
 }
 
