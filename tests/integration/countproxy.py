@@ -4,9 +4,10 @@ shardfs fetched.
 
 Listens on 127.0.0.1, forwards every request unchanged (method, path,
 headers, body) to one upstream (s3rver) and relays the answer; appends one
-line per request, "METHOD PATH STATUS BYTES" (BYTES: the body's length),
-to the log file, flushed before the
-answer is sent, so a test that has read a file sees its GETs counted.
+line per request, "METHOD PATH STATUS BYTES CONN" (BYTES: the body's
+length; CONN: the client connection it came on, numbered from 1) to the
+log file, flushed before the answer is sent, so a test that has read a
+file sees its GETs counted.
 
     countproxy.py --upstream 127.0.0.1:PORT --log FILE --port-file FILE
 
@@ -32,6 +33,7 @@ def main():
     lock = threading.Lock()
     log = open(args.log, "a", buffering=1)
     local = threading.local()
+    conns = [0]
 
     def upstream():
         c = getattr(local, "conn", None)
@@ -45,6 +47,12 @@ def main():
 
         def log_message(self, fmt, *a):
             pass
+
+        def setup(self):  # once per client connection
+            super().setup()
+            with lock:
+                conns[0] += 1
+                self.conn_id = conns[0]
 
         def relay(self):
             n = int(self.headers.get("Content-Length") or 0)
@@ -67,8 +75,9 @@ def main():
                         self.send_error(502)
                         return
             with lock:
-                log.write("%s %s %d %d\n" % (self.command, self.path,
-                                              r.status, len(data)))
+                log.write("%s %s %d %d %d\n" % (self.command, self.path,
+                                                 r.status, len(data),
+                                                 self.conn_id))
                 log.flush()
             self.send_response(r.status)
             head = self.command == "HEAD"

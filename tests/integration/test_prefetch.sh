@@ -5,7 +5,8 @@
 #
 # Covered: ten concurrent readers of one cold large file fetch each byte
 # once (single-flight); a reader walking rank 0 in its order finds the next
-# files fetched before it opens them (prefetch hits); a reader off the
+# files fetched before it opens them (prefetch hits) over at most
+# prefetch.connections kept-alive connections; a reader off the
 # order makes the prefetcher back off (depth 0, few prefetches); a
 # sequential reader of a large file has chunks fetched ahead of it and a
 # growing window; 64 concurrent readers with prefetch.memory = 64M keep the
@@ -99,7 +100,8 @@ check "unmount a" umount_shardfs "$M"
 # --- b. order prefetch: a reader that follows rank 0's order ----------------------
 # A source of only the small files, so one GET is one whole file and
 # positions in rank-0.order are the prefetcher's positions.
-PREFIX=ds/s/ MANIFEST=$T/ms.tsv conf "$C" "$T/cache-b" prefetch.files=8
+PREFIX=ds/s/ MANIFEST=$T/ms.tsv conf "$C" "$T/cache-b" prefetch.files=8 \
+	prefetch.connections=4
 mount_shardfs "$C" "$M" || fail "mount b"
 mapfile -t ORDER <"$M/.shardfs/rank-0.order"
 check "b: rank-0.order lists the 48 small files" test "${#ORDER[@]}" -eq 48
@@ -127,6 +129,10 @@ hits=$(stat_of "$M" prefetch_hits_total)
 check "b: prefetch hits counted ($hits)" test "$hits" -gt 0
 check "b: each small file fetched at most once" bash -c \
 	"test \$(grep -c '^GET /$BUCKET/ds/s/' '$GETLOG') -le 48"
+# Keep-alive: connections are reused, never one per GET.
+nconn=$(awk '$1 == "GET" {print $5}' "$GETLOG" | sort -u | wc -l)
+check "b: $(grep -c '^GET ' "$GETLOG") GETs came over $nconn connections (prefetch.connections = 4)" \
+	test "$nconn" -ge 1 -a "$nconn" -le 4
 check "unmount b" umount_shardfs "$M"
 
 # --- b2. a reader off the order: the prefetcher backs off --------------------------
