@@ -87,7 +87,7 @@
 #define WARN_SECONDS 60
 #define ORPHAN_GRACE_SECONDS 3600
 #define QUEUE_BYTES_MAX (UINT64_C(64) << 20) /* chunk bytes awaiting rows */
-#define COMMIT_BATCH 64    /* chunks that make the committer start now */
+#define COMMIT_BATCH 64	   /* chunks that make the committer start now */
 #define COMMIT_DELAY_MS 20 /* else it waits this long for a batch */
 #define PREFETCH_FILES_DEFAULT 32
 
@@ -199,11 +199,11 @@ struct cache {
 	pthread_cond_t q_work;	/* the queue grew, or q_stop */
 	pthread_cond_t q_idle;	/* a batch was indexed */
 	struct pending *q_head, **q_tail;
-	uint64_t q_bytes; /* bytes queued: inline in memory, blobs on disk */
-	uint64_t q_max;	  /* most q_bytes before stores wait */
-	unsigned q_count; /* chunks queued */
+	uint64_t q_bytes;    /* bytes queued: inline in memory, blobs on disk */
+	uint64_t q_max;	     /* most q_bytes before stores wait */
+	unsigned q_count;    /* chunks queued */
 	unsigned q_drainers; /* threads in pending_drain(): no delay */
-	bool q_busy;	  /* the committer holds a batch */
+	bool q_busy;	     /* the committer holds a batch */
 	bool q_stop;
 	bool committer_running;
 	pthread_t committer;

@@ -14,9 +14,12 @@
  * switches, more than a loopback round trip on a small machine); workers
  * run prefetches, extra parts, and readers' chunks that had to queue.
  *
- * When the last part finishes, the flight is handed to done_fn (the cache
- * stores it), then marked done (waiting readers copy their bytes) and
- * stays in the table, retained, until readers have copied all of it or
+ * When the last part finishes, the flight is marked done (waiting readers
+ * copy their bytes) and handed to done_fn (the cache stores it) while it
+ * stays in the table, so a reader finds either the flight or the store;
+ * a reader's thread leaves the store of a chunk over STORE_INLINE_MAX to
+ * a worker. Then it stays in the table, retained, until readers have
+ * copied all of it or
  * its memory is needed: a prefetched chunk is then served from memory
  * without a look at the disk cache, and a reader that comes meanwhile
  * joins it instead of missing both the table and the store. Retained
@@ -32,9 +35,9 @@
  *
  * Memory: buffers are mmap()ed, so what the budget counts is what the
  * process holds, without the allocator's caching. Buffers of up to
- * POOL_BUF bytes come in power-of-two classes from POOL_MIN and are kept
- * in a small pool per class for reuse (mapping and faulting in a buffer
- * per small file costs more than fetching it); pooled buffers stay
+ * POOL_BUF bytes come in power-of-two classes from 64 KiB and are kept in
+ * a small pool per class for reuse (mapping, faulting in and zeroing a
+ * buffer per chunk costs more than fetching a small one); pooled buffers stay
  * accounted, and a reader short of memory unmaps them first.
  */
 #include "cache/fetch.h"
@@ -52,11 +55,18 @@
 
 #define BUCKETS 256
 #define PAGE 4096u
-#define POOL_MIN_SHIFT 16		     /* 64 KiB, the smallest class */
-#define POOL_CLASSES 5			     /* 64 KiB .. 1 MiB */
-#define POOL_BUF (UINT64_C(1) << 20)	     /* the largest class */
-#define POOL_MAX 16			     /* idle buffers kept per class */
+#define POOL_MIN_SHIFT 16	      /* 64 KiB, the smallest class */
+#define POOL_CLASSES 9		      /* 64 KiB .. 16 MiB */
+#define POOL_BUF (UINT64_C(16) << 20) /* the largest class */
+#define POOL_MAX 16	 /* idle buffers kept per class up to 1 MiB, */
+#define POOL_MAX_LARGE 4 /* and per larger class */
 #define RETAIN_STALE_NS (UINT64_C(2000000000)) /* see the file comment */
+#define STORE_INLINE_MAX (UINT64_C(1) << 20)   /* larger: a worker stores */
+/* Prefetch parts run at once up to this many bytes: streams share the
+ * server's bandwidth, so the part a reader will need next should not
+ * share it with every chunk the window reaches; small files (latency
+ * bound) still go many at a time. */
+#define PREFETCH_INFLIGHT_MAX (UINT64_C(32) << 20)
 #define CONNECTIONS_DEFAULT 64
 #define MEMORY_DEFAULT (UINT64_C(512) << 20)
 
@@ -66,8 +76,10 @@ struct flight {
 	struct flight *tnext;	      /* table bucket chain */
 	struct flight *qprev, *qnext; /* queue links while queued */
 	struct flight *rprev, *rnext; /* retained list links */
+	struct flight *snext;	      /* store queue link */
 	pthread_cond_t cv;	      /* done, for its waiters */
 	bool queued, in_table, done, retained;
+	bool storing; /* done_fn has it: stays in the table, not retained */
 	int prio;
 	uint8_t hash[FETCH_HASH_LEN];
 	uint8_t *id;
@@ -81,7 +93,7 @@ struct flight {
 	unsigned n_parts, next_part, parts_done;
 	uint64_t part_size;
 	size_t nread[FETCH_PARTS_MAX];
-	int rc;		/* first error of a part */
+	int rc;		  /* first error of a part */
 	uint64_t valid;	  /* bytes fetched, from the start, once done */
 	uint64_t served;  /* bytes readers copied out */
 	uint64_t done_ns; /* when it was done (CLOCK_MONOTONIC) */
@@ -106,6 +118,8 @@ struct fetch {
 	unsigned connections;  /* protected by lock */
 	uint64_t budget;       /* protected by lock */
 	unsigned inflight;     /* protected by lock: requests running */
+	uint64_t pf_inflight;  /* protected by lock: bytes of prefetch parts
+				* running */
 	unsigned slot_waiters; /* protected by lock */
 	struct queue q[NPRIO]; /* protected by lock */
 	struct flight *table[BUCKETS];		  /* protected by lock */
@@ -114,6 +128,8 @@ struct fetch {
 	unsigned n_pool[POOL_CLASSES];		  /* protected by lock */
 	struct flight *ret_head, *ret_tail;	  /* protected by lock: retained
 						   * flights, oldest first */
+	struct flight *store_head, *store_tail;	  /* protected by lock: chunks
+						   * for a worker to store */
 	/* The process whose engine this is (see fork_check()), and its
 	 * workers; protected by lock. */
 	pid_t owner_pid;
@@ -173,7 +189,8 @@ static int class_of(uint64_t n)
 
 	if (n > POOL_BUF)
 		return -1;
-	while (k < POOL_CLASSES - 1 && (UINT64_C(1) << (POOL_MIN_SHIFT + k)) < n)
+	while (k < POOL_CLASSES - 1 &&
+	       (UINT64_C(1) << (POOL_MIN_SHIFT + k)) < n)
 		k++;
 	return k;
 }
@@ -219,7 +236,7 @@ static void *buf_give(struct fetch *f, void *p, uint64_t n)
 
 	if (p == NULL)
 		return NULL;
-	if (k >= 0 && f->n_pool[k] < POOL_MAX) {
+	if (k >= 0 && f->n_pool[k] < (k <= 4 ? POOL_MAX : POOL_MAX_LARGE)) {
 		f->pool[k][f->n_pool[k]++] = p;
 		pthread_cond_broadcast(&f->memory);
 		return NULL;
@@ -493,11 +510,17 @@ static bool slot_free(const struct fetch *f)
 	return f->inflight < f->connections && f->slot_waiters == 0;
 }
 
+/* Caller holds f->lock: may a queued prefetch part start now? */
+static bool prefetch_room(const struct fetch *f)
+{
+	return f->pf_inflight < PREFETCH_INFLIGHT_MAX;
+}
+
 /* Caller holds f->lock. */
 static bool runnable(const struct fetch *f)
 {
 	return (f->q[PRIO_READER].head != NULL ||
-		f->q[PRIO_PREFETCH].head != NULL) &&
+		(f->q[PRIO_PREFETCH].head != NULL && prefetch_room(f))) &&
 	       slot_free(f);
 }
 
@@ -506,6 +529,21 @@ static struct flight *queue_next(struct fetch *f)
 {
 	return f->q[PRIO_READER].head != NULL ? f->q[PRIO_READER].head
 					      : f->q[PRIO_PREFETCH].head;
+}
+
+/* Hands done flight fl to done_fn, then leaves it retained, or drops it
+ * if readers have copied it all meanwhile. Caller holds f->lock (dropped
+ * around done_fn) and a reference. */
+static void store(struct fetch *f, struct flight *fl)
+{
+	pthread_mutex_unlock(&f->lock);
+	f->done_fn(f->ctx, fl->hash, fl->id, fl->id_len, fl->buf, fl->len);
+	pthread_mutex_lock(&f->lock);
+	fl->storing = false;
+	if (fl->served >= fl->len)
+		table_drop(f, fl); /* not the last reference: the caller's */
+	else
+		retain(f, fl);
 }
 
 /* Runs the next part of queued flight fl. Caller holds f->lock and has
@@ -517,6 +555,7 @@ static void run_part(struct fetch *f, struct flight *fl, bool worker)
 	uint64_t start, plen;
 	size_t nread = 0;
 	unsigned part, i;
+	bool pf = fl->prio == PRIO_PREFETCH;
 	int rc;
 
 	part = fl->next_part++;
@@ -527,6 +566,8 @@ static void run_part(struct fetch *f, struct flight *fl, bool worker)
 	start = (uint64_t)part * fl->part_size;
 	plen = fl->len - start < fl->part_size ? fl->len - start
 					       : fl->part_size;
+	if (pf)
+		f->pf_inflight += plen;
 	pthread_mutex_unlock(&f->lock);
 
 	rc = f->read_fn(f->ctx, fl->key, fl->key_len,
@@ -536,6 +577,8 @@ static void run_part(struct fetch *f, struct flight *fl, bool worker)
 
 	pthread_mutex_lock(&f->lock);
 	f->inflight--;
+	if (pf)
+		f->pf_inflight -= plen;
 	if (f->slot_waiters > 0)
 		pthread_cond_signal(&f->slot);
 	else if (!worker && runnable(f))
@@ -556,22 +599,29 @@ static void run_part(struct fetch *f, struct flight *fl, bool worker)
 		if (fl->nread[i] < want)
 			break;
 	}
-	if (fl->rc == 0 && fl->valid == fl->len && f->done_fn != NULL) {
-		/* Every part finished, so nothing writes the buffer any
-		 * more. Readers wake only after the store, so what a read
-		 * returned is in the cache (as when each reader fetched for
-		 * itself). */
-		pthread_mutex_unlock(&f->lock);
-		f->done_fn(f->ctx, fl->hash, fl->id, fl->id_len, fl->buf,
-			   fl->len);
-		pthread_mutex_lock(&f->lock);
-	}
+	/* Every part finished, so nothing writes the buffer any more:
+	 * readers may copy while it is stored. */
 	fl->done = true;
 	pthread_cond_broadcast(&fl->cv);
-	if (fl->rc == 0 && fl->valid == fl->len)
-		retain(f, fl);
-	else
+	if (fl->rc != 0 || fl->valid != fl->len) {
 		table_drop(f, fl); /* not the last reference: ours */
+	} else if (f->done_fn == NULL) {
+		retain(f, fl);
+	} else if (!worker && fl->len > STORE_INLINE_MAX && f->n_workers > 0) {
+		/* Off the reader's path: a worker writes the blob. */
+		fl->storing = true;
+		fl->refs++; /* the store queue's */
+		fl->snext = NULL;
+		if (f->store_tail != NULL)
+			f->store_tail->snext = fl;
+		else
+			f->store_head = fl;
+		f->store_tail = fl;
+		pthread_cond_signal(&f->work);
+	} else {
+		fl->storing = true;
+		store(f, fl);
+	}
 out:
 	dead = flight_unref(f, fl);
 	if (dead != NULL) {
@@ -595,8 +645,23 @@ static void *worker_main(void *arg)
 	f->n_started++;
 	pthread_cond_broadcast(&f->done);
 	for (;;) {
-		while (!f->stop && !runnable(f))
+		while (!f->stop && f->store_head == NULL && !runnable(f))
 			pthread_cond_wait(&f->work, &f->lock);
+		if (f->store_head != NULL) { /* even when stopping */
+			struct flight *fl = f->store_head, *dead;
+
+			f->store_head = fl->snext;
+			if (f->store_head == NULL)
+				f->store_tail = NULL;
+			store(f, fl);
+			dead = flight_unref(f, fl);
+			if (dead != NULL) {
+				pthread_mutex_unlock(&f->lock);
+				flight_free(dead);
+				pthread_mutex_lock(&f->lock);
+			}
+			continue;
+		}
 		if (f->stop)
 			break;
 		run_part(f, queue_next(f), true);
@@ -625,7 +690,9 @@ static void fork_check(struct fetch *f)
 	memset(f->q, 0, sizeof(f->q));
 	memset(f->table, 0, sizeof(f->table)); /* the parent's flights */
 	f->ret_head = f->ret_tail = NULL;
+	f->store_head = f->store_tail = NULL;
 	f->inflight = f->slot_waiters = 0;
+	f->pf_inflight = 0;
 	f->chunk_bytes = 0;
 	for (k = 0; k < POOL_CLASSES; k++)
 		pooled += (uint64_t)f->n_pool[k] << (POOL_MIN_SHIFT + k);
@@ -828,8 +895,8 @@ ssize_t fetch_get(struct fetch *f, const struct fetch_request *r,
 	return get(f, r, epoch, off, len, dst, true, NULL);
 }
 
-ssize_t fetch_join(struct fetch *f, const struct fetch_request *r,
-		   uint64_t off, size_t len, void *dst, bool *ready)
+ssize_t fetch_join(struct fetch *f, const struct fetch_request *r, uint64_t off,
+		   size_t len, void *dst, bool *ready)
 {
 	return get(f, r, FETCH_NO_EPOCH, off, len, dst, false, ready);
 }

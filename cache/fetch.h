@@ -31,7 +31,7 @@
 #include <sys/types.h>
 
 #define FETCH_HASH_LEN 32
-#define FETCH_PART_SIZE (UINT64_C(2) << 20)
+#define FETCH_PART_SIZE (UINT64_C(8) << 20)
 #define FETCH_PARTS_MAX 4
 #define FETCH_WORKERS_MAX 64
 
@@ -107,8 +107,8 @@ ssize_t fetch_get(struct fetch *f, const struct fetch_request *r,
  * copied all of its bytes once or its memory is needed (a reader short of
  * memory takes the oldest; a prefetch only one unread for 2 s): a
  * prefetched chunk is served without a look at the disk cache. */
-ssize_t fetch_join(struct fetch *f, const struct fetch_request *r,
-		   uint64_t off, size_t len, void *dst, bool *ready);
+ssize_t fetch_join(struct fetch *f, const struct fetch_request *r, uint64_t off,
+		   size_t len, void *dst, bool *ready);
 
 /* A counter per group of chunks that moves when a fetch of one leaves the
  * table (after done_fn). A caller that looked r up elsewhere (the disk

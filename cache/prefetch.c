@@ -19,7 +19,7 @@ void prefetch_window_read(struct prefetch_window *w, uint64_t off, uint64_t len,
 		w->next = end;
 		w->grown = end;
 	} else {
-		if (end >= w->grown + w->window && w->window < cap) {
+		if (end >= w->grown + PREFETCH_WINDOW_MIN && w->window < cap) {
 			w->window = w->window * 2 < cap ? w->window * 2 : cap;
 			w->grown = end;
 		}

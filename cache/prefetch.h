@@ -7,11 +7,12 @@
  * Within a file: a read that continues the last one (within
  * PREFETCH_SLACK, since the kernel sends concurrent requests of one file
  * slightly out of order) is sequential; the window doubles, from
- * PREFETCH_WINDOW_MIN up to the cap, each time the reader has read a whole
- * window's worth sequentially since it last grew (not at every request:
- * with small requests that would reach the cap after a few KiB), so what
- * is read ahead never exceeds what was read. Any other read is a seek and
- * restarts the window. The range to read ahead is what lies within the
+ * PREFETCH_WINDOW_MIN up to the cap, each time the reader has read another
+ * PREFETCH_WINDOW_MIN sequentially since it last grew (not at every
+ * request: with small requests that would reach the cap after a few KiB;
+ * not only after a whole window's worth: a reader of a large file then
+ * waits for each chunk at the start of every file). Any other read is a
+ * seek and restarts the window. The range to read ahead is what lies within the
  * window past the read and was not asked for yet.
  *
  * Across files: opening position p of an order asks for p+1 .. p+depth.
@@ -28,7 +29,7 @@
 #include <stdint.h>
 
 #define PREFETCH_WINDOW_MIN (UINT64_C(1) << 20)
-#define PREFETCH_WINDOW_MAX (UINT64_C(16) << 20)
+#define PREFETCH_WINDOW_MAX (UINT64_C(64) << 20)
 #define PREFETCH_SLACK (UINT64_C(4) << 20)
 #define PREFETCH_DEPTH_START 4
 #define PREFETCH_PROBE 8

@@ -1,7 +1,8 @@
 /*
  * Unit tests for the fetch engine and the prefetcher, through cache.h:
  * single-flight (ten readers of one chunk, one backend read), priorities
- * (a chunk a reader waits for overtakes queued prefetches), the memory
+ * (a chunk a reader waits for overtakes queued prefetches, which run at
+ * most 32 MiB at a time), the memory
  * budget (high-water mark never above it), read-ahead (window doubling,
  * reset on a seek) and order prefetch (ahead of a reader that follows the
  * order, backing off from one that does not).
@@ -285,19 +286,20 @@ END_TEST
 START_TEST(test_parallel_parts)
 {
 	struct fixture fx;
-	uint8_t *buf = malloc(8 << 20);
+	uint8_t *buf = malloc(32 << 20);
 
 	fx_init(&fx, "parts");
-	add_file(&fx, (8 << 20) - 1000);
-	fx_open(&fx, 8 << 20, 8, 64 << 20, 0);
+	add_file(&fx, (32 << 20) - 1000);
+	fx_open(&fx, 32 << 20, 8, 128 << 20, 0);
 	ck_assert_ptr_nonnull(buf);
-	ck_assert_int_eq(cache_read(fx.c, &fx.objs[0], 0, 8 << 20, buf),
-			 (8 << 20) - 1000);
-	check_bytes(0, 0, buf, (8 << 20) - 1000);
+	ck_assert_int_eq(cache_read(fx.c, &fx.objs[0], 0, 32 << 20, buf),
+			 (32 << 20) - 1000);
+	check_bytes(0, 0, buf, (32 << 20) - 1000);
+	/* 4 parts of FETCH_PART_SIZE (8 MiB). */
 	ck_assert_uint_eq(stats(&fx).backend_reads, 4);
-	ck_assert_uint_eq(stats(&fx).backend_bytes, (8 << 20) - 1000);
+	ck_assert_uint_eq(stats(&fx).backend_bytes, (32 << 20) - 1000);
 	/* Stored whole: read again from the cache. */
-	memset(buf, 0, 8 << 20);
+	memset(buf, 0, 32 << 20);
 	ck_assert_int_eq(cache_read(fx.c, &fx.objs[0], 12345, 3 << 20, buf),
 			 3 << 20);
 	check_bytes(0, 12345, buf, 3 << 20);
@@ -347,6 +349,51 @@ START_TEST(test_reader_first)
 	ck_assert_str_eq(fx.rec.log[2], "f02");
 	ck_assert_str_eq(fx.rec.log[3], "f03");
 	pthread_mutex_unlock(&fx.rec.lock);
+	fx_free(&fx);
+}
+END_TEST
+
+/* Prefetch parts running at once stay within 32 MiB of bytes
+ * (PREFETCH_INFLIGHT_MAX: streams share the server's bandwidth), however
+ * many connections are free; a reader's chunk is not held back by them. */
+START_TEST(test_prefetch_bytes_bound)
+{
+	struct fixture fx;
+	struct cache_file *f, *g;
+	struct reader r;
+	pthread_t t;
+	int i;
+
+	fx_init(&fx, "pfbytes");
+	for (i = 0; i < 7; i++)
+		add_file(&fx, 8 << 20);
+	fx_open(&fx, 8 << 20, 16, 512 << 20, 8);
+	rec_gate(&fx.rec, true);
+	/* f00 asks for f01..f04 (depth 4), then f01 (a hit) for f05, f06. */
+	ck_assert_int_eq(open_at(fx.c, &fx.objs[0], 0, 0, &f), 0);
+	ck_assert_int_eq(open_at(fx.c, &fx.objs[1], 0, 1, &g), 0);
+	ck_assert_uint_eq(stats(&fx).prefetch_issued, 6);
+	rec_wait_held(&fx.rec, 4);
+	/* Four 8 MiB parts run; f05 and f06 wait although 12 connections
+	 * are free. */
+	ck_assert_uint_eq(stats(&fx).backend_inflight, 4);
+	/* A reader of f06 runs it now. */
+	r = (struct reader){ .fx = &fx, .k = 6, .off = 0, .len = 8 << 20 };
+	ck_assert_int_eq(pthread_create(&t, NULL, reader_main, &r), 0);
+	rec_wait_held(&fx.rec, 5);
+	ck_assert_uint_eq(stats(&fx).backend_inflight, 5);
+	rec_gate(&fx.rec, false);
+	pthread_join(t, NULL);
+	ck_assert_int_eq(r.got, 8 << 20);
+	check_bytes(6, 0, r.buf, 8 << 20);
+	free(r.buf);
+	cache_file_close(g);
+	cache_file_close(f);
+	/* Each of the six files fetched once, whole. */
+	while (stats(&fx).backend_bytes < UINT64_C(6) * (8 << 20))
+		sched_yield();
+	ck_assert_uint_eq(stats(&fx).backend_reads, 6);
+	ck_assert_uint_eq(stats(&fx).backend_bytes, UINT64_C(6) * (8 << 20));
 	fx_free(&fx);
 }
 END_TEST
@@ -424,24 +471,35 @@ START_TEST(test_memory_bound)
 }
 END_TEST
 
-/* Reply buffers are counted while held, and released. */
+/* Reply buffers are counted while held (pooled sizes by their power-of-two
+ * class), and released; pooled ones stay counted while kept. */
 START_TEST(test_buffers_counted)
 {
 	struct fixture fx;
-	void *a, *b;
+	void *a, *b, *c;
 
 	fx_init(&fx, "buffers");
 	fx_open(&fx, 1 << 20, 8, 64 << 20, 0);
 	a = cache_buffer_alloc(fx.c, 1 << 20);
 	b = cache_buffer_alloc(fx.c, 3 << 20);
+	c = cache_buffer_alloc(fx.c, (20 << 20) + 5); /* past the pools */
 	ck_assert_ptr_nonnull(a);
 	ck_assert_ptr_nonnull(b);
+	ck_assert_ptr_nonnull(c);
 	memset(b, 1, 3 << 20);
-	ck_assert_uint_eq(stats(&fx).memory_in_use_bytes, 4 << 20);
+	memset(c, 1, (20 << 20) + 5);
+	ck_assert_uint_eq(stats(&fx).memory_in_use_bytes,
+			  (1 << 20) + (4 << 20) + (20 << 20) + 4096);
+	cache_buffer_free(fx.c, c, (20 << 20) + 5);
 	cache_buffer_free(fx.c, b, 3 << 20);
 	cache_buffer_free(fx.c, a, 1 << 20);
-	/* The 1 MiB one is kept for the next reply, and still counted. */
-	ck_assert_uint_eq(stats(&fx).memory_in_use_bytes, 1 << 20);
+	/* The pooled ones are kept for the next reply, and still counted. */
+	ck_assert_uint_eq(stats(&fx).memory_in_use_bytes, 5 << 20);
+	/* And reused, not mapped again. */
+	a = cache_buffer_alloc(fx.c, 1 << 20);
+	ck_assert_ptr_nonnull(a);
+	ck_assert_uint_eq(stats(&fx).memory_in_use_bytes, 5 << 20);
+	cache_buffer_free(fx.c, a, 1 << 20);
 	fx_free(&fx);
 }
 END_TEST
@@ -459,18 +517,15 @@ START_TEST(test_readahead_window)
 	add_file(&fx, 40 << 20);
 	fx_open(&fx, 1 << 20, 8, 64 << 20, 0);
 	ck_assert_ptr_nonnull(buf);
-	ck_assert_int_eq(
-		open_at(fx.c, &fx.objs[0], CACHE_NO_ORDER, 0, &f), 0);
-	/* Sequential: the window doubles each time the reader has read a
-	 * window's worth since it grew: 1, 2, 4, 8, 16 MiB (the cap) at 1, 2,
-	 * 4, 8 and 16 MiB read. */
+	ck_assert_int_eq(open_at(fx.c, &fx.objs[0], CACHE_NO_ORDER, 0, &f), 0);
+	/* Sequential: the window doubles each time the reader has read
+	 * another MiB since it grew: 1, 2, 4, 8, 16 MiB (the cap: memory / 4)
+	 * at 1, 2, 3, 4 and 5 MiB read. */
 	for (off = 0; off < (20 << 20); off += 1 << 20) {
-		uint64_t end = off + (1 << 20);
-
 		ck_assert_int_eq(cache_file_read(f, off, 1 << 20, buf),
 				 1 << 20);
 		check_bytes(0, off, buf, 1 << 20);
-		if (end == expect * 2 && expect < (16 << 20))
+		if (off > 0 && expect < (16 << 20))
 			expect *= 2;
 		ck_assert_uint_eq(stats(&fx).readahead_window_bytes, expect);
 	}
@@ -559,6 +614,7 @@ static Suite *fetch_suite(void)
 
 	tc = tcase_create("priority");
 	tcase_add_test(tc, test_reader_first);
+	tcase_add_test(tc, test_prefetch_bytes_bound);
 	tcase_set_timeout(tc, 30);
 	suite_add_tcase(s, tc);
 
