@@ -1820,6 +1820,38 @@ ssize_t cache_file_read(struct cache_file *f, uint64_t offset, size_t len,
 	return cache_read(c, obj, offset, len, buf);
 }
 
+ssize_t cache_file_read_ready(struct cache_file *f, uint64_t offset, size_t len,
+			      void *buf)
+{
+	struct cache *c = f->c;
+	const struct cache_object *obj = &f->obj;
+	uint64_t n, clen, in_off;
+	uint8_t hash[HASH_LEN], *id = NULL;
+	struct fetch_request r;
+	size_t id_len;
+	ssize_t got;
+
+	if (!c->disk || len == 0 || offset >= obj->size ||
+	    len > obj->size - offset)
+		return -ENOENT;
+	n = offset / c->chunk_size;
+	clen = chunk_len_of(c, obj, n);
+	in_off = offset - n * c->chunk_size;
+	if (len > clen - in_off)
+		return -ENOENT; /* past its chunk */
+	got = ident_build(c, obj, n, &id, &id_len, hash);
+	if (got < 0)
+		return got;
+	request_of(c, obj, n, clen, hash, id, id_len, &r);
+	got = fetch_peek(c->fetch, &r, in_off, len, buf);
+	free(id);
+	if (got >= 0) {
+		stat_add(&c->hits, 1);
+		stat_add(&c->bytes_from_cache, (uint64_t)got);
+	}
+	return got;
+}
+
 void cache_file_close(struct cache_file *f)
 {
 	if (f == NULL)

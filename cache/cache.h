@@ -192,6 +192,14 @@ void cache_order_open(struct cache *c, uint64_t order, uint64_t pos);
 ssize_t cache_file_read(struct cache_file *f, uint64_t offset, size_t len,
 			void *buf);
 
+/* Copies [offset, offset + len) of the file into buf only if those bytes
+ * are in memory now, fetched whole (a prefetched chunk not yet read), and
+ * within one chunk; never fetches, never waits. Returns len, or -ENOENT
+ * (not there: read as usual) or another negative errno. The bytes count
+ * as read (a chunk read whole this way leaves memory). */
+ssize_t cache_file_read_ready(struct cache_file *f, uint64_t offset, size_t len,
+			      void *buf);
+
 /* Frees f; NULL is a no-op. Prefetches it queued continue. Files still
  * open when the cache is freed are freed with it (a FUSE release may
  * never come after an unmount). */

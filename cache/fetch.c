@@ -810,11 +810,15 @@ static bool epoch_moved(struct fetch *f, const uint8_t *hash, uint64_t epoch)
 	return epoch != FETCH_NO_EPOCH && f->epochs[bucket_of(hash)] != epoch;
 }
 
-/* fetch_get() and fetch_join(): create says whether a chunk neither in
- * flight nor retained is fetched (else -ENOENT). */
+/* What get() does with a chunk: fetch it unless in the table, join it if
+ * in the table, or copy it only if fetched already. */
+enum get_mode { GET_FETCH, GET_JOIN, GET_DONE };
+
+/* fetch_get(), fetch_join() and fetch_peek(); -ENOENT when mode does not
+ * fetch and the chunk is not there (for GET_DONE: not there whole). */
 static ssize_t get(struct fetch *f, const struct fetch_request *r,
 		   uint64_t epoch, uint64_t off, size_t len, void *dst,
-		   bool create, bool *ready)
+		   enum get_mode mode, bool *ready)
 {
 	struct flight *fl, *dead, *dead2 = NULL;
 	ssize_t ret;
@@ -826,6 +830,9 @@ static ssize_t get(struct fetch *f, const struct fetch_request *r,
 	workers_ensure(f);
 	for (;;) {
 		fl = table_find(f, r);
+		if (fl != NULL && mode == GET_DONE &&
+		    (!fl->done || fl->rc != 0 || fl->valid != fl->len))
+			fl = NULL;
 		if (fl != NULL) {
 			fl->refs++;
 			if (fl->done && ready != NULL)
@@ -840,7 +847,7 @@ static ssize_t get(struct fetch *f, const struct fetch_request *r,
 			}
 			break;
 		}
-		if (!create) {
+		if (mode != GET_FETCH) {
 			pthread_mutex_unlock(&f->lock);
 			return -ENOENT;
 		}
@@ -892,13 +899,19 @@ static ssize_t get(struct fetch *f, const struct fetch_request *r,
 ssize_t fetch_get(struct fetch *f, const struct fetch_request *r,
 		  uint64_t epoch, uint64_t off, size_t len, void *dst)
 {
-	return get(f, r, epoch, off, len, dst, true, NULL);
+	return get(f, r, epoch, off, len, dst, GET_FETCH, NULL);
 }
 
 ssize_t fetch_join(struct fetch *f, const struct fetch_request *r, uint64_t off,
 		   size_t len, void *dst, bool *ready)
 {
-	return get(f, r, FETCH_NO_EPOCH, off, len, dst, false, ready);
+	return get(f, r, FETCH_NO_EPOCH, off, len, dst, GET_JOIN, ready);
+}
+
+ssize_t fetch_peek(struct fetch *f, const struct fetch_request *r, uint64_t off,
+		   size_t len, void *dst)
+{
+	return get(f, r, FETCH_NO_EPOCH, off, len, dst, GET_DONE, NULL);
 }
 
 int fetch_prefetch(struct fetch *f, const struct fetch_request *r,

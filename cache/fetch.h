@@ -110,6 +110,12 @@ ssize_t fetch_get(struct fetch *f, const struct fetch_request *r,
 ssize_t fetch_join(struct fetch *f, const struct fetch_request *r, uint64_t off,
 		   size_t len, void *dst, bool *ready);
 
+/* Like fetch_join(), but only copies a chunk fetched whole already (in
+ * memory, retained or being stored); never waits. Returns -ENOENT
+ * otherwise. */
+ssize_t fetch_peek(struct fetch *f, const struct fetch_request *r, uint64_t off,
+		   size_t len, void *dst);
+
 /* A counter per group of chunks that moves when a fetch of one leaves the
  * table (after done_fn). A caller that looked r up elsewhere (the disk
  * cache) reads it first and passes it to fetch_get()/fetch_prefetch();

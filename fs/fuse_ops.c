@@ -70,6 +70,8 @@ struct fs {
 	pthread_mutex_t ctrl_lock; /* protects ctrl[] */
 	struct ctrl_text **ctrl;
 	size_t n_ctrl;
+
+	struct fuse_session *se; /* set before the loop starts */
 };
 
 static struct fs *fs_of(fuse_req_t req)
@@ -456,6 +458,32 @@ static void handle_free(const struct view_node *n, struct fuse_file_info *fi)
 	}
 }
 
+/* A small file the prefetcher has in memory goes into the kernel's page
+ * cache now, while its open is answered (the open keeps the cache): the
+ * reader's read() then costs no round trip to this process. Anything
+ * else is read as usual. */
+static void push_ready(struct fs *fs, fuse_ino_t ino, struct cache_file *cf,
+		       uint64_t size)
+{
+	struct fuse_bufvec bv = FUSE_BUFVEC_INIT((size_t)size);
+	void *buf;
+	int rc;
+
+	if (size == 0 || size > FS_IO_SIZE || fs->se == NULL)
+		return;
+	buf = cache_buffer_alloc(fs->d.cache, (size_t)size);
+	if (buf == NULL)
+		return;
+	if (cache_file_read_ready(cf, 0, (size_t)size, buf) == (ssize_t)size) {
+		bv.buf[0].mem = buf;
+		rc = fuse_lowlevel_notify_store(fs->se, ino, 0, &bv, 0);
+		if (rc < 0)
+			log_msg(LOG_DEBUG, "page cache store of inode %lu: %s",
+				(unsigned long)ino, strerror(-rc));
+	}
+	cache_buffer_free(fs->d.cache, buf, (size_t)size);
+}
+
 static void fs_op_open(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
@@ -510,6 +538,7 @@ static void fs_op_open(fuse_req_t req, fuse_ino_t ino,
 		}
 		fi->fh = (uint64_t)(uintptr_t)cf;
 		fi->keep_cache = 1;
+		push_ready(fs, ino, cf, obj.size);
 	}
 	__atomic_add_fetch(&fs->open_files, 1, __ATOMIC_RELAXED);
 	if (fuse_reply_open(req, fi) != 0) {
@@ -882,6 +911,7 @@ int fs_run(const struct fs_options *opt, const struct fs_data *data)
 		rc = -EIO;
 		goto out;
 	}
+	fs.se = se;
 	if (fuse_set_signal_handlers(se) != 0) {
 		rc = -EIO;
 		goto out_session;

@@ -6,7 +6,8 @@
 # Covered: ten concurrent readers of one cold large file fetch each byte
 # once (single-flight); a reader walking rank 0 in its order finds the next
 # files fetched before it opens them (prefetch hits) over at most
-# prefetch.connections kept-alive connections; a reader off the
+# prefetch.connections kept-alive connections, and a prefetched file is
+# in the page cache when opened (no read request); a reader off the
 # order makes the prefetcher back off (depth 0, few prefetches); a
 # sequential reader of a large file has chunks fetched ahead of it and a
 # growing window; 64 concurrent readers with prefetch.memory = 64M keep the
@@ -134,6 +135,27 @@ nconn=$(awk '$1 == "GET" {print $5}' "$GETLOG" | sort -u | wc -l)
 check "b: $(grep -c '^GET ' "$GETLOG") GETs came over $nconn connections (prefetch.connections = 4)" \
 	test "$nconn" -ge 1 -a "$nconn" -le 4
 check "unmount b" umount_shardfs "$M"
+
+# --- b1. a prefetched small file goes into the page cache at its open ----------
+# Once the next file of the order is fetched, opening it stores its bytes
+# in the kernel's page cache: reading it sends no read request to the
+# daemon (reads_total moves only by the reads of the stats file itself,
+# measured first: it is a direct-I/O file).
+PREFIX=ds/s/ MANIFEST=$T/ms.tsv conf "$C" "$T/cache-b1" prefetch.files=8
+mount_shardfs "$C" "$M" || fail "mount b1"
+cat "$M/rank-0/${ORDER[0]}" >/dev/null
+fetched_idle() {
+	[ "$(gets_of "s/${ORDER[1]}")" -gt 0 ] &&
+		[ "$(stat_of "$M" backend_inflight)" -eq 0 ]
+}
+check "b1: file 1 of the order fetched after file 0 was opened" wait_for 10 fetched_idle
+r0=$(stat_of "$M" reads_total)
+r1=$(stat_of "$M" reads_total)
+check "b1: file 1 byte-identical" cmp -s "$M/rank-0/${ORDER[1]}" "$SRC/s/${ORDER[1]}"
+r2=$(stat_of "$M" reads_total)
+check "b1: reading it sent no read request (reads_total $r0, $r1, $r2: only the stats file's own)" \
+	test $((r2 - r1)) -eq $((r1 - r0))
+check "unmount b1" umount_shardfs "$M"
 
 # --- b2. a reader off the order: the prefetcher backs off --------------------------
 PREFIX=ds/s/ MANIFEST=$T/ms.tsv conf "$C" "$T/cache-b2" prefetch.files=8
