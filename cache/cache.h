@@ -186,9 +186,9 @@ int cache_file_open(struct cache *c, const struct cache_object *obj,
 void cache_order_open(struct cache *c, uint64_t order, uint64_t pos);
 
 /* As cache_read() on the file's object, and with a disk cache, reads
- * ahead on sequential reads (a window doubling from 1 MiB to 16 MiB,
- * restarted by a seek) into the disk cache. Any number of threads may
- * read one file at once. */
+ * ahead on sequential reads (a window doubling from 1 MiB to
+ * min(64 MiB, memory / 4), restarted by a seek) into the disk cache. Any
+ * number of threads may read one file at once. */
 ssize_t cache_file_read(struct cache_file *f, uint64_t offset, size_t len,
 			void *buf);
 

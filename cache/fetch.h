@@ -12,11 +12,15 @@
  *     request for it waits for the first and gets its bytes;
  *   - priorities: chunks a reader waits for are fetched before queued
  *     prefetches, and a prefetch a reader starts waiting for is promoted;
+ *     prefetch parts run at most 32 MiB at a time, in queue order, so the
+ *     next one a reader needs does not share the server with all others;
+ *   - retained chunks: a chunk fetched whole stays in memory until read
+ *     once (see fetch_join());
  *   - parallel ranged reads: a large chunk is cut into parts of
  *     FETCH_PART_SIZE fetched at once, as far as connections are free;
- *   - the memory budget: every chunk buffer is reserved before it is
- *     mapped and released after it is unmapped; reply buffers of the read
- *     path are accounted in the same budget.
+ *   - the memory budget: every chunk buffer is accounted from when it is
+ *     taken (from a pool of reusable buffers or newly mapped) until it is
+ *     unmapped; reply buffers of the read path count in the same budget.
  *
  * Worker threads (min(connections, FETCH_WORKERS_MAX)) start on the first
  * fetch in a process, so a daemon that forks after opening the cache runs

@@ -1029,7 +1029,8 @@ Time to mount (median, small dataset, until a listing of the root answers):
   run ahead of a single reader; for a random order unknown to the
   filesystem one reader cannot beat one connection. Raw curl's speed does
   not depend on the order, so its 1-connection figure of the shuffled
-  pass is the reference for both.
+  pass is the reference for both. The large files are read one after
+  another in rank order, for every target.
 - Cold: a fresh mount (which starts with an empty kernel page cache for it),
   for shardfs and rclone full with a fresh empty cache dir. Local disk cold:
   `posix_fadvise(POSIX_FADV_DONTNEED)` on the dataset files only (the global
@@ -1176,6 +1177,11 @@ def main_bench():
         ctx.trainer_keys = plan_keys(ctx, "small", 4)
         if sorted(ctx.rank) != ctx.keys["small"]:
             raise SystemExit("bench: shardfs plan (world_size 1) does not list every small key")
+        # Large files are read one after another in rank order too (see
+        # the doc's "Orders").
+        ctx.keys["large"] = plan_keys(ctx, "large", 1)
+        if sorted(ctx.keys["large"]) != sorted(ctx.sizes["large"]):
+            raise SystemExit("bench: shardfs plan (world_size 1) does not list every large key")
 
         ctx.s3fs_passwd = os.path.join(env.tmp, "s3fs.passwd")
         with open(ctx.s3fs_passwd, "w") as f:
