@@ -713,6 +713,7 @@ static void *refresh_main(void *arg)
 	struct s3_creds *c;
 	int rc;
 
+	pthread_setname_np(pthread_self(), "shardfs-creds");
 	pthread_mutex_lock(&p->lock);
 	when = refresh_at(p->cur, time(NULL));
 	for (;;) {

@@ -1006,6 +1006,7 @@ static void *committer_main(void *arg)
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	pthread_setname_np(pthread_self(), "shardfs-commit");
 	pthread_mutex_lock(&c->q_lock);
 	for (;;) {
 		struct pending *first, *last, *p, *next;

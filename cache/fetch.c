@@ -641,6 +641,7 @@ static void *worker_main(void *arg)
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	pthread_setname_np(pthread_self(), "shardfs-fetch");
 	pthread_mutex_lock(&f->lock);
 	f->n_started++;
 	pthread_cond_broadcast(&f->done);
