@@ -24,8 +24,9 @@
  * without a look at the disk cache, and a reader that comes meanwhile
  * joins it instead of missing both the table and the store. Retained
  * flights are reclaimed oldest first: by a reader that needs memory, and
- * by a prefetch only once they are RETAIN_STALE_NS old (the reader did
- * not come for them).
+ * by a prefetch or an idle engine only once they are RETAIN_STALE_NS old
+ * (the reader did not come for them); an engine idle that long also
+ * unmaps its pooled buffers.
  *
  * Lock: one mutex, f->lock, protects every field below marked so, the
  * queues, the table and every flight's state. It is never held across a
@@ -136,7 +137,9 @@ struct fetch {
 	bool workers_started;
 	pthread_t *workers;
 	unsigned n_workers, n_started;
+	bool trimmer; /* a worker trims while idle (trim_idle()) */
 	bool stop;
+	uint64_t active_ns; /* protected by lock: last request or buffer */
 	/* Protected by lock: statistics. */
 	uint64_t waits, queued, queued_bytes, promoted, refused, reclaimed;
 	uint64_t epochs[BUCKETS]; /* written under lock, read atomically */
@@ -408,30 +411,35 @@ static struct flight *table_drop(struct fetch *f, struct flight *fl)
 	return flight_unref(f, fl);
 }
 
-/* Frees memory for a caller short of it, with f->lock held: an idle
- * pooled buffer, else the oldest retained flight (for a prefetch only a
- * stale one). Drops the lock while unmapping, so the caller looks at
- * everything again. Returns false if there was nothing to free. */
-static bool reclaim_one(struct fetch *f, bool reader)
+/* Unmaps one idle pooled buffer (the largest), with f->lock held and
+ * dropped while unmapping. Returns false if the pools are empty. */
+static bool pool_release_one(struct fetch *f)
 {
-	struct flight *fl = f->ret_head, *dead;
-	void *p = NULL;
-	uint64_t bytes = 0;
+	void *p;
+	uint64_t bytes;
 	int k;
 
-	for (k = POOL_CLASSES - 1; k >= 0 && p == NULL; k--)
-		if (f->n_pool[k] > 0) {
-			p = f->pool[k][--f->n_pool[k]];
-			bytes = UINT64_C(1) << (POOL_MIN_SHIFT + k);
-		}
-	if (p != NULL) {
-		unaccount(f, bytes);
-		pthread_mutex_unlock(&f->lock);
-		munmap(p, (size_t)bytes);
-		pthread_mutex_lock(&f->lock);
-		return true;
-	}
-	if (fl == NULL || (!reader && now_ns() - fl->done_ns < RETAIN_STALE_NS))
+	for (k = POOL_CLASSES - 1; k >= 0; k--)
+		if (f->n_pool[k] > 0)
+			break;
+	if (k < 0)
+		return false;
+	p = f->pool[k][--f->n_pool[k]];
+	bytes = UINT64_C(1) << (POOL_MIN_SHIFT + k);
+	unaccount(f, bytes);
+	pthread_mutex_unlock(&f->lock);
+	munmap(p, (size_t)bytes);
+	pthread_mutex_lock(&f->lock);
+	return true;
+}
+
+/* Drops the oldest retained flight, with f->lock held and dropped while
+ * freeing; only a stale one unless any. Returns false if there was none. */
+static bool retained_release_one(struct fetch *f, bool any)
+{
+	struct flight *fl = f->ret_head, *dead;
+
+	if (fl == NULL || (!any && now_ns() - fl->done_ns < RETAIN_STALE_NS))
 		return false;
 	f->reclaimed++;
 	dead = table_drop(f, fl);
@@ -441,6 +449,41 @@ static bool reclaim_one(struct fetch *f, bool reader)
 		pthread_mutex_lock(&f->lock);
 	}
 	return true;
+}
+
+/* Frees memory for a caller short of it, with f->lock held: an idle
+ * pooled buffer, else the oldest retained flight (for a prefetch only a
+ * stale one). Drops the lock while unmapping, so the caller looks at
+ * everything again. Returns false if there was nothing to free. */
+static bool reclaim_one(struct fetch *f, bool reader)
+{
+	return pool_release_one(f) || retained_release_one(f, reader);
+}
+
+/* With f->lock held: what an idle engine gives back, so a daemon whose
+ * readers stopped does not keep their memory: retained chunks unread for
+ * RETAIN_STALE_NS and, once nothing was asked for that long, the pooled
+ * buffers. */
+static void trim_idle(struct fetch *f)
+{
+	while (retained_release_one(f, false))
+		;
+	if (now_ns() - f->active_ns >= RETAIN_STALE_NS)
+		while (f->inflight == 0 && pool_release_one(f))
+			;
+}
+
+/* With f->lock held: is there anything for trim_idle() to give back? */
+static bool holds_idle(const struct fetch *f)
+{
+	int k;
+
+	if (f->ret_head != NULL)
+		return true;
+	for (k = 0; k < POOL_CLASSES; k++)
+		if (f->n_pool[k] > 0)
+			return true;
+	return false;
 }
 
 /* Makes a flight for r with a buffer, queued at prio, in the table, and
@@ -634,6 +677,7 @@ out:
 static void *worker_main(void *arg)
 {
 	struct fetch *f = arg;
+	bool trimmer;
 	sigset_t set;
 
 	sigemptyset(&set);
@@ -644,10 +688,24 @@ static void *worker_main(void *arg)
 	pthread_setname_np(pthread_self(), "shardfs-fetch");
 	pthread_mutex_lock(&f->lock);
 	f->n_started++;
+	/* One worker also gives back what the engine holds while idle. */
+	trimmer = !f->trimmer;
+	f->trimmer = true;
 	pthread_cond_broadcast(&f->done);
 	for (;;) {
-		while (!f->stop && f->store_head == NULL && !runnable(f))
-			pthread_cond_wait(&f->work, &f->lock);
+		while (!f->stop && f->store_head == NULL && !runnable(f)) {
+			struct timespec ts;
+
+			if (!trimmer || !holds_idle(f)) {
+				pthread_cond_wait(&f->work, &f->lock);
+				continue;
+			}
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_sec += 1;
+			if (pthread_cond_timedwait(&f->work, &f->lock, &ts) ==
+			    ETIMEDOUT)
+				trim_idle(f);
+		}
 		if (f->store_head != NULL) { /* even when stopping */
 			struct flight *fl = f->store_head, *dead;
 
@@ -702,6 +760,7 @@ static void fork_check(struct fetch *f)
 	f->workers = NULL;
 	f->n_workers = f->n_started = 0;
 	f->workers_started = false;
+	f->trimmer = false;
 	f->stop = false;
 	__atomic_store_n(&f->owner_pid, pid, __ATOMIC_RELEASE);
 }
@@ -829,6 +888,7 @@ static ssize_t get(struct fetch *f, const struct fetch_request *r,
 	fork_check(f);
 	pthread_mutex_lock(&f->lock);
 	workers_ensure(f);
+	f->active_ns = now_ns();
 	for (;;) {
 		fl = table_find(f, r);
 		if (fl != NULL && mode == GET_DONE &&
@@ -924,6 +984,7 @@ int fetch_prefetch(struct fetch *f, const struct fetch_request *r,
 	fork_check(f);
 	pthread_mutex_lock(&f->lock);
 	workers_ensure(f);
+	f->active_ns = now_ns();
 	for (;;) {
 		if (f->n_workers == 0) {
 			rc = -ENOBUFS; /* nobody would run it */
@@ -994,6 +1055,7 @@ void *fetch_buffer_alloc(struct fetch *f, size_t len)
 
 	fork_check(f);
 	pthread_mutex_lock(&f->lock);
+	f->active_ns = now_ns();
 	p = buf_take(f, len ? len : 1);
 	pthread_mutex_unlock(&f->lock);
 	return p;

@@ -110,7 +110,9 @@ ssize_t fetch_get(struct fetch *f, const struct fetch_request *r,
  * A chunk fetched whole stays in memory, retained, until readers have
  * copied all of its bytes once or its memory is needed (a reader short of
  * memory takes the oldest; a prefetch only one unread for 2 s): a
- * prefetched chunk is served without a look at the disk cache. */
+ * prefetched chunk is served without a look at the disk cache. An idle
+ * engine gives back chunks unread for 2 s and, after 2 s without a
+ * request, its pooled buffers. */
 ssize_t fetch_join(struct fetch *f, const struct fetch_request *r, uint64_t off,
 		   size_t len, void *dst, bool *ready);
 

@@ -504,6 +504,37 @@ START_TEST(test_buffers_counted)
 }
 END_TEST
 
+/* Prefetched chunks nobody reads, and the pooled buffers, are given back
+ * once the engine is idle (RETAIN_STALE_NS, 2 s): a daemon whose readers
+ * stopped does not keep their memory. Polls for the outcome, up to 20 s. */
+START_TEST(test_idle_trim)
+{
+	struct fixture fx;
+	struct cache_file *f;
+	uint8_t buf[100];
+	int i, n;
+
+	fx_init(&fx, "trim");
+	for (i = 0; i < 5; i++)
+		add_file(&fx, 300000);
+	fx_open(&fx, 1 << 20, 8, 64 << 20, 4);
+	ck_assert_int_eq(open_at(fx.c, &fx.objs[0], 0, 0, &f), 0);
+	cache_file_close(f);
+	while (stats(&fx).backend_bytes < 4 * 300000)
+		sched_yield();
+	ck_assert_uint_gt(stats(&fx).memory_in_use_bytes, 0);
+	for (n = 0; n < 200 && stats(&fx).memory_in_use_bytes > 0; n++)
+		usleep(100000);
+	ck_assert_uint_eq(stats(&fx).memory_in_use_bytes, 0);
+	/* They were stored: read from the disk cache, not fetched again. */
+	ck_assert_int_eq(cache_read(fx.c, &fx.objs[3], 1000, sizeof(buf), buf),
+			 sizeof(buf));
+	check_bytes(3, 1000, buf, sizeof(buf));
+	ck_assert_uint_eq(stats(&fx).backend_reads, 4);
+	fx_free(&fx);
+}
+END_TEST
+
 /* ---- read-ahead ---- */
 
 START_TEST(test_readahead_window)
@@ -621,6 +652,7 @@ static Suite *fetch_suite(void)
 	tc = tcase_create("memory");
 	tcase_add_test(tc, test_memory_bound);
 	tcase_add_test(tc, test_buffers_counted);
+	tcase_add_test(tc, test_idle_trim);
 	tcase_set_timeout(tc, 60);
 	suite_add_tcase(s, tc);
 
