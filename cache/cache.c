@@ -67,10 +67,10 @@
 
 #include <lmdb.h>
 #include <openssl/evp.h>
-#include <zlib.h>
 
 #include "cache/fetch.h"
 #include "cache/prefetch.h"
+#include "util/crc32.h"
 #include "util/log.h"
 
 #define HASH_LEN 32
@@ -456,7 +456,7 @@ static uint32_t block_crc(const uint8_t *data, uint64_t length, uint32_t b)
 	uint64_t n = length - start < CACHE_CRC_BLOCK ? length - start
 						      : CACHE_CRC_BLOCK;
 
-	return (uint32_t)crc32(0L, data + start, (uInt)n);
+	return crc32_update(0, data + start, (size_t)n);
 }
 
 /* ---- the index ---------------------------------------------------------- */
@@ -1232,7 +1232,7 @@ static bool crcs_ok(const uint8_t *data, uint64_t data_start, uint64_t length,
 		uint64_t n = length - start < CACHE_CRC_BLOCK ? length - start
 							      : CACHE_CRC_BLOCK;
 
-		if ((uint32_t)crc32(0L, data + (start - data_start), (uInt)n) !=
+		if (crc32_update(0, data + (start - data_start), (size_t)n) !=
 		    crcs[b])
 			return false;
 	}
@@ -2452,7 +2452,7 @@ static const char *entry_check(struct cache *c, MDB_txn *txn, const MDB_val *k,
 
 		if (pread(fd, buf, n, (off_t)pos) != (ssize_t)n)
 			why = "blob unreadable";
-		else if ((uint32_t)crc32(0L, buf, (uInt)n) !=
+		else if (crc32_update(0, buf, (size_t)n) !=
 			 e->crcs[pos / CACHE_CRC_BLOCK])
 			why = "crc mismatch";
 	}
