@@ -17,13 +17,16 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-#define K1 0x154442bd4ULL /* x^(4*128+32) mod P, x^(4*128-32) mod P */
+/* Powers of x modulo P(x), bit-reflected, for folding 512 bits (K1, K2),
+ * 128 bits (K3, K4) and 64 bits (K5) forward; P and mu for the Barrett
+ * reduction. check_crc32 holds them to zlib's values. */
+#define K1 0x154442bd4ULL
 #define K2 0x1c6e41596ULL
-#define K3 0x1751997d0ULL /* x^(128+32) mod P, x^(128-32) mod P */
+#define K3 0x1751997d0ULL
 #define K4 0x0ccaa009eULL
-#define K5 0x163cd6124ULL /* x^64 mod P */
-#define P_X 0x1db710641ULL /* P(x), reflected, 33 bits */
-#define MU 0x1f7011641ULL  /* floor(x^64 / P(x)), reflected */
+#define K5 0x163cd6124ULL
+#define P_X 0x1db710641ULL /* P(x), 33 bits */
+#define MU 0x1f7011641ULL  /* floor(x^64 / P(x)) */
 
 __attribute__((target("pclmul,sse4.1"))) static uint32_t
 fold(uint32_t crc, const uint8_t *p, size_t len)

@@ -37,8 +37,9 @@ START_TEST(test_every_length_and_alignment)
 
 	for (off = 0; off < 16; off++)
 		for (len = 0; len <= 4200; len++)
-			ck_assert_uint_eq(crc32_update(0, b + off, len),
-					  (uint32_t)crc32(0, b + off, (uInt)len));
+			ck_assert_uint_eq(
+				crc32_update(0, b + off, len),
+				(uint32_t)crc32(0, b + off, (uInt)len));
 	free(b);
 }
 END_TEST
@@ -74,8 +75,9 @@ START_TEST(test_random_lengths)
 		x = x * 1103515245u + 12345u;
 		len = x % BUF;
 		off = (x >> 20) % 16;
-		ck_assert_uint_eq(crc32_update(i, b + off, len),
-				  (uint32_t)crc32((uLong)i, b + off, (uInt)len));
+		ck_assert_uint_eq(
+			crc32_update(i, b + off, len),
+			(uint32_t)crc32((uLong)i, b + off, (uInt)len));
 	}
 	free(b);
 }
@@ -89,12 +91,6 @@ int main(void)
 		{ "continued", test_continued },
 		{ "random_lengths", test_random_lengths },
 	};
-	Suite *s = unit_suite("crc32", cases, sizeof(cases) / sizeof(cases[0]));
-	SRunner *sr = srunner_create(s);
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return unit_run(
+		unit_suite("crc32", cases, sizeof(cases) / sizeof(cases[0])));
 }

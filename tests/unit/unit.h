@@ -34,6 +34,18 @@ static inline Suite *unit_suite(const char *name, const struct unit_case *c,
 	return s;
 }
 
+/* Runs s (and frees it); returns the process exit status. */
+static inline int unit_run(Suite *s)
+{
+	SRunner *sr = srunner_create(s);
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
+
 static inline int unit_rm_entry(const char *path, const struct stat *sb,
 				int flag, struct FTW *ftw)
 {
