@@ -14,7 +14,6 @@
  */
 #include <check.h>
 #include <errno.h>
-#include <ftw.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -25,6 +24,7 @@
 
 #include "backends/backend.h"
 #include "cache/cache.h"
+#include "unit.h"
 
 static const char *root;
 
@@ -665,31 +665,11 @@ static Suite *fetch_suite(void)
 	return s;
 }
 
-static int remove_entry(const char *path, const struct stat *st, int flag,
-			struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
 int main(void)
 {
-	char dir[] = "/tmp/check_fetch.XXXXXX";
-	SRunner *sr;
-	int failed;
+	static char dir[64];
 
-	if (!mkdtemp(dir)) {
-		perror("mkdtemp");
-		return EXIT_FAILURE;
-	}
-	root = dir;
-	sr = srunner_create(fetch_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	if (nftw(dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS))
-		perror(dir);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	root = dir; /* filled in before any test runs */
+	return unit_run_in_tmpdir(fetch_suite(), "/tmp/check_fetch.XXXXXX", dir,
+				  sizeof(dir));
 }
