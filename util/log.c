@@ -5,10 +5,13 @@
 #include "util/log.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 int log_threshold = LOG_INFO;
@@ -76,4 +79,45 @@ void log_write(int level, const char *fmt, ...)
 	if (write(STDERR_FILENO, line, len) < 0)
 		(void)0;
 	errno = saved_errno;
+}
+
+#define LOG_LIMIT_SLOTS 256
+
+struct log_limit_slot {
+	uint64_t hash;		  /* 0: free */
+	time_t last;		  /* when it was last logged */
+	unsigned long suppressed; /* repeats kept quiet since */
+};
+
+static pthread_mutex_t log_limit_lock = PTHREAD_MUTEX_INITIALIZER;
+/* protected by log_limit_lock */
+static struct log_limit_slot log_limit_slots[LOG_LIMIT_SLOTS];
+
+bool log_limit(const char *key, unsigned long *suppressed)
+{
+	uint64_t h = 0xcbf29ce484222325u; /* FNV-1a */
+	struct log_limit_slot *s;
+	struct timespec ts;
+	bool quiet = false;
+	const char *p;
+
+	for (p = key; *p != '\0'; p++)
+		h = (h ^ (unsigned char)*p) * 0x100000001b3u;
+	if (h == 0)
+		h = 1;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	s = &log_limit_slots[h % LOG_LIMIT_SLOTS];
+	pthread_mutex_lock(&log_limit_lock);
+	if (s->hash == h && ts.tv_sec - s->last < LOG_REPEAT_S) {
+		s->suppressed++;
+		quiet = true;
+	} else {
+		if (suppressed != NULL)
+			*suppressed = s->hash == h ? s->suppressed : 0;
+		s->hash = h;
+		s->last = ts.tv_sec;
+		s->suppressed = 0;
+	}
+	pthread_mutex_unlock(&log_limit_lock);
+	return quiet;
 }

@@ -11,6 +11,7 @@
 #ifndef SHARDFS_LOG_H
 #define SHARDFS_LOG_H
 
+#include <stdbool.h>
 #include <syslog.h> /* LOG_ERR, LOG_WARNING, LOG_NOTICE, LOG_INFO, LOG_DEBUG */
 
 /* Current threshold; messages with a numerically higher level are dropped.
@@ -26,6 +27,20 @@ void log_set_level(int level);
 /* Formats and writes one line; use log_msg(), which checks the level. */
 void log_write(int level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+
+/* Seconds during which log_limit() keeps repeats of one failure quiet. */
+#define LOG_REPEAT_S 10
+
+/* For a failure that callers may hit again and again (every read of an
+ * object that changed, every read while a server is down), so the log
+ * says it once, not once per FUSE request. key names the failure (e.g.
+ * "s3://b/k"). Returns false when the caller should log it now: the first
+ * time, or LOG_REPEAT_S seconds after it was last logged; *suppressed
+ * (may be NULL) then gets how many repeats were kept quiet meanwhile.
+ * Returns true, and counts the repeat, when the caller should stay quiet.
+ * Thread-safe; remembers the last 256 keys by hash (a clash only logs a
+ * repeat early). */
+bool log_limit(const char *key, unsigned long *suppressed);
 
 #define log_msg(level, ...)                                                    \
 	do {                                                                   \
