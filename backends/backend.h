@@ -39,8 +39,12 @@ struct backend_options {
 	int anonymous; /* no credentials (public buckets) */
 	/* Connect limit; default 5000. */
 	unsigned connect_timeout_ms;
-	/* Stall limit per request (no byte for this long); default 30000. */
+	/* Stall limit per attempt (under 1 KiB/s for this long); default
+	 * 10000. */
 	unsigned request_timeout_ms;
+	/* A request with all its retries ends (with -EIO at worst) within
+	 * this time of its start; default 30000. */
+	unsigned read_timeout_ms;
 	/* Retries after the first try; < 0: default 5. */
 	int retries;
 };

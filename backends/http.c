@@ -9,6 +9,9 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -22,12 +25,19 @@
 #define HTTP_BACKOFF_BASE_MS 100
 #define HTTP_BACKOFF_CAP_MS 5000
 
+#define HTTP_HOLD_SLOTS 64
+
 struct http_pool {
 	struct http_pool_options opts;
 	char *ca_bundle;
-	pthread_mutex_t lock; /* protects idle, n_idle */
+	pthread_mutex_t lock; /* protects idle, n_idle, held */
 	CURL *idle[HTTP_IDLE_MAX];
 	size_t n_idle;
+	/* Ranged requests that failed lately, by hash of what (0: free),
+	 * with their range and when they failed (ms, CLOCK_MONOTONIC). */
+	struct {
+		uint64_t hash, at_ms, start, end;
+	} held[HTTP_HOLD_SLOTS];
 	uint64_t rng; /* jitter state; atomics only */
 };
 
@@ -59,7 +69,9 @@ int http_pool_new(const struct http_pool_options *opts, struct http_pool **out)
 	if (p->opts.connect_timeout_ms == 0)
 		p->opts.connect_timeout_ms = 5000;
 	if (p->opts.request_timeout_ms == 0)
-		p->opts.request_timeout_ms = 30000;
+		p->opts.request_timeout_ms = 10000;
+	if (p->opts.deadline_ms == 0)
+		p->opts.deadline_ms = 30000;
 	if (opts->ca_bundle != NULL) {
 		p->ca_bundle = strdup(opts->ca_bundle);
 		if (p->ca_bundle == NULL) {
@@ -139,6 +151,66 @@ unsigned http_backoff_ms(unsigned attempt, unsigned base_ms, unsigned cap_ms,
 	return (unsigned)(d / 2 + (uint64_t)((double)(d - d / 2) * jitter));
 }
 
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static uint64_t hold_hash(const struct http_request *req)
+{
+	uint64_t h = 0xcbf29ce484222325u; /* FNV-1a */
+	const char *p;
+
+	for (p = req->what; *p != '\0'; p++)
+		h = (h ^ (unsigned char)*p) * 0x100000001b3u;
+	return h ? h : 1;
+}
+
+/* Is req a read within a range of its object that failed less than
+ * HTTP_FAIL_HOLD_MS ago? Then it takes the hold (one request only). */
+static bool hold_take(struct http_pool *pool, const struct http_request *req)
+{
+	uint64_t h, now = now_ms();
+	bool held = false;
+	unsigned i;
+
+	if (!req->hold)
+		return false;
+	h = hold_hash(req);
+	i = (unsigned)(h % HTTP_HOLD_SLOTS);
+	pthread_mutex_lock(&pool->lock);
+	if (pool->held[i].hash == h &&
+	    now - pool->held[i].at_ms < HTTP_FAIL_HOLD_MS &&
+	    req->range_offset >= pool->held[i].start &&
+	    req->range_offset + req->range_len <= pool->held[i].end) {
+		pool->held[i].hash = 0;
+		held = true;
+	}
+	pthread_mutex_unlock(&pool->lock);
+	return held;
+}
+
+/* Notes that req failed. */
+static void hold_note(struct http_pool *pool, const struct http_request *req)
+{
+	uint64_t h;
+	unsigned i;
+
+	if (!req->hold)
+		return;
+	h = hold_hash(req);
+	i = (unsigned)(h % HTTP_HOLD_SLOTS);
+	pthread_mutex_lock(&pool->lock);
+	pool->held[i].hash = h;
+	pool->held[i].at_ms = now_ms();
+	pool->held[i].start = req->range_offset;
+	pool->held[i].end = req->range_offset + req->range_len;
+	pthread_mutex_unlock(&pool->lock);
+}
+
 static void sleep_ms(unsigned ms)
 {
 	struct timespec ts = { .tv_sec = ms / 1000,
@@ -172,6 +244,15 @@ int http_status_errno(long status)
 	}
 }
 
+void http_response_why(struct http_response *resp, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(resp->why, sizeof(resp->why), fmt, ap);
+	va_end(ap);
+}
+
 void http_response_fini(struct http_response *resp)
 {
 	free(resp->body);
@@ -183,7 +264,7 @@ static void response_reset(struct http_response *resp, size_t max_body)
 {
 	http_response_fini(resp);
 	memset(resp, 0, sizeof(*resp));
-	resp->range_start = resp->range_total = -1;
+	resp->range_start = resp->range_end = resp->range_total = -1;
 	resp->content_length = resp->mtime = -1;
 	resp->max_body = max_body;
 }
@@ -241,7 +322,8 @@ static size_t on_header(char *data, size_t size, size_t n, void *arg)
 		/* A new status line (e.g. after 100 Continue): forget
 		 * headers of the interim response. */
 		r->etag[0] = '\0';
-		r->range_start = r->range_total = -1;
+		r->range_start = r->range_end = r->range_total = -1;
+		r->content_length = -1;
 		return len;
 	}
 	if (colon == NULL)
@@ -254,6 +336,21 @@ static size_t on_header(char *data, size_t size, size_t n, void *arg)
 			memcpy(r->etag, v, vlen);
 			r->etag[vlen] = '\0';
 		}
+	} else if ((size_t)(colon - data) == 14 &&
+		   strncasecmp(data, "content-length", 14) == 0) {
+		char buf[32], *end;
+		unsigned long long cl;
+
+		/* Known before the body, so body callbacks can check it. */
+		if (vlen > 0 && vlen < sizeof(buf)) {
+			memcpy(buf, v, vlen);
+			buf[vlen] = '\0';
+			errno = 0;
+			cl = strtoull(buf, &end, 10);
+			if (errno == 0 && *end == '\0' && buf[0] != '-' &&
+			    cl <= INT64_MAX)
+				r->content_length = (int64_t)cl;
+		}
 	} else if ((size_t)(colon - data) == 13 &&
 		   strncasecmp(data, "content-range", 13) == 0) {
 		char buf[128];
@@ -261,13 +358,19 @@ static size_t on_header(char *data, size_t size, size_t n, void *arg)
 		if (vlen < sizeof(buf)) {
 			memcpy(buf, v, vlen);
 			buf[vlen] = '\0';
+			/* Anything but a well-formed range leaves all
+			 * three at -1, which no check accepts. */
 			if (sscanf(buf, "bytes %lld-%lld/%lld", &s, &e, &t) ==
-			    3) {
+				    3 &&
+			    s >= 0 && e >= s && t > e) {
 				r->range_start = s;
+				r->range_end = e;
 				r->range_total = t;
 			} else if (sscanf(buf, "bytes %lld-%lld/*", &s, &e) ==
-				   2) {
+					   2 &&
+				   s >= 0 && e >= s) {
 				r->range_start = s;
+				r->range_end = e;
 			}
 		}
 	}
@@ -325,14 +428,32 @@ static int curl_retryable(CURLcode cc)
 	case CURLE_SSL_CONNECT_ERROR:
 	case CURLE_HTTP2:
 	case CURLE_HTTP2_STREAM:
+	case CURLE_WEIRD_SERVER_REPLY:	 /* a garbled status line */
+	case CURLE_UNSUPPORTED_PROTOCOL: /* "Received HTTP/0.9" */
 		return 1;
 	default:
 		return 0;
 	}
 }
 
+/* The time limit of one attempt: the stall limit for the first byte plus
+ * the expected body at HTTP_MIN_TOTAL_RATE, cut to what is left of the
+ * request's deadline (never 0, which curl reads as "no limit"). */
+static long attempt_timeout_ms(const struct http_pool *pool,
+			       const struct http_request *req, uint64_t left_ms)
+{
+	uint64_t t = pool->opts.request_timeout_ms +
+		     req->expect_bytes * 1000 / HTTP_MIN_TOTAL_RATE;
+
+	if (req->total_timeout_ms && req->total_timeout_ms < t)
+		t = req->total_timeout_ms;
+	if (left_ms < t)
+		t = left_ms;
+	return t > 0 ? (long)t : 1;
+}
+
 static int setup(struct http_pool *pool, struct attempt *a,
-		 struct curl_slist *headers)
+		 struct curl_slist *headers, uint64_t left_ms)
 {
 	const struct http_request *req = a->req;
 	CURL *h = a->h;
@@ -349,10 +470,9 @@ static int setup(struct http_pool *pool, struct attempt *a,
 	SET(CURLOPT_URL, req->url);
 	SET(CURLOPT_NOSIGNAL, 1L);
 	SET(CURLOPT_CONNECTTIMEOUT_MS, (long)cto);
-	SET(CURLOPT_LOW_SPEED_LIMIT, 1L);
+	SET(CURLOPT_LOW_SPEED_LIMIT, (long)HTTP_MIN_RATE);
 	SET(CURLOPT_LOW_SPEED_TIME, stall_s > 0 ? stall_s : 1L);
-	if (req->total_timeout_ms)
-		SET(CURLOPT_TIMEOUT_MS, (long)req->total_timeout_ms);
+	SET(CURLOPT_TIMEOUT_MS, attempt_timeout_ms(pool, req, left_ms));
 	SET(CURLOPT_TCP_KEEPALIVE, 1L);
 	SET(CURLOPT_FOLLOWLOCATION, 0L);
 	SET(CURLOPT_FILETIME, 1L);
@@ -380,6 +500,15 @@ static int setup(struct http_pool *pool, struct attempt *a,
 	return cc == CURLE_OK ? 0 : -EIO;
 }
 
+/* Drops a handle whose connection may hold the rest of a broken reply and
+ * takes a fresh one. Returns -ENOMEM if none can be made. */
+static int handle_renew(struct attempt *a)
+{
+	curl_easy_cleanup(a->h);
+	a->h = curl_easy_init();
+	return a->h != NULL ? 0 : -ENOMEM;
+}
+
 int http_perform(struct http_pool *pool, const struct http_request *req,
 		 struct http_response *resp)
 {
@@ -387,14 +516,24 @@ int http_perform(struct http_pool *pool, const struct http_request *req,
 	unsigned retries =
 		req->retries >= 0 ? (unsigned)req->retries : pool->opts.retries;
 	unsigned failures = 0, attempts = 0;
+	uint64_t start = now_ms(), deadline;
 	int reuse_retried = 0;
 	size_t max_body = req->max_body ? req->max_body : HTTP_DEFAULT_MAX_BODY;
-	char errbuf[CURL_ERROR_SIZE];
+	char errbuf[CURL_ERROR_SIZE], last[CURL_ERROR_SIZE + 32];
 	CURLcode cc;
 	int rc;
 
+	deadline = start + (req->deadline_ms ? req->deadline_ms
+					     : pool->opts.deadline_ms);
 	memset(resp, 0, sizeof(*resp));
 	response_reset(resp, max_body);
+	if (hold_take(pool, req)) {
+		log_msg(LOG_DEBUG,
+			"%s: failed less than %u ms ago: failing "
+			"again at once",
+			req->what, HTTP_FAIL_HOLD_MS);
+		return -EIO;
+	}
 	a.h = pool_get(pool);
 	if (a.h == NULL)
 		return -ENOMEM;
@@ -402,6 +541,8 @@ int http_perform(struct http_pool *pool, const struct http_request *req,
 		struct curl_slist *headers = NULL;
 		long connects = 0;
 		curl_off_t filetime = -1, clen = -1;
+		uint64_t now = now_ms();
+		int rejected = 0;
 
 		response_reset(resp, max_body);
 		attempts++;
@@ -418,7 +559,8 @@ int http_perform(struct http_pool *pool, const struct http_request *req,
 				headers = n;
 		}
 		if (rc == 0)
-			rc = setup(pool, &a, headers);
+			rc = setup(pool, &a, headers,
+				   deadline > now ? deadline - now : 1);
 		if (rc < 0) {
 			curl_slist_free_all(headers);
 			break;
@@ -439,55 +581,106 @@ int http_perform(struct http_pool *pool, const struct http_request *req,
 			resp->content_length = (int64_t)clen;
 		resp->attempts = attempts;
 		if (cc == CURLE_WRITE_ERROR && resp->cb_rc != 0) {
-			rc = resp->cb_rc > 0 ? 0 : resp->cb_rc;
-			break;
-		}
-		if (cc == CURLE_OK && !http_status_retryable(resp->status)) {
+			if (resp->cb_rc != -EAGAIN) {
+				rc = resp->cb_rc > 0 ? 0 : resp->cb_rc;
+				break;
+			}
+			rejected = 1;
+		} else if (cc == CURLE_OK && resp->status >= 200 &&
+			   resp->status < 300 && req->check != NULL) {
+			rc = req->check(req->check_arg, resp);
+			if (rc == 0)
+				break;
+			if (rc != -EAGAIN)
+				break;
+			rejected = 1;
+		} else if (cc == CURLE_OK &&
+			   !http_status_retryable(resp->status)) {
 			rc = 0;
 			break;
 		}
-		if (cc != CURLE_OK && !curl_retryable(cc)) {
+		if (cc != CURLE_OK && !rejected && !curl_retryable(cc)) {
 			log_msg(LOG_ERR, "%s: %s %s", req->what, req->method,
 				errbuf[0] ? errbuf : curl_easy_strerror(cc));
 			rc = -EIO;
 			break;
 		}
+		if (rejected)
+			snprintf(last, sizeof(last), "bad reply: %s",
+				 resp->why[0] ? resp->why : "rejected");
+		else if (cc != CURLE_OK)
+			snprintf(last, sizeof(last), "%s",
+				 errbuf[0] ? errbuf : curl_easy_strerror(cc));
+		else
+			snprintf(last, sizeof(last), "HTTP %ld", resp->status);
 		/* A keep-alive connection the server closed while idle
-		 * fails without a new connect: retry at once, for free,
-		 * but once per request, so a server that really resets
-		 * every request still spends the budget. */
+		 * fails without a new connect (or reads what a broken reply
+		 * left on it): retry at once, for free, but once per
+		 * request, so a server that really resets every request
+		 * still spends the budget. */
 		if ((cc == CURLE_SEND_ERROR || cc == CURLE_RECV_ERROR ||
-		     cc == CURLE_GOT_NOTHING) &&
-		    connects == 0 && resp->status == 0 && !reuse_retried) {
+		     cc == CURLE_GOT_NOTHING ||
+		     cc == CURLE_WEIRD_SERVER_REPLY ||
+		     cc == CURLE_UNSUPPORTED_PROTOCOL) &&
+		    !rejected && connects == 0 && !reuse_retried &&
+		    now_ms() < deadline) {
 			log_msg(LOG_DEBUG,
 				"%s: reused connection failed (%s), retrying "
 				"on a new one",
 				req->what, curl_easy_strerror(cc));
 			reuse_retried = 1;
+			if (handle_renew(&a) < 0) {
+				rc = -ENOMEM;
+				break;
+			}
 			continue;
 		}
-		if (failures >= retries) {
-			if (cc == CURLE_OK) {
+		/* Whatever a broken reply left on the connection must not
+		 * become the next reply. */
+		if ((cc != CURLE_OK || rejected) && handle_renew(&a) < 0) {
+			rc = -ENOMEM;
+			break;
+		}
+		now = now_ms();
+		if (failures >= retries || now >= deadline) {
+			if (cc == CURLE_OK && !rejected) {
 				rc = 0; /* the caller maps the status */
 			} else {
-				log_msg(LOG_ERR,
-					"%s: %s failed after %u tries: %s",
-					req->what, req->method, attempts,
-					errbuf[0] ? errbuf
-						  : curl_easy_strerror(cc));
+				unsigned long quiet = 0;
+
+				if (!log_limit(req->what, &quiet))
+					log_msg(LOG_ERR,
+						"%s: %s failed after %u tries "
+						"in %.1f s: %s%s",
+						req->what, req->method,
+						attempts,
+						(double)(now - start) / 1000,
+						last,
+						quiet ? " (and earlier "
+							"failures, not logged)"
+						      : "");
 				rc = -EIO;
 			}
 			break;
 		}
 		failures++;
-		log_msg(LOG_DEBUG, "%s: try %u failed (%s, HTTP %ld), retrying",
-			req->what, attempts,
-			cc != CURLE_OK ? curl_easy_strerror(cc) : "status",
-			resp->status);
-		sleep_ms(http_backoff_ms(failures, HTTP_BACKOFF_BASE_MS,
-					 HTTP_BACKOFF_CAP_MS,
-					 pool_jitter(pool)));
+		log_msg(LOG_DEBUG, "%s: try %u failed (%s), retrying",
+			req->what, attempts, last);
+		{
+			uint64_t d = http_backoff_ms(
+				failures, HTTP_BACKOFF_BASE_MS,
+				HTTP_BACKOFF_CAP_MS, pool_jitter(pool));
+
+			/* Leave the last attempt some time of its own. */
+			if (now + d >= deadline)
+				d = (deadline - now) / 2;
+			sleep_ms((unsigned)d);
+		}
 	}
-	pool_put(pool, a.h);
+	if (a.h != NULL)
+		pool_put(pool, a.h);
+	/* A retried status once the budget is spent is a failure too. */
+	if (rc == -EIO || (rc == 0 && http_status_retryable(resp->status)))
+		hold_note(pool, req);
 	return rc;
 }

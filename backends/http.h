@@ -9,12 +9,30 @@
  * connection whatever thread asks. The pool lock is held only to push or
  * pop a handle, never across network I/O.
  *
- * Retries: a transport failure (refused, reset, timeout, nothing received)
- * and HTTP 5xx, 429 and 408 are retried; every other status is final and
- * handed back to the caller, which knows the service's error codes. A
- * failure on a reused keep-alive connection that the server closed while it
- * sat idle is retried at once on a fresh connection and does not count
- * against the retry budget, since nothing was wrong with the server.
+ * Retries: a transport failure (refused, reset, timeout, nothing received,
+ * a body cut short, a garbled status line), HTTP 5xx, 429 and 408, and a
+ * 2xx reply the caller's checks reject (-EAGAIN from on_body or check) are
+ * retried; every other status is final and handed back to the caller,
+ * which knows the service's error codes. A failure on a reused keep-alive
+ * connection that the server closed while it sat idle is retried at once
+ * on a fresh connection and does not count against the retry budget, since
+ * nothing was wrong with the server. After any failed or rejected attempt
+ * the handle and its connections are dropped: bytes a broken reply left on
+ * a connection must never be read as the next reply.
+ *
+ * Time: every wait is bounded. An attempt fails when fewer than
+ * HTTP_MIN_RATE bytes a second arrive for request_timeout_ms (a silent or
+ * trickling server), and when it takes longer than request_timeout_ms plus
+ * expect_bytes at HTTP_MIN_TOTAL_RATE. A request with all its retries and
+ * backoff ends within deadline_ms of its start: no retry starts once the
+ * deadline has passed, and the last attempt's limit is cut to what is
+ * left. So a backend request fails with -EIO at most deadline_ms after it
+ * started (plus scheduling delays), whatever the server does. After a
+ * ranged request (hold set) failed so, the next request for the same what
+ * within a part of its range, within HTTP_FAIL_HOLD_MS, fails at once:
+ * the kernel follows a failed read-ahead with a read of its first page,
+ * which would otherwise wait out the deadline a second time. Only that
+ * one request: a reader that tries again finds the store as it is.
  *
  * Only backends/ includes this header (it names libcurl types).
  */
@@ -22,12 +40,22 @@
 #define SHARDFS_HTTP_H
 
 #include <curl/curl.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+/* An attempt slower than this for request_timeout_ms is a stall. */
+#define HTTP_MIN_RATE 1024u
+/* How long after a failed ranged request one read within its range
+ * fails at once. */
+#define HTTP_FAIL_HOLD_MS 2000
+/* The rate an attempt's whole-body time limit assumes (bytes/s). */
+#define HTTP_MIN_TOTAL_RATE (1024u * 1024u)
+
 struct http_pool_options {
 	unsigned connect_timeout_ms; /* 0: 5000 */
-	unsigned request_timeout_ms; /* stall limit (no byte for this long);
+	unsigned request_timeout_ms; /* stall limit, see above; 0: 10000 */
+	unsigned deadline_ms;	     /* a request, retries included;
 					0: 30000 */
 	unsigned retries;	     /* retries after the first try */
 	const char *ca_bundle;	     /* CA file for TLS, or NULL: system */
@@ -50,10 +78,17 @@ int http_global_init(void);
 struct http_response;
 
 /* Called with each piece of a 2xx body. Returns 0 to go on, 1 to stop the
- * transfer as a success (the caller has all it wants), or a negative errno
- * to fail the request with it (not retried). */
-typedef int (*http_body_cb)(void *arg, const struct http_response *resp,
+ * transfer as a success (the caller has all it wants), -EAGAIN when the
+ * reply is wrong (retried, see above; say why with http_response_why()),
+ * or another negative errno to fail the request with it (not retried). */
+typedef int (*http_body_cb)(void *arg, struct http_response *resp,
 			    const char *data, size_t len);
+
+/* Called once a 2xx attempt has received its whole body, to check it
+ * (lengths, ranges, checksums) before the caller uses it. Returns 0 to
+ * accept it, -EAGAIN to reject it (retried; say why with
+ * http_response_why()), or another negative errno (final). */
+typedef int (*http_check_cb)(void *arg, struct http_response *resp);
 
 /* Called before every attempt to add the request's headers (signing goes
  * here, so each retry is signed with the current time and credentials).
@@ -73,10 +108,19 @@ struct http_request {
 	 * response.body (growing up to max_body bytes, then -EFBIG). */
 	http_body_cb on_body;
 	void *body_arg;
-	size_t max_body;	     /* 0: 16 MiB */
+	size_t max_body;     /* 0: 16 MiB */
+	http_check_cb check; /* NULL: every complete 2xx is accepted */
+	void *check_arg;
+	uint64_t expect_bytes;	     /* body size expected, for the time
+					limit of an attempt; 0: small */
 	unsigned connect_timeout_ms; /* 0: the pool's */
-	unsigned total_timeout_ms;   /* 0: none (stall limit only) */
+	unsigned total_timeout_ms;   /* 0: none beyond the above */
+	unsigned deadline_ms;	     /* 0: the pool's */
 	int retries;		     /* < 0: the pool's */
+	/* The failure hold (see above): set for a ranged read of what,
+	 * with its range. */
+	bool hold;
+	uint64_t range_offset, range_len;
 };
 
 /* What came back. Non-2xx bodies are kept (up to 64 KiB) in body, for the
@@ -87,6 +131,7 @@ struct http_response {
 	size_t body_len;
 	char etag[256];		/* ETag header as sent, "" if none */
 	int64_t range_start;	/* Content-Range first byte, -1 if none */
+	int64_t range_end;	/* Content-Range last byte, -1 if none */
 	int64_t range_total;	/* Content-Range total, -1 if none or '*' */
 	int64_t content_length; /* -1 if unknown */
 	int64_t mtime;		/* Last-Modified, seconds; -1 if none */
@@ -94,21 +139,28 @@ struct http_response {
 	/* 2xx body bytes this attempt delivered before the current on_body
 	 * call; 0 marks a fresh attempt (a retry starts over). */
 	uint64_t body_seen;
+	/* Why the last attempt's reply was rejected, "" if it was not. */
+	char why[160];
 	/* private: */
 	size_t body_cap;
 	size_t max_body;
 	int cb_rc;
 };
 
-/* Runs req with retries. Returns 0 when an HTTP answer was final: a 2xx,
- * a status that is not retried, or a retried status once the budget is
- * spent (check resp->status). Returns a negative errno when no usable
- * answer came: -EIO after transport failures (logged here once, with
- * req->what and curl's reason, never the URL), -ETIMEDOUT folded into
- * -EIO, the callback's errno, -EFBIG, -ENOMEM. resp is always initialised
+/* Runs req with retries. Returns 0 when an HTTP answer was final: a 2xx
+ * that passed req->check, a status that is not retried, or a retried
+ * status once the budget is spent (check resp->status). Returns a negative
+ * errno when no usable answer came: -EIO after transport failures or
+ * rejected replies once the budget or the deadline is spent (logged here
+ * once, with req->what, the tries, the time and the last reason, never the
+ * URL), the callbacks' errno, -EFBIG, -ENOMEM. resp is always initialised
  * and must be released with http_response_fini(). */
 int http_perform(struct http_pool *pool, const struct http_request *req,
 		 struct http_response *resp);
+
+/* Sets resp->why (printf format) for a rejected reply. */
+void http_response_why(struct http_response *resp, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 
 /* Frees what resp owns; safe to call twice. */
 void http_response_fini(struct http_response *resp);

@@ -22,9 +22,12 @@
  */
 #include "backends/s3.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <openssl/evp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -264,7 +267,7 @@ int s3_error_errno(long status, const char *code)
 static int s3_fail(struct s3_backend *sb, const char *op, const char *key,
 		   const struct http_response *resp, int quiet_enoent)
 {
-	char code[128], msg[256];
+	char code[128], msg[256], what[1200];
 	int err;
 
 	s3_xml_error_parse(resp->body, resp->body_len, code, sizeof(code), msg,
@@ -272,10 +275,12 @@ static int s3_fail(struct s3_backend *sb, const char *op, const char *key,
 	err = s3_error_errno(resp->status, code);
 	if (err == -ENOENT && quiet_enoent)
 		return err;
-	log_msg(LOG_ERR, "s3://%s/%s: %s: HTTP %ld%s%s%s%s (after %u %s)",
-		sb->bucket, key, op, resp->status, code[0] ? " " : "", code,
-		msg[0] ? ": " : "", msg, resp->attempts,
-		resp->attempts == 1 ? "try" : "tries");
+	snprintf(what, sizeof(what), "s3://%s/%s", sb->bucket, key);
+	if (log_limit(what, NULL))
+		return err;
+	log_msg(LOG_ERR, "%s: %s: HTTP %ld%s%s%s%s (after %u %s)", what, op,
+		resp->status, code[0] ? " " : "", code, msg[0] ? ": " : "", msg,
+		resp->attempts, resp->attempts == 1 ? "try" : "tries");
 	return err;
 }
 
@@ -416,9 +421,110 @@ static char *make_url(struct s3_backend *sb, const char *path,
 
 /* list */
 
+/* A listing must end: a continuation token seen before, or a page that
+ * starts with the first key of an earlier page, is a server going round
+ * in circles, and no real listing needs more than this many pages (a
+ * billion keys; pin a manifest long before that). */
+#define S3_LIST_PAGES_MAX 1000000u
+
+/* A set of 64-bit hashes (open addressing, 0 marks a free slot). */
+struct s3_seen {
+	uint64_t *slot;
+	size_t cap, n;
+};
+
+static uint64_t s3_hash(const char *p, size_t len)
+{
+	uint64_t h = 0xcbf29ce484222325u; /* FNV-1a */
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		h = (h ^ (unsigned char)p[i]) * 0x100000001b3u;
+	return h ? h : 1;
+}
+
+/* Adds h; returns 1 if it was there already, 0 if added, -ENOMEM. */
+static int s3_seen_add(struct s3_seen *s, uint64_t h)
+{
+	size_t i;
+
+	if (2 * (s->n + 1) > s->cap) {
+		size_t cap = s->cap ? 2 * s->cap : 64, k;
+		uint64_t *slot = calloc(cap, sizeof(*slot));
+
+		if (slot == NULL)
+			return -ENOMEM;
+		for (k = 0; k < s->cap; k++) {
+			if (s->slot[k] == 0)
+				continue;
+			for (i = s->slot[k] & (cap - 1); slot[i] != 0;
+			     i = (i + 1) & (cap - 1))
+				;
+			slot[i] = s->slot[k];
+		}
+		free(s->slot);
+		s->slot = slot;
+		s->cap = cap;
+	}
+	for (i = h & (s->cap - 1); s->slot[i] != 0; i = (i + 1) & (s->cap - 1))
+		if (s->slot[i] == h)
+			return 1;
+	s->slot[i] = h;
+	s->n++;
+	return 0;
+}
+
+/* Checks that page number pages (1-based) of a listing moves on: its
+ * first key and its continuation token are new. Returns 0 or -EIO
+ * (logged), -ENOMEM. */
+static int s3_list_progress(struct s3_seen *seen, const char *what,
+			    unsigned pages, const struct s3_xml_list_page *page)
+{
+	int r;
+
+	if (pages > S3_LIST_PAGES_MAX) {
+		log_msg(LOG_ERR, "%s: list: more than %u pages; giving up",
+			what, S3_LIST_PAGES_MAX);
+		return -EIO;
+	}
+	if (page->truncated && page->next_token != NULL) {
+		r = s3_seen_add(seen, s3_hash(page->next_token,
+					      strlen(page->next_token)));
+		if (r == 1) {
+			log_msg(LOG_ERR,
+				"%s: list: page %u repeats an earlier "
+				"continuation token; the server repeats "
+				"itself",
+				what, pages);
+			return -EIO;
+		}
+		if (r < 0)
+			return r;
+	}
+	if (page->count > 0) {
+		/* Keys and tokens hash into one set: a clash between a key
+		 * and a token is as unlikely as any other 64-bit clash. */
+		r = s3_seen_add(seen, s3_hash(page->objects[0].key,
+					      page->objects[0].key_len) ^
+					      0x6b6579u);
+		if (r == 1) {
+			log_msg(LOG_ERR,
+				"%s: list: page %u starts with the key an "
+				"earlier page started with; the server "
+				"repeats itself",
+				what, pages);
+			return -EIO;
+		}
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
 static int s3_list(struct backend *be, const char *prefix, backend_list_cb cb,
 		   void *arg)
 {
+	struct s3_seen seen = { 0 };
 	struct s3_backend *sb = (struct s3_backend *)be;
 	size_t plen = strlen(sb->prefix), i;
 	struct s3_xml_list_page page = { 0 };
@@ -471,6 +577,7 @@ static int s3_list(struct backend *be, const char *prefix, backend_list_cb cb,
 			break;
 		}
 		pages++;
+		rc = s3_list_progress(&seen, what, pages, &page);
 		for (i = 0; i < page.count && rc == 0; i++) {
 			struct s3_xml_object *o = &page.objects[i];
 			struct backend_object obj;
@@ -517,6 +624,7 @@ static int s3_list(struct backend *be, const char *prefix, backend_list_cb cb,
 			break;
 	}
 	log_msg(LOG_DEBUG, "%s: listed %u pages", what, pages);
+	free(seen.slot);
 	s3_xml_list_page_fini(&page);
 	http_response_fini(&resp);
 	free(query);
@@ -583,16 +691,21 @@ out:
 
 /* read */
 
+/* Whole-object reads up to this size are checked against a single-part
+ * ETag (the object's MD5): cheap next to the request, and it catches a
+ * byte changed in transit, which nothing else here would. */
+#define S3_MD5_MAX (UINT64_C(8) << 20)
+
 struct read_ctx {
 	const char *etag; /* expected, or NULL */
 	size_t etag_len;
 	uint64_t offset;
 	size_t len;
 	char *buf;
-	size_t filled; /* contiguous bytes from offset */
-	uint64_t pos;  /* object position of the next body byte */
+	size_t filled;	 /* contiguous bytes from offset */
+	uint64_t pos;	 /* object position of the next body byte */
+	EVP_MD_CTX *md5; /* while the reply is a whole object to check */
 	int stale;
-	int bad_range; /* the answer started past offset */
 };
 
 static int etag_differs(const struct read_ctx *rc, const char *got)
@@ -602,30 +715,110 @@ static int etag_differs(const struct read_ctx *rc, const char *got)
 		memcmp(got, rc->etag, rc->etag_len) != 0);
 }
 
-static int read_body(void *arg, const struct http_response *resp,
-		     const char *data, size_t len)
+/* Is etag a single-part S3 ETag, "<32 hex digits>", the object's MD5? */
+static bool etag_is_md5(const char *etag, size_t len)
+{
+	size_t i;
+
+	if (etag == NULL || len != 34 || etag[0] != '"' || etag[33] != '"')
+		return false;
+	for (i = 1; i < 33; i++)
+		if (!isxdigit((unsigned char)etag[i]))
+			return false;
+	return true;
+}
+
+/* The checks on a reply's status line and headers, before any byte of it
+ * is used: the pinned version, and exactly the range asked for (a 206
+ * naming it, or a 200 holding the whole object past its end). Returns 0,
+ * -ESTALE (another version: final) or -EAGAIN (a wrong reply: retried). */
+static int read_reply_check(struct read_ctx *rc, struct http_response *resp)
+{
+	uint64_t end = rc->offset + rc->len;
+
+	if (etag_differs(rc, resp->etag)) {
+		rc->stale = 1;
+		return -ESTALE;
+	}
+	if (resp->status == 206) {
+		if (resp->range_start < 0) {
+			http_response_why(resp,
+					  "206 without a valid Content-Range");
+			return -EAGAIN;
+		}
+		if ((uint64_t)resp->range_start != rc->offset ||
+		    (uint64_t)resp->range_end != end - 1) {
+			http_response_why(resp,
+					  "Content-Range bytes %" PRId64
+					  "-%" PRId64 " for a request of bytes "
+					  "%" PRIu64 "-%" PRIu64,
+					  resp->range_start, resp->range_end,
+					  rc->offset, end - 1);
+			return -EAGAIN;
+		}
+		if (resp->content_length >= 0 &&
+		    (uint64_t)resp->content_length != rc->len) {
+			http_response_why(resp,
+					  "Content-Length %" PRId64
+					  " for a range of %zu bytes",
+					  resp->content_length, rc->len);
+			return -EAGAIN;
+		}
+		return 0;
+	}
+	if (resp->status == 200) {
+		if (resp->content_length < 0 ||
+		    (uint64_t)resp->content_length < end) {
+			http_response_why(resp,
+					  "200 of %" PRId64 " bytes for bytes "
+					  "%" PRIu64 "-%" PRIu64,
+					  resp->content_length, rc->offset,
+					  end - 1);
+			return -EAGAIN;
+		}
+		return 0;
+	}
+	http_response_why(resp, "status %ld for a range", resp->status);
+	return -EAGAIN;
+}
+
+/* Starts an MD5 of the reply when it is the whole object under a
+ * single-part ETag. */
+static void read_md5_start(struct read_ctx *rc,
+			   const struct http_response *resp)
+{
+	uint64_t total = resp->status == 206 ? (uint64_t)resp->range_total
+					     : (uint64_t)resp->content_length;
+
+	EVP_MD_CTX_free(rc->md5);
+	rc->md5 = NULL;
+	if (rc->offset != 0 || total != rc->len || rc->len > S3_MD5_MAX ||
+	    (resp->status == 206 && resp->range_total < 0) ||
+	    !etag_is_md5(rc->etag, rc->etag_len))
+		return;
+	rc->md5 = EVP_MD_CTX_new();
+	if (rc->md5 != NULL &&
+	    EVP_DigestInit_ex(rc->md5, EVP_md5(), NULL) != 1) {
+		EVP_MD_CTX_free(rc->md5);
+		rc->md5 = NULL;
+	}
+}
+
+static int read_body(void *arg, struct http_response *resp, const char *data,
+		     size_t len)
 {
 	struct read_ctx *rc = arg;
 	uint64_t end = rc->offset + rc->len;
+	int r;
 
 	/* A retry delivers the body again from its start. */
 	if (resp->body_seen == 0) {
-		/* Before any byte lands: a server that ignored If-Match
-		 * must not hand us another version. */
-		if (etag_differs(rc, resp->etag)) {
-			rc->stale = 1;
-			return -ESTALE;
-		}
-		/* Trust Content-Range over what we asked for: a 200 is the
-		 * whole object, a 206 starts where it says. */
-		rc->pos = resp->status == 206 && resp->range_start >= 0
-				  ? (uint64_t)resp->range_start
-				  : 0;
+		r = read_reply_check(rc, resp);
+		if (r < 0)
+			return r;
+		rc->pos = resp->status == 206 ? rc->offset : 0;
 		rc->filled = 0;
-		if (rc->pos > rc->offset) {
-			rc->bad_range = 1;
-			return -EIO;
-		}
+		read_md5_start(rc, resp);
 	}
 	if (rc->pos + len > rc->offset && rc->pos < end) {
 		uint64_t from = rc->pos > rc->offset ? rc->pos : rc->offset;
@@ -635,11 +828,63 @@ static int read_body(void *arg, const struct http_response *resp,
 		       (size_t)(to - from));
 		rc->filled = (size_t)(to - rc->offset);
 	}
+	if (rc->md5 != NULL && EVP_DigestUpdate(rc->md5, data, len) != 1) {
+		EVP_MD_CTX_free(rc->md5);
+		rc->md5 = NULL;
+	}
 	rc->pos += len;
 	/* Stopping a transfer closes its connection: stop early only when
-	 * the server ignored the range and sends the rest of the object;
-	 * an answer to the range ends by itself. */
-	return rc->pos >= end && resp->status != 206 ? 1 : 0;
+	 * a 200 goes on past the range; an answer to the range, or the
+	 * whole object asked for, ends by itself. */
+	return rc->pos >= end && resp->status == 200 &&
+			       (uint64_t)resp->content_length > end
+		       ? 1
+		       : 0;
+}
+
+/* The checks once a reply is complete: every byte asked for arrived, no
+ * more than the framing said, and a whole object matches its MD5. */
+static int read_check(void *arg, struct http_response *resp)
+{
+	struct read_ctx *rc = arg;
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned md_len = 0, i;
+	char hex[2 * EVP_MAX_MD_SIZE + 1];
+	int r;
+
+	if (resp->body_seen == 0) { /* no body: only the headers to check */
+		r = read_reply_check(rc, resp);
+		if (r < 0)
+			return r;
+		rc->filled = 0;
+	}
+	if (rc->filled != rc->len) {
+		http_response_why(resp, "%zu of %zu bytes in the reply",
+				  rc->filled, rc->len);
+		return -EAGAIN;
+	}
+	if (resp->status == 206 && resp->body_seen != rc->len) {
+		http_response_why(resp,
+				  "%" PRIu64 " body bytes for a range of %zu",
+				  resp->body_seen, rc->len);
+		return -EAGAIN;
+	}
+	if (rc->md5 == NULL)
+		return 0;
+	r = EVP_DigestFinal_ex(rc->md5, md, &md_len);
+	EVP_MD_CTX_free(rc->md5);
+	rc->md5 = NULL;
+	if (r != 1)
+		return 0; /* no digest, no verdict */
+	for (i = 0; i < md_len; i++)
+		snprintf(hex + 2 * i, 3, "%02x", md[i]);
+	if (strncasecmp(hex, rc->etag + 1, 32) != 0) {
+		http_response_why(resp,
+				  "the body's MD5 %s is not its ETag %.*s", hex,
+				  (int)rc->etag_len, rc->etag);
+		return -EAGAIN;
+	}
+	return 0;
 }
 
 static int s3_read(struct backend *be, const char *key, size_t key_len,
@@ -662,7 +907,13 @@ static int s3_read(struct backend *be, const char *key, size_t key_len,
 				    .prepare_arg = &sc,
 				    .on_body = read_body,
 				    .body_arg = &ctx,
-				    .retries = -1 };
+				    .check = read_check,
+				    .check_arg = &ctx,
+				    .expect_bytes = len,
+				    .retries = -1,
+				    .hold = true,
+				    .range_offset = offset,
+				    .range_len = len };
 	int rc = -ENOMEM;
 
 	if (len == 0) {
@@ -690,25 +941,22 @@ static int s3_read(struct backend *be, const char *key, size_t key_len,
 	req.url = url;
 	req.what = what;
 	rc = http_perform(sb->http, &req, &resp);
-	if (rc == -ESTALE ||
-	    (rc == 0 && resp.status >= 200 && resp.status < 300 &&
-	     etag_differs(&ctx, resp.etag))) {
-		log_msg(LOG_ERR,
-			"%s: changed since the manifest was made (etag %.*s, "
-			"now %s)",
-			what, (int)etag_len, etag, resp.etag);
-		rc = -ESTALE;
-		goto out;
-	}
-	if (ctx.bad_range) {
-		log_msg(LOG_ERR, "%s: read: Content-Range starts past %" PRIu64,
-			what, offset);
+	if (rc == -ESTALE) {
+		if (!log_limit(what, NULL))
+			log_msg(LOG_ERR,
+				"%s: changed since the manifest was made "
+				"(etag %.*s, now %s)",
+				what, (int)etag_len, etag, resp.etag);
 		goto out;
 	}
 	if (rc < 0)
 		goto out;
 	if (resp.status == 416) {
-		*nread = 0; /* offset at or past the end */
+		log_msg(LOG_ERR,
+			"%s: bytes %" PRIu64 "-%" PRIu64 " are past the "
+			"object's end: it is shorter than the manifest says",
+			what, offset, offset + len - 1);
+		rc = -EIO;
 		goto out;
 	}
 	if (resp.status < 200 || resp.status >= 300) {
@@ -716,8 +964,17 @@ static int s3_read(struct backend *be, const char *key, size_t key_len,
 			     0);
 		goto out;
 	}
-	*nread = ctx.filled;
+	/* http_perform() accepted the reply only through read_check(), or
+	 * stopped it once read_body() had every byte. */
+	if (ctx.filled != len) {
+		log_msg(LOG_ERR, "%s: %zu of %zu bytes at %" PRIu64, what,
+			ctx.filled, len, offset);
+		rc = -EIO;
+		goto out;
+	}
+	*nread = len;
 out:
+	EVP_MD_CTX_free(ctx.md5);
 	http_response_fini(&resp);
 	free(what);
 	free(url);
@@ -796,6 +1053,7 @@ static int s3_open(const char *url, const struct backend_options *opts,
 		goto err;
 	ho.connect_timeout_ms = opts ? opts->connect_timeout_ms : 0;
 	ho.request_timeout_ms = opts ? opts->request_timeout_ms : 0;
+	ho.deadline_ms = opts ? opts->read_timeout_ms : 0;
 	ho.retries = opts && opts->retries >= 0 ? (unsigned)opts->retries : 5;
 	ho.ca_bundle = getenv("AWS_CA_BUNDLE");
 	if (ho.ca_bundle != NULL && ho.ca_bundle[0] == '\0')

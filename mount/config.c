@@ -77,6 +77,7 @@ enum {
 	KEY_ANONYMOUS,
 	KEY_CONNECT_TIMEOUT_MS,
 	KEY_REQUEST_TIMEOUT_MS,
+	KEY_READ_TIMEOUT_MS,
 	KEY_RETRIES,
 	KEY_WORLD_SIZE,
 	KEY_RANKS,
@@ -120,6 +121,8 @@ static const struct key keys[KEY_COUNT] = {
 	[KEY_REQUEST_TIMEOUT_MS] = { "source", "request_timeout_ms", VAL_UINT,
 				     FIELD(source.request_timeout_ms), 1,
 				     UINT_MAX },
+	[KEY_READ_TIMEOUT_MS] = { "source", "read_timeout_ms", VAL_UINT,
+				  FIELD(source.read_timeout_ms), 100, 3600000 },
 	[KEY_RETRIES] = { "source", "retries", VAL_UINT, FIELD(source.retries),
 			  0, 100 },
 	[KEY_WORLD_SIZE] = { "shard", "world_size", VAL_U64,
@@ -1156,7 +1159,8 @@ static struct config *config_new(const char *path)
 	}
 	cfg->source.addressing = BACKEND_ADDRESSING_AUTO;
 	cfg->source.connect_timeout_ms = 5000;
-	cfg->source.request_timeout_ms = 30000;
+	cfg->source.request_timeout_ms = 10000;
+	cfg->source.read_timeout_ms = 30000;
 	cfg->source.retries = 5;
 	cfg->shard.spec.world_size = 1;
 	cfg->shard.spec.order = SHARD_ORDER_SHUFFLE;
@@ -1217,6 +1221,7 @@ void config_backend_options(const struct config *cfg,
 	opts->anonymous = cfg->source.anonymous;
 	opts->connect_timeout_ms = cfg->source.connect_timeout_ms;
 	opts->request_timeout_ms = cfg->source.request_timeout_ms;
+	opts->read_timeout_ms = cfg->source.read_timeout_ms;
 	opts->retries = (int)cfg->source.retries;
 }
 

@@ -50,7 +50,8 @@ struct config {
 		char *manifest_sha256; /* 64 lowercase hex digits or NULL */
 		bool anonymous;	       /* default false: use credentials */
 		unsigned connect_timeout_ms; /* default 5000 */
-		unsigned request_timeout_ms; /* default 30000 */
+		unsigned request_timeout_ms; /* default 10000 */
+		unsigned read_timeout_ms;    /* default 30000 */
 		unsigned retries;	     /* default 5 */
 	} source;
 

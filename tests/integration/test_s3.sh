@@ -187,8 +187,10 @@ cat "$M/rank-0/zz-ghost.bin" >/dev/null 2>"$T/ghost.err"
 # fault to readers as EIO.
 check "a key missing from the bucket reads as EIO" grep -q 'Input/output error' "$T/ghost.err"
 errors=$(awk '$1 == "shardfs_read_errors_total" {print $2}' "$M/.shardfs/stats")
-check "NoSuchKey is logged with key, status and code, once per failed read" test \
-	"$(grep -c "s3://$BUCKET/ds/zz-ghost.bin: read: HTTP 404 NoSuchKey" "$LAST_LOG")" -eq "${errors:-0}" -a "${errors:-0}" -ge 1
+# The kernel reads the file's first page again after a failed
+# read-ahead: one failure, one log line, however many failed reads.
+check "NoSuchKey is logged with key, status and code, once ($errors failed reads)" test \
+	"$(grep -c "s3://$BUCKET/ds/zz-ghost.bin: read: HTTP 404 NoSuchKey" "$LAST_LOG")" -eq 1 -a "${errors:-0}" -ge 1
 check "unmount" umount_shardfs "$M"
 
 # An object replaced after the manifest was made: s3rver ignores If-Match,

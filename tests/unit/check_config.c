@@ -108,7 +108,8 @@ START_TEST(test_defaults)
 	ck_assert_ptr_null(cfg->source.manifest_sha256);
 	ck_assert(!cfg->source.anonymous);
 	ck_assert_uint_eq(cfg->source.connect_timeout_ms, 5000);
-	ck_assert_uint_eq(cfg->source.request_timeout_ms, 30000);
+	ck_assert_uint_eq(cfg->source.request_timeout_ms, 10000);
+	ck_assert_uint_eq(cfg->source.read_timeout_ms, 30000);
 	ck_assert_uint_eq(cfg->source.retries, 5);
 
 	ck_assert_uint_eq(cfg->shard.spec.world_size, 1);
@@ -137,7 +138,8 @@ START_TEST(test_defaults)
 	ck_assert_int_eq(opts.addressing, BACKEND_ADDRESSING_AUTO);
 	ck_assert_int_eq(opts.anonymous, 0);
 	ck_assert_uint_eq(opts.connect_timeout_ms, 5000);
-	ck_assert_uint_eq(opts.request_timeout_ms, 30000);
+	ck_assert_uint_eq(opts.request_timeout_ms, 10000);
+	ck_assert_uint_eq(opts.read_timeout_ms, 30000);
 	ck_assert_uint_eq(opts.retries, 5);
 	config_free(cfg);
 }
@@ -166,6 +168,7 @@ START_TEST(test_full)
 		"anonymous = yes\n"
 		"connect_timeout_ms = 1500\n"
 		"request_timeout_ms = 60000\n"
+		"read_timeout_ms = 90000\n"
 		"retries = 0\n"
 		"[shard]\n"
 		"world_size = 64 ; ranks\n"
@@ -198,6 +201,7 @@ START_TEST(test_full)
 	ck_assert(cfg->source.anonymous);
 	ck_assert_uint_eq(cfg->source.connect_timeout_ms, 1500);
 	ck_assert_uint_eq(cfg->source.request_timeout_ms, 60000);
+	ck_assert_uint_eq(cfg->source.read_timeout_ms, 90000);
 	ck_assert_uint_eq(cfg->source.retries, 0);
 
 	ck_assert_uint_eq(cfg->shard.spec.world_size, 64);
@@ -230,6 +234,7 @@ START_TEST(test_full)
 	ck_assert_int_eq(opts.anonymous, 1);
 	ck_assert_uint_eq(opts.connect_timeout_ms, 1500);
 	ck_assert_uint_eq(opts.request_timeout_ms, 60000);
+	ck_assert_uint_eq(opts.read_timeout_ms, 90000);
 	ck_assert_uint_eq(opts.retries, 0);
 	config_free(cfg);
 }
@@ -481,6 +486,9 @@ static const struct bad_case bad_cases[] = {
 	{ MIN_CONF "connect_timeout_ms = 0\n",
 	  "@:3: [source] connect_timeout_ms = 0: must be between 1 and "
 	  "4294967295" },
+	{ MIN_CONF "read_timeout_ms = 99\n",
+	  "@:3: [source] read_timeout_ms = 99: must be between 100 and "
+	  "3600000" },
 	{ MIN_CONF "request_timeout_ms = 4294967296\n",
 	  "@:3: [source] request_timeout_ms = 4294967296: must be between 1 "
 	  "and 4294967295" },
