@@ -29,7 +29,7 @@ struct fs_options {
 	bool allow_other;     /* let other users read (needs user_allow_other
 				 * in /etc/fuse.conf unless root) */
 	bool debug;	      /* libfuse traces every request to stderr */
-	unsigned max_threads; /* worker threads; 0 = 16 */
+	unsigned max_threads; /* worker threads; 0 = 64 */
 };
 
 /* What the filesystem serves; all borrowed, all must outlive fs_run(). */

@@ -32,7 +32,12 @@
 
 #define FS_TIMEOUT (24.0 * 3600) /* the view cannot change while mounted */
 #define FS_IO_SIZE (1u << 20)	 /* read request size asked of the kernel */
-#define FS_BLKSIZE (1u << 20)	 /* st_blksize: readers buffer this much */
+/* Worker threads (made on demand). Well above the kernel's limit on
+ * background requests (max_background, 12), which is what bounds the
+ * reads in flight: however many of those wait on a slow store, lookups,
+ * opens and the .shardfs/ control files still find a thread. */
+#define FS_THREADS_DEFAULT 64
+#define FS_BLKSIZE (1u << 20) /* st_blksize: readers buffer this much */
 
 struct ctrl_text {
 	char *buf;
@@ -946,7 +951,8 @@ int fs_run(const struct fs_options *opt, const struct fs_data *data)
 			goto out_unmount;
 		}
 		fuse_loop_cfg_set_max_threads(
-			loop_cfg, opt->max_threads ? opt->max_threads : 16);
+			loop_cfg, opt->max_threads ? opt->max_threads
+						   : FS_THREADS_DEFAULT);
 		fuse_loop_cfg_set_clone_fd(loop_cfg, 0);
 		rc = fuse_session_loop_mt(se, loop_cfg);
 		fuse_loop_cfg_destroy(loop_cfg);
