@@ -344,8 +344,11 @@ void fetch_set_wait(struct fetch *f, uint64_t wait_ms)
 {
 	fork_check(f);
 	pthread_mutex_lock(&f->lock);
-	f->wait_ns =
-		(wait_ms ? wait_ms : FETCH_WAIT_MS_DEFAULT) * UINT64_C(1000000);
+	if (wait_ms == 0)
+		wait_ms = FETCH_WAIT_MS_DEFAULT;
+	if (wait_ms > FETCH_WAIT_MS_MAX) /* deadlines must not wrap */
+		wait_ms = FETCH_WAIT_MS_MAX;
+	f->wait_ns = wait_ms * UINT64_C(1000000);
 	pthread_mutex_unlock(&f->lock);
 }
 

@@ -50,6 +50,7 @@
  * (30 s) and a margin, so a backend read ends (and is retried) before a
  * reader waiting for it gives up. */
 #define FETCH_WAIT_MS_DEFAULT UINT64_C(75000)
+#define FETCH_WAIT_MS_MAX UINT64_C(86400000) /* a day */
 
 /* One chunk to fetch. Everything is borrowed for the call; the engine
  * copies what it keeps. */
@@ -104,7 +105,8 @@ int fetch_new(unsigned connections, uint64_t memory, fetch_read_fn read_fn,
  * has started yet in this process. */
 void fetch_set_limits(struct fetch *f, unsigned connections, uint64_t memory);
 
-/* Sets the wait bound (see the file comment), in ms; 0: the default. */
+/* Sets the wait bound (see the file comment), in ms; 0: the default;
+ * at most FETCH_WAIT_MS_MAX. */
 void fetch_set_wait(struct fetch *f, uint64_t wait_ms);
 
 /* Stops the workers (queued prefetches are dropped) and frees f. No
