@@ -92,8 +92,9 @@
 /* How long a reader waits for memory for its chunk before reading its
  * bytes directly; short, since a direct read costs one request. */
 #define DIRECT_AFTER_NS (UINT64_C(100000000))
-/* Longest untimed-looking sleep of a worker: it re-checks its state and
- * the trimmer trims at least this often while it holds memory. */
+/* The longest an idle worker sleeps before it looks at its state again;
+ * the trimmer trims at most this often, and at least this often while it
+ * holds memory. */
 #define WORKER_WAIT_NS (UINT64_C(1000000000))
 
 enum { PRIO_READER = 0, PRIO_PREFETCH = 1, NPRIO };
