@@ -836,6 +836,54 @@ START_TEST(test_wait_bound_slot)
 }
 END_TEST
 
+/* Opens the gate after 300 ms (see test_retain_wakes()). */
+static void *gate_open_later(void *arg)
+{
+	usleep(300000);
+	rec_gate(arg, false);
+	return NULL;
+}
+
+/* A chunk that becomes retained (reclaimable) wakes a fill waiting for
+ * memory. The fill waits while a reader's fetch of f00 is held at the gate
+ * and a reply buffer takes the rest of the budget; once f00 is fetched and
+ * retained, the fill takes its memory. Before: nothing woke the fill (and
+ * the idle trimmer slept untimed) and it waited forever. The gate opens
+ * 300 ms after the fill starts; had the fill not started waiting by then,
+ * the test would pass on the old code too, never fail on the new. */
+START_TEST(test_retain_wakes)
+{
+	struct fixture fx;
+	struct reader a;
+	pthread_t ta, to;
+	uint64_t fetched = 0;
+	void *reply;
+
+	fx_init(&fx, "wakes");
+	add_file(&fx, 1 << 20);
+	add_file(&fx, 1 << 20);
+	fx_open(&fx, 1 << 20, 8, 2 << 20, 0);
+	reply = cache_buffer_alloc(fx.c, 1 << 20);
+	ck_assert_ptr_nonnull(reply);
+	snprintf(fx.rec.gate_key, sizeof(fx.rec.gate_key), "f00");
+	rec_gate(&fx.rec, true);
+	a = (struct reader){ .fx = &fx, .k = 0, .off = 0, .len = 1000 };
+	ck_assert_int_eq(pthread_create(&ta, NULL, reader_main, &a), 0);
+	rec_wait_held(&fx.rec, 1);
+	ck_assert_int_eq(pthread_create(&to, NULL, gate_open_later, &fx.rec),
+			 0);
+	ck_assert_int_eq(cache_fill(fx.c, &fx.objs[1], &fetched), 0);
+	ck_assert_uint_eq(fetched, 1 << 20);
+	pthread_join(to, NULL);
+	pthread_join(ta, NULL);
+	ck_assert_int_eq(a.got, 1000);
+	check_bytes(0, 0, a.buf, 1000);
+	free(a.buf);
+	cache_buffer_free(fx.c, reply, 1 << 20);
+	fx_free(&fx);
+}
+END_TEST
+
 /* ---- short chunks (issue 9, finding 1) ---- */
 
 /* A backend read that returns fewer bytes than asked is an error for
@@ -915,6 +963,7 @@ static Suite *fetch_suite(void)
 	tcase_add_test(tc, test_pressure_direct_not_stored);
 	tcase_add_test(tc, test_wait_bound_join);
 	tcase_add_test(tc, test_wait_bound_slot);
+	tcase_add_test(tc, test_retain_wakes);
 	tcase_set_timeout(tc, 60);
 	suite_add_tcase(s, tc);
 
