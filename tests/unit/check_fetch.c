@@ -3,14 +3,18 @@
  * single-flight (ten readers of one chunk, one backend read), priorities
  * (a chunk a reader waits for overtakes queued prefetches, which run at
  * most 32 MiB at a time), the memory
- * budget (high-water mark never above it), read-ahead (window doubling,
- * reset on a seek) and order prefetch (ahead of a reader that follows the
- * order, backing off from one that does not).
+ * budget (high-water mark never above it), progress under memory
+ * pressure (direct reads, wake-ups, bounded waits), short backend reads
+ * (EIO, nothing stored), read-ahead (window doubling, reset on a seek) and
+ * order prefetch (ahead of a reader that follows the order, backing off
+ * from one that does not).
  *
  * The store is a posix backend wrapped by a recording backend: it logs the
- * key of every read in order and can hold reads at a gate until the test
- * opens it. Nothing waits on time: a test that must know a reader is
- * waiting polls a counter (singleflight_waits) until it moves.
+ * key of every read in order, can hold reads (of every key or one) at a
+ * gate until the test opens it, and can answer short. No outcome depends
+ * on time: a test that must know a reader is waiting polls a counter
+ * (singleflight_waits) until it moves; the wait-bound tests set a 300 ms
+ * bound and only check that the wait ends with EIO.
  */
 #include <check.h>
 #include <errno.h>
