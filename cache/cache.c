@@ -1428,10 +1428,10 @@ static void request_of(const struct cache *c, const struct cache_object *obj,
 
 /* Fetches chunk n of obj (chunk_len bytes) through the engine, which
  * stores it, or joins its fetch in flight. With dst, copies [off, off +
- * len) into it. Returns the bytes copied (less than len only when the
- * object is shorter than the manifest says), -EAGAIN when the chunk may
- * have been stored since epoch was read (look it up again), or an
- * error. */
+ * len) into it (or, short of memory, reads just those bytes into it: see
+ * fetch_get()). Returns len, -EAGAIN when the chunk may have been stored
+ * since epoch was read (look it up again), or an error (-EIO when the
+ * backend returned fewer bytes than asked). */
 static ssize_t chunk_fetch(struct cache *c, const struct cache_object *obj,
 			   uint64_t n, uint64_t chunk_len, const uint8_t *hash,
 			   const uint8_t *id, size_t id_len, uint64_t epoch,
@@ -1449,11 +1449,30 @@ static ssize_t read_through(struct cache *c, const struct cache_object *obj,
 	size_t nread = 0;
 	int rc;
 
-	fetch_slot_acquire(c->fetch);
+	rc = fetch_slot_acquire(c->fetch);
+	if (rc < 0) {
+		log_msg(LOG_ERR,
+			"cache: %.*s: no backend connection came free in time; "
+			"failing the read at offset %llu",
+			(int)obj->key_len, obj->key,
+			(unsigned long long)offset);
+		return rc;
+	}
 	rc = fetch_read(c, obj->key, obj->key_len, obj->etag, obj->etag_len,
 			offset, len, buf, &nread);
 	fetch_slot_release(c->fetch);
-	return rc < 0 ? rc : (ssize_t)nread;
+	if (rc < 0)
+		return rc;
+	if (nread != len) {
+		/* Exactly the bytes asked for, or an error. */
+		log_msg(LOG_ERR,
+			"cache: %.*s: the backend returned %zu of %zu bytes at "
+			"offset %llu; failing the read",
+			(int)obj->key_len, obj->key, nread, len,
+			(unsigned long long)offset);
+		return -EIO;
+	}
+	return (ssize_t)len;
 }
 
 /* Bytes of chunk n of obj. */
@@ -1546,9 +1565,18 @@ ssize_t cache_read(struct cache *c, const struct cache_object *obj,
 			return read_through(c, obj, offset, len, buf);
 		if (got < 0)
 			return got;
-		done += (size_t)got;
-		if ((size_t)got < want)
-			break;
+		if ((size_t)got != want) {
+			/* The engine and the store serve whole ranges; a
+			 * short count is a bug, never a shorter file. */
+			log_msg(LOG_ERR,
+				"cache: %.*s: chunk %llu gave %zd of %zu "
+				"bytes; "
+				"failing the read",
+				(int)obj->key_len, obj->key,
+				(unsigned long long)n, got, want);
+			return -EIO;
+		}
+		done += want;
 	}
 	return (ssize_t)done;
 }
@@ -1619,6 +1647,7 @@ void cache_stats_get(struct cache *c, struct cache_stats *out)
 	out->memory_high_water_bytes = fs.memory_high_water;
 	out->memory_budget_bytes = fs.memory_budget;
 	out->backend_inflight = fs.inflight;
+	out->direct_reads = fs.direct_reads;
 	if (!c->disk)
 		return;
 	pending_drain(c);
@@ -1643,6 +1672,7 @@ void cache_set_fetch_options(struct cache *c,
 	uint64_t memory, cap;
 
 	fetch_set_limits(c->fetch, o->connections, o->memory);
+	fetch_set_wait(c->fetch, o->wait_ms);
 	fetch_stats_get(c->fetch, &fs); /* the budget, defaults applied */
 	memory = fs.memory_budget;
 	/* Read-ahead and the committer's queue of inline bytes live in

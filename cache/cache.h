@@ -94,6 +94,8 @@ struct cache_stats {
 	uint64_t memory_high_water_bytes;
 	uint64_t memory_budget_bytes; /* prefetch.memory */
 	uint64_t backend_inflight;    /* backend requests running now */
+	uint64_t direct_reads;	      /* reads sent straight to the backend, not
+				* cached: no memory for their chunk */
 };
 
 /* How to open a disk cache. Strings are borrowed for the call. */
@@ -132,6 +134,12 @@ struct cache_fetch_options {
 	unsigned connections; /* backend requests at once; 0: 64 */
 	uint64_t memory;      /* bytes of buffers; 0: 512 MiB */
 	unsigned files;	      /* files prefetched ahead in an order; 0: none */
+	/* The longest a read waits inside the engine for a chunk another
+	 * thread fetches, for memory or for a connection before it fails
+	 * with -EIO (a backend read it runs itself ends by the backend's own
+	 * deadline). Meant to be twice the backend's read timeout and a
+	 * margin; 0: FETCH_WAIT_MS_DEFAULT (75 s). */
+	uint64_t wait_ms;
 };
 
 /* Sets the limits. Call before the first read: the number of fetch
@@ -146,11 +154,13 @@ void cache_set_fetch_options(struct cache *c,
  * a no-op. */
 void cache_free(struct cache *c);
 
-/* Reads up to len bytes of obj at offset into buf. Returns the byte count
- * (short only at the object's end) or a negative errno: -ESTALE if the
- * object changed since the manifest, -EIO for a store failure, or what the
- * backend returned. The backend has logged the detail. Never fails because
- * of the disk cache. */
+/* Reads up to len bytes of obj at offset into buf. Returns exactly
+ * min(len, obj->size - offset) (0 at or past the end) or a negative errno:
+ * -ESTALE if the object changed since the manifest, -EIO for a store
+ * failure, a backend read that returned fewer bytes than asked, or a wait
+ * inside the engine that ran out (cache_fetch_options.wait_ms), or what
+ * the backend returned. The detail has been logged. Never fails because
+ * of the disk cache; short of memory, reads straight into buf. */
 ssize_t cache_read(struct cache *c, const struct cache_object *obj,
 		   uint64_t offset, size_t len, void *buf);
 

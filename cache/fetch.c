@@ -40,6 +40,25 @@
  * a small pool per class for reuse (mapping, faulting in and zeroing a
  * buffer per chunk costs more than fetching a small one); pooled buffers stay
  * accounted, and a reader short of memory unmaps them first.
+ *
+ * Progress under any budget: a reader short of memory for its chunk frees
+ * what it can (pooled buffers, the oldest retained flight, a queued
+ * prefetch not started), then waits at most DIRECT_AFTER_NS for memory to
+ * come free; failing that (at once when the reply buffers alone leave no
+ * room), it reads just the bytes it asked for straight into its own
+ * buffer through a connection slot (a direct read: no memory, not
+ * cached). Every change that frees memory or makes it reclaimable
+ * (unmapping, pooling, an unreference, retaining a flight) wakes memory
+ * waiters. Every wait is a timed wait on CLOCK_MONOTONIC that re-checks
+ * its state; a reader waiting for a chunk another thread fetches, for
+ * memory (a fill) or for a slot gives up with -EIO at its deadline
+ * (f->wait_ns after it asked); workers wake at least every
+ * WORKER_WAIT_NS, so the trimmer runs even when no one signals it.
+ *
+ * A chunk whose parts returned fewer bytes than asked (nread != len) is
+ * an error for every reader (-EIO, logged once with the key and counts)
+ * and is neither stored nor retained: a read returns exactly the bytes
+ * asked for, or an error.
  */
 #include "cache/fetch.h"
 
@@ -70,6 +89,13 @@
 #define PREFETCH_INFLIGHT_MAX (UINT64_C(32) << 20)
 #define CONNECTIONS_DEFAULT 64
 #define MEMORY_DEFAULT (UINT64_C(512) << 20)
+/* How long a reader waits for memory for its chunk before reading its
+ * bytes directly; short, since a direct read costs one request. */
+#define DIRECT_AFTER_NS (UINT64_C(100000000))
+/* The longest an idle worker sleeps before it looks at its state again;
+ * the trimmer trims at most this often, and at least this often while it
+ * holds memory. */
+#define WORKER_WAIT_NS (UINT64_C(1000000000))
 
 enum { PRIO_READER = 0, PRIO_PREFETCH = 1, NPRIO };
 
@@ -140,8 +166,11 @@ struct fetch {
 	bool trimmer; /* a worker trims while idle (trim_idle()) */
 	bool stop;
 	uint64_t active_ns; /* protected by lock: last request or buffer */
+	uint64_t trim_ns;   /* protected by lock: last trim_idle() */
+	uint64_t wait_ns;   /* protected by lock: a reader's wait bound */
 	/* Protected by lock: statistics. */
 	uint64_t waits, queued, queued_bytes, promoted, refused, reclaimed;
+	uint64_t direct_reads;
 	uint64_t epochs[BUCKETS]; /* written under lock, read atomically */
 };
 
@@ -166,6 +195,34 @@ static uint64_t now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Every condition variable here waits on CLOCK_MONOTONIC (see
+ * wait_until()), so a clock step neither ends a wait early nor makes it
+ * longer. */
+static void cond_init(pthread_cond_t *cv)
+{
+	pthread_condattr_t attr;
+
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_init(cv, &attr);
+	pthread_condattr_destroy(&attr);
+}
+
+/* Waits on cv (with m held) until signalled or the monotonic time
+ * deadline_ns. Returns ETIMEDOUT once the deadline has passed, else 0;
+ * either way the caller re-checks its state. */
+static int wait_until(pthread_cond_t *cv, pthread_mutex_t *m,
+		      uint64_t deadline_ns)
+{
+	struct timespec ts;
+
+	if (now_ns() >= deadline_ns)
+		return ETIMEDOUT;
+	ts.tv_sec = (time_t)(deadline_ns / 1000000000u);
+	ts.tv_nsec = (long)(deadline_ns % 1000000000u);
+	return pthread_cond_timedwait(cv, m, &ts) == ETIMEDOUT ? ETIMEDOUT : 0;
 }
 
 /* Caller holds f->lock. */
@@ -260,12 +317,13 @@ int fetch_new(unsigned connections, uint64_t memory, fetch_read_fn read_fn,
 	f->ctx = ctx;
 	f->connections = connections ? connections : CONNECTIONS_DEFAULT;
 	f->budget = memory ? memory : MEMORY_DEFAULT;
+	f->wait_ns = FETCH_WAIT_MS_DEFAULT * UINT64_C(1000000);
 	f->owner_pid = getpid();
 	pthread_mutex_init(&f->lock, NULL);
-	pthread_cond_init(&f->work, NULL);
-	pthread_cond_init(&f->done, NULL);
-	pthread_cond_init(&f->slot, NULL);
-	pthread_cond_init(&f->memory, NULL);
+	cond_init(&f->work);
+	cond_init(&f->done);
+	cond_init(&f->slot);
+	cond_init(&f->memory);
 	*out = f;
 	return 0;
 }
@@ -280,6 +338,18 @@ void fetch_set_limits(struct fetch *f, unsigned connections, uint64_t memory)
 		f->budget = memory;
 	pthread_cond_broadcast(&f->work);
 	pthread_cond_broadcast(&f->memory);
+	pthread_mutex_unlock(&f->lock);
+}
+
+void fetch_set_wait(struct fetch *f, uint64_t wait_ms)
+{
+	fork_check(f);
+	pthread_mutex_lock(&f->lock);
+	if (wait_ms == 0)
+		wait_ms = FETCH_WAIT_MS_DEFAULT;
+	if (wait_ms > FETCH_WAIT_MS_MAX) /* deadlines must not wrap */
+		wait_ms = FETCH_WAIT_MS_MAX;
+	f->wait_ns = wait_ms * UINT64_C(1000000);
 	pthread_mutex_unlock(&f->lock);
 }
 
@@ -366,6 +436,9 @@ static void flight_free(struct flight *fl)
  * caller must free it (after unlocking), else NULL. */
 static struct flight *flight_unref(struct fetch *f, struct flight *fl)
 {
+	/* One reference fewer may make a queued prefetch cancellable
+	 * (prefetch_cancel_one()): waiters look again. */
+	pthread_cond_broadcast(&f->memory);
 	if (--fl->refs > 0)
 		return NULL;
 	f->chunk_bytes -= buf_size(fl->len);
@@ -386,6 +459,8 @@ static void retain(struct fetch *f, struct flight *fl)
 	else
 		f->ret_head = fl;
 	f->ret_tail = fl;
+	/* Reclaimable now: a reader waiting for memory may take it. */
+	pthread_cond_broadcast(&f->memory);
 }
 
 /* Takes fl out of the table (and the retained list) and drops the table's
@@ -451,13 +526,50 @@ static bool retained_release_one(struct fetch *f, bool any)
 	return true;
 }
 
+/* Drops the newest queued prefetch no part of which has started and no
+ * reader waits for (a reader's own chunk comes first), with f->lock held
+ * and dropped while freeing. Returns false if there was none. */
+static bool prefetch_cancel_one(struct fetch *f)
+{
+	struct flight *fl, *dead;
+
+	for (fl = f->q[PRIO_PREFETCH].tail; fl != NULL; fl = fl->qprev)
+		if (fl->next_part == 0 && fl->refs == 1)
+			break;
+	if (fl == NULL)
+		return false;
+	queue_unlink(f, fl);
+	f->reclaimed++;
+	dead = table_drop(f, fl);
+	if (dead != NULL) {
+		pthread_mutex_unlock(&f->lock);
+		flight_free(dead);
+		pthread_mutex_lock(&f->lock);
+	}
+	return true;
+}
+
 /* Frees memory for a caller short of it, with f->lock held: an idle
  * pooled buffer, else the oldest retained flight (for a prefetch only a
- * stale one). Drops the lock while unmapping, so the caller looks at
- * everything again. Returns false if there was nothing to free. */
+ * stale one), else (for a reader) a queued prefetch not started. Drops
+ * the lock while unmapping, so the caller looks at everything again.
+ * Returns false if there was nothing to free. */
 static bool reclaim_one(struct fetch *f, bool reader)
 {
-	return pool_release_one(f) || retained_release_one(f, reader);
+	return pool_release_one(f) || retained_release_one(f, reader) ||
+	       (reader && prefetch_cancel_one(f));
+}
+
+/* Caller holds f->lock: bytes held outside chunks and pools, i.e. reply
+ * buffers (fetch_buffer_alloc()): what no reclaim can free. */
+static uint64_t replies_bytes(const struct fetch *f)
+{
+	uint64_t held = f->chunk_bytes;
+	int k;
+
+	for (k = 0; k < POOL_CLASSES; k++)
+		held += (uint64_t)f->n_pool[k] << (POOL_MIN_SHIFT + k);
+	return f->in_use > held ? f->in_use - held : 0;
 }
 
 /* With f->lock held: what an idle engine gives back, so a daemon whose
@@ -498,7 +610,7 @@ static struct flight *flight_create(struct fetch *f,
 
 	if (fl == NULL)
 		return NULL;
-	pthread_cond_init(&fl->cv, NULL);
+	cond_init(&fl->cv);
 	fl->len = r->len;
 	fl->id = malloc(r->id_len ? r->id_len : 1);
 	fl->key = malloc(r->key_len + 1);
@@ -642,6 +754,17 @@ static void run_part(struct fetch *f, struct flight *fl, bool worker)
 		if (fl->nread[i] < want)
 			break;
 	}
+	if (fl->rc == 0 && fl->valid != fl->len) {
+		/* A read returns exactly the bytes asked for, or an error:
+		 * a short chunk is never served, stored or retained. */
+		log_msg(LOG_ERR,
+			"fetch: %s: the backend returned %llu of %llu bytes "
+			"at offset %llu; failing the read",
+			fl->key, (unsigned long long)fl->valid,
+			(unsigned long long)fl->len,
+			(unsigned long long)fl->offset);
+		fl->rc = -EIO;
+	}
 	/* Every part finished, so nothing writes the buffer any more:
 	 * readers may copy while it is stored. */
 	fl->done = true;
@@ -694,17 +817,17 @@ static void *worker_main(void *arg)
 	pthread_cond_broadcast(&f->done);
 	for (;;) {
 		while (!f->stop && f->store_head == NULL && !runnable(f)) {
-			struct timespec ts;
+			uint64_t now = now_ns();
 
-			if (!trimmer || !holds_idle(f)) {
-				pthread_cond_wait(&f->work, &f->lock);
+			/* Timed, so the trimmer gives back what it holds even
+			 * when no one signals it. */
+			if (trimmer && holds_idle(f) &&
+			    now - f->trim_ns >= WORKER_WAIT_NS) {
+				f->trim_ns = now;
+				trim_idle(f);
 				continue;
 			}
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_sec += 1;
-			if (pthread_cond_timedwait(&f->work, &f->lock, &ts) ==
-			    ETIMEDOUT)
-				trim_idle(f);
+			wait_until(&f->work, &f->lock, now + WORKER_WAIT_NS);
 		}
 		if (f->store_head != NULL) { /* even when stopping */
 			struct flight *fl = f->store_head, *dead;
@@ -742,10 +865,10 @@ static void fork_check(struct fetch *f)
 	if (__atomic_load_n(&f->owner_pid, __ATOMIC_ACQUIRE) == pid)
 		return;
 	pthread_mutex_init(&f->lock, NULL);
-	pthread_cond_init(&f->work, NULL);
-	pthread_cond_init(&f->done, NULL);
-	pthread_cond_init(&f->slot, NULL);
-	pthread_cond_init(&f->memory, NULL);
+	cond_init(&f->work);
+	cond_init(&f->done);
+	cond_init(&f->slot);
+	cond_init(&f->memory);
 	memset(f->q, 0, sizeof(f->q));
 	memset(f->table, 0, sizeof(f->table)); /* the parent's flights */
 	f->ret_head = f->ret_tail = NULL;
@@ -794,23 +917,111 @@ static void workers_ensure(struct fetch *f)
 	 * would leave them held in the child. So return with every worker
 	 * running. */
 	while (f->n_started < f->n_workers)
-		pthread_cond_wait(&f->done, &f->lock);
+		wait_until(&f->done, &f->lock, now_ns() + WORKER_WAIT_NS);
 }
 
 /* Caller holds f->lock: waits until fl is done, running its parts in this
  * thread while connections are free (and any queued part when no worker
- * could be started). */
-static void wait_done(struct fetch *f, struct flight *fl)
+ * could be started). Returns 0, or -ETIMEDOUT if fl is not done by
+ * deadline_ns (a part this thread runs ends by the backend's deadline). */
+static int wait_done(struct fetch *f, struct flight *fl, uint64_t deadline_ns)
 {
 	while (!fl->done) {
 		if (fl->queued && slot_free(f))
 			run_part(f, fl, false);
 		else if (f->n_workers == 0 && runnable(f))
 			run_part(f, queue_next(f), false);
-		else
-			pthread_cond_wait(f->n_workers > 0 ? &fl->cv : &f->done,
-					  &f->lock);
+		else if (wait_until(f->n_workers > 0 ? &fl->cv : &f->done,
+				    &f->lock, deadline_ns) == ETIMEDOUT &&
+			 !fl->done)
+			return -ETIMEDOUT;
 	}
+	return 0;
+}
+
+/* Caller holds f->lock: takes a connection slot, ahead of queued parts,
+ * waiting until deadline_ns at most. Returns 0 or -ETIMEDOUT. */
+static int slot_take(struct fetch *f, uint64_t deadline_ns)
+{
+	int rc = 0;
+
+	f->slot_waiters++;
+	while (f->inflight >= f->connections)
+		if (wait_until(&f->slot, &f->lock, deadline_ns) == ETIMEDOUT &&
+		    f->inflight >= f->connections) {
+			rc = -ETIMEDOUT;
+			break;
+		}
+	f->slot_waiters--;
+	if (rc == 0)
+		f->inflight++;
+	else if (f->slot_waiters > 0)
+		pthread_cond_signal(&f->slot); /* pass on a missed wake-up */
+	else
+		pthread_cond_signal(&f->work); /* parts may start again */
+	return rc;
+}
+
+/* Caller holds f->lock: gives back a slot taken by slot_take(). */
+static void slot_put(struct fetch *f)
+{
+	f->inflight--;
+	if (f->slot_waiters > 0)
+		pthread_cond_signal(&f->slot);
+	else
+		pthread_cond_signal(&f->work);
+	if (f->n_workers == 0)
+		pthread_cond_broadcast(&f->done);
+}
+
+/* Logs a reader's wait that ran out; returns -EIO. */
+static int wait_failed(const struct fetch_request *r, const char *what,
+		       uint64_t wait_ns)
+{
+	log_msg(LOG_ERR,
+		"fetch: %.*s: gave up waiting for %s after %llu ms "
+		"(chunk at offset %llu); failing the read",
+		(int)r->key_len, r->key, what,
+		(unsigned long long)(wait_ns / 1000000u),
+		(unsigned long long)r->offset);
+	return -EIO;
+}
+
+/* A read of [off, off + len) of chunk r straight into dst, outside the
+ * chunk machinery, for a reader with no memory for the chunk. Called
+ * without f->lock. Returns len or a negative errno. */
+static ssize_t direct_read(struct fetch *f, const struct fetch_request *r,
+			   uint64_t off, size_t len, void *dst,
+			   uint64_t deadline_ns)
+{
+	size_t nread = 0;
+	uint64_t wait_ns;
+	int rc;
+
+	pthread_mutex_lock(&f->lock);
+	wait_ns = f->wait_ns;
+	rc = slot_take(f, deadline_ns);
+	if (rc == 0)
+		f->direct_reads++;
+	pthread_mutex_unlock(&f->lock);
+	if (rc < 0)
+		return wait_failed(r, "a connection", wait_ns);
+	rc = f->read_fn(f->ctx, r->key, r->key_len, r->etag, r->etag_len,
+			r->offset + off, len, dst, &nread);
+	pthread_mutex_lock(&f->lock);
+	slot_put(f);
+	pthread_mutex_unlock(&f->lock);
+	if (rc < 0)
+		return rc;
+	if (nread != len) {
+		log_msg(LOG_ERR,
+			"fetch: %.*s: the backend returned %zu of %zu bytes "
+			"at offset %llu; failing the read",
+			(int)r->key_len, r->key, nread, len,
+			(unsigned long long)(r->offset + off));
+		return -EIO;
+	}
+	return (ssize_t)len;
 }
 
 void fetch_free(struct fetch *f)
@@ -881,6 +1092,9 @@ static ssize_t get(struct fetch *f, const struct fetch_request *r,
 		   enum get_mode mode, bool *ready)
 {
 	struct flight *fl, *dead, *dead2 = NULL;
+	/* A reader with a buffer can be served without a chunk's memory. */
+	bool direct_ok = mode == GET_FETCH && dst != NULL && len > 0;
+	uint64_t start, deadline, direct_at, wait_ns, need;
 	ssize_t ret;
 
 	if (ready != NULL)
@@ -888,7 +1102,11 @@ static ssize_t get(struct fetch *f, const struct fetch_request *r,
 	fork_check(f);
 	pthread_mutex_lock(&f->lock);
 	workers_ensure(f);
-	f->active_ns = now_ns();
+	start = now_ns();
+	f->active_ns = start;
+	wait_ns = f->wait_ns;
+	deadline = start + wait_ns;
+	direct_at = start + DIRECT_AFTER_NS;
 	for (;;) {
 		fl = table_find(f, r);
 		if (fl != NULL && mode == GET_DONE &&
@@ -916,10 +1134,11 @@ static ssize_t get(struct fetch *f, const struct fetch_request *r,
 			pthread_mutex_unlock(&f->lock);
 			return -EAGAIN;
 		}
-		/* Wait only for memory other chunks hold: they are
-		 * released in bounded time, whatever this thread holds. */
-		if (f->in_use + buf_need(f, r->len) <= f->budget ||
-		    f->chunk_bytes == 0) {
+		/* Memory for the whole chunk, or (a fill, which has no
+		 * buffer of its own) no other chunk to wait for. */
+		need = buf_need(f, r->len);
+		if (f->in_use + need <= f->budget ||
+		    (!direct_ok && f->chunk_bytes == 0)) {
 			fl = flight_create(f, r, PRIO_READER,
 					   slot_free(f) ? 1 : 0);
 			if (fl == NULL) {
@@ -929,19 +1148,41 @@ static ssize_t get(struct fetch *f, const struct fetch_request *r,
 			fl->refs = 2; /* the table's and ours */
 			break;
 		}
-		if (!reclaim_one(f, true))
-			pthread_cond_wait(&f->memory, &f->lock);
+		/* Reply buffers alone leave no room: nothing this thread
+		 * could free or wait for would make it. */
+		if (direct_ok && replies_bytes(f) + need > f->budget)
+			break;
+		if (reclaim_one(f, true))
+			continue;
+		if (wait_until(&f->memory, &f->lock,
+			       direct_ok ? direct_at : deadline) == ETIMEDOUT &&
+		    f->in_use + buf_need(f, r->len) > f->budget) {
+			if (direct_ok)
+				break;
+			pthread_mutex_unlock(&f->lock);
+			return wait_failed(r, "memory", wait_ns);
+		}
 	}
-	wait_done(f, fl);
+	if (fl == NULL) {
+		pthread_mutex_unlock(&f->lock);
+		return direct_read(f, r, off, len, dst, deadline);
+	}
+	if (wait_done(f, fl, deadline) < 0) {
+		dead = flight_unref(f, fl);
+		pthread_mutex_unlock(&f->lock);
+		flight_free(dead);
+		return wait_failed(r, "the chunk", wait_ns);
+	}
 	pthread_mutex_unlock(&f->lock);
 
+	/* Done without an error means every byte is there (run_part()). */
 	if (fl->rc < 0) {
 		ret = fl->rc;
 	} else {
 		ret = 0;
-		if (off < fl->valid && len > 0) {
-			ret = (ssize_t)(fl->valid - off < len ? fl->valid - off
-							      : len);
+		if (off < fl->len && len > 0) {
+			ret = (ssize_t)(fl->len - off < len ? fl->len - off
+							    : len);
 			memcpy(dst, fl->buf + off, (size_t)ret);
 		}
 	}
@@ -1025,27 +1266,22 @@ bool fetch_in_flight(struct fetch *f, const struct fetch_request *r)
 	return found;
 }
 
-void fetch_slot_acquire(struct fetch *f)
+int fetch_slot_acquire(struct fetch *f)
 {
+	int rc;
+
 	fork_check(f);
 	pthread_mutex_lock(&f->lock);
-	f->slot_waiters++;
-	while (f->inflight >= f->connections)
-		pthread_cond_wait(&f->slot, &f->lock);
-	f->slot_waiters--;
-	f->inflight++;
+	rc = slot_take(f, now_ns() + f->wait_ns);
 	pthread_mutex_unlock(&f->lock);
+	return rc < 0 ? -EIO : 0;
 }
 
 void fetch_slot_release(struct fetch *f)
 {
 	fork_check(f);
 	pthread_mutex_lock(&f->lock);
-	f->inflight--;
-	if (f->slot_waiters > 0)
-		pthread_cond_signal(&f->slot);
-	else
-		pthread_cond_signal(&f->work);
+	slot_put(f);
 	pthread_mutex_unlock(&f->lock);
 }
 
@@ -1088,5 +1324,6 @@ void fetch_stats_get(struct fetch *f, struct fetch_stats *out)
 	out->memory_in_use = f->in_use;
 	out->memory_high_water = f->high_water;
 	out->memory_budget = f->budget;
+	out->direct_reads = f->direct_reads;
 	pthread_mutex_unlock(&f->lock);
 }

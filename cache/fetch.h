@@ -20,7 +20,15 @@
  *     FETCH_PART_SIZE fetched at once, as far as connections are free;
  *   - the memory budget: every chunk buffer is accounted from when it is
  *     taken (from a pool of reusable buffers or newly mapped) until it is
- *     unmapped; reply buffers of the read path count in the same budget.
+ *     unmapped; reply buffers of the read path count in the same budget;
+ *   - progress under any budget: a reader that cannot have memory for its
+ *     chunk promptly reads just its bytes straight into its own buffer
+ *     (a direct read, not cached), so no reader waits on memory that
+ *     other readers' buffers hold;
+ *   - bounded waits: a reader waits for a chunk another thread fetches,
+ *     for memory or for a connection at most the engine's wait bound
+ *     (fetch_set_wait()), then fails with -EIO (logged with the key).
+ *     A backend read the reader runs itself is bounded by the backend.
  *
  * Worker threads (min(connections, FETCH_WORKERS_MAX)) start on the first
  * fetch in a process, so a daemon that forks after opening the cache runs
@@ -38,6 +46,11 @@
 #define FETCH_PART_SIZE (UINT64_C(8) << 20)
 #define FETCH_PARTS_MAX 4
 #define FETCH_WORKERS_MAX 64
+/* The default wait bound: twice the backends' default read deadline
+ * (30 s) and a margin, so a backend read ends (and is retried) before a
+ * reader waiting for it gives up. */
+#define FETCH_WAIT_MS_DEFAULT UINT64_C(75000)
+#define FETCH_WAIT_MS_MAX UINT64_C(86400000) /* a day */
 
 /* One chunk to fetch. Everything is borrowed for the call; the engine
  * copies what it keeps. */
@@ -54,7 +67,8 @@ struct fetch_request {
 };
 
 /* Reads [offset, offset + len) of key into buf (a backend read); returns 0
- * and sets *nread (short only at the object's end) or a negative errno. */
+ * and sets *nread or a negative errno. Anything but *nread == len fails
+ * the read with -EIO (the engine logs it). */
 typedef int (*fetch_read_fn)(void *ctx, const char *key, size_t key_len,
 			     const char *etag, size_t etag_len, uint64_t offset,
 			     size_t len, void *buf, size_t *nread);
@@ -75,6 +89,7 @@ struct fetch_stats {
 	uint64_t memory_in_use;	     /* bytes accounted now */
 	uint64_t memory_high_water;  /* most bytes accounted at once */
 	uint64_t memory_budget;
+	uint64_t direct_reads; /* reads served by a direct read (no memory) */
 };
 
 struct fetch;
@@ -90,15 +105,24 @@ int fetch_new(unsigned connections, uint64_t memory, fetch_read_fn read_fn,
  * has started yet in this process. */
 void fetch_set_limits(struct fetch *f, unsigned connections, uint64_t memory);
 
+/* Sets the wait bound (see the file comment), in ms; 0: the default;
+ * at most FETCH_WAIT_MS_MAX. */
+void fetch_set_wait(struct fetch *f, uint64_t wait_ms);
+
 /* Stops the workers (queued prefetches are dropped) and frees f. No
  * fetch_get() may be running. NULL is a no-op. */
 void fetch_free(struct fetch *f);
 
 /* Fetches chunk r (or joins its fetch in flight) at reader priority and
- * copies [off, off + len) of it into dst (may be NULL when len is 0).
- * Waits for memory if the budget is used up by other chunks. Returns the
- * bytes copied (short only when the object is shorter than r->len says),
- * -EAGAIN (see fetch_epoch()) or a negative errno of the read. */
+ * copies [off, off + len) of it into dst (may be NULL when len is 0: a
+ * fill, which only makes sure the chunk is fetched and stored).
+ * off + len <= r->len. If memory for the chunk cannot be had within
+ * about 100 ms (at once when reply buffers alone fill the budget), reads
+ * [off, off + len) straight into dst instead, not cached (a fill waits for
+ * memory up to the wait bound instead). Returns len (exactly), -EAGAIN
+ * (see fetch_epoch()), -EIO when the backend returned fewer bytes than
+ * asked or a wait ran out (both logged), or a negative errno of the
+ * read. */
 ssize_t fetch_get(struct fetch *f, const struct fetch_request *r,
 		  uint64_t epoch, uint64_t off, size_t len, void *dst);
 
@@ -143,13 +167,17 @@ int fetch_prefetch(struct fetch *f, const struct fetch_request *r,
 bool fetch_in_flight(struct fetch *f, const struct fetch_request *r);
 
 /* A connection for a read outside the chunk machinery (the pass-through
- * cache): waits for a free one, ahead of queued prefetches. */
-void fetch_slot_acquire(struct fetch *f);
+ * cache): waits for a free one, ahead of queued prefetches, at most the
+ * wait bound. Returns 0 (release it with fetch_slot_release()) or -EIO
+ * (the caller, which knows the key, logs it). */
+int fetch_slot_acquire(struct fetch *f);
 void fetch_slot_release(struct fetch *f);
 
 /* A buffer of len bytes accounted in the budget (never waits: the read
- * path's reply buffers are bounded by its thread count). Returns NULL if
- * out of memory. Free with fetch_buffer_free(f, p, len). */
+ * path's reply buffers are bounded by its thread count, and a reader
+ * holding one never waits for memory another holds: see fetch_get()).
+ * Returns NULL if out of memory. Free with fetch_buffer_free(f, p,
+ * len). */
 void *fetch_buffer_alloc(struct fetch *f, size_t len);
 void fetch_buffer_free(struct fetch *f, void *p, size_t len);
 

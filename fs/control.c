@@ -135,6 +135,9 @@ int control_write_stats(FILE *f, const struct manifest *m,
 	       st->cache.singleflight_waits);
 	metric(f, "backend_inflight", "gauge", "Backend requests running now.",
 	       st->cache.backend_inflight);
+	metric(f, "direct_reads_total", "counter",
+	       "Reads sent straight to the backend for lack of memory.",
+	       st->cache.direct_reads);
 	metric(f, "memory_in_use_bytes", "gauge",
 	       "Fetch, prefetch and reply buffers held now.",
 	       st->cache.memory_in_use_bytes);

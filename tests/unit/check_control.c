@@ -500,7 +500,7 @@ START_TEST(test_stats)
 	n = stats_common(&st, s, ARRAY_LEN(s));
 	ck_assert_uint_eq(sample_value(s, n, "shardfs_cache_enabled", ""), 0);
 	ck_assert(!has_sample(s, n, "shardfs_cache_hits_total"));
-	ck_assert_uint_eq(n, 12 + 12 + MANIFEST_SKIP_NREASONS);
+	ck_assert_uint_eq(n, 12 + 13 + MANIFEST_SKIP_NREASONS);
 }
 END_TEST
 
@@ -532,7 +532,7 @@ START_TEST(test_stats_cache)
 				       "shardfs_cache_bytes_from_backend_total",
 				       ""),
 			  8192);
-	ck_assert_uint_eq(n, 12 + 12 + 9 + MANIFEST_SKIP_NREASONS);
+	ck_assert_uint_eq(n, 12 + 13 + 9 + MANIFEST_SKIP_NREASONS);
 }
 END_TEST
 

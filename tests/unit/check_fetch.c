@@ -3,14 +3,18 @@
  * single-flight (ten readers of one chunk, one backend read), priorities
  * (a chunk a reader waits for overtakes queued prefetches, which run at
  * most 32 MiB at a time), the memory
- * budget (high-water mark never above it), read-ahead (window doubling,
- * reset on a seek) and order prefetch (ahead of a reader that follows the
- * order, backing off from one that does not).
+ * budget (high-water mark never above it), progress under memory
+ * pressure (direct reads, wake-ups, bounded waits), short backend reads
+ * (EIO, nothing stored), read-ahead (window doubling, reset on a seek) and
+ * order prefetch (ahead of a reader that follows the order, backing off
+ * from one that does not).
  *
  * The store is a posix backend wrapped by a recording backend: it logs the
- * key of every read in order and can hold reads at a gate until the test
- * opens it. Nothing waits on time: a test that must know a reader is
- * waiting polls a counter (singleflight_waits) until it moves.
+ * key of every read in order, can hold reads (of every key or one) at a
+ * gate until the test opens it, and can answer short. No outcome depends
+ * on time: a test that must know a reader is waiting polls a counter
+ * (singleflight_waits) until it moves; the wait-bound tests set a 300 ms
+ * bound and only check that the wait ends with EIO.
  */
 #include <check.h>
 #include <errno.h>
@@ -48,8 +52,10 @@ struct rec {
 	struct backend *inner;
 	pthread_mutex_t lock; /* protects everything below */
 	pthread_cond_t cv;
-	bool gated;    /* reads wait while set */
-	unsigned held; /* reads waiting at the gate */
+	bool gated;	   /* reads wait while set */
+	char gate_key[16]; /* if set, only reads of this key wait */
+	unsigned held;	   /* reads waiting at the gate */
+	bool short_reads;  /* reads return half the bytes asked for */
 	char log[LOG_MAX][32];
 	unsigned n_log;
 };
@@ -63,11 +69,15 @@ static int rec_read(struct backend *be, const char *key, size_t key_len,
 	pthread_mutex_lock(&r->lock);
 	if (r->n_log < LOG_MAX)
 		snprintf(r->log[r->n_log++], sizeof(r->log[0]), "%s", key);
-	r->held++;
-	pthread_cond_broadcast(&r->cv);
-	while (r->gated)
-		pthread_cond_wait(&r->cv, &r->lock);
-	r->held--;
+	if (r->gate_key[0] == '\0' || strcmp(r->gate_key, key) == 0) {
+		r->held++;
+		pthread_cond_broadcast(&r->cv);
+		while (r->gated)
+			pthread_cond_wait(&r->cv, &r->lock);
+		r->held--;
+	}
+	if (r->short_reads)
+		len /= 2; /* a backend that answers less than asked */
 	pthread_mutex_unlock(&r->lock);
 	return r->inner->ops->read(r->inner, key, key_len, etag, etag_len,
 				   offset, len, buf, nread);
@@ -101,6 +111,7 @@ struct fixture {
 	char src[4096], dir[4096];
 	struct rec rec;
 	struct cache *c;
+	uint64_t wait_ms; /* cache_fetch_options.wait_ms */
 	struct cache_object objs[64];
 	struct backend_stat st[64];
 	char keys[64][16];
@@ -181,6 +192,7 @@ static void fx_open(struct fixture *fx, uint64_t chunk, unsigned connections,
 		.connections = connections,
 		.memory = memory,
 		.files = files,
+		.wait_ms = fx->wait_ms,
 	};
 
 	ck_assert_int_eq(cache_open(&o, &fx->rec.base, &fx->c), 0);
@@ -632,6 +644,299 @@ START_TEST(test_order_backoff)
 }
 END_TEST
 
+/* ---- memory pressure and bounded waits (issue 9, finding 4) ---- */
+
+/* A FUSE read: takes a reply buffer counted in the budget, reads into it
+ * through the open file (so read-ahead runs too), checks every byte. */
+struct replier {
+	struct fixture *fx;
+	unsigned k;
+	size_t io; /* read size */
+	bool ok;
+};
+
+static void *replier_main(void *arg)
+{
+	struct replier *r = arg;
+	const struct cache_object *obj = &r->fx->objs[r->k];
+	struct cache_file *f;
+	uint8_t *buf = cache_buffer_alloc(r->fx->c, r->io);
+	uint64_t off;
+
+	r->ok = buf != NULL && open_at(r->fx->c, obj, 0, r->k, &f) == 0;
+	for (off = 0; r->ok && off < obj->size; off += r->io) {
+		size_t want = obj->size - off < r->io ? obj->size - off : r->io;
+		ssize_t got = cache_file_read(f, off, r->io, buf);
+		size_t i;
+
+		if (got != (ssize_t)want) {
+			r->ok = false;
+			break;
+		}
+		for (i = 0; i < want; i++)
+			if (buf[i] != byte_at(r->k, off + i))
+				r->ok = false;
+	}
+	if (buf != NULL && r->ok)
+		cache_file_close(f);
+	cache_buffer_free(r->fx->c, buf, r->io);
+	return NULL;
+}
+
+/* A budget of four chunks, held as: one chunk whose fetch never ends (its
+ * key is held at the gate), prefetched chunks retained in memory, and the
+ * reply buffers of 16 readers (16 MiB, four times the budget). Every
+ * reader still gets every byte of its own files: memory for a chunk
+ * cannot be had, so each read goes straight to the backend into the reply
+ * buffer. Before: every reader waited for memory forever. */
+START_TEST(test_pressure_progress)
+{
+	struct fixture fx;
+	struct replier rp[16];
+	struct reader stuck;
+	struct cache_file *f;
+	struct cache_stats s;
+	pthread_t t[16], ts;
+	int i;
+
+	fx_init(&fx, "pressure");
+	for (i = 0; i < 24; i++)
+		add_file(&fx, (2 << 20) + 4096 * (uint64_t)i);
+	fx_open(&fx, 1 << 20, 8, 4 << 20, 2);
+	/* Prefetched and retained: f21 and f22 (the order after f20). */
+	ck_assert_int_eq(open_at(fx.c, &fx.objs[20], 0, 20, &f), 0);
+	cache_file_close(f);
+	while (stats(&fx).backend_reads < 2)
+		sched_yield();
+	/* A chunk of f00 in flight that does not finish. */
+	snprintf(fx.rec.gate_key, sizeof(fx.rec.gate_key), "f00");
+	rec_gate(&fx.rec, true);
+	stuck = (struct reader){ .fx = &fx, .k = 0, .off = 0, .len = 1000 };
+	ck_assert_int_eq(pthread_create(&ts, NULL, reader_main, &stuck), 0);
+	rec_wait_held(&fx.rec, 1);
+	for (i = 0; i < 16; i++) {
+		rp[i] = (struct replier){ .fx = &fx,
+					  .k = 1 + (unsigned)i,
+					  .io = 1 << 20 };
+		ck_assert_int_eq(
+			pthread_create(&t[i], NULL, replier_main, &rp[i]), 0);
+	}
+	for (i = 0; i < 16; i++) {
+		pthread_join(t[i], NULL);
+		ck_assert_msg(rp[i].ok, "reader of f%02u", rp[i].k);
+	}
+	s = stats(&fx);
+	ck_assert_uint_gt(s.direct_reads, 0);
+	rec_gate(&fx.rec, false);
+	pthread_join(ts, NULL);
+	ck_assert_int_eq(stuck.got, 1000);
+	check_bytes(0, 0, stuck.buf, 1000);
+	free(stuck.buf);
+	fx_free(&fx);
+}
+END_TEST
+
+/* A direct read (no memory for the chunk) is exact and stores nothing:
+ * the same bytes are fetched again once memory is free. */
+START_TEST(test_pressure_direct_not_stored)
+{
+	struct fixture fx;
+	struct cache_info info;
+	uint8_t *reply, buf[5000];
+	uint64_t reads;
+
+	fx_init(&fx, "direct");
+	add_file(&fx, 3 << 20);
+	fx_open(&fx, 1 << 20, 8, 2 << 20, 0);
+	/* Reply buffers take the whole budget. */
+	reply = cache_buffer_alloc(fx.c, 2 << 20);
+	ck_assert_ptr_nonnull(reply);
+	ck_assert_int_eq(
+		cache_read(fx.c, &fx.objs[0], (1 << 20) + 77, 300000, reply),
+		300000);
+	check_bytes(0, (1 << 20) + 77, reply, 300000);
+	ck_assert_uint_eq(stats(&fx).direct_reads, 1);
+	ck_assert_uint_eq(stats(&fx).backend_bytes, 300000);
+	ck_assert_int_eq(cache_info(fx.c, &info), 0);
+	ck_assert_uint_eq(info.entries, 0);
+	cache_buffer_free(fx.c, reply, 2 << 20);
+	/* Memory again: the chunk is fetched whole and stored. */
+	ck_assert_int_eq(
+		cache_read(fx.c, &fx.objs[0], (1 << 20) + 77, sizeof(buf), buf),
+		sizeof(buf));
+	check_bytes(0, (1 << 20) + 77, buf, sizeof(buf));
+	reads = stats(&fx).backend_reads;
+	ck_assert_uint_eq(stats(&fx).direct_reads, 1);
+	ck_assert_uint_eq(stats(&fx).backend_bytes, 300000 + (1 << 20));
+	ck_assert_int_eq(
+		cache_read(fx.c, &fx.objs[0], (1 << 20) + 5, sizeof(buf), buf),
+		sizeof(buf));
+	check_bytes(0, (1 << 20) + 5, buf, sizeof(buf));
+	ck_assert_uint_eq(stats(&fx).backend_reads, reads);
+	fx_free(&fx);
+}
+END_TEST
+
+/* A reader that joined a fetch that does not end gives up with EIO after
+ * the engine's wait bound (cache_fetch_options.wait_ms); the fetch's own
+ * reader gets its bytes once it ends. Before: it waited forever. */
+START_TEST(test_wait_bound_join)
+{
+	struct fixture fx;
+	struct reader a, b;
+	pthread_t ta, tb;
+
+	fx_init(&fx, "waitjoin");
+	add_file(&fx, 1 << 20);
+	fx.wait_ms = 300;
+	fx_open(&fx, 1 << 20, 8, 64 << 20, 0);
+	rec_gate(&fx.rec, true);
+	a = (struct reader){ .fx = &fx, .k = 0, .off = 0, .len = 4096 };
+	ck_assert_int_eq(pthread_create(&ta, NULL, reader_main, &a), 0);
+	rec_wait_held(&fx.rec, 1);
+	b = (struct reader){ .fx = &fx, .k = 0, .off = 8192, .len = 4096 };
+	ck_assert_int_eq(pthread_create(&tb, NULL, reader_main, &b), 0);
+	pthread_join(tb, NULL);
+	ck_assert_int_eq(b.got, -EIO);
+	ck_assert_uint_eq(stats(&fx).singleflight_waits, 1);
+	rec_gate(&fx.rec, false);
+	pthread_join(ta, NULL);
+	ck_assert_int_eq(a.got, 4096);
+	check_bytes(0, 0, a.buf, 4096);
+	free(a.buf);
+	free(b.buf);
+	fx_free(&fx);
+}
+END_TEST
+
+/* A pass-through read waiting for a connection gives up with EIO after
+ * the wait bound. Before: it waited forever. */
+START_TEST(test_wait_bound_slot)
+{
+	struct fixture fx;
+	struct cache_fetch_options fo = { .connections = 1, .wait_ms = 300 };
+	struct reader a, b;
+	pthread_t ta, tb;
+
+	fx_init(&fx, "waitslot");
+	add_file(&fx, 1 << 20);
+	ck_assert_int_eq(cache_new(&fx.rec.base, &fx.c), 0);
+	cache_set_fetch_options(fx.c, &fo);
+	rec_gate(&fx.rec, true);
+	a = (struct reader){ .fx = &fx, .k = 0, .off = 0, .len = 4096 };
+	ck_assert_int_eq(pthread_create(&ta, NULL, reader_main, &a), 0);
+	rec_wait_held(&fx.rec, 1);
+	b = (struct reader){ .fx = &fx, .k = 0, .off = 8192, .len = 4096 };
+	ck_assert_int_eq(pthread_create(&tb, NULL, reader_main, &b), 0);
+	pthread_join(tb, NULL);
+	ck_assert_int_eq(b.got, -EIO);
+	rec_gate(&fx.rec, false);
+	pthread_join(ta, NULL);
+	ck_assert_int_eq(a.got, 4096);
+	check_bytes(0, 0, a.buf, 4096);
+	free(a.buf);
+	free(b.buf);
+	fx_free(&fx);
+}
+END_TEST
+
+/* Opens the gate after 300 ms (see test_retain_wakes()). */
+static void *gate_open_later(void *arg)
+{
+	usleep(300000);
+	rec_gate(arg, false);
+	return NULL;
+}
+
+/* A chunk that becomes retained (reclaimable) wakes a fill waiting for
+ * memory. The fill waits while a reader's fetch of f00 is held at the gate
+ * and a reply buffer takes the rest of the budget; once f00 is fetched and
+ * retained, the fill takes its memory. Before: nothing woke the fill (and
+ * the idle trimmer slept untimed) and it waited forever. The gate opens
+ * 300 ms after the fill starts; had the fill not started waiting by then,
+ * the test would pass on the old code too, never fail on the new. */
+START_TEST(test_retain_wakes)
+{
+	struct fixture fx;
+	struct reader a;
+	pthread_t ta, to;
+	uint64_t fetched = 0;
+	void *reply;
+
+	fx_init(&fx, "wakes");
+	add_file(&fx, 1 << 20);
+	add_file(&fx, 1 << 20);
+	fx_open(&fx, 1 << 20, 8, 2 << 20, 0);
+	reply = cache_buffer_alloc(fx.c, 1 << 20);
+	ck_assert_ptr_nonnull(reply);
+	snprintf(fx.rec.gate_key, sizeof(fx.rec.gate_key), "f00");
+	rec_gate(&fx.rec, true);
+	a = (struct reader){ .fx = &fx, .k = 0, .off = 0, .len = 1000 };
+	ck_assert_int_eq(pthread_create(&ta, NULL, reader_main, &a), 0);
+	rec_wait_held(&fx.rec, 1);
+	ck_assert_int_eq(pthread_create(&to, NULL, gate_open_later, &fx.rec),
+			 0);
+	ck_assert_int_eq(cache_fill(fx.c, &fx.objs[1], &fetched), 0);
+	ck_assert_uint_eq(fetched, 1 << 20);
+	pthread_join(to, NULL);
+	pthread_join(ta, NULL);
+	ck_assert_int_eq(a.got, 1000);
+	check_bytes(0, 0, a.buf, 1000);
+	free(a.buf);
+	cache_buffer_free(fx.c, reply, 1 << 20);
+	fx_free(&fx);
+}
+END_TEST
+
+/* ---- short chunks (issue 9, finding 1) ---- */
+
+/* A backend read that returns fewer bytes than asked is an error for
+ * every reader of the chunk, and nothing is stored; the next read fetches
+ * again. Before: the short count was served as success. */
+START_TEST(test_short_chunk)
+{
+	struct fixture fx;
+	struct cache_info info;
+	uint8_t *buf = malloc(3 << 20);
+
+	fx_init(&fx, "short");
+	add_file(&fx, 3 << 20);
+	fx_open(&fx, 1 << 20, 8, 64 << 20, 0);
+	ck_assert_ptr_nonnull(buf);
+	fx.rec.short_reads = true;
+	ck_assert_int_eq(cache_read(fx.c, &fx.objs[0], 100, 5000, buf), -EIO);
+	/* At the end of a chunk, and across two. */
+	ck_assert_int_eq(
+		cache_read(fx.c, &fx.objs[0], (1 << 20) - 10, 100, buf), -EIO);
+	ck_assert_int_eq(cache_info(fx.c, &info), 0);
+	ck_assert_uint_eq(info.entries, 0);
+	fx.rec.short_reads = false;
+	ck_assert_int_eq(cache_read(fx.c, &fx.objs[0], 100, 3 << 20, buf),
+			 (3 << 20) - 100);
+	check_bytes(0, 100, buf, (3 << 20) - 100);
+	free(buf);
+	fx_free(&fx);
+}
+END_TEST
+
+/* The same without a disk cache (read through). */
+START_TEST(test_short_through)
+{
+	struct fixture fx;
+	uint8_t buf[5000];
+
+	fx_init(&fx, "shortthru");
+	add_file(&fx, 1 << 20);
+	ck_assert_int_eq(cache_new(&fx.rec.base, &fx.c), 0);
+	fx.rec.short_reads = true;
+	ck_assert_int_eq(cache_read(fx.c, &fx.objs[0], 100, 5000, buf), -EIO);
+	fx.rec.short_reads = false;
+	ck_assert_int_eq(cache_read(fx.c, &fx.objs[0], 100, 5000, buf), 5000);
+	check_bytes(0, 100, buf, 5000);
+	fx_free(&fx);
+}
+END_TEST
+
 static Suite *fetch_suite(void)
 {
 	Suite *s = suite_create("fetch");
@@ -654,6 +959,22 @@ static Suite *fetch_suite(void)
 	tcase_add_test(tc, test_buffers_counted);
 	tcase_add_test(tc, test_idle_trim);
 	tcase_set_timeout(tc, 60);
+	suite_add_tcase(s, tc);
+
+	/* A hang is a failure: the timeout ends it. */
+	tc = tcase_create("pressure");
+	tcase_add_test(tc, test_pressure_progress);
+	tcase_add_test(tc, test_pressure_direct_not_stored);
+	tcase_add_test(tc, test_wait_bound_join);
+	tcase_add_test(tc, test_wait_bound_slot);
+	tcase_add_test(tc, test_retain_wakes);
+	tcase_set_timeout(tc, 60);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("short");
+	tcase_add_test(tc, test_short_chunk);
+	tcase_add_test(tc, test_short_through);
+	tcase_set_timeout(tc, 30);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("prefetch");
