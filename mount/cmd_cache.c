@@ -91,6 +91,10 @@ int mount_cache_open(const struct config *cfg, struct backend *be,
 		.connections = cfg->prefetch.connections,
 		.memory = cfg->prefetch.memory,
 		.files = cfg->prefetch.files,
+		/* A reader waiting on another's fetch gives up only after
+		 * that fetch had time to fail by itself (read_timeout_ms)
+		 * and a retry to run. */
+		.wait_ms = 2 * (uint64_t)cfg->source.read_timeout_ms + 15000,
 	};
 	int rc = cache_open_cfg(cfg, be, out);
 
