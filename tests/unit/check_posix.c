@@ -581,8 +581,7 @@ START_TEST(test_read_stale)
 	read_expect(be, "f", now.etag, (const unsigned char *)"version-2", 9, 0,
 		    9);
 	/* Without an etag, whatever is there. */
-	read_expect(be, "f", NULL, (const unsigned char *)"version-2", 9, 0,
-		    9);
+	read_expect(be, "f", NULL, (const unsigned char *)"version-2", 9, 0, 9);
 
 	/* Replaced by rename (new inode), same size and mtime. */
 	st = now;
@@ -651,7 +650,6 @@ START_TEST(test_read_outside_root)
 	backend_close(be);
 }
 END_TEST
-
 
 /* ---- a file rewritten in place while it is read ------------------------ */
 
@@ -778,9 +776,9 @@ START_TEST(test_read_exact)
 	read_expect(be, "f", st.etag, data, sizeof(data), 900, 100);
 	/* Past the end, without and with an etag. */
 	nread = 777;
-	ck_assert_int_eq(be->ops->read(be, "f", 1, NULL, 0, 990, 100, buf,
-				       &nread),
-			 -EIO);
+	ck_assert_int_eq(
+		be->ops->read(be, "f", 1, NULL, 0, 990, 100, buf, &nread),
+		-EIO);
 	ck_assert_uint_eq(nread, 777);
 	ck_assert_int_eq(be->ops->read(be, "f", 1, st.etag, st.etag_len, 1000,
 				       1, buf, &nread),
@@ -794,9 +792,9 @@ START_TEST(test_read_exact)
 	ck_assert_int_eq(be->ops->read(be, "f", 1, st.etag, st.etag_len, 900,
 				       100, buf, &nread),
 			 -ESTALE);
-	ck_assert_int_eq(be->ops->read(be, "f", 1, NULL, 0, 900, 100, buf,
-				       &nread),
-			 -EIO);
+	ck_assert_int_eq(
+		be->ops->read(be, "f", 1, NULL, 0, 900, 100, buf, &nread),
+		-EIO);
 	ck_assert_uint_eq(nread, 777);
 	/* Rewritten in place after the stat, same size and inode, its
 	 * mtime left to the clock: the new bytes are never returned. */
@@ -810,8 +808,8 @@ START_TEST(test_read_exact)
 		ck_assert_int_eq(close(fd), 0);
 	}
 	memset(buf, 0xaa, sizeof(buf));
-	ck_assert_int_eq(be->ops->read(be, "f", 1, st.etag, st.etag_len, 0,
-				       100, buf, &nread),
+	ck_assert_int_eq(be->ops->read(be, "f", 1, st.etag, st.etag_len, 0, 100,
+				       buf, &nread),
 			 -ESTALE);
 	ck_assert_uint_eq(nread, 777);
 	backend_close(be);
@@ -833,8 +831,8 @@ static void links_outside_root(const char *name)
 	struct backend *be;
 	size_t i;
 	static const char *const refused[] = {
-		"up_rel", "abs_secret", "passwd", "chain", "d/via_dirlink",
-		"d/up_and_out",
+		"up_rel", "abs_secret",	   "passwd",
+		"chain",  "d/via_dirlink", "d/up_and_out",
 	};
 
 	snprintf(outside, sizeof(outside), "%s/%s_outside", tmpdir, name);
