@@ -31,6 +31,7 @@
 #include <limits.h>
 #include <linux/openat2.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -400,16 +401,17 @@ static int key_to_path(const char *key, size_t key_len)
 	return 0;
 }
 
-/* Logs a failure of open_beneath() for key, once, where it is news. */
+/* Logs a failure of open_beneath() for key. A missing key is news to a
+ * read (the manifest named it) but an answer to a stat. */
 static void log_open_error(const struct posix_backend *pb, const char *key,
-			   int rc)
+			   int rc, bool log_enoent)
 {
 	if (rc == -EACCES)
 		log_msg(LOG_ERR,
 			"source %s/%s: leads outside the source root "
 			"(a symlink), refused",
 			pb->root, key);
-	else if (rc != -ENOENT)
+	else if (rc != -ENOENT || log_enoent)
 		log_msg(LOG_ERR, "source %s/%s: open: %s", pb->root, key,
 			strerror(-rc));
 }
@@ -425,7 +427,7 @@ static int posix_stat(struct backend *be, const char *key, size_t key_len,
 		return rc;
 	fd = open_beneath(pb, key, O_PATH);
 	if (fd < 0) {
-		log_open_error(pb, key, fd);
+		log_open_error(pb, key, fd, false);
 		return fd;
 	}
 	rc = fstat(fd, &sb) < 0 ? -errno : 0;
@@ -460,11 +462,7 @@ static int posix_read(struct backend *be, const char *key, size_t key_len,
 	 * (regular files ignore the flag). */
 	fd = open_beneath(pb, key, O_RDONLY | O_NONBLOCK);
 	if (fd < 0) {
-		if (fd == -ENOENT)
-			log_msg(LOG_ERR, "source %s/%s: open: %s", pb->root,
-				key, strerror(ENOENT));
-		else
-			log_open_error(pb, key, fd);
+		log_open_error(pb, key, fd, true);
 		return fd;
 	}
 	if (fstat(fd, &before) < 0) {
