@@ -99,10 +99,13 @@ struct backend_ops {
 	int (*stat)(struct backend *be, const char *key, size_t key_len,
 		    struct backend_stat *st);
 
-	/* Reads up to len bytes at offset of key into buf and sets *nread.
-	 * A short read happens only at the end of the object. If etag is not
-	 * NULL and the object's current etag differs, returns -ESTALE
-	 * without returning any byte of the new object. */
+	/* Reads len bytes at offset of key into buf and sets *nread. On
+	 * success *nread == len exactly: callers ask only for bytes the
+	 * object has (clamped to its manifest size), and an object that ends
+	 * sooner is an error (-EIO, or -ESTALE if it changed), never a short
+	 * success. If etag is not NULL and the object's current etag
+	 * differs, returns -ESTALE without returning any byte of the new
+	 * object. On error buf's contents are unspecified. */
 	int (*read)(struct backend *be, const char *key, size_t key_len,
 		    const char *etag, size_t etag_len, uint64_t offset,
 		    size_t len, void *buf, size_t *nread);

@@ -8,26 +8,49 @@
  * directory descriptor opened at open(), so a root renamed or remounted
  * under us cannot redirect reads.
  *
- * Listing follows symlinks to regular files but never descends into a
+ * A read checks the file's identity (device, inode, size, mtime and ctime)
+ * on the open descriptor before and after pread: a file rewritten in place
+ * while it is read fails with -ESTALE, so bytes of two versions never reach
+ * a caller. A read returns exactly the bytes asked for or an error.
+ *
+ * Nothing outside the root is ever opened: every key is opened with
+ * openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS), and a link that this
+ * refuses (an absolute target, or a kernel without openat2) is opened and
+ * then checked by the path the kernel reports for the descriptor, so a link
+ * to another file inside the root works and one that leaves it is refused
+ * (-EACCES), however and whenever it was planted.
+ *
+ * Listing follows symlinks to regular files inside the root, skips (and
+ * counts) those that resolve outside it, and never descends into a
  * symlinked directory (no loops); other file types are ignored.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <linux/openat2.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "backends/backend.h"
+#include "backends/posix.h"
 #include "util/log.h"
+
+/* Refused links are logged by name up to this many per backend. */
+#define POSIX_REFUSED_LOG_MAX 20
 
 struct posix_backend {
 	struct backend base;
 	int root_fd; /* O_PATH directory, read-only after open */
 	char *root;  /* for messages */
+	atomic_uint_fast64_t links_refused; /* skipped by list() */
 };
 
 static int posix_handles(const char *url)
@@ -107,6 +130,88 @@ static int64_t mtime_ns(const struct stat *st)
 	return (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
 }
 
+/* The path the kernel reports for fd into buf; 0, or -EACCES when it
+ * cannot be known (no /proc, a path over PATH_MAX). */
+static int fd_path(int fd, char *buf, size_t cap)
+{
+	char link[64];
+	ssize_t n;
+
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	n = readlink(link, buf, cap);
+	if (n <= 0 || (size_t)n >= cap)
+		return -EACCES;
+	buf[n] = '\0';
+	return 0;
+}
+
+/* 0 if the file open on fd lies below the root, else -EACCES. The paths
+ * come from the descriptors themselves, so what is checked is what was
+ * opened, not a name that could be swapped in between. */
+static int fd_beneath(const struct posix_backend *pb, int fd)
+{
+	char root[PATH_MAX], path[PATH_MAX];
+	size_t n;
+
+	if (fd_path(pb->root_fd, root, sizeof(root)) < 0 ||
+	    fd_path(fd, path, sizeof(path)) < 0)
+		return -EACCES;
+	n = strlen(root);
+	if (n == 1 && root[0] == '/')
+		return 0;
+	return strncmp(path, root, n) == 0 && path[n] == '/' ? 0 : -EACCES;
+}
+
+/* Opens key (already checked by key_to_path) below the root with flags.
+ * Returns the descriptor, -EACCES if the key resolves outside the root
+ * (through a symlink anywhere on its path), or another -errno. Not
+ * logged: the callers know whether a failure is news. */
+static int open_beneath(const struct posix_backend *pb, const char *key,
+			int flags)
+{
+	struct open_how how = {
+		.flags = (uint64_t)(flags | O_CLOEXEC),
+		.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
+	};
+	int fd, rc, tries;
+
+	for (tries = 0; tries < 8; tries++) {
+		fd = (int)syscall(SYS_openat2, pb->root_fd, key, &how,
+				  sizeof(how));
+		if (fd >= 0)
+			return fd;
+		if (errno != EAGAIN) /* EAGAIN: a rename raced; again */
+			break;
+	}
+	/* EXDEV: the path leaves the root or names an absolute link, which
+	 * may still land inside; ENOSYS: no openat2 (kernel < 5.6, or a
+	 * seccomp filter). Open as the path says, then check where it went. */
+	if (errno != EXDEV && errno != ENOSYS)
+		return -errno;
+	fd = openat(pb->root_fd, key, flags | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	rc = fd_beneath(pb, fd);
+	if (rc < 0) {
+		close(fd);
+		return rc;
+	}
+	return fd;
+}
+
+/* What identifies one version of a file: any write, truncation or
+ * replacement changes at least one of these (within the limits of the
+ * filesystem's timestamp granularity, see docs/RELIABILITY.md). */
+static int same_version(const struct stat *a, const struct stat *b)
+{
+	return a->st_dev == b->st_dev && a->st_ino == b->st_ino &&
+	       a->st_size == b->st_size &&
+	       a->st_mtim.tv_sec == b->st_mtim.tv_sec &&
+	       a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
+	       a->st_ctim.tv_sec == b->st_ctim.tv_sec &&
+	       a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
+
 /* A growable path relative to the root, "" at the top. */
 struct walk {
 	struct posix_backend *pb;
@@ -155,7 +260,23 @@ static int walk_entry(struct walk *w, int dir_fd, const char *name)
 		return rc;
 	}
 	if (S_ISLNK(st.st_mode)) {
-		if (fstatat(dir_fd, name, &st, 0) < 0 || !S_ISREG(st.st_mode)) {
+		/* Resolved from the root, as a read will open it. */
+		int fd = open_beneath(w->pb, w->path, O_PATH);
+
+		if (fd == -EACCES) {
+			uint64_t n = atomic_fetch_add(&w->pb->links_refused, 1);
+
+			if (n < POSIX_REFUSED_LOG_MAX)
+				log_msg(LOG_WARNING,
+					"source %s/%s: symlink leads outside "
+					"the source root, skipped",
+					w->pb->root, w->path);
+			return 0;
+		}
+		rc = fd < 0 ? fd : fstat(fd, &st) < 0 ? -errno : 0;
+		if (fd >= 0)
+			close(fd);
+		if (rc < 0 || !S_ISREG(st.st_mode)) {
 			log_msg(LOG_INFO,
 				"source %s/%s: symlink not to a regular file, "
 				"ignored",
@@ -280,20 +401,40 @@ static int key_to_path(const char *key, size_t key_len)
 	return 0;
 }
 
+/* Logs a failure of open_beneath() for key. A missing key is news to a
+ * read (the manifest named it) but an answer to a stat. */
+static void log_open_error(const struct posix_backend *pb, const char *key,
+			   int rc, bool log_enoent)
+{
+	if (rc == -EACCES)
+		log_msg(LOG_ERR,
+			"source %s/%s: leads outside the source root "
+			"(a symlink), refused",
+			pb->root, key);
+	else if (rc != -ENOENT || log_enoent)
+		log_msg(LOG_ERR, "source %s/%s: open: %s", pb->root, key,
+			strerror(-rc));
+}
+
 static int posix_stat(struct backend *be, const char *key, size_t key_len,
 		      struct backend_stat *st)
 {
 	struct posix_backend *pb = (struct posix_backend *)be;
 	struct stat sb;
-	int rc = key_to_path(key, key_len);
+	int fd, rc = key_to_path(key, key_len);
 
 	if (rc < 0)
 		return rc;
-	if (fstatat(pb->root_fd, key, &sb, 0) < 0) {
-		rc = -errno;
-		if (rc != -ENOENT)
-			log_msg(LOG_ERR, "source %s/%s: %s", pb->root, key,
-				strerror(-rc));
+	fd = open_beneath(pb, key, O_PATH);
+	if (fd < 0) {
+		log_open_error(pb, key, fd, false);
+		return fd;
+	}
+	rc = fstat(fd, &sb) < 0 ? -errno : 0;
+	close(fd);
+	if (rc < 0) {
+		log_msg(LOG_ERR, "source %s/%s: %s", pb->root, key,
+			strerror(-rc));
 		return rc;
 	}
 	if (!S_ISREG(sb.st_mode))
@@ -310,26 +451,34 @@ static int posix_read(struct backend *be, const char *key, size_t key_len,
 {
 	struct posix_backend *pb = (struct posix_backend *)be;
 	char cur[96];
-	struct stat sb;
+	struct stat before, after;
 	size_t done = 0, cur_len;
 	ssize_t n;
 	int fd, rc = key_to_path(key, key_len);
 
 	if (rc < 0)
 		return rc;
-	fd = openat(pb->root_fd, key, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: a FIFO planted under a key must not hang the read
+	 * (regular files ignore the flag). */
+	fd = open_beneath(pb, key, O_RDONLY | O_NONBLOCK);
 	if (fd < 0) {
+		log_open_error(pb, key, fd, true);
+		return fd;
+	}
+	if (fstat(fd, &before) < 0) {
 		rc = -errno;
-		log_msg(LOG_ERR, "source %s/%s: open: %s", pb->root, key,
+		log_msg(LOG_ERR, "source %s/%s: %s", pb->root, key,
 			strerror(-rc));
-		return rc;
+		goto out;
+	}
+	if (!S_ISREG(before.st_mode)) {
+		log_msg(LOG_ERR, "source %s/%s: not a regular file", pb->root,
+			key);
+		rc = -ENOENT;
+		goto out;
 	}
 	if (etag != NULL) {
-		if (fstat(fd, &sb) < 0) {
-			rc = -errno;
-			goto out;
-		}
-		cur_len = format_etag(&sb, cur, sizeof(cur));
+		cur_len = format_etag(&before, cur, sizeof(cur));
 		if (cur_len != etag_len || memcmp(cur, etag, etag_len) != 0) {
 			log_msg(LOG_ERR,
 				"source %s/%s: changed since the manifest was "
@@ -355,10 +504,46 @@ static int posix_read(struct backend *be, const char *key, size_t key_len,
 			break;
 		done += (size_t)n;
 	}
+	/* The etag was checked before reading; a write during pread would
+	 * mix versions in buf unseen. The same descriptor, stat'ed again,
+	 * tells whether any write, truncation or chmod happened meanwhile. */
+	if (fstat(fd, &after) < 0) {
+		rc = -errno;
+		log_msg(LOG_ERR, "source %s/%s: %s", pb->root, key,
+			strerror(-rc));
+		goto out;
+	}
+	if (!same_version(&before, &after)) {
+		cur_len = format_etag(&after, cur, sizeof(cur));
+		log_msg(LOG_ERR,
+			"source %s/%s: changed while being read (now %s)",
+			pb->root, key, cur);
+		rc = -ESTALE;
+		goto out;
+	}
+	/* Callers ask only for bytes the manifest says exist: fewer is a
+	 * file shorter than its manifest entry, never a short success. */
+	if (done < len) {
+		log_msg(LOG_ERR,
+			"source %s/%s: %zu bytes at %" PRIu64
+			" asked, the file ends at %" PRIu64,
+			pb->root, key, len, offset, (uint64_t)after.st_size);
+		rc = -EIO;
+		goto out;
+	}
 	*nread = done;
 out:
 	close(fd);
 	return rc;
+}
+
+uint64_t backend_posix_links_refused(const struct backend *be)
+{
+	const struct posix_backend *pb = (const struct posix_backend *)be;
+
+	if (be == NULL || be->ops != &backend_posix_ops)
+		return 0;
+	return atomic_load(&pb->links_refused);
 }
 
 const struct backend_ops backend_posix_ops = {

@@ -42,8 +42,9 @@ struct fs_data {
 };
 
 /* Mounts at opt->mountpoint, serves until unmounted or until SIGINT, SIGTERM
- * or SIGHUP, then unmounts. Returns 0 after a clean unmount, or a negative
- * errno if the mount could not be set up (logged). */
+ * or SIGHUP, then unmounts. Returns 0 after a clean unmount, a negative
+ * errno if the mount could not be set up, or -ECONNABORTED if the kernel
+ * connection was aborted while serving (each logged). */
 int fs_run(const struct fs_options *opt, const struct fs_data *data);
 
 #endif

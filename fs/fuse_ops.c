@@ -842,6 +842,56 @@ static void raise_readahead(const char *mountpoint)
 		FS_IO_SIZE / 1024);
 }
 
+/* Undoes mountinfo's octal escapes (\040 for a space, and so on) in place. */
+static void mountinfo_unescape(char *s)
+{
+	char *o = s;
+
+	for (; *s != '\0'; s++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' &&
+		    s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
+			*o++ = (char)((s[1] - '0') << 6 | (s[2] - '0') << 3 |
+				      (s[3] - '0'));
+			s += 3;
+		} else {
+			*o++ = *s;
+		}
+	}
+	*o = '\0';
+}
+
+/* Finds in /proc/self/mountinfo the device ("major:minor") of the newest
+ * mount at mountpoint (want == NULL), or whether a mount of device want is
+ * still there. Returns 1 if found (dev filled), 0 if not, -1 when
+ * mountinfo cannot be read. */
+static int mountinfo_find(const char *mountpoint, const char *want, char *dev,
+			  size_t cap)
+{
+	char line[4096], d[64], m[PATH_MAX], *real = NULL;
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	int found = 0;
+
+	if (f == NULL)
+		return -1;
+	if (want == NULL && (real = realpath(mountpoint, NULL)) == NULL) {
+		fclose(f);
+		return -1;
+	}
+	while (fgets(line, sizeof(line), f) != NULL) {
+		if (sscanf(line, "%*s %*s %63s %*s %4095s", d, m) != 2)
+			continue;
+		mountinfo_unescape(m);
+		if (want != NULL ? strcmp(d, want) == 0
+				 : strcmp(m, real) == 0) {
+			snprintf(dev, cap, "%s", d);
+			found = 1;
+		}
+	}
+	fclose(f);
+	free(real);
+	return found;
+}
+
 /* Every non-pad item belongs to exactly one rank's order, so an open file
  * names its rank and position (8 bytes per manifest item). */
 static int item_order_build(struct fs *fs)
@@ -874,7 +924,7 @@ int fs_run(const struct fs_options *opt, const struct fs_data *data)
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
 	struct fuse_loop_config *loop_cfg = NULL;
 	struct fuse_session *se = NULL;
-	char *mount_opts = NULL, *fsname = NULL;
+	char *mount_opts = NULL, *fsname = NULL, dev[64] = "";
 	struct fs fs;
 	int rc = -ENOMEM, saved_stderr = -1;
 
@@ -930,6 +980,10 @@ int fs_run(const struct fs_options *opt, const struct fs_data *data)
 		goto out_signals;
 	}
 	raise_readahead(opt->mountpoint);
+	/* Our mount's device, to tell an unmount from an aborted
+	 * connection when the loop ends (both end it the same way). */
+	if (mountinfo_find(opt->mountpoint, NULL, dev, sizeof(dev)) != 1)
+		dev[0] = '\0';
 	log_msg(LOG_INFO, "serving %s at %s", opt->source, opt->mountpoint);
 
 	if (!opt->foreground) {
@@ -956,6 +1010,19 @@ int fs_run(const struct fs_options *opt, const struct fs_data *data)
 		fuse_loop_cfg_set_clone_fd(loop_cfg, 0);
 		rc = fuse_session_loop_mt(se, loop_cfg);
 		fuse_loop_cfg_destroy(loop_cfg);
+	}
+	/* The kernel ends the loop with ENODEV, which libfuse reports as
+	 * 0, both after an unmount and after the connection was aborted
+	 * (echo 1 > /sys/fs/fuse/connections/N/abort): only after an abort
+	 * is the mount still there, dead, and that is a failure. */
+	if (rc == 0 && dev[0] != '\0' &&
+	    mountinfo_find(NULL, dev, dev, sizeof(dev)) == 1) {
+		log_msg(LOG_ERR,
+			"the FUSE connection of %s was aborted; the mount is "
+			"dead until unmounted (fusermount3 -u %s)",
+			opt->mountpoint, opt->mountpoint);
+		rc = -ECONNABORTED;
+		goto out_unmount;
 	}
 	/* A signal ends the loop with its number; that is a clean stop. */
 	if (rc > 0)

@@ -16,6 +16,7 @@
 
 #include <openssl/evp.h>
 
+#include "backends/posix.h"
 #include "util/log.h"
 
 #define ARENA_CHUNK (1u << 20)
@@ -34,6 +35,7 @@ static const char *const skip_names[MANIFEST_SKIP_NREASONS] = {
 	[MANIFEST_SKIP_LONG_COMPONENT] = "long_component",
 	[MANIFEST_SKIP_NUL] = "nul_byte",
 	[MANIFEST_SKIP_FILE_IS_DIR] = "file_is_directory",
+	[MANIFEST_SKIP_LINK_OUTSIDE] = "link_outside_root",
 };
 
 const char *manifest_skip_name(enum manifest_skip reason)
@@ -416,11 +418,16 @@ static int add_listed(void *arg, const struct backend_object *obj)
 int manifest_from_backend(struct backend *be, struct manifest **out)
 {
 	struct manifest *m = manifest_new();
+	uint64_t refused = backend_posix_links_refused(be);
 	int rc;
 
 	if (m == NULL)
 		return -ENOMEM;
 	rc = be->ops->list(be, "", add_listed, m);
+	/* The backend logged each by name; here they are counted with the
+	 * other keys that cannot be served. */
+	m->skipped[MANIFEST_SKIP_LINK_OUTSIDE] +=
+		backend_posix_links_refused(be) - refused;
 	if (rc == -ENOMEM)
 		log_msg(LOG_ERR, "manifest: out of memory while listing");
 	return finish_into(m, rc, out);

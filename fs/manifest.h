@@ -38,6 +38,7 @@ enum manifest_skip {
 	MANIFEST_SKIP_LONG_COMPONENT, /* a component over 255 bytes */
 	MANIFEST_SKIP_NUL,	      /* contains a NUL byte */
 	MANIFEST_SKIP_FILE_IS_DIR,    /* "a" when "a/b" exists: dir wins */
+	MANIFEST_SKIP_LINK_OUTSIDE,   /* posix: a symlink out of the root */
 	MANIFEST_SKIP_NREASONS
 };
 
@@ -73,7 +74,8 @@ int manifest_add(struct manifest *m, const char *key, size_t key_len,
  * Returns 0, -EEXIST on a duplicate key (logged with the key), -ENOMEM. */
 int manifest_finish(struct manifest *m);
 
-/* Lists every object of a backend into a finished manifest. Returns 0 and
+/* Lists every object of a backend into a finished manifest; symlinks a
+ * posix backend refused count as MANIFEST_SKIP_LINK_OUTSIDE. Returns 0 and
  * sets *out, or the backend's error, or manifest_finish()'s. */
 int manifest_from_backend(struct backend *be, struct manifest **out);
 

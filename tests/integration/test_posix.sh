@@ -168,6 +168,181 @@ truncate -s -7 "$SRC/$key"
 
 check "unmount" umount_shardfs "$M"
 
+# --- a file rewritten in place while it is served -----------------------
+# Same inode, same size, new bytes: each version's bytes carry its number
+# ("V0 file03 block...") so a mix shows in the bytes and in the cache dir.
+# A reader and the in-place writer start together on each file (the writer
+# after a delay that grows per file), so some reads overlap a rewrite; every
+# read must give version 0 whole (the manifest's) or EIO, and no byte of
+# version 1 may reach the cache, then or after a remount on the same cache.
+RW=$T/rwsrc
+cat >"$T/rw.py" <<'PY'
+import os, sys, threading, time
+FILES, SIZE = 16, 16 << 20
+TEMPLATE = b"".join(b"@@@@@@@@@@" + (b"block%08d" % j).ljust(53) + b"\n"
+                    for j in range(SIZE // 64))
+def version(i, k):
+    # 64-byte lines "Vk fileii blockjjjjjjjj": every byte says its version.
+    return TEMPLATE.replace(b"@@@@@@@@@@", b"V%d file%02d " % (k, i))
+def rewrite(path, data, piece=256 << 10):
+    # In place and back to front: a read going forward meets new bytes.
+    with open(path, "r+b", buffering=0) as f:
+        for off in range(SIZE - piece, -1, -piece):
+            os.pwrite(f.fileno(), data[off:off + piece], off)
+cmd, src = sys.argv[1], sys.argv[2]
+if cmd == "make":
+    os.makedirs(src)
+    for i in range(FILES):
+        p = os.path.join(src, "f%02d.bin" % i)
+        with open(p, "wb") as f:
+            f.write(version(i, 0))
+        # An mtime in the past: a rewrite moves it whatever the clock tick.
+        os.utime(p, (1500000000, 1500000000))
+    sys.exit(0)
+if cmd == "rewrite":
+    rewrite(os.path.join(src, sys.argv[3]), version(int(sys.argv[3][1:3]), 1))
+    sys.exit(0)
+# race|check SRC MOUNTED_DIR: tally every read as v0, EIO or wrong.
+mnt = sys.argv[3]
+tally = {"v0": 0, "eio": 0, "wrong": 0}
+lock = threading.Lock()
+def read(i, start=None):
+    try:
+        if start:
+            start.set()
+        with open(os.path.join(mnt, "f%02d.bin" % i), "rb") as f:
+            got = "v0" if f.read() == version(i, 0) else "wrong"
+    except OSError as e:
+        got = "eio" if e.errno == 5 else "wrong"
+    with lock:
+        tally[got] += 1
+def rewrite_after(i, v1, start):
+    # A delay that grows with i puts the rewrite at different points of
+    # the read: before it, during it (the case that matters), after it.
+    start.wait()
+    time.sleep(i * 0.00025)
+    rewrite(os.path.join(src, "f%02d.bin" % i), v1)
+if cmd == "race":
+    for i in range(1, FILES):
+        start = threading.Event()
+        ts = [threading.Thread(target=read, args=(i, start)),
+              threading.Thread(target=rewrite_after,
+                               args=(i, version(i, 1), start))]
+        for t in ts: t.start()
+        for t in ts: t.join()
+for i in range(FILES):
+    read(i)
+print("v0 %(v0)d eio %(eio)d wrong %(wrong)d" % tally)
+PY
+/usr/bin/python3 "$T/rw.py" make "$RW"
+"$SHARDFS" manifest "$RW" -o "$T/rw.tsv" 2>/dev/null
+# Rewritten after the manifest, before any read.
+/usr/bin/python3 "$T/rw.py" rewrite "$RW" f00.bin
+# One chunk per file, no prefetch: each file's first read is one pread
+# racing its rewrite.
+cat >"$C" <<EOF
+[source]
+url = $RW
+manifest = $T/rw.tsv
+[shard]
+world_size = 1
+[cache]
+dir = $T/cache-rw
+chunk_size = 16M
+[prefetch]
+files = 0
+EOF
+mount_shardfs "$C" "$M" || fail "mount for the rewrite test"
+rw_log=$LAST_LOG
+/usr/bin/python3 "$T/rw.py" race "$RW" "$M/rank-0" >"$T/rw.out"
+read -r _ _ _ _ _ rw_wrong <"$T/rw.out"
+echo "# rewritten in place while read: $(cat "$T/rw.out"), changed during a read: $(grep -c 'changed while being read' "$rw_log")"
+check "rewritten in place while read: every read gives version 0 or EIO" \
+	test "${rw_wrong:-1}" -eq 0
+check "a file rewritten before it was read gives EIO" bash -c \
+	"! cat '$M/rank-0/f00.bin' >/dev/null 2>'$T/rw.err' && grep -q 'Input/output error' '$T/rw.err'"
+check "the change is logged with the key" grep -q "$RW/f00.bin: changed since the manifest" "$rw_log"
+check "unmount" umount_shardfs "$M"
+check "no byte of the new version in the cache" bash -c "! grep -rqa 'V1 file' '$T/cache-rw'"
+mount_shardfs "$C" "$M" || fail "remount for the rewrite test"
+/usr/bin/python3 "$T/rw.py" check "$RW" "$M/rank-0" >"$T/rw.out"
+read -r _ _ _ _ _ rw_wrong <"$T/rw.out"
+echo "# after a remount on the same cache: $(cat "$T/rw.out")"
+check "after a remount on the same cache: version 0 or EIO, never other bytes" \
+	test "${rw_wrong:-1}" -eq 0
+check "unmount" umount_shardfs "$M"
+check "still no byte of the new version in the cache" bash -c "! grep -rqa 'V1 file' '$T/cache-rw'"
+rm -rf "$RW" "$T/cache-rw"
+
+# --- symlinks that leave the source root ----------------------------------
+# A link to /etc/shadow, absolute and relative links to a 0600 file outside
+# the source: none is listed, served or cached; links inside are served.
+LS=$T/lsrc
+OUT=$T/outside
+mkdir -p "$LS/good" "$OUT"
+printf 'abc' >"$LS/good/a.bin"
+printf 'later' >"$LS/good/later.bin"
+printf 'OUTSIDE-SECRET-MARKER' >"$OUT/secret"
+chmod 600 "$OUT/secret"
+ln -s /etc/shadow "$LS/shadow"
+ln -s "$OUT/secret" "$LS/abs_secret"
+ln -s ../outside/secret "$LS/rel_secret"
+ln -s good/a.bin "$LS/in_rel"
+ln -s "$LS/good/a.bin" "$LS/in_abs"
+cat >"$C" <<EOF
+[source]
+url = $LS
+[shard]
+world_size = 2
+[cache]
+dir = $T/cache-ln
+EOF
+"$SHARDFS" plan "$C" >"$T/lplan" 2>"$T/lplan.err"
+check "links leaving the root are skipped and counted" bash -c \
+	"grep -q '^skipped_keys_link_outside_root 3$' '$T/lplan' && grep -q '^manifest_items 4$' '$T/lplan'"
+check "each refused link is logged by name" bash -c \
+	"test \$(grep -c 'leads outside the source root' '$T/lplan.err') -eq 3 && grep -q 'abs_secret: symlink leads outside' '$T/lplan.err'"
+mount_shardfs "$C" "$M" || fail "mount for the symlink test"
+check "links leaving the root are in no rank dir" bash -c \
+	"test -z \"\$(cd '$M' && find rank-* -name '*secret*' -o -name shadow)\""
+check "links inside the root are served" bash -c \
+	"test \"\$(cat '$M'/rank-*/in_rel)\" = abc && test \"\$(cat '$M'/rank-*/in_abs)\" = abc"
+check "stats counts them as skipped" grep -q \
+	'shardfs_skipped_keys{reason="link_outside_root"} 3' "$M/.shardfs/stats"
+# Planted after the manifest, in place of a listed file not read yet.
+rm "$LS/good/later.bin"
+ln -s "$OUT/secret" "$LS/good/later.bin"
+check "a link planted after the manifest reads as EIO" bash -c \
+	"! cat '$M'/rank-*/good/later.bin >/dev/null 2>'$T/ln.err' && grep -q 'Input/output error' '$T/ln.err'"
+check "the refusal is logged with the key" grep -q \
+	"good/later.bin: leads outside the source root" "$LAST_LOG"
+cat "$M"/rank-*/* "$M"/rank-*/good/* >/dev/null 2>&1
+check "unmount" umount_shardfs "$M"
+check "no byte from outside the root in the cache" bash -c \
+	"! grep -rqa -e OUTSIDE-SECRET-MARKER -e 'root:' '$T/cache-ln'"
+
+# --- the kernel connection aborted ----------------------------------------
+# echo 1 > /sys/fs/fuse/connections/N/abort kills the mount under the
+# daemon: it must exit 1 and say so, not 0 as after an unmount.
+if [ "$(id -u)" = 0 ] && { mountpoint -q /sys/fs/fuse/connections ||
+	mount -t fusectl none /sys/fs/fuse/connections 2>/dev/null; }; then
+	conf "$C" world_size=1
+	mount_shardfs "$C" "$M" || fail "mount for the abort test"
+	# The connection is named by the mount's device number (the minor,
+	# for major 0), read from mountinfo: a stat of the mount would do too.
+	dev=$(awk -v m="$(realpath "$M")" '$5 == m {d = $3} END {print d}' /proc/self/mountinfo)
+	echo 1 >"/sys/fs/fuse/connections/${dev#0:}/abort"
+	rc=0
+	wait "$LAST_PID" || rc=$?
+	check "FUSE abort: the daemon exits 1" test "$rc" -eq 1
+	check "FUSE abort: logged" grep -q "FUSE connection of .* was aborted" "$LAST_LOG"
+	fusermount3 -u "$M" 2>/dev/null || umount -l "$M"
+	mount_shardfs "$C" "$M" || fail "mount after the abort test"
+	check "a clean unmount still exits 0" umount_shardfs "$M"
+else
+	echo "# skipped the FUSE abort test: needs root and fusectl"
+fi
+
 # --- the kernel sends 1 MiB read requests ---------------------------------
 head -c $((4 << 20)) /dev/urandom >"$SRC/big.bin"
 conf "$C" world_size=1

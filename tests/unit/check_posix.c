@@ -8,16 +8,24 @@
  * utimensat(2), so the checks do not depend on the clock.
  */
 #include "backends/backend.h"
+#include "backends/posix.h"
 
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <inttypes.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "tests/unit/unit.h"
@@ -448,25 +456,29 @@ static void fill_pattern(unsigned char *buf, size_t len, unsigned seed)
 		buf[i] = (unsigned char)((i * 7 + seed) % 251);
 }
 
-/* Reads and checks the bytes against data (the file's content). */
+/* Reads and checks the bytes against data (the file's content): exactly
+ * len bytes, or -EIO and nothing when the file ends before off + len. */
 static void read_expect(struct backend *be, const char *key, const char *etag,
 			const unsigned char *data, size_t size, uint64_t off,
 			size_t len)
 {
 	unsigned char *buf = malloc(len + 1);
-	size_t nread = SIZE_MAX, want = off >= size ? 0 : size - (size_t)off;
+	size_t nread = SIZE_MAX;
+	int past_end = off > size || len > size - (size_t)off;
 
 	ck_assert_ptr_nonnull(buf);
-	if (want > len)
-		want = len;
 	ck_assert_int_eq(be->ops->read(be, key, strlen(key), etag,
 				       etag ? strlen(etag) : 0, off, len, buf,
 				       &nread),
-			 0);
-	ck_assert_msg(nread == want,
-		      "read %s at %" PRIu64 " len %zu: %zu bytes, want %zu",
-		      key, off, len, nread, want);
-	ck_assert_int_eq(memcmp(buf, data + (want ? off : 0), want), 0);
+			 past_end ? -EIO : 0);
+	if (past_end) {
+		ck_assert_uint_eq(nread, SIZE_MAX);
+	} else {
+		ck_assert_msg(nread == len,
+			      "read %s at %" PRIu64 " len %zu: %zu bytes", key,
+			      off, len, nread);
+		ck_assert_int_eq(memcmp(buf, data + off, len), 0);
+	}
 	free(buf);
 }
 
@@ -493,16 +505,20 @@ START_TEST(test_read_offsets)
 	read_expect(be, "d/small", st.etag, small, SMALL, 0, SMALL);
 	read_expect(be, "d/small", st.etag, small, SMALL, 100, 50);
 	read_expect(be, "d/small", NULL, small, SMALL, 999, 1);
-	/* Short only at the end. */
+	read_expect(be, "d/small", st.etag, small, SMALL, 990, 10);
+	/* Past the end: an error, never a short read. */
 	read_expect(be, "d/small", st.etag, small, SMALL, 990, 100);
 	read_expect(be, "d/small", st.etag, small, SMALL, 0, SMALL + 1);
-	/* At and past the end: nothing, no error. */
 	read_expect(be, "d/small", st.etag, small, SMALL, SMALL, 10);
 	read_expect(be, "d/small", st.etag, small, SMALL, SMALL + 1, 10);
 	read_expect(be, "d/small", NULL, small, SMALL, 1ULL << 40, 10);
-	read_expect(be, "d/small", NULL, small, SMALL, 5, 0);
 	read_expect(be, "empty", NULL, (const unsigned char *)"", 0, 0, 10);
 	read_expect(be, "new\nline key", NULL, small, 10, 3, 100);
+	/* Nothing asked: nothing read, at the end too. */
+	read_expect(be, "d/small", NULL, small, SMALL, 5, 0);
+	read_expect(be, "d/small", NULL, small, SMALL, SMALL, 0);
+	read_expect(be, "empty", NULL, (const unsigned char *)"", 0, 0, 0);
+	read_expect(be, "new\nline key", NULL, small, 10, 3, 7);
 	/* Through a link. */
 	{
 		char path[512], target[512];
@@ -512,9 +528,10 @@ START_TEST(test_read_offsets)
 		ck_assert_int_eq(symlink(target, path), 0);
 		read_expect(be, "link", NULL, small, SMALL, 10, 20);
 	}
-	/* A large file in odd-sized pieces. */
+	/* A large file in odd-sized pieces, the last one clamped. */
 	for (off = 0; off < BIG; off += 131071)
-		read_expect(be, "big", NULL, big, BIG, off, 131071 + 13);
+		read_expect(be, "big", NULL, big, BIG, off,
+			    BIG - off < 131071 + 13 ? BIG - off : 131071 + 13);
 	read_expect(be, "big", NULL, big, BIG, 0, BIG);
 	backend_close(be);
 	free(small);
@@ -552,7 +569,7 @@ START_TEST(test_read_stale)
 	be = open_ok(root);
 	ck_assert_int_eq(be->ops->stat(be, "f", 1, &st), 0);
 	read_expect(be, "f", st.etag, (const unsigned char *)"version-1", 9, 0,
-		    16);
+		    9);
 
 	/* Rewritten in place, same size, another mtime. */
 	put_text(root, "f", "version-2");
@@ -562,10 +579,9 @@ START_TEST(test_read_stale)
 	ck_assert_int_eq(be->ops->stat(be, "f", 1, &now), 0);
 	read_fails(be, "f", now.etag, now.etag_len - 1, -ESTALE);
 	read_expect(be, "f", now.etag, (const unsigned char *)"version-2", 9, 0,
-		    16);
+		    9);
 	/* Without an etag, whatever is there. */
-	read_expect(be, "f", NULL, (const unsigned char *)"version-2", 9, 0,
-		    16);
+	read_expect(be, "f", NULL, (const unsigned char *)"version-2", 9, 0, 9);
 
 	/* Replaced by rename (new inode), same size and mtime. */
 	st = now;
@@ -584,7 +600,7 @@ START_TEST(test_read_stale)
 	ck_assert_int_eq(be->ops->stat(be, "f", 1, &now), 0);
 	nread = 0;
 	ck_assert_int_eq(be->ops->read(be, "f", 1, now.etag, now.etag_len, 10,
-				       sizeof(buf), buf, &nread),
+				       6, buf, &nread),
 			 0);
 	ck_assert_uint_eq(nread, 6);
 	ck_assert_int_eq(memcmp(buf, "longer", 6), 0);
@@ -635,6 +651,293 @@ START_TEST(test_read_outside_root)
 }
 END_TEST
 
+/* ---- a file rewritten in place while it is read ------------------------ */
+
+enum { RACE_SIZE = 4 << 20, RACE_PIECE = 256 << 10, RACE_TRIALS = 100 };
+
+struct race {
+	int fd;			   /* the file, open for writing */
+	const unsigned char *next; /* the version the writer puts in place */
+	atomic_int reads;	   /* reads started by the reader */
+	atomic_int written;	   /* set once the whole rewrite is in place */
+};
+
+/* Rewrites the file in place (same inode, same size) back to front, so a
+ * read running front to back meets new bytes at its end: once the reader
+ * has started, the rewrite overlaps some read. */
+static void *race_writer(void *arg)
+{
+	struct race *r = arg;
+	size_t off = RACE_SIZE;
+
+	while (atomic_load(&r->reads) < 2)
+		sched_yield();
+	while (off > 0) {
+		off -= RACE_PIECE;
+		if (pwrite(r->fd, r->next + off, RACE_PIECE, (off_t)off) !=
+		    RACE_PIECE)
+			abort();
+	}
+	atomic_store(&r->written, 1);
+	return NULL;
+}
+
+START_TEST(test_read_rewrite_in_place)
+{
+	const char *root = test_root("rewrite");
+	unsigned char *v0 = malloc(RACE_SIZE), *v1 = malloc(RACE_SIZE);
+	unsigned char *buf = malloc(RACE_SIZE);
+	int trial, mixed = 0, good = 0, stale = 0, other = 0;
+	struct backend *be;
+
+	ck_assert_ptr_nonnull(v0);
+	ck_assert_ptr_nonnull(v1);
+	ck_assert_ptr_nonnull(buf);
+	/* Every byte differs between the versions. */
+	fill_pattern(v0, RACE_SIZE, 0);
+	fill_pattern(v1, RACE_SIZE, 1);
+	be = open_ok(root);
+	for (trial = 0; trial < RACE_TRIALS; trial++) {
+		struct race r = { .next = v1 };
+		struct backend_stat st;
+		pthread_t writer;
+		char key[32], path[512];
+		size_t nread;
+		int rc, after = 0;
+
+		/* A fresh inode each trial; an mtime in the past, so the
+		 * rewrite's first write moves it whatever the clock's tick. */
+		snprintf(key, sizeof(key), "f%d", trial);
+		put_file(root, key, v0, RACE_SIZE);
+		set_mtime(root, key, KNOWN_MTIME_NS);
+		ck_assert_int_eq(be->ops->stat(be, key, strlen(key), &st), 0);
+		join(path, sizeof(path), root, key);
+		r.fd = open(path, O_WRONLY);
+		ck_assert_int_ge(r.fd, 0);
+		ck_assert_int_eq(pthread_create(&writer, NULL, race_writer, &r),
+				 0);
+		/* Read until one read started after the rewrite ended. */
+		while (after == 0) {
+			after = atomic_load(&r.written);
+			atomic_fetch_add(&r.reads, 1);
+			nread = 0;
+			rc = be->ops->read(be, key, strlen(key), st.etag,
+					   st.etag_len, 0, RACE_SIZE, buf,
+					   &nread);
+			if (rc == 0 && nread == RACE_SIZE &&
+			    memcmp(buf, v0, RACE_SIZE) == 0)
+				good++;
+			else if (rc == 0)
+				mixed++;
+			else if (rc == -ESTALE)
+				stale++;
+			else
+				other++;
+			/* The rewrite is complete: never a success. */
+			ck_assert_msg(!after || rc == -ESTALE,
+				      "trial %d: read after the rewrite: %d",
+				      trial, rc);
+		}
+		ck_assert_int_eq(pthread_join(writer, NULL), 0);
+		ck_assert_int_eq(close(r.fd), 0);
+	}
+	/* Every read that succeeded returned the version the etag names,
+	 * all of it; every other read said the file changed. */
+	ck_assert_msg(mixed == 0 && other == 0,
+		      "%d of %d reads returned mixed bytes, %d failed "
+		      "otherwise (%d good, %d stale, %d trials)",
+		      mixed, mixed + good + stale + other, other, good, stale,
+		      RACE_TRIALS);
+	ck_assert_int_ge(stale, RACE_TRIALS);
+	backend_close(be);
+	free(v0);
+	free(v1);
+	free(buf);
+}
+END_TEST
+
+/* A read returns exactly the bytes asked for, or an error: a file shorter
+ * than the caller expects (truncated, or a stale size) is never a short
+ * success. */
+START_TEST(test_read_exact)
+{
+	const char *root = test_root("exact");
+	unsigned char data[1000], buf[200];
+	struct backend_stat st;
+	struct backend *be;
+	char path[512];
+	size_t nread;
+
+	fill_pattern(data, sizeof(data), 5);
+	put_file(root, "f", data, sizeof(data));
+	set_mtime(root, "f", KNOWN_MTIME_NS);
+	be = open_ok(root);
+	ck_assert_int_eq(be->ops->stat(be, "f", 1, &st), 0);
+	read_expect(be, "f", st.etag, data, sizeof(data), 900, 100);
+	/* Past the end, without and with an etag. */
+	nread = 777;
+	ck_assert_int_eq(
+		be->ops->read(be, "f", 1, NULL, 0, 990, 100, buf, &nread),
+		-EIO);
+	ck_assert_uint_eq(nread, 777);
+	ck_assert_int_eq(be->ops->read(be, "f", 1, st.etag, st.etag_len, 1000,
+				       1, buf, &nread),
+			 -EIO);
+	ck_assert_uint_eq(nread, 777);
+	/* Truncated in place, its mtime put back: the etag differs by the
+	 * size alone. */
+	join(path, sizeof(path), root, "f");
+	ck_assert_int_eq(truncate(path, 950), 0);
+	set_mtime(root, "f", KNOWN_MTIME_NS);
+	ck_assert_int_eq(be->ops->read(be, "f", 1, st.etag, st.etag_len, 900,
+				       100, buf, &nread),
+			 -ESTALE);
+	ck_assert_int_eq(
+		be->ops->read(be, "f", 1, NULL, 0, 900, 100, buf, &nread),
+		-EIO);
+	ck_assert_uint_eq(nread, 777);
+	/* Rewritten in place after the stat, same size and inode, its
+	 * mtime left to the clock: the new bytes are never returned. */
+	ck_assert_int_eq(be->ops->stat(be, "f", 1, &st), 0);
+	fill_pattern(data, sizeof(data), 6);
+	{
+		int fd = open(path, O_WRONLY);
+
+		ck_assert_int_ge(fd, 0);
+		ck_assert_int_eq(pwrite(fd, data, 950, 0), 950);
+		ck_assert_int_eq(close(fd), 0);
+	}
+	memset(buf, 0xaa, sizeof(buf));
+	ck_assert_int_eq(be->ops->read(be, "f", 1, st.etag, st.etag_len, 0, 100,
+				       buf, &nread),
+			 -ESTALE);
+	ck_assert_uint_eq(nread, 777);
+	backend_close(be);
+}
+END_TEST
+
+/* ---- symlinks ------------------------------------------------------------ */
+
+/* Outside every test root: a private file whose bytes must never be
+ * served. */
+static const char secret_text[] = "SECRET-outside-the-root";
+
+static void links_outside_root(const char *name)
+{
+	const char *root = test_root(name);
+	char outside[512], secret[512], path[512], target[512];
+	struct listed l = { .n = 0 };
+	struct backend_stat st;
+	struct backend *be;
+	size_t i;
+	static const char *const refused[] = {
+		"up_rel", "abs_secret",	   "passwd",
+		"chain",  "d/via_dirlink", "d/up_and_out",
+	};
+
+	snprintf(outside, sizeof(outside), "%s/%s_outside", tmpdir, name);
+	ck_assert_int_eq(mkdir(outside, 0700), 0);
+	put_text(outside, "secret", secret_text);
+	join(secret, sizeof(secret), outside, "secret");
+	ck_assert_int_eq(chmod(secret, 0600), 0);
+
+	put_text(root, "d/f", "inside");
+	/* Links that leave the root. */
+	join(path, sizeof(path), root, "up_rel");
+	snprintf(target, sizeof(target), "../%s_outside/secret", name);
+	ck_assert_int_eq(symlink(target, path), 0);
+	join(path, sizeof(path), root, "abs_secret");
+	ck_assert_int_eq(symlink(secret, path), 0);
+	join(path, sizeof(path), root, "passwd");
+	ck_assert_int_eq(symlink("/etc/passwd", path), 0);
+	join(path, sizeof(path), root, "chain"); /* to a link that leaves */
+	ck_assert_int_eq(symlink("up_rel", path), 0);
+	join(path, sizeof(path), root, "dirlink");
+	ck_assert_int_eq(symlink(outside, path), 0);
+	join(path, sizeof(path), root, "d/via_dirlink");
+	ck_assert_int_eq(symlink("../dirlink/secret", path), 0);
+	join(path, sizeof(path), root, "d/up_and_out"); /* in, then out */
+	snprintf(target, sizeof(target), "../../%s/../%s_outside/secret", name,
+		 name);
+	ck_assert_int_eq(symlink(target, path), 0);
+	/* Links that stay inside: relative, absolute, up and down again. */
+	join(path, sizeof(path), root, "in_rel");
+	ck_assert_int_eq(symlink("d/f", path), 0);
+	join(path, sizeof(path), root, "in_abs");
+	join(target, sizeof(target), root, "d/f");
+	ck_assert_int_eq(symlink(target, path), 0);
+	join(path, sizeof(path), root, "d/in_up");
+	ck_assert_int_eq(symlink("../d/f", path), 0);
+
+	be = open_ok(root);
+	ck_assert_int_eq(be->ops->list(be, "", collect, &l), 0);
+	for (i = 0; i < l.n; i++)
+		ck_assert_msg(strcmp(l.obj[i].key, "d/f") == 0 ||
+				      strcmp(l.obj[i].key, "in_rel") == 0 ||
+				      strcmp(l.obj[i].key, "in_abs") == 0 ||
+				      strcmp(l.obj[i].key, "d/in_up") == 0,
+			      "listed '%s'", l.obj[i].key);
+	ck_assert_uint_eq(l.n, 4);
+	listed_free(&l);
+	/* Counted (dirlink too: a link to a directory outside), per listing. */
+	ck_assert_uint_eq(backend_posix_links_refused(be), 7);
+	ck_assert_int_eq(be->ops->list(be, "", collect, &l), 0);
+	listed_free(&l);
+	ck_assert_uint_eq(backend_posix_links_refused(be), 14);
+	ck_assert_uint_eq(backend_posix_links_refused(NULL), 0);
+
+	/* Asked by key, they are refused too: no byte, no stat. */
+	for (i = 0; i < ARRAY_LEN(refused); i++) {
+		size_t len = strlen(refused[i]);
+
+		read_fails(be, refused[i], NULL, 0, -EACCES);
+		ck_assert_int_eq(be->ops->stat(be, refused[i], len, &st),
+				 -EACCES);
+	}
+	read_expect(be, "in_abs", NULL, (const unsigned char *)"inside", 6, 0,
+		    6);
+	read_expect(be, "d/in_up", NULL, (const unsigned char *)"inside", 6, 0,
+		    6);
+
+	/* A link planted after the listing, in place of a listed file. */
+	ck_assert_int_eq(be->ops->stat(be, "d/f", 3, &st), 0);
+	join(path, sizeof(path), root, "d/f");
+	ck_assert_int_eq(unlink(path), 0);
+	ck_assert_int_eq(symlink(secret, path), 0);
+	read_fails(be, "d/f", NULL, 0, -EACCES);
+	read_fails(be, "d/f", st.etag, st.etag_len, -EACCES);
+	read_fails(be, "in_rel", NULL, 0, -EACCES);
+	backend_close(be);
+}
+
+START_TEST(test_links_outside_root)
+{
+	links_outside_root("links");
+}
+END_TEST
+
+/* The same where openat2 is missing (kernels before 5.6, or a seccomp
+ * filter, as in some containers): a real filter makes it fail with ENOSYS
+ * in this test's process, and the fallback must refuse the same links. */
+START_TEST(test_links_outside_root_without_openat2)
+{
+	struct sock_filter code[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+			 offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_openat2, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = { .len = ARRAY_LEN(code), .filter = code };
+
+	ck_assert_int_eq(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
+	ck_assert_int_eq(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog), 0);
+	ck_assert_int_eq(syscall(SYS_openat2, AT_FDCWD, ".", NULL, 0), -1);
+	ck_assert_int_eq(errno, ENOSYS);
+	links_outside_root("links_noat2");
+}
+END_TEST
+
 static Suite *posix_suite(void)
 {
 	const struct unit_case cases[] = {
@@ -647,6 +950,11 @@ static Suite *posix_suite(void)
 		{ "read_stale", test_read_stale },
 		{ "read_missing", test_read_missing },
 		{ "read_outside_root", test_read_outside_root },
+		{ "read_rewrite_in_place", test_read_rewrite_in_place },
+		{ "read_exact", test_read_exact },
+		{ "links_outside_root", test_links_outside_root },
+		{ "links_outside_root_without_openat2",
+		  test_links_outside_root_without_openat2 },
 	};
 	return unit_suite("posix", cases, ARRAY_LEN(cases));
 }
