@@ -101,6 +101,8 @@ int manifest_add(struct manifest *m, const char *key, size_t key_len,
 		return -EINVAL;
 	if (key_len > UINT32_MAX || etag_len > UINT32_MAX)
 		return -E2BIG;
+	if (size > MANIFEST_SIZE_MAX)
+		return -EFBIG;
 	if (m->count == m->cap) {
 		size_t cap = m->cap ? m->cap * 2 : 1024;
 		struct manifest_entry *n;
@@ -359,7 +361,8 @@ static int manifest_digest(struct manifest *m)
 
 int manifest_finish(struct manifest *m)
 {
-	size_t i, total = 0;
+	uint64_t total = 0;
+	size_t i;
 	int rc;
 
 	if (m->finished)
@@ -384,8 +387,18 @@ int manifest_finish(struct manifest *m)
 	rc = manifest_apply_path_rules(m);
 	if (rc < 0)
 		return rc;
-	for (i = 0; i < m->count; i++)
+	/* Each size is at most MANIFEST_SIZE_MAX, so the sum cannot wrap
+	 * before it is checked; capping it keeps every partial sum (a rank's
+	 * bytes, statfs blocks) in range too. */
+	for (i = 0; i < m->count; i++) {
 		total += m->entries[i].size;
+		if (total > MANIFEST_SIZE_MAX) {
+			log_msg(LOG_ERR,
+				"manifest: total size of the objects is over "
+				"2^63-1 bytes");
+			return -EFBIG;
+		}
+	}
 	m->total_bytes = total;
 	rc = manifest_digest(m);
 	if (rc < 0)
@@ -409,8 +422,18 @@ static int finish_into(struct manifest *m, int rc, struct manifest **out)
 
 static int add_listed(void *arg, const struct backend_object *obj)
 {
-	return manifest_add(arg, obj->key, obj->key_len, obj->size, obj->etag,
-			    obj->etag_len, obj->mtime_ns);
+	int rc = manifest_add(arg, obj->key, obj->key_len, obj->size,
+			      obj->etag, obj->etag_len, obj->mtime_ns);
+
+	if (rc == -EFBIG) {
+		char *key = escaped_copy(obj->key, obj->key_len);
+
+		log_msg(LOG_ERR, "manifest: object '%s': size %llu is over "
+			"2^63-1 (the largest file size)",
+			key ? key : "?", (unsigned long long)obj->size);
+		free(key);
+	}
+	return rc;
 }
 
 int manifest_from_backend(struct backend *be, struct manifest **out)
@@ -526,7 +549,7 @@ static int parse_num(const char *s, size_t len, int is_signed, uint64_t *out)
 }
 
 static int parse_line(struct manifest *m, char *line, size_t len,
-		      const char **why)
+		      const char **why, char *why_buf, size_t why_cap)
 {
 	char *field[4];
 	size_t flen[4];
@@ -563,6 +586,13 @@ static int parse_line(struct manifest *m, char *line, size_t len,
 		*why = "size is not an unsigned 64-bit integer";
 		return -EINVAL;
 	}
+	if (size > MANIFEST_SIZE_MAX) {
+		snprintf(why_buf, why_cap,
+			 "size %llu is over 2^63-1 (the largest file size)",
+			 (unsigned long long)size);
+		*why = why_buf;
+		return -EINVAL;
+	}
 	if (parse_num(field[3], flen[3], 1, &mtime) < 0) {
 		*why = "mtime is not a signed 64-bit integer";
 		return -EINVAL;
@@ -583,6 +613,7 @@ static int manifest_read_stream(const char *name, FILE *f,
 	size_t cap = 0, lineno = 0;
 	ssize_t len;
 	const char *why = NULL;
+	char why_buf[96];
 	int rc = 0;
 
 	if (m == NULL)
@@ -603,7 +634,8 @@ static int manifest_read_stream(const char *name, FILE *f,
 			}
 			continue;
 		}
-		rc = parse_line(m, line, (size_t)len, &why);
+		rc = parse_line(m, line, (size_t)len, &why, why_buf,
+				sizeof(why_buf));
 		if (rc < 0)
 			break;
 	}
