@@ -422,13 +422,14 @@ static int finish_into(struct manifest *m, int rc, struct manifest **out)
 
 static int add_listed(void *arg, const struct backend_object *obj)
 {
-	int rc = manifest_add(arg, obj->key, obj->key_len, obj->size,
-			      obj->etag, obj->etag_len, obj->mtime_ns);
+	int rc = manifest_add(arg, obj->key, obj->key_len, obj->size, obj->etag,
+			      obj->etag_len, obj->mtime_ns);
 
 	if (rc == -EFBIG) {
 		char *key = escaped_copy(obj->key, obj->key_len);
 
-		log_msg(LOG_ERR, "manifest: object '%s': size %llu is over "
+		log_msg(LOG_ERR,
+			"manifest: object '%s': size %llu is over "
 			"2^63-1 (the largest file size)",
 			key ? key : "?", (unsigned long long)obj->size);
 		free(key);

@@ -1172,14 +1172,13 @@ START_TEST(test_size_limit)
 	ck_assert_msg(strstr(logged, "big.tsv:3: size 9223372036854775808 "
 				     "is over 2^63-1") != NULL,
 		      "logged: %s", logged);
-	ck_assert_int_eq(parse_logged(H "k\t18446744073709551615\te\t0\n",
-				      &logged),
-			 -EINVAL);
+	ck_assert_int_eq(
+		parse_logged(H "k\t18446744073709551615\te\t0\n", &logged),
+		-EINVAL);
 	ck_assert_msg(strstr(logged, "big.tsv:2: size") != NULL, "logged: %s",
 		      logged);
-	ck_assert_int_eq(parse_logged(H "k\t9223372036854775807\te\t0\n",
-				      &logged),
-			 0);
+	ck_assert_int_eq(
+		parse_logged(H "k\t9223372036854775807\te\t0\n", &logged), 0);
 	ck_assert_int_eq(parse_logged(H "a\t9223372036854775807\te\t0\n"
 					"b\t1\te\t0\n",
 				      &logged),
@@ -1196,11 +1195,10 @@ START_TEST(test_size_limit)
 	/* A backend listing goes through manifest_add. */
 	m = manifest_new();
 	ck_assert_ptr_nonnull(m);
-	ck_assert_int_eq(manifest_add(m, "k", 1, (uint64_t)INT64_MAX + 1, "",
-				      0, 0),
-			 -EFBIG);
-	ck_assert_int_eq(manifest_add(m, "k", 1, UINT64_MAX, "", 0, 0),
-			 -EFBIG);
+	ck_assert_int_eq(
+		manifest_add(m, "k", 1, (uint64_t)INT64_MAX + 1, "", 0, 0),
+		-EFBIG);
+	ck_assert_int_eq(manifest_add(m, "k", 1, UINT64_MAX, "", 0, 0), -EFBIG);
 	ck_assert_uint_eq(m->count, 0);
 	ck_assert_int_eq(manifest_add(m, "k", 1, INT64_MAX, "", 0, 0), 0);
 	ck_assert_int_eq(manifest_finish(m), 0);
