@@ -19,6 +19,7 @@
 #include "util/log.h"
 
 #define ARENA_CHUNK (1u << 20)
+#define ARENA_FIRST (16u << 10)
 #define SKIP_LOG_MAX 20
 #define PATH_COMPONENT_MAX 255
 
@@ -60,14 +61,19 @@ void manifest_free(struct manifest *m)
 	free(m);
 }
 
-/* Copies len bytes plus a NUL into the arena. */
+/* Copies len bytes plus a NUL into the arena. Chunks start at 16 KiB and
+ * double up to 1 MiB, so a small manifest costs little (a fresh 1 MiB for
+ * each one made fuzzing and small test manifests page-fault bound). */
 static char *arena_copy(struct manifest *m, const char *s, size_t len)
 {
 	struct manifest_chunk *c = m->arena;
 	char *p;
 
 	if (c == NULL || c->cap - c->used < len + 1) {
-		size_t cap = len + 1 > ARENA_CHUNK ? len + 1 : ARENA_CHUNK;
+		size_t step = c == NULL			  ? ARENA_FIRST
+			      : c->cap >= ARENA_CHUNK / 2 ? ARENA_CHUNK
+							  : c->cap * 2;
+		size_t cap = len + 1 > step ? len + 1 : step;
 
 		c = malloc(sizeof(*c) + cap);
 		if (c == NULL)
@@ -76,7 +82,7 @@ static char *arena_copy(struct manifest *m, const char *s, size_t len)
 		c->cap = cap;
 		/* A big string gets its own chunk behind the current one,
 		 * so the current chunk's free space is not wasted. */
-		if (cap > ARENA_CHUNK && m->arena != NULL) {
+		if (cap > step && m->arena != NULL) {
 			c->next = m->arena->next;
 			m->arena->next = c;
 		} else {
