@@ -29,8 +29,12 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
 	(void)argc;
 	(void)argv;
+	/* tmpfs if there is one: a disk file rewritten at every input made
+	 * the harness writeback bound. */
+	if (tmp == NULL)
+		tmp = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
 	snprintf(conf_path, sizeof(conf_path), "%s/shardfs-fuzz-conf.XXXXXX",
-		 tmp ? tmp : "/tmp");
+		 tmp);
 	fd = mkstemp(conf_path);
 	FUZZ_CHECK(fd >= 0);
 	close(fd);
