@@ -35,6 +35,11 @@ endif
 ifeq ($(SAN),thread)
 # -O1 after CFLAGS' -O2: TSan's stacks stay readable and it runs faster.
 SANFLAGS := -fsanitize=thread -O1 -g -fno-omit-frame-pointer
+# TSan runs 5-15x slower: Check's per-test and the integration suites'
+# timeouts stretch to match (still bounded).
+CK_TIMEOUT_MULTIPLIER ?= 4
+SUITE_TIMEOUT ?= 1800
+export CK_TIMEOUT_MULTIPLIER SUITE_TIMEOUT
 endif
 # A sanitizer report fails the run: the first race, error or leak stops the
 # process (a unit test or the daemon) with a non-zero status.
