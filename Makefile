@@ -6,6 +6,15 @@
 #   make demo       build and mount a generated demo dataset
 #   make bench      benchmarks (not part of check)
 #   make SAN=1 ...  the same under ASan + UBSan (a flags stamp rebuilds)
+#   make SAN=thread ...
+#                   the same under ThreadSanitizer (-O1); the daemon in the
+#                   integration suites runs under it too, and a race fails
+#                   the run (TSAN_OPTIONS halt_on_error=1)
+#   make fuzz       libFuzzer harnesses (tests/fuzz, clang), FUZZ_SECONDS
+#                   each (default 300); check runs a short pass of each
+#                   (fuzz-smoke, FUZZ_SMOKE_SECONDS, default 6)
+#   make stress     the integration suites with STRESS=1 (bigger matrices)
+#                   and the long fuzz run
 
 PKG_CONFIG ?= pkg-config
 CC ?= cc
@@ -23,6 +32,21 @@ ifeq ($(SAN),1)
 SANFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all \
 	-fno-omit-frame-pointer
 endif
+ifeq ($(SAN),thread)
+# -O1 after CFLAGS' -O2: TSan's stacks stay readable and it runs faster.
+SANFLAGS := -fsanitize=thread -O1 -g -fno-omit-frame-pointer
+# TSan runs 5-15x slower: Check's per-test and the integration suites'
+# timeouts stretch to match (still bounded).
+CK_TIMEOUT_MULTIPLIER ?= 4
+SUITE_TIMEOUT ?= 1800
+export CK_TIMEOUT_MULTIPLIER SUITE_TIMEOUT
+endif
+# A sanitizer report fails the run: the first race, error or leak stops the
+# process (a unit test or the daemon) with a non-zero status.
+TSAN_OPTIONS ?= halt_on_error=1 second_deadlock_stack=1
+ASAN_OPTIONS ?= halt_on_error=1 detect_leaks=1
+UBSAN_OPTIONS ?= halt_on_error=1 print_stacktrace=1
+export TSAN_OPTIONS ASAN_OPTIONS UBSAN_OPTIONS
 
 VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 PKG_CFLAGS = $(shell $(PKG_CONFIG) --cflags $(PKGS))
@@ -41,7 +65,7 @@ UNIT_SRCS := $(wildcard tests/unit/check_*.c)
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(B)/tests/%)
 
 .PHONY: all check unit integration demo bench deps install clean format \
-	format-check
+	format-check fuzz fuzz-build fuzz-smoke stress
 
 all: $(B)/shardfs
 
@@ -73,13 +97,65 @@ deps:
 	@scripts/install-deps.sh
 
 check: deps
-	@$(MAKE) --no-print-directory unit integration
+	@$(MAKE) --no-print-directory unit integration fuzz-smoke
 
 unit: $(UNIT_BINS)
 	@rc=0; for t in $(UNIT_BINS); do $$t || rc=1; done; exit $$rc
 
 integration: $(B)/shardfs
 	@SHARDFS=$(CURDIR)/$(B)/shardfs tests/integration/run.sh
+
+# Fuzzing: the project's sources built again with clang and libFuzzer's
+# instrumentation in their own directory, so build/ is never disturbed.
+FUZZ_B := $(B)/fuzz
+FUZZ_CC ?= clang
+FUZZ_SAN := -fsanitize=fuzzer-no-link,address,undefined \
+	-fno-sanitize-recover=all -fno-omit-frame-pointer
+# clang warns on positional initializers that gcc (the gate) accepts.
+FUZZ_CFLAGS = $(WARN) -Wno-missing-field-initializers -O1 -g $(FUZZ_SAN) \
+	-D_GNU_SOURCE -DFUSE_USE_VERSION=312 -DSHARDFS_VERSION='"$(VERSION)"' -I. $(PKG_CFLAGS)
+# Only the sources the harnesses link: half the compile time, and clang's
+# warnings never stop check over code no harness runs. A harness that needs
+# more fails to link, naming the missing symbol.
+FUZZ_LIB_SRCS := util/log.c backends/http.c backends/s3_creds.c \
+	backends/s3_sign.c backends/s3_xml.c fs/manifest.c fs/shard.c \
+	fs/view.c mount/config.c mount/overrides.c
+FUZZ_OBJS := $(FUZZ_LIB_SRCS:%.c=$(FUZZ_B)/%.o)
+FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BINS := $(FUZZ_SRCS:tests/fuzz/%.c=$(FUZZ_B)/%)
+FUZZ_SECONDS ?= 300
+FUZZ_SMOKE_SECONDS ?= 6
+
+$(FUZZ_B)/.flags: FORCE
+	@mkdir -p $(FUZZ_B)
+	@echo '$(FUZZ_CC) $(FUZZ_CFLAGS)' | cmp -s - $@ || \
+		echo '$(FUZZ_CC) $(FUZZ_CFLAGS)' > $@
+
+$(FUZZ_B)/%.o: %.c $(FUZZ_B)/.flags
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -MMD -MP -c -o $@ $<
+
+$(FUZZ_B)/libshardfs.a: $(FUZZ_OBJS)
+	rm -f $@
+	ar rcs $@ $^
+
+$(FUZZ_B)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_B)/libshardfs.a $(FUZZ_B)/.flags
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -MMD -MP -o $@ $< \
+		$(FUZZ_B)/libshardfs.a $(LIBS)
+
+fuzz-build: $(FUZZ_BINS)
+
+fuzz-smoke: fuzz-build
+	@tests/fuzz/run.sh $(FUZZ_B) $(FUZZ_SMOKE_SECONDS)
+
+fuzz: deps
+	@$(MAKE) --no-print-directory fuzz-build
+	@tests/fuzz/run.sh $(FUZZ_B) $(FUZZ_SECONDS)
+
+stress: deps
+	@$(MAKE) --no-print-directory $(B)/shardfs
+	@STRESS=1 SHARDFS=$(CURDIR)/$(B)/shardfs tests/integration/run.sh
+	@$(MAKE) --no-print-directory fuzz
 
 demo: deps
 	@$(MAKE) --no-print-directory $(B)/shardfs

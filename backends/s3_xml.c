@@ -17,7 +17,7 @@
 struct xml_doc;
 typedef int (*xml_end_cb)(struct xml_doc *d, int depth, const char *name,
 			  const char *text, size_t len);
-typedef void (*xml_start_cb)(struct xml_doc *d, int depth, const char *name);
+typedef int (*xml_start_cb)(struct xml_doc *d, int depth, const char *name);
 
 struct xml_doc {
 	XML_Parser parser;
@@ -42,6 +42,7 @@ static void on_xml_start(void *arg, const XML_Char *name,
 			 const XML_Char **attrs)
 {
 	struct xml_doc *d = arg;
+	int rc;
 
 	(void)attrs;
 	d->depth++;
@@ -51,8 +52,13 @@ static void on_xml_start(void *arg, const XML_Char *name,
 		d->names[d->depth - 1][sizeof(d->names[0]) - 1] = '\0';
 	}
 	d->text_len = 0;
-	if (d->on_start != NULL && d->depth <= XML_DEPTH_MAX)
-		d->on_start(d, d->depth, d->names[d->depth - 1]);
+	if (d->on_start != NULL && d->depth <= XML_DEPTH_MAX && d->rc == 0) {
+		rc = d->on_start(d, d->depth, d->names[d->depth - 1]);
+		if (rc < 0) {
+			d->rc = rc;
+			XML_StopParser(d->parser, XML_FALSE);
+		}
+	}
 }
 
 static void on_xml_end(void *arg, const XML_Char *name)
@@ -176,7 +182,7 @@ static long url_decode(char *s, size_t len)
 int s3_parse_iso8601(const char *s, int64_t *ns)
 {
 	struct tm tm = { 0 };
-	int64_t frac = 0, scale = 100000000;
+	int64_t frac = 0, scale = 100000000, v;
 	const char *p;
 	time_t t;
 
@@ -184,6 +190,7 @@ int s3_parse_iso8601(const char *s, int64_t *ns)
 	if (p == NULL)
 		return -EINVAL;
 	if (*p == '.') {
+		/* Digits past the ninth add nothing (scale reaches 0). */
 		for (p++; *p >= '0' && *p <= '9'; p++) {
 			frac += (*p - '0') * scale;
 			scale /= 10;
@@ -191,10 +198,21 @@ int s3_parse_iso8601(const char *s, int64_t *ns)
 	}
 	if (strcmp(p, "Z") != 0 && strcmp(p, "+00:00") != 0 && *p != '\0')
 		return -EINVAL;
+	/* -1 is also 1969-12-31T23:59:59Z: only errno tells them apart. */
+	errno = 0;
 	t = timegm(&tm);
-	if (t == (time_t)-1)
+	if (t == (time_t)-1 && errno != 0)
 		return -EINVAL;
-	*ns = (int64_t)t * 1000000000 + frac;
+	/* Borrow a second before 1970 so the product may reach INT64_MIN;
+	 * outside 1677-09-21 .. 2262-04-11 int64 ns cannot hold the time. */
+	if (t < 0 && frac > 0) {
+		t += 1;
+		frac -= 1000000000;
+	}
+	if (__builtin_mul_overflow((int64_t)t, (int64_t)1000000000, &v) ||
+	    __builtin_add_overflow(v, frac, &v))
+		return -EINVAL;
+	*ns = v;
 	return 0;
 }
 
@@ -202,20 +220,33 @@ int s3_parse_iso8601(const char *s, int64_t *ns)
 
 struct list_state {
 	struct s3_xml_list_page *page;
-	struct s3_xml_object cur;
-	int have_key, have_size, root_ok;
+	struct s3_xml_object cur; /* the open <Contents>: its strings */
+	int in_contents, have_key, have_size, root_ok;
 };
 
-static void list_start(struct xml_doc *d, int depth, const char *name)
+/* A <Contents> is a child of the root and holds no other: one anywhere
+ * else is malformed (it used to reset cur and leak its key). */
+static int list_start(struct xml_doc *d, int depth, const char *name)
 {
 	struct list_state *st = d->arg;
 
 	if (depth == 1 && strcmp(name, "ListBucketResult") == 0)
 		st->root_ok = 1;
-	if (depth == 2 && strcmp(name, "Contents") == 0) {
-		memset(&st->cur, 0, sizeof(st->cur));
+	if (strcmp(name, "Contents") == 0) {
+		if (depth != 2 || st->in_contents)
+			return -EBADMSG;
+		st->in_contents = 1;
 		st->have_key = st->have_size = 0;
 	}
+	return 0;
+}
+
+/* True for a field of the open <Contents> (depth 3, under it). */
+static int in_contents(const struct xml_doc *d, int depth, const char *name)
+{
+	const struct list_state *st = d->arg;
+
+	return st->in_contents && depth == 3 && at(d, depth, "Contents", name);
 }
 
 static char *dup_text(const char *text, size_t len)
@@ -245,14 +276,14 @@ static int list_end(struct xml_doc *d, int depth, const char *name,
 			return -ENOMEM;
 	} else if (depth == 2 && strcmp(name, "EncodingType") == 0) {
 		pg->url_encoded = len == 3 && strncmp(text, "url", 3) == 0;
-	} else if (at(d, depth, "Contents", "Key")) {
+	} else if (in_contents(d, depth, "Key")) {
 		free(st->cur.key);
 		st->cur.key = dup_text(text, len);
 		if (st->cur.key == NULL)
 			return -ENOMEM;
 		st->cur.key_len = len;
 		st->have_key = 1;
-	} else if (at(d, depth, "Contents", "Size")) {
+	} else if (in_contents(d, depth, "Size")) {
 		if (len == 0 || text[0] < '0' || text[0] > '9')
 			return -EBADMSG;
 		errno = 0;
@@ -260,17 +291,18 @@ static int list_end(struct xml_doc *d, int depth, const char *name,
 		if (errno != 0 || *end != '\0')
 			return -EBADMSG;
 		st->have_size = 1;
-	} else if (at(d, depth, "Contents", "ETag")) {
+	} else if (in_contents(d, depth, "ETag")) {
 		free(st->cur.etag);
 		st->cur.etag = dup_text(text, len);
 		if (st->cur.etag == NULL)
 			return -ENOMEM;
-	} else if (at(d, depth, "Contents", "LastModified")) {
+	} else if (in_contents(d, depth, "LastModified")) {
 		if (s3_parse_iso8601(text, &st->cur.mtime_ns) < 0)
 			st->cur.mtime_ns = 0;
 	} else if (depth == 2 && strcmp(name, "Contents") == 0) {
 		struct s3_xml_object *objs;
 
+		st->in_contents = 0;
 		if (!st->have_key || !st->have_size) {
 			free(st->cur.key);
 			free(st->cur.etag);
@@ -348,12 +380,13 @@ static void copy_trunc(char *dst, size_t cap, const char *src, size_t len)
 	dst[len] = '\0';
 }
 
-static void error_start(struct xml_doc *d, int depth, const char *name)
+static int error_start(struct xml_doc *d, int depth, const char *name)
 {
 	struct error_state *st = d->arg;
 
 	if (depth == 1 && strcmp(name, "Error") == 0)
 		st->root_ok = 1;
+	return 0;
 }
 
 static int error_end(struct xml_doc *d, int depth, const char *name,

@@ -32,9 +32,9 @@ struct s3_xml_list_page {
 
 /* Parses one ListObjectsV2 page into *page (zeroed first; release with
  * s3_xml_list_page_fini, also after a failure). Returns 0, -EBADMSG for
- * malformed XML, a <Contents> without Key or Size, a bad %XX in a
- * url-encoded key, or a document that is not a ListBucketResult, or
- * -ENOMEM. */
+ * malformed XML, a <Contents> without Key or Size, a <Contents> that is not
+ * a child of the root or is inside another, a bad %XX in a url-encoded key,
+ * or a document that is not a ListBucketResult, or -ENOMEM. */
 int s3_xml_list_parse(const char *xml, size_t len,
 		      struct s3_xml_list_page *page);
 
@@ -66,7 +66,9 @@ void s3_xml_sts_fini(struct s3_xml_sts *sts);
 
 /* Parses an ISO 8601 UTC time as S3 and STS write it
  * ("2024-05-01T12:34:56.789Z", fraction optional, "Z" or "+00:00") into
- * ns since the epoch. Returns 0 or -EINVAL. */
+ * ns since the epoch. Returns 0, or -EINVAL when malformed or outside
+ * what int64 ns hold (1677-09-21T00:12:43.145224192Z ..
+ * 2262-04-11T23:47:16.854775807Z); *ns is then untouched. */
 int s3_parse_iso8601(const char *s, int64_t *ns);
 
 #endif

@@ -20,6 +20,7 @@
 #include "util/log.h"
 
 #define ARENA_CHUNK (1u << 20)
+#define ARENA_FIRST (16u << 10)
 #define SKIP_LOG_MAX 20
 #define PATH_COMPONENT_MAX 255
 
@@ -62,14 +63,19 @@ void manifest_free(struct manifest *m)
 	free(m);
 }
 
-/* Copies len bytes plus a NUL into the arena. */
+/* Copies len bytes plus a NUL into the arena. Chunks start at 16 KiB and
+ * double up to 1 MiB, so a small manifest costs little (a fresh 1 MiB for
+ * each one made fuzzing and small test manifests page-fault bound). */
 static char *arena_copy(struct manifest *m, const char *s, size_t len)
 {
 	struct manifest_chunk *c = m->arena;
 	char *p;
 
 	if (c == NULL || c->cap - c->used < len + 1) {
-		size_t cap = len + 1 > ARENA_CHUNK ? len + 1 : ARENA_CHUNK;
+		size_t step = c == NULL			  ? ARENA_FIRST
+			      : c->cap >= ARENA_CHUNK / 2 ? ARENA_CHUNK
+							  : c->cap * 2;
+		size_t cap = len + 1 > step ? len + 1 : step;
 
 		c = malloc(sizeof(*c) + cap);
 		if (c == NULL)
@@ -78,7 +84,7 @@ static char *arena_copy(struct manifest *m, const char *s, size_t len)
 		c->cap = cap;
 		/* A big string gets its own chunk behind the current one,
 		 * so the current chunk's free space is not wasted. */
-		if (cap > ARENA_CHUNK && m->arena != NULL) {
+		if (cap > step && m->arena != NULL) {
 			c->next = m->arena->next;
 			m->arena->next = c;
 		} else {
@@ -103,6 +109,8 @@ int manifest_add(struct manifest *m, const char *key, size_t key_len,
 		return -EINVAL;
 	if (key_len > UINT32_MAX || etag_len > UINT32_MAX)
 		return -E2BIG;
+	if (size > MANIFEST_SIZE_MAX)
+		return -EFBIG;
 	if (m->count == m->cap) {
 		size_t cap = m->cap ? m->cap * 2 : 1024;
 		struct manifest_entry *n;
@@ -361,7 +369,8 @@ static int manifest_digest(struct manifest *m)
 
 int manifest_finish(struct manifest *m)
 {
-	size_t i, total = 0;
+	uint64_t total = 0;
+	size_t i;
 	int rc;
 
 	if (m->finished)
@@ -386,8 +395,18 @@ int manifest_finish(struct manifest *m)
 	rc = manifest_apply_path_rules(m);
 	if (rc < 0)
 		return rc;
-	for (i = 0; i < m->count; i++)
+	/* Each size is at most MANIFEST_SIZE_MAX, so the sum cannot wrap
+	 * before it is checked; capping it keeps every partial sum (a rank's
+	 * bytes, statfs blocks) in range too. */
+	for (i = 0; i < m->count; i++) {
 		total += m->entries[i].size;
+		if (total > MANIFEST_SIZE_MAX) {
+			log_msg(LOG_ERR,
+				"manifest: total size of the objects is over "
+				"2^63-1 bytes");
+			return -EFBIG;
+		}
+	}
 	m->total_bytes = total;
 	rc = manifest_digest(m);
 	if (rc < 0)
@@ -411,8 +430,19 @@ static int finish_into(struct manifest *m, int rc, struct manifest **out)
 
 static int add_listed(void *arg, const struct backend_object *obj)
 {
-	return manifest_add(arg, obj->key, obj->key_len, obj->size, obj->etag,
-			    obj->etag_len, obj->mtime_ns);
+	int rc = manifest_add(arg, obj->key, obj->key_len, obj->size, obj->etag,
+			      obj->etag_len, obj->mtime_ns);
+
+	if (rc == -EFBIG) {
+		char *key = escaped_copy(obj->key, obj->key_len);
+
+		log_msg(LOG_ERR,
+			"manifest: object '%s': size %llu is over "
+			"2^63-1 (the largest file size)",
+			key ? key : "?", (unsigned long long)obj->size);
+		free(key);
+	}
+	return rc;
 }
 
 int manifest_from_backend(struct backend *be, struct manifest **out)
@@ -533,7 +563,7 @@ static int parse_num(const char *s, size_t len, int is_signed, uint64_t *out)
 }
 
 static int parse_line(struct manifest *m, char *line, size_t len,
-		      const char **why)
+		      const char **why, char *why_buf, size_t why_cap)
 {
 	char *field[4];
 	size_t flen[4];
@@ -570,6 +600,13 @@ static int parse_line(struct manifest *m, char *line, size_t len,
 		*why = "size is not an unsigned 64-bit integer";
 		return -EINVAL;
 	}
+	if (size > MANIFEST_SIZE_MAX) {
+		snprintf(why_buf, why_cap,
+			 "size %llu is over 2^63-1 (the largest file size)",
+			 (unsigned long long)size);
+		*why = why_buf;
+		return -EINVAL;
+	}
 	if (parse_num(field[3], flen[3], 1, &mtime) < 0) {
 		*why = "mtime is not a signed 64-bit integer";
 		return -EINVAL;
@@ -590,6 +627,7 @@ static int manifest_read_stream(const char *name, FILE *f,
 	size_t cap = 0, lineno = 0;
 	ssize_t len;
 	const char *why = NULL;
+	char why_buf[96];
 	int rc = 0;
 
 	if (m == NULL)
@@ -610,7 +648,8 @@ static int manifest_read_stream(const char *name, FILE *f,
 			}
 			continue;
 		}
-		rc = parse_line(m, line, (size_t)len, &why);
+		rc = parse_line(m, line, (size_t)len, &why, why_buf,
+				sizeof(why_buf));
 		if (rc < 0)
 			break;
 	}

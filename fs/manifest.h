@@ -22,6 +22,10 @@
 
 #define MANIFEST_HEADER "# shardfs-manifest v1"
 
+/* The largest object size, and the largest total of all sizes: off_t's
+ * range, so no size or sum of sizes wraps on its way to the kernel. */
+#define MANIFEST_SIZE_MAX ((uint64_t)INT64_MAX)
+
 struct manifest_entry {
 	const char *key;  /* NUL-terminated copy; may contain %-decoded bytes */
 	const char *etag; /* NUL-terminated copy */
@@ -64,14 +68,16 @@ struct manifest *manifest_new(void);
 void manifest_free(struct manifest *m);
 
 /* Adds one entry, copying key and etag. Returns 0, -ENOMEM, -E2BIG (key or
- * etag over 4 GiB), or -EINVAL after manifest_finish(). */
+ * etag over 4 GiB), -EFBIG (size over MANIFEST_SIZE_MAX), or -EINVAL after
+ * manifest_finish(). */
 int manifest_add(struct manifest *m, const char *key, size_t key_len,
 		 uint64_t size, const char *etag, size_t etag_len,
 		 int64_t mtime_ns);
 
 /* Sorts, rejects duplicates, skips and counts keys that break the path rules
  * (each logged once, the first 20 per reason by name), computes the digest.
- * Returns 0, -EEXIST on a duplicate key (logged with the key), -ENOMEM. */
+ * Returns 0, -EEXIST on a duplicate key (logged with the key), -EFBIG when
+ * the sizes add up to more than MANIFEST_SIZE_MAX (logged), -ENOMEM. */
 int manifest_finish(struct manifest *m);
 
 /* Lists every object of a backend into a finished manifest; symlinks a
@@ -80,7 +86,8 @@ int manifest_finish(struct manifest *m);
 int manifest_from_backend(struct backend *be, struct manifest **out);
 
 /* Reads a manifest file (path, or "-" for stdin) into a finished manifest.
- * Malformed input is -EINVAL, logged as "PATH:LINE: reason". Errors
+ * Malformed input (a size over MANIFEST_SIZE_MAX included) is -EINVAL,
+ * logged as "PATH:LINE: reason"; manifest_finish()'s errors pass through. Errors
  * opening the file are logged and returned as -errno. */
 int manifest_load(const char *path, struct manifest **out);
 

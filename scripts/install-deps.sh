@@ -13,6 +13,8 @@ PKGS="$PKGS libcurl4-openssl-dev libexpat1-dev libjansson-dev awscli \
 python3-botocore"
 # Cache: LMDB (index) and zlib (CRC32).
 PKGS="$PKGS liblmdb-dev zlib1g-dev"
+# Fuzzing (tests/fuzz, part of check): clang 14 and its libFuzzer runtime.
+PKGS="$PKGS clang libclang-rt-14-dev"
 command -v node >/dev/null 2>&1 || PKGS="$PKGS nodejs"
 command -v npm >/dev/null 2>&1 || PKGS="$PKGS npm"
 

@@ -330,6 +330,35 @@ START_TEST(test_xml_list_malformed)
 }
 END_TEST
 
+/* A <Contents> inside another (or anywhere but under the root) is not a
+ * listing S3 writes: the parser refuses it, and frees the key it had
+ * collected so far (this leaked; run under make SAN=1 to see LSan). */
+START_TEST(test_xml_list_nested_contents)
+{
+	static const char *const docs[] = {
+		"<ListBucketResult><Contents><Key>a</Key><Contents><Key>b"
+		"</Key><Size>1</Size></Contents></Contents></ListBucketResult>",
+		"<ListBucketResult><Contents><Key>a</Key><Contents><Key>b"
+		"</Key></Contents><Size>1</Size></Contents></ListBucketResult>",
+		"<ListBucketResult><X><Contents><Key>a</Key></Contents></X>"
+		"<Contents><Key>b</Key><Size>1</Size></Contents>"
+		"</ListBucketResult>",
+		"<ListBucketResult><Contents><Key>a</Key><Contents><Key>b"
+		"</Key><Size>1</Size></Contents>",
+	};
+	struct s3_xml_list_page pg;
+	size_t i;
+
+	for (i = 0; i < ARRAY_LEN(docs); i++) {
+		ck_assert_msg(s3_xml_list_parse(docs[i], strlen(docs[i]),
+						&pg) == -EBADMSG,
+			      "doc %zu", i);
+		ck_assert_uint_eq(pg.count, 0);
+		s3_xml_list_page_fini(&pg);
+	}
+}
+END_TEST
+
 START_TEST(test_xml_error)
 {
 	static const char doc[] =
@@ -395,6 +424,46 @@ START_TEST(test_iso8601)
 	ck_assert_int_eq(s3_parse_iso8601("yesterday", &ns), -EINVAL);
 	ck_assert_int_eq(s3_parse_iso8601("2024-05-01T12:34:56+02:00", &ns),
 			 -EINVAL);
+}
+END_TEST
+
+/* int64 nanoseconds hold 1677-09-21T00:12:43.145224192Z to
+ * 2262-04-11T23:47:16.854775807Z; a time outside is an error, never a
+ * signed overflow (UBSan aborted on any year after 2262). */
+START_TEST(test_iso8601_range)
+{
+	static const char *const bad[] = {
+		"2262-04-11T23:47:16.854775808Z",
+		"2262-04-11T23:47:17Z",
+		"2263-01-01T00:00:00Z",
+		"9999-12-31T23:59:59.999999999Z",
+		"1677-09-21T00:12:43.145224191Z",
+		"1677-01-01T00:00:00Z",
+		"0000-01-01T00:00:00Z",
+	};
+	int64_t ns;
+	size_t i;
+
+	ck_assert_int_eq(
+		s3_parse_iso8601("2262-04-11T23:47:16.854775807Z", &ns), 0);
+	ck_assert_int_eq(ns, INT64_MAX);
+	ck_assert_int_eq(
+		s3_parse_iso8601("1677-09-21T00:12:43.145224192Z", &ns), 0);
+	ck_assert_int_eq(ns, INT64_MIN);
+	ck_assert_int_eq(s3_parse_iso8601("1969-12-31T23:59:59.5Z", &ns), 0);
+	ck_assert_int_eq(ns, -500000000);
+	/* Digits past nanoseconds are dropped, not overflowed. */
+	ck_assert_int_eq(s3_parse_iso8601("2024-05-01T12:34:56."
+					  "12345678999999999999999999Z",
+					  &ns),
+			 0);
+	ck_assert_int_eq(ns, 1714566896123456789LL);
+	for (i = 0; i < ARRAY_LEN(bad); i++) {
+		ns = 42;
+		ck_assert_msg(s3_parse_iso8601(bad[i], &ns) == -EINVAL, "%s",
+			      bad[i]);
+		ck_assert_int_eq(ns, 42);
+	}
 }
 END_TEST
 
@@ -796,9 +865,11 @@ static Suite *s3_suite(void)
 		{ "xml_list_namespaces", test_xml_list_namespaces },
 		{ "xml_list_url_encoded", test_xml_list_url_encoded },
 		{ "xml_list_malformed", test_xml_list_malformed },
+		{ "xml_list_nested_contents", test_xml_list_nested_contents },
 		{ "xml_error", test_xml_error },
 		{ "xml_sts", test_xml_sts },
 		{ "iso8601", test_iso8601 },
+		{ "iso8601_range", test_iso8601_range },
 		{ "error_map", test_error_map },
 		{ "backoff", test_backoff },
 		{ "creds_ini", test_creds_ini },
