@@ -332,6 +332,9 @@ if [ "$(id -u)" = 0 ] && { mountpoint -q /sys/fs/fuse/connections ||
 	# for major 0), read from mountinfo: a stat of the mount would do too.
 	dev=$(awk -v m="$(realpath "$M")" '$5 == m {d = $3} END {print d}' /proc/self/mountinfo)
 	echo 1 >"/sys/fs/fuse/connections/${dev#0:}/abort"
+	# Bounded: a daemon that missed the abort fails the test, not hangs it.
+	for _ in $(seq 300); do kill -0 "$LAST_PID" 2>/dev/null || break; sleep 0.1; done
+	kill -0 "$LAST_PID" 2>/dev/null && kill "$LAST_PID"
 	rc=0
 	wait "$LAST_PID" || rc=$?
 	check "FUSE abort: the daemon exits 1" test "$rc" -eq 1
