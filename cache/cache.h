@@ -109,6 +109,8 @@ struct cache_options {
 	bool inline_max_set;	/* false: CACHE_INLINE_MAX_DEFAULT */
 	bool fsync;		/* fsync blobs before the rename */
 	bool inspect;		/* no cleanup at open (stat, verify) */
+	bool repair;		/* with inspect: a damaged index is still
+				 * moved aside for a fresh one (clear) */
 };
 
 struct cache;

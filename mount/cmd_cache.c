@@ -143,6 +143,8 @@ int cmd_cache(int argc, char **argv)
 	free(index);
 	o.dir = dir;
 	o.inspect = true;
+	/* clear must work on any index, even a damaged one. */
+	o.repair = !strcmp(action, "clear");
 	if (cache_open(&o, NULL, &c) < 0) {
 		fprintf(stderr, "shardfs: cache %s: cannot open %s\n", action,
 			dir);
