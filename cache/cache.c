@@ -55,7 +55,6 @@
 #include <ftw.h>
 #include <inttypes.h>
 #include <pthread.h>
-#include <setjmp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,6 +69,7 @@
 #include <lmdb.h>
 #include <openssl/evp.h>
 
+#include "cache/fault_guard.h"
 #include "cache/fetch.h"
 #include "cache/index_check.h"
 #include "cache/prefetch.h"
@@ -320,65 +320,18 @@ static void warn_limited(struct cache *c, const char *what, int rc)
  * LMDB reads the index through a shared mapping and trusts its pages. A
  * page damaged after the check at open, or the file truncated by someone
  * else while we serve, would kill the process with SIGSEGV or SIGBUS
- * inside LMDB. So every LMDB transaction runs inside guarded(): it arms a
- * thread-local sigjmp_buf, and the SIGSEGV/SIGBUS handler, on a fault that
- * the kernel raised synchronously (si_code > 0) in a thread whose guard is
- * armed, jumps back there. guarded() then aborts the thread's transaction
+ * inside LMDB. So every LMDB transaction runs inside guarded(), through
+ * fault_guard.h: after a fault it aborts the thread's transaction
  * (releasing LMDB's writer lock, which other processes wait for), marks
- * the index broken and returns MDB_PANIC. Any other SIGSEGV/SIGBUS goes to
- * the previous handler, or gets the default action.
+ * the index broken and returns MDB_PANIC.
  *
- * The handler reads a thread-local pointer and jumps: async-signal-safe.
  * Only LMDB calls and reads of LMDB values run armed, and no mutex of ours
  * is held while the map is read, so a jump never leaves one locked (a
  * nested guarded() call, e.g. eviction under evict_lock, catches its own
- * faults). A thread runs at most one transaction at
- * a time (STYLE.md), tracked in guard_txn by txn_begin()/txn_end().
+ * faults). A thread runs at most one transaction at a time (STYLE.md),
+ * tracked in guard_txn by txn_begin()/txn_end().
  */
-static __thread sigjmp_buf *guard_jmp;
 static __thread MDB_txn *guard_txn;
-static struct sigaction guard_old[2]; /* SIGSEGV, SIGBUS */
-static pthread_once_t guard_once = PTHREAD_ONCE_INIT;
-
-static void guard_handler(int sig, siginfo_t *si, void *uc)
-{
-	sigjmp_buf *jb = guard_jmp;
-	const struct sigaction *old = &guard_old[sig == SIGBUS];
-	struct sigaction dfl;
-
-	if (jb != NULL && si != NULL && si->si_code > 0) {
-		guard_jmp = NULL;
-		siglongjmp(*jb, sig);
-	}
-	if ((old->sa_flags & SA_SIGINFO) && old->sa_sigaction != NULL) {
-		old->sa_sigaction(sig, si, uc);
-		return;
-	}
-	if (!(old->sa_flags & SA_SIGINFO) && old->sa_handler != SIG_DFL &&
-	    old->sa_handler != SIG_IGN) {
-		old->sa_handler(sig);
-		return;
-	}
-	/* The default action: a real fault recurs when we return, a sent
-	 * signal is raised again (blocked until we return). */
-	memset(&dfl, 0, sizeof(dfl));
-	dfl.sa_handler = SIG_DFL;
-	sigaction(sig, &dfl, NULL);
-	if (si == NULL || si->si_code <= 0)
-		raise(sig);
-}
-
-static void guard_install(void)
-{
-	struct sigaction sa;
-
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_sigaction = guard_handler;
-	sa.sa_flags = SA_SIGINFO;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGSEGV, &sa, &guard_old[0]);
-	sigaction(SIGBUS, &sa, &guard_old[1]);
-}
 
 /* Marks the index unusable for this process; logs once. */
 static void index_broken(struct cache *c, const char *why)
@@ -400,27 +353,35 @@ static bool index_ok(const struct cache *c)
 
 typedef int (*guard_fn)(struct cache *c, void *arg);
 
+struct guard_call {
+	struct cache *c;
+	guard_fn fn;
+	void *arg;
+};
+
+static int guard_trampoline(void *arg)
+{
+	struct guard_call *g = arg;
+
+	return g->fn(g->c, g->arg);
+}
+
 /* Runs fn(c, arg) with the guard armed. Returns what fn returned (and
  * marks the index broken if that is an LMDB code for damage), or
  * MDB_PANIC after a fault. */
 static int guarded(struct cache *c, guard_fn fn, void *arg)
 {
-	sigjmp_buf jb, *outer = guard_jmp;
-	int rc, sig;
+	struct guard_call g = { c, fn, arg };
+	int rc = 0, sig;
 
 	if (!index_ok(c))
 		return MDB_PANIC;
-	pthread_once(&guard_once, guard_install);
-	sig = sigsetjmp(jb, 1);
+	sig = fault_guard_call(guard_trampoline, &g, &rc);
 	if (sig == 0) {
-		guard_jmp = &jb;
-		rc = fn(c, arg);
-		guard_jmp = outer;
 		if (mdb_damaged(rc))
 			index_broken(c, mdb_strerror(rc));
 		return rc;
 	}
-	guard_jmp = outer;
 	__atomic_store_n(&c->faulted, true, __ATOMIC_RELEASE);
 	if (guard_txn != NULL) {
 		MDB_txn *txn = guard_txn;
@@ -475,9 +436,11 @@ static MDB_env *env_of(struct cache *c)
 	return c->env;
 }
 
-static int txn_begin(struct cache *c, unsigned flags, MDB_txn **txn)
+/* Begins a transaction on env (c's, being opened) and records it as the
+ * thread's for the guard. */
+static int txn_begin_on(struct cache *c, MDB_env *env, unsigned flags,
+			MDB_txn **txn)
 {
-	MDB_env *env = env_of(c);
 	int rc;
 
 	if (env == NULL)
@@ -490,6 +453,11 @@ static int txn_begin(struct cache *c, unsigned flags, MDB_txn **txn)
 	if (rc == 0)
 		guard_txn = *txn;
 	return rc;
+}
+
+static int txn_begin(struct cache *c, unsigned flags, MDB_txn **txn)
+{
+	return txn_begin_on(c, env_of(c), flags, txn);
 }
 
 /* Ends txn: commits it (commit true) or aborts it. Returns the commit's
@@ -1390,10 +1358,11 @@ static void chunk_store(struct cache *c, const uint8_t *hash, const uint8_t *id,
 	uint32_t b;
 	int rc;
 
+	/* No chunk may flush half the cache; a read-only one stores none. */
 	if (c->budget == 0 || len > c->budget / 2 || c->readonly)
-		return; /* would flush half the cache for one chunk */
-	if (!index_ok(c)) { /* logged once when it broke */
-		stat_add(&c->store_failures, 1);
+		return;
+	if (!index_ok(c)) {
+		stat_add(&c->store_failures, 1); /* logged when it broke */
 		return;
 	}
 	if (env_of(c) == NULL) {
@@ -2348,7 +2317,9 @@ static int owners_lock(struct cache *c, const char *path, int op)
 		if (errno != EWOULDBLOCK)
 			return -errno;
 		clock_gettime(CLOCK_MONOTONIC, &now);
-		if (now.tv_sec - start.tv_sec >= LOCK_WAIT_SECONDS)
+		if ((now.tv_sec - start.tv_sec) * 1000 +
+			    (now.tv_nsec - start.tv_nsec) / 1000000 >=
+		    LOCK_WAIT_SECONDS * 1000)
 			break;
 		nanosleep(&pause, NULL);
 	}
@@ -2585,7 +2556,7 @@ static int dbis_open(struct cache *c, void *arg)
 	int rc;
 
 	(void)arg;
-	rc = txn_begin(c, c->readonly ? MDB_RDONLY : 0, &txn);
+	rc = txn_begin_on(c, c->env, c->readonly ? MDB_RDONLY : 0, &txn);
 	if (rc != 0)
 		return rc;
 	rc = mdb_dbi_open(txn, "idx", flags, &c->dbi_idx);
@@ -2612,9 +2583,8 @@ static void env_close(struct cache *c)
  * code (an errno value or MDB_*), logged by the caller. */
 static int env_open(struct cache *c, const char *path)
 {
-	unsigned flags = MDB_NOSUBDIR | MDB_NOTLS | MDB_NORDAHEAD |
-			 MDB_NOMETASYNC;
-	pid_t pid = c->env_pid;
+	unsigned flags =
+		MDB_NOSUBDIR | MDB_NOTLS | MDB_NORDAHEAD | MDB_NOMETASYNC;
 	int rc;
 
 	if (c->readonly)
@@ -2645,10 +2615,7 @@ static int env_open(struct cache *c, const char *path)
 	}
 	if (!c->readonly)
 		mdb_reader_check(c->env, NULL);
-	/* txn_begin() goes through env_of(), which must see this env. */
-	c->env_pid = getpid();
 	rc = guarded(c, dbis_open, NULL);
-	c->env_pid = pid;
 	if (rc != 0)
 		env_close(c);
 	return rc;
@@ -2670,7 +2637,7 @@ static int index_deep_run(struct cache *c, void *arg)
 	int rc, tries;
 
 	for (tries = 0; tries < 5; tries++) {
-		rc = txn_begin(c, MDB_RDONLY, &txn);
+		rc = txn_begin_on(c, c->env, MDB_RDONLY, &txn);
 		if (rc != 0)
 			return rc;
 		a->result = index_check_tree(a->fd, mdb_txn_id(txn), a->why,
@@ -2751,9 +2718,7 @@ static int index_open(struct cache *c, bool may_move)
 		}
 		if (rc == 0 && fd >= 0) {
 			a.fd = fd;
-			c->env_pid = getpid();
 			rc = guarded(c, index_deep_run, &a);
-			c->env_pid = 0;
 			if (rc == 0)
 				rc = a.result;
 			if (rc != 0 && why[0] == '\0')

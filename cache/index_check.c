@@ -293,7 +293,8 @@ static int walk_tree(struct walk *w, uint64_t pgno, unsigned level,
 	}
 	if ((flags & P_KIND) != (level == depth ? P_LEAF : P_BRANCH)) {
 		rc = bad(w, pgno,
-			 level == depth ? "not a leaf page" : "not a branch page");
+			 level == depth ? "not a leaf page"
+					: "not a branch page");
 		goto out;
 	}
 	if (lower < PAGE_HDR || lower > upper || upper > w->psize ||

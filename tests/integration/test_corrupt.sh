@@ -178,6 +178,10 @@ for cmd in "cache stat $CD" "warm $C -q"; do
 		test $rc -ne 0 -a $rc -ne 124 -a $rc -lt 128
 	check "owners.lock held: '${cmd%% /*}' names the lock" grep -q "owners.lock" "$T/err"
 done
+rc=0
+timeout 60 "$SHARDFS" mount "$C" "$M" -f >/dev/null 2>"$T/err" || rc=$?
+check "owners.lock held: mount gives up (exit $rc)" test $rc -eq 1
+check "owners.lock held: mount names the lock" grep -q "owners.lock" "$T/err"
 kill "$HOLDER" 2>/dev/null
 wait "$HOLDER" 2>/dev/null
 

@@ -914,7 +914,7 @@ START_TEST(test_index_damaged_at_open)
 		const char *bytes;
 	} damage[] = {
 		{ 16, "\x01\x02\x03\x04" }, /* page 0's magic */
-		{ -1, "\x77\x77" },		/* the main root's flags */
+		{ -1, "\x77\x77" },	    /* the main root's flags */
 	};
 	struct cache_options o = { .inspect = true };
 	struct fixture fx;
@@ -998,9 +998,10 @@ static void assert_private(const char *path)
  * tightened at open. */
 START_TEST(test_permissions)
 {
-	static const char *const names[] = { "", "/index.mdb",
-					     "/index.mdb-lock", "/owners.lock",
-					     "/blobs", "/blobs/tmp" };
+	static const char *const names[] = {
+		"",	  "/index.mdb", "/index.mdb-lock", "/owners.lock",
+		"/blobs", "/blobs/tmp"
+	};
 	struct fixture fx;
 	struct obj ob;
 	char path[4400], blob[4200];
