@@ -203,8 +203,7 @@ struct cache {
 	 * LMDB, or LMDB reporting corruption): from then on lookups miss and
 	 * stores are dropped; the next cache_open() moves it aside. Atomic. */
 	bool broken;
-	bool faulted; /* a fault hit LMDB: do not close the environment */
-	bool opened;  /* cache_open() is done: index_broken() logs */
+	bool opened; /* cache_open() is done: index_broken() logs */
 	int owners_fd;
 	uint64_t tmp_seq;   /* atomic: unique tmp names and blob ids */
 	uint64_t blob_seed; /* random per cache_open(), for blob ids */
@@ -382,7 +381,6 @@ static int guarded(struct cache *c, guard_fn fn, void *arg)
 			index_broken(c, mdb_strerror(rc));
 		return rc;
 	}
-	__atomic_store_n(&c->faulted, true, __ATOMIC_RELEASE);
 	if (guard_txn != NULL) {
 		MDB_txn *txn = guard_txn;
 
@@ -2571,10 +2569,12 @@ static int dbis_open(struct cache *c, void *arg)
 	return rc;
 }
 
+/* Also after a fault: the faulting transaction was aborted, and what is
+ * left (the map, the files, this process' reader slots) closes as
+ * usual. */
 static void env_close(struct cache *c)
 {
-	/* After a fault LMDB's state is not to be trusted: leave it. */
-	if (c->env != NULL && !__atomic_load_n(&c->faulted, __ATOMIC_ACQUIRE))
+	if (c->env != NULL)
 		mdb_env_close(c->env);
 	c->env = NULL;
 }
@@ -2736,7 +2736,6 @@ static int index_open(struct cache *c, bool may_move)
 			return 0;
 		/* Damaged. A fault at open is forgotten with the old file. */
 		__atomic_store_n(&c->broken, false, __ATOMIC_RELEASE);
-		__atomic_store_n(&c->faulted, false, __ATOMIC_RELEASE);
 		if (!may_move || c->readonly || attempt > 0) {
 			log_msg(LOG_ERR,
 				"cache %s: the index %s is damaged (%s); "
