@@ -188,6 +188,10 @@ int index_check_meta(int fd, char *why, size_t why_len)
 	rc = metas_read(fd, (uint64_t)st.st_size, m, &newest, why, why_len);
 	if (rc != 0)
 		return rc;
+	/* The size after the metas: a writer grows the file before it
+	 * writes a meta page naming the new pages. */
+	if (fstat(fd, &st) != 0)
+		return -errno;
 	need = (m[newest].last_pg + 1) * m[newest].psize;
 	if ((uint64_t)st.st_size < need) {
 		snprintf(why, why_len,
@@ -346,6 +350,8 @@ int index_check_tree(int fd, uint64_t txnid, char *why, size_t why_len)
 	t = &m[txnid & 1];
 	if (t->txnid != txnid)
 		return -EAGAIN;
+	if (fstat(fd, &st) != 0) /* after the metas, as above */
+		return -errno;
 	w.psize = t->psize;
 	w.last_pg = t->last_pg;
 	if ((uint64_t)st.st_size < (w.last_pg + 1) * w.psize)
