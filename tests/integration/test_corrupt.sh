@@ -43,11 +43,14 @@ stat_of() { # stat_of MNT NAME: a counter from .shardfs/stats
 }
 # not_signal RC: the command ended by itself, not by a signal.
 not_signal() { [ "$1" -lt 128 ]; }
+# bounded CMD...: CMD under a 120 s timeout, its output in $T/out and
+# $T/err (a damaged index once made `cache verify` loop, printing).
+bounded() { timeout 120 "$@" >"$T/out" 2>"$T/err"; }
 
 W=$T/warm
 C=$T/c.conf
 conf "$C" "$W"
-check "warm a cache" "$SHARDFS" warm "$C" -q
+check "warm a cache" bounded "$SHARDFS" warm "$C" -q
 CD=$T/cache
 conf "$C" "$CD"
 M=$T/mnt
@@ -96,7 +99,7 @@ for m in "${modes[@]}"; do
 	if [ $named = 1 ]; then
 		check "$m: warm names index.mdb" grep -q "index.mdb is damaged" "$T/err"
 	fi
-	check "$m: verify after warm" "$SHARDFS" cache verify "$CD"
+	check "$m: verify after warm" bounded "$SHARDFS" cache verify "$CD"
 
 	damage $m
 	if mount_shardfs "$C" "$M"; then
@@ -131,9 +134,9 @@ if mount_shardfs "$C" "$M"; then
 	umount_shardfs "$M" || rc=$?
 	check "truncated while serving: daemon exits 0" test $rc -eq 0
 	rc=0
-	"$SHARDFS" warm "$C" -q 2>"$T/err" || rc=$?
+	bounded "$SHARDFS" warm "$C" -q || rc=$?
 	check "truncated while serving: the next warm starts afresh" test $rc -eq 0
-	check "... and verifies" "$SHARDFS" cache verify "$CD"
+	check "... and verifies" bounded "$SHARDFS" cache verify "$CD"
 else
 	fail "truncated while serving: mount"
 fi
@@ -141,7 +144,7 @@ fi
 # --- 3. permissions -----------------------------------------------------------
 chmod 755 "$T" # others may reach the cache dir: only its own mode stops them
 rm -rf "$CD"
-"$SHARDFS" warm "$C" -q
+bounded "$SHARDFS" warm "$C" -q
 if mount_shardfs "$C" "$M"; then
 	cat "$M/rank-0/big.bin" >/dev/null
 	umount_shardfs "$M"
@@ -161,12 +164,16 @@ else
 	ok "new cache: user nobody cannot lock owners.lock"
 fi
 (umask 0; chmod -R go+rwX "$CD")
-"$SHARDFS" cache stat "$CD" >/dev/null 2>"$T/err"
+bounded "$SHARDFS" cache stat "$CD"
 check "old world-readable cache: tightened" test -z "$(find "$CD" -perm /077)"
 check "old world-readable cache: said so" grep -q "readable by other users" "$T/err"
 
 # --- 4. owners.lock held by someone else --------------------------------------
-flock -x "$CD/owners.lock" sleep 300 &
+# One process holds it (flock(1) would leave its command running).
+/usr/bin/python3 -c 'import fcntl, sys, time
+f = open(sys.argv[1])
+fcntl.flock(f, fcntl.LOCK_EX)
+time.sleep(300)' "$CD/owners.lock" >/dev/null 2>&1 &
 HOLDER=$!
 PIDS+=("$HOLDER")
 sleep 0.5
@@ -201,7 +208,7 @@ if mount --bind "$CD" "$RO" && mount -o remount,bind,ro "$RO"; then
 		fail "read-only cache: mount"
 	fi
 	rc=0
-	"$SHARDFS" cache verify "$RO" >/dev/null 2>&1 || rc=$?
+	bounded "$SHARDFS" cache verify "$RO" || rc=$?
 	check "read-only cache: verify" test $rc -eq 0
 	umount "$RO"
 else
