@@ -387,9 +387,19 @@ static int guarded(struct cache *c, guard_fn fn, void *arg)
 		guard_txn = NULL;
 		mdb_txn_abort(txn);
 	}
-	index_broken(c, sig == SIGBUS ? "SIGBUS reading it: truncated?"
-				      : "SIGSEGV reading it: damaged pages");
+	index_broken(c, sig == SIGBUS	 ? "SIGBUS reading it: truncated?"
+			: sig == SIGABRT ? "an LMDB assertion failed on it"
+					 : "SIGSEGV reading it: damaged pages");
 	return MDB_PANIC;
+}
+
+/* LMDB checks some of its pages with assertions, then abort()s: inside a
+ * guarded call that is damage like a fault. */
+static void mdb_assert_cb(MDB_env *env, const char *msg)
+{
+	(void)env;
+	log_msg(LOG_ERR, "cache: LMDB: %s", msg);
+	fault_guard_jump(SIGABRT); /* returns only when not guarded */
 }
 
 static int env_open(struct cache *c, const char *path);
@@ -2596,6 +2606,7 @@ static int env_open(struct cache *c, const char *path)
 			return rc;
 		}
 		mdb_env_set_maxdbs(c->env, 4);
+		mdb_env_set_assert(c->env, mdb_assert_cb);
 		mdb_env_set_mapsize(c->env, (size_t)MAP_SIZE);
 		mdb_env_set_maxreaders(c->env, MAX_READERS);
 		/* NOMETASYNC: each commit syncs its data pages but not the

@@ -68,3 +68,13 @@ int fault_guard_call(int (*fn)(void *arg), void *arg, int *ret)
 	guard_jmp = outer;
 	return sig;
 }
+
+void fault_guard_jump(int sig)
+{
+	sigjmp_buf *jb = guard_jmp;
+
+	if (jb != NULL) {
+		guard_jmp = NULL;
+		siglongjmp(*jb, sig);
+	}
+}

@@ -24,4 +24,10 @@
  * result, or returns the signal (SIGSEGV or SIGBUS) that interrupted fn. */
 int fault_guard_call(int (*fn)(void *arg), void *arg, int *ret);
 
+/* From code the guarded function calls that finds it cannot go on (an
+ * assertion in LMDB): if a guard is armed in this thread, returns to its
+ * fault_guard_call() as a fault sig would; otherwise returns. Not for
+ * signal handlers (fault_guard_call() handles those). */
+void fault_guard_jump(int sig);
+
 #endif
