@@ -52,6 +52,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
@@ -68,7 +69,9 @@
 #include <lmdb.h>
 #include <openssl/evp.h>
 
+#include "cache/fault_guard.h"
 #include "cache/fetch.h"
+#include "cache/index_check.h"
 #include "cache/prefetch.h"
 #include "util/crc32.h"
 #include "util/log.h"
@@ -96,6 +99,7 @@
 #define COMMIT_BATCH 64	   /* chunks that make the committer start now */
 #define COMMIT_DELAY_MS 20 /* else it waits this long for a batch */
 #define PREFETCH_FILES_DEFAULT 32
+#define LOCK_WAIT_SECONDS 10 /* most an open waits for owners.lock */
 
 /* The fixed part of an idx value; CRCs and the identity follow. Copied out
  * with memcpy: LMDB values are not aligned. */
@@ -112,6 +116,11 @@ struct entry_hdr {
 
 /* A stored chunk whose row the committer thread has not written yet. */
 struct pending {
+	/* The queue's link. The tail's next is written by chunk_store()
+	 * (under q_lock) when it appends; once an item has a successor its
+	 * next never changes. So the committer, which takes a run
+	 * first..last under q_lock and walks it unlocked, never reads
+	 * last->next without q_lock (last may be the tail). */
 	struct pending *next;
 	uint8_t hash[HASH_LEN];
 	uint8_t *val; /* the idx value: header, CRCs, identity */
@@ -195,6 +204,12 @@ struct cache {
 	uint64_t chunk_size;
 	uint64_t inline_max;
 	bool fsync;
+	bool readonly; /* DIR cannot be written: serve hits, store nothing */
+	/* Set once the index is found damaged while in use (a fault inside
+	 * LMDB, or LMDB reporting corruption): from then on lookups miss and
+	 * stores are dropped; the next cache_open() moves it aside. Atomic. */
+	bool broken;
+	bool opened; /* cache_open() is done: index_broken() logs */
 	int owners_fd;
 	uint64_t tmp_seq;   /* atomic: unique tmp names and blob ids */
 	uint64_t blob_seed; /* random per cache_open(), for blob ids */
@@ -243,6 +258,50 @@ static uint64_t now_seconds(void)
 	return (uint64_t)time(NULL);
 }
 
+/* LMDB returns errno values (positive) and its own codes MDB_KEYEXIST
+ * (-30799) .. MDB_LAST_ERRCODE; the code here also passes negative errno
+ * values. One place turns any of them into text and into an errno. */
+static bool mdb_code(int rc)
+{
+	return rc >= MDB_KEYEXIST && rc <= MDB_LAST_ERRCODE;
+}
+
+static const char *err_str(int rc)
+{
+	if (mdb_code(rc))
+		return mdb_strerror(rc);
+	return strerror(rc < 0 ? -rc : rc);
+}
+
+/* Codes that mean the index file cannot be trusted. */
+static bool mdb_damaged(int rc)
+{
+	return rc == MDB_CORRUPTED || rc == MDB_PAGE_NOTFOUND ||
+	       rc == MDB_INVALID || rc == MDB_VERSION_MISMATCH ||
+	       rc == MDB_PANIC;
+}
+
+/* Any of the above to a negative errno. */
+static int mdb_err(int rc)
+{
+	if (rc == 0)
+		return 0;
+	if (!mdb_code(rc))
+		return rc < 0 ? rc : -rc;
+	switch (rc) {
+	case MDB_MAP_FULL:
+		return -ENOSPC;
+	case MDB_NOTFOUND:
+		return -ENOENT;
+	case MDB_READERS_FULL:
+	case MDB_TXN_FULL:
+	case MDB_CURSOR_FULL:
+		return -EAGAIN;
+	default:
+		return -EIO; /* damaged (mdb_damaged()) or a bug */
+	}
+}
+
 /* Logs at most once a minute: a full disk would otherwise log per read. */
 static void warn_limited(struct cache *c, const char *what, int rc)
 {
@@ -258,18 +317,95 @@ static void warn_limited(struct cache *c, const char *what, int rc)
 		log_msg(LOG_WARNING,
 			"cache %s: %s: %s; serving uncached (this warning is "
 			"repeated at most once a minute)",
-			c->dir, what,
-			rc < 0 ? strerror(-rc) : mdb_strerror(rc));
+			c->dir, what, err_str(rc));
 }
 
-/* LMDB errors are positive MDB_* codes or positive errno values. */
-static int mdb_err(int rc)
+/* ---- the fault guard -----------------------------------------------------
+ *
+ * LMDB reads the index through a shared mapping and trusts its pages. A
+ * page damaged after the check at open, or the file truncated by someone
+ * else while we serve, would kill the process with SIGSEGV or SIGBUS
+ * inside LMDB. So every LMDB transaction runs inside guarded(), through
+ * fault_guard.h: after a fault it aborts the thread's transaction
+ * (releasing LMDB's writer lock, which other processes wait for), marks
+ * the index broken and returns MDB_PANIC.
+ *
+ * Only LMDB calls and reads of LMDB values run armed, and no mutex of ours
+ * is held while the map is read, so a jump never leaves one locked (a
+ * nested guarded() call, e.g. eviction under evict_lock, catches its own
+ * faults). A thread runs at most one transaction at a time (STYLE.md),
+ * tracked in guard_txn by txn_begin()/txn_end().
+ */
+static __thread MDB_txn *guard_txn;
+
+/* Marks the index unusable for this process; logs once. */
+static void index_broken(struct cache *c, const char *why)
 {
-	if (rc == 0)
-		return 0;
-	if (rc > 0 && rc < MDB_KEYEXIST)
-		return -rc;
-	return -EIO;
+	if (__atomic_exchange_n(&c->broken, true, __ATOMIC_ACQ_REL) ||
+	    !c->opened) /* at open, index_open() says what it does */
+		return;
+	log_msg(LOG_ERR,
+		"cache %s: the index %s is damaged (%s): no more lookups or "
+		"stores in this process (reads go to the source); the next "
+		"open moves it aside and starts a fresh one",
+		c->dir, c->index_path ? c->index_path : "index.mdb", why);
+}
+
+static bool index_ok(const struct cache *c)
+{
+	return !__atomic_load_n(&c->broken, __ATOMIC_ACQUIRE);
+}
+
+typedef int (*guard_fn)(struct cache *c, void *arg);
+
+struct guard_call {
+	struct cache *c;
+	guard_fn fn;
+	void *arg;
+};
+
+static int guard_trampoline(void *arg)
+{
+	struct guard_call *g = arg;
+
+	return g->fn(g->c, g->arg);
+}
+
+/* Runs fn(c, arg) with the guard armed. Returns what fn returned (and
+ * marks the index broken if that is an LMDB code for damage), or
+ * MDB_PANIC after a fault. */
+static int guarded(struct cache *c, guard_fn fn, void *arg)
+{
+	struct guard_call g = { c, fn, arg };
+	int rc = 0, sig;
+
+	if (!index_ok(c))
+		return MDB_PANIC;
+	sig = fault_guard_call(guard_trampoline, &g, &rc);
+	if (sig == 0) {
+		if (mdb_damaged(rc))
+			index_broken(c, mdb_strerror(rc));
+		return rc;
+	}
+	if (guard_txn != NULL) {
+		MDB_txn *txn = guard_txn;
+
+		guard_txn = NULL;
+		mdb_txn_abort(txn);
+	}
+	index_broken(c, sig == SIGBUS	 ? "SIGBUS reading it: truncated?"
+			: sig == SIGABRT ? "an LMDB assertion failed on it"
+					 : "SIGSEGV reading it: damaged pages");
+	return MDB_PANIC;
+}
+
+/* LMDB checks some of its pages with assertions, then abort()s: inside a
+ * guarded call that is damage like a fault. */
+static void mdb_assert_cb(MDB_env *env, const char *msg)
+{
+	(void)env;
+	log_msg(LOG_ERR, "cache: LMDB: %s", msg);
+	fault_guard_jump(SIGABRT); /* returns only when not guarded */
 }
 
 static int env_open(struct cache *c, const char *path);
@@ -279,6 +415,7 @@ static int env_open(struct cache *c, const char *path);
 static MDB_env *env_of(struct cache *c)
 {
 	pid_t pid = getpid();
+	int rc;
 
 	if (__atomic_load_n(&c->env_pid, __ATOMIC_ACQUIRE) == pid)
 		return c->env;
@@ -301,20 +438,51 @@ static MDB_env *env_of(struct cache *c)
 		c->q_drainers = 0;
 		c->q_busy = false;
 		c->committer_running = false;
-		env_open(c, c->index_path);
+		rc = env_open(c, c->index_path);
+		if (rc != 0)
+			log_msg(LOG_WARNING,
+				"cache %s: cannot open the index %s: %s; "
+				"reading uncached",
+				c->dir, c->index_path, err_str(rc));
 		__atomic_store_n(&c->env_pid, pid, __ATOMIC_RELEASE);
 	}
 	pthread_mutex_unlock(&c->env_lock);
 	return c->env;
 }
 
-static int txn_begin(struct cache *c, unsigned flags, MDB_txn **txn)
+/* Begins a transaction on env (c's, being opened) and records it as the
+ * thread's for the guard. */
+static int txn_begin_on(struct cache *c, MDB_env *env, unsigned flags,
+			MDB_txn **txn)
 {
-	MDB_env *env = env_of(c);
+	int rc;
 
 	if (env == NULL)
 		return ENXIO;
-	return mdb_txn_begin(env, NULL, flags, txn);
+	if (!index_ok(c))
+		return MDB_PANIC;
+	if (c->readonly && !(flags & MDB_RDONLY))
+		return EROFS;
+	rc = mdb_txn_begin(env, NULL, flags, txn);
+	if (rc == 0)
+		guard_txn = *txn;
+	return rc;
+}
+
+static int txn_begin(struct cache *c, unsigned flags, MDB_txn **txn)
+{
+	return txn_begin_on(c, env_of(c), flags, txn);
+}
+
+/* Ends txn: commits it (commit true) or aborts it. Returns the commit's
+ * result. */
+static int txn_end(MDB_txn *txn, bool commit)
+{
+	guard_txn = NULL;
+	if (commit)
+		return mdb_txn_commit(txn);
+	mdb_txn_abort(txn);
+	return 0;
 }
 
 static void store_failed(struct cache *c, int rc)
@@ -537,15 +705,24 @@ static int live_add(MDB_txn *txn, const struct cache *c, int64_t delta)
 	return meta_put(txn, c, "live_bytes", live);
 }
 
-static uint64_t live_bytes(struct cache *c)
+static int live_bytes_read(struct cache *c, void *arg)
 {
 	MDB_txn *txn;
+	int rc = txn_begin(c, MDB_RDONLY, &txn);
+
+	if (rc != 0)
+		return rc;
+	rc = meta_get(txn, c, "live_bytes", arg);
+	txn_end(txn, false);
+	return rc;
+}
+
+static uint64_t live_bytes(struct cache *c)
+{
 	uint64_t live = 0;
 
-	if (txn_begin(c, MDB_RDONLY, &txn) != 0)
+	if (guarded(c, live_bytes_read, &live) != 0)
 		return 0;
-	meta_get(txn, c, "live_bytes", &live);
-	mdb_txn_abort(txn);
 	return live;
 }
 
@@ -599,54 +776,65 @@ static void blob_unlink(struct cache *c, const uint8_t *hash, uint64_t blob_id)
 	free(path);
 }
 
+struct drop_args {
+	const uint8_t *hash, *id;
+	size_t id_len;
+	bool blob;
+	uint64_t blob_id;
+};
+
+static int entry_drop_txn(struct cache *c, void *arg)
+{
+	struct drop_args *a = arg;
+	MDB_txn *txn;
+	int rc;
+
+	rc = txn_begin(c, 0, &txn);
+	if (rc != 0)
+		return rc;
+	rc = row_delete(txn, c, a->hash, a->id, a->id_len, &a->blob,
+			&a->blob_id);
+	if (rc == 0)
+		rc = txn_end(txn, true);
+	else
+		txn_end(txn, false);
+	return rc;
+}
+
 /* Drops one entry (bad CRC, missing blob). */
 static void entry_drop(struct cache *c, const uint8_t *hash, const uint8_t *id,
 		       size_t id_len)
 {
-	MDB_txn *txn;
-	bool blob = false;
-	uint64_t blob_id = 0;
+	struct drop_args a = { .hash = hash, .id = id, .id_len = id_len };
 	int rc;
 
-	rc = txn_begin(c, 0, &txn);
-	if (rc != 0) {
-		warn_limited(c, "cannot drop an entry", rc);
+	if (c->readonly)
 		return;
-	}
-	rc = row_delete(txn, c, hash, id, id_len, &blob, &blob_id);
-	if (rc == 0)
-		rc = mdb_txn_commit(txn);
-	else
-		mdb_txn_abort(txn);
-	if (rc == 0 && blob)
-		blob_unlink(c, hash, blob_id);
-	else if (rc != 0 && rc != MDB_NOTFOUND)
+	rc = guarded(c, entry_drop_txn, &a);
+	if (rc == 0 && a.blob)
+		blob_unlink(c, hash, a.blob_id);
+	else if (rc != 0 && rc != MDB_NOTFOUND && rc != MDB_PANIC)
 		warn_limited(c, "cannot drop an entry", rc);
 }
 
 /* ---- access times ------------------------------------------------------- */
 
-static void touches_flush(struct cache *c)
-{
+struct touch_args {
 	struct touch *t;
+	size_t n;
+};
+
+static int touches_write(struct cache *c, void *arg)
+{
+	struct touch_args *a = arg;
+	struct touch *t = a->t;
+	size_t n = a->n, i;
 	MDB_txn *txn;
-	size_t n, i;
 	int rc;
 
-	pthread_mutex_lock(&c->touch_lock);
-	t = c->touched;
-	n = c->n_touched;
-	c->touched = NULL;
-	c->n_touched = c->cap_touched = 0;
-	c->last_flush = time(NULL);
-	pthread_mutex_unlock(&c->touch_lock);
-	if (n == 0) {
-		free(t);
-		return;
-	}
 	rc = txn_begin(c, 0, &txn);
 	if (rc != 0)
-		goto out;
+		return rc;
 	for (i = 0; i < n && rc == 0; i++) {
 		MDB_val k = { HASH_LEN, t[i].hash }, v, nv;
 		struct entry_hdr h;
@@ -672,11 +860,34 @@ static void touches_flush(struct cache *c)
 		free(nv.mv_data);
 	}
 	if (rc == 0)
-		rc = mdb_txn_commit(txn);
+		rc = txn_end(txn, true);
 	else
-		mdb_txn_abort(txn);
-out:
-	if (rc != 0)
+		txn_end(txn, false);
+	return rc;
+}
+
+static void touches_flush(struct cache *c)
+{
+	struct touch_args a;
+	struct touch *t;
+	size_t n;
+	int rc;
+
+	pthread_mutex_lock(&c->touch_lock);
+	t = c->touched;
+	n = c->n_touched;
+	c->touched = NULL;
+	c->n_touched = c->cap_touched = 0;
+	c->last_flush = time(NULL);
+	pthread_mutex_unlock(&c->touch_lock);
+	if (n == 0 || c->readonly) {
+		free(t);
+		return;
+	}
+	a.t = t;
+	a.n = n;
+	rc = guarded(c, touches_write, &a);
+	if (rc != 0 && rc != MDB_PANIC)
 		warn_limited(c, "cannot record access times", rc);
 	free(t);
 }
@@ -734,8 +945,9 @@ static int victim_cmp(const void *a, const void *b)
 /* Evicts least recently used entries until live bytes <= target. A full
  * scan sorted by access time: eviction frees a tenth of the budget at a
  * time, so it runs rarely, and no second index has to be kept in step. */
-static void evict_to(struct cache *c, uint64_t target)
+static int evict_run(struct cache *c, void *arg)
 {
+	uint64_t target = *(const uint64_t *)arg;
 	struct victim *v = NULL;
 	struct blob_ref *unlink_list = NULL;
 	size_t n = 0, cap = 0, n_unlink = 0, i;
@@ -745,7 +957,6 @@ static void evict_to(struct cache *c, uint64_t target)
 	MDB_txn *txn;
 	int rc, op = MDB_FIRST;
 
-	pthread_mutex_lock(&c->evict_lock);
 	touches_flush(c);
 	if (live_bytes(c) <= target)
 		goto out;
@@ -754,7 +965,7 @@ static void evict_to(struct cache *c, uint64_t target)
 		goto fail;
 	rc = mdb_cursor_open(txn, c->dbi_idx, &cur);
 	if (rc != 0) {
-		mdb_txn_abort(txn);
+		txn_end(txn, false);
 		goto fail;
 	}
 	while ((rc = mdb_cursor_get(cur, &k, &val, op)) == 0) {
@@ -779,7 +990,7 @@ static void evict_to(struct cache *c, uint64_t target)
 		n++;
 	}
 	mdb_cursor_close(cur);
-	mdb_txn_abort(txn);
+	txn_end(txn, false);
 	if (n == 0)
 		goto out;
 	qsort(v, n, sizeof(*v), victim_cmp);
@@ -810,20 +1021,30 @@ static void evict_to(struct cache *c, uint64_t target)
 		rc = meta_get(txn, c, "live_bytes", &live);
 	}
 	if (rc == 0)
-		rc = mdb_txn_commit(txn);
+		rc = txn_end(txn, true);
 	else
-		mdb_txn_abort(txn);
+		txn_end(txn, false);
 	if (rc != 0)
 		goto fail;
 	for (i = 0; i < n_unlink; i++)
 		blob_unlink(c, unlink_list[i].hash, unlink_list[i].blob_id);
 	goto out;
 fail:
-	warn_limited(c, "cannot evict", rc);
+	if (rc != MDB_PANIC)
+		warn_limited(c, "cannot evict", rc);
 out:
-	pthread_mutex_unlock(&c->evict_lock);
 	free(unlink_list);
 	free(v);
+	return 0;
+}
+
+static void evict_to(struct cache *c, uint64_t target)
+{
+	if (c->readonly)
+		return;
+	pthread_mutex_lock(&c->evict_lock);
+	guarded(c, evict_run, &target);
+	pthread_mutex_unlock(&c->evict_lock);
 }
 
 enum { LOOKUP_MISS = 0, LOOKUP_HIT = 1, LOOKUP_BAD = 2, LOOKUP_BLOB = 3 };
@@ -847,6 +1068,9 @@ static int write_all(int fd, const uint8_t *p, uint64_t len)
 	return 0;
 }
 
+static int dir_make(const char *path);
+static int file_open(const char *path, int flags);
+
 /* Writes the blob under a temporary name and renames it into place. */
 static int blob_write(struct cache *c, const uint8_t *hash, uint64_t blob_id,
 		      const uint8_t *data, uint64_t len)
@@ -864,9 +1088,9 @@ static int blob_write(struct cache *c, const uint8_t *hash, uint64_t blob_id,
 		rc = -ENOMEM;
 		goto out;
 	}
-	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	fd = file_open(tmp, O_WRONLY | O_CREAT | O_EXCL);
 	if (fd < 0) {
-		rc = -errno;
+		rc = fd;
 		goto out;
 	}
 	rc = write_all(fd, data, len);
@@ -875,8 +1099,8 @@ static int blob_write(struct cache *c, const uint8_t *hash, uint64_t blob_id,
 	if (close(fd) != 0 && rc == 0)
 		rc = -errno;
 	fd = -1;
-	if (rc == 0 && mkdir(dir, 0755) != 0 && errno != EEXIST)
-		rc = -errno;
+	if (rc == 0)
+		rc = dir_make(dir);
 	if (rc == 0 && rename(tmp, path) != 0)
 		rc = -errno;
 	if (rc != 0)
@@ -891,24 +1115,25 @@ out:
 /* Writes the rows of pending chunks batch[0..n) in one transaction (one
  * sync for all of them), making room first. Returns the LMDB error, if
  * any; on error nothing of the batch is indexed. */
-static int batch_put(struct cache *c, struct pending **batch, size_t n)
+struct put_args {
+	struct pending **batch;
+	size_t n;
+	bool *orphan;
+};
+
+static int batch_txn(struct cache *c, void *arg)
 {
-	bool *orphan = calloc(n ? n : 1, sizeof(*orphan));
-	uint64_t total = 0, target = c->budget / 10 * 9;
+	struct put_args *a = arg;
+	struct pending **batch = a->batch;
+	bool *orphan = a->orphan;
 	MDB_txn *txn = NULL;
 	bool began;
 	size_t i;
 	int rc;
 
-	if (orphan == NULL)
-		return ENOMEM;
-	for (i = 0; i < n; i++)
-		total += batch[i]->len;
-	if (live_bytes(c) + total > c->budget)
-		evict_to(c, target > total ? target - total : 0);
 	rc = txn_begin(c, 0, &txn);
 	began = rc == 0;
-	for (i = 0; rc == 0 && i < n; i++) {
+	for (i = 0; rc == 0 && i < a->n; i++) {
 		struct pending *p = batch[i];
 		MDB_val k = { HASH_LEN, p->hash }, v;
 
@@ -936,9 +1161,27 @@ static int batch_put(struct cache *c, struct pending **batch, size_t n)
 			rc = live_add(txn, c, (int64_t)p->len);
 	}
 	if (rc == 0)
-		rc = mdb_txn_commit(txn);
+		rc = txn_end(txn, true);
 	else if (began)
-		mdb_txn_abort(txn);
+		txn_end(txn, false);
+	return rc;
+}
+
+static int batch_put(struct cache *c, struct pending **batch, size_t n)
+{
+	bool *orphan = calloc(n ? n : 1, sizeof(*orphan));
+	uint64_t total = 0, target = c->budget / 10 * 9;
+	struct put_args a = { batch, n, orphan };
+	size_t i;
+	int rc;
+
+	if (orphan == NULL)
+		return ENOMEM;
+	for (i = 0; i < n; i++)
+		total += batch[i]->len;
+	if (live_bytes(c) + total > c->budget)
+		evict_to(c, target > total ? target - total : 0);
+	rc = guarded(c, batch_txn, &a);
 	for (i = 0; i < n; i++)
 		if (batch[i]->data == NULL && (rc != 0 || orphan[i]))
 			blob_unlink(c, batch[i]->hash, batch[i]->blob_id);
@@ -946,6 +1189,16 @@ static int batch_put(struct cache *c, struct pending **batch, size_t n)
 	if (rc == 0 && live_bytes(c) > c->budget)
 		evict_to(c, target); /* other processes stored meanwhile */
 	return rc;
+}
+
+/* Whether DIR's filesystem is (nearly) full: LMDB reports a write cut
+ * short by a full disk as EIO. */
+static bool disk_full(const struct cache *c)
+{
+	struct statvfs sv;
+
+	return statvfs(c->dir, &sv) == 0 &&
+	       (uint64_t)sv.f_bavail * sv.f_frsize < 2 * c->chunk_size;
 }
 
 /* Indexes first..last (a run of the queue) in batches of at most half the
@@ -969,8 +1222,13 @@ static void batch_commit(struct cache *c, struct pending *first,
 		warn_limited(c, "cannot store chunks", -ENOMEM);
 		return;
 	}
-	for (p = first, i = 0; i < n; p = p->next)
-		batch[i++] = p;
+	/* Not p = p->next after last: last->next is the tail's link, which
+	 * chunk_store() writes under q_lock (see struct pending). */
+	for (p = first, i = 0; i < n; i++) {
+		batch[i] = p;
+		if (p != last)
+			p = p->next;
+	}
 	for (start = 0; start < n; start = i) {
 		for (i = start, sum = 0;
 		     i < n &&
@@ -978,9 +1236,12 @@ static void batch_commit(struct cache *c, struct pending *first,
 		     i++)
 			sum += batch[i]->len;
 		rc = batch_put(c, batch + start, i - start);
+		if (rc == EIO && disk_full(c))
+			rc = ENOSPC; /* LMDB's word for a short write */
 		if (rc != 0) {
 			stat_add(&c->store_failures, i - start);
-			warn_limited(c, "cannot store chunks", rc);
+			if (rc != MDB_PANIC) /* logged once already */
+				warn_limited(c, "cannot store chunks", rc);
 		}
 	}
 	free(batch);
@@ -1061,9 +1322,11 @@ static void *committer_main(void *arg)
 		pthread_cond_broadcast(&c->q_idle);
 		pthread_mutex_unlock(&c->q_lock);
 		for (p = first;; p = next) {
-			next = p->next;
+			bool end = p == last;
+
+			next = end ? NULL : p->next; /* see struct pending */
 			pending_free(p);
-			if (p == last)
+			if (end)
 				break;
 		}
 		pthread_mutex_lock(&c->q_lock);
@@ -1109,8 +1372,13 @@ static void chunk_store(struct cache *c, const uint8_t *hash, const uint8_t *id,
 	uint32_t b;
 	int rc;
 
-	if (c->budget == 0 || len > c->budget / 2)
-		return; /* would flush half the cache for one chunk */
+	/* No chunk may flush half the cache; a read-only one stores none. */
+	if (c->budget == 0 || len > c->budget / 2 || c->readonly)
+		return;
+	if (!index_ok(c)) {
+		stat_add(&c->store_failures, 1); /* logged when it broke */
+		return;
+	}
 	if (env_of(c) == NULL) {
 		store_failed(c, ENXIO);
 		return;
@@ -1245,20 +1513,74 @@ static bool crcs_ok(const uint8_t *data, uint64_t data_start, uint64_t length,
 	return true;
 }
 
+struct lookup_args {
+	const uint8_t *hash, *id;
+	size_t id_len;
+	uint64_t chunk_len, off;
+	size_t len;
+	void *dst;
+	uint32_t b0, b1;
+	struct entry *e;
+	int ret; /* LOOKUP_*: LOOKUP_BLOB to read the blob of *e */
+};
+
+/* The index part of chunk_lookup(): copies an inline entry's bytes. */
+static int lookup_index(struct cache *c, void *arg)
+{
+	struct lookup_args *a = arg;
+	MDB_val k = { HASH_LEN, (void *)a->hash }, v, d;
+	MDB_txn *txn;
+	int rc;
+
+	a->ret = LOOKUP_MISS;
+	rc = txn_begin(c, MDB_RDONLY, &txn);
+	if (rc != 0)
+		return rc;
+	rc = mdb_get(txn, c->dbi_idx, &k, &v);
+	if (rc != 0)
+		goto out;
+	rc = entry_parse(&v, a->id, a->id_len, a->e);
+	if (rc == -ENOENT || rc == -ENOMEM) {
+		rc = 0;
+		goto out;
+	}
+	if (rc != 0 || a->e->h.length != a->chunk_len) {
+		rc = 0;
+		a->ret = LOOKUP_BAD;
+		goto out;
+	}
+	if (!(a->e->h.flags & ENTRY_INLINE)) {
+		a->ret = LOOKUP_BLOB;
+		goto out;
+	}
+	rc = mdb_get(txn, c->dbi_data, &k, &d);
+	if (rc != 0 && rc != MDB_NOTFOUND)
+		goto out;
+	if (rc != 0 || d.mv_size != a->chunk_len ||
+	    !crcs_ok(d.mv_data, 0, a->chunk_len, a->e->crcs, a->b0, a->b1)) {
+		a->ret = LOOKUP_BAD;
+	} else {
+		memcpy(a->dst, (uint8_t *)d.mv_data + a->off, a->len);
+		a->ret = LOOKUP_HIT;
+	}
+	rc = 0;
+out:
+	txn_end(txn, false);
+	return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
 /* Serves [off, off + len) of a cached chunk of chunk_len bytes into dst.
  * A bad entry (CRC mismatch, short blob) is dropped and counted. */
 static int chunk_lookup(struct cache *c, const uint8_t *hash, const uint8_t *id,
 			size_t id_len, uint64_t chunk_len, uint64_t off,
 			size_t len, void *dst)
 {
-	MDB_val k = { HASH_LEN, (void *)hash }, v, d;
 	struct entry e = { .crcs = NULL };
 	uint32_t b0 = (uint32_t)(off / CACHE_CRC_BLOCK);
 	uint32_t b1 = (uint32_t)((off + len - 1) / CACHE_CRC_BLOCK);
 	uint64_t start, end;
 	uint8_t *scratch = NULL;
 	char *path = NULL;
-	MDB_txn *txn;
 	int rc, fd, ret = LOOKUP_MISS;
 	ssize_t got;
 
@@ -1271,39 +1593,30 @@ static int chunk_lookup(struct cache *c, const uint8_t *hash, const uint8_t *id,
 		ret = LOOKUP_MISS;
 		goto blob;
 	}
-	rc = txn_begin(c, MDB_RDONLY, &txn);
-	if (rc != 0) {
-		warn_limited(c, "cannot read the index", rc);
-		return LOOKUP_MISS;
-	}
-	rc = mdb_get(txn, c->dbi_idx, &k, &v);
-	if (rc != 0) {
-		mdb_txn_abort(txn);
-		return LOOKUP_MISS;
-	}
-	rc = entry_parse(&v, id, id_len, &e);
-	if (rc == -ENOENT || rc == -ENOMEM) {
-		mdb_txn_abort(txn);
-		return LOOKUP_MISS;
-	}
-	if (rc != 0 || e.h.length != chunk_len) {
-		mdb_txn_abort(txn);
-		ret = LOOKUP_BAD;
-		goto out;
-	}
-	if (e.h.flags & ENTRY_INLINE) {
-		if (mdb_get(txn, c->dbi_data, &k, &d) != 0 ||
-		    d.mv_size != chunk_len ||
-		    !crcs_ok(d.mv_data, 0, chunk_len, e.crcs, b0, b1)) {
-			ret = LOOKUP_BAD;
-		} else {
-			memcpy(dst, (uint8_t *)d.mv_data + off, len);
-			ret = LOOKUP_HIT;
+	{
+		struct lookup_args a = { .hash = hash,
+					 .id = id,
+					 .id_len = id_len,
+					 .chunk_len = chunk_len,
+					 .off = off,
+					 .len = len,
+					 .dst = dst,
+					 .b0 = b0,
+					 .b1 = b1,
+					 .e = &e };
+
+		rc = guarded(c, lookup_index, &a);
+		if (rc != 0) {
+			if (rc != MDB_PANIC)
+				warn_limited(c, "cannot read the index", rc);
+			ret = LOOKUP_MISS;
+			goto out;
 		}
-		mdb_txn_abort(txn);
-		goto out;
+		ret = a.ret;
+		if (ret != LOOKUP_BLOB)
+			goto out;
+		ret = LOOKUP_MISS;
 	}
-	mdb_txn_abort(txn);
 
 blob:
 	/* A blob: read the whole CRC blocks that cover the range. */
@@ -1354,14 +1667,35 @@ out:
 	return ret;
 }
 
+struct present_args {
+	const uint8_t *hash, *id;
+	size_t id_len;
+	bool present;
+};
+
+static int present_index(struct cache *c, void *arg)
+{
+	struct present_args *a = arg;
+	MDB_val k = { HASH_LEN, (void *)a->hash }, v;
+	struct entry e = { .crcs = NULL };
+	MDB_txn *txn;
+	int rc = txn_begin(c, MDB_RDONLY, &txn);
+
+	if (rc != 0)
+		return rc;
+	rc = mdb_get(txn, c->dbi_idx, &k, &v);
+	if (rc == 0 && entry_parse(&v, a->id, a->id_len, &e) == 0)
+		a->present = true;
+	txn_end(txn, false);
+	free(e.crcs);
+	return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
 static bool chunk_present(struct cache *c, const uint8_t *hash,
 			  const uint8_t *id, size_t id_len)
 {
-	MDB_val k = { HASH_LEN, (void *)hash }, v;
-	struct entry e = { .crcs = NULL };
-	MDB_txn *txn;
+	struct present_args a = { hash, id, id_len, false };
 	bool present = false;
-
 	struct pending *p;
 
 	if (env_of(c) == NULL)
@@ -1372,14 +1706,8 @@ static bool chunk_present(struct cache *c, const uint8_t *hash,
 	pthread_mutex_unlock(&c->q_lock);
 	if (present)
 		return true;
-	if (txn_begin(c, MDB_RDONLY, &txn) != 0)
-		return false;
-	if (mdb_get(txn, c->dbi_idx, &k, &v) == 0 &&
-	    entry_parse(&v, id, id_len, &e) == 0)
-		present = true;
-	mdb_txn_abort(txn);
-	free(e.crcs);
-	return present;
+	guarded(c, present_index, &a);
+	return a.present;
 }
 
 /* ---- reads ------------------------------------------------------------------
@@ -1918,6 +2246,17 @@ void cache_buffer_free(struct cache *c, void *p, size_t len)
 /* ---- open, cleanup, close -------------------------------------------------
  */
 
+/* Makes path 0700, exactly (umask-independent); an existing one is left
+ * alone (perms_tighten() handles it). */
+static int dir_make(const char *path)
+{
+	if (mkdir(path, 0700) == 0)
+		return chmod(path, 0700) == 0 ? 0 : -errno;
+	return errno == EEXIST ? 0 : -errno;
+}
+
+/* Creates path's missing parents (0755: they are not the cache's) and
+ * path itself (0700). */
 static int mkdir_p(const char *path)
 {
 	char *p = strdup(path), *s;
@@ -1925,20 +2264,65 @@ static int mkdir_p(const char *path)
 
 	if (p == NULL)
 		return -ENOMEM;
-	for (s = p + 1; rc == 0; s++) {
-		if (*s != '/' && *s != '\0')
+	for (s = p + 1; *s != '\0' && rc == 0; s++) {
+		if (*s != '/')
 			continue;
-		char save = *s;
-
 		*s = '\0';
 		if (mkdir(p, 0755) != 0 && errno != EEXIST)
 			rc = -errno;
-		*s = save;
-		if (save == '\0')
-			break;
+		*s = '/';
 	}
+	if (rc == 0)
+		rc = dir_make(p);
 	free(p);
 	return rc;
+}
+
+/* Opens (creating 0600) a file of the cache; an existing one keeps its
+ * mode (perms_tighten() handles it). */
+static int file_open(const char *path, int flags)
+{
+	int fd = open(path, flags | O_CLOEXEC, 0600);
+
+	if (fd < 0)
+		return -errno;
+	return fd;
+}
+
+static int tighten_one(const char *path, const struct stat *st, int type,
+		       struct FTW *ftw)
+{
+	(void)ftw;
+	if ((type == FTW_F || type == FTW_D) && st->st_uid == geteuid() &&
+	    (st->st_mode & 077) != 0)
+		chmod(path, st->st_mode & 0700);
+	return 0;
+}
+
+/* A cache made by an older shardfs (or by hand) may be readable by other
+ * users: it holds dataset bytes the mount may deny them. When we own it,
+ * take the group and other bits off everything in it, once. */
+static void perms_tighten(struct cache *c)
+{
+	struct stat st, ist;
+	char *index = NULL;
+	bool loose;
+
+	if (stat(c->dir, &st) != 0 || st.st_uid != geteuid())
+		return;
+	loose = (st.st_mode & 077) != 0;
+	if (asprintf(&index, "%s/index.mdb", c->dir) >= 0 &&
+	    stat(index, &ist) == 0 && ist.st_uid == geteuid() &&
+	    (ist.st_mode & 077) != 0)
+		loose = true;
+	free(index);
+	if (!loose)
+		return;
+	nftw(c->dir, tighten_one, 16, FTW_PHYS | FTW_MOUNT);
+	log_msg(LOG_WARNING,
+		"cache %s was readable by other users (mode %04o): made it "
+		"0700 and its files 0600",
+		c->dir, (unsigned)(st.st_mode & 07777));
 }
 
 /* LMDB writes its lock file through a shared mapping; on a full tmpfs a
@@ -1946,11 +2330,11 @@ static int mkdir_p(const char *path)
  * first turns a full filesystem into an error at open. */
 static int lock_file_prepare(const char *path)
 {
-	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644), rc;
+	int fd = file_open(path, O_RDWR | O_CREAT), rc;
 	struct stat st;
 
 	if (fd < 0)
-		return -errno;
+		return fd;
 	rc = fstat(fd, &st) != 0 ? -errno : 0;
 	if (rc == 0 && (uint64_t)st.st_size < LOCK_FILE_BYTES)
 		rc = -posix_fallocate(fd, 0, LOCK_FILE_BYTES);
@@ -1958,6 +2342,38 @@ static int lock_file_prepare(const char *path)
 		rc = -posix_fallocate(fd, 0, st.st_size);
 	close(fd);
 	return rc;
+}
+
+/* Takes owners.lock (op: LOCK_SH or LOCK_EX) without ever blocking for
+ * good: any local user who can open the file could hold it forever. Polls
+ * for LOCK_WAIT_SECONDS, then gives up with -ETIMEDOUT (logged, naming the
+ * file). */
+static int owners_lock(struct cache *c, const char *path, int op)
+{
+	struct timespec start, now, pause = { 0, 20 * 1000000L };
+
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	for (;;) {
+		if (flock(c->owners_fd, op | LOCK_NB) == 0)
+			return 0;
+		if (errno == EINTR)
+			continue;
+		if (errno != EWOULDBLOCK)
+			return -errno;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if ((now.tv_sec - start.tv_sec) * 1000 +
+			    (now.tv_nsec - start.tv_nsec) / 1000000 >=
+		    LOCK_WAIT_SECONDS * 1000)
+			break;
+		nanosleep(&pause, NULL);
+	}
+	log_msg(LOG_ERR,
+		"cache %s: %s stayed locked by another process for %d s "
+		"(a cache cleanup at open takes seconds, not this long); "
+		"find the holder with `fuser -v %s` and stop it, or use "
+		"another cache dir",
+		c->dir, path, LOCK_WAIT_SECONDS, path);
+	return -ETIMEDOUT;
 }
 
 static bool file_old(const struct stat *st)
@@ -1999,9 +2415,11 @@ static void cleanup_tmp(struct cache *c, bool alone)
 }
 
 /* Drops rows whose blob is missing; when alone, also recounts live bytes
- * (it cannot drift, but this heals a foreign or damaged index). */
-static void cleanup_rows(struct cache *c, bool alone)
+ * (it cannot drift, but this heals a foreign or damaged index). Returns
+ * an LMDB error of the scan (damage is noticed here first). */
+static int cleanup_rows_run(struct cache *c, void *arg)
 {
+	bool alone = *(const bool *)arg;
 	uint8_t(*gone)[HASH_LEN] = NULL;
 	size_t n = 0, cap = 0, i;
 	uint64_t live = 0;
@@ -2010,13 +2428,15 @@ static void cleanup_rows(struct cache *c, bool alone)
 	MDB_txn *txn;
 	int rc, op = MDB_FIRST;
 
-	if (txn_begin(c, MDB_RDONLY, &txn) != 0)
-		return;
-	if (mdb_cursor_open(txn, c->dbi_idx, &cur) != 0) {
-		mdb_txn_abort(txn);
-		return;
+	rc = txn_begin(c, MDB_RDONLY, &txn);
+	if (rc != 0)
+		return rc;
+	rc = mdb_cursor_open(txn, c->dbi_idx, &cur);
+	if (rc != 0) {
+		txn_end(txn, false);
+		return rc;
 	}
-	while (mdb_cursor_get(cur, &k, &v, op) == 0) {
+	while ((rc = mdb_cursor_get(cur, &k, &v, op)) == 0) {
 		struct entry_hdr h;
 		bool bad = false;
 
@@ -2049,12 +2469,14 @@ static void cleanup_rows(struct cache *c, bool alone)
 		memcpy(gone[n++], k.mv_data, HASH_LEN);
 	}
 	mdb_cursor_close(cur);
-	mdb_txn_abort(txn);
+	txn_end(txn, false);
+	if (rc != MDB_NOTFOUND && rc != 0)
+		goto out;
 	if (n == 0 && !alone)
 		goto out;
-	if (txn_begin(c, 0, &txn) != 0)
+	rc = txn_begin(c, 0, &txn);
+	if (rc != 0)
 		goto out;
-	rc = 0;
 	if (alone)
 		rc = meta_put(txn, c, "live_bytes", live);
 	for (i = 0; i < n && rc == 0; i++) {
@@ -2066,42 +2488,58 @@ static void cleanup_rows(struct cache *c, bool alone)
 			rc = 0;
 	}
 	if (rc == 0)
-		rc = mdb_txn_commit(txn);
+		rc = txn_end(txn, true);
 	else
-		mdb_txn_abort(txn);
-	if (n > 0)
+		txn_end(txn, false);
+	if (n > 0 && rc == 0)
 		log_msg(LOG_INFO, "cache %s: dropped %zu rows without blobs",
 			c->dir, n);
 out:
 	free(gone);
+	return rc == MDB_NOTFOUND ? 0 : rc;
 }
 
 /* Whether a file in blobs/XX/ is the blob of a row: its name is
  * HASH.BLOBID and the row of HASH holds that blob id. */
+struct ref_args {
+	uint8_t hash[HASH_LEN];
+	uint64_t blob_id;
+	bool found;
+};
+
+static int blob_referenced_run(struct cache *c, void *arg)
+{
+	struct ref_args *a = arg;
+	MDB_val k = { HASH_LEN, a->hash }, v;
+	struct entry_hdr h;
+	MDB_txn *txn;
+	int rc = txn_begin(c, MDB_RDONLY, &txn);
+
+	if (rc != 0)
+		return rc;
+	rc = mdb_get(txn, c->dbi_idx, &k, &v);
+	if (rc == 0 && v.mv_size >= sizeof(h)) {
+		memcpy(&h, v.mv_data, sizeof(h));
+		a->found = !(h.flags & ENTRY_INLINE) && h.blob_id == a->blob_id;
+	}
+	txn_end(txn, false);
+	return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
 static bool blob_referenced(struct cache *c, const char *name)
 {
-	uint8_t hash[HASH_LEN];
-	MDB_val k = { HASH_LEN, hash }, v;
-	struct entry_hdr h;
-	unsigned long long blob_id;
-	MDB_txn *txn;
-	bool found = false;
+	struct ref_args a = { .found = false };
 	char *end;
 
 	if (strlen(name) != 2 * HASH_LEN + 17 || name[2 * HASH_LEN] != '.' ||
-	    hex_hash(name, hash) != 0)
+	    hex_hash(name, a.hash) != 0)
 		return false;
-	blob_id = strtoull(name + 2 * HASH_LEN + 1, &end, 16);
+	a.blob_id = strtoull(name + 2 * HASH_LEN + 1, &end, 16);
 	if (*end != '\0')
 		return false;
-	if (txn_begin(c, MDB_RDONLY, &txn) != 0)
+	if (guarded(c, blob_referenced_run, &a) != 0)
 		return true; /* when in doubt, keep the blob */
-	if (mdb_get(txn, c->dbi_idx, &k, &v) == 0 && v.mv_size >= sizeof(h)) {
-		memcpy(&h, v.mv_data, sizeof(h));
-		found = !(h.flags & ENTRY_INLINE) && h.blob_id == blob_id;
-	}
-	mdb_txn_abort(txn);
-	return found;
+	return a.found;
 }
 
 /* Removes blobs without rows (when not alone, only old ones). */
@@ -2155,47 +2593,207 @@ static void cleanup_blobs(struct cache *c, bool alone)
 	free(root);
 }
 
-static int env_open(struct cache *c, const char *path)
+static int dbis_open(struct cache *c, void *arg)
 {
+	unsigned flags = c->readonly ? 0 : MDB_CREATE;
 	MDB_txn *txn;
 	int rc;
 
-	rc = mdb_env_create(&c->env);
+	(void)arg;
+	rc = txn_begin_on(c, c->env, c->readonly ? MDB_RDONLY : 0, &txn);
 	if (rc != 0)
-		return mdb_err(rc);
-	mdb_env_set_maxdbs(c->env, 4);
-	mdb_env_set_mapsize(c->env, (size_t)MAP_SIZE);
-	mdb_env_set_maxreaders(c->env, MAX_READERS);
-	/* NOMETASYNC: each commit syncs its data pages but not the meta page,
-	 * so a system crash may lose the last commit, never the index. */
-	rc = mdb_env_open(c->env, path,
-			  MDB_NOSUBDIR | MDB_NOTLS | MDB_NORDAHEAD |
-				  MDB_NOMETASYNC,
-			  0644);
-	if (rc != 0)
-		goto fail;
-	mdb_reader_check(c->env, NULL);
-	rc = mdb_txn_begin(c->env, NULL, 0, &txn);
-	if (rc != 0)
-		goto fail;
-	rc = mdb_dbi_open(txn, "idx", MDB_CREATE, &c->dbi_idx);
+		return rc;
+	rc = mdb_dbi_open(txn, "idx", flags, &c->dbi_idx);
 	if (rc == 0)
-		rc = mdb_dbi_open(txn, "data", MDB_CREATE, &c->dbi_data);
+		rc = mdb_dbi_open(txn, "data", flags, &c->dbi_data);
 	if (rc == 0)
-		rc = mdb_dbi_open(txn, "meta", MDB_CREATE, &c->dbi_meta);
-	if (rc == 0)
-		rc = mdb_txn_commit(txn);
+		rc = mdb_dbi_open(txn, "meta", flags, &c->dbi_meta);
+	if (rc == 0) /* even read-only: an abort forgets the handles */
+		rc = txn_end(txn, true);
 	else
-		mdb_txn_abort(txn);
-	if (rc != 0)
-		goto fail;
-	return 0;
-fail:
-	log_msg(LOG_WARNING, "cache %s: cannot open the index: %s", path,
-		mdb_strerror(rc));
-	mdb_env_close(c->env);
+		txn_end(txn, false);
+	return rc;
+}
+
+/* Also after a fault: the faulting transaction was aborted, and what is
+ * left (the map, the files, this process' reader slots) closes as
+ * usual. */
+static void env_close(struct cache *c)
+{
+	if (c->env != NULL)
+		mdb_env_close(c->env);
 	c->env = NULL;
-	return mdb_err(rc);
+}
+
+/* Opens the environment at path and its databases. Returns 0 or an LMDB
+ * code (an errno value or MDB_*), logged by the caller. */
+static int env_open(struct cache *c, const char *path)
+{
+	unsigned flags =
+		MDB_NOSUBDIR | MDB_NOTLS | MDB_NORDAHEAD | MDB_NOMETASYNC;
+	int rc;
+
+	if (c->readonly)
+		flags |= MDB_RDONLY;
+	for (;;) {
+		rc = mdb_env_create(&c->env);
+		if (rc != 0) {
+			c->env = NULL;
+			return rc;
+		}
+		mdb_env_set_maxdbs(c->env, 4);
+		mdb_env_set_assert(c->env, mdb_assert_cb);
+		mdb_env_set_mapsize(c->env, (size_t)MAP_SIZE);
+		mdb_env_set_maxreaders(c->env, MAX_READERS);
+		/* NOMETASYNC: each commit syncs its data pages but not the
+		 * meta page, so a system crash may lose the last commit,
+		 * never the index. */
+		rc = mdb_env_open(c->env, path, flags, 0600);
+		if (rc == 0)
+			break;
+		mdb_env_close(c->env);
+		c->env = NULL;
+		/* A read-only cache whose lock file we may not open: read
+		 * without LMDB's locks (nobody may write it through us). */
+		if (!c->readonly || (flags & MDB_NOLOCK) ||
+		    (rc != EACCES && rc != EROFS))
+			return rc;
+		flags |= MDB_NOLOCK;
+	}
+	if (!c->readonly)
+		mdb_reader_check(c->env, NULL);
+	rc = guarded(c, dbis_open, NULL);
+	if (rc != 0)
+		env_close(c);
+	return rc;
+}
+
+/* The deep check of the open index, in a read transaction so that the
+ * pages it walks stay put while other processes write. */
+struct deep_args {
+	int fd;
+	char *why;
+	size_t why_len;
+	int result; /* index_check_tree()'s */
+};
+
+static int index_deep_run(struct cache *c, void *arg)
+{
+	struct deep_args *a = arg;
+	MDB_txn *txn;
+	int rc, tries;
+
+	for (tries = 0; tries < 5; tries++) {
+		rc = txn_begin_on(c, c->env, MDB_RDONLY, &txn);
+		if (rc != 0)
+			return rc;
+		a->result = index_check_tree(a->fd, mdb_txn_id(txn), a->why,
+					     a->why_len);
+		txn_end(txn, false);
+		if (a->result != -EAGAIN)
+			break;
+	}
+	return 0;
+}
+
+/* Moves a damaged index aside (one old copy kept, for a post-mortem),
+ * with its lock file: processes still using them keep their own. */
+static void index_move_aside(struct cache *c, const char *why)
+{
+	char *aside = NULL, *lock = NULL;
+	struct dirent *de;
+	DIR *d = opendir(c->dir);
+
+	while (d != NULL && (de = readdir(d)) != NULL)
+		if (!strncmp(de->d_name, "index.mdb.corrupt-", 18))
+			unlinkat(dirfd(d), de->d_name, 0);
+	if (d != NULL)
+		closedir(d);
+	if (asprintf(&aside, "%s/index.mdb.corrupt-%llu", c->dir,
+		     (unsigned long long)now_seconds()) < 0)
+		aside = NULL;
+	if (asprintf(&lock, "%s-lock", c->index_path) >= 0)
+		unlink(lock);
+	if (aside == NULL || rename(c->index_path, aside) != 0)
+		unlink(c->index_path);
+	log_msg(LOG_ERR,
+		"cache %s: the index %s is damaged (%s): moved it aside to "
+		"%s and started a fresh one; its chunks will be fetched again",
+		c->dir, c->index_path, why, aside ? aside : "(removed)");
+	free(lock);
+	free(aside);
+}
+
+/* Opens c->index_path after checking it against its own structure: the
+ * meta pages and file size before LMDB maps it, then every branch and
+ * leaf page (index_check.h). A damaged index is moved aside and a fresh
+ * one started when may_move, else it is an error (-EIO, logged). */
+static int index_open(struct cache *c, bool may_move)
+{
+	char why[256];
+	int attempt, rc, fd;
+
+	for (attempt = 0; attempt < 2; attempt++) {
+		struct deep_args a = { .why = why, .why_len = sizeof(why) };
+
+		why[0] = '\0';
+		fd = open(c->index_path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0 && errno != ENOENT) {
+			rc = -errno;
+			log_msg(LOG_WARNING, "cache %s: cannot open %s: %s",
+				c->dir, c->index_path, strerror(-rc));
+			return rc;
+		}
+		rc = fd < 0 ? 0 : index_check_meta(fd, why, sizeof(why));
+		if (rc == 0) {
+			rc = env_open(c, c->index_path);
+			if (rc == MDB_PANIC) /* a fault: the guard said why */
+				snprintf(why, sizeof(why), "a fault in LMDB");
+			else if (mdb_damaged(rc))
+				snprintf(why, sizeof(why), "%s",
+					 mdb_strerror(rc));
+			else if (rc != 0) {
+				log_msg(LOG_WARNING,
+					"cache %s: cannot open the index %s: "
+					"%s",
+					c->dir, c->index_path, err_str(rc));
+				if (fd >= 0)
+					close(fd);
+				return mdb_err(rc);
+			}
+			rc = rc != 0 ? 1 : 0;
+		}
+		if (rc == 0 && fd >= 0) {
+			a.fd = fd;
+			rc = guarded(c, index_deep_run, &a);
+			if (rc == 0)
+				rc = a.result;
+			if (rc != 0 && why[0] == '\0')
+				snprintf(why, sizeof(why), "%s", err_str(rc));
+			if (rc < 0 && rc != -ENOMEM && rc != -EAGAIN)
+				rc = 1;
+			else if (rc < 0)
+				rc = 0; /* could not check: LMDB's own checks */
+			if (rc != 0)
+				env_close(c);
+		}
+		if (fd >= 0)
+			close(fd);
+		if (rc == 0)
+			return 0;
+		/* Damaged. A fault at open is forgotten with the old file. */
+		__atomic_store_n(&c->broken, false, __ATOMIC_RELEASE);
+		if (!may_move || c->readonly || attempt > 0) {
+			log_msg(LOG_ERR,
+				"cache %s: the index %s is damaged (%s); "
+				"`shardfs cache clear %s` or the next mount "
+				"starts a fresh one",
+				c->dir, c->index_path, why, c->dir);
+			return -EIO;
+		}
+		index_move_aside(c, why);
+	}
+	return -EIO;
 }
 
 static int budget_compute(const struct cache_options *o, uint64_t *out)
@@ -2250,13 +2848,42 @@ int cache_new(struct backend *be, struct cache **out)
 	return 0;
 }
 
+/* Records the budget and chunk size of this opener (cache stat). */
+static int meta_record(struct cache *c, void *arg)
+{
+	const uint64_t *v = arg;
+	MDB_txn *txn;
+	int rc = txn_begin(c, 0, &txn);
+
+	if (rc != 0)
+		return rc;
+	rc = meta_put(txn, c, "budget", v[0]);
+	if (rc == 0)
+		rc = meta_put(txn, c, "chunk_size", v[1]);
+	if (rc == 0)
+		return txn_end(txn, true);
+	txn_end(txn, false);
+	return rc;
+}
+
+/* Whether DIR holds an index we may read but not write (a read-only
+ * mount, or a directory without write permission for us). */
+static bool dir_readonly(const char *dir, const char *index)
+{
+	struct stat st;
+
+	if (access(dir, W_OK) == 0 || (errno != EROFS && errno != EACCES))
+		return false;
+	return stat(index, &st) == 0 && st.st_size > 0;
+}
+
 int cache_open(const struct cache_options *opts, struct backend *be,
 	       struct cache **out)
 {
 	struct cache *c = cache_alloc(be);
 	char *path = NULL, *lock = NULL, *sub = NULL;
 	const char *id = opts->backend_id ? opts->backend_id : "";
-	bool alone = false;
+	bool alone = false, inspect = opts->inspect;
 	int rc;
 
 	if (c == NULL)
@@ -2279,59 +2906,70 @@ int cache_open(const struct cache_options *opts, struct backend *be,
 	if (c->dir == NULL || c->backend_id == NULL ||
 	    asprintf(&path, "%s/index.mdb", opts->dir) < 0 ||
 	    asprintf(&lock, "%s/index.mdb-lock", opts->dir) < 0 ||
-	    asprintf(&sub, "%s/blobs/tmp", opts->dir) < 0) {
+	    asprintf(&sub, "%s/owners.lock", opts->dir) < 0) {
 		rc = -ENOMEM;
 		goto fail;
 	}
-	rc = mkdir_p(sub);
-	if (rc < 0) {
-		log_msg(LOG_WARNING, "cache %s: cannot create %s: %s",
-			opts->dir, sub, strerror(-rc));
-		goto fail;
+	c->index_path = path;
+	path = NULL;
+	c->readonly = dir_readonly(opts->dir, c->index_path);
+	if (c->readonly) {
+		inspect = true; /* no cleanup, no eviction */
+		log_msg(LOG_WARNING,
+			"cache %s is read-only (%s): serving the chunks it "
+			"holds, storing nothing",
+			opts->dir, strerror(errno == EROFS ? EROFS : EACCES));
+	} else {
+		char *blobs = NULL, *tmp = NULL;
+
+		rc = mkdir_p(opts->dir);
+		if (rc == 0 && (asprintf(&blobs, "%s/blobs", opts->dir) < 0 ||
+				asprintf(&tmp, "%s/blobs/tmp", opts->dir) < 0))
+			rc = -ENOMEM;
+		if (rc == 0)
+			rc = dir_make(blobs);
+		if (rc == 0)
+			rc = dir_make(tmp);
+		free(blobs);
+		free(tmp);
+		if (rc < 0) {
+			log_msg(LOG_WARNING, "cache %s: cannot create it: %s",
+				opts->dir, strerror(-rc));
+			goto fail;
+		}
+		perms_tighten(c);
 	}
 	rc = budget_compute(opts, &c->budget);
 	if (rc < 0)
 		goto fail_dir;
-	free(sub);
-	sub = NULL;
-	if (asprintf(&sub, "%s/owners.lock", opts->dir) < 0) {
-		rc = -ENOMEM;
-		goto fail;
-	}
-	c->owners_fd = open(sub, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-	if (c->owners_fd < 0) {
-		rc = -errno;
+	rc = file_open(sub, c->readonly ? O_RDONLY : O_RDWR | O_CREAT);
+	if (rc < 0 && !(c->readonly && rc == -ENOENT))
 		goto fail_dir;
+	c->owners_fd = rc;
+	if (c->owners_fd >= 0) {
+		if (!inspect && flock(c->owners_fd, LOCK_EX | LOCK_NB) == 0)
+			alone = true;
+		else if ((rc = owners_lock(c, sub, LOCK_SH)) < 0)
+			goto fail; /* logged */
 	}
-	if (!opts->inspect && flock(c->owners_fd, LOCK_EX | LOCK_NB) == 0)
-		alone = true;
-	else if (flock(c->owners_fd, LOCK_SH) != 0) {
-		rc = -errno;
-		goto fail_dir;
+	if (!c->readonly) {
+		rc = lock_file_prepare(lock);
+		if (rc < 0)
+			goto fail_dir;
 	}
-	rc = lock_file_prepare(lock);
-	if (rc < 0)
-		goto fail_dir;
-	rc = env_open(c, path);
+	rc = index_open(c, !opts->inspect || opts->repair);
 	if (rc < 0)
 		goto fail;
 	c->env_pid = getpid();
 	c->disk = true;
-	c->index_path = path;
-	path = NULL;
-	if (!opts->inspect) {
-		MDB_txn *txn;
+	c->opened = true;
+	if (!inspect) {
+		uint64_t meta[2] = { c->budget, c->chunk_size };
 
-		if (txn_begin(c, 0, &txn) == 0) {
-			if (meta_put(txn, c, "budget", c->budget) == 0 &&
-			    meta_put(txn, c, "chunk_size", c->chunk_size) == 0)
-				mdb_txn_commit(txn);
-			else
-				mdb_txn_abort(txn);
-		}
+		guarded(c, meta_record, meta);
 		cleanup_tmp(c, alone);
-		cleanup_rows(c, alone);
-		cleanup_blobs(c, alone);
+		if (guarded(c, cleanup_rows_run, &alone) == 0)
+			cleanup_blobs(c, alone);
 		if (c->budget > 0 && live_bytes(c) > c->budget)
 			evict_to(c, c->budget / 10 * 9);
 	}
@@ -2339,7 +2977,6 @@ int cache_open(const struct cache_options *opts, struct backend *be,
 		flock(c->owners_fd, LOCK_SH);
 	free(sub);
 	free(lock);
-	free(path);
 	*out = c;
 	return 0;
 fail_dir:
@@ -2369,8 +3006,7 @@ void cache_free(struct cache *c)
 			pthread_join(c->committer, NULL);
 		touches_flush(c);
 	}
-	if (c->env != NULL)
-		mdb_env_close(c->env);
+	env_close(c);
 	if (c->owners_fd >= 0)
 		close(c->owners_fd);
 	free(c->touched);
@@ -2395,29 +3031,26 @@ void cache_free(struct cache *c)
 /* ---- stat, verify, clear ----------------------------------------------------
  */
 
-int cache_info(struct cache *c, struct cache_info *out)
+static int info_run(struct cache *c, void *arg)
 {
+	struct cache_info *out = arg;
 	MDB_cursor *cur;
 	MDB_val k, v;
 	MDB_txn *txn;
-	struct stat st;
-	char *path;
-	int op = MDB_FIRST;
+	int rc, op = MDB_FIRST;
 
-	memset(out, 0, sizeof(*out));
-	if (!c->disk)
-		return -EINVAL;
-	pending_drain(c);
-	if (txn_begin(c, MDB_RDONLY, &txn) != 0)
-		return -EIO;
+	rc = txn_begin(c, MDB_RDONLY, &txn);
+	if (rc != 0)
+		return rc;
 	meta_get(txn, c, "live_bytes", &out->live_bytes);
 	meta_get(txn, c, "budget", &out->budget_bytes);
 	meta_get(txn, c, "chunk_size", &out->chunk_size);
-	if (mdb_cursor_open(txn, c->dbi_idx, &cur) != 0) {
-		mdb_txn_abort(txn);
-		return -EIO;
+	rc = mdb_cursor_open(txn, c->dbi_idx, &cur);
+	if (rc != 0) {
+		txn_end(txn, false);
+		return rc;
 	}
-	while (mdb_cursor_get(cur, &k, &v, op) == 0) {
+	while ((rc = mdb_cursor_get(cur, &k, &v, op)) == 0) {
 		struct entry_hdr h;
 
 		op = MDB_NEXT;
@@ -2431,7 +3064,21 @@ int cache_info(struct cache *c, struct cache_info *out)
 			out->blob_entries++;
 	}
 	mdb_cursor_close(cur);
-	mdb_txn_abort(txn);
+	txn_end(txn, false);
+	return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+int cache_info(struct cache *c, struct cache_info *out)
+{
+	struct stat st;
+	char *path;
+
+	memset(out, 0, sizeof(*out));
+	if (!c->disk)
+		return -EINVAL;
+	pending_drain(c);
+	if (guarded(c, info_run, out) != 0)
+		return -EIO; /* logged */
 	if (asprintf(&path, "%s/index.mdb", c->dir) >= 0) {
 		if (stat(path, &st) == 0)
 			out->data_file_bytes = (uint64_t)st.st_size;
@@ -2510,24 +3157,33 @@ static char *dup_part(const uint8_t *p, size_t len)
 	return s;
 }
 
-int cache_verify(struct cache *c, cache_bad_cb cb, void *arg, uint64_t *checked)
+struct verify_args {
+	cache_bad_cb cb;
+	void *arg;
+	uint64_t *checked;
+	int bad;
+};
+
+static int verify_run(struct cache *c, void *varg)
 {
+	struct verify_args *va = varg;
+	cache_bad_cb cb = va->cb;
+	void *arg = va->arg;
+	uint64_t *checked = va->checked;
 	MDB_cursor *cur;
 	MDB_val k, v;
 	MDB_txn *txn;
-	int op = MDB_FIRST, bad = 0;
+	int rc, op = MDB_FIRST;
 
-	*checked = 0;
-	if (!c->disk)
-		return -EINVAL;
-	pending_drain(c);
-	if (txn_begin(c, MDB_RDONLY, &txn) != 0)
-		return -EIO;
-	if (mdb_cursor_open(txn, c->dbi_idx, &cur) != 0) {
-		mdb_txn_abort(txn);
-		return -EIO;
+	rc = txn_begin(c, MDB_RDONLY, &txn);
+	if (rc != 0)
+		return rc;
+	rc = mdb_cursor_open(txn, c->dbi_idx, &cur);
+	if (rc != 0) {
+		txn_end(txn, false);
+		return rc;
 	}
-	while (mdb_cursor_get(cur, &k, &v, op) == 0) {
+	while ((rc = mdb_cursor_get(cur, &k, &v, op)) == 0) {
 		struct entry e = { .crcs = NULL };
 		const char *why;
 
@@ -2560,7 +3216,7 @@ int cache_verify(struct cache *c, cache_bad_cb cb, void *arg, uint64_t *checked)
 			b.backend_id = s[0] ? s[0] : "";
 			b.key = s[1] ? s[1] : "";
 			b.etag = s[2] ? s[2] : "";
-			bad++;
+			va->bad++;
 			if (cb != NULL)
 				cb(arg, &b);
 			for (i = 0; i < 3; i++)
@@ -2569,15 +3225,47 @@ int cache_verify(struct cache *c, cache_bad_cb cb, void *arg, uint64_t *checked)
 		free(e.crcs);
 	}
 	mdb_cursor_close(cur);
-	mdb_txn_abort(txn);
-	return bad;
+	txn_end(txn, false);
+	return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+int cache_verify(struct cache *c, cache_bad_cb cb, void *arg, uint64_t *checked)
+{
+	struct verify_args va = { cb, arg, checked, 0 };
+
+	*checked = 0;
+	if (!c->disk)
+		return -EINVAL;
+	pending_drain(c);
+	if (guarded(c, verify_run, &va) != 0)
+		return -EIO; /* logged */
+	return va.bad;
+}
+
+static int clear_run(struct cache *c, void *arg)
+{
+	MDB_txn *txn;
+	int rc;
+
+	(void)arg;
+	rc = txn_begin(c, 0, &txn);
+	if (rc != 0)
+		return rc;
+	rc = mdb_drop(txn, c->dbi_idx, 0);
+	if (rc == 0)
+		rc = mdb_drop(txn, c->dbi_data, 0);
+	if (rc == 0)
+		rc = meta_put(txn, c, "live_bytes", 0);
+	if (rc == 0)
+		return txn_end(txn, true);
+	txn_end(txn, false);
+	return rc;
 }
 
 int cache_clear(struct cache *c)
 {
 	char *root = NULL;
 	struct dirent *sub;
-	MDB_txn *txn;
 	DIR *top;
 	int rc;
 
@@ -2587,18 +3275,7 @@ int cache_clear(struct cache *c)
 	pthread_mutex_lock(&c->touch_lock);
 	c->n_touched = 0;
 	pthread_mutex_unlock(&c->touch_lock);
-	rc = txn_begin(c, 0, &txn);
-	if (rc != 0)
-		return mdb_err(rc);
-	rc = mdb_drop(txn, c->dbi_idx, 0);
-	if (rc == 0)
-		rc = mdb_drop(txn, c->dbi_data, 0);
-	if (rc == 0)
-		rc = meta_put(txn, c, "live_bytes", 0);
-	if (rc == 0)
-		rc = mdb_txn_commit(txn);
-	else
-		mdb_txn_abort(txn);
+	rc = guarded(c, clear_run, NULL);
 	if (rc != 0)
 		return mdb_err(rc);
 	if (asprintf(&root, "%s/blobs", c->dir) < 0)
@@ -2628,5 +3305,11 @@ int cache_clear(struct cache *c)
 	if (top != NULL)
 		closedir(top);
 	free(root);
+	top = opendir(c->dir);
+	while (top != NULL && (sub = readdir(top)) != NULL)
+		if (!strncmp(sub->d_name, "index.mdb.corrupt-", 18))
+			unlinkat(dirfd(top), sub->d_name, 0);
+	if (top != NULL)
+		closedir(top);
 	return 0;
 }

@@ -6,12 +6,17 @@
  * cache_new() is a pass-through: every read goes to the backend. A cache
  * made by cache_open() on a directory keeps what it fetched on disk:
  *
- *   DIR/index.mdb/       LMDB environment (data.mdb, lock.mdb), shared by
+ *   DIR/index.mdb        LMDB data file (and index.mdb-lock), shared by
  *                        every process on the node that uses DIR
+ *   DIR/index.mdb.corrupt-TIME  the last index found damaged, moved aside
  *   DIR/blobs/XX/HASH.ID one immutable file per large chunk (ID: the
  *                        blob id in its row)
  *   DIR/blobs/tmp/       blobs being written (HASH.PID.RAND)
  *   DIR/owners.lock      every process holds a shared flock while open
+ *
+ * Directories are 0700 and files 0600, whatever the umask: the cache holds
+ * dataset bytes the mount may deny to other users. One cache directory
+ * per service user (docs/RELIABILITY.md).
  *
  * Objects are cut into chunks of chunk_size bytes; chunk n of an object is
  * identified by (backend id, key, etag, chunk_size, n), so a changed object
@@ -111,6 +116,8 @@ struct cache_options {
 	bool inline_max_set;	/* false: CACHE_INLINE_MAX_DEFAULT */
 	bool fsync;		/* fsync blobs before the rename */
 	bool inspect;		/* no cleanup at open (stat, verify) */
+	bool repair;		/* with inspect: a damaged index is still
+				 * moved aside for a fresh one (clear) */
 };
 
 struct cache;
@@ -123,9 +130,18 @@ int cache_new(struct backend *be, struct cache **out);
  * from be (borrowed; may be NULL for cache stat/verify/clear, and then
  * reads fail with -ENXIO). Unless opts->inspect, removes blobs without
  * index rows and rows without blobs first (see cache.c for how this stays
- * safe while other processes use the directory). Returns 0 and sets *out,
- * or a negative errno (logged): -ENOSPC and other errors of the directory,
- * -EIO for an index LMDB cannot open, -ENOMEM. */
+ * safe while other processes use the directory).
+ *
+ * The index is checked against its own structure first; a damaged one is
+ * moved aside and a fresh one started (with opts->inspect and not
+ * opts->repair: -EIO instead). A directory we cannot write (a read-only
+ * mount) is opened read-only: hits are served, nothing is stored. A
+ * directory we own that other users can read is made 0700/0600.
+ *
+ * Returns 0 and sets *out, or a negative errno (logged): -ETIMEDOUT when
+ * owners.lock stays locked by another process for 10 s, -ENOSPC and
+ * other errors of the directory, -EIO for an index that cannot be opened
+ * (or is damaged, see above), -ENOMEM. */
 int cache_open(const struct cache_options *opts, struct backend *be,
 	       struct cache **out);
 

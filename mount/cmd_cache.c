@@ -73,7 +73,9 @@ static int cache_open_cfg(const struct config *cfg, struct backend *be,
 	o.fsync = cfg->cache.fsync;
 	rc = cache_open(&o, be, out);
 	free(id);
-	if (rc == -ENOMEM)
+	/* A held owners.lock is someone's doing: say so (logged) and stop,
+	 * rather than read uncached behind the operator's back. */
+	if (rc == -ENOMEM || rc == -ETIMEDOUT)
 		return rc;
 	if (rc < 0) {
 		log_msg(LOG_WARNING,
@@ -147,6 +149,8 @@ int cmd_cache(int argc, char **argv)
 	free(index);
 	o.dir = dir;
 	o.inspect = true;
+	/* clear must work on any index, even a damaged one. */
+	o.repair = !strcmp(action, "clear");
 	if (cache_open(&o, NULL, &c) < 0) {
 		fprintf(stderr, "shardfs: cache %s: cannot open %s\n", action,
 			dir);

@@ -4,13 +4,17 @@
  * corruption (blob and inline) detected and refetched, eviction to 90% of
  * the budget, LRU order through batched access times, cleanup at open, two
  * processes on one directory, a full filesystem (a 2 MiB tmpfs, when we may
- * mount one), cache_fill, changed etags, verify and clear.
+ * mount one), cache_fill, changed etags, verify and clear; the directory:
+ * an index truncated while open (SIGBUS caught) or damaged at open (moved
+ * aside), other faults left alone, 0700/0600 modes, a held owners.lock,
+ * a full disk under LMDB logged as ENOSPC.
  *
  * Backend reads are counted by the cache's own stats (backend_reads), which
  * count calls into the backend. Every test works in its own directory under
  * one mkdtemp root that main() removes whatever the outcome.
  */
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -18,7 +22,9 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -26,6 +32,8 @@
 
 #include "backends/backend.h"
 #include "cache/cache.h"
+
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 static const char *root;
 static char tmpfs_dir[2048];
@@ -813,6 +821,296 @@ START_TEST(test_full_filesystem)
 }
 END_TEST
 
+/* ---- the cache directory: damage, permissions, owners.lock ---- */
+
+/* Some inline entries (small chunks), indexed. */
+static void fill_inline(struct fixture *fx, struct obj *ob, int n)
+{
+	char name[32];
+	int i;
+
+	for (i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "in%d", i);
+		make_file(fx, name, 900 + (unsigned)i, 3 * 65536 + 11);
+		obj_get(fx, name, &ob[i]);
+	}
+	fx_open(fx, 64 << 20, 65536, 65536);
+	for (i = 0; i < n; i++)
+		read_all(fx, &ob[i], 900 + (unsigned)i);
+	ck_assert_uint_eq(info(fx).entries, (uint64_t)n * 4);
+}
+
+static bool aside_exists(const char *dir)
+{
+	struct dirent *de;
+	bool found = false;
+	DIR *d = opendir(dir);
+
+	while (d != NULL && (de = readdir(d)) != NULL)
+		found |= !strncmp(de->d_name, "index.mdb.corrupt-", 18);
+	if (d != NULL)
+		closedir(d);
+	return found;
+}
+
+/* index.mdb truncated by someone else while this process has it mapped:
+ * the next lookups fault inside LMDB (SIGBUS). The process lives, reads
+ * stay correct (from the source), and the next open starts afresh. */
+START_TEST(test_index_truncated_while_open)
+{
+	struct fixture fx;
+	struct obj ob[6];
+	char path[4200];
+	uint64_t reads;
+	int i;
+
+	fx_init(&fx, "trunc");
+	fill_inline(&fx, ob, 6);
+	snprintf(path, sizeof(path), "%s/index.mdb", fx.dir);
+	ck_assert_int_eq(truncate(path, 8192), 0);
+	reads = stats(&fx).backend_reads;
+	for (i = 0; i < 6; i++)
+		read_all(&fx, &ob[i], 900 + (unsigned)i);
+	ck_assert_uint_gt(stats(&fx).backend_reads, reads);
+	ck_assert_int_ne(cache_info(fx.c, &(struct cache_info){ 0 }), 0);
+	fx_close(&fx);
+
+	fx_open(&fx, 64 << 20, 65536, 65536);
+	ck_assert(aside_exists(fx.dir));
+	ck_assert_uint_eq(info(&fx).entries, 0);
+	for (i = 0; i < 6; i++)
+		read_all(&fx, &ob[i], 900 + (unsigned)i);
+	ck_assert_int_eq(verify(&fx), 0);
+	fx_free(&fx);
+}
+END_TEST
+
+/* The offset of the flags of the main tree's root page, from the newest
+ * of LMDB's two meta pages (index_check.c has the layout). */
+static off_t main_root_flags(const char *path)
+{
+	uint8_t m[2][160];
+	uint64_t txn[2], root;
+	uint32_t psize;
+	int fd = open(path, O_RDONLY), i;
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pread(fd, m[0], 160, 0), 160);
+	memcpy(&psize, m[0] + 40, 4);
+	ck_assert_int_eq(pread(fd, m[1], 160, psize), 160);
+	close(fd);
+	for (i = 0; i < 2; i++)
+		memcpy(&txn[i], m[i] + 152, 8);
+	memcpy(&root, m[txn[1] > txn[0]] + 128, 8);
+	return (off_t)(root * psize + 10);
+}
+
+/* Damage found at open (a meta page, a page's header) is moved aside;
+ * inspection reports it instead. */
+START_TEST(test_index_damaged_at_open)
+{
+	struct {
+		off_t off;
+		const char *bytes;
+	} damage[] = {
+		{ 16, "\x01\x02\x03\x04" }, /* page 0's magic */
+		{ -1, "\x77\x77" },	    /* the main root's flags */
+	};
+	struct cache_options o = { .inspect = true };
+	struct fixture fx;
+	struct obj ob[3];
+	char path[4200];
+	struct cache *c = NULL;
+	size_t d;
+	int fd, i;
+
+	fx_init(&fx, "damaged");
+	fill_inline(&fx, ob, 3);
+	fx_close(&fx);
+	snprintf(path, sizeof(path), "%s/index.mdb", fx.dir);
+	for (d = 0; d < ARRAY_LEN(damage); d++) {
+		if (damage[d].off < 0)
+			damage[d].off = main_root_flags(path);
+		fd = open(path, O_WRONLY);
+		ck_assert_int_ge(fd, 0);
+		ck_assert_int_eq(pwrite(fd, damage[d].bytes,
+					strlen(damage[d].bytes), damage[d].off),
+				 (ssize_t)strlen(damage[d].bytes));
+		close(fd);
+		o.dir = fx.dir;
+		ck_assert_int_eq(cache_open(&o, NULL, &c), -EIO);
+		fx_open(&fx, 64 << 20, 65536, 65536);
+		ck_assert(aside_exists(fx.dir));
+		ck_assert_uint_eq(info(&fx).entries, 0);
+		for (i = 0; i < 3; i++)
+			read_all(&fx, &ob[i], 900 + (unsigned)i);
+		ck_assert_uint_eq(info(&fx).entries, 12);
+		fx_close(&fx);
+	}
+	fx_free(&fx);
+}
+END_TEST
+
+/* The guard catches only faults inside LMDB: any other SIGSEGV still
+ * kills the process (kill(2)ed or a real fault). */
+START_TEST(test_guard_leaves_other_faults)
+{
+	volatile uintptr_t bad_addr = 8; /* unmapped, opaque to the compiler */
+	struct fixture fx;
+	struct obj ob[1];
+	int how, status;
+
+	fx_init(&fx, "guard");
+	fill_inline(&fx, ob, 1);
+	for (how = 0; how < 2; how++) {
+		pid_t pid = fork();
+
+		ck_assert_int_ge(pid, 0);
+		if (pid == 0) {
+			read_all(&fx, &ob[0], 900);
+			if (how == 0)
+				kill(getpid(), SIGSEGV);
+			else
+				*(volatile int *)bad_addr = 1;
+			_exit(0);
+		}
+		ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+		/* Killed by it, or (ASan's handler) exited non-zero. */
+		ck_assert(!WIFEXITED(status) || WEXITSTATUS(status) != 0);
+		if (WIFSIGNALED(status))
+			ck_assert_int_eq(WTERMSIG(status), SIGSEGV);
+	}
+	fx_free(&fx);
+}
+END_TEST
+
+static void assert_private(const char *path)
+{
+	struct stat st;
+
+	ck_assert_int_eq(stat(path, &st), 0);
+	if ((st.st_mode & 077) != 0)
+		ck_abort_msg("%s: mode %04o", path,
+			     (unsigned)(st.st_mode & 07777));
+}
+
+/* 0700 directories and 0600 files whatever the umask; a looser cache is
+ * tightened at open. */
+START_TEST(test_permissions)
+{
+	static const char *const names[] = {
+		"",	  "/index.mdb", "/index.mdb-lock", "/owners.lock",
+		"/blobs", "/blobs/tmp"
+	};
+	struct fixture fx;
+	struct obj ob;
+	char path[4400], blob[4200];
+	mode_t old = umask(0);
+	size_t i;
+
+	fx_init(&fx, "perms");
+	make_file(&fx, "b", 3, 300000);
+	obj_get(&fx, "b", &ob);
+	fx_open(&fx, 64 << 20, 0, 1000);
+	read_all(&fx, &ob, 3);
+	(void)stats(&fx); /* indexed */
+	for (i = 0; i < ARRAY_LEN(names); i++) {
+		snprintf(path, sizeof(path), "%s%s", fx.dir, names[i]);
+		assert_private(path);
+	}
+	ck_assert_int_eq(find_blob(fx.dir, blob, sizeof(blob)), 0);
+	assert_private(blob);
+	*strrchr(blob, '/') = '\0';
+	assert_private(blob);
+	fx_close(&fx);
+
+	ck_assert_int_eq(chmod(fx.dir, 0755), 0);
+	snprintf(path, sizeof(path), "%s/index.mdb", fx.dir);
+	ck_assert_int_eq(chmod(path, 0644), 0);
+	fx_open(&fx, 64 << 20, 0, 1000);
+	assert_private(fx.dir);
+	assert_private(path);
+	umask(old);
+	fx_free(&fx);
+}
+END_TEST
+
+/* Another process holding owners.lock exclusively cannot make an open
+ * wait forever. */
+START_TEST(test_owners_lock_held)
+{
+	struct cache_options o = { .inspect = true };
+	struct fixture fx;
+	struct obj ob[1];
+	struct cache *c = NULL;
+	char path[4200];
+	int fd;
+
+	fx_init(&fx, "lockheld");
+	fill_inline(&fx, ob, 1);
+	fx_close(&fx);
+	snprintf(path, sizeof(path), "%s/owners.lock", fx.dir);
+	fd = open(path, O_RDONLY); /* its own open file: a separate lock */
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(flock(fd, LOCK_EX), 0);
+	o.dir = fx.dir;
+	ck_assert_int_eq(cache_open(&o, NULL, &c), -ETIMEDOUT);
+	close(fd);
+	ck_assert_int_eq(cache_open(&o, NULL, &c), 0);
+	cache_free(c);
+	fx_free(&fx);
+}
+END_TEST
+
+/* A disk full while LMDB writes (inline chunks only, so no blob write
+ * fails first) is logged as ENOSPC, which LMDB reports as EIO. */
+START_TEST(test_full_filesystem_inline)
+{
+	struct fixture fx;
+	struct obj ob[6];
+	char name[32], logp[4200], text[8192];
+	int i, saved, lfd;
+	ssize_t n;
+
+	fx_init(&fx, "fullinl");
+	snprintf(tmpfs_dir, sizeof(tmpfs_dir), "%s/tmpfs2", root);
+	ck_assert_int_eq(mkdir(tmpfs_dir, 0755), 0);
+	if (mount("tmpfs", tmpfs_dir, "tmpfs", 0, "size=1m") != 0) {
+		tmpfs_dir[0] = '\0';
+		fx_free(&fx);
+		return;
+	}
+	snprintf(fx.dir, sizeof(fx.dir), "%s/cache", tmpfs_dir);
+	for (i = 0; i < 6; i++) {
+		snprintf(name, sizeof(name), "f%d", i);
+		make_file(&fx, name, 700 + (unsigned)i, 400000);
+		obj_get(&fx, name, &ob[i]);
+	}
+	snprintf(logp, sizeof(logp), "%s/full.log", root);
+	lfd = open(logp, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	ck_assert_int_ge(lfd, 0);
+	saved = dup(2);
+	dup2(lfd, 2);
+	fx_open(&fx, UINT64_C(1) << 30, 65536, 65536);
+	for (i = 0; i < 6; i++)
+		read_all(&fx, &ob[i], 700 + (unsigned)i);
+	(void)stats(&fx);
+	dup2(saved, 2);
+	close(saved);
+	ck_assert_uint_gt(stats(&fx).store_failures, 0);
+	n = pread(lfd, text, sizeof(text) - 1, 0);
+	close(lfd);
+	text[n > 0 ? n : 0] = '\0';
+	if (strstr(text, "No space left on device") == NULL ||
+	    strstr(text, "Input/output error") != NULL ||
+	    strstr(text, "Unknown error") != NULL)
+		ck_abort_msg("log: %s", text);
+	fx_free(&fx);
+	ck_assert_int_eq(umount2(tmpfs_dir, MNT_DETACH), 0);
+	tmpfs_dir[0] = '\0';
+}
+END_TEST
+
 /* ---- fill, etags, clear ---- */
 
 START_TEST(test_fill)
@@ -926,6 +1224,16 @@ static Suite *cache_store_suite(void)
 	tcase_set_timeout(tc, 30);
 	suite_add_tcase(s, tc);
 
+	tc = tcase_create("directory");
+	tcase_add_test(tc, test_index_truncated_while_open);
+	tcase_add_test(tc, test_index_damaged_at_open);
+	tcase_add_test(tc, test_guard_leaves_other_faults);
+	tcase_add_test(tc, test_permissions);
+	tcase_add_test(tc, test_owners_lock_held);
+	tcase_add_test(tc, test_full_filesystem_inline);
+	tcase_set_timeout(tc, 60);
+	suite_add_tcase(s, tc);
+
 	tc = tcase_create("fill_etag_clear");
 	tcase_add_test(tc, test_fill);
 	tcase_add_test(tc, test_new_etag_new_bytes);
@@ -960,6 +1268,8 @@ int main(void)
 	srunner_free(sr);
 	/* A failed test in a forked child never unmounted its tmpfs. */
 	snprintf(tmpfs, sizeof(tmpfs), "%s/tmpfs", dir);
+	umount2(tmpfs, MNT_DETACH);
+	snprintf(tmpfs, sizeof(tmpfs), "%s/tmpfs2", dir);
 	umount2(tmpfs, MNT_DETACH);
 	if (nftw(dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS))
 		perror(dir);
