@@ -478,9 +478,18 @@ static int txn_begin(struct cache *c, unsigned flags, MDB_txn **txn)
  * result. */
 static int txn_end(MDB_txn *txn, bool commit)
 {
+	int rc;
+
+	if (commit) {
+		/* Guarded until the commit returns: it reads the map (the
+		 * free list), and a fault there must abort the transaction,
+		 * or its writer lock stays held for every other process (as
+		 * LMDB's own commit error path does). */
+		rc = mdb_txn_commit(txn);
+		guard_txn = NULL;
+		return rc;
+	}
 	guard_txn = NULL;
-	if (commit)
-		return mdb_txn_commit(txn);
 	mdb_txn_abort(txn);
 	return 0;
 }
@@ -2768,6 +2777,9 @@ static int index_open(struct cache *c, bool may_move)
 			rc = guarded(c, index_deep_run, &a);
 			if (rc == 0)
 				rc = a.result;
+			else if (!mdb_damaged(rc))
+				rc = -EAGAIN; /* e.g. ENOMEM, readers full:
+					       * not the file's fault */
 			if (rc != 0 && why[0] == '\0')
 				snprintf(why, sizeof(why), "%s", err_str(rc));
 			if (rc < 0 && rc != -ENOMEM && rc != -EAGAIN)
