@@ -193,7 +193,9 @@ int index_check_meta(int fd, char *why, size_t why_len)
 	if (fstat(fd, &st) != 0)
 		return -errno;
 	need = (m[newest].last_pg + 1) * m[newest].psize;
-	if ((uint64_t)st.st_size < need) {
+	/* Compared by division too: a damaged last_pg must not wrap. */
+	if (m[newest].last_pg >= (uint64_t)st.st_size / m[newest].psize ||
+	    (uint64_t)st.st_size < need) {
 		snprintf(why, why_len,
 			 "truncated: %" PRIu64 " bytes, but meta page %d "
 			 "(txn %" PRIu64 ") uses %" PRIu64 " pages of %" PRIu32
@@ -354,7 +356,7 @@ int index_check_tree(int fd, uint64_t txnid, char *why, size_t why_len)
 		return -errno;
 	w.psize = t->psize;
 	w.last_pg = t->last_pg;
-	if ((uint64_t)st.st_size < (w.last_pg + 1) * w.psize)
+	if (w.last_pg >= (uint64_t)st.st_size / w.psize)
 		return bad(&w, w.last_pg, "beyond the end of the file");
 	w.seen = calloc(w.last_pg / 8 + 1, 1);
 	if (w.seen == NULL)
