@@ -723,12 +723,16 @@ static void run_part(struct fetch *f, struct flight *fl, bool worker)
 					       : fl->part_size;
 	if (pf)
 		f->pf_inflight += plen;
+	/* A part that failed fails the chunk: the rest need not wait out
+	 * their own deadlines one after another. */
+	rc = fl->rc;
 	pthread_mutex_unlock(&f->lock);
 
-	rc = f->read_fn(f->ctx, fl->key, fl->key_len,
-			fl->has_etag ? fl->etag : NULL, fl->etag_len,
-			fl->offset + start, (size_t)plen, fl->buf + start,
-			&nread);
+	if (rc == 0)
+		rc = f->read_fn(f->ctx, fl->key, fl->key_len,
+				fl->has_etag ? fl->etag : NULL, fl->etag_len,
+				fl->offset + start, (size_t)plen,
+				fl->buf + start, &nread);
 
 	pthread_mutex_lock(&f->lock);
 	f->inflight--;
