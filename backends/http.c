@@ -310,13 +310,46 @@ static void trim(const char **v, size_t *len)
 		(*len)--;
 }
 
+/* Parses "bytes FIRST-LAST/TOTAL", or with a star for an unknown total,
+ * exactly (every number in range, nothing after it) into r's range
+ * fields. */
+static void http_parse_content_range(const char *s, struct http_response *r)
+{
+	long long v[3] = { -1, -1, -1 };
+	const char *p;
+	char *end;
+	int i;
+
+	if (strncmp(s, "bytes ", 6) != 0)
+		return;
+	p = s + 6;
+	for (i = 0; i < 3; i++) {
+		if (i == 2 && strcmp(p, "*") == 0)
+			break;
+		if (*p < '0' || *p > '9')
+			return;
+		errno = 0;
+		v[i] = strtoll(p, &end, 10);
+		if (errno != 0)
+			return;
+		p = end;
+		if (*p != (i == 0 ? '-' : i == 1 ? '/' : '\0'))
+			return;
+		p += i < 2;
+	}
+	if (v[1] < v[0] || (v[2] >= 0 && v[2] <= v[1]))
+		return;
+	r->range_start = v[0];
+	r->range_end = v[1];
+	r->range_total = v[2];
+}
+
 static size_t on_header(char *data, size_t size, size_t n, void *arg)
 {
 	struct attempt *a = arg;
 	struct http_response *r = a->resp;
 	size_t len = size * n, vlen;
 	const char *colon = memchr(data, ':', len), *v;
-	long long s, e, t;
 
 	if (len >= 5 && strncmp(data, "HTTP/", 5) == 0) {
 		/* A new status line (e.g. after 100 Continue): forget
@@ -332,9 +365,13 @@ static size_t on_header(char *data, size_t size, size_t n, void *arg)
 	vlen = len - (size_t)(v - data);
 	trim(&v, &vlen);
 	if ((size_t)(colon - data) == 4 && strncasecmp(data, "etag", 4) == 0) {
+		/* One that does not fit is kept as "?", which matches no
+		 * quoted ETag, rather than as none at all. */
 		if (vlen < sizeof(r->etag)) {
 			memcpy(r->etag, v, vlen);
 			r->etag[vlen] = '\0';
+		} else {
+			strcpy(r->etag, "?");
 		}
 	} else if ((size_t)(colon - data) == 14 &&
 		   strncasecmp(data, "content-length", 14) == 0) {
@@ -360,18 +397,7 @@ static size_t on_header(char *data, size_t size, size_t n, void *arg)
 			buf[vlen] = '\0';
 			/* Anything but a well-formed range leaves all
 			 * three at -1, which no check accepts. */
-			if (sscanf(buf, "bytes %lld-%lld/%lld", &s, &e, &t) ==
-				    3 &&
-			    s >= 0 && e >= s && t > e) {
-				r->range_start = s;
-				r->range_end = e;
-				r->range_total = t;
-			} else if (sscanf(buf, "bytes %lld-%lld/*", &s, &e) ==
-					   2 &&
-				   s >= 0 && e >= s) {
-				r->range_start = s;
-				r->range_end = e;
-			}
+			http_parse_content_range(buf, r);
 		}
 	}
 	return len;
@@ -528,11 +554,13 @@ int http_perform(struct http_pool *pool, const struct http_request *req,
 	memset(resp, 0, sizeof(*resp));
 	response_reset(resp, max_body);
 	if (hold_take(pool, req)) {
+		/* One short try: the store failed this range just now. */
 		log_msg(LOG_DEBUG,
-			"%s: failed less than %u ms ago: failing "
-			"again at once",
-			req->what, HTTP_FAIL_HOLD_MS);
-		return -EIO;
+			"%s: failed less than %u ms ago: one probe of %u ms",
+			req->what, HTTP_FAIL_HOLD_MS, HTTP_HOLD_PROBE_MS);
+		retries = 0;
+		if (start + HTTP_HOLD_PROBE_MS < deadline)
+			deadline = start + HTTP_HOLD_PROBE_MS;
 	}
 	a.h = pool_get(pool);
 	if (a.h == NULL)
@@ -648,7 +676,11 @@ int http_perform(struct http_pool *pool, const struct http_request *req,
 			} else {
 				unsigned long quiet = 0;
 
-				if (!log_limit(req->what, &quiet))
+				char key[1300];
+
+				snprintf(key, sizeof(key), "failed %s",
+					 req->what);
+				if (!log_limit(key, &quiet))
 					log_msg(LOG_ERR,
 						"%s: %s failed after %u tries "
 						"in %.1f s: %s%s",

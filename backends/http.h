@@ -29,10 +29,11 @@
  * left. So a backend request fails with -EIO at most deadline_ms after it
  * started (plus scheduling delays), whatever the server does. After a
  * ranged request (hold set) failed so, the next request for the same what
- * within a part of its range, within HTTP_FAIL_HOLD_MS, fails at once:
- * the kernel follows a failed read-ahead with a read of its first page,
- * which would otherwise wait out the deadline a second time. Only that
- * one request: a reader that tries again finds the store as it is.
+ * within a part of its range, within HTTP_FAIL_HOLD_MS, is one probe: a
+ * single attempt of at most HTTP_HOLD_PROBE_MS. The kernel follows a
+ * failed read-ahead with a read of its first page, which would otherwise
+ * wait out the deadline a second time; a store that is back answers the
+ * probe.
  *
  * Only backends/ includes this header (it names libcurl types).
  */
@@ -46,9 +47,10 @@
 
 /* An attempt slower than this for request_timeout_ms is a stall. */
 #define HTTP_MIN_RATE 1024u
-/* How long after a failed ranged request one read within its range
- * fails at once. */
+/* How long after a failed ranged request one read within its range is
+ * only a probe, and how long the probe may take. */
 #define HTTP_FAIL_HOLD_MS 2000
+#define HTTP_HOLD_PROBE_MS 1000
 /* The rate an attempt's whole-body time limit assumes (bytes/s). */
 #define HTTP_MIN_TOTAL_RATE (1024u * 1024u)
 

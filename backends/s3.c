@@ -267,7 +267,7 @@ int s3_error_errno(long status, const char *code)
 static int s3_fail(struct s3_backend *sb, const char *op, const char *key,
 		   const struct http_response *resp, int quiet_enoent)
 {
-	char code[128], msg[256], what[1200];
+	char code[128], msg[256], what[1200], limit_key[1240];
 	int err;
 
 	s3_xml_error_parse(resp->body, resp->body_len, code, sizeof(code), msg,
@@ -276,7 +276,8 @@ static int s3_fail(struct s3_backend *sb, const char *op, const char *key,
 	if (err == -ENOENT && quiet_enoent)
 		return err;
 	snprintf(what, sizeof(what), "s3://%s/%s", sb->bucket, key);
-	if (log_limit(what, NULL))
+	snprintf(limit_key, sizeof(limit_key), "%ld %s", resp->status, what);
+	if (log_limit(limit_key, NULL))
 		return err;
 	log_msg(LOG_ERR, "%s: %s: HTTP %ld%s%s%s%s (after %u %s)", what, op,
 		resp->status, code[0] ? " " : "", code, msg[0] ? ": " : "", msg,
@@ -551,6 +552,7 @@ static int s3_list(struct backend *be, const char *prefix, backend_list_cb cb,
 					    .max_body = 64 * 1024 * 1024,
 					    .retries = -1 };
 
+		rc = -ENOMEM; /* a page listed before set rc to 0 */
 		query = s3_list_query(full, token);
 		if (query == NULL)
 			break;
@@ -736,6 +738,12 @@ static int read_reply_check(struct read_ctx *rc, struct http_response *resp)
 {
 	uint64_t end = rc->offset + rc->len;
 
+	if (rc->etag != NULL && resp->etag[0] == '\0') {
+		/* Without it the version cannot be told: a server that
+		 * ignores If-Match could be sending any. */
+		http_response_why(resp, "no ETag in the reply");
+		return -EAGAIN;
+	}
 	if (etag_differs(rc, resp->etag)) {
 		rc->stale = 1;
 		return -ESTALE;
@@ -942,7 +950,12 @@ static int s3_read(struct backend *be, const char *key, size_t key_len,
 	req.what = what;
 	rc = http_perform(sb->http, &req, &resp);
 	if (rc == -ESTALE) {
-		if (!log_limit(what, NULL))
+		char key_stale[1300];
+
+		/* Its own key: an earlier failure of another kind must not
+		 * keep this one out of the log. */
+		snprintf(key_stale, sizeof(key_stale), "stale %s", what);
+		if (!log_limit(key_stale, NULL))
 			log_msg(LOG_ERR,
 				"%s: changed since the manifest was made "
 				"(etag %.*s, now %s)",

@@ -6,7 +6,8 @@
 #
 # Covered: one pass per fault type (503, reset, bodies cut short with
 # honest and dishonest framing, Content-Length short and long,
-# Content-Range early, late, missing and with a wrong total, stalls in
+# Content-Range early, late, missing, with a wrong total or with junk, a
+# reply without its ETag, stalls in
 # headers and body, a trickle, surplus bytes on a kept-alive connection,
 # a bit flipped in a whole-object reply, a 200 to a ranged request), each
 # at 25% of object GETs: 0 wrong bytes, 0 EIO (retries absorb the faults),
@@ -136,8 +137,8 @@ pass() {
 # reader's time, so those come at a lower rate.
 i=0
 for f in 503 reset short_honest short_dishonest cl_short cl_long cr_early \
-	cr_late cr_missing cr_total stall_headers stall_body trickle surplus \
-	ignore_range; do
+	cr_late cr_missing cr_total cr_junk no_etag stall_headers stall_body \
+	trickle surplus ignore_range; do
 	i=$((i + 1))
 	case $f in stall_* | trickle) chaos "$f" 0.10 ;; *) chaos "$f" 0.25 ;; esac
 	if [ -n "${STRESS:-}" ]; then
@@ -154,7 +155,7 @@ chaos flip 0.25
 pass flip both s 2 0
 
 # --- mixed, 10%, more than 3,000 reads ---------------------------------------------
-chaos 503,reset,short_honest,short_dishonest,cl_short,cl_long,cr_early,cr_late,cr_missing,cr_total,stall_headers,stall_body,trickle,surplus,ignore_range 0.10
+chaos 503,reset,short_honest,short_dishonest,cl_short,cl_long,cr_early,cr_late,cr_missing,cr_total,cr_junk,no_etag,stall_headers,stall_body,trickle,surplus,ignore_range 0.10
 pass mixed both . 10 any
 
 chaos "" 0

@@ -27,6 +27,8 @@ the rate set through the control path, with one of the enabled faults:
   surplus         the right reply followed by garbage on the connection
   flip            one bit of the body flipped, framing honest
   ignore_range    200 with the whole object (legal: not a fault to fail)
+  no_etag         the reply without its ETag (its version cannot be told)
+  cr_junk         a 206 whose Content-Range has junk after the total
 
 Listing GETs get 503 or one of the listing faults (object GETs never):
   list_loop       a truncated page whose continuation token never changes
@@ -51,7 +53,8 @@ import urllib.parse
 
 FAULTS = ("503 reset short_honest short_dishonest cl_short cl_long cr_early "
           "cr_late cr_missing cr_total stall_headers stall_body trickle "
-          "surplus flip ignore_range list_loop list_spin").split()
+          "surplus flip ignore_range no_etag cr_junk list_loop "
+          "list_spin").split()
 SLOWDOWN = (b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown'
             b"</Code><Message>Please reduce your request rate.</Message>"
             b"</Error>")
@@ -259,6 +262,11 @@ def main():
                                                 int(m.group(3)) + 1000)
                     new.append((k, v))
                 keep = new
+            elif fault == "no_etag":
+                keep = [(k, v) for k, v in keep if k.lower() != "etag"]
+            elif fault == "cr_junk" and status == 206:
+                keep = [(k, v + "x" if k.lower() == "content-range" else v)
+                        for k, v in keep]
             elif fault == "flip" and len(body) > 0:
                 b = bytearray(body)
                 b[len(b) // 2] ^= 0x10
