@@ -212,8 +212,8 @@ limit=$((base + (64 << 20) + (64 << 20)))
 echo "# d: idle VmHWM $base, after $hwm, limit $limit, memory_high_water_bytes $(stat_of "$M" memory_high_water_bytes)"
 # Under AddressSanitizer (make SAN=1) freed memory sits in its quarantine
 # and RSS says nothing about our buffers; the engine's own count still does.
-if ldd "$SHARDFS" 2>/dev/null | grep -q libasan; then
-	ok "d: VmHWM not compared under AddressSanitizer (quarantine, shadow memory)"
+if ldd "$SHARDFS" 2>/dev/null | grep -Eq 'lib(asan|tsan)'; then
+	ok "d: VmHWM not compared under a sanitizer (quarantine, shadow memory)"
 else
 	check "d: VmHWM $hwm <= idle $base + 64 MiB + 64 MiB" test "$hwm" -le "$limit"
 fi
