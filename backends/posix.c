@@ -15,10 +15,13 @@
  *
  * Nothing outside the root is ever opened: every key is opened with
  * openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS), and a link that this
- * refuses (an absolute target, or a kernel without openat2) is opened and
- * then checked by the path the kernel reports for the descriptor, so a link
- * to another file inside the root works and one that leaves it is refused
- * (-EACCES), however and whenever it was planted.
+ * refuses (an absolute target, or a kernel without openat2) is resolved
+ * and then checked by the path the kernel reports for the descriptor, so a
+ * link to another file inside the root works and one that leaves it is
+ * refused (-EACCES), however and whenever it was planted. Keys are first
+ * resolved with O_PATH, which opens nothing; only a regular file beneath
+ * the root is then opened for reading (no device or FIFO a link names is
+ * ever opened).
  *
  * Listing follows symlinks to regular files inside the root, skips (and
  * counts) those that resolve outside it, and never descends into a
@@ -166,8 +169,8 @@ static int fd_beneath(const struct posix_backend *pb, int fd)
  * Returns the descriptor, -EACCES if the key resolves outside the root
  * (through a symlink anywhere on its path), or another -errno. Not
  * logged: the callers know whether a failure is news. */
-static int open_beneath(const struct posix_backend *pb, const char *key,
-			int flags)
+static int open_resolved(const struct posix_backend *pb, const char *key,
+			 int flags)
 {
 	struct open_how how = {
 		.flags = (uint64_t)(flags | O_CLOEXEC),
@@ -197,6 +200,49 @@ static int open_beneath(const struct posix_backend *pb, const char *key,
 		return rc;
 	}
 	return fd;
+}
+
+/* As open_resolved(), but a descriptor to read from is opened only once
+ * the key is known to be a regular file beneath the root: the key is
+ * resolved with O_PATH (which opens nothing: no device, FIFO or tty a
+ * link names is ever opened, not even for a check), then that very file
+ * is reopened through /proc/self/fd. Without /proc, opens directly.
+ * -ENOENT for anything but a regular file. */
+static int open_beneath(const struct posix_backend *pb, const char *key,
+			int flags)
+{
+	struct stat a, b;
+	char proc[64];
+	int pfd, fd, rc = 0;
+
+	if (flags & O_PATH)
+		return open_resolved(pb, key, flags);
+	pfd = open_resolved(pb, key, O_PATH);
+	if (pfd < 0)
+		return pfd;
+	if (fstat(pfd, &a) < 0)
+		rc = -errno;
+	else if (!S_ISREG(a.st_mode))
+		rc = -ENOENT;
+	if (rc < 0) {
+		close(pfd);
+		return rc;
+	}
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", pfd);
+	fd = open(proc, flags | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT && access("/proc/self/fd", F_OK) != 0) {
+		close(pfd);
+		return open_resolved(pb, key, flags);
+	}
+	if (fd < 0)
+		rc = -errno;
+	else if (fstat(fd, &b) < 0 || b.st_dev != a.st_dev ||
+		 b.st_ino != a.st_ino)
+		rc = -ESTALE; /* cannot happen: the same open file */
+	if (rc < 0 && fd >= 0)
+		close(fd);
+	close(pfd);
+	return rc < 0 ? rc : fd;
 }
 
 /* What identifies one version of a file: any write, truncation or

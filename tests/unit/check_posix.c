@@ -651,6 +651,70 @@ START_TEST(test_read_outside_root)
 }
 END_TEST
 
+/* ---- nothing but a regular file beneath the root is ever opened ------- */
+
+struct fifo_writer {
+	const char *path;
+	atomic_int opened; /* the writer's open returned: a reader opened it */
+};
+
+static void *fifo_writer_main(void *arg)
+{
+	struct fifo_writer *w = arg;
+	int fd = open(w->path, O_WRONLY); /* blocks until someone reads */
+
+	atomic_store(&w->opened, 1);
+	if (fd >= 0)
+		close(fd);
+	return NULL;
+}
+
+/* Reads key, which leads to the FIFO at fifo, while a writer waits on
+ * it: the read must fail without opening the FIFO, or the writer would
+ * get through (opening a device or FIFO can have effects of its own). */
+static void read_leaves_fifo_alone(struct backend *be, const char *key,
+				   const char *fifo)
+{
+	struct fifo_writer w = { .path = fifo };
+	char buf[16];
+	size_t nread = 0;
+	pthread_t t;
+	int fd;
+
+	ck_assert_int_eq(pthread_create(&t, NULL, fifo_writer_main, &w), 0);
+	usleep(100 * 1000); /* let the writer block in open */
+	ck_assert_int_lt(
+		be->ops->read(be, key, strlen(key), NULL, 0, 0, 4, buf, &nread),
+		0);
+	usleep(300 * 1000); /* a reader's open would have let it through */
+	ck_assert_msg(atomic_load(&w.opened) == 0,
+		      "reading %s opened the FIFO it leads to", key);
+	fd = open(fifo, O_RDONLY | O_NONBLOCK); /* let the writer go */
+	pthread_join(t, NULL);
+	if (fd >= 0)
+		close(fd);
+}
+
+START_TEST(test_read_never_opens_fifo)
+{
+	const char *root = test_root("fifo");
+	char outside[512], inside[512], link[512];
+	struct backend *be;
+
+	put_text(root, "f", "x");
+	snprintf(outside, sizeof(outside), "%s/fifo_outside", tmpdir);
+	ck_assert_int_eq(mkfifo(outside, 0600), 0);
+	snprintf(inside, sizeof(inside), "%s/inpipe", root);
+	ck_assert_int_eq(mkfifo(inside, 0600), 0);
+	snprintf(link, sizeof(link), "%s/outpipe", root);
+	ck_assert_int_eq(symlink(outside, link), 0); /* absolute: fallback */
+	be = open_ok(root);
+	read_leaves_fifo_alone(be, "outpipe", outside);
+	read_leaves_fifo_alone(be, "inpipe", inside);
+	backend_close(be);
+}
+END_TEST
+
 /* ---- a file rewritten in place while it is read ------------------------ */
 
 enum { RACE_SIZE = 4 << 20, RACE_PIECE = 256 << 10, RACE_TRIALS = 100 };
@@ -950,6 +1014,7 @@ static Suite *posix_suite(void)
 		{ "read_stale", test_read_stale },
 		{ "read_missing", test_read_missing },
 		{ "read_outside_root", test_read_outside_root },
+		{ "read_never_opens_fifo", test_read_never_opens_fifo },
 		{ "read_rewrite_in_place", test_read_rewrite_in_place },
 		{ "read_exact", test_read_exact },
 		{ "links_outside_root", test_links_outside_root },
