@@ -17,6 +17,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "util/fnv.h"
 #include "util/log.h"
 
 #define HTTP_IDLE_MAX 128		/* idle handles kept; more are freed */
@@ -161,12 +162,7 @@ static uint64_t now_ms(void)
 
 static uint64_t hold_hash(const struct http_request *req)
 {
-	uint64_t h = 0xcbf29ce484222325u; /* FNV-1a */
-	const char *p;
-
-	for (p = req->what; *p != '\0'; p++)
-		h = (h ^ (unsigned char)*p) * 0x100000001b3u;
-	return h ? h : 1;
+	return fnv_hash(req->what, strlen(req->what));
 }
 
 /* Is req a read within a range of its object that failed less than

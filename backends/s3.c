@@ -38,6 +38,7 @@
 #include "backends/s3_creds.h"
 #include "backends/s3_sign.h"
 #include "backends/s3_xml.h"
+#include "util/fnv.h"
 #include "util/log.h"
 
 #define S3_AUTH_MAX 1024
@@ -434,16 +435,6 @@ struct s3_seen {
 	size_t cap, n;
 };
 
-static uint64_t s3_hash(const char *p, size_t len)
-{
-	uint64_t h = 0xcbf29ce484222325u; /* FNV-1a */
-	size_t i;
-
-	for (i = 0; i < len; i++)
-		h = (h ^ (unsigned char)p[i]) * 0x100000001b3u;
-	return h ? h : 1;
-}
-
 /* Adds h; returns 1 if it was there already, 0 if added, -ENOMEM. */
 static int s3_seen_add(struct s3_seen *s, uint64_t h)
 {
@@ -489,8 +480,8 @@ static int s3_list_progress(struct s3_seen *seen, const char *what,
 		return -EIO;
 	}
 	if (page->truncated && page->next_token != NULL) {
-		r = s3_seen_add(seen, s3_hash(page->next_token,
-					      strlen(page->next_token)));
+		r = s3_seen_add(seen, fnv_hash(page->next_token,
+					       strlen(page->next_token)));
 		if (r == 1) {
 			log_msg(LOG_ERR,
 				"%s: list: page %u repeats an earlier "
@@ -505,8 +496,8 @@ static int s3_list_progress(struct s3_seen *seen, const char *what,
 	if (page->count > 0) {
 		/* Keys and tokens hash into one set: a clash between a key
 		 * and a token is as unlikely as any other 64-bit clash. */
-		r = s3_seen_add(seen, s3_hash(page->objects[0].key,
-					      page->objects[0].key_len) ^
+		r = s3_seen_add(seen, fnv_hash(page->objects[0].key,
+					       page->objects[0].key_len) ^
 					      0x6b6579u);
 		if (r == 1) {
 			log_msg(LOG_ERR,

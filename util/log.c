@@ -4,6 +4,8 @@
  */
 #include "util/log.h"
 
+#include "util/fnv.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -95,16 +97,11 @@ static struct log_limit_slot log_limit_slots[LOG_LIMIT_SLOTS];
 
 bool log_limit(const char *key, unsigned long *suppressed)
 {
-	uint64_t h = 0xcbf29ce484222325u; /* FNV-1a */
+	uint64_t h = fnv_hash(key, strlen(key));
 	struct log_limit_slot *s;
 	struct timespec ts;
 	bool quiet = false;
-	const char *p;
 
-	for (p = key; *p != '\0'; p++)
-		h = (h ^ (unsigned char)*p) * 0x100000001b3u;
-	if (h == 0)
-		h = 1;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	s = &log_limit_slots[h % LOG_LIMIT_SLOTS];
 	pthread_mutex_lock(&log_limit_lock);
