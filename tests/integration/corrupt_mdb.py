@@ -22,8 +22,10 @@ with open(path, "r+b") as f:
     npages = size // psize
 
     def newest_meta():
-        t0 = struct.unpack_from("<Q", data, 16 + 136 + 8)[0]
-        t1 = struct.unpack_from("<Q", data, psize + 16 + 136 + 8)[0]
+        # mm_txnid: after the page header (16), magic, version,
+        # address, mapsize (24), two MDB_db (96) and mm_last_pg (8).
+        t0 = struct.unpack_from("<Q", data, 16 + 128)[0]
+        t1 = struct.unpack_from("<Q", data, psize + 16 + 128)[0]
         return 0 if t0 > t1 else 1
 
     def reachable():
