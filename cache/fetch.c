@@ -508,21 +508,29 @@ static bool pool_release_one(struct fetch *f)
 	return true;
 }
 
-/* Drops the oldest retained flight, with f->lock held and dropped while
- * freeing; only a stale one unless any. Returns false if there was none. */
-static bool retained_release_one(struct fetch *f, bool any)
+/* table_drop(), then frees the flight if that was its last reference,
+ * with f->lock held and dropped while freeing. */
+static void table_drop_free(struct fetch *f, struct flight *fl)
 {
-	struct flight *fl = f->ret_head, *dead;
+	struct flight *dead = table_drop(f, fl);
 
-	if (fl == NULL || (!any && now_ns() - fl->done_ns < RETAIN_STALE_NS))
-		return false;
-	f->reclaimed++;
-	dead = table_drop(f, fl);
 	if (dead != NULL) {
 		pthread_mutex_unlock(&f->lock);
 		flight_free(dead);
 		pthread_mutex_lock(&f->lock);
 	}
+}
+
+/* Drops the oldest retained flight, with f->lock held and dropped while
+ * freeing; only a stale one unless any. Returns false if there was none. */
+static bool retained_release_one(struct fetch *f, bool any)
+{
+	struct flight *fl = f->ret_head;
+
+	if (fl == NULL || (!any && now_ns() - fl->done_ns < RETAIN_STALE_NS))
+		return false;
+	f->reclaimed++;
+	table_drop_free(f, fl);
 	return true;
 }
 
@@ -531,7 +539,7 @@ static bool retained_release_one(struct fetch *f, bool any)
  * and dropped while freeing. Returns false if there was none. */
 static bool prefetch_cancel_one(struct fetch *f)
 {
-	struct flight *fl, *dead;
+	struct flight *fl;
 
 	for (fl = f->q[PRIO_PREFETCH].tail; fl != NULL; fl = fl->qprev)
 		if (fl->next_part == 0 && fl->refs == 1)
@@ -540,12 +548,7 @@ static bool prefetch_cancel_one(struct fetch *f)
 		return false;
 	queue_unlink(f, fl);
 	f->reclaimed++;
-	dead = table_drop(f, fl);
-	if (dead != NULL) {
-		pthread_mutex_unlock(&f->lock);
-		flight_free(dead);
-		pthread_mutex_lock(&f->lock);
-	}
+	table_drop_free(f, fl);
 	return true;
 }
 
