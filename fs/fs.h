@@ -15,6 +15,7 @@
 #define SHARDFS_FS_H
 
 #include <stdbool.h>
+#include <stdio.h>
 
 #include "cache/cache.h"
 #include "fs/manifest.h"
@@ -41,10 +42,33 @@ struct fs_data {
 	struct cache *cache;
 };
 
-/* Mounts at opt->mountpoint, serves until unmounted or until SIGINT, SIGTERM
- * or SIGHUP, then unmounts. Returns 0 after a clean unmount, a negative
+/* A running mount, valid from hooks->ready until hooks->stopping returns. */
+struct fs;
+
+/* What the caller (mount/) does at the points of a mount's life; every hook
+ * may be NULL. Hooks run in a thread of fs_run's, never in a FUSE request. */
+struct fs_hooks {
+	void *arg;
+	/* The mount answers requests (its root was stat'ed through the
+	 * kernel): report readiness, start what serves from it (metrics). */
+	void (*ready)(struct fs *fs, void *arg);
+	/* SIGHUP: build the new data and fs_swap() it in. Returns 0 or a
+	 * negative errno (the old data stays; the hook logged why). */
+	int (*reload)(struct fs *fs, void *arg);
+	/* The mount is about to end (signal, unmount, abort): stop what
+	 * ready started. */
+	void (*stopping)(struct fs *fs, void *arg);
+};
+
+/* Mounts at opt->mountpoint, serves until unmounted or until SIGINT or
+ * SIGTERM, then unmounts. Returns 0 after a clean unmount, a negative
  * errno if the mount could not be set up, or -ECONNABORTED if the kernel
  * connection was aborted while serving (each logged). */
-int fs_run(const struct fs_options *opt, const struct fs_data *data);
+int fs_run(const struct fs_options *opt, const struct fs_data *data,
+	   const struct fs_hooks *hooks);
+
+/* Writes the text of .shardfs/stats (Prometheus text format). Thread-safe.
+ * Returns 0 or -EIO if the stream failed. */
+int fs_stats_write(struct fs *fs, FILE *f);
 
 #endif

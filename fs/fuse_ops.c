@@ -28,56 +28,8 @@
 #include <fuse_lowlevel.h>
 
 #include "fs/control.h"
+#include "fs/fs_impl.h"
 #include "util/log.h"
-
-#define FS_TIMEOUT (24.0 * 3600) /* the view cannot change while mounted */
-#define FS_IO_SIZE (1u << 20)	 /* read request size asked of the kernel */
-/* Worker threads (made on demand). Well above the kernel's limit on
- * background requests (max_background, 12), which is what bounds the
- * reads in flight: however many of those wait on a slow store, lookups,
- * opens and the .shardfs/ control files still find a thread. */
-#define FS_THREADS_DEFAULT 64
-#define FS_BLKSIZE (1u << 20) /* st_blksize: readers buffer this much */
-
-struct ctrl_text {
-	char *buf;
-	size_t len;
-};
-
-/* What an open control file reads from (fi->fh). An open object's fi->fh
- * is its struct cache_file. */
-struct ctrl_handle {
-	const struct ctrl_text *text;
-	struct ctrl_text snapshot; /* stats: owned by the handle */
-};
-
-struct fs {
-	struct fs_data d;
-	uid_t uid;
-	gid_t gid;
-	struct timespec mount_time; /* realtime: directory times */
-	struct timespec start_mono; /* monotonic: uptime */
-
-	/* Relaxed atomics: statistics only. */
-	uint64_t open_files;
-	uint64_t reads;
-	uint64_t read_bytes;
-	uint64_t read_errors;
-
-	/* Where each manifest item sits in its rank's order (the
-	 * prefetcher's hint), UINT32_MAX for items no rank reads; built at
-	 * mount, immutable. */
-	uint32_t *item_rank;
-	uint32_t *item_pos;
-
-	/* Immutable control texts, built on first use. Slots: 0 manifest,
-	 * 1 plan, 2 + r rank r's order. */
-	pthread_mutex_t ctrl_lock; /* protects ctrl[] */
-	struct ctrl_text **ctrl;
-	size_t n_ctrl;
-
-	struct fuse_session *se; /* set before the loop starts */
-};
 
 static struct fs *fs_of(fuse_req_t req)
 {
@@ -99,6 +51,26 @@ static size_t ctrl_slot(const struct view_node *n)
 	default:
 		return 2 + n->u.rank;
 	}
+}
+
+int fs_stats_write(struct fs *fs, FILE *f)
+{
+	struct control_stats st = { 0 };
+	struct cache_stats cs;
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	cache_stats_get(fs->d.cache, &cs);
+	st.uptime_seconds = (uint64_t)(now.tv_sec - fs->start_mono.tv_sec);
+	st.open_files = __atomic_load_n(&fs->open_files, __ATOMIC_RELAXED);
+	st.reads = __atomic_load_n(&fs->reads, __ATOMIC_RELAXED);
+	st.read_bytes = __atomic_load_n(&fs->read_bytes, __ATOMIC_RELAXED);
+	st.read_errors = __atomic_load_n(&fs->read_errors, __ATOMIC_RELAXED);
+	st.backend_reads = cs.backend_reads;
+	st.backend_bytes = cs.backend_bytes;
+	st.backend_errors = cs.backend_errors;
+	st.cache = cs;
+	return control_write_stats(f, fs->d.manifest, fs->d.plan, &st);
 }
 
 static int ctrl_generate(struct fs *fs, const struct view_node *n,
@@ -124,29 +96,9 @@ static int ctrl_generate(struct fs *fs, const struct view_node *n,
 		rc = control_write_order(f, fs->d.manifest, fs->d.plan,
 					 n->u.rank);
 		break;
-	default: {
-		struct control_stats st = { 0 };
-		struct cache_stats cs;
-		struct timespec now;
-
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		cache_stats_get(fs->d.cache, &cs);
-		st.uptime_seconds =
-			(uint64_t)(now.tv_sec - fs->start_mono.tv_sec);
-		st.open_files =
-			__atomic_load_n(&fs->open_files, __ATOMIC_RELAXED);
-		st.reads = __atomic_load_n(&fs->reads, __ATOMIC_RELAXED);
-		st.read_bytes =
-			__atomic_load_n(&fs->read_bytes, __ATOMIC_RELAXED);
-		st.read_errors =
-			__atomic_load_n(&fs->read_errors, __ATOMIC_RELAXED);
-		st.backend_reads = cs.backend_reads;
-		st.backend_bytes = cs.backend_bytes;
-		st.backend_errors = cs.backend_errors;
-		st.cache = cs;
-		rc = control_write_stats(f, fs->d.manifest, fs->d.plan, &st);
+	default:
+		rc = fs_stats_write(fs, f);
 		break;
-	}
 	}
 	if (fclose(f) != 0 && rc == 0)
 		rc = -ENOMEM;
@@ -748,7 +700,7 @@ static void fs_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
 	reply_erofs(req);
 }
 
-static const struct fuse_lowlevel_ops fs_ops = {
+const struct fuse_lowlevel_ops fs_ops = {
 	.init = fs_op_init,
 	.lookup = fs_op_lookup,
 	.forget = fs_op_forget,
@@ -774,123 +726,6 @@ static const struct fuse_lowlevel_ops fs_ops = {
 	.removexattr = fs_op_removexattr,
 	.fallocate = fs_op_fallocate,
 };
-
-/* libfuse's own messages go through our log. */
-static void fs_fuse_log(enum fuse_log_level level, const char *fmt, va_list ap)
-{
-	char line[1024];
-	size_t len;
-
-	if ((int)level > log_threshold)
-		return;
-	vsnprintf(line, sizeof(line), fmt, ap);
-	len = strlen(line);
-	if (len > 0 && line[len - 1] == '\n')
-		line[len - 1] = '\0';
-	log_write((int)level, "fuse: %s", line);
-}
-
-/*
- * The kernel's default per-mount readahead (128 KiB) splits sequential reads
- * into small requests; raise it to the request size through the mount's
- * backing device in sysfs. Found via /proc/self/mountinfo, because a stat()
- * of our own mountpoint would wait on this very daemon.
- */
-static void raise_readahead(const char *mountpoint)
-{
-	char path[PATH_MAX], line[4096], dev[64], mnt[PATH_MAX];
-	char *real;
-	FILE *f;
-	int found = 0;
-
-	real = realpath(mountpoint, NULL);
-	f = fopen("/proc/self/mountinfo", "re");
-	if (real == NULL || f == NULL) {
-		free(real);
-		if (f != NULL)
-			fclose(f);
-		return;
-	}
-	/* The last matching line is the newest mount, ours. Mount points
-	 * with spaces are written with octal escapes and never match: the
-	 * readahead then just stays at the default. */
-	while (fgets(line, sizeof(line), f) != NULL) {
-		char d[64], m[PATH_MAX];
-
-		if (sscanf(line, "%*s %*s %63s %*s %4095s", d, m) == 2 &&
-		    strcmp(m, real) == 0) {
-			strcpy(dev, d);
-			strcpy(mnt, m);
-			found = 1;
-		}
-	}
-	fclose(f);
-	free(real);
-	if (!found)
-		return;
-	snprintf(path, sizeof(path), "/sys/class/bdi/%s/read_ahead_kb", dev);
-	f = fopen(path, "we");
-	if (f == NULL || fprintf(f, "%u\n", FS_IO_SIZE / 1024) < 0 ||
-	    fclose(f) != 0) {
-		log_msg(LOG_INFO,
-			"cannot raise readahead of %s via %s: %s (reads "
-			"stay at the kernel default size)",
-			mnt, path, strerror(errno));
-		return;
-	}
-	log_msg(LOG_DEBUG, "readahead of %s raised to %u KiB", mnt,
-		FS_IO_SIZE / 1024);
-}
-
-/* Undoes mountinfo's octal escapes (\040 for a space, and so on) in place. */
-static void mountinfo_unescape(char *s)
-{
-	char *o = s;
-
-	for (; *s != '\0'; s++) {
-		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' &&
-		    s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
-			*o++ = (char)((s[1] - '0') << 6 | (s[2] - '0') << 3 |
-				      (s[3] - '0'));
-			s += 3;
-		} else {
-			*o++ = *s;
-		}
-	}
-	*o = '\0';
-}
-
-/* Finds in /proc/self/mountinfo the device ("major:minor") of the newest
- * mount at mountpoint (want == NULL), or whether a mount of device want is
- * still there. Returns 1 if found (dev filled), 0 if not, -1 when
- * mountinfo cannot be read. */
-static int mountinfo_find(const char *mountpoint, const char *want, char *dev,
-			  size_t cap)
-{
-	char line[4096], d[64], m[PATH_MAX], *real = NULL;
-	FILE *f = fopen("/proc/self/mountinfo", "re");
-	int found = 0;
-
-	if (f == NULL)
-		return -1;
-	if (want == NULL && (real = realpath(mountpoint, NULL)) == NULL) {
-		fclose(f);
-		return -1;
-	}
-	while (fgets(line, sizeof(line), f) != NULL) {
-		if (sscanf(line, "%*s %*s %63s %*s %4095s", d, m) != 2)
-			continue;
-		mountinfo_unescape(m);
-		if (want != NULL ? strcmp(d, want) == 0
-				 : strcmp(m, real) == 0) {
-			snprintf(dev, cap, "%s", d);
-			found = 1;
-		}
-	}
-	fclose(f);
-	free(real);
-	return found;
-}
 
 /* Every non-pad item belongs to exactly one rank's order, so an open file
  * names its rank and position (8 bytes per manifest item). */
@@ -919,138 +754,34 @@ static int item_order_build(struct fs *fs)
 	return 0;
 }
 
-int fs_run(const struct fs_options *opt, const struct fs_data *data)
+int fs_state_init(struct fs *fs, const struct fs_data *data)
 {
-	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
-	struct fuse_loop_config *loop_cfg = NULL;
-	struct fuse_session *se = NULL;
-	char *mount_opts = NULL, *fsname = NULL, dev[64] = "";
-	struct fs fs;
-	int rc = -ENOMEM, saved_stderr = -1;
-
-	fuse_set_log_func(fs_fuse_log);
-	memset(&fs, 0, sizeof(fs));
-	fs.d = *data;
-	fs.uid = getuid();
-	fs.gid = getgid();
-	clock_gettime(CLOCK_REALTIME, &fs.mount_time);
-	clock_gettime(CLOCK_MONOTONIC, &fs.start_mono);
-	fs.n_ctrl = 2 + data->plan->world_size;
-	fs.ctrl = calloc(fs.n_ctrl, sizeof(*fs.ctrl));
-	if (fs.ctrl == NULL)
+	memset(fs, 0, sizeof(*fs));
+	fs->d = *data;
+	fs->uid = getuid();
+	fs->gid = getgid();
+	clock_gettime(CLOCK_REALTIME, &fs->mount_time);
+	clock_gettime(CLOCK_MONOTONIC, &fs->start_mono);
+	pthread_mutex_init(&fs->ctrl_lock, NULL);
+	fs->n_ctrl = 2 + data->plan->world_size;
+	fs->ctrl = calloc(fs->n_ctrl, sizeof(*fs->ctrl));
+	if (fs->ctrl == NULL || item_order_build(fs) < 0)
 		return -ENOMEM;
-	pthread_mutex_init(&fs.ctrl_lock, NULL);
-	if (item_order_build(&fs) < 0)
-		goto out;
-	cache_set_order(fs.d.cache, order_object, &fs);
+	cache_set_order(fs->d.cache, order_object, fs);
+	return 0;
+}
 
-	if (asprintf(&fsname, "fsname=%s", opt->source) < 0) {
-		fsname = NULL;
-		goto out;
+void fs_state_destroy(struct fs *fs)
+{
+	for (size_t i = 0; fs->ctrl != NULL && i < fs->n_ctrl; i++) {
+		if (fs->ctrl[i] != NULL)
+			free(fs->ctrl[i]->buf);
+		free(fs->ctrl[i]);
 	}
-	if (fuse_opt_add_arg(&args, "shardfs") != 0 ||
-	    fuse_opt_add_opt(&mount_opts,
-			     "ro,default_permissions,subtype=shardfs,"
-			     "max_read=1048576") != 0 ||
-	    fuse_opt_add_opt_escaped(&mount_opts, fsname) != 0 ||
-	    (opt->allow_other &&
-	     fuse_opt_add_opt(&mount_opts, "allow_other") != 0) ||
-	    fuse_opt_add_arg(&args, "-o") != 0 ||
-	    fuse_opt_add_arg(&args, mount_opts) != 0 ||
-	    (opt->debug && fuse_opt_add_arg(&args, "-d") != 0))
-		goto out;
-
-	se = fuse_session_new(&args, &fs_ops, sizeof(fs_ops), &fs);
-	if (se == NULL) {
-		log_msg(LOG_ERR, "cannot create the FUSE session");
-		rc = -EIO;
-		goto out;
-	}
-	fs.se = se;
-	if (fuse_set_signal_handlers(se) != 0) {
-		rc = -EIO;
-		goto out_session;
-	}
-	if (fuse_session_mount(se, opt->mountpoint) != 0) {
-		log_msg(LOG_ERR,
-			"cannot mount on %s (see the fuse message "
-			"above)",
-			opt->mountpoint);
-		rc = -EIO;
-		goto out_signals;
-	}
-	raise_readahead(opt->mountpoint);
-	/* Our mount's device, to tell an unmount from an aborted
-	 * connection when the loop ends (both end it the same way). */
-	if (mountinfo_find(opt->mountpoint, NULL, dev, sizeof(dev)) != 1)
-		dev[0] = '\0';
-	log_msg(LOG_INFO, "serving %s at %s", opt->source, opt->mountpoint);
-
-	if (!opt->foreground) {
-		/* fuse_daemonize points stderr at /dev/null; keep logging
-		 * to whatever stderr the admin gave us. */
-		saved_stderr = dup(STDERR_FILENO);
-		fuse_daemonize(0);
-		if (saved_stderr >= 0) {
-			dup2(saved_stderr, STDERR_FILENO);
-			close(saved_stderr);
-		}
-	}
-	if (opt->single_thread) {
-		rc = fuse_session_loop(se);
-	} else {
-		loop_cfg = fuse_loop_cfg_create();
-		if (loop_cfg == NULL) {
-			rc = -ENOMEM;
-			goto out_unmount;
-		}
-		fuse_loop_cfg_set_max_threads(
-			loop_cfg, opt->max_threads ? opt->max_threads
-						   : FS_THREADS_DEFAULT);
-		fuse_loop_cfg_set_clone_fd(loop_cfg, 0);
-		rc = fuse_session_loop_mt(se, loop_cfg);
-		fuse_loop_cfg_destroy(loop_cfg);
-	}
-	/* The kernel ends the loop with ENODEV, which libfuse reports as
-	 * 0, both after an unmount and after the connection was aborted
-	 * (echo 1 > /sys/fs/fuse/connections/N/abort): only after an abort
-	 * is the mount still there, dead, and that is a failure. */
-	if (rc == 0 && dev[0] != '\0' &&
-	    mountinfo_find(NULL, dev, dev, sizeof(dev)) == 1) {
-		log_msg(LOG_ERR,
-			"the FUSE connection of %s was aborted; the mount is "
-			"dead until unmounted (fusermount3 -u %s)",
-			opt->mountpoint, opt->mountpoint);
-		rc = -ECONNABORTED;
-		goto out_unmount;
-	}
-	/* A signal ends the loop with its number; that is a clean stop. */
-	if (rc > 0)
-		rc = 0;
-	if (rc < 0)
-		log_msg(LOG_ERR, "FUSE loop failed: %s", strerror(-rc));
-	else
-		log_msg(LOG_INFO, "unmounting %s", opt->mountpoint);
-out_unmount:
-	fuse_session_unmount(se);
-out_signals:
-	fuse_remove_signal_handlers(se);
-out_session:
-	fuse_session_destroy(se);
-out:
-	fuse_opt_free_args(&args);
-	free(mount_opts);
-	free(fsname);
-	for (size_t i = 0; i < fs.n_ctrl; i++) {
-		if (fs.ctrl[i] != NULL)
-			free(fs.ctrl[i]->buf);
-		free(fs.ctrl[i]);
-	}
-	free(fs.ctrl);
-	if (fs.item_rank != NULL)
-		cache_set_order(fs.d.cache, NULL, NULL);
-	free(fs.item_rank);
-	free(fs.item_pos);
-	pthread_mutex_destroy(&fs.ctrl_lock);
-	return rc;
+	free(fs->ctrl);
+	if (fs->item_rank != NULL)
+		cache_set_order(fs->d.cache, NULL, NULL);
+	free(fs->item_rank);
+	free(fs->item_pos);
+	pthread_mutex_destroy(&fs->ctrl_lock);
 }

@@ -17,8 +17,6 @@
 
 #include "util/log.h"
 
-enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
-
 const char usage_cache[] =
 	"usage: shardfs cache stat|verify|clear DIR\n"
 	"\n"

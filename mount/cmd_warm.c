@@ -26,8 +26,6 @@
 #include "mount/overrides.h"
 #include "util/log.h"
 
-enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
-
 #define PLAIN_INTERVAL 5.0 /* seconds between plain progress lines */
 #define BAR_INTERVAL 0.2
 

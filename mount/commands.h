@@ -1,8 +1,9 @@
 /*
- * commands: the cache subcommands of the CLI (docs/DESIGN.md §7) and the
+ * commands: the subcommands of the CLI (docs/DESIGN.md §7) and the
  * one place that turns a config's [cache] section into an open cache, so
  * that a mount and `shardfs warm` of one config share entries.
  *
+ *   shardfs mount CONFIG [MOUNTPOINT] [-f] [-o OPTS]
  *   shardfs warm CONFIG [--rank R[,R-R...]]... [-j N] [-q] [-o OPTS]
  *   shardfs cache stat|verify|clear DIR
  *
@@ -15,6 +16,7 @@
 #include "backends/backend.h"
 #include "cache/cache.h"
 #include "mount/config.h"
+#include "mount/overrides.h"
 
 /* Opens the read path for cfg over be (borrowed): the disk cache in
  * [cache] dir when cache.enabled, else a pass-through. If the disk cache
@@ -26,9 +28,23 @@
 int mount_cache_open(const struct config *cfg, struct backend *be,
 		     struct cache **out);
 
+enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
+
+/* Loads CONFIG with the -o overrides; prints the error and returns
+ * EXIT_USAGE on failure, else 0. */
+int cmd_load_config(const char *path, const struct overrides *o,
+		    struct config **cfg);
+
+/* Prints "shardfs: " fmt (with arg) and usage to stderr; returns
+ * EXIT_USAGE. */
+int cmd_usage_error(const char *usage, const char *fmt, const char *arg);
+
+/* helper_form: argv is mount(8)'s "shardfs CONFIG MOUNTPOINT -o OPTS". */
+int cmd_mount(int argc, char **argv, bool helper_form);
 int cmd_warm(int argc, char **argv);
 int cmd_cache(int argc, char **argv);
 
+extern const char usage_mount[];
 extern const char usage_warm[];
 extern const char usage_cache[];
 

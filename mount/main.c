@@ -29,8 +29,6 @@
 #include "mount/overrides.h"
 #include "util/log.h"
 
-enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
-
 static const char usage_main[] =
 	"usage: shardfs COMMAND [ARGS]\n"
 	"\n"
@@ -53,32 +51,6 @@ static const char usage_main[] =
 	"         -V, --version print the version\n"
 	"\n"
 	"exit codes: 0 ok, 1 runtime failure, 2 usage or config error\n";
-
-static const char usage_mount[] =
-	"usage: shardfs mount CONFIG [MOUNTPOINT] [options]\n"
-	"\n"
-	"Mounts MOUNTPOINT (default: [mount] path in CONFIG) with one "
-	"directory per\n"
-	"selected rank, rank-R/, holding that rank's files under their "
-	"original\n"
-	"relative paths, and .shardfs/ with manifest.tsv, plan, "
-	"rank-R.order, stats.\n"
-	"Returns once the mount serves, unless -f. Stop it with umount, "
-	"SIGTERM or SIGINT.\n"
-	"\n"
-	"options:\n"
-	"  -f, --foreground   stay in the foreground\n"
-	"  -s, --single       serve one request at a time\n"
-	"  -d, --debug        trace every FUSE request (implies -f, -v)\n"
-	"  -v, --verbose      log debug messages\n"
-	"  -q, --quiet        log warnings and errors only\n"
-	"  -o OPTS            comma-separated: section.key=value overrides a "
-	"config\n"
-	"                     key (e.g. shard.world_size=8); allow_other; "
-	"generic\n"
-	"                     mount options (ro, nodev, _netdev, ...) are "
-	"accepted\n"
-	"                     and ignored. Several -o may be given.\n";
 
 static const char usage_manifest[] =
 	"usage: shardfs manifest URL [-o FILE] [S3 options]\n"
@@ -112,8 +84,8 @@ static const char usage_plan[] =
 
 /* Loads CONFIG with the overrides; prints the error and returns the exit
  * code on failure, or 0. */
-static int load_config(const char *path, const struct overrides *o,
-		       struct config **cfg)
+int cmd_load_config(const char *path, const struct overrides *o,
+		    struct config **cfg)
 {
 	char err[1024];
 	int rc = config_load(path, o->v, o->n, cfg, err, sizeof(err));
@@ -125,144 +97,12 @@ static int load_config(const char *path, const struct overrides *o,
 	return 0;
 }
 
-static int usage_error(const char *usage, const char *fmt, const char *arg)
+int cmd_usage_error(const char *usage, const char *fmt, const char *arg)
 {
 	fprintf(stderr, "shardfs: ");
 	fprintf(stderr, fmt, arg);
 	fprintf(stderr, "\n%s", usage);
 	return EXIT_USAGE;
-}
-
-static bool config_rank_filter(const void *ctx, uint64_t r)
-{
-	return config_rank_selected(ctx, r);
-}
-
-static int cmd_mount(int argc, char **argv, bool helper_form)
-{
-	static const struct option longopts[] = {
-		{ "foreground", no_argument, NULL, 'f' },
-		{ "single", no_argument, NULL, 's' },
-		{ "debug", no_argument, NULL, 'd' },
-		{ "verbose", no_argument, NULL, 'v' },
-		{ "quiet", no_argument, NULL, 'q' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	struct overrides ov = { 0 };
-	struct fs_options fo = { 0 };
-	struct config *cfg = NULL;
-	struct dataset *ds = NULL;
-	struct view *view = NULL;
-	struct cache *cache = NULL;
-	const char *mountpoint;
-	struct stat st;
-	int c, rc = EXIT_USAGE;
-
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "fsdvqho:", longopts, NULL)) !=
-	       -1) {
-		switch (c) {
-		case 'f':
-			fo.foreground = true;
-			break;
-		case 's':
-			fo.single_thread = true;
-			break;
-		case 'd':
-			fo.debug = fo.foreground = true;
-			log_set_level(LOG_DEBUG);
-			break;
-		case 'v':
-			log_set_level(LOG_DEBUG);
-			break;
-		case 'q':
-			log_set_level(LOG_WARNING);
-			break;
-		case 'h':
-			fputs(usage_mount, stdout);
-			rc = EXIT_OK;
-			goto out;
-		case 'o':
-			if (overrides_parse(&ov, optarg) < 0)
-				goto out;
-			break;
-		default:
-			fputs(usage_mount, stderr);
-			goto out;
-		}
-	}
-	if (argc - optind < 1 || argc - optind > 2 ||
-	    (helper_form && argc - optind != 2)) {
-		rc = usage_error(usage_mount, "%s",
-				 argc - optind < 1
-					 ? "mount: CONFIG missing"
-					 : "mount: too many arguments");
-		goto out;
-	}
-	if (ov.debug) {
-		fo.debug = fo.foreground = true;
-		log_set_level(LOG_DEBUG);
-	}
-	rc = load_config(argv[optind], &ov, &cfg);
-	if (rc != 0)
-		goto out;
-	rc = EXIT_USAGE;
-	mountpoint = argc - optind == 2 ? argv[optind + 1] : cfg->mount.path;
-	if (mountpoint == NULL) {
-		rc = usage_error(usage_mount, "%s",
-				 "mount: no MOUNTPOINT given and no [mount] "
-				 "path in the config");
-		goto out;
-	}
-	if (stat(mountpoint, &st) < 0) {
-		log_msg(LOG_ERR, "mountpoint %s: %s", mountpoint,
-			strerror(errno));
-		rc = EXIT_RUNTIME;
-		goto out;
-	}
-	if (!S_ISDIR(st.st_mode)) {
-		log_msg(LOG_ERR, "mountpoint %s: not a directory", mountpoint);
-		rc = EXIT_RUNTIME;
-		goto out;
-	}
-	rc = EXIT_RUNTIME;
-	if (dataset_load(cfg, true, &ds) < 0)
-		goto out;
-	if (view_build(ds->manifest, ds->plan, config_rank_filter, cfg, &view) <
-	    0) {
-		log_msg(LOG_ERR, "cannot build the directory tree: out of "
-				 "memory");
-		goto out;
-	}
-	if (mount_cache_open(cfg, ds->backend, &cache) < 0)
-		goto out;
-	log_msg(LOG_INFO, "manifest %s: %zu objects, %llu bytes, sha256 %s",
-		cfg->source.manifest ? cfg->source.manifest : cfg->source.url,
-		ds->manifest->count,
-		(unsigned long long)ds->manifest->total_bytes,
-		ds->manifest->digest);
-	fo.mountpoint = mountpoint;
-	fo.source = cfg->source.url;
-	fo.allow_other = cfg->mount.allow_other || ov.allow_other;
-	{
-		struct fs_data data = {
-			.manifest = ds->manifest,
-			.spec = &cfg->shard.spec,
-			.plan = ds->plan,
-			.view = view,
-			.cache = cache,
-		};
-
-		rc = fs_run(&fo, &data) < 0 ? EXIT_RUNTIME : EXIT_OK;
-	}
-out:
-	cache_free(cache);
-	view_free(view);
-	dataset_free(ds);
-	config_free(cfg);
-	overrides_free(&ov);
-	return rc;
 }
 
 static int summary(FILE *out, const struct manifest *m)
@@ -347,11 +187,12 @@ static int cmd_manifest(int argc, char **argv)
 			else if (strcmp(optarg, "virtual") == 0)
 				opts.addressing = BACKEND_ADDRESSING_VIRTUAL;
 			else
-				return usage_error(usage_manifest,
-						   "manifest: --addressing "
-						   "%s: expected auto, path or "
-						   "virtual",
-						   optarg);
+				return cmd_usage_error(
+					usage_manifest,
+					"manifest: --addressing "
+					"%s: expected auto, path or "
+					"virtual",
+					optarg);
 			break;
 		case 'N':
 			opts.anonymous = 1;
@@ -365,10 +206,10 @@ static int cmd_manifest(int argc, char **argv)
 		}
 	}
 	if (argc - optind != 1)
-		return usage_error(usage_manifest, "%s",
-				   argc - optind < 1
-					   ? "manifest: URL missing"
-					   : "manifest: too many arguments");
+		return cmd_usage_error(
+			usage_manifest, "%s",
+			argc - optind < 1 ? "manifest: URL missing"
+					  : "manifest: too many arguments");
 	rc = backend_open(argv[optind], &opts, &be);
 	if (rc == -EPROTONOSUPPORT || rc == -EINVAL) {
 		backend_close(be);
@@ -429,13 +270,13 @@ static int cmd_plan(int argc, char **argv)
 		}
 	}
 	if (argc - optind != 1) {
-		rc = usage_error(usage_plan, "%s",
-				 argc - optind < 1
-					 ? "plan: CONFIG missing"
-					 : "plan: too many arguments");
+		rc = cmd_usage_error(usage_plan, "%s",
+				     argc - optind < 1
+					     ? "plan: CONFIG missing"
+					     : "plan: too many arguments");
 		goto out;
 	}
-	rc = load_config(argv[optind], &ov, &cfg);
+	rc = cmd_load_config(argv[optind], &ov, &cfg);
 	if (rc != 0)
 		goto out;
 	if (rank_arg != NULL) {
@@ -485,8 +326,8 @@ static int cmd_help(int argc, char **argv)
 	else if (strcmp(topic, "cache") == 0)
 		fputs(usage_cache, stdout);
 	else
-		return usage_error(usage_main, "help: unknown command '%s'",
-				   topic);
+		return cmd_usage_error(usage_main, "help: unknown command '%s'",
+				       topic);
 	return EXIT_OK;
 }
 
@@ -522,5 +363,5 @@ int main(int argc, char **argv)
 	/* mount(8) runs "shardfs CONFIG MOUNTPOINT -o OPTS". */
 	if (cmd[0] != '-' && strchr(cmd, '/') != NULL)
 		return cmd_mount(argc, argv, true);
-	return usage_error(usage_main, "unknown command '%s'", cmd);
+	return cmd_usage_error(usage_main, "unknown command '%s'", cmd);
 }

@@ -1,0 +1,251 @@
+/*
+ * fs: the FUSE session: mounting, the request loop, unmounting. See fs.h.
+ */
+#include "fs/fs.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <fuse_lowlevel.h>
+
+#include "fs/fs_impl.h"
+#include "util/log.h"
+
+/* libfuse's own messages go through our log. */
+static void fs_fuse_log(enum fuse_log_level level, const char *fmt, va_list ap)
+{
+	char line[1024];
+	size_t len;
+
+	if ((int)level > log_threshold)
+		return;
+	vsnprintf(line, sizeof(line), fmt, ap);
+	len = strlen(line);
+	if (len > 0 && line[len - 1] == '\n')
+		line[len - 1] = '\0';
+	log_write((int)level, "fuse: %s", line);
+}
+
+/*
+ * The kernel's default per-mount readahead (128 KiB) splits sequential reads
+ * into small requests; raise it to the request size through the mount's
+ * backing device in sysfs. Found via /proc/self/mountinfo, because a stat()
+ * of our own mountpoint would wait on this very daemon.
+ */
+static void raise_readahead(const char *mountpoint)
+{
+	char path[PATH_MAX], line[4096], dev[64], mnt[PATH_MAX];
+	char *real;
+	FILE *f;
+	int found = 0;
+
+	real = realpath(mountpoint, NULL);
+	f = fopen("/proc/self/mountinfo", "re");
+	if (real == NULL || f == NULL) {
+		free(real);
+		if (f != NULL)
+			fclose(f);
+		return;
+	}
+	/* The last matching line is the newest mount, ours. Mount points
+	 * with spaces are written with octal escapes and never match: the
+	 * readahead then just stays at the default. */
+	while (fgets(line, sizeof(line), f) != NULL) {
+		char d[64], m[PATH_MAX];
+
+		if (sscanf(line, "%*s %*s %63s %*s %4095s", d, m) == 2 &&
+		    strcmp(m, real) == 0) {
+			strcpy(dev, d);
+			strcpy(mnt, m);
+			found = 1;
+		}
+	}
+	fclose(f);
+	free(real);
+	if (!found)
+		return;
+	snprintf(path, sizeof(path), "/sys/class/bdi/%s/read_ahead_kb", dev);
+	f = fopen(path, "we");
+	if (f == NULL || fprintf(f, "%u\n", FS_IO_SIZE / 1024) < 0 ||
+	    fclose(f) != 0) {
+		log_msg(LOG_INFO,
+			"cannot raise readahead of %s via %s: %s (reads "
+			"stay at the kernel default size)",
+			mnt, path, strerror(errno));
+		return;
+	}
+	log_msg(LOG_DEBUG, "readahead of %s raised to %u KiB", mnt,
+		FS_IO_SIZE / 1024);
+}
+
+/* Undoes mountinfo's octal escapes (\040 for a space, and so on) in place. */
+static void mountinfo_unescape(char *s)
+{
+	char *o = s;
+
+	for (; *s != '\0'; s++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' &&
+		    s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
+			*o++ = (char)((s[1] - '0') << 6 | (s[2] - '0') << 3 |
+				      (s[3] - '0'));
+			s += 3;
+		} else {
+			*o++ = *s;
+		}
+	}
+	*o = '\0';
+}
+
+/* Finds in /proc/self/mountinfo the device ("major:minor") of the newest
+ * mount at mountpoint (want == NULL), or whether a mount of device want is
+ * still there. Returns 1 if found (dev filled), 0 if not, -1 when
+ * mountinfo cannot be read. */
+static int mountinfo_find(const char *mountpoint, const char *want, char *dev,
+			  size_t cap)
+{
+	char line[4096], d[64], m[PATH_MAX], *real = NULL;
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	int found = 0;
+
+	if (f == NULL)
+		return -1;
+	if (want == NULL && (real = realpath(mountpoint, NULL)) == NULL) {
+		fclose(f);
+		return -1;
+	}
+	while (fgets(line, sizeof(line), f) != NULL) {
+		if (sscanf(line, "%*s %*s %63s %*s %4095s", d, m) != 2)
+			continue;
+		mountinfo_unescape(m);
+		if (want != NULL ? strcmp(d, want) == 0
+				 : strcmp(m, real) == 0) {
+			snprintf(dev, cap, "%s", d);
+			found = 1;
+		}
+	}
+	fclose(f);
+	free(real);
+	return found;
+}
+
+int fs_run(const struct fs_options *opt, const struct fs_data *data,
+	   const struct fs_hooks *hooks)
+{
+	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
+	struct fuse_loop_config *loop_cfg = NULL;
+	struct fuse_session *se = NULL;
+	char *mount_opts = NULL, *fsname = NULL, dev[64] = "";
+	struct fs fs;
+	int rc = -ENOMEM, saved_stderr = -1;
+
+	(void)hooks; /* ready/reload/stopping: mount/ wires these next */
+
+	fuse_set_log_func(fs_fuse_log);
+	if (fs_state_init(&fs, data) < 0)
+		goto out;
+
+	if (asprintf(&fsname, "fsname=%s", opt->source) < 0) {
+		fsname = NULL;
+		goto out;
+	}
+	if (fuse_opt_add_arg(&args, "shardfs") != 0 ||
+	    fuse_opt_add_opt(&mount_opts,
+			     "ro,default_permissions,subtype=shardfs,"
+			     "max_read=1048576") != 0 ||
+	    fuse_opt_add_opt_escaped(&mount_opts, fsname) != 0 ||
+	    (opt->allow_other &&
+	     fuse_opt_add_opt(&mount_opts, "allow_other") != 0) ||
+	    fuse_opt_add_arg(&args, "-o") != 0 ||
+	    fuse_opt_add_arg(&args, mount_opts) != 0 ||
+	    (opt->debug && fuse_opt_add_arg(&args, "-d") != 0))
+		goto out;
+
+	se = fuse_session_new(&args, &fs_ops, sizeof(fs_ops), &fs);
+	if (se == NULL) {
+		log_msg(LOG_ERR, "cannot create the FUSE session");
+		rc = -EIO;
+		goto out;
+	}
+	fs.se = se;
+	if (fuse_set_signal_handlers(se) != 0) {
+		rc = -EIO;
+		goto out_session;
+	}
+	if (fuse_session_mount(se, opt->mountpoint) != 0) {
+		log_msg(LOG_ERR,
+			"cannot mount on %s (see the fuse message "
+			"above)",
+			opt->mountpoint);
+		rc = -EIO;
+		goto out_signals;
+	}
+	raise_readahead(opt->mountpoint);
+	/* Our mount's device, to tell an unmount from an aborted
+	 * connection when the loop ends (both end it the same way). */
+	if (mountinfo_find(opt->mountpoint, NULL, dev, sizeof(dev)) != 1)
+		dev[0] = '\0';
+	log_msg(LOG_INFO, "serving %s at %s", opt->source, opt->mountpoint);
+
+	if (!opt->foreground) {
+		/* fuse_daemonize points stderr at /dev/null; keep logging
+		 * to whatever stderr the admin gave us. */
+		saved_stderr = dup(STDERR_FILENO);
+		fuse_daemonize(0);
+		if (saved_stderr >= 0) {
+			dup2(saved_stderr, STDERR_FILENO);
+			close(saved_stderr);
+		}
+	}
+	if (opt->single_thread) {
+		rc = fuse_session_loop(se);
+	} else {
+		loop_cfg = fuse_loop_cfg_create();
+		if (loop_cfg == NULL) {
+			rc = -ENOMEM;
+			goto out_unmount;
+		}
+		fuse_loop_cfg_set_max_threads(
+			loop_cfg, opt->max_threads ? opt->max_threads
+						   : FS_THREADS_DEFAULT);
+		fuse_loop_cfg_set_clone_fd(loop_cfg, 0);
+		rc = fuse_session_loop_mt(se, loop_cfg);
+		fuse_loop_cfg_destroy(loop_cfg);
+	}
+	/* The kernel ends the loop with ENODEV, which libfuse reports as
+	 * 0, both after an unmount and after the connection was aborted
+	 * (echo 1 > /sys/fs/fuse/connections/N/abort): only after an abort
+	 * is the mount still there, dead, and that is a failure. */
+	if (rc == 0 && dev[0] != '\0' &&
+	    mountinfo_find(NULL, dev, dev, sizeof(dev)) == 1) {
+		log_msg(LOG_ERR,
+			"the FUSE connection of %s was aborted; the mount is "
+			"dead until unmounted (fusermount3 -u %s)",
+			opt->mountpoint, opt->mountpoint);
+		rc = -ECONNABORTED;
+		goto out_unmount;
+	}
+	/* A signal ends the loop with its number; that is a clean stop. */
+	if (rc > 0)
+		rc = 0;
+	if (rc < 0)
+		log_msg(LOG_ERR, "FUSE loop failed: %s", strerror(-rc));
+	else
+		log_msg(LOG_INFO, "unmounting %s", opt->mountpoint);
+out_unmount:
+	fuse_session_unmount(se);
+out_signals:
+	fuse_remove_signal_handlers(se);
+out_session:
+	fuse_session_destroy(se);
+out:
+	fuse_opt_free_args(&args);
+	free(mount_opts);
+	free(fsname);
+	fs_state_destroy(&fs);
+	return rc;
+}
