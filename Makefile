@@ -23,7 +23,8 @@ PREFIX ?= /usr/local
 DESTDIR ?=
 
 B := build
-PKGS := fuse3 libcrypto inih libcurl expat jansson lmdb zlib
+PKGS := fuse3 libcrypto inih libcurl expat jansson lmdb zlib libsystemd \
+	libmicrohttpd
 TEST_PKGS := check
 
 WARN := -std=gnu11 -Wall -Wextra -Werror -Wmissing-prototypes \

@@ -63,7 +63,6 @@ struct fs {
 	struct fuse_session *se; /* set before the loop starts */
 };
 
-
 extern const struct fuse_lowlevel_ops fs_ops;
 
 /* Sets up fs's state over data (borrowed; it must outlive fs): control

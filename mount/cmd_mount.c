@@ -108,9 +108,9 @@ int cmd_mount(int argc, char **argv, bool helper_form)
 	if (argc - optind < 1 || argc - optind > 2 ||
 	    (helper_form && argc - optind != 2)) {
 		rc = cmd_usage_error(usage_mount, "%s",
-				 argc - optind < 1
-					 ? "mount: CONFIG missing"
-					 : "mount: too many arguments");
+				     argc - optind < 1
+					     ? "mount: CONFIG missing"
+					     : "mount: too many arguments");
 		goto out;
 	}
 	if (ov.debug) {
@@ -123,9 +123,10 @@ int cmd_mount(int argc, char **argv, bool helper_form)
 	rc = EXIT_USAGE;
 	mountpoint = argc - optind == 2 ? argv[optind + 1] : cfg->mount.path;
 	if (mountpoint == NULL) {
-		rc = cmd_usage_error(usage_mount, "%s",
-				 "mount: no MOUNTPOINT given and no [mount] "
-				 "path in the config");
+		rc = cmd_usage_error(
+			usage_mount, "%s",
+			"mount: no MOUNTPOINT given and no [mount] "
+			"path in the config");
 		goto out;
 	}
 	if (stat(mountpoint, &st) < 0) {
@@ -177,4 +178,3 @@ out:
 	overrides_free(&ov);
 	return rc;
 }
-

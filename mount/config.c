@@ -30,6 +30,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include <arpa/inet.h>
 #include <ini.h>
 
 #define DEFAULT_REGION "us-east-1"
@@ -43,7 +44,8 @@ enum value_type {
 	VAL_HTTP_URL,
 	VAL_REGION,
 	VAL_SHA256,
-	VAL_PATH, /* absolute path */
+	VAL_PATH,   /* absolute path */
+	VAL_LISTEN, /* IPv4 literal or [IPv6 literal] ":" port 1..65535 */
 	VAL_BOOL,
 	VAL_UINT, /* unsigned field */
 	VAL_U64,  /* uint64_t field */
@@ -79,6 +81,7 @@ enum {
 	KEY_REQUEST_TIMEOUT_MS,
 	KEY_READ_TIMEOUT_MS,
 	KEY_RETRIES,
+	KEY_ALLOW_EMPTY,
 	KEY_WORLD_SIZE,
 	KEY_RANKS,
 	KEY_SEED,
@@ -97,6 +100,9 @@ enum {
 	KEY_PREFETCH_CONNECTIONS,
 	KEY_MOUNT_PATH,
 	KEY_ALLOW_OTHER,
+	KEY_NONEMPTY,
+	KEY_LOG_FILE,
+	KEY_METRICS_LISTEN,
 	KEY_COUNT
 };
 
@@ -125,6 +131,8 @@ static const struct key keys[KEY_COUNT] = {
 				  FIELD(source.read_timeout_ms), 100, 3600000 },
 	[KEY_RETRIES] = { "source", "retries", VAL_UINT, FIELD(source.retries),
 			  0, 100 },
+	[KEY_ALLOW_EMPTY] = { "source", "allow_empty", VAL_BOOL,
+			      FIELD(source.allow_empty) },
 	[KEY_WORLD_SIZE] = { "shard", "world_size", VAL_U64,
 			     FIELD(shard.spec.world_size), 1,
 			     CONFIG_WORLD_SIZE_MAX },
@@ -159,10 +167,16 @@ static const struct key keys[KEY_COUNT] = {
 			     .optional = true },
 	[KEY_ALLOW_OTHER] = { "mount", "allow_other", VAL_BOOL,
 			      FIELD(mount.allow_other) },
+	[KEY_NONEMPTY] = { "mount", "nonempty", VAL_BOOL,
+			   FIELD(mount.nonempty) },
+	[KEY_LOG_FILE] = { "log", "file", VAL_PATH, FIELD(log.file),
+			   .optional = true },
+	[KEY_METRICS_LISTEN] = { "metrics", "listen", VAL_LISTEN,
+				 FIELD(metrics.listen), .optional = true },
 };
 
-static const char *const sections[] = { "source", "shard", "cache", "prefetch",
-					"mount" };
+static const char *const sections[] = { "source", "shard", "cache",  "prefetch",
+					"mount",  "log",   "metrics" };
 
 struct name_value {
 	const char *name;
@@ -410,6 +424,43 @@ static bool location_valid(const char *s, bool object)
 	if (!object)
 		return true;
 	return bucket[n] == '/' && bucket[n + 1] && s[len - 1] != '/';
+}
+
+/* "ADDRESS:PORT" for a listening socket: an IPv4 literal or a bracketed
+ * IPv6 literal (no names: a metrics port must not depend on a resolver). */
+static bool listen_valid(const char *s)
+{
+	char host[64];
+	const char *colon, *p;
+	struct in6_addr a6;
+	struct in_addr a4;
+	unsigned long port;
+	size_t n;
+
+	if (s[0] == '[') {
+		colon = strstr(s, "]:");
+		if (colon == NULL ||
+		    (n = (size_t)(colon - s - 1)) >= sizeof(host))
+			return false;
+		memcpy(host, s + 1, n);
+		host[n] = '\0';
+		if (inet_pton(AF_INET6, host, &a6) != 1)
+			return false;
+		colon++;
+	} else {
+		colon = strrchr(s, ':');
+		if (colon == NULL || (n = (size_t)(colon - s)) >= sizeof(host))
+			return false;
+		memcpy(host, s, n);
+		host[n] = '\0';
+		if (inet_pton(AF_INET, host, &a4) != 1)
+			return false;
+	}
+	p = colon + 1;
+	if (*p < '1' || *p > '9' || strlen(p) > 5)
+		return false;
+	port = strtoul(p, (char **)&p, 10);
+	return *p == '\0' && port >= 1 && port <= 65535;
 }
 
 static bool http_url_valid(const char *s)
@@ -763,6 +814,14 @@ static int key_set(struct config *cfg, const struct key *k, const char *value,
 			lower[i] = (char)tolower((unsigned char)value[i]);
 		return store_string(field, lower);
 	}
+	case VAL_LISTEN:
+		if (!listen_valid(value)) {
+			snprintf(why, whylen,
+				 "not ADDRESS:PORT with an IPv4 or [IPv6] "
+				 "address and a port 1..65535");
+			return -EINVAL;
+		}
+		return store_string(field, value);
 	case VAL_PATH:
 		if (value[0] != '/') {
 			snprintf(why, whylen, "not an absolute path");
@@ -1235,6 +1294,8 @@ void config_free(struct config *cfg)
 	free(cfg->source.region);
 	free(cfg->source.manifest);
 	free(cfg->source.manifest_sha256);
+	free(cfg->log.file);
+	free(cfg->metrics.listen);
 	free(cfg->shard.ranks);
 	free(cfg->cache.dir);
 	free(cfg->mount.path);

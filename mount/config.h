@@ -53,6 +53,7 @@ struct config {
 		unsigned request_timeout_ms; /* default 10000 */
 		unsigned read_timeout_ms;    /* default 30000 */
 		unsigned retries;	     /* default 5 */
+		bool allow_empty; /* default false: listing 0 objects fails */
 	} source;
 
 	struct {
@@ -82,7 +83,14 @@ struct config {
 	struct {
 		char *path;	  /* NULL: must come from the command line */
 		bool allow_other; /* default false */
+		bool nonempty;	  /* default false: refuse a non-empty dir */
 	} mount;
+	struct {
+		char *file; /* NULL: a background mount logs to syslog */
+	} log;
+	struct {
+		char *listen; /* "127.0.0.1:9100" or NULL: no endpoint */
+	} metrics;
 };
 
 /* Parses path, then applies overrides[0..n_overrides) ("section.key=value",

@@ -13,6 +13,12 @@ PKGS="$PKGS libcurl4-openssl-dev libexpat1-dev libjansson-dev awscli \
 python3-botocore"
 # Cache: LMDB (index) and zlib (CRC32).
 PKGS="$PKGS liblmdb-dev zlib1g-dev"
+# Operations: libsystemd (readiness, journal), libmicrohttpd (metrics
+# endpoint); systemd-analyze checks the units, groff/man-db render the man
+# pages, the prometheus client parses the metrics, PyYAML the Kubernetes
+# manifests; Slurm (slurmctld, slurmd, munge) runs the cluster test.
+PKGS="$PKGS libsystemd-dev libmicrohttpd-dev systemd groff-base man-db \
+python3-prometheus-client python3-yaml slurm-wlm munge"
 # Fuzzing (tests/fuzz, part of check): clang 14 and its libFuzzer runtime.
 PKGS="$PKGS clang libclang-rt-14-dev"
 command -v node >/dev/null 2>&1 || PKGS="$PKGS nodejs"

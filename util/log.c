@@ -55,11 +55,40 @@ static const char *log_level_name(int level)
 	}
 }
 
+static pthread_mutex_t log_errors_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct log_errors log_errs; /* protected by log_errors_lock */
+
+void log_errors_get(struct log_errors *out)
+{
+	pthread_mutex_lock(&log_errors_lock);
+	*out = log_errs;
+	pthread_mutex_unlock(&log_errors_lock);
+}
+
+/* Counts a warning or an error and keeps the last error's text. */
+static void log_errors_note(int level, const char *msg, size_t len)
+{
+	if (level > LOG_WARNING)
+		return;
+	pthread_mutex_lock(&log_errors_lock);
+	if (level == LOG_WARNING) {
+		log_errs.warnings++;
+	} else {
+		log_errs.errors++;
+		log_errs.last_time = (long long)time(NULL);
+		if (len >= sizeof(log_errs.last))
+			len = sizeof(log_errs.last) - 1;
+		memcpy(log_errs.last, msg, len);
+		log_errs.last[len] = '\0';
+	}
+	pthread_mutex_unlock(&log_errors_lock);
+}
+
 void log_write(int level, const char *fmt, ...)
 {
 	char line[2048];
 	int saved_errno = errno;
-	size_t len;
+	size_t len, start;
 	int n;
 	va_list ap;
 
@@ -69,6 +98,7 @@ void log_write(int level, const char *fmt, ...)
 		n = snprintf(line, sizeof(line), "%s: %s: ", log_prog,
 			     log_level_name(level));
 	len = n > 0 ? (size_t)n : 0;
+	start = len;
 	va_start(ap, fmt);
 	n = vsnprintf(line + len, sizeof(line) - len, fmt, ap);
 	va_end(ap);
@@ -76,6 +106,7 @@ void log_write(int level, const char *fmt, ...)
 		len += (size_t)n;
 	if (len > sizeof(line) - 2)
 		len = sizeof(line) - 2;
+	log_errors_note(level, line + start, len - start);
 	line[len++] = '\n';
 	/* Nothing useful to do if stderr is gone. */
 	if (write(STDERR_FILENO, line, len) < 0)

@@ -28,6 +28,17 @@ void log_set_level(int level);
 void log_write(int level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/* What `shardfs status` and the stats file show of the log. */
+struct log_errors {
+	unsigned long long errors;   /* lines logged at LOG_ERR or worse */
+	unsigned long long warnings; /* lines logged at LOG_WARNING */
+	long long last_time;	     /* realtime seconds of the last error, 0 */
+	char last[512];		     /* its message (truncated), "" if none */
+};
+
+/* Copies the counters and the last error line. Thread-safe. */
+void log_errors_get(struct log_errors *out);
+
 /* Seconds during which log_limit() keeps repeats of one failure quiet. */
 #define LOG_REPEAT_S 10
 

@@ -131,6 +131,10 @@ START_TEST(test_defaults)
 	ck_assert_uint_eq(cfg->prefetch.connections, 64);
 	ck_assert_ptr_null(cfg->mount.path);
 	ck_assert(!cfg->mount.allow_other);
+	ck_assert(!cfg->mount.nonempty);
+	ck_assert(!cfg->source.allow_empty);
+	ck_assert_ptr_null(cfg->log.file);
+	ck_assert_ptr_null(cfg->metrics.listen);
 
 	config_backend_options(cfg, &opts);
 	ck_assert_ptr_null(opts.endpoint);
@@ -187,7 +191,12 @@ START_TEST(test_full)
 		"connections = 1024\n"
 		"[mount]\n"
 		"path = /mnt/imagenet\n"
-		"allow_other = on\n";
+		"allow_other = on\n"
+		"nonempty = yes\n"
+		"[log]\n"
+		"file = /var/log/shardfs/imagenet.log\n"
+		"[metrics]\n"
+		"listen = [::1]:9100\n";
 	struct config *cfg = load_ok(text, NULL, 0);
 	struct backend_options opts;
 
@@ -226,6 +235,9 @@ START_TEST(test_full)
 	ck_assert_uint_eq(cfg->prefetch.connections, 1024);
 	ck_assert_str_eq(cfg->mount.path, "/mnt/imagenet");
 	ck_assert(cfg->mount.allow_other);
+	ck_assert(cfg->mount.nonempty);
+	ck_assert_str_eq(cfg->log.file, "/var/log/shardfs/imagenet.log");
+	ck_assert_str_eq(cfg->metrics.listen, "[::1]:9100");
 
 	config_backend_options(cfg, &opts);
 	ck_assert_ptr_eq(opts.endpoint, cfg->source.endpoint);
@@ -448,6 +460,8 @@ struct bad_case {
 	"not an absolute path, s3://bucket[/prefix] or gs://bucket[/prefix]"
 #define MANIFEST_WHY                                                           \
 	"not an absolute file path, s3://bucket/key or gs://bucket/key"
+#define LISTEN_WHY                                                             \
+	"not ADDRESS:PORT with an IPv4 or [IPv6] address and a port 1..65535"
 #define SIZE_WHY "not a size (digits and an optional K, M, G or T suffix)"
 #define SHARD_KEYS "world_size, ranks, seed, epoch, order, layout, balance"
 
@@ -586,12 +600,22 @@ static const struct bad_case bad_cases[] = {
 	{ MIN_CONF "[shard]\nranks = 99999999999999999999\n",
 	  "@:4: [shard] ranks = 99999999999999999999: rank out of range (more "
 	  "than 64 bits)" },
+	{ MIN_CONF "[metrics]\nlisten = localhost:9100\n",
+	  "@:4: [metrics] listen = localhost:9100: " LISTEN_WHY },
+	{ MIN_CONF "[metrics]\nlisten = 127.0.0.1:0\n",
+	  "@:4: [metrics] listen = 127.0.0.1:0: " LISTEN_WHY },
+	{ MIN_CONF "[metrics]\nlisten = 127.0.0.1:65536\n",
+	  "@:4: [metrics] listen = 127.0.0.1:65536: " LISTEN_WHY },
+	{ MIN_CONF "[metrics]\nlisten = ::1:9100\n",
+	  "@:4: [metrics] listen = ::1:9100: " LISTEN_WHY },
+	{ MIN_CONF "[log]\nfile = shardfs.log\n",
+	  "@:4: [log] file = shardfs.log: not an absolute path" },
 	{ MIN_CONF "[foo]\nbar = 1\n",
 	  "@:4: [foo] bar = 1: unknown section (sections are source, shard, "
-	  "cache, prefetch, mount)" },
+	  "cache, prefetch, mount, log, metrics)" },
 	{ MIN_CONF "[Shard]\nseed = 1\n",
 	  "@:4: [Shard] seed = 1: unknown section (sections are source, shard, "
-	  "cache, prefetch, mount)" },
+	  "cache, prefetch, mount, log, metrics)" },
 	{ MIN_CONF "[shard]\nwolrd_size = 8\n",
 	  "@:4: [shard] wolrd_size = 8: unknown key (keys in [shard] "
 	  "are " SHARD_KEYS ")" },
@@ -670,7 +694,7 @@ START_TEST(test_override_errors)
 		{ "seed=0.5", "-o seed=0.5: expected section.key=value" },
 		{ "foo.bar=1",
 		  "-o foo.bar=1: unknown section (sections are source, shard, "
-		  "cache, prefetch, mount)" },
+		  "cache, prefetch, mount, log, metrics)" },
 		{ "shard.nope=1", "-o shard.nope=1: unknown key (keys in "
 				  "[shard] are " SHARD_KEYS ")" },
 		{ "cache.dir=rel", "-o cache.dir=rel: not an absolute path" },

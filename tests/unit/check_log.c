@@ -1,7 +1,7 @@
 /*
  * check_log: log_limit(), which keeps repeats of one failure out of the
  * log for LOG_REPEAT_S seconds (the passing of that time is not tested:
- * no test waits on a clock).
+ * no test waits on a clock), and log_errors_get().
  */
 #include <check.h>
 #include <pthread.h>
@@ -49,11 +49,33 @@ START_TEST(test_threads_log_once)
 }
 END_TEST
 
+/* Errors and warnings are counted and the last error's text is kept for
+ * `shardfs status`; info lines are not. */
+START_TEST(test_errors_counted)
+{
+	struct log_errors e;
+
+	log_errors_get(&e);
+	ck_assert_uint_eq(e.errors, 0);
+	ck_assert_str_eq(e.last, "");
+	log_write(LOG_INFO, "just info");
+	log_write(LOG_WARNING, "a warning %d", 1);
+	log_write(LOG_ERR, "first error %d", 1);
+	log_write(LOG_ERR, "second error %s", "here");
+	log_errors_get(&e);
+	ck_assert_uint_eq(e.errors, 2);
+	ck_assert_uint_eq(e.warnings, 1);
+	ck_assert_str_eq(e.last, "second error here");
+	ck_assert_int_gt(e.last_time, 0);
+}
+END_TEST
+
 int main(void)
 {
 	const struct unit_case cases[] = {
 		{ "first_logs_repeats_quiet", test_first_logs_repeats_quiet },
 		{ "threads_log_once", test_threads_log_once },
+		{ "errors_counted", test_errors_counted },
 	};
 	return unit_run(
 		unit_suite("log", cases, sizeof(cases) / sizeof(cases[0])));
