@@ -5,10 +5,14 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fuse_lowlevel.h>
@@ -133,6 +137,125 @@ static int mountinfo_find(const char *mountpoint, const char *want, char *dev,
 	return found;
 }
 
+/* The threads fs_run keeps beside the FUSE loop: one that waits for the
+ * mount to answer and then runs hooks->ready, one that runs hooks->reload
+ * for each SIGHUP. */
+struct fs_watch {
+	struct fs *fs;
+	const struct fs_hooks *hooks;
+	const char *mountpoint;
+	pthread_t ready_thr, reload_thr;
+	bool ready_started, reload_started;
+	bool ready_done;  /* written by the ready thread before it ends */
+	sem_t reload_sem; /* posted by SIGHUP and by fs_watch_stop() */
+	int stop;	  /* atomic: the reload thread should end */
+};
+
+/* sem_post() is async-signal-safe; the handler does nothing else. */
+static sem_t *fs_hup_sem;
+
+static void fs_on_hup(int sig)
+{
+	(void)sig;
+	if (fs_hup_sem != NULL)
+		sem_post(fs_hup_sem);
+}
+
+/* A stat() of the mountpoint goes through the kernel to this daemon's
+ * loop: when it returns, the mount answers. */
+static void *fs_ready_main(void *arg)
+{
+	struct fs_watch *w = arg;
+	struct stat st;
+
+	if (stat(w->mountpoint, &st) != 0) {
+		log_msg(LOG_ERR, "mount %s does not answer: %s", w->mountpoint,
+			strerror(errno));
+		return NULL;
+	}
+	if (w->hooks->ready != NULL)
+		w->hooks->ready(w->fs, w->hooks->arg);
+	__atomic_store_n(&w->ready_done, true, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static void *fs_reload_main(void *arg)
+{
+	struct fs_watch *w = arg;
+	int rc;
+
+	for (;;) {
+		while (sem_wait(&w->reload_sem) != 0)
+			;
+		if (__atomic_load_n(&w->stop, __ATOMIC_ACQUIRE))
+			return NULL;
+		log_msg(LOG_INFO, "SIGHUP: reloading");
+		rc = w->hooks->reload(w->fs, w->hooks->arg);
+		if (rc < 0)
+			log_msg(LOG_ERR,
+				"reload failed (%s); still serving the "
+				"previous tree",
+				strerror(-rc));
+	}
+}
+
+/* Starts the watch threads, after any fork (threads do not survive
+ * one). SIGHUP reloads when there is a reload hook, and is ignored
+ * otherwise (it no longer ends the mount). Returns 0 or a negative errno. */
+static int fs_watch_start(struct fs_watch *w)
+{
+	struct sigaction sa;
+	int rc;
+
+	memset(&sa, 0, sizeof(sa));
+	sigemptyset(&sa.sa_mask);
+	sa.sa_flags = SA_RESTART;
+	sa.sa_handler = SIG_IGN;
+	if (w->hooks->reload != NULL) {
+		if (sem_init(&w->reload_sem, 0, 0) != 0)
+			return -errno;
+		rc = -pthread_create(&w->reload_thr, NULL, fs_reload_main, w);
+		if (rc < 0) {
+			sem_destroy(&w->reload_sem);
+			return rc;
+		}
+		w->reload_started = true;
+		fs_hup_sem = &w->reload_sem;
+		sa.sa_handler = fs_on_hup;
+	}
+	sigaction(SIGHUP, &sa, NULL);
+	rc = -pthread_create(&w->ready_thr, NULL, fs_ready_main, w);
+	if (rc < 0)
+		return rc;
+	w->ready_started = true;
+	return 0;
+}
+
+/* After the loop: no more reloads; the ready thread's stat() has ended
+ * (the loop answered it, or the connection is gone). Returns whether the
+ * ready hook ran. */
+static bool fs_watch_stop(struct fs_watch *w)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = SIG_IGN;
+	sigaction(SIGHUP, &sa, NULL);
+	if (w->reload_started) {
+		__atomic_store_n(&w->stop, 1, __ATOMIC_RELEASE);
+		sem_post(&w->reload_sem);
+		pthread_join(w->reload_thr, NULL);
+		fs_hup_sem = NULL;
+		sem_destroy(&w->reload_sem);
+		w->reload_started = false;
+	}
+	if (w->ready_started) {
+		pthread_join(w->ready_thr, NULL);
+		w->ready_started = false;
+	}
+	return __atomic_load_n(&w->ready_done, __ATOMIC_ACQUIRE);
+}
+
 int fs_run(const struct fs_options *opt, const struct fs_data *data,
 	   const struct fs_hooks *hooks)
 {
@@ -141,9 +264,14 @@ int fs_run(const struct fs_options *opt, const struct fs_data *data,
 	struct fuse_session *se = NULL;
 	char *mount_opts = NULL, *fsname = NULL, dev[64] = "";
 	struct fs fs;
+	static const struct fs_hooks no_hooks;
+	struct fs_watch watch = { 0 };
 	int rc = -ENOMEM, saved_stderr = -1;
+	bool stopped = false;
 
-	(void)hooks; /* ready/reload/stopping: mount/ wires these next */
+	watch.fs = &fs;
+	watch.hooks = hooks != NULL ? hooks : &no_hooks;
+	watch.mountpoint = opt->mountpoint;
 
 	fuse_set_log_func(fs_fuse_log);
 	if (fs_state_init(&fs, data) < 0)
@@ -201,6 +329,12 @@ int fs_run(const struct fs_options *opt, const struct fs_data *data,
 			close(saved_stderr);
 		}
 	}
+	rc = fs_watch_start(&watch);
+	if (rc < 0) {
+		log_msg(LOG_ERR, "cannot start the mount's threads: %s",
+			strerror(-rc));
+		goto out_unmount;
+	}
 	if (opt->single_thread) {
 		rc = fuse_session_loop(se);
 	} else {
@@ -215,6 +349,13 @@ int fs_run(const struct fs_options *opt, const struct fs_data *data,
 		fuse_loop_cfg_set_clone_fd(loop_cfg, 0);
 		rc = fuse_session_loop_mt(se, loop_cfg);
 		fuse_loop_cfg_destroy(loop_cfg);
+	}
+	/* Before the unmount when the mount served (the ready hook ran);
+	 * else after, once the ready thread is joined. */
+	if (__atomic_load_n(&watch.ready_done, __ATOMIC_ACQUIRE)) {
+		if (watch.hooks->stopping != NULL)
+			watch.hooks->stopping(&fs, watch.hooks->arg);
+		stopped = true;
 	}
 	/* The kernel ends the loop with ENODEV, which libfuse reports as
 	 * 0, both after an unmount and after the connection was aborted
@@ -237,7 +378,11 @@ int fs_run(const struct fs_options *opt, const struct fs_data *data,
 	else
 		log_msg(LOG_INFO, "unmounting %s", opt->mountpoint);
 out_unmount:
+	/* Also ends a ready thread's stat() that the loop never answered:
+	 * closing the session's fd fails the pending request. */
 	fuse_session_unmount(se);
+	if (fs_watch_stop(&watch) && !stopped && watch.hooks->stopping != NULL)
+		watch.hooks->stopping(&fs, watch.hooks->arg);
 out_signals:
 	fuse_remove_signal_handlers(se);
 out_session:
