@@ -1,24 +1,53 @@
 /*
  * log: see log.h. A line is assembled in a stack buffer and written with one
- * write(2), so lines from different threads never interleave.
+ * write(2) (or one syslog() call), so lines from different threads never
+ * interleave.
  */
 #include "util/log.h"
 
 #include "util/fnv.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 int log_threshold = LOG_INFO;
 static const char *log_prog = "shardfs";
-static int log_journal;
+static bool log_journal;       /* stderr is the journal stream */
+static int log_sink_now;       /* enum log_sink; atomic */
+static int log_file_fd = -1;   /* the file sink; set before threads */
+static bool log_syslog_opened; /* set before the switch to syslog */
+
+/*
+ * systemd.exec(5): JOURNAL_STREAM holds "DEV:INODE" of the stream systemd
+ * connected stdout/stderr to. The variable is inherited by children whose
+ * stderr may be a file or a pipe, so only a match with what stderr is now
+ * means the journal reads it (sd-daemon has no call for this; this is the
+ * check the man page prescribes).
+ */
+static bool log_detect_journal(void)
+{
+	const char *v = getenv("JOURNAL_STREAM");
+	unsigned long long dev, ino;
+	struct stat st;
+	int n = 0;
+
+	if (v == NULL || sscanf(v, "%llu:%llu%n", &dev, &ino, &n) != 2 ||
+	    v[n] != '\0')
+		return false;
+	if (fstat(STDERR_FILENO, &st) != 0)
+		return false;
+	return (unsigned long long)st.st_dev == dev &&
+	       (unsigned long long)st.st_ino == ino;
+}
 
 void log_init(const char *prog)
 {
@@ -28,7 +57,35 @@ void log_init(const char *prog)
 		slash = strrchr(prog, '/');
 		log_prog = slash != NULL ? slash + 1 : prog;
 	}
-	log_journal = getenv("JOURNAL_STREAM") != NULL;
+	log_journal = log_detect_journal();
+}
+
+bool log_stderr_is_journal(void)
+{
+	return log_journal;
+}
+
+int log_file_open(const char *path)
+{
+	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+
+	if (fd < 0)
+		return -errno;
+	if (log_file_fd >= 0)
+		close(log_file_fd);
+	log_file_fd = fd;
+	return 0;
+}
+
+void log_set_sink(enum log_sink sink)
+{
+	if (sink == LOG_SINK_FILE && log_file_fd < 0)
+		return;
+	if (sink == LOG_SINK_SYSLOG && !log_syslog_opened) {
+		openlog(log_prog, LOG_PID | LOG_NDELAY, LOG_DAEMON);
+		log_syslog_opened = true;
+	}
+	__atomic_store_n(&log_sink_now, (int)sink, __ATOMIC_RELEASE);
 }
 
 void log_set_level(int level)
@@ -84,15 +141,35 @@ static void log_errors_note(int level, const char *msg, size_t len)
 	pthread_mutex_unlock(&log_errors_lock);
 }
 
+/* The file sink's prefix: UTC time, program and pid, level. */
+static int log_file_prefix(char *buf, size_t cap, int level)
+{
+	struct timespec ts;
+	struct tm tm;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	return snprintf(buf, cap, "%04d-%02d-%02dT%02d:%02d:%02dZ %s[%d]: %s: ",
+			tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+			tm.tm_hour, tm.tm_min, tm.tm_sec, log_prog,
+			(int)getpid(), log_level_name(level));
+}
+
 void log_write(int level, const char *fmt, ...)
 {
 	char line[2048];
 	int saved_errno = errno;
+	int sink = __atomic_load_n(&log_sink_now, __ATOMIC_ACQUIRE);
+	int fd = STDERR_FILENO;
 	size_t len, start;
 	int n;
 	va_list ap;
 
-	if (log_journal)
+	if (sink == LOG_SINK_SYSLOG)
+		n = 0;
+	else if (sink == LOG_SINK_FILE)
+		n = log_file_prefix(line, sizeof(line), level);
+	else if (log_journal)
 		n = snprintf(line, sizeof(line), "<%d>", level);
 	else
 		n = snprintf(line, sizeof(line), "%s: %s: ", log_prog,
@@ -107,9 +184,17 @@ void log_write(int level, const char *fmt, ...)
 	if (len > sizeof(line) - 2)
 		len = sizeof(line) - 2;
 	log_errors_note(level, line + start, len - start);
+	if (sink == LOG_SINK_SYSLOG) {
+		line[len] = '\0';
+		syslog(level, "%s", line);
+		errno = saved_errno;
+		return;
+	}
+	if (sink == LOG_SINK_FILE)
+		fd = log_file_fd;
 	line[len++] = '\n';
-	/* Nothing useful to do if stderr is gone. */
-	if (write(STDERR_FILENO, line, len) < 0)
+	/* Nothing useful to do if the sink is gone. */
+	if (write(fd, line, len) < 0)
 		(void)0;
 	errno = saved_errno;
 }

@@ -1,12 +1,23 @@
 /*
- * log: one line per event on stderr.
+ * log: one line per event, to one sink.
  *
  * Every layer logs through here (backends, cache, fs, mount), which is why
- * this lives in util/ rather than mount/. Under systemd (JOURNAL_STREAM set)
- * each line starts with a "<N>" syslog priority prefix so journald keeps the
- * level; otherwise lines read "shardfs: LEVEL: message". The level is checked
- * before the message is formatted, so a disabled debug line costs a compare.
- * Never pass a secret or a signed URL.
+ * this lives in util/ rather than mount/. The sinks:
+ *  - stderr (the default). When stderr is systemd's journal stream (the
+ *    "DEV:INODE" in JOURNAL_STREAM names the file stderr is, systemd.exec(5))
+ *    each line starts with a "<N>" syslog priority prefix, which journald
+ *    turns into the entry's PRIORITY; otherwise lines read
+ *    "shardfs: LEVEL: message". A JOURNAL_STREAM inherited by a process
+ *    whose stderr went elsewhere (a file, a pipe) is ignored.
+ *  - a file ([log] file): "2026-01-02T03:04:05Z shardfs[PID]: LEVEL: msg",
+ *    opened O_APPEND so several daemons may share it.
+ *  - syslog(3) with the level as priority (LOG_DAEMON): a background daemon
+ *    after it let go of the caller's stderr. Under systemd, journald owns
+ *    /dev/log, so these reach the journal with their priority too.
+ * The level is checked before the message is formatted, so a disabled debug
+ * line costs a compare. A line is written with one write(2) (or syslog()
+ * call), so lines from threads never interleave. Never pass a secret or a
+ * signed URL.
  */
 #ifndef SHARDFS_LOG_H
 #define SHARDFS_LOG_H
@@ -18,8 +29,28 @@
  * Written only by log_init()/log_set_level() before threads start. */
 extern int log_threshold;
 
-/* Sets the program name and detects systemd's journal. Call once, early. */
+/* Sets the program name and detects systemd's journal stream on stderr.
+ * Call once, early (before threads). */
 void log_init(const char *prog);
+
+/* True when stderr is the journal stream (lines get "<N>" prefixes). */
+bool log_stderr_is_journal(void);
+
+enum log_sink {
+	LOG_SINK_STDERR = 0,
+	LOG_SINK_FILE,	 /* the file opened by log_file_open() */
+	LOG_SINK_SYSLOG, /* openlog(prog, LOG_PID, LOG_DAEMON) */
+};
+
+/* Opens path for appending (created 0640, O_CLOEXEC) as the file sink,
+ * without switching to it, so that a bad [log] file fails before a mount
+ * starts. Returns 0 or a negative errno (not logged). Call before
+ * threads; a second call replaces the file. */
+int log_file_open(const char *path);
+
+/* Switches the sink; LOG_SINK_FILE needs a successful log_file_open().
+ * Safe while other threads log: each line goes wholly to one sink. */
+void log_set_sink(enum log_sink sink);
 
 /* Sets the threshold (LOG_ERR .. LOG_DEBUG). Default LOG_INFO. */
 void log_set_level(int level);
