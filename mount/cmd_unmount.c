@@ -1,0 +1,150 @@
+/*
+ * cmd_unmount: `shardfs unmount [--lazy] [--stale-only] CONFIG|MOUNTPOINT`.
+ *
+ * Unmounts a shardfs mount: the daemon sees its FUSE connection end, and
+ * exits 0. Only a shardfs mount (or a dead FUSE mount) is touched, so a
+ * typo never unmounts /home. A path that is not mounted is not an error,
+ * so the command can run unconditionally (ExecStartPre, a Slurm epilog, a
+ * Kubernetes preStop hook). --stale-only unmounts only a dead mount, the
+ * one a crashed or killed daemon leaves (ENOTCONN), and leaves a serving
+ * mount alone: the recovery step before starting a daemon.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "mount/commands.h"
+#include "mount/config.h"
+#include "mount/mountpoint.h"
+#include "util/log.h"
+
+const char usage_unmount[] =
+	"usage: shardfs unmount [--lazy] [--stale-only] CONFIG|MOUNTPOINT\n"
+	"\n"
+	"Unmounts the shardfs mount at MOUNTPOINT (or at CONFIG's [mount] "
+	"path); its\n"
+	"daemon then exits. A path that is not mounted is left alone (exit "
+	"0).\n"
+	"\n"
+	"options:\n"
+	"  -l, --lazy         detach now even if busy (open files); the "
+	"mount ends\n"
+	"                     when its last user leaves\n"
+	"  --stale-only       only unmount a dead mount (a killed daemon's, "
+	"ENOTCONN),\n"
+	"                     lazily; leave a serving mount alone (for "
+	"ExecStartPre)\n";
+
+/* CONFIG (a regular file) or MOUNTPOINT: a dead mount cannot be stat'ed,
+ * so anything but a regular file is taken as a mount point. */
+static int unmount_target(const char *arg, struct config **cfg,
+			  const char **path)
+{
+	struct overrides none = { 0 };
+	struct stat st;
+	int rc;
+
+	if (stat(arg, &st) != 0 || !S_ISREG(st.st_mode)) {
+		*path = arg;
+		return 0;
+	}
+	rc = cmd_load_config(arg, &none, cfg);
+	if (rc != 0)
+		return rc;
+	if ((*cfg)->mount.path == NULL)
+		return cmd_usage_error(usage_unmount,
+				       "unmount: %s has no [mount] path", arg);
+	*path = (*cfg)->mount.path;
+	return 0;
+}
+
+int cmd_unmount(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "lazy", no_argument, NULL, 'l' },
+		{ "stale-only", no_argument, NULL, 'S' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct mountpoint_info mi;
+	struct config *cfg = NULL;
+	const char *path = NULL;
+	bool lazy = false, stale_only = false;
+	int c, rc = EXIT_USAGE;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "lh", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'l':
+			lazy = true;
+			break;
+		case 'S':
+			stale_only = true;
+			break;
+		case 'h':
+			fputs(usage_unmount, stdout);
+			return EXIT_OK;
+		default:
+			fputs(usage_unmount, stderr);
+			return EXIT_USAGE;
+		}
+	}
+	if (argc - optind != 1)
+		return cmd_usage_error(usage_unmount, "%s",
+				       argc - optind < 1
+					       ? "unmount: CONFIG or "
+						 "MOUNTPOINT missing"
+					       : "unmount: too many arguments");
+	rc = unmount_target(argv[optind], &cfg, &path);
+	if (rc != 0)
+		goto out;
+	rc = EXIT_RUNTIME;
+	c = mountpoint_inspect(path, &mi);
+	if (c == -ENOENT || c == -ENOTDIR) {
+		log_msg(LOG_NOTICE, "%s does not exist: not mounted", path);
+		rc = EXIT_OK;
+		goto out;
+	}
+	if (c < 0) {
+		log_msg(LOG_ERR, "%s: %s", path, strerror(-c));
+		goto out;
+	}
+	if (!mi.mounted) {
+		log_msg(LOG_NOTICE, "%s is not mounted; nothing to do", path);
+		rc = EXIT_OK;
+		goto out;
+	}
+	if (mi.dead) {
+		if (mountpoint_unmount(&mi, true) < 0)
+			goto out;
+		log_msg(LOG_WARNING,
+			"%s was a dead FUSE mount (%s from %s), left by a "
+			"daemon that crashed or was killed; unmounted it "
+			"lazily",
+			mi.path, mi.fstype, mi.source);
+		rc = EXIT_OK;
+		goto out;
+	}
+	if (stale_only) {
+		log_msg(LOG_INFO, "%s is mounted and answers; left alone",
+			mi.path);
+		rc = EXIT_OK;
+		goto out;
+	}
+	if (strcmp(mi.fstype, "fuse.shardfs") != 0) {
+		log_msg(LOG_ERR,
+			"%s is not a shardfs mount (%s from %s); use umount "
+			"for it",
+			mi.path, mi.fstype, mi.source);
+		goto out;
+	}
+	if (mountpoint_unmount(&mi, lazy) < 0)
+		goto out;
+	log_msg(LOG_INFO, "unmounted %s%s", mi.path, lazy ? " (lazily)" : "");
+	rc = EXIT_OK;
+out:
+	config_free(cfg);
+	return rc;
+}
