@@ -25,7 +25,7 @@
 struct fs_options {
 	const char *mountpoint;
 	const char *source;   /* shown as the device in /proc/mounts */
-	bool foreground;      /* false: detach once the mount serves */
+	bool foreground;      /* informational: the caller detaches */
 	bool single_thread;   /* one request at a time */
 	bool allow_other;     /* let other users read (needs user_allow_other
 				 * in /etc/fuse.conf unless root) */

@@ -266,7 +266,7 @@ int fs_run(const struct fs_options *opt, const struct fs_data *data,
 	struct fs fs;
 	static const struct fs_hooks no_hooks;
 	struct fs_watch watch = { 0 };
-	int rc = -ENOMEM, saved_stderr = -1;
+	int rc = -ENOMEM;
 	bool stopped = false;
 
 	watch.fs = &fs;
@@ -319,16 +319,9 @@ int fs_run(const struct fs_options *opt, const struct fs_data *data,
 		dev[0] = '\0';
 	log_msg(LOG_INFO, "serving %s at %s", opt->source, opt->mountpoint);
 
-	if (!opt->foreground) {
-		/* fuse_daemonize points stderr at /dev/null; keep logging
-		 * to whatever stderr the admin gave us. */
-		saved_stderr = dup(STDERR_FILENO);
-		fuse_daemonize(0);
-		if (saved_stderr >= 0) {
-			dup2(saved_stderr, STDERR_FILENO);
-			close(saved_stderr);
-		}
-	}
+	/* No fuse_daemonize() here: it forks, and threads (libcurl's, the
+	 * cache's) do not survive a fork. A background mount forked before
+	 * any of them started (mount/daemon.c). */
 	rc = fs_watch_start(&watch);
 	if (rc < 0) {
 		log_msg(LOG_ERR, "cannot start the mount's threads: %s",

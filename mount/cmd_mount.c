@@ -1,10 +1,14 @@
 /*
  * cmd_mount: `shardfs mount` and the mount(8) form (docs/DESIGN.md §7):
- * load the config, the manifest and the plan, build the tree, open the
- * cache, and serve the mount until it ends.
+ * load the config, check the mount point (mountpoint.h), fork into the
+ * background unless -f (daemon.h; before any thread starts), load the
+ * manifest and the plan, build the tree, open the cache, and serve the
+ * mount until it ends, telling systemd how it goes (notify.h) from the
+ * hooks fs_run() calls.
  */
 #include <errno.h>
 #include <getopt.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +20,10 @@
 #include "fs/view.h"
 #include "mount/commands.h"
 #include "mount/config.h"
+#include "mount/daemon.h"
 #include "mount/dataset.h"
+#include "mount/mountpoint.h"
+#include "mount/notify.h"
 #include "mount/overrides.h"
 #include "util/log.h"
 
@@ -29,8 +36,13 @@ const char usage_mount[] =
 	"original\n"
 	"relative paths, and .shardfs/ with manifest.tsv, plan, "
 	"rank-R.order, stats.\n"
-	"Returns once the mount serves, unless -f. Stop it with umount, "
-	"SIGTERM or SIGINT.\n"
+	"Returns once the mount serves, unless -f; then logs to [log] file "
+	"or syslog.\n"
+	"Refuses a mount point that is mounted or not empty (see -o "
+	"nonempty); a dead\n"
+	"mount left by a killed daemon is unmounted first. Stop it with "
+	"shardfs unmount,\n"
+	"umount, SIGTERM or SIGINT; SIGHUP reloads.\n"
 	"\n"
 	"options:\n"
 	"  -f, --foreground   stay in the foreground\n"
@@ -41,14 +53,213 @@ const char usage_mount[] =
 	"  -o OPTS            comma-separated: section.key=value overrides a "
 	"config\n"
 	"                     key (e.g. shard.world_size=8); allow_other; "
-	"generic\n"
-	"                     mount options (ro, nodev, _netdev, ...) are "
-	"accepted\n"
-	"                     and ignored. Several -o may be given.\n";
+	"nonempty;\n"
+	"                     generic mount options (ro, rw, nodev, _netdev, "
+	"x-*, ...)\n"
+	"                     are accepted and ignored. Several -o may be "
+	"given.\n"
+	"\n"
+	"mount(8) form: shardfs CONFIG MOUNTPOINT [-sfnv] [-o OPTS] "
+	"[-t fuse.shardfs]\n"
+	"  (mount -t fuse.shardfs CONFIG MOUNTPOINT, an fstab line): "
+	"always in the\n"
+	"  background; -s ignores unknown options with a warning, -f checks "
+	"without\n"
+	"  mounting, -n is ignored, -v logs debug messages.\n";
 
 static bool config_rank_filter(const void *ctx, uint64_t r)
 {
 	return config_rank_selected(ctx, r);
+}
+
+/*
+ * What the hooks need while the mount runs. fs_run() calls the three hooks
+ * below from its own threads; each is kept short so that other parts can
+ * add their line (the metrics server starts in mount_on_ready and stops in
+ * mount_on_stopping; the reload function is run->reload).
+ */
+struct mount_run {
+	const struct config *cfg;
+	const char *mountpoint; /* absolute: the daemon moves to "/" */
+	struct cache *cache;
+	bool log_file; /* [log] file is open: log there once serving */
+	pthread_mutex_t lock;
+	struct dataset *ds; /* protected by lock (a reload swaps it) */
+	/* Rebuilds the tree from the re-read config and manifest and swaps
+	 * it in (fs_swap), updating ds under lock. Returns 0 or a negative
+	 * errno (logged; the old tree keeps serving). NULL: SIGHUP only says
+	 * that nothing was reloaded. */
+	int (*reload)(struct fs *fs, struct mount_run *run);
+	struct notify_ticker *ticker; /* STATUS= and WATCHDOG=1 */
+};
+
+/* "0-3,8" for the selected ranks. */
+static void ranks_text(const struct config *cfg, char *buf, size_t cap)
+{
+	size_t i, len = 0;
+	int n;
+
+	if (cfg->shard.ranks == NULL) {
+		snprintf(buf, cap, "0-%llu",
+			 (unsigned long long)cfg->shard.spec.world_size - 1);
+		return;
+	}
+	buf[0] = '\0';
+	for (i = 0; i < cfg->shard.n_ranks && len < cap; i++) {
+		const struct config_range *r = &cfg->shard.ranks[i];
+
+		if (r->lo == r->hi)
+			n = snprintf(buf + len, cap - len, "%s%llu",
+				     i ? "," : "", (unsigned long long)r->lo);
+		else
+			n = snprintf(buf + len, cap - len, "%s%llu-%llu",
+				     i ? "," : "", (unsigned long long)r->lo,
+				     (unsigned long long)r->hi);
+		if (n < 0)
+			break;
+		len += (size_t)n;
+	}
+}
+
+/* The STATUS= line: what is served and how the cache does. */
+static void mount_status_text(void *arg, char *buf, size_t cap)
+{
+	struct mount_run *run = arg;
+	struct cache_stats st;
+	char ranks[64];
+	size_t objects;
+	unsigned long long bytes, lookups;
+
+	pthread_mutex_lock(&run->lock);
+	objects = run->ds->manifest->count;
+	bytes = (unsigned long long)run->ds->manifest->total_bytes;
+	pthread_mutex_unlock(&run->lock);
+	ranks_text(run->cfg, ranks, sizeof(ranks));
+	cache_stats_get(run->cache, &st);
+	lookups = (unsigned long long)(st.hits + st.misses);
+	if (!st.enabled)
+		snprintf(buf, cap,
+			 "serving %zu objects (%.1f GiB), ranks %s of %llu; "
+			 "no disk cache; %.1f MiB read from the source",
+			 objects, (double)bytes / (1 << 30), ranks,
+			 (unsigned long long)run->cfg->shard.spec.world_size,
+			 (double)st.backend_bytes / (1 << 20));
+	else
+		snprintf(buf, cap,
+			 "serving %zu objects (%.1f GiB), ranks %s of %llu; "
+			 "cache hit rate %.1f%% (%llu of %llu chunks); "
+			 "%.1f MiB read from the source",
+			 objects, (double)bytes / (1 << 30), ranks,
+			 (unsigned long long)run->cfg->shard.spec.world_size,
+			 lookups ? 100.0 * (double)st.hits / (double)lookups
+				 : 0.0,
+			 (unsigned long long)st.hits, lookups,
+			 (double)st.backend_bytes / (1 << 20));
+}
+
+/* hooks->ready: the mount answers (a stat went through the kernel). */
+static void mount_on_ready(struct fs *fs, void *arg)
+{
+	struct mount_run *run = arg;
+	char status[512];
+
+	(void)fs;
+	/* Background: the waiting `shardfs mount` returns now, and the
+	 * log moves to [log] file or syslog. */
+	daemon_serving(run->log_file);
+	if (run->log_file)
+		log_set_sink(LOG_SINK_FILE);
+	mount_status_text(run, status, sizeof(status));
+	log_msg(LOG_INFO, "%s: %s", run->mountpoint, status);
+	notify_ready(status);
+	if (notify_ticker_start(run->mountpoint, mount_status_text, run,
+				&run->ticker) < 0)
+		run->ticker = NULL;
+}
+
+/* hooks->reload: one per SIGHUP, in fs_run's reload thread. */
+static int mount_on_reload(struct fs *fs, void *arg)
+{
+	struct mount_run *run = arg;
+	char status[512];
+	int rc = 0;
+
+	notify_reloading();
+	if (run->reload != NULL)
+		rc = run->reload(fs, run);
+	else
+		log_msg(LOG_WARNING,
+			"SIGHUP: %s was not reloaded: this build cannot "
+			"reload a mount; remount to apply changes",
+			run->cfg->file);
+	mount_status_text(run, status, sizeof(status));
+	notify_ready(status);
+	return rc;
+}
+
+/* hooks->stopping: the loop ended (signal, unmount, abort). */
+static void mount_on_stopping(struct fs *fs, void *arg)
+{
+	struct mount_run *run = arg;
+
+	(void)fs;
+	notify_stopping("unmounting");
+	notify_ticker_stop(run->ticker);
+	run->ticker = NULL;
+}
+
+/* Loads, builds and serves; the part that runs in the daemon. */
+static int mount_serve(struct mount_run *run, struct fs_options *fo)
+{
+	struct fs_hooks hooks = {
+		.arg = run,
+		.ready = mount_on_ready,
+		.reload = mount_on_reload,
+		.stopping = mount_on_stopping,
+	};
+	const struct config *cfg = run->cfg;
+	struct dataset *ds = NULL;
+	struct view *view = NULL;
+	struct cache *cache = NULL;
+	int rc = EXIT_RUNTIME;
+
+	if (dataset_load(cfg, true, &ds) < 0)
+		goto out;
+	if (view_build(ds->manifest, ds->plan, config_rank_filter, cfg, &view) <
+	    0) {
+		log_msg(LOG_ERR, "cannot build the directory tree: out of "
+				 "memory");
+		goto out;
+	}
+	if (mount_cache_open(cfg, ds->backend, &cache) < 0)
+		goto out;
+	log_msg(LOG_INFO, "manifest %s: %zu objects, %llu bytes, sha256 %s",
+		cfg->source.manifest ? cfg->source.manifest : cfg->source.url,
+		ds->manifest->count,
+		(unsigned long long)ds->manifest->total_bytes,
+		ds->manifest->digest);
+	run->ds = ds;
+	run->cache = cache;
+	{
+		struct fs_data data = {
+			.manifest = ds->manifest,
+			.spec = &cfg->shard.spec,
+			.plan = ds->plan,
+			.view = view,
+			.cache = cache,
+		};
+
+		rc = fs_run(fo, &data, &hooks) < 0 ? EXIT_RUNTIME : EXIT_OK;
+	}
+	notify_ticker_stop(run->ticker);
+	run->ticker = NULL;
+	/* A reload may have replaced ds. */
+	ds = run->ds;
+out:
+	cache_free(cache);
+	view_free(view);
+	dataset_free(ds);
+	return rc;
 }
 
 int cmd_mount(int argc, char **argv, bool helper_form)
@@ -62,19 +273,30 @@ int cmd_mount(int argc, char **argv, bool helper_form)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
+	/* mount(8)'s helper flags: spec dir [-sfnv] [-N ns] [-o opts]
+	 * [-t type.subtype]; -s is sloppy and -f fake there. */
+	static const struct option no_longopts[] = { { NULL, 0, NULL, 0 } };
 	struct overrides ov = { 0 };
 	struct fs_options fo = { 0 };
+	struct mount_run run = { 0 };
 	struct config *cfg = NULL;
-	struct dataset *ds = NULL;
-	struct view *view = NULL;
-	struct cache *cache = NULL;
-	const char *mountpoint;
-	struct stat st;
+	const char *mountpoint, **opt_args = NULL;
+	char *abs_mountpoint = NULL;
+	size_t n_opt_args = 0, i;
+	bool fake = false;
 	int c, rc = EXIT_USAGE;
 
+	opt_args = calloc((size_t)argc, sizeof(*opt_args));
+	if (opt_args == NULL)
+		return EXIT_RUNTIME;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "fsdvqho:", longopts, NULL)) !=
-	       -1) {
+	while ((c = getopt_long(
+			argc, argv, helper_form ? "sfnvhN:t:o:" : "fsdvqho:",
+			helper_form ? no_longopts : longopts, NULL)) != -1) {
+		if (helper_form && c == 's')
+			c = 'S'; /* sloppy */
+		else if (helper_form && c == 'f')
+			c = 'F'; /* fake */
 		switch (c) {
 		case 'f':
 			fo.foreground = true;
@@ -82,6 +304,21 @@ int cmd_mount(int argc, char **argv, bool helper_form)
 		case 's':
 			fo.single_thread = true;
 			break;
+		case 'S':
+			ov.sloppy = true;
+			break;
+		case 'F':
+			fake = true;
+			break;
+		case 'n':
+		case 't':
+			break; /* no mtab to skip; the type is ours */
+		case 'N':
+			fprintf(stderr,
+				"shardfs: -N %s: mounting in another "
+				"namespace is not supported\n",
+				optarg);
+			goto out;
 		case 'd':
 			fo.debug = fo.foreground = true;
 			log_set_level(LOG_DEBUG);
@@ -97,14 +334,17 @@ int cmd_mount(int argc, char **argv, bool helper_form)
 			rc = EXIT_OK;
 			goto out;
 		case 'o':
-			if (overrides_parse(&ov, optarg) < 0)
-				goto out;
+			opt_args[n_opt_args++] = optarg;
 			break;
 		default:
 			fputs(usage_mount, stderr);
 			goto out;
 		}
 	}
+	/* After the loop, so -s applies wherever it stands. */
+	for (i = 0; i < n_opt_args; i++)
+		if (overrides_parse(&ov, opt_args[i]) < 0)
+			goto out;
 	if (argc - optind < 1 || argc - optind > 2 ||
 	    (helper_form && argc - optind != 2)) {
 		rc = cmd_usage_error(usage_mount, "%s",
@@ -129,51 +369,47 @@ int cmd_mount(int argc, char **argv, bool helper_form)
 			"path in the config");
 		goto out;
 	}
-	if (stat(mountpoint, &st) < 0) {
+	rc = EXIT_OK;
+	if (fake)
+		goto out; /* mount -f: the config is good; mount nothing */
+	rc = EXIT_RUNTIME;
+	if (mountpoint_prepare(mountpoint, cfg->mount.nonempty || ov.nonempty) <
+	    0)
+		goto out;
+	abs_mountpoint = realpath(mountpoint, NULL);
+	if (abs_mountpoint == NULL) {
 		log_msg(LOG_ERR, "mountpoint %s: %s", mountpoint,
 			strerror(errno));
-		rc = EXIT_RUNTIME;
 		goto out;
 	}
-	if (!S_ISDIR(st.st_mode)) {
-		log_msg(LOG_ERR, "mountpoint %s: not a directory", mountpoint);
-		rc = EXIT_RUNTIME;
-		goto out;
+	if (cfg->log.file != NULL) {
+		c = log_file_open(cfg->log.file);
+		if (c < 0) {
+			log_msg(LOG_ERR, "%s: [log] file = %s: %s", cfg->file,
+				cfg->log.file, strerror(-c));
+			goto out;
+		}
+		run.log_file = true;
 	}
-	rc = EXIT_RUNTIME;
-	if (dataset_load(cfg, true, &ds) < 0)
-		goto out;
-	if (view_build(ds->manifest, ds->plan, config_rank_filter, cfg, &view) <
-	    0) {
-		log_msg(LOG_ERR, "cannot build the directory tree: out of "
-				 "memory");
-		goto out;
+	if (!fo.foreground) {
+		/* Before any thread: the child does the rest. */
+		c = daemon_fork();
+		if (c >= 0) {
+			rc = c;
+			goto out;
+		}
 	}
-	if (mount_cache_open(cfg, ds->backend, &cache) < 0)
-		goto out;
-	log_msg(LOG_INFO, "manifest %s: %zu objects, %llu bytes, sha256 %s",
-		cfg->source.manifest ? cfg->source.manifest : cfg->source.url,
-		ds->manifest->count,
-		(unsigned long long)ds->manifest->total_bytes,
-		ds->manifest->digest);
-	fo.mountpoint = mountpoint;
+	fo.mountpoint = abs_mountpoint;
 	fo.source = cfg->source.url;
 	fo.allow_other = cfg->mount.allow_other || ov.allow_other;
-	{
-		struct fs_data data = {
-			.manifest = ds->manifest,
-			.spec = &cfg->shard.spec,
-			.plan = ds->plan,
-			.view = view,
-			.cache = cache,
-		};
-
-		rc = fs_run(&fo, &data, NULL) < 0 ? EXIT_RUNTIME : EXIT_OK;
-	}
+	run.cfg = cfg;
+	run.mountpoint = abs_mountpoint;
+	pthread_mutex_init(&run.lock, NULL);
+	rc = mount_serve(&run, &fo);
+	pthread_mutex_destroy(&run.lock);
 out:
-	cache_free(cache);
-	view_free(view);
-	dataset_free(ds);
+	free(abs_mountpoint);
+	free(opt_args);
 	config_free(cfg);
 	overrides_free(&ov);
 	return rc;

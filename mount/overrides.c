@@ -31,15 +31,23 @@ static int overrides_push(struct overrides *o, const char *s, size_t len)
 	return 0;
 }
 
-/* Options mount(8), fstab and systemd pass that mean nothing here. */
+/* Options mount(8), fstab and systemd pass that mean nothing here. mount(8)
+ * passes "rw" whenever the line lacks "ro"; the mount is read-only anyway.
+ * default_permissions is always on. */
 static bool generic_mount_option(const char *s, size_t len)
 {
 	static const char *const names[] = {
-		"ro",	    "rw",	   "dev",	 "nodev",    "suid",
-		"nosuid",   "exec",	   "noexec",	 "atime",    "noatime",
-		"relatime", "strictatime", "nodiratime", "diratime", "sync",
-		"async",    "auto",	   "noauto",	 "user",     "nouser",
-		"users",    "defaults",	   "_netdev",	 "nofail",
+		"ro",	      "rw",	  "dev",
+		"nodev",      "suid",	  "nosuid",
+		"exec",	      "noexec",	  "atime",
+		"noatime",    "relatime", "strictatime",
+		"nodiratime", "diratime", "sync",
+		"async",      "auto",	  "noauto",
+		"user",	      "nouser",	  "users",
+		"defaults",   "_netdev",  "nofail",
+		"owner",      "noowner",  "group",
+		"nogroup",    "lazytime", "nolazytime",
+		"silent",     "loud",	  "default_permissions",
 	};
 	size_t i;
 
@@ -88,6 +96,8 @@ int overrides_parse(struct overrides *o, const char *arg)
 				return -ENOMEM;
 			free(prev);
 			o->v[o->n - 1] = joined;
+		} else if (generic_mount_option(p, len)) {
+			/* before key=value: "x-systemd.requires=a.b" */
 		} else if (memchr(p, '.', len) != NULL &&
 			   memchr(p, '=', len) != NULL &&
 			   (const char *)memchr(p, '.', len) <
@@ -99,13 +109,20 @@ int overrides_parse(struct overrides *o, const char *arg)
 			continue;
 		} else if (len == 11 && strncmp(p, "allow_other", 11) == 0) {
 			o->allow_other = true;
+		} else if (len == 8 && strncmp(p, "nonempty", 8) == 0) {
+			o->nonempty = true;
 		} else if (len == 5 && strncmp(p, "debug", 5) == 0) {
 			o->debug = true;
+		} else if (!generic_mount_option(p, len) && o->sloppy) {
+			fprintf(stderr,
+				"shardfs: warning: -o %.*s: unknown option, "
+				"ignored (sloppy mount, -s)\n",
+				(int)len, p);
 		} else if (!generic_mount_option(p, len)) {
 			fprintf(stderr,
 				"shardfs: -o %.*s: unknown option (expected "
-				"section.key=value, allow_other, or a generic "
-				"mount option)\n",
+				"section.key=value, allow_other, nonempty, "
+				"debug, or a generic mount option)\n",
 				(int)len, p);
 			return -EINVAL;
 		}

@@ -1,0 +1,224 @@
+#!/usr/bin/env bash
+# The daemon's life outside the FUSE handlers: where it logs (journal stream
+# detection, [log] file, syslog once detached), the mount point checks (an
+# existing mount, a non-empty directory, a dead mount left by kill -9),
+# `shardfs unmount`, a background mount that returns once it serves and lets
+# go of the caller's stdout and stderr, the options and flags mount(8)
+# passes to a helper, and allow_other for users other than the daemon's.
+SUITE=daemon
+. "$(dirname "$0")/lib.sh"
+
+SRC=$T/src
+make_dataset "$SRC" 60
+printf 'hello\n' >"$SRC/hello.txt"
+
+conf() { # conf FILE [KEY = VALUE lines for [mount]...]
+	local f=$1; shift
+	{
+		echo "[source]"
+		echo "url = $SRC"
+		echo "[shard]"
+		echo "world_size = 2"
+		echo "[cache]"
+		echo "dir = $T/cache"
+		echo "[mount]"
+		local l
+		for l in "$@"; do echo "$l"; done
+	} >"$f"
+}
+C=$T/c.conf
+conf "$C"
+M=$T/mnt
+mkdir -p "$M"
+
+# The PID of a background daemon of ours, by the unique mountpoint in its
+# command line.
+daemon_pid() {
+	local p
+	for p in $(pgrep -f "shardfs.*$1" || true); do
+		[ "$p" != $$ ] && echo "$p"
+	done | head -1
+}
+# wait_gone PID: up to 10 s for a process to end.
+wait_gone() {
+	for _ in $(seq 100); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done
+	return 1
+}
+
+# --- journald: only a stderr that is the journal stream gets <N> prefixes --
+# systemd.exec(5): JOURNAL_STREAM is "DEV:INODE" of the stream; a child that
+# inherited the variable but writes elsewhere must log plain lines.
+JOURNAL_STREAM=1:2 "$SHARDFS" mount "$C" "$T/nowhere" -f 2>"$T/j1.err"
+check "a JOURNAL_STREAM that is not stderr: plain lines" \
+	grep -q '^shardfs: error: mountpoint .*nowhere' "$T/j1.err"
+: >"$T/j2.err"
+js=$(stat -c '%d:%i' "$T/j2.err")
+JOURNAL_STREAM=$js "$SHARDFS" mount "$C" "$T/nowhere" -f 2>>"$T/j2.err"
+check "stderr is the journal stream ($js): <3> priority prefixes" \
+	grep -q '^<3>mountpoint .*nowhere' "$T/j2.err"
+
+# --- an existing mount on the same path -----------------------------------
+mount_shardfs "$C" "$M" || fail "first mount"
+first=$LAST_PID
+timeout 30 "$SHARDFS" mount "$C" "$M" -f >"$T/dup.out" 2>&1
+rc=$?
+check "a second mount on a mounted path is refused (exit 1, got $rc)" test "$rc" -eq 1
+check "the refusal says what to do" grep -q "already a mount point.*shardfs unmount $M" "$T/dup.out"
+check "the first mount still serves" test -f "$M/rank-0/hello.txt" -o -f "$M/rank-1/hello.txt"
+check "one mount on the path" test "$(grep -c " $(realpath "$M") " /proc/mounts)" -eq 1
+# Leave no stacked mount behind if the old code mounted twice.
+while [ "$(grep -c " $(realpath "$M") " /proc/mounts)" -gt 1 ]; do fusermount3 -u "$M"; done
+
+# --- shardfs unmount ------------------------------------------------------
+"$SHARDFS" unmount --stale-only "$M" 2>"$T/so.err"
+rc=$?
+check "unmount --stale-only leaves a serving mount alone (exit 0, got $rc)" \
+	bash -c "test $rc -eq 0 && grep -qs ' $(realpath "$M") ' /proc/mounts"
+"$SHARDFS" unmount "$M" 2>"$T/um.err"
+rc=$?
+check "unmount MOUNTPOINT (exit 0, got $rc)" test "$rc" -eq 0
+rc=0
+wait_gone "$first" && wait "$first" || rc=$?
+check "the daemon exits 0 after shardfs unmount (got $rc)" test "$rc" -eq 0
+check "unmounted" bash -c "! grep -qs ' $(realpath "$M") ' /proc/mounts"
+conf "$C" "path = $M"
+mount_shardfs "$C" "$M" || fail "mount for unmount CONFIG"
+"$SHARDFS" unmount "$C" 2>"$T/um2.err"
+rc=$?
+check "unmount CONFIG uses [mount] path (exit 0, got $rc)" bash -c \
+	"test $rc -eq 0 && ! grep -qs ' $(realpath "$M") ' /proc/mounts"
+wait_gone "$LAST_PID"
+"$SHARDFS" unmount "$M" 2>"$T/um3.err"
+rc=$?
+check "unmount of a path that is not mounted: exit 0, says so (got $rc)" bash -c \
+	"test $rc -eq 0 && grep -q 'not mounted' '$T/um3.err'"
+"$SHARDFS" unmount / 2>"$T/um4.err"
+rc=$?
+check "unmount refuses what is not a shardfs mount (got $rc)" bash -c \
+	"test $rc -eq 1 && grep -q 'not a shardfs mount' '$T/um4.err'"
+
+# --- a dead mount left by kill -9 -----------------------------------------
+conf "$C"
+mount_shardfs "$C" "$M" || fail "mount for kill -9"
+kill -9 "$LAST_PID"
+wait "$LAST_PID" 2>/dev/null
+stat "$M" >/dev/null 2>"$T/dead.err"
+check "kill -9 leaves a dead mount (ENOTCONN)" grep -q 'Transport endpoint is not connected' "$T/dead.err"
+mount_shardfs "$C" "$M" || fail "mount over the dead mount"
+check "a mount over a dead mount recovers it: serves" test -d "$M/rank-0"
+check "the recovery is logged" grep -q "dead FUSE mount.*unmounted it lazily" "$LAST_LOG"
+check "one mount on the path after the recovery" test "$(grep -c " $(realpath "$M") " /proc/mounts)" -eq 1
+kill -9 "$LAST_PID"
+wait "$LAST_PID" 2>/dev/null
+"$SHARDFS" unmount --stale-only "$M" 2>"$T/so2.err"
+rc=$?
+check "unmount --stale-only cleans a dead mount (exit 0, got $rc)" bash -c \
+	"test $rc -eq 0 && ! grep -qs ' $(realpath "$M") ' /proc/mounts && grep -q 'dead FUSE mount' '$T/so2.err'"
+
+# --- a non-empty directory -------------------------------------------------
+NE=$T/nonempty
+mkdir -p "$NE"
+touch "$NE/precious"
+timeout 30 "$SHARDFS" mount "$C" "$NE" -f >"$T/ne.out" 2>&1
+rc=$?
+check "a non-empty mountpoint is refused (exit 1, got $rc)" test "$rc" -eq 1
+check "the refusal names the option" grep -q "not empty.*-o nonempty.*\[mount\] nonempty = true" "$T/ne.out"
+grep -qs " $NE " /proc/mounts && fusermount3 -u "$NE"
+mount_shardfs "$C" "$NE" -o nonempty || fail "mount -o nonempty"
+check "-o nonempty mounts over it" test -d "$NE/rank-0"
+check "unmount" umount_shardfs "$NE"
+conf "$T/ne.conf" "nonempty = true"
+mount_shardfs "$T/ne.conf" "$NE" || fail "mount [mount] nonempty = true"
+check "[mount] nonempty = true mounts over it" test -d "$NE/rank-0"
+check "unmount" umount_shardfs "$NE"
+
+# --- background mounts return once serving and let go of stdout/stderr -----
+conf "$C" "path = $M"
+bg_mount() { # bg_mount LABEL CMD...: runs CMD under a timeout, checks serving
+	local label=$1; shift
+	local rc=0
+	timeout 60 bash -c "$*" >"$T/bg.out" 2>&1 || rc=$?
+	local dp
+	dp=$(daemon_pid "$M")
+	[ -n "$dp" ] && PIDS+=("$dp")
+	check "$label: returns 0 (got $rc)" test "$rc" -eq 0
+	check "$label: the mount serves" test -d "$M/rank-1"
+	"$SHARDFS" unmount "$M" 2>/dev/null
+	[ -n "$dp" ] && wait_gone "$dp"
+}
+bg_mount "mount | cat" "'$SHARDFS' mount '$C' '$M' | cat"
+bg_mount "mount 2>&1 | head" "'$SHARDFS' mount '$C' '$M' 2>&1 | head"
+bg_mount "mount </dev/null 2>&1 | cat (ssh-like)" "'$SHARDFS' mount '$C' '$M' </dev/null 2>&1 | cat"
+printf '[source]\nurl = %s/no/such/dir\n' "$T" >"$T/bad.conf"
+rc=0
+timeout 60 bash -c "'$SHARDFS' mount '$T/bad.conf' '$M' 2>&1 | cat" >"$T/badbg.out" || rc=$?
+rc=0
+timeout 60 "$SHARDFS" mount "$T/bad.conf" "$M" 2>"$T/badbg.err" || rc=$?
+check "a failing background mount exits non-zero (got $rc)" test "$rc" -ne 0 -a "$rc" -ne 124
+check "its reason is on the caller's stderr" grep -q "no/such/dir: No such file or directory" "$T/badbg.err"
+check "a failing background mount through a pipe returns with the reason" \
+	grep -q "no/such/dir: No such file or directory" "$T/badbg.out"
+
+# [log] file gets the daemon's lines once it has detached.
+conf "$C" "path = $M"
+printf '[log]\nfile = %s\n' "$T/daemon.log" >>"$C"
+timeout 60 "$SHARDFS" mount "$C" 2>"$T/lf.err"
+rc=$?
+dp=$(daemon_pid "$C")
+[ -n "$dp" ] && PIDS+=("$dp")
+check "background mount with [log] file (exit 0, got $rc)" test "$rc" -eq 0
+kill -HUP "${dp:-0}" 2>/dev/null
+for _ in $(seq 100); do grep -qs SIGHUP "$T/daemon.log" && break; sleep 0.1; done
+"$SHARDFS" unmount "$M" 2>/dev/null
+[ -n "$dp" ] && wait_gone "$dp"
+check "[log] file has the lines logged after detaching" bash -c \
+	"grep -q 'SIGHUP' '$T/daemon.log' && grep -q 'unmounting' '$T/daemon.log'"
+check "[log] file lines carry a time and the pid" \
+	grep -qE "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}Z shardfs\[${dp:-x}\]: info: unmounting" "$T/daemon.log"
+check "[log] file is 0640" test "$(stat -c %a "$T/daemon.log")" = 640
+check "nothing after detaching reached the caller's stderr" bash -c "! grep -q unmounting '$T/lf.err'"
+
+# --- mount(8)'s helper conventions: spec dir [-sfnv] [-o opts] [-t type] ----
+conf "$C"
+timeout 30 "$SHARDFS" "$C" "$M" -n -o rw,nodev,nosuid,noatime,_netdev,nofail,x-systemd.requires=network-online.target,comment=x,defaults 2>"$T/h1.err"
+rc=$?
+dp=$(daemon_pid "$M")
+[ -n "$dp" ] && PIDS+=("$dp")
+check "helper form with mount(8)'s generic options (rw included) mounts (got $rc)" \
+	bash -c "test $rc -eq 0 && test -d '$M/rank-0'"
+"$SHARDFS" unmount "$M" 2>/dev/null
+[ -n "$dp" ] && wait_gone "$dp"
+timeout 30 "$SHARDFS" "$C" "$M" -o frobnicate 2>"$T/h2.err"
+rc=$?
+check "an unknown option is an error naming it (got $rc)" bash -c \
+	"test $rc -eq 2 && grep -q 'frobnicate' '$T/h2.err' && ! grep -qs ' $(realpath "$M") ' /proc/mounts"
+timeout 30 "$SHARDFS" "$C" "$M" -s -v -o frobnicate -t fuse.shardfs 2>"$T/h3.err"
+rc=$?
+dp=$(daemon_pid "$M")
+[ -n "$dp" ] && PIDS+=("$dp")
+check "-s (sloppy) ignores it with a warning and mounts (got $rc)" bash -c \
+	"test $rc -eq 0 && grep -q 'warning.*frobnicate' '$T/h3.err' && test -d '$M/rank-0'"
+"$SHARDFS" unmount "$M" 2>/dev/null
+[ -n "$dp" ] && wait_gone "$dp"
+timeout 30 "$SHARDFS" "$C" "$M" -f -o ro 2>"$T/h4.err"
+rc=$?
+check "-f (fake) checks and does not mount (got $rc)" bash -c \
+	"test $rc -eq 0 && ! grep -qs ' $(realpath "$M") ' /proc/mounts"
+
+# --- allow_other: a user other than the daemon's ---------------------------
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
+	chmod 755 "$T"
+	mount_shardfs "$C" "$M" || fail "mount without allow_other"
+	check "without allow_other another user cannot read" bash -c \
+		"! setpriv --reuid=65534 --regid=65534 --clear-groups cat $M/rank-*/hello.txt >/dev/null 2>&1"
+	check "unmount" umount_shardfs "$M"
+	mount_shardfs "$C" "$M" -o allow_other || fail "mount -o allow_other"
+	check "with allow_other another user reads" bash -c \
+		"setpriv --reuid=65534 --regid=65534 --clear-groups cat $M/rank-*/hello.txt | grep -q hello"
+	check "unmount" umount_shardfs "$M"
+	chmod 700 "$T"
+else
+	echo "# skipped the allow_other test: needs root and setpriv"
+fi
+
+finish
