@@ -205,6 +205,23 @@ rc=$?
 check "-f (fake) checks and does not mount (got $rc)" bash -c \
 	"test $rc -eq 0 && ! grep -qs ' $(realpath "$M") ' /proc/mounts"
 
+# An fstab line with the options of systemd/fstab.example, through mount(8).
+# The spec names the binary ("PROGRAM#CONFIG", mount.fuse3's form) because
+# /sbin/mount.fuse.shardfs is installed by `make install`, not here.
+opts=$(awk '!/^#/ && NF {print $4}' "$HERE/../../systemd/fstab.example")
+printf '%s#%s %s fuse %s 0 0\n' "$SHARDFS" "$C" "$(realpath "$M")" "$opts" >"$T/fstab"
+timeout 60 mount -T "$T/fstab" "$(realpath "$M")" 2>"$T/fstab.err"
+rc=$?
+dp=$(daemon_pid "$M")
+[ -n "$dp" ] && PIDS+=("$dp")
+check "mount -T FSTAB with the example's options (got $rc)" bash -c \
+	"test $rc -eq 0 && test -d '$M/rank-0'"
+[ "$rc" -eq 0 ] || cat "$T/fstab.err"
+check "other users read it (allow_other from the line)" bash -c \
+	"grep ' $(realpath "$M") ' /proc/mounts | grep -q allow_other"
+umount "$M" 2>/dev/null
+[ -n "$dp" ] && wait_gone "$dp"
+
 # --- allow_other: a user other than the daemon's ---------------------------
 if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
 	chmod 755 "$T"
