@@ -97,6 +97,24 @@ rc=$?
 check "unmount refuses what is not a shardfs mount (got $rc)" bash -c \
 	"test $rc -eq 1 && grep -q 'not a shardfs mount' '$T/um4.err'"
 
+# A busy mount: unmount fails and says what to do; --lazy detaches it.
+mount_shardfs "$C" "$M" || fail "mount for the busy unmount"
+busy=$(ls "$M"/rank-*/hello.txt | head -1)
+exec 9<"$busy"
+"$SHARDFS" unmount "$M" 2>"$T/busy.err"
+rc=$?
+check "unmount of a busy mount fails (exit 1, got $rc) naming --lazy" bash -c \
+	"test $rc -eq 1 && grep -q 'busy.*--lazy' '$T/busy.err' && grep -qs ' $(realpath "$M") ' /proc/mounts"
+"$SHARDFS" unmount --lazy "$M" 2>"$T/lazy.err"
+rc=$?
+check "unmount --lazy detaches it (exit 0, got $rc)" bash -c \
+	"test $rc -eq 0 && ! grep -qs ' $(realpath "$M") ' /proc/mounts"
+check "an open file still reads after the lazy unmount" bash -c "cat <&9 | grep -q hello"
+exec 9<&-
+rc=0
+wait_gone "$LAST_PID" && wait "$LAST_PID" || rc=$?
+check "the daemon exits 0 once its last user left (got $rc)" test "$rc" -eq 0
+
 # --- a dead mount left by kill -9 -----------------------------------------
 conf "$C"
 mount_shardfs "$C" "$M" || fail "mount for kill -9"
