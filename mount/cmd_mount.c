@@ -175,6 +175,7 @@ static void mount_on_ready(struct fs *fs, void *arg)
 	if (notify_ticker_start(run->mountpoint, mount_status_text, run,
 				&run->ticker) < 0)
 		run->ticker = NULL;
+	/* Start here what serves from the mount (the metrics endpoint). */
 }
 
 /* hooks->reload: one per SIGHUP, in fs_run's reload thread. */
@@ -185,6 +186,7 @@ static int mount_on_reload(struct fs *fs, void *arg)
 	int rc = 0;
 
 	notify_reloading();
+	/* The reload itself: set run->reload in cmd_mount(). */
 	if (run->reload != NULL)
 		rc = run->reload(fs, run);
 	else
@@ -206,6 +208,7 @@ static void mount_on_stopping(struct fs *fs, void *arg)
 	notify_stopping("unmounting");
 	notify_ticker_stop(run->ticker);
 	run->ticker = NULL;
+	/* Stop here what mount_on_ready started. */
 }
 
 /* Loads, builds and serves; the part that runs in the daemon. */
@@ -404,6 +407,7 @@ int cmd_mount(int argc, char **argv, bool helper_form)
 	fo.allow_other = cfg->mount.allow_other || ov.allow_other;
 	run.cfg = cfg;
 	run.mountpoint = abs_mountpoint;
+	run.reload = NULL; /* the SIGHUP reload function, once there is one */
 	pthread_mutex_init(&run.lock, NULL);
 	rc = mount_serve(&run, &fo);
 	pthread_mutex_destroy(&run.lock);
