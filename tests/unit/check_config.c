@@ -8,6 +8,7 @@
 #include <check.h>
 #include <errno.h>
 #include <ftw.h>
+#include <glob.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1123,6 +1124,137 @@ START_TEST(test_cache_key_errors)
 }
 END_TEST
 
+/* ---- shardfs.conf(5) and the examples against the key table ---- */
+
+/* The source tree: tests run from its root unless SRCDIR says otherwise. */
+static const char *srcdir(void)
+{
+	const char *d = getenv("SRCDIR");
+
+	return d && *d ? d : ".";
+}
+
+struct man_key {
+	char section[32];
+	char name[64];
+	char text[2048];
+};
+
+/* Reads every ".TP" / ".B name" entry under a ".SS [section]" heading. */
+static size_t man_keys(const char *path, struct man_key *out, size_t max)
+{
+	FILE *f = fopen(path, "r");
+	char line[1024], section[32] = "";
+	struct man_key *cur = NULL;
+	bool tag = false;
+	size_t n = 0;
+
+	ck_assert_msg(f != NULL, "cannot read %s", path);
+	while (fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\n")] = '\0';
+		if (!strncmp(line, ".SS", 3) || !strncmp(line, ".SH", 3)) {
+			const char *lb = strchr(line, '['), *rb;
+
+			section[0] = '\0';
+			cur = NULL;
+			rb = lb ? strchr(lb, ']') : NULL;
+			if (!strncmp(line, ".SS", 3) && rb &&
+			    (size_t)(rb - lb) < sizeof(section))
+				snprintf(section, sizeof(section), "%.*s",
+					 (int)(rb - lb - 1), lb + 1);
+			continue;
+		}
+		if (!strcmp(line, ".TP")) {
+			cur = NULL;
+			tag = true;
+			continue;
+		}
+		if (tag && *section && !strncmp(line, ".B ", 3)) {
+			ck_assert_uint_lt(n, max);
+			cur = &out[n++];
+			memset(cur, 0, sizeof(*cur));
+			snprintf(cur->section, sizeof(cur->section), "%s",
+				 section);
+			snprintf(cur->name, sizeof(cur->name), "%.63s", line + 3);
+			tag = false;
+			continue;
+		}
+		tag = false;
+		if (cur &&
+		    strlen(cur->text) + strlen(line) + 2 < sizeof(cur->text)) {
+			strcat(cur->text, line);
+			strcat(cur->text, "\n");
+		}
+	}
+	fclose(f);
+	return n;
+}
+
+/* Every key of the table is in shardfs.conf(5) under its section with its
+ * default, and the page documents no key the table lacks. */
+START_TEST(test_man_page)
+{
+	static struct man_key man[128];
+	struct config_key_info info;
+	char path[4096], want[256];
+	size_t n, i, j;
+
+	snprintf(path, sizeof(path), "%s/man/shardfs.conf.5", srcdir());
+	n = man_keys(path, man, sizeof(man) / sizeof(man[0]));
+	ck_assert_uint_gt(config_key_count(), 30);
+	for (i = 0; i < config_key_count(); i++) {
+		ck_assert_int_eq(config_key_at(i, &info), 0);
+		for (j = 0; j < n; j++)
+			if (!strcmp(man[j].section, info.section) &&
+			    !strcmp(man[j].name, info.name))
+				break;
+		ck_assert_msg(j < n, "[%s] %s is not in %s", info.section,
+			      info.name, path);
+		if (info.default_text)
+			snprintf(want, sizeof(want), "Default: \\fB%s\\fR",
+				 info.default_text);
+		else
+			snprintf(want, sizeof(want), "Default: none");
+		ck_assert_msg(strstr(man[j].text, want) != NULL,
+			      "[%s] %s: %s does not say \"%s\"", info.section,
+			      info.name, path, want);
+	}
+	for (j = 0; j < n; j++) {
+		for (i = 0; i < config_key_count(); i++) {
+			ck_assert_int_eq(config_key_at(i, &info), 0);
+			if (!strcmp(man[j].section, info.section) &&
+			    !strcmp(man[j].name, info.name))
+				break;
+		}
+		ck_assert_msg(i < config_key_count(),
+			      "%s documents [%s] %s, which is no key", path,
+			      man[j].section, man[j].name);
+	}
+	ck_assert_int_eq(config_key_at(config_key_count(), &info), -EINVAL);
+}
+END_TEST
+
+/* The shipped examples load as they are. */
+START_TEST(test_examples)
+{
+	struct config *cfg;
+	char pattern[4096], err[1024];
+	glob_t g;
+	size_t i;
+
+	snprintf(pattern, sizeof(pattern), "%s/examples/*.conf", srcdir());
+	ck_assert_int_eq(glob(pattern, 0, NULL, &g), 0);
+	ck_assert_uint_ge(g.gl_pathc, 2);
+	for (i = 0; i < g.gl_pathc; i++) {
+		ck_assert_msg(config_load(g.gl_pathv[i], NULL, 0, &cfg, err,
+					  sizeof(err)) == 0,
+			      "%s", err);
+		config_free(cfg);
+	}
+	globfree(&g);
+}
+END_TEST
+
 static Suite *config_suite(void)
 {
 	Suite *s = suite_create("config");
@@ -1179,6 +1311,11 @@ static Suite *config_suite(void)
 
 	tc = tcase_create("ownership");
 	tcase_add_test(tc, test_ownership);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("documented");
+	tcase_add_test(tc, test_man_page);
+	tcase_add_test(tc, test_examples);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("cache_keys");
