@@ -1175,7 +1175,8 @@ static size_t man_keys(const char *path, struct man_key *out, size_t max)
 			memset(cur, 0, sizeof(*cur));
 			snprintf(cur->section, sizeof(cur->section), "%s",
 				 section);
-			snprintf(cur->name, sizeof(cur->name), "%.63s", line + 3);
+			snprintf(cur->name, sizeof(cur->name), "%.63s",
+				 line + 3);
 			tag = false;
 			continue;
 		}
