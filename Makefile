@@ -187,12 +187,15 @@ INSTALL_SUBST = sed -e 's|@BINDIR@|$(BINDIR)|g' \
 
 # Files generated with this PREFIX go to a directory of their own each
 # time: a later install with another PREFIX never reuses stale ones.
-install: $(B)/shardfs
+# SHARDFS_BIN installs a binary built elsewhere (test_install.sh passes the
+# one under test, so installing never rebuilds with other flags).
+SHARDFS_BIN ?= $(B)/shardfs
+install: $(SHARDFS_BIN)
 	@rm -rf $(B)/install && mkdir -p $(B)/install
 	$(INSTALL_SUBST) scripts/mount.fuse.shardfs.in \
 		>$(B)/install/mount.fuse.shardfs
 	$(INSTALL_SUBST) $(UNIT_SRC) >$(B)/install/shardfs@.service
-	install -D -m 755 $(B)/shardfs $(DESTDIR)$(BINDIR)/shardfs
+	install -D -m 755 $(SHARDFS_BIN) $(DESTDIR)$(BINDIR)/shardfs
 	install -D -m 755 $(B)/install/mount.fuse.shardfs \
 		$(DESTDIR)$(SBINDIR)/mount.fuse.shardfs
 	install -D -m 644 $(B)/install/shardfs@.service \

@@ -18,7 +18,8 @@ mode() { stat -c %a "$1" 2>/dev/null; }
 
 # install_into DESTDIR PREFIX: make install, output in $T/install.log.
 install_into() {
-	make -s -C "$ROOT" install DESTDIR="$1" PREFIX="$2" >"$T/install.log" 2>&1
+	make -s -C "$ROOT" install SHARDFS_BIN="$SHARDFS" DESTDIR="$1" PREFIX="$2" \
+		>"$T/install.log" 2>&1
 }
 
 for PREFIX in /usr/local /opt/shardfs; do
@@ -45,13 +46,15 @@ for PREFIX in /usr/local /opt/shardfs; do
 		"! grep -n '@BINDIR@' '$H' '$U' && { [ '$PREFIX' = /usr/local ] || ! grep -n /usr/local/bin '$H' '$U'; }"
 	check "PREFIX=$PREFIX: nothing written to /etc/shardfs" test ! -e "$D/etc/shardfs"
 	check "PREFIX=$PREFIX: the helper is valid sh" sh -n "$H"
+	check "PREFIX=$PREFIX: the installed binary is the one under test" \
+		cmp -s "$D$PREFIX/bin/shardfs" "$SHARDFS"
 	make -s -C "$ROOT" uninstall DESTDIR="$D" PREFIX="$PREFIX" >/dev/null 2>&1
 	check "PREFIX=$PREFIX: make uninstall removes every file" \
 		test -z "$(find "$D" -type f -o -type l)"
 done
 # SBINDIR and SYSTEMDUNITDIR move those two.
 D=$T/dest-dirs
-make -s -C "$ROOT" install DESTDIR="$D" SBINDIR=/usr/sbin \
+make -s -C "$ROOT" install SHARDFS_BIN="$SHARDFS" DESTDIR="$D" SBINDIR=/usr/sbin \
 	SYSTEMDUNITDIR=/etc/systemd/system >/dev/null 2>&1
 check "SBINDIR, SYSTEMDUNITDIR are honoured" test -x "$D/usr/sbin/mount.fuse.shardfs" -a \
 	-f "$D/etc/systemd/system/shardfs@.service"
