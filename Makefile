@@ -19,11 +19,21 @@
 PKG_CONFIG ?= pkg-config
 CC ?= cc
 CFLAGS ?= -O2 -g
+# make install: PREFIX for the binary, man pages and examples; SBINDIR for
+# the mount(8) helper (mount looks only in /sbin, whatever the PREFIX);
+# SYSTEMDUNITDIR for the unit: $(PREFIX)/lib/systemd/system is in systemd's
+# search path for both /usr and /usr/local, and leaves /etc/systemd/system
+# to the admin's own units and drop-ins (set it there for other prefixes).
 PREFIX ?= /usr/local
 DESTDIR ?=
+BINDIR ?= $(PREFIX)/bin
+SBINDIR ?= /sbin
+MANDIR ?= $(PREFIX)/share/man
+DOCDIR ?= $(PREFIX)/share/doc/shardfs
+SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
 
 B := build
-PKGS := fuse3 libcrypto inih libcurl expat jansson lmdb zlib libsystemd \
+PKGS := fuse3 libcrypto libcurl expat jansson lmdb zlib libsystemd \
 	libmicrohttpd
 TEST_PKGS := check
 
@@ -65,7 +75,7 @@ MAIN_OBJ := $(B)/mount/main.o
 UNIT_SRCS := $(wildcard tests/unit/check_*.c)
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(B)/tests/%)
 
-.PHONY: all check unit integration demo bench deps install clean format \
+.PHONY: all check unit integration demo bench deps install uninstall clean format \
 	format-check fuzz fuzz-build fuzz-smoke stress
 
 all: $(B)/shardfs
@@ -120,7 +130,7 @@ FUZZ_CFLAGS = $(WARN) -Wno-missing-field-initializers -O1 -g $(FUZZ_SAN) \
 # more fails to link, naming the missing symbol.
 FUZZ_LIB_SRCS := util/log.c backends/http.c backends/posix.c backends/s3_creds.c \
 	backends/s3_sign.c backends/s3_xml.c fs/manifest.c fs/shard.c \
-	fs/view.c mount/config.c mount/overrides.c
+	fs/view.c fs/ranks.c mount/config.c mount/ini.c mount/overrides.c
 FUZZ_OBJS := $(FUZZ_LIB_SRCS:%.c=$(FUZZ_B)/%.o)
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS := $(FUZZ_SRCS:tests/fuzz/%.c=$(FUZZ_B)/%)
@@ -166,10 +176,46 @@ bench: deps
 	@$(MAKE) --no-print-directory $(B)/shardfs
 	@SHARDFS=$(CURDIR)/$(B)/shardfs tests/bench/run.sh
 
-install: $(B)/shardfs
-	install -D -m 755 $(B)/shardfs $(DESTDIR)$(PREFIX)/bin/shardfs
-	install -D -m 644 systemd/shardfs@.service \
-		$(DESTDIR)/etc/systemd/system/shardfs@.service
+# The unit comes from systemd/shardfs@.service.in (@BINDIR@ placeholder)
+# or, while only the plain unit exists, from that file with its
+# /usr/local/bin replaced; either way it names this install's binary.
+UNIT_SRC := $(firstword $(wildcard systemd/shardfs@.service.in) \
+	systemd/shardfs@.service)
+EXAMPLES := $(wildcard examples/*)
+INSTALL_SUBST = sed -e 's|@BINDIR@|$(BINDIR)|g' \
+	-e 's|/usr/local/bin/shardfs|$(BINDIR)/shardfs|g'
+
+# Files generated with this PREFIX go to a directory of their own each
+# time: a later install with another PREFIX never reuses stale ones.
+# SHARDFS_BIN installs a binary built elsewhere (test_install.sh passes the
+# one under test, so installing never rebuilds with other flags).
+SHARDFS_BIN ?= $(B)/shardfs
+install: $(SHARDFS_BIN)
+	@rm -rf $(B)/install && mkdir -p $(B)/install
+	$(INSTALL_SUBST) scripts/mount.fuse.shardfs.in \
+		>$(B)/install/mount.fuse.shardfs
+	$(INSTALL_SUBST) $(UNIT_SRC) >$(B)/install/shardfs@.service
+	install -D -m 755 $(SHARDFS_BIN) $(DESTDIR)$(BINDIR)/shardfs
+	install -D -m 755 $(B)/install/mount.fuse.shardfs \
+		$(DESTDIR)$(SBINDIR)/mount.fuse.shardfs
+	install -D -m 644 $(B)/install/shardfs@.service \
+		$(DESTDIR)$(SYSTEMDUNITDIR)/shardfs@.service
+	install -D -m 644 man/shardfs.8 $(DESTDIR)$(MANDIR)/man8/shardfs.8
+	install -D -m 644 man/shardfs.conf.5 \
+		$(DESTDIR)$(MANDIR)/man5/shardfs.conf.5
+	install -d -m 755 $(DESTDIR)$(DOCDIR)/examples
+	install -m 644 $(EXAMPLES) $(DESTDIR)$(DOCDIR)/examples/
+	@echo "installed; configs go in /etc/shardfs/NAME.conf (examples in $(DOCDIR)/examples)"
+
+# Removes what install put there; never /etc/shardfs or the cache.
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/shardfs \
+		$(DESTDIR)$(SBINDIR)/mount.fuse.shardfs \
+		$(DESTDIR)$(SYSTEMDUNITDIR)/shardfs@.service \
+		$(DESTDIR)$(MANDIR)/man8/shardfs.8 \
+		$(DESTDIR)$(MANDIR)/man5/shardfs.conf.5
+	rm -f $(addprefix $(DESTDIR)$(DOCDIR)/examples/,$(notdir $(EXAMPLES)))
+	-rmdir $(DESTDIR)$(DOCDIR)/examples $(DESTDIR)$(DOCDIR) 2>/dev/null
 
 FORMAT_SRCS = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
 format:

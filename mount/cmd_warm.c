@@ -1,5 +1,5 @@
 /*
- * cmd_warm: `shardfs warm CONFIG [--rank R]...`: fills the disk cache with
+ * cmd_warm: `shardfs warm CONFIG [--rank LIST]...`: fills the disk cache with
  * every item of the selected ranks, without a mount, through the same
  * cache a mount of CONFIG opens (mount_cache_open), so the mount then
  * finds every chunk.
@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fs/ranks.h"
 #include "mount/dataset.h"
 #include "mount/overrides.h"
 #include "util/log.h"
@@ -30,14 +31,15 @@
 #define BAR_INTERVAL 0.2
 
 const char usage_warm[] =
-	"usage: shardfs warm CONFIG [--rank R]... [-j N] [-q] [-o "
+	"usage: shardfs warm CONFIG [--rank LIST]... [-j N] [-q] [-o "
 	"section.key=value,...]\n"
 	"\n"
 	"Fills the node-local cache ([cache] dir) with every file of the "
 	"selected ranks,\n"
 	"so that a mount of CONFIG serves them without fetching. Ranks: "
-	"--rank R (a\n"
-	"rank, or a list such as 0,2,4-7; may be repeated), else [shard] "
+	"--rank LIST (a\n"
+	"rank list such as 3 or 0-3,8, as [shard] ranks; may be repeated), "
+	"else [shard]\n"
 	"ranks, else all.\n"
 	"Chunks already cached are skipped. Shows a progress bar (bytes, "
 	"files, rate,\n"
@@ -224,31 +226,30 @@ static int warm_run(struct warm_job *j, unsigned long jobs, struct progress *p)
 }
 
 /* "0,2,4-7" into sel[0..world). Returns 0 or -EINVAL. */
-static int ranks_parse(const char *s, uint64_t world, bool *sel)
+/* Marks the ranks of one --rank argument in sel[0..world); prints the
+ * error (fs/ranks.h's words, as plan and [shard] ranks give them). */
+static int warm_select(const char *arg, uint64_t world, bool *sel)
 {
-	while (*s != '\0') {
-		unsigned long long lo, hi;
-		char *end;
+	struct ranks_range *r = NULL;
+	char why[256];
+	size_t n = 0, i;
+	uint64_t k;
+	int rc;
 
-		if (*s < '0' || *s > '9')
-			return -EINVAL;
-		errno = 0;
-		lo = hi = strtoull(s, &end, 10);
-		if (*end == '-') {
-			if (end[1] < '0' || end[1] > '9')
-				return -EINVAL;
-			hi = strtoull(end + 1, &end, 10);
-		}
-		if (errno != 0 || hi < lo || hi >= world)
-			return -EINVAL;
-		for (; lo <= hi; lo++)
-			sel[lo] = true;
-		if (*end == ',')
-			end++;
-		else if (*end != '\0')
-			return -EINVAL;
-		s = end;
+	rc = ranks_parse(arg, &r, &n, why, sizeof(why));
+	if (rc == 0)
+		rc = ranks_check_world(r, n, world, why, sizeof(why));
+	if (rc < 0) {
+		if (rc != -ENOMEM)
+			fprintf(stderr, "shardfs: warm: --rank %s: %s\n", arg,
+				why);
+		free(r);
+		return rc;
 	}
+	for (i = 0; i < n; i++)
+		for (k = r[i].lo; k <= r[i].hi; k++)
+			sel[k] = true;
+	free(r);
 	return 0;
 }
 
@@ -340,13 +341,8 @@ int cmd_warm(int argc, char **argv)
 		goto out;
 	}
 	for (i = 0; i < n_rank_args; i++) {
-		if (ranks_parse(rank_args[i], world, sel) < 0) {
-			fprintf(stderr,
-				"shardfs: warm: --rank %s: not a rank list "
-				"below world_size %llu\n",
-				rank_args[i], (unsigned long long)world);
+		if (warm_select(rank_args[i], world, sel) < 0)
 			goto out;
-		}
 	}
 	if (n_rank_args == 0)
 		for (r = 0; r < world; r++)

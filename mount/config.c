@@ -8,13 +8,13 @@
  * from. Each key remembers where it was last set (a line, an override or
  * the default), so that a cross-key check can name the key it rejects.
  *
- * inih is driven through ini_parse_stream() with our own line reader:
- * Debian's inih does not pass line numbers to the handler, and it splits a
- * line longer than its buffer into two lines without a word. The reader
- * counts lines and refuses long ones. inih also takes an indented line after
- * a key as a continuation of that key's value (even an indented "[section]"
- * line); no value here spans lines, so that is an error rather than text
- * silently glued onto the previous value.
+ * The table also holds each key's default as text, applied through the
+ * same parser when a config is created: the defaults a user reads in
+ * shardfs.conf(5) are the ones config_key_at() reports (a unit test checks
+ * the page against it), so they cannot drift apart.
+ *
+ * The file syntax is mount/ini.h's (it replaced inih, whose 199-byte lines
+ * were too short for real paths).
  *
  * Only the first error is reported; on any error nothing is kept.
  */
@@ -31,10 +31,10 @@
 #include <strings.h>
 
 #include <arpa/inet.h>
-#include <ini.h>
 
-#define DEFAULT_REGION "us-east-1"
-#define DEFAULT_CACHE_DIR "/var/cache/shardfs"
+#include "fs/ranks.h"
+#include "mount/ini.h"
+
 #define GIB (UINT64_C(1) << 30)
 #define MIB (UINT64_C(1) << 20)
 
@@ -66,6 +66,8 @@ struct key {
 	uint64_t min, max; /* VAL_UINT, VAL_U64, VAL_SIZE */
 	bool hex;	   /* VAL_U64: "0x" digits allowed too */
 	bool optional;	   /* string keys: an empty value unsets the key */
+	const char *def;   /* the default, as a user would write it; NULL:
+			    * unset (url is required, ranks means all) */
 };
 
 /* Indices into keys[]; also the order in which messages list them. */
@@ -112,63 +114,73 @@ static const struct key keys[KEY_COUNT] = {
 	[KEY_URL] = { "source", "url", VAL_SOURCE_URL, FIELD(source.url) },
 	[KEY_ENDPOINT] = { "source", "endpoint", VAL_HTTP_URL,
 			   FIELD(source.endpoint), .optional = true },
-	[KEY_REGION] = { "source", "region", VAL_REGION, FIELD(source.region) },
-	[KEY_ADDRESSING] = { "source", "addressing", VAL_ADDRESSING },
+	[KEY_REGION] = { "source", "region", VAL_REGION, FIELD(source.region),
+			 .def = "us-east-1" },
+	[KEY_ADDRESSING] = { "source", "addressing", VAL_ADDRESSING,
+			     .def = "auto" },
 	[KEY_MANIFEST] = { "source", "manifest", VAL_MANIFEST,
 			   FIELD(source.manifest), .optional = true },
 	[KEY_MANIFEST_SHA256] = { "source", "manifest_sha256", VAL_SHA256,
 				  FIELD(source.manifest_sha256),
 				  .optional = true },
 	[KEY_ANONYMOUS] = { "source", "anonymous", VAL_BOOL,
-			    FIELD(source.anonymous) },
+			    FIELD(source.anonymous), .def = "false" },
 	[KEY_CONNECT_TIMEOUT_MS] = { "source", "connect_timeout_ms", VAL_UINT,
 				     FIELD(source.connect_timeout_ms), 1,
-				     UINT_MAX },
+				     UINT_MAX, .def = "5000" },
 	[KEY_REQUEST_TIMEOUT_MS] = { "source", "request_timeout_ms", VAL_UINT,
 				     FIELD(source.request_timeout_ms), 1,
-				     UINT_MAX },
+				     UINT_MAX, .def = "10000" },
 	[KEY_READ_TIMEOUT_MS] = { "source", "read_timeout_ms", VAL_UINT,
-				  FIELD(source.read_timeout_ms), 100, 3600000 },
+				  FIELD(source.read_timeout_ms), 100, 3600000,
+				  .def = "30000" },
 	[KEY_RETRIES] = { "source", "retries", VAL_UINT, FIELD(source.retries),
-			  0, 100 },
+			  0, 100, .def = "5" },
 	[KEY_ALLOW_EMPTY] = { "source", "allow_empty", VAL_BOOL,
-			      FIELD(source.allow_empty) },
+			      FIELD(source.allow_empty), .def = "false" },
 	[KEY_WORLD_SIZE] = { "shard", "world_size", VAL_U64,
 			     FIELD(shard.spec.world_size), 1,
-			     CONFIG_WORLD_SIZE_MAX },
+			     CONFIG_WORLD_SIZE_MAX, .def = "1" },
 	[KEY_RANKS] = { "shard", "ranks", VAL_RANKS },
 	[KEY_SEED] = { "shard", "seed", VAL_U64, FIELD(shard.spec.seed), 0,
-		       UINT64_MAX, .hex = true },
+		       UINT64_MAX, .hex = true, .def = "0" },
 	[KEY_EPOCH] = { "shard", "epoch", VAL_U64, FIELD(shard.spec.epoch), 0,
-			UINT64_MAX, .hex = true },
-	[KEY_ORDER] = { "shard", "order", VAL_ORDER },
-	[KEY_LAYOUT] = { "shard", "layout", VAL_LAYOUT },
-	[KEY_BALANCE] = { "shard", "balance", VAL_BALANCE },
-	[KEY_CACHE_DIR] = { "cache", "dir", VAL_PATH, FIELD(cache.dir) },
-	[KEY_CACHE_SIZE] = { "cache", "size", VAL_CACHE_SIZE },
+			UINT64_MAX, .hex = true, .def = "0" },
+	[KEY_ORDER] = { "shard", "order", VAL_ORDER, .def = "shuffle" },
+	[KEY_LAYOUT] = { "shard", "layout", VAL_LAYOUT, .def = "strided" },
+	[KEY_BALANCE] = { "shard", "balance", VAL_BALANCE, .def = "none" },
+	[KEY_CACHE_DIR] = { "cache", "dir", VAL_PATH, FIELD(cache.dir),
+			    .def = "/var/cache/shardfs" },
+	[KEY_CACHE_SIZE] = { "cache", "size", VAL_CACHE_SIZE, .def = "10G" },
 	[KEY_CACHE_ENABLED] = { "cache", "enabled", VAL_BOOL,
-				FIELD(cache.enabled) },
+				FIELD(cache.enabled), .def = "true" },
 	/* Larger values belong in blob files, not in LMDB pages. */
 	[KEY_CACHE_INLINE_MAX] = { "cache", "inline_max", VAL_SIZE,
-				   FIELD(cache.inline_max), 0, MIB },
+				   FIELD(cache.inline_max), 0, MIB,
+				   .def = "256K" },
 	/* At least one CRC block (64 KiB) per chunk. */
 	[KEY_CACHE_CHUNK_SIZE] = { "cache", "chunk_size", VAL_SIZE,
-				   FIELD(cache.chunk_size), 64 << 10, GIB },
-	[KEY_CACHE_FSYNC] = { "cache", "fsync", VAL_BOOL, FIELD(cache.fsync) },
+				   FIELD(cache.chunk_size), 64 << 10, GIB,
+				   .def = "8M" },
+	[KEY_CACHE_FSYNC] = { "cache", "fsync", VAL_BOOL, FIELD(cache.fsync),
+			      .def = "false" },
 	/* 0 files ahead is how prefetch is turned off. */
 	[KEY_PREFETCH_FILES] = { "prefetch", "files", VAL_UINT,
-				 FIELD(prefetch.files), 0, UINT_MAX },
+				 FIELD(prefetch.files), 0, UINT_MAX,
+				 .def = "32" },
 	/* Reads are buffered from the same budget, so 0 would stall them. */
 	[KEY_PREFETCH_MEMORY] = { "prefetch", "memory", VAL_SIZE,
-				  FIELD(prefetch.memory), 1, UINT64_MAX },
+				  FIELD(prefetch.memory), 1, UINT64_MAX,
+				  .def = "512M" },
 	[KEY_PREFETCH_CONNECTIONS] = { "prefetch", "connections", VAL_UINT,
-				       FIELD(prefetch.connections), 1, 1024 },
+				       FIELD(prefetch.connections), 1, 1024,
+				       .def = "64" },
 	[KEY_MOUNT_PATH] = { "mount", "path", VAL_PATH, FIELD(mount.path),
 			     .optional = true },
 	[KEY_ALLOW_OTHER] = { "mount", "allow_other", VAL_BOOL,
-			      FIELD(mount.allow_other) },
-	[KEY_NONEMPTY] = { "mount", "nonempty", VAL_BOOL,
-			   FIELD(mount.nonempty) },
+			      FIELD(mount.allow_other), .def = "false" },
+	[KEY_NONEMPTY] = { "mount", "nonempty", VAL_BOOL, FIELD(mount.nonempty),
+			   .def = "false" },
 	[KEY_LOG_FILE] = { "log", "file", VAL_PATH, FIELD(log.file),
 			   .optional = true },
 	[KEY_METRICS_LISTEN] = { "metrics", "listen", VAL_LISTEN,
@@ -220,10 +232,6 @@ struct origin {
 
 struct load {
 	struct config *cfg;
-	FILE *fp;
-	unsigned lineno; /* of the line inih is parsing */
-	bool indented;	 /* that line starts with white space */
-	bool after_key;	 /* a key was parsed since the last section line */
 	uint64_t seq;
 	struct origin origin[KEY_COUNT];
 	int rc;		   /* first error, 0 if none so far */
@@ -527,118 +535,11 @@ static void names_reason(const struct name_value *names, char *why,
 		       names[i].name);
 }
 
-static int range_cmp(const void *a, const void *b)
-{
-	const struct config_range *x = a, *y = b;
-
-	return x->lo < y->lo ? -1 : x->lo > y->lo;
-}
-
-/* Digits only: a rank list has no hex, signs or spaces inside numbers. */
-static int scan_rank(const char **p, uint64_t *out)
-{
-	const char *s = *p;
-	uint64_t v = 0;
-
-	if (!isdigit((unsigned char)*s))
-		return -EINVAL;
-	for (; isdigit((unsigned char)*s); s++) {
-		unsigned d = (unsigned)(*s - '0');
-
-		if (v > (UINT64_MAX - d) / 10)
-			return -ERANGE;
-		v = v * 10 + d;
-	}
-	*p = s;
-	*out = v;
-	return 0;
-}
-
 static const char *skip_space(const char *s)
 {
 	while (isspace((unsigned char)*s))
 		s++;
 	return s;
-}
-
-/* "0,2, 8-15" into sorted ranges with overlapping and adjacent ones merged;
- * "" is every rank (NULL, 0). */
-static int parse_ranks(const char *s, struct config_range **out, size_t *n_out,
-		       char *why, size_t whylen)
-{
-	struct config_range *r;
-	const char *p;
-	size_t n = 0, cap = 1, i, m;
-	int rc;
-
-	if (!*s) {
-		*out = NULL;
-		*n_out = 0;
-		return 0;
-	}
-	for (p = s; *p; p++)
-		cap += *p == ',';
-	r = calloc(cap, sizeof(*r));
-	if (!r)
-		return -ENOMEM;
-	for (p = s;;) {
-		uint64_t lo, hi;
-
-		p = skip_space(p);
-		rc = scan_rank(&p, &lo);
-		if (rc)
-			goto bad;
-		p = skip_space(p);
-		hi = lo;
-		if (*p == '-') {
-			p = skip_space(p + 1);
-			rc = scan_rank(&p, &hi);
-			if (rc)
-				goto bad;
-			p = skip_space(p);
-			if (hi < lo) {
-				snprintf(why, whylen,
-					 "range %" PRIu64 "-%" PRIu64
-					 " ends before it starts",
-					 lo, hi);
-				free(r);
-				return -EINVAL;
-			}
-		}
-		r[n].lo = lo;
-		r[n].hi = hi;
-		n++;
-		if (!*p)
-			break;
-		if (*p != ',') {
-			rc = -EINVAL;
-			goto bad;
-		}
-		p++;
-	}
-
-	qsort(r, n, sizeof(*r), range_cmp);
-	for (m = 0, i = 1; i < n; i++) {
-		/* lo == 0 never reaches lo - 1: sorted, so lo <= r[m].hi. */
-		if (r[i].lo <= r[m].hi || r[i].lo - 1 == r[m].hi) {
-			if (r[i].hi > r[m].hi)
-				r[m].hi = r[i].hi;
-		} else {
-			r[++m] = r[i];
-		}
-	}
-	*out = r;
-	*n_out = m + 1;
-	return 0;
-
-bad:
-	free(r);
-	if (rc == -ERANGE)
-		snprintf(why, whylen, "rank out of range (more than 64 bits)");
-	else
-		snprintf(why, whylen,
-			 "not a list of ranks and ranges such as 0,2,8-15");
-	return -EINVAL;
 }
 
 static int store_string(char **field, const char *value)
@@ -870,12 +771,16 @@ static int key_set(struct config *cfg, const struct key *k, const char *value,
 	case VAL_CACHE_SIZE:
 		return set_cache_size(cfg, value, why, whylen);
 	case VAL_RANKS: {
-		struct config_range *r;
-		size_t n;
+		struct ranks_range *r = NULL;
+		size_t n = 0;
 
-		rc = parse_ranks(value, &r, &n, why, whylen);
-		if (rc)
-			return rc;
+		/* Empty is every rank here; the command line has no such
+		 * spelling, so ranks_parse() refuses it. */
+		if (*skip_space(value)) {
+			rc = ranks_parse(value, &r, &n, why, whylen);
+			if (rc)
+				return rc;
+		}
 		free(cfg->shard.ranks);
 		cfg->shard.ranks = r;
 		cfg->shard.n_ranks = n;
@@ -970,101 +875,33 @@ static int config_apply(struct load *ld, const struct origin *o,
 	return 0;
 }
 
-/* inih's handler: returns nonzero to go on. */
-static int on_key(void *user, const char *section, const char *name,
-		  const char *value)
+/* ini_parse()'s handler. */
+static int on_key(void *user, unsigned line, const char *section,
+		  const char *name, const char *value)
 {
 	struct load *ld = user;
-	struct origin o = { .line = ld->lineno };
+	struct origin o = { .line = line };
 
-	if (ld->rc)
-		return 0;
-	if (ld->indented && ld->after_key) {
-		load_fail(ld, -EINVAL, ld->lineno,
-			  "%s:%u: %s: indented line would continue the value "
-			  "of [%s] %s; remove the indentation",
-			  ld->cfg->file, ld->lineno, value, section, name);
-		return 0;
-	}
-	ld->after_key = true;
-	return config_apply(ld, &o, section, name, value) == 0;
-}
-
-/* inih's fgets: one physical line per call, so our count matches inih's.
- * A line that does not fit in num is an error, never cut in two. */
-static char *read_line(char *str, int num, void *stream)
-{
-	struct load *ld = stream;
-	size_t n = 0, max = num > 0 ? (size_t)num - 1 : 0;
-	bool nul = false;
-	const char *s;
-	int c;
-
-	if (ld->rc)
-		return NULL;
-	while ((c = getc(ld->fp)) != EOF && c != '\n') {
-		if (n == max) {
-			load_fail(ld, -EINVAL, ld->lineno + 1,
-				  "%s:%u: line too long (more than %zu bytes)",
-				  ld->cfg->file, ld->lineno + 1, max);
-			return NULL;
-		}
-		nul |= c == '\0';
-		str[n++] = (char)c;
-	}
-	if (c == EOF && ferror(ld->fp)) {
-		int e = errno ? errno : EIO;
-
-		load_fail(ld, -e, ld->lineno + 1, "cannot read %s: %s",
-			  ld->cfg->file, strerror(e));
-		return NULL;
-	}
-	if (c == EOF && !n)
-		return NULL;
-	str[n] = '\0';
-	ld->lineno++;
-	if (nul) {
-		load_fail(ld, -EINVAL, ld->lineno,
-			  "%s:%u: line contains a NUL byte", ld->cfg->file,
-			  ld->lineno);
-		return NULL;
-	}
-
-	/* Follow inih: after a key, an indented line is a continuation
-	 * (checked in on_key); otherwise a '[' line starts a section. */
-	ld->indented = isspace((unsigned char)str[0]);
-	s = skip_space(str);
-	if (*s == '[' && !(ld->indented && ld->after_key))
-		ld->after_key = false;
-	return str;
+	return config_apply(ld, &o, section, name, value);
 }
 
 static int parse_file(struct load *ld, const char *path)
 {
-	int ret, e;
+	char err[1024];
+	FILE *fp;
+	int rc, e;
 
-	ld->fp = fopen(path, "re");
-	if (!ld->fp) {
+	fp = fopen(path, "re");
+	if (!fp) {
 		e = errno;
 		load_fail(ld, -e, 0, "cannot read %s: %s", path, strerror(e));
 		return ld->rc;
 	}
-	ret = ini_parse_stream(read_line, ld, on_key, ld);
-	fclose(ld->fp);
-	ld->fp = NULL;
-
-	/* inih returns its first error line: ours (the handler said no) or a
-	 * line it could not parse at all, which may come first. */
-	if (ret == -2) {
-		ld->rc = 0;
-		load_oom(ld);
-	} else if (ret > 0 && (!ld->rc || (unsigned)ret < ld->err_line)) {
-		ld->rc = 0;
-		load_fail(ld, -EINVAL, (unsigned)ret, "%s:%d: syntax error",
-			  path, ret);
-	} else if (ret < 0 && !ld->rc) {
-		load_fail(ld, -EIO, 0, "cannot read %s", path);
-	}
+	rc = ini_parse(fp, path, on_key, ld, err, sizeof(err));
+	fclose(fp);
+	/* The handler's errors are in ld already; ini's own are in err. */
+	if (rc && !ld->rc)
+		load_fail(ld, rc, 0, "%s", err);
 	return ld->rc;
 }
 
@@ -1168,17 +1005,11 @@ static void check_ranks(struct load *ld)
 {
 	const struct config *cfg = ld->cfg;
 	const struct origin *ws = &ld->origin[KEY_WORLD_SIZE];
-	uint64_t world = cfg->shard.spec.world_size, last;
 	char why[512];
 
-	if (!cfg->shard.n_ranks)
+	if (!ranks_check_world(cfg->shard.ranks, cfg->shard.n_ranks,
+			       cfg->shard.spec.world_size, why, sizeof(why)))
 		return;
-	last = cfg->shard.ranks[cfg->shard.n_ranks - 1].hi;
-	if (last < world)
-		return;
-	snprintf(why, sizeof(why),
-		 "rank %" PRIu64 " is not below world_size %" PRIu64, last,
-		 world);
 	if (ws->override)
 		append(why, sizeof(why), " (set by -o %s)", ws->override);
 	else if (ws->line)
@@ -1206,33 +1037,26 @@ static int check_all(struct load *ld)
 static struct config *config_new(const char *path)
 {
 	struct config *cfg = calloc(1, sizeof(*cfg));
+	char why[256];
+	size_t i;
 
 	if (!cfg)
 		return NULL;
 	cfg->file = strdup(path);
-	cfg->source.region = strdup(DEFAULT_REGION);
-	cfg->cache.dir = strdup(DEFAULT_CACHE_DIR);
-	if (!cfg->file || !cfg->source.region || !cfg->cache.dir) {
-		config_free(cfg);
-		return NULL;
+	if (!cfg->file)
+		goto oom;
+	for (i = 0; i < KEY_COUNT; i++) {
+		if (!keys[i].def)
+			continue;
+		/* Only -ENOMEM: a default that does not parse is a bug that
+		 * test_defaults catches. */
+		if (key_set(cfg, &keys[i], keys[i].def, why, sizeof(why)))
+			goto oom;
 	}
-	cfg->source.addressing = BACKEND_ADDRESSING_AUTO;
-	cfg->source.connect_timeout_ms = 5000;
-	cfg->source.request_timeout_ms = 10000;
-	cfg->source.read_timeout_ms = 30000;
-	cfg->source.retries = 5;
-	cfg->shard.spec.world_size = 1;
-	cfg->shard.spec.order = SHARD_ORDER_SHUFFLE;
-	cfg->shard.spec.layout = SHARD_LAYOUT_STRIDED;
-	cfg->shard.spec.balance = SHARD_BALANCE_NONE;
-	cfg->cache.size_bytes = 10 * GIB;
-	cfg->cache.enabled = true;
-	cfg->cache.inline_max = 256 << 10;
-	cfg->cache.chunk_size = 8 * MIB;
-	cfg->prefetch.files = 32;
-	cfg->prefetch.memory = 512 * MIB;
-	cfg->prefetch.connections = 64;
 	return cfg;
+oom:
+	config_free(cfg);
+	return NULL;
 }
 
 int config_load(const char *path, char *const *overrides, size_t n_overrides,
@@ -1304,19 +1128,24 @@ void config_free(struct config *cfg)
 
 bool config_rank_selected(const struct config *cfg, uint64_t r)
 {
-	size_t lo = 0, hi = cfg->shard.n_ranks;
-
 	if (r >= cfg->shard.spec.world_size)
 		return false;
 	if (!cfg->shard.ranks)
 		return true;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
+	return ranks_contains(cfg->shard.ranks, cfg->shard.n_ranks, r);
+}
 
-		if (cfg->shard.ranks[mid].hi < r)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo < cfg->shard.n_ranks && cfg->shard.ranks[lo].lo <= r;
+size_t config_key_count(void)
+{
+	return KEY_COUNT;
+}
+
+int config_key_at(size_t i, struct config_key_info *out)
+{
+	if (i >= KEY_COUNT || !out)
+		return -EINVAL;
+	out->section = keys[i].section;
+	out->name = keys[i].name;
+	out->default_text = keys[i].def;
+	return 0;
 }

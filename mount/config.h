@@ -12,12 +12,13 @@
  * layout with balance none) run after the overrides and name the line of
  * the key they reject.
  *
- * File syntax is inih's: ';' or '#' starts a comment line, " ;" an inline
- * comment; a line may hold at most 199 bytes. A key given twice in the
- * file is an error, and so is an indented line after a key (inih would
- * append it to that key's value). An empty value unsets the optional
+ * File syntax is mount/ini.h's: '#' or ';' starts a comment line, " #" or
+ * " ;" an inline comment, "..." quotes a value; a line may hold up to
+ * INI_LINE_MAX (64 KiB) bytes. A key given twice in the file is an error,
+ * and so is an indented line after a key (inih, used before, appended it
+ * to that key's value). An empty value unsets the optional
  * string keys (endpoint, manifest, manifest_sha256, mount path) and
- * selects every rank for ranks. Names are case-sensitive; booleans
+ * selects every rank for ranks, whose grammar is fs/ranks.h's. Names are case-sensitive; booleans
  * (true/false, yes/no, on/off, 1/0) and enum values are not. Integers are
  * decimal without sign; seed and epoch also take 0x hex.
  */
@@ -29,14 +30,10 @@
 #include <stdint.h>
 
 #include "backends/backend.h"
+#include "fs/ranks.h"
 #include "fs/shard.h"
 
 #define CONFIG_WORLD_SIZE_MAX 1048576
-
-/* An inclusive range of ranks, from "ranks = 0,2,8-15". */
-struct config_range {
-	uint64_t lo, hi;
-};
 
 struct config {
 	char *file; /* the config file's path, for messages */
@@ -59,7 +56,7 @@ struct config {
 	struct {
 		struct shard_spec spec; /* world_size default 1, seed 0, ... */
 		/* sorted, overlapping and adjacent ranges merged; NULL = all */
-		struct config_range *ranks;
+		struct ranks_range *ranks;
 		size_t n_ranks;
 	} shard;
 
@@ -122,5 +119,19 @@ bool config_rank_selected(const struct config *cfg, uint64_t r);
  * fraction. Returns 0 and sets *out, or -EINVAL (also when the result does
  * not fit in 64 bits; *out untouched). */
 int config_parse_size(const char *s, uint64_t *out);
+
+/* The key table, for shardfs.conf(5)'s drift check: every key's section,
+ * name and default as a user writes it (NULL: none; url is required, ranks
+ * selects all). Strings are static. */
+struct config_key_info {
+	const char *section;
+	const char *name;
+	const char *default_text;
+};
+
+size_t config_key_count(void);
+
+/* Fills *out for key i < config_key_count(); returns 0 or -EINVAL. */
+int config_key_at(size_t i, struct config_key_info *out);
 
 #endif

@@ -78,6 +78,35 @@ out:
 	return rc;
 }
 
+/* A source that lists nothing is far more often a typo in url, a wrong
+ * prefix or missing permissions than a dataset meant to be empty: refuse
+ * it, naming the key that allows it. */
+static int check_not_empty(const struct config *cfg, const struct manifest *m)
+{
+	uint64_t skipped = 0;
+	int i;
+
+	if (m->count > 0 || cfg->source.allow_empty)
+		return 0;
+	for (i = 0; i < MANIFEST_SKIP_NREASONS; i++)
+		skipped += m->skipped[i];
+	if (cfg->source.manifest != NULL)
+		log_msg(LOG_ERR,
+			"%s: the pinned manifest %s has 0 entries; refusing "
+			"to serve an empty dataset (set [source] allow_empty "
+			"= true if that is intended)",
+			cfg->file, cfg->source.manifest);
+	else
+		log_msg(LOG_ERR,
+			"%s: the source %s lists 0 objects (%llu keys "
+			"skipped); check [source] url and its permissions, or "
+			"set [source] allow_empty = true if an empty dataset "
+			"is intended",
+			cfg->file, cfg->source.url,
+			(unsigned long long)skipped);
+	return -ENODATA;
+}
+
 static uint64_t entry_weight(const void *ctx, size_t i)
 {
 	const struct manifest *m = ctx;
@@ -118,6 +147,9 @@ int dataset_load(const struct config *cfg, bool need_backend,
 			goto err;
 		}
 	}
+	rc = check_not_empty(cfg, ds->manifest);
+	if (rc < 0)
+		goto err;
 	if (cfg->source.manifest_sha256 != NULL &&
 	    strcmp(cfg->source.manifest_sha256, ds->manifest->digest) != 0) {
 		log_msg(LOG_ERR,

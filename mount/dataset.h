@@ -22,8 +22,10 @@ struct dataset {
 /* Loads the dataset of cfg (borrowed). With need_backend the source is
  * opened even when a pinned manifest makes listing unnecessary. Every
  * failure is logged with what was wrong. Returns 0 and sets *out (free with
- * dataset_free), -EBADMSG when the manifest digest does not match the pin,
- * or the error of the failing step. */
+ * dataset_free), -ENODATA when the manifest has no entry (nothing listed,
+ * everything skipped, or an empty pinned manifest) and [source]
+ * allow_empty is false, -EBADMSG when the manifest digest does not match
+ * the pin, or the error of the failing step. */
 int dataset_load(const struct config *cfg, bool need_backend,
 		 struct dataset **out);
 

@@ -4,8 +4,8 @@
  *   shardfs mount CONFIG [MOUNTPOINT] [-f] [-s] [-d] [-o OPTS]
  *   shardfs CONFIG MOUNTPOINT [-o OPTS]      (mount(8) and fstab form)
  *   shardfs manifest URL [-o FILE]
- *   shardfs plan CONFIG [--rank R] [-o OPTS]
- *   shardfs warm CONFIG [--rank R] [-o OPTS]
+ *   shardfs plan CONFIG [--rank LIST] [-o OPTS]
+ *   shardfs warm CONFIG [--rank LIST] [-o OPTS]
  *   shardfs cache stat|verify|clear DIR
  *   shardfs unmount [--lazy] [--stale-only] CONFIG|MOUNTPOINT
  *   shardfs help [COMMAND] | --help | --version
@@ -23,6 +23,7 @@
 #include "cache/cache.h"
 #include "fs/control.h"
 #include "fs/fs.h"
+#include "fs/ranks.h"
 #include "fs/view.h"
 #include "mount/commands.h"
 #include "mount/config.h"
@@ -40,8 +41,8 @@ static const char usage_main[] =
 	"  mount CONFIG [MOUNTPOINT]  mount the rank views described by "
 	"CONFIG\n"
 	"  manifest URL [-o FILE]     list a source and write its manifest\n"
-	"  plan CONFIG [--rank R]     print the shard plan without mounting\n"
-	"  warm CONFIG [--rank R]     fill the cache with the ranks' files\n"
+	"  plan CONFIG [--rank LIST]  print the shard plan without mounting\n"
+	"  warm CONFIG [--rank LIST]  fill the cache with the ranks' files\n"
 	"  cache stat|verify|clear DIR  inspect, check or empty a cache\n"
 	"  unmount CONFIG|MOUNTPOINT  unmount; --stale-only: only a dead "
 	"mount\n"
@@ -75,7 +76,7 @@ static const char usage_manifest[] =
 	"  --anonymous           send unsigned requests (public buckets)\n";
 
 static const char usage_plan[] =
-	"usage: shardfs plan CONFIG [--rank R] [-o section.key=value,...]\n"
+	"usage: shardfs plan CONFIG [--rank LIST] [-o section.key=value,...]\n"
 	"\n"
 	"Prints the shard plan CONFIG gives, exactly as .shardfs/plan of a "
 	"mount:\n"
@@ -83,7 +84,11 @@ static const char usage_plan[] =
 	"imbalance\n"
 	"and skipped keys. With --rank R, prints rank R's keys in epoch order "
 	"instead\n"
-	"(as .shardfs/rank-R.order).\n";
+	"(exactly .shardfs/rank-R.order). With a list of several ranks "
+	"(--rank 0-3,8,\n"
+	"the grammar of [shard] ranks; --rank may be repeated), prints each "
+	"rank's\n"
+	"order in rank order, each after a line \"# rank R\".\n";
 
 /* Loads CONFIG with the overrides; prints the error and returns the exit
  * code on failure, or 0. */
@@ -238,6 +243,76 @@ static int cmd_manifest(int argc, char **argv)
 	return rc < 0 ? EXIT_RUNTIME : EXIT_OK;
 }
 
+/* The ranks of every --rank argument, appended list after list (so not
+ * sorted as a whole: plan_selected() scans them). */
+struct plan_ranks {
+	struct ranks_range *r;
+	size_t n;
+};
+
+static int plan_add_ranks(struct plan_ranks *pr, const char *arg,
+			  uint64_t world)
+{
+	struct ranks_range *r = NULL, *all;
+	char why[256];
+	size_t n = 0;
+	int rc;
+
+	rc = ranks_parse(arg, &r, &n, why, sizeof(why));
+	if (rc == 0)
+		rc = ranks_check_world(r, n, world, why, sizeof(why));
+	if (rc < 0) {
+		if (rc != -ENOMEM)
+			fprintf(stderr, "shardfs: plan: --rank %s: %s\n", arg,
+				why);
+		free(r);
+		return rc;
+	}
+	all = realloc(pr->r, (pr->n + n) * sizeof(*all));
+	if (all == NULL) {
+		free(r);
+		return -ENOMEM;
+	}
+	memcpy(all + pr->n, r, n * sizeof(*r));
+	pr->r = all;
+	pr->n += n;
+	free(r);
+	return 0;
+}
+
+static bool plan_selected(const struct plan_ranks *pr, uint64_t r)
+{
+	size_t i;
+
+	for (i = 0; i < pr->n; i++)
+		if (pr->r[i].lo <= r && r <= pr->r[i].hi)
+			return true;
+	return false;
+}
+
+/* Prints the order of every selected rank, in rank order: one rank alone
+ * exactly as .shardfs/rank-R.order, several each after "# rank R". */
+static int plan_write_orders(const struct plan_ranks *pr,
+			     const struct dataset *ds, uint64_t world)
+{
+	uint64_t r, count = 0;
+	int rc;
+
+	for (r = 0; r < world; r++)
+		count += plan_selected(pr, r);
+	for (r = 0; r < world; r++) {
+		if (!plan_selected(pr, r))
+			continue;
+		if (count > 1 &&
+		    printf("# rank %llu\n", (unsigned long long)r) < 0)
+			return -EIO;
+		rc = control_write_order(stdout, ds->manifest, ds->plan, r);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
 static int cmd_plan(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -248,16 +323,23 @@ static int cmd_plan(int argc, char **argv)
 	struct overrides ov = { 0 };
 	struct config *cfg = NULL;
 	struct dataset *ds = NULL;
-	const char *rank_arg = NULL;
-	unsigned long long rank = 0;
-	char *end;
+	struct plan_ranks pr = { 0 };
+	const char **rank_args = NULL, **grown;
+	size_t n_rank_args = 0, i;
 	int c, rc = EXIT_USAGE;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "r:o:h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'r':
-			rank_arg = optarg;
+			grown = realloc(rank_args,
+					(n_rank_args + 1) * sizeof(*grown));
+			if (grown == NULL) {
+				rc = EXIT_RUNTIME;
+				goto out;
+			}
+			rank_args = grown;
+			rank_args[n_rank_args++] = optarg;
 			break;
 		case 'o':
 			if (overrides_parse(&ov, optarg) < 0)
@@ -282,30 +364,26 @@ static int cmd_plan(int argc, char **argv)
 	rc = cmd_load_config(argv[optind], &ov, &cfg);
 	if (rc != 0)
 		goto out;
-	if (rank_arg != NULL) {
-		errno = 0;
-		rank = strtoull(rank_arg, &end, 10);
-		if (errno != 0 || *end != '\0' || rank_arg[0] == '\0' ||
-		    rank_arg[0] == '-' || rank >= cfg->shard.spec.world_size) {
-			fprintf(stderr,
-				"shardfs: plan: --rank %s: not a rank below "
-				"world_size %llu\n",
-				rank_arg,
-				(unsigned long long)cfg->shard.spec.world_size);
-			rc = EXIT_USAGE;
+	for (i = 0; i < n_rank_args; i++) {
+		c = plan_add_ranks(&pr, rank_args[i],
+				   cfg->shard.spec.world_size);
+		if (c < 0) {
+			rc = c == -ENOMEM ? EXIT_RUNTIME : EXIT_USAGE;
 			goto out;
 		}
 	}
 	rc = EXIT_RUNTIME;
 	if (dataset_load(cfg, false, &ds) < 0)
 		goto out;
-	if (rank_arg != NULL)
-		c = control_write_order(stdout, ds->manifest, ds->plan, rank);
+	if (n_rank_args > 0)
+		c = plan_write_orders(&pr, ds, cfg->shard.spec.world_size);
 	else
 		c = control_write_plan(stdout, ds->manifest, &cfg->shard.spec,
 				       ds->plan);
 	rc = c < 0 || fflush(stdout) != 0 ? EXIT_RUNTIME : EXIT_OK;
 out:
+	free(pr.r);
+	free(rank_args);
 	dataset_free(ds);
 	config_free(cfg);
 	overrides_free(&ov);

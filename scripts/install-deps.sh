@@ -4,7 +4,7 @@
 # missing. Needs root for the install step; says so otherwise.
 set -eu
 
-PKGS="gcc make pkg-config libfuse3-dev fuse3 libssl-dev libinih-dev check \
+PKGS="gcc make pkg-config libfuse3-dev fuse3 libssl-dev check \
 python3 clang-format"
 # S3 backend: libcurl, expat (XML), jansson (credential JSON); its tests use
 # awscli to upload, botocore to cross-check SigV4, and Node for s3rver (the

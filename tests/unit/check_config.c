@@ -8,6 +8,7 @@
 #include <check.h>
 #include <errno.h>
 #include <ftw.h>
+#include <glob.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -407,21 +408,103 @@ START_TEST(test_syntax_errors)
 }
 END_TEST
 
+/* Lines up to 64 KiB work (Debian's inih stopped at 199 bytes, too short
+ * for real NFS paths and S3 prefixes); a longer one is refused, naming
+ * its line, never cut in two. */
 START_TEST(test_long_line)
 {
-	char text[512];
+	const size_t max = 65536, head = strlen("url = /");
+	struct config *cfg;
+	char *text;
 	size_t n;
 
-	n = (size_t)snprintf(text, sizeof(text), "[source]\nurl = /");
-	memset(text + n, 'a', 193);
-	strcpy(text + n + 193, "\nretries = 1\n");
-	expect_fail(text, NULL, 0, "@:2: line too long (more than 199 bytes)");
+	text = malloc(max + 64);
+	ck_assert_ptr_nonnull(text);
 
-	/* A long comment is refused too: the rest would be parsed as a line
-	 * of its own. */
+	/* 300 bytes: an S3 prefix as long as real ones get. */
+	n = (size_t)snprintf(text, 64, "[source]\nurl = s3://bucket/");
+	memset(text + n, 'p', 280);
+	strcpy(text + n + 280, "/\nretries = 1\n");
+	cfg = load_ok(text, NULL, 0);
+	ck_assert_uint_eq(strlen(cfg->source.url),
+			  strlen("s3://bucket/") + 281);
+	ck_assert_uint_eq(cfg->source.retries, 1);
+	config_free(cfg);
+
+	/* Exactly the cap, with a CRLF end (the CR counts). */
+	n = (size_t)snprintf(text, 64, "[source]\nurl = /");
+	memset(text + n, 'a', max - head - 1);
+	strcpy(text + n + max - head - 1, "\r\nretries = 1\n");
+	cfg = load_ok(text, NULL, 0);
+	ck_assert_uint_eq(strlen(cfg->source.url), max - head);
+	config_free(cfg);
+
+	/* One more byte is an error. */
+	n = (size_t)snprintf(text, 64, "[source]\nurl = /");
+	memset(text + n, 'a', max - head + 1);
+	strcpy(text + n + max - head + 1, "\nretries = 1\n");
+	expect_fail(text, NULL, 0,
+		    "@:2: line too long (more than 65536 bytes)");
+
+	/* A long comment is a comment. */
 	memset(text, ';', 300);
 	strcpy(text + 300, "\n" MIN_CONF);
-	expect_fail(text, NULL, 0, "@:1: line too long (more than 199 bytes)");
+	cfg = load_ok(text, NULL, 0);
+	config_free(cfg);
+	free(text);
+}
+END_TEST
+
+/* '#' and ';' comments, whole-line and inline (after a blank), quoted
+ * values, ':' as separator, and the syntax errors around them. */
+START_TEST(test_comments)
+{
+	struct config *cfg;
+
+	cfg = load_ok("# shardfs\n"
+		      "  # indented comment\n"
+		      "[source]   # the source\n"
+		      "url = s3://b/run#3/x # '#' inside a value stays\n"
+		      "region = eu-west-1\t# tab before the comment\n"
+		      "manifest =   # unset\n"
+		      "[cache] ; the cache\n"
+		      "size = 10G # node SSD\n"
+		      "dir = /srv/c;d ; ';' inside a value stays\n"
+		      "[ shard ]\n"
+		      "ranks = 0-3, 8 # which\n"
+		      "world_size: 16\n",
+		      NULL, 0);
+	ck_assert_str_eq(cfg->source.url, "s3://b/run#3/x");
+	ck_assert_str_eq(cfg->source.region, "eu-west-1");
+	ck_assert_ptr_null(cfg->source.manifest);
+	ck_assert_uint_eq(cfg->cache.size_bytes, UINT64_C(10) << 30);
+	ck_assert_str_eq(cfg->cache.dir, "/srv/c;d");
+	ck_assert_uint_eq(cfg->shard.spec.world_size, 16);
+	ck_assert_uint_eq(cfg->shard.n_ranks, 2);
+	config_free(cfg);
+
+	/* Quotes keep " #", " ;" and outer blanks; a comment may follow. */
+	cfg = load_ok("[source]\nurl = \"/data/run #1 ;x \"  # quoted\n"
+		      "[mount]\npath = \"/mnt/a\"\n",
+		      NULL, 0);
+	ck_assert_str_eq(cfg->source.url, "/data/run #1 ;x ");
+	ck_assert_str_eq(cfg->mount.path, "/mnt/a");
+	config_free(cfg);
+
+	expect_fail("[source]\nurl = \"/a\n", NULL, 0,
+		    "@:2: [source] url = \"/a: no closing quote");
+	expect_fail("[source]\nurl = \"/a\" b\n", NULL, 0,
+		    "@:2: [source] url = \"/a\" b: text after the closing "
+		    "quote");
+	expect_fail("[source] url = /a\n", NULL, 0, "@:1: syntax error");
+	expect_fail("[]\nurl = /a\n", NULL, 0, "@:1: syntax error");
+	expect_fail("[source]\n= /a\n", NULL, 0, "@:2: syntax error");
+	/* An indented comment does not continue a value; a key does. */
+	cfg = load_ok("[source]\nurl = /a\n    # note\n", NULL, 0);
+	config_free(cfg);
+	expect_fail("[source]\nurl = /a\n  retries = 1 # r\n", NULL, 0,
+		    "@:3: retries = 1: indented line would continue the value "
+		    "of [source] url; remove the indentation");
 }
 END_TEST
 
@@ -572,9 +655,9 @@ static const struct bad_case bad_cases[] = {
 	  "@:4: [mount] path = mnt/x: not an absolute path" },
 	{ MIN_CONF "[cache]\nsize = 10X\n", "@:4: [cache] size = 10X: " SIZE_WHY
 					    " or a percentage (1% to 100%)" },
-	/* '#' starts a comment only at the start of a line. */
-	{ MIN_CONF "[cache]\nsize = 10G # big\n",
-	  "@:4: [cache] size = 10G # big: " SIZE_WHY
+	/* '#' starts an inline comment only after a blank. */
+	{ MIN_CONF "[cache]\nsize = 10G#big\n",
+	  "@:4: [cache] size = 10G#big: " SIZE_WHY
 	  " or a percentage (1% to 100%)" },
 	{ MIN_CONF "[cache]\nsize = 0\n",
 	  "@:4: [cache] size = 0: must be at least 1" },
@@ -725,7 +808,7 @@ START_TEST(test_ranks)
 	static const struct {
 		const char *text;
 		size_t n;
-		struct config_range want[4];
+		struct ranks_range want[4];
 	} cases[] = {
 		{ "0,2, 8-15", 3, { { 0, 0 }, { 2, 2 }, { 8, 15 } } },
 		{ "3,1,2", 1, { { 1, 3 } } },
@@ -1041,6 +1124,138 @@ START_TEST(test_cache_key_errors)
 }
 END_TEST
 
+/* ---- shardfs.conf(5) and the examples against the key table ---- */
+
+/* The source tree: tests run from its root unless SRCDIR says otherwise. */
+static const char *srcdir(void)
+{
+	const char *d = getenv("SRCDIR");
+
+	return d && *d ? d : ".";
+}
+
+struct man_key {
+	char section[32];
+	char name[64];
+	char text[2048];
+};
+
+/* Reads every ".TP" / ".B name" entry under a ".SS [section]" heading. */
+static size_t man_keys(const char *path, struct man_key *out, size_t max)
+{
+	FILE *f = fopen(path, "r");
+	char line[1024], section[32] = "";
+	struct man_key *cur = NULL;
+	bool tag = false;
+	size_t n = 0;
+
+	ck_assert_msg(f != NULL, "cannot read %s", path);
+	while (fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\n")] = '\0';
+		if (!strncmp(line, ".SS", 3) || !strncmp(line, ".SH", 3)) {
+			const char *lb = strchr(line, '['), *rb;
+
+			section[0] = '\0';
+			cur = NULL;
+			rb = lb ? strchr(lb, ']') : NULL;
+			if (!strncmp(line, ".SS", 3) && rb &&
+			    (size_t)(rb - lb) < sizeof(section))
+				snprintf(section, sizeof(section), "%.*s",
+					 (int)(rb - lb - 1), lb + 1);
+			continue;
+		}
+		if (!strcmp(line, ".TP")) {
+			cur = NULL;
+			tag = true;
+			continue;
+		}
+		if (tag && *section && !strncmp(line, ".B ", 3)) {
+			ck_assert_uint_lt(n, max);
+			cur = &out[n++];
+			memset(cur, 0, sizeof(*cur));
+			snprintf(cur->section, sizeof(cur->section), "%s",
+				 section);
+			snprintf(cur->name, sizeof(cur->name), "%.63s",
+				 line + 3);
+			tag = false;
+			continue;
+		}
+		tag = false;
+		if (cur &&
+		    strlen(cur->text) + strlen(line) + 2 < sizeof(cur->text)) {
+			strcat(cur->text, line);
+			strcat(cur->text, "\n");
+		}
+	}
+	fclose(f);
+	return n;
+}
+
+/* Every key of the table is in shardfs.conf(5) under its section with its
+ * default, and the page documents no key the table lacks. */
+START_TEST(test_man_page)
+{
+	static struct man_key man[128];
+	struct config_key_info info;
+	char path[4096], want[256];
+	size_t n, i, j;
+
+	snprintf(path, sizeof(path), "%s/man/shardfs.conf.5", srcdir());
+	n = man_keys(path, man, sizeof(man) / sizeof(man[0]));
+	ck_assert_uint_gt(config_key_count(), 30);
+	for (i = 0; i < config_key_count(); i++) {
+		ck_assert_int_eq(config_key_at(i, &info), 0);
+		for (j = 0; j < n; j++)
+			if (!strcmp(man[j].section, info.section) &&
+			    !strcmp(man[j].name, info.name))
+				break;
+		ck_assert_msg(j < n, "[%s] %s is not in %s", info.section,
+			      info.name, path);
+		if (info.default_text)
+			snprintf(want, sizeof(want), "Default: \\fB%s\\fR",
+				 info.default_text);
+		else
+			snprintf(want, sizeof(want), "Default: none");
+		ck_assert_msg(strstr(man[j].text, want) != NULL,
+			      "[%s] %s: %s does not say \"%s\"", info.section,
+			      info.name, path, want);
+	}
+	for (j = 0; j < n; j++) {
+		for (i = 0; i < config_key_count(); i++) {
+			ck_assert_int_eq(config_key_at(i, &info), 0);
+			if (!strcmp(man[j].section, info.section) &&
+			    !strcmp(man[j].name, info.name))
+				break;
+		}
+		ck_assert_msg(i < config_key_count(),
+			      "%s documents [%s] %s, which is no key", path,
+			      man[j].section, man[j].name);
+	}
+	ck_assert_int_eq(config_key_at(config_key_count(), &info), -EINVAL);
+}
+END_TEST
+
+/* The shipped examples load as they are. */
+START_TEST(test_examples)
+{
+	struct config *cfg;
+	char pattern[4096], err[1024];
+	glob_t g;
+	size_t i;
+
+	snprintf(pattern, sizeof(pattern), "%s/examples/*.conf", srcdir());
+	ck_assert_int_eq(glob(pattern, 0, NULL, &g), 0);
+	ck_assert_uint_ge(g.gl_pathc, 2);
+	for (i = 0; i < g.gl_pathc; i++) {
+		ck_assert_msg(config_load(g.gl_pathv[i], NULL, 0, &cfg, err,
+					  sizeof(err)) == 0,
+			      "%s", err);
+		config_free(cfg);
+	}
+	globfree(&g);
+}
+END_TEST
+
 static Suite *config_suite(void)
 {
 	Suite *s = suite_create("config");
@@ -1064,6 +1279,7 @@ static Suite *config_suite(void)
 	tc = tcase_create("syntax_errors");
 	tcase_add_test(tc, test_syntax_errors);
 	tcase_add_test(tc, test_long_line);
+	tcase_add_test(tc, test_comments);
 	tcase_add_test(tc, test_nul_byte);
 	tcase_add_test(tc, test_continuation);
 	suite_add_tcase(s, tc);
@@ -1096,6 +1312,11 @@ static Suite *config_suite(void)
 
 	tc = tcase_create("ownership");
 	tcase_add_test(tc, test_ownership);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("documented");
+	tcase_add_test(tc, test_man_page);
+	tcase_add_test(tc, test_examples);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("cache_keys");
