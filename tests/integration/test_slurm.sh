@@ -1,0 +1,199 @@
+#!/usr/bin/env bash
+# contrib/slurm/ for real: Debian's slurm-wlm (munged, slurmctld, slurmd)
+# on 127.0.0.1, a dataset in s3rver, the contrib prolog, epilog and task
+# prolog installed through slurm.conf (via wrappers that only point them at
+# this suite's settings file), and contrib's example job.
+#
+# Covered: a 4-task job with --comment=shardfs=ds gets the dataset mounted
+# by the prolog with world_size 4; each task read exactly its rank (its
+# files = `shardfs plan --rank R`), the union of the tasks' files is the
+# dataset with the source's sha256, no file in two ranks; the epilog
+# unmounted it and the daemon is gone. A mount that fails (a bucket that
+# does not exist; a dataset the node does not have; a name that tries to
+# leave the config directory) fails the job with the reason in its output
+# file and leaves the node idle; with SHARDFS_SLURM_ON_FAILURE=drain the
+# node is drained ("Prolog error") and `scontrol update ... state=resume`
+# brings it back. shardfs_ranks=node mounts a node's block of ranks
+# (prolog and epilog run by hand with a 3-node job's environment).
+SUITE=slurm
+. "$(dirname "$0")/lib.sh"
+. "$HERE/s3/s3rver.sh"
+. "$HERE/cluster/slurm.sh"
+CONTRIB=$(cd "$HERE/../../contrib/slurm" && pwd)
+
+for b in munged slurmctld slurmd sbatch srun scontrol sinfo squeue; do
+	if ! command -v $b >/dev/null; then
+		fail "$b is not installed (scripts/install-deps.sh installs slurm-wlm and munge)"
+		finish
+	fi
+done
+
+# Slurm first in the cleanup: its prolog's mounts and the daemons, by PID.
+cleanup_slurm() {
+	local m
+	slurm_stop
+	for m in $(awk -v d="$T/run/" 'index($2, d) == 1 {print $2}' /proc/mounts); do
+		fusermount3 -u -z "$m" 2>/dev/null
+	done
+	cleanup
+}
+trap cleanup_slurm EXIT
+
+s3_suite_start bkt
+SRC=$T/src
+make_dataset "$SRC" 240
+head -c $((1 << 20)) /dev/urandom >"$SRC/train/big-1.bin"
+head -c $((3 << 19)) /dev/urandom >"$SRC/train/big-2.bin"
+check "upload the dataset" aws_s3 cp --recursive "$SRC" "s3://$BUCKET/ds/"
+
+# What an admin installs: dataset configs, credentials for the daemon,
+# the settings file.
+mkdir -p "$T/etc" "$T/run" "$T/log"
+printf '[default]\naws_access_key_id = S3RVER\naws_secret_access_key = S3RVER\n' >"$T/aws-credentials"
+chmod 600 "$T/aws-credentials"
+cat >"$T/etc/ds.conf" <<CONF
+[source]
+url = s3://$BUCKET/ds/
+endpoint = $S3_EP
+[shard]
+world_size = 1
+[cache]
+dir = $T/cache
+CONF
+sed "s|s3://$BUCKET/ds/|s3://no-such-bucket/ds/|" "$T/etc/ds.conf" >"$T/etc/bad.conf"
+printf '[source]\nurl = /nonexistent\n' >"$T/bad.conf" # outside the config dir
+defaults() { # defaults ON_FAILURE
+	cat >"$T/defaults" <<DEF
+SHARDFS_BIN=$SHARDFS
+SHARDFS_SLURM_CONF_DIR=$T/etc
+SHARDFS_SLURM_MOUNT_BASE=$T/run
+SHARDFS_SLURM_LOG_DIR=$T/log
+SHARDFS_SLURM_ON_FAILURE=$1
+SHARDFS_SLURM_MOUNT_TIMEOUT=60
+export AWS_SHARED_CREDENTIALS_FILE=$T/aws-credentials
+export AWS_CONFIG_FILE=$T/aws-config
+export AWS_EC2_METADATA_DISABLED=true
+DEF
+}
+defaults fail-job
+for s in prolog epilog taskprolog; do
+	printf '#!/bin/sh\nSHARDFS_SLURM_DEFAULTS=%s exec %s\n' "$T/defaults" "$CONTRIB/shardfs-$s" >"$T/$s"
+	chmod 755 "$T/$s"
+done
+
+if ! slurm_start "$T/prolog" "$T/epilog" "$T/taskprolog"; then
+	fail "slurm start (munged, slurmctld, slurmd)"
+	finish
+fi
+ok "slurm up: node $(slurm_node_state)"
+
+job_field() { timeout 10 scontrol show job "$1" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$2=//p" | head -n 1; }
+# submit NAME COMMENT: runs the example job with 4 tasks; sets JOB.
+submit() {
+	mkdir -p "$T/out-$1"
+	JOB=$(timeout 30 sbatch --parsable -n 4 --comment="$2" -o "$T/$1.out" \
+		"$CONTRIB/shardfs-read.sbatch" "$T/out-$1" 2>"$T/$1.sbatch.err")
+	[ -n "$JOB" ] || { cat "$T/$1.sbatch.err" >&2; return 1; }
+}
+no_job_mounts() { ! grep -qs " $T/run/" /proc/mounts; }
+no_daemon_of() { ! pgrep -f -- "$T/run/job-$1/" >/dev/null; }
+wait_until() { # wait_until SECONDS CMD...
+	local n=$(($1 * 10)); shift
+	while [ $n -gt 0 ]; do "$@" && return 0; sleep 0.1; n=$((n - 1)); done
+	"$@"
+}
+
+# --- a 4-task job reads its ranks --------------------------------------------
+if submit good "shardfs=ds" && slurm_wait_job "$JOB" 120; then
+	check "job $JOB completed (state $(job_field "$JOB" JobState), exit $(job_field "$JOB" ExitCode))" \
+		test "$(job_field "$JOB" JobState)" = COMPLETED
+else
+	fail "the good job did not finish in 120 s" "$(cat "$T/good.out" 2>/dev/null)"
+fi
+check "the prolog mounted it with the job's world size (the job saw .shardfs/plan)" bash -c \
+	"grep -q '^world_size 4\$' '$T/good.out' && grep -q 'job $JOB on localhost: mounted $T/etc/ds.conf at $T/run/job-$JOB/ds (world size 4, ranks all)' '$T/log/prolog.log'"
+bad=""
+for r in 0 1 2 3; do
+	sed 's|^[0-9a-f]*  \./||' "$T/out-good/task-$r.sha256" 2>/dev/null | LC_ALL=C sort >"$T/got.$r"
+	"$SHARDFS" plan "$T/etc/ds.conf" -o shard.world_size=4 --rank $r 2>/dev/null |
+		LC_ALL=C sort >"$T/want.$r"
+	{ [ -s "$T/want.$r" ] && cmp -s "$T/got.$r" "$T/want.$r"; } || bad="$bad $r"
+done
+check "each task read exactly its rank's files (= shardfs plan --rank R)" test -z "$bad"
+echo "# tasks read $(cat "$T"/got.? | wc -l) files: $(wc -l "$T"/got.? | head -4 | awk '{printf "%s ", $1}')"
+(cd "$SRC" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum) |
+	sed 's|  \./|  |' | LC_ALL=C sort >"$T/src.sha"
+cat "$T"/out-good/task-*.sha256 | sed 's|  \./|  |' | LC_ALL=C sort >"$T/union.sha"
+check "the union of the tasks' files is the dataset, bytes identical, none twice ($(wc -l <"$T/src.sha") files)" \
+	cmp -s "$T/union.sha" "$T/src.sha"
+check "the epilog unmounted it and removed the job's directory" bash -c \
+	"$(declare -f no_job_mounts); no_job_mounts && test ! -e '$T/run/job-$JOB' && grep -q 'job $JOB on localhost: unmounted $T/run/job-$JOB/ds' '$T/log/epilog.log'"
+check "the daemon of the job's mount is gone" wait_until 20 no_daemon_of "$JOB"
+check "the node is idle" test "$(slurm_node_state)" = idle
+
+# --- failing mounts fail the job, not the node ---------------------------------
+failing_job() { # failing_job NAME COMMENT EXPECTED_REASON
+	if ! submit "$1" "$2" || ! slurm_wait_job "$JOB" 120; then
+		fail "$1: the job did not finish in 120 s"
+		return
+	fi
+	check "$1: job $JOB failed (state $(job_field "$JOB" JobState), exit $(job_field "$JOB" ExitCode))" \
+		test "$(job_field "$JOB" JobState)" = FAILED
+	check "$1: the reason is in the job's output file" \
+		grep -q -- "^shardfs: job $JOB on localhost: $3" "$T/$1.out"
+	check "$1: the job script never ran" bash -c "! grep -q 'dataset at' '$T/$1.out'"
+	check "$1: logged as an error in prolog.log" \
+		grep -q -- " err job $JOB on localhost: $3" "$T/log/prolog.log"
+	check "$1: the node is still idle, not drained ($(slurm_node_state))" test "$(slurm_node_state)" = idle
+	check "$1: nothing left mounted or behind" bash -c \
+		"$(declare -f no_job_mounts); no_job_mounts && test ! -e '$T/run/job-$JOB' -a ! -e '$T/run/job-$JOB.failed'"
+}
+failing_job missing-bucket "shardfs=bad" \
+	"mounting dataset 'bad' ($T/etc/bad.conf) at $T/run/job-[0-9]*/bad failed, exit 1: .*HTTP 404 NoSuchBucket"
+echo "# the user sees: $(grep '^shardfs: job' "$T/missing-bucket.out" | head -1)"
+failing_job unknown-dataset "shardfs=nosuch" \
+	"no dataset 'nosuch' on this node ($T/etc/nosuch.conf does not exist)"
+failing_job escape "shardfs=../bad" "dataset name '../bad' is not allowed"
+
+# --- the strict choice: drain the node -------------------------------------------
+defaults drain
+if submit drain "shardfs=bad"; then
+	drained() { case $(slurm_node_state) in drain*) return 0 ;; esac; return 1; }
+	check "drain: a failed mount drains the node ($(wait_until 60 drained; slurm_node_state))" drained
+	reason=$(timeout 10 sinfo -h -R -o %E 2>/dev/null)
+	check "drain: sinfo -R gives the reason ($reason)" test "$reason" = "Prolog error"
+	check "drain: the prolog said so in its log" \
+		grep -q "job $JOB on localhost: draining this node" "$T/log/prolog.log"
+	echo "# job $JOB: state $(job_field "$JOB" JobState), reason $(job_field "$JOB" Reason)"
+	timeout 10 scancel "$JOB"
+	slurm_wait_job "$JOB" 60
+	timeout 10 scontrol update nodename=localhost state=resume
+	idle() { test "$(slurm_node_state)" = idle; }
+	check "drain: scontrol update nodename=localhost state=resume brings it back" wait_until 30 idle
+else
+	fail "drain: submit"
+fi
+defaults fail-job
+
+# --- shardfs_ranks=node: node 2 of 3, 12 tasks -> ranks 4-7 --------------------------
+fake_job() { # fake_job SCRIPT NTASKS: a 3-node job's environment, node n2
+	env -i SLURM_JOB_ID=9999 SLURM_JOB_NODELIST='n[1-3]' SLURMD_NODENAME=n2 \
+		SLURM_JOB_NUM_NODES=3 SLURM_JOB_NTASKS=$2 SLURM_JOB_UID=0 SLURM_JOB_GID=0 \
+		SLURM_JOB_COMMENT='shardfs=ds,shardfs_ranks=node' SLURM_CONF="$SLURM_CONF" \
+		SHARDFS_SLURM_DEFAULTS="$T/defaults" "$CONTRIB/shardfs-$1" 2>>"$T/fake.err"
+}
+fake_job prolog 12
+M9=$T/run/job-9999/ds
+check "ranks=node: node 2 of 3 with 12 tasks shows rank-4 .. rank-7" test \
+	"$(ls "$M9" 2>/dev/null | tr '\n' ' ')" = "rank-4 rank-5 rank-6 rank-7 "
+check "ranks=node: the plan is the whole job's (world_size 12)" grep -q '^world_size 12$' "$M9/.shardfs/plan"
+fake_job epilog 12
+check "ranks=node: the epilog unmounts it" bash -c \
+	"$(declare -f no_job_mounts); no_job_mounts && test ! -e '$T/run/job-9999'"
+fake_job prolog 10
+check "ranks=node: 10 tasks on 3 nodes is refused with the reason" \
+	grep -q "shardfs_ranks=node needs a known world size that divides evenly over the job's 3 nodes" "$T/run/job-9999.failed"
+fake_job epilog 10
+check "ranks=node: the epilog clears the failure" test ! -e "$T/run/job-9999.failed"
+
+finish
