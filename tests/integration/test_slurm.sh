@@ -170,6 +170,8 @@ if submit drain "shardfs=bad"; then
 	timeout 10 scontrol update nodename=localhost state=resume
 	idle() { test "$(slurm_node_state)" = idle; }
 	check "drain: scontrol update nodename=localhost state=resume brings it back" wait_until 30 idle
+	check "drain: nothing left behind" bash -c \
+		"$(declare -f no_job_mounts); no_job_mounts && test ! -e '$T/run/job-$JOB' -a ! -e '$T/run/job-$JOB.failed'"
 else
 	fail "drain: submit"
 fi

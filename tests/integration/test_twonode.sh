@@ -90,6 +90,9 @@ for n in A B; do
 	check "node $n: its ranks' bytes in the plan = its files' sizes" test "$own" -eq "$planned"
 	check "node $n: backend bytes $got <= 1.05 x own ranks' $own" \
 		awk -v g="$got" -v o="$own" 'BEGIN {exit !(o > 0 && g <= 1.05 * o)}'
+	mine=$(awk '$1 == "shardfs_backend_bytes_total" {print $2}' "$T/$n.mnt/.shardfs/stats")
+	check "node $n: its own count (shardfs_backend_bytes_total $mine) = the object bytes its proxy relayed" \
+		test "${mine:-x}" = "$data"
 	check "node $n: fetched no other node's file" bash -c \
 		"! awk '\$1 == \"GET\" && \$2 !~ /[?&]list-type=/ {sub(\"^/$BUCKET/ds/\", \"\", \$2); print \$2}' '$T/$n.requests' | LC_ALL=C sort -u | LC_ALL=C comm -23 - '$T/$n.keys' | grep -q ."
 done
