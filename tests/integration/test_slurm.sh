@@ -184,8 +184,14 @@ fake_job() { # fake_job SCRIPT NTASKS: a 3-node job's environment, node n2
 		SLURM_JOB_COMMENT='shardfs=ds,shardfs_ranks=node' SLURM_CONF="$SLURM_CONF" \
 		SHARDFS_SLURM_DEFAULTS="$T/defaults" "$CONTRIB/shardfs-$1" 2>>"$T/fake.err"
 }
+# A stale job directory (a requeue after a crash) with a symlink where the
+# mountpoint goes must not make the prolog (root) mount somewhere else.
+mkdir -p "$T/run/job-9999" "$T/victim"
+ln -s "$T/victim" "$T/run/job-9999/ds"
 fake_job prolog 12
 M9=$T/run/job-9999/ds
+check "a stale job directory is replaced: the symlink's target is not mounted on" bash -c \
+	"! grep -qs ' $T/victim ' /proc/mounts && test ! -L '$M9' && grep -qs ' $M9 fuse' /proc/mounts"
 check "ranks=node: node 2 of 3 with 12 tasks shows rank-4 .. rank-7" test \
 	"$(ls "$M9" 2>/dev/null | tr '\n' ' ')" = "rank-4 rank-5 rank-6 rank-7 "
 check "ranks=node: the plan is the whole job's (world_size 12)" grep -q '^world_size 12$' "$M9/.shardfs/plan"
