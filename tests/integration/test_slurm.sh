@@ -178,8 +178,9 @@ fi
 defaults fail-job
 
 # --- shardfs_ranks=node: node 2 of 3, 12 tasks -> ranks 4-7 --------------------------
-fake_job() { # fake_job SCRIPT NTASKS: a 3-node job's environment, node n2
-	env -i SLURM_JOB_ID=9999 SLURM_JOB_NODELIST='n[1-3]' SLURMD_NODENAME=n2 \
+fake_job() { # fake_job SCRIPT NTASKS: a 3-node job's environment, node n2 (the
+	# variables slurmd 22.05 gives a prolog: SLURM_NODELIST, not SLURM_JOB_NODELIST)
+	env -i SLURM_JOB_ID=9999 SLURM_NODELIST='n[1-3]' SLURMD_NODENAME=n2 \
 		SLURM_JOB_NUM_NODES=3 SLURM_JOB_NTASKS=$2 SLURM_JOB_UID=0 SLURM_JOB_GID=0 \
 		SLURM_JOB_COMMENT='shardfs=ds,shardfs_ranks=node' SLURM_CONF="$SLURM_CONF" \
 		SHARDFS_SLURM_DEFAULTS="$T/defaults" "$CONTRIB/shardfs-$1" 2>>"$T/fake.err"
