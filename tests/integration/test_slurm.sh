@@ -151,6 +151,24 @@ check "the epilog unmounted it and removed the job's directory" bash -c \
 check "the daemon of the job's mount is gone" wait_until 20 no_daemon_of "$JOB"
 check "the nodes are idle" wait_until 20 all_idle
 
+# --- a job of a user who is not root -----------------------------------------------
+# The user's tasks need the suite's wrappers and settings (0755 dir) and a
+# directory of their own for the output.
+chmod 755 "$T"
+mkdir -p "$T/out-nonroot"
+chown nobody "$T/out-nonroot"
+JOB=$(timeout 30 sbatch --parsable --uid=nobody -N 1 -n 4 --comment=shardfs=ds \
+	-o "$T/out-nonroot/job.out" "$CONTRIB/shardfs-read.sbatch" "$T/out-nonroot" 2>"$T/nonroot.err")
+if [ -n "$JOB" ] && slurm_wait_job "$JOB" 120; then
+	check "a job of user nobody completed (state $(job_field "$JOB" JobState))" \
+		test "$(job_field "$JOB" JobState)" = COMPLETED
+	check "its tasks ran as nobody, in a job directory of nobody's, mode 700 ($(grep -o '(user .*)' "$T/out-nonroot/job.out"))" \
+		grep -q '^dataset at .* (user nobody, directory nobody 700); plan:$' "$T/out-nonroot/job.out"
+	check "its tasks read their ranks through allow_other" ranks_read nonroot 4
+else
+	fail "a job of user nobody" "$(cat "$T/nonroot.err" "$T/out-nonroot/job.out" 2>/dev/null)"
+fi
+
 # --- 8 tasks on two nodes, each node mounting its own ranks -----------------------
 if submit twonode "shardfs=ds,shardfs_ranks=node" -N 2 -n 8 && slurm_wait_job "$JOB" 120; then
 	check "two-node job $JOB completed (state $(job_field "$JOB" JobState), nodes $(job_field "$JOB" NodeList))" \

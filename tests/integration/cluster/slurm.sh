@@ -22,7 +22,9 @@ slurm_free_port() {
 slurm_start() {
 	local prolog=$1 epilog=$2 taskprolog=${3:-}
 	mkdir -p "$SL"/{state,spool,log,munge}
-	chmod 700 "$SL/munge"
+	# 0755: jobs of other users (srun in a batch script) talk to munged too;
+	# the key itself stays 0400.
+	chmod 755 "$SL/munge"
 	head -c 1024 /dev/urandom >"$SL/munge/munge.key"
 	chmod 400 "$SL/munge/munge.key"
 	SLURM_MUNGE_SOCKET=$SL/munge/munge.socket
