@@ -255,9 +255,14 @@ check "a stale job directory is replaced: the symlink's target is not mounted on
 check "ranks=node: node 2 of 3 with 12 tasks shows rank-4 .. rank-7" test \
 	"$(ls "$M9" 2>/dev/null | tr '\n' ' ')" = "rank-4 rank-5 rank-6 rank-7 "
 check "ranks=node: the plan is the whole job's (world_size 12)" grep -q '^world_size 12$' "$M9/.shardfs/plan"
+# A process Slurm could not kill still has a file open: the epilog
+# detaches the mount lazily and says so.
+busy=$(find "$M9"/rank-4 -type f -size +0 | head -n 1)
+exec 9<"$busy"
 fake_job epilog 12
-check "ranks=node: the epilog unmounts it" bash -c \
-	"$(declare -f no_job_mounts); no_job_mounts && test ! -e '$T/run-n1/job-9999'"
+check "ranks=node: the epilog unmounts it, lazily while a file is open" bash -c \
+	"$(declare -f no_job_mounts); no_job_mounts && test ! -e '$T/run-n1/job-9999' && grep -q 'job 9999 on n2: $M9 was busy: detached lazily' '$T/log-n1/epilog.log'"
+exec 9<&-
 fake_job prolog 10
 check "ranks=node: 10 tasks on 3 nodes is refused with the reason" \
 	grep -q "shardfs_ranks=node needs a known world size that divides evenly over the job's 3 nodes" "$T/run-n1/job-9999.failed"
