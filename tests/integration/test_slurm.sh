@@ -202,6 +202,7 @@ failing_job() { # failing_job NAME COMMENT EXPECTED_REASON
 	check "$1: the job script never ran" bash -c "! grep -q 'dataset at' '$T/$1.out'"
 	check "$1: logged as an error in $n's prolog.log" \
 		grep -q -- " err job $JOB on $n: $3" "$T/log-$n/prolog.log"
+	wait_until 20 all_idle
 	check "$1: the nodes are idle, not drained ($(timeout 10 sinfo -h -N -o '%N:%t' | tr '\n' ' '))" all_idle
 	check "$1: nothing left mounted or behind" bash -c \
 		"$(declare -f no_job_mounts); no_job_mounts && test ! -e '$T/run-$n/job-$JOB' -a ! -e '$T/run-$n/job-$JOB.failed'"
