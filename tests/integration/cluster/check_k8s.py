@@ -1,0 +1,251 @@
+#!/usr/bin/python3
+"""Checks contrib/kubernetes/ without a cluster: parses every YAML document
+and checks the fields a shardfs deployment depends on. Prints one
+"ok - ..." or "FAIL - ...: why" line per check (test_kubernetes.sh counts
+them) and writes, for the shell suite to exercise with the real binary:
+OUT/dataset.conf (the ConfigMap's config), OUT/mount_path, OUT/ready.json
+and OUT/prestop.json (the readiness probe's and the preStop hook's
+commands), OUT/docker-packages (the Dockerfile's apt packages).
+
+    check_k8s.py CONTRIB_KUBERNETES_DIR OUT_DIR
+
+Needs python3-yaml (Debian).
+"""
+import configparser
+import glob
+import json
+import os
+import re
+import sys
+
+import yaml
+
+results = []
+
+
+def check(name, cond, why=""):
+    results.append(cond)
+    print(("ok - %s" % name) if cond else ("FAIL - %s%s" % (name, ": " + why if why else "")))
+    return cond
+
+
+# Field names of the objects used here (Kubernetes API v1 / apps/v1 /
+# batch/v1): a misspelt key (mountPropogation) is silently ignored by some
+# tools, so it is caught here.
+KNOWN = {
+    "container": {"name", "image", "command", "args", "env", "securityContext",
+                  "resources", "volumeMounts", "readinessProbe", "livenessProbe",
+                  "startupProbe", "lifecycle", "imagePullPolicy", "workingDir", "ports"},
+    "volumeMount": {"name", "mountPath", "readOnly", "mountPropagation", "subPath"},
+    "volume": {"name", "hostPath", "configMap", "emptyDir", "secret"},
+    "hostPath": {"path", "type"},
+    "probe": {"exec", "initialDelaySeconds", "periodSeconds", "timeoutSeconds",
+              "failureThreshold", "successThreshold"},
+    "podSpec": {"containers", "initContainers", "volumes", "priorityClassName",
+                "terminationGracePeriodSeconds", "nodeSelector", "tolerations",
+                "restartPolicy", "securityContext", "serviceAccountName", "hostNetwork"},
+}
+HOSTPATH_TYPES = {"", "DirectoryOrCreate", "Directory", "FileOrCreate", "File",
+                  "Socket", "CharDevice", "BlockDevice"}
+
+
+def unknown(kind, obj):
+    return sorted(set(obj) - KNOWN[kind])
+
+
+def pod_spec(doc):
+    if doc["kind"] == "Pod":
+        return doc["spec"]
+    return doc["spec"]["template"]["spec"]
+
+
+def check_pod_fields(where, spec):
+    bad = ["podSpec:" + k for k in unknown("podSpec", spec)]
+    for c in spec.get("containers", []) + spec.get("initContainers", []):
+        bad += ["container:" + k for k in unknown("container", c)]
+        for m in c.get("volumeMounts", []):
+            bad += ["volumeMount:" + k for k in unknown("volumeMount", m)]
+            if m.get("mountPropagation") not in (None, "None", "HostToContainer", "Bidirectional"):
+                bad.append("mountPropagation=" + str(m["mountPropagation"]))
+        for p in ("readinessProbe", "livenessProbe", "startupProbe"):
+            if p in c:
+                bad += ["probe:" + k for k in unknown("probe", c[p])]
+    for v in spec.get("volumes", []):
+        bad += ["volume:" + k for k in unknown("volume", v)]
+        if "hostPath" in v:
+            bad += ["hostPath:" + k for k in unknown("hostPath", v["hostPath"])]
+            if v["hostPath"].get("type", "") not in HOSTPATH_TYPES:
+                bad.append("hostPath type " + v["hostPath"]["type"])
+    names = [v["name"] for v in spec.get("volumes", [])]
+    for c in spec.get("containers", []) + spec.get("initContainers", []):
+        for m in c.get("volumeMounts", []):
+            if m["name"] not in names:
+                bad.append("volumeMount of undeclared volume " + m["name"])
+    check("%s: only known fields, every mounted volume declared" % where, not bad, ", ".join(bad))
+
+
+def shell_text(cmd):
+    return " ".join(cmd) if isinstance(cmd, list) else str(cmd)
+
+
+def main():
+    src, out = sys.argv[1], sys.argv[2]
+    docs = []
+    for path in sorted(glob.glob(os.path.join(src, "*.yaml"))):
+        try:
+            with open(path) as f:
+                for d in yaml.safe_load_all(f):
+                    if d is not None:
+                        docs.append((os.path.basename(path), d))
+            check("%s parses as YAML" % os.path.basename(path), True)
+        except yaml.YAMLError as e:
+            check("%s parses as YAML" % os.path.basename(path), False, str(e))
+    for fname, d in docs:
+        check("%s: %s has apiVersion, kind, metadata.name" % (fname, d.get("kind")),
+              all(k in d for k in ("apiVersion", "kind")) and "name" in d.get("metadata", {}))
+    by_kind = {}
+    for _, d in docs:
+        by_kind.setdefault(d["kind"], []).append(d)
+    ns = [d["metadata"]["name"] for d in by_kind.get("Namespace", [])]
+    ds = by_kind.get("DaemonSet", [None])[0]
+    cms = by_kind.get("ConfigMap", [])
+    trainers = by_kind.get("Job", []) + by_kind.get("Pod", [])
+    if not (check("a DaemonSet, a ConfigMap and a trainer (Job or Pod) are there",
+                  ds is not None and cms and trainers)):
+        return
+
+    # --- the DaemonSet ------------------------------------------------------
+    dsns = ds["metadata"].get("namespace", "default")
+    check("DaemonSet's namespace (%s) is declared, allows privileged pods" % dsns,
+          any(d["metadata"]["name"] == dsns and d["metadata"].get("labels", {}).get(
+              "pod-security.kubernetes.io/enforce") == "privileged"
+              for d in by_kind.get("Namespace", [])) or dsns == "default")
+    spec = pod_spec(ds)
+    check_pod_fields("DaemonSet", spec)
+    sel = ds["spec"]["selector"]["matchLabels"]
+    labels = ds["spec"]["template"]["metadata"]["labels"]
+    check("DaemonSet: the selector matches the template's labels",
+          all(labels.get(k) == v for k, v in sel.items()))
+    vols = {v["name"]: v for v in spec["volumes"]}
+    c = [c for c in spec["containers"] if "shardfs" in shell_text(c.get("command", []))]
+    if not check("DaemonSet: a container runs shardfs", len(c) == 1):
+        return
+    c = c[0]
+    cmd = c["command"]
+    check("DaemonSet: command is shardfs mount /etc/shardfs/dataset.conf -f (%s)" % shell_text(cmd),
+          cmd == ["shardfs", "mount", "/etc/shardfs/dataset.conf", "-f"])
+    check("DaemonSet: the shardfs container is privileged",
+          c.get("securityContext", {}).get("privileged") is True)
+    for ic in spec.get("initContainers", []) + spec["containers"]:
+        if any(m.get("mountPropagation") == "Bidirectional" for m in ic.get("volumeMounts", [])):
+            check("DaemonSet: %s (Bidirectional) is privileged, as Kubernetes requires" % ic["name"],
+                  ic.get("securityContext", {}).get("privileged") is True)
+    mounts = {m["mountPath"]: m for m in c["volumeMounts"]}
+    fuse = mounts.get("/dev/fuse")
+    check("DaemonSet: /dev/fuse is a hostPath of type CharDevice",
+          fuse is not None and vols[fuse["name"]].get("hostPath", {}) ==
+          {"path": "/dev/fuse", "type": "CharDevice"})
+    res = c.get("resources", {})
+    check("DaemonSet: resources have requests (cpu, memory) and a memory limit",
+          {"cpu", "memory"} <= set(res.get("requests", {})) and "memory" in res.get("limits", {}))
+
+    # The config in the ConfigMap the DaemonSet mounts.
+    cfgm = mounts.get("/etc/shardfs")
+    cmname = vols.get(cfgm["name"], {}).get("configMap", {}).get("name") if cfgm else None
+    cm = [m for m in cms if m["metadata"]["name"] == cmname and
+          m["metadata"].get("namespace", "default") == dsns]
+    if not check("DaemonSet: /etc/shardfs is the ConfigMap %s of its namespace, read-only" % cmname,
+                 len(cm) == 1 and cfgm.get("readOnly") is True):
+        return
+    text = cm[0]["data"].get("dataset.conf")
+    if not check("ConfigMap: has dataset.conf", text is not None):
+        return
+    with open(os.path.join(out, "dataset.conf"), "w") as f:
+        f.write(text)
+    ini = configparser.ConfigParser(inline_comment_prefixes=None, comment_prefixes=(";", "#"))
+    ini.read_string(text)
+    mpath = ini.get("mount", "path", fallback="")
+    cdir = ini.get("cache", "dir", fallback="")
+    with open(os.path.join(out, "mount_path"), "w") as f:
+        f.write(mpath)
+
+    def under(path, m):
+        p = m["mountPath"].rstrip("/") + "/"
+        return path.startswith(p)
+
+    cache = mounts.get(cdir)
+    check("DaemonSet: the config's cache dir %s is a hostPath DirectoryOrCreate" % cdir,
+          cache is not None and vols[cache["name"]].get("hostPath", {}).get("type") == "DirectoryOrCreate")
+    mv = [m for m in c["volumeMounts"] if mpath and under(mpath, m)]
+    ok = len(mv) == 1 and mv[0].get("mountPropagation") == "Bidirectional" and \
+        vols[mv[0]["name"]].get("hostPath", {}).get("type") == "DirectoryOrCreate"
+    check("DaemonSet: the config's mount path %s lies in a hostPath DirectoryOrCreate volume with "
+          "mountPropagation: Bidirectional" % mpath, ok)
+    if not ok:
+        return
+    mvol = mv[0]
+    host_mnt = vols[mvol["name"]]["hostPath"]["path"].rstrip("/") + mpath[len(mvol["mountPath"].rstrip("/")):]
+
+    pre = c.get("lifecycle", {}).get("preStop", {}).get("exec", {}).get("command")
+    pre_text = shell_text(pre or [])
+    check("DaemonSet: a preStop exec hook unmounts the config's mount path (%s)" % pre_text,
+          bool(pre) and re.search(r"(fusermount3? -u|umount|shardfs unmount) %s\b" % re.escape(mpath),
+                                  pre_text) is not None)
+    probe = c.get("readinessProbe", {}).get("exec", {}).get("command")
+    check("DaemonSet: the readiness probe asks the mount (%s)" % shell_text(probe or []),
+          bool(probe) and mpath in shell_text(probe))
+    with open(os.path.join(out, "ready.json"), "w") as f:
+        json.dump(probe or [], f)
+    with open(os.path.join(out, "prestop.json"), "w") as f:
+        json.dump(pre or [], f)
+    check("DaemonSet: updateStrategy OnDelete (a rolled pod unmounts under trainers)",
+          ds["spec"].get("updateStrategy", {}).get("type") == "OnDelete")
+
+    # --- the trainer ----------------------------------------------------------
+    for t in trainers:
+        tname = "%s %s" % (t["kind"], t["metadata"]["name"])
+        tspec = pod_spec(t)
+        check_pod_fields(tname, tspec)
+        tvols = {v["name"]: v for v in tspec["volumes"]}
+        for tc in tspec.get("initContainers", []) + tspec["containers"]:
+            tm = [m for m in tc.get("volumeMounts", [])
+                  if tvols[m["name"]].get("hostPath", {}).get("path", "").rstrip("/")
+                  == vols[mvol["name"]]["hostPath"]["path"].rstrip("/")]
+            good = len(tm) == 1 and tm[0].get("mountPropagation") == "HostToContainer" and \
+                tm[0].get("readOnly") is True
+            check("%s/%s: the DaemonSet's host path, read-only, mountPropagation: HostToContainer"
+                  % (tname, tc["name"]), good)
+            if good:
+                inside = tm[0]["mountPath"].rstrip("/") + host_mnt[len(
+                    vols[mvol["name"]]["hostPath"]["path"].rstrip("/")):]
+                if tc in tspec["containers"]:
+                    check("%s/%s reads %s/rank-$RANK" % (tname, tc["name"], inside),
+                          "%s/rank-$RANK" % inside in shell_text(tc.get("command", [])))
+                    env = {e["name"]: e for e in tc.get("env", [])}
+                    check("%s/%s: RANK comes from the Job's completion index" % (tname, tc["name"]),
+                          "job-completion-index" in json.dumps(env.get("RANK", {})))
+                else:
+                    check("%s/%s waits for %s/.shardfs/plan" % (tname, tc["name"], inside),
+                          "%s/.shardfs/plan" % inside in shell_text(tc.get("command", [])))
+        if t["kind"] == "Job":
+            check("%s: completions = the config's world_size (%s)" % (tname, ini.get("shard", "world_size")),
+                  str(t["spec"].get("completions")) == ini.get("shard", "world_size") and
+                  t["spec"].get("completionMode") == "Indexed")
+        nonroot = tspec.get("securityContext", {}).get("runAsNonRoot")
+        check("%s: non-root trainers need allow_other = true in the config" % tname,
+              not nonroot or ini.get("mount", "allow_other", fallback="false") == "true")
+
+    # --- the image -------------------------------------------------------------
+    df = os.path.join(src, "Dockerfile")
+    if os.path.exists(df):
+        text = open(df).read().replace("\\\n", " ")
+        m = re.search(r"apt-get install ([^&]*)", text)
+        pk = [w for w in (m.group(1).split() if m else []) if not w.startswith("-")]
+        with open(os.path.join(out, "docker-packages"), "w") as f:
+            f.write("\n".join(pk) + "\n")
+        check("Dockerfile installs fuse3 (fusermount3 for the hooks)", "fuse3" in pk)
+
+
+if __name__ == "__main__":
+    main()
+    sys.exit(0 if all(results) else 1)
