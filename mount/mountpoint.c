@@ -162,7 +162,7 @@ static int run_fusermount(const char *path, bool lazy)
 		return 0;
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
 		return -ENOENT;
-	return -EBUSY; /* fusermount3 printed why */
+	return -EIO; /* fusermount3 printed why */
 }
 
 int mountpoint_unmount(const struct mountpoint_info *mi, bool lazy)
@@ -180,6 +180,12 @@ int mountpoint_unmount(const struct mountpoint_info *mi, bool lazy)
 			"shardfs unmount --lazy %s detaches it now and it "
 			"ends when the last user leaves",
 			mi->path, mi->path, mi->path);
+	else if (rc == -EIO && geteuid() != 0)
+		log_msg(LOG_ERR,
+			"cannot unmount %s: fusermount3 -u failed (its "
+			"message is above); if the mount is busy, shardfs "
+			"unmount --lazy %s detaches it",
+			mi->path, mi->path);
 	else if (rc == -ENOENT && geteuid() != 0)
 		log_msg(LOG_ERR,
 			"cannot unmount %s: fusermount3 not found (install "

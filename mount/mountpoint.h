@@ -32,8 +32,9 @@ int mountpoint_inspect(const char *path, struct mountpoint_info *out);
 bool mountpoint_is_fuse(const char *fstype);
 
 /* Unmounts the mount at info->path: lazily (MNT_DETACH, fusermount3 -uz)
- * when lazy. Returns 0 or a negative errno (-EBUSY: in use), logging
- * the failure with what to do. */
+ * when lazy. Returns 0 or a negative errno (-EBUSY: in use; -EIO:
+ * fusermount3 failed and printed why), logging the failure with what to
+ * do. */
 int mountpoint_unmount(const struct mountpoint_info *info, bool lazy);
 
 /* Before a mount at path: a dead FUSE mount there is unmounted lazily

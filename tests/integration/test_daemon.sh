@@ -122,7 +122,10 @@ kill -9 "$LAST_PID"
 wait "$LAST_PID" 2>/dev/null
 stat "$M" >/dev/null 2>"$T/dead.err"
 check "kill -9 leaves a dead mount (ENOTCONN)" grep -q 'Transport endpoint is not connected' "$T/dead.err"
-mount_shardfs "$C" "$M" || fail "mount over the dead mount"
+# mount_shardfs returns as soon as a mount is listed, and the dead one is:
+# wait (bounded) for the new one to serve.
+mount_shardfs "$C" "$M" 2>/dev/null || fail "mount over the dead mount"
+for _ in $(seq 600); do [ -d "$M/rank-0" ] && break; sleep 0.1; done 2>/dev/null
 check "a mount over a dead mount recovers it: serves" test -d "$M/rank-0"
 check "the recovery is logged" grep -q "dead FUSE mount.*unmounted it lazily" "$LAST_LOG"
 check "one mount on the path after the recovery" test "$(grep -c " $(realpath "$M") " /proc/mounts)" -eq 1

@@ -95,10 +95,10 @@ NLOG=$T/notify.log
 PIDS+=("$!")
 for _ in $(seq 100); do [ -S "$SOCK" ] && break; sleep 0.1; done
 
-# wait_for REGEX [N]: up to 30 s for the N-th (default 1st) matching line.
+# wait_for REGEX [N]: up to 60 s for the N-th (default 1st) matching line.
 wait_for() {
 	local n=${2:-1}
-	for _ in $(seq 300); do
+	for _ in $(seq 600); do
 		[ "$(grep -cE "$1" "$NLOG")" -ge "$n" ] && return 0
 		sleep 0.1
 	done
@@ -158,6 +158,11 @@ check "ExecStartPre cleans the dead mount (exit $PRE_RC)" bash -c \
 check "ExecStart mounts again: READY=1 and serving" bash -c \
 	"$(declare -f wait_for); NLOG='$NLOG'; wait_for 'READY=1' && grep -q '^CHECK READY serving=1' '$NLOG'"
 check "one mount on the path" test "$(grep -c " $(realpath "$M") " /proc/mounts)" -eq 1
+if [ "$FAILED" -gt 0 ]; then
+	echo "# ExecStartPre said:"; cat "$T/pre.out"
+	echo "# the daemon said:"; cat "$T/svc.log"
+	echo "# the listener got:"; cat "$NLOG"
+fi
 kill -TERM "$MAINPID"
 rc=0
 wait "$MAINPID" || rc=$?
