@@ -18,6 +18,7 @@
 #include "mount/config.h"
 #include "mount/dataset.h"
 #include "mount/overrides.h"
+#include "mount/reload.h"
 #include "util/log.h"
 
 const char usage_mount[] =
@@ -167,8 +168,23 @@ int cmd_mount(int argc, char **argv, bool helper_form)
 			.view = view,
 			.cache = cache,
 		};
+		/* SIGHUP reloads the config and the manifest (reload.h).
+		 * The path is made absolute now: a background mount's cwd
+		 * is "/". */
+		char *config_abs = realpath(argv[optind], NULL);
+		struct mount_reload reload = {
+			.config_path = config_abs ? config_abs : argv[optind],
+			.ov = &ov,
+			.running = cfg,
+			.cache = cache,
+		};
+		struct fs_hooks hooks = {
+			.arg = &reload,
+			.reload = mount_reload_hook,
+		};
 
-		rc = fs_run(&fo, &data, NULL) < 0 ? EXIT_RUNTIME : EXIT_OK;
+		rc = fs_run(&fo, &data, &hooks) < 0 ? EXIT_RUNTIME : EXIT_OK;
+		free(config_abs);
 	}
 out:
 	cache_free(cache);
