@@ -137,8 +137,44 @@ static void restart_warn(const char *name, const char *keep, const char *now)
 		name, keep, now);
 }
 
-int mount_reload_restart_keys(const struct config *running,
-			      const struct config *next)
+/* Sets k in next to its value in running. Returns 0 or -ENOMEM. */
+static int key_keep(const struct config *running, struct config *next,
+		    const struct restart_key *k)
+{
+	const char *from = (const char *)running + k->off;
+	char *to = (char *)next + k->off;
+	size_t size;
+
+	switch (k->type) {
+	case KEY_STR: {
+		const char *s = *(char *const *)(const void *)from;
+		char *copy = NULL;
+
+		if (s != NULL && (copy = strdup(s)) == NULL)
+			return -ENOMEM;
+		free(*(char **)(void *)to);
+		*(char **)(void *)to = copy;
+		return 0;
+	}
+	case KEY_BOOL:
+		size = sizeof(bool);
+		break;
+	case KEY_UINT:
+		size = sizeof(unsigned);
+		break;
+	case KEY_U64:
+		size = sizeof(uint64_t);
+		break;
+	default:
+		size = sizeof(enum backend_addressing);
+		break;
+	}
+	memcpy(to, from, size);
+	return 0;
+}
+
+int mount_reload_keep_restart_keys(const struct config *running,
+				   struct config *next)
 {
 	char a[512], b[512];
 	int n = 0;
@@ -147,16 +183,20 @@ int mount_reload_restart_keys(const struct config *running,
 	     i++) {
 		key_format(running, &restart_keys[i], a, sizeof(a));
 		key_format(next, &restart_keys[i], b, sizeof(b));
-		if (strcmp(a, b) != 0) {
-			restart_warn(restart_keys[i].name, a, b);
-			n++;
-		}
+		if (strcmp(a, b) == 0)
+			continue;
+		restart_warn(restart_keys[i].name, a, b);
+		n++;
+		if (key_keep(running, next, &restart_keys[i]) < 0)
+			return -ENOMEM;
 	}
 	cache_size_format(running, a, sizeof(a));
 	cache_size_format(next, b, sizeof(b));
 	if (strcmp(a, b) != 0) {
 		restart_warn("cache.size", a, b);
 		n++;
+		next->cache.size_bytes = running->cache.size_bytes;
+		next->cache.size_percent = running->cache.size_percent;
 	}
 	return n;
 }
@@ -239,18 +279,12 @@ int mount_reload(struct fs *fs, const struct mount_reload *rl)
 		log_msg(LOG_ERR, "reload: %s", err);
 		goto fail;
 	}
-	mount_reload_restart_keys(rl->running, rg->cfg);
-	/* The listing (no pinned manifest) goes through the same source
-	 * URL: a changed one was reported above and is not used. */
-	if (rg->cfg->source.manifest == NULL &&
-	    strcmp(rg->cfg->source.url, rl->running->source.url) != 0) {
-		log_msg(LOG_ERR,
-			"reload: no pinned manifest and source.url changed: "
-			"the new listing would not match the source this "
-			"mount reads from; restart the mount");
-		rc = -EINVAL;
+	/* From here on the new config holds the running values of those
+	 * keys, so a listing or a manifest URL goes to the source the mount
+	 * reads from, with its options. */
+	rc = mount_reload_keep_restart_keys(rl->running, rg->cfg);
+	if (rc < 0)
 		goto fail;
-	}
 	rc = dataset_load(rg->cfg, false, &rg->ds);
 	if (rc < 0)
 		goto fail; /* logged with the reason */

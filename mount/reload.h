@@ -8,8 +8,9 @@
  * Only [shard] and [source] manifest / manifest_sha256 (and allow_empty,
  * which only judges a listing) take effect live; every other key that
  * changed is logged as a warning, "KEY changed: needs a restart; keeping
- * VALUE", and the mount goes on with the value it started with (the
- * backend, the cache, the mount and the logs are set up once). A config
+ * VALUE", and the reload goes on with the value the mount started with
+ * (the backend, the cache, the mount and the logs are set up once; a
+ * listing or manifest URL is read from the running source). A config
  * that does not parse, a manifest that does not load or does not match
  * its pin, or a plan that cannot be computed fails the reload: the error
  * is logged and the old tree stays.
@@ -43,9 +44,11 @@ int mount_reload(struct fs *fs, const struct mount_reload *rl);
 /* mount_reload as an fs_hooks reload hook (arg: struct mount_reload). */
 int mount_reload_hook(struct fs *fs, void *arg);
 
-/* Logs a warning for each key that differs between running and next
- * and cannot change without a restart. Returns how many. */
-int mount_reload_restart_keys(const struct config *running,
-			      const struct config *next);
+/* For each key that cannot change without a restart and differs between
+ * running and next: logs a warning naming it and sets it in next back to
+ * its running value. Returns how many, or -ENOMEM (next then partly
+ * reset; free it). */
+int mount_reload_keep_restart_keys(const struct config *running,
+				   struct config *next);
 
 #endif

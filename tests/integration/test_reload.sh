@@ -149,11 +149,14 @@ ranks_are "(c)" "rank-0 rank-2"
 
 # (d) a changed cache dir: warned about, not used; the rest reloads
 conf 4 "0-3" "$T/mA.tsv" "$DIGEST_A" "$T/cache2"
+printf '[prefetch]\nfiles = 3\n' >>"$C"
 reload
 GEN=$((GEN + 1))
 check "(d) changed cache dir: reload goes on" test "$OUTCOME" = reloaded
 check "(d) the warning names the key and the kept value" \
 	grep -q "reload: cache.dir changed: needs a restart; keeping \"$T/cache\"" "$LOG"
+check "(d) every changed restart key is named" \
+	grep -q "reload: prefetch.files changed: needs a restart; keeping 32" "$LOG"
 check "(d) the new cache dir is not used" test ! -e "$T/cache2"
 plan_matches "(d)"
 ranks_are "(d)" "rank-0 rank-1 rank-2 rank-3"
