@@ -6,7 +6,9 @@
 #   keep reading), (c) a config with a syntax error (old tree kept, error
 #   logged), (d) a changed cache dir (a warning names the key; the old
 #   cache stays), (e) a new pinned manifest, (f) a digest that does not
-#   match the pinned manifest (old tree kept).
+#   match the pinned manifest (old tree kept); then over s3rver with no
+#   pinned manifest: a reload lists the bucket again (new objects appear)
+#   and takes a new world_size, under 8 readers again.
 # After each reload .shardfs/plan must be `shardfs plan` of the config in
 # force; the mount must never go away (same daemon, same mount), the
 # readers must see 0 errors and 0 wrong bytes, and once they stop every
@@ -71,7 +73,7 @@ reload() {
 	OUTCOME=timeout
 	for _ in $(seq 600); do
 		if [ "$(grep -c -E 'reloaded: generation|reload failed' "$LOG")" -gt "$before" ]; then
-			if tail -n 50 "$LOG" | grep -E 'reloaded: generation|reload failed' | tail -1 | grep -q 'reloaded'; then
+			if grep -E 'reloaded: generation|reload failed' "$LOG" | tail -1 | grep -q 'reloaded'; then
 				OUTCOME=reloaded
 			else
 				OUTCOME=failed
@@ -228,7 +230,98 @@ fi
 check "old generations 0..$((GEN - 1)) freed" freed_all
 check "current generation $GEN not freed" bash -c "! grep -q 'generation $GEN freed' '$LOG'"
 
-check "unmount" umount_shardfs "$M" "$PID"
+if umount_shardfs "$M" "$PID"; then
+	ok "unmount"
+else
+	fail "unmount" "daemon alive: $(kill -0 "$PID" 2>/dev/null && echo yes || echo no); $(grep -v debug "$LOG" | tail -5; grep " $(realpath "$M") " /proc/mounts)"
+fi
 check "no error or sanitizer report in the log" bash -c \
+	"! grep -E 'ERROR: (Address|Thread)Sanitizer|WARNING: ThreadSanitizer|runtime error' '$LOG'"
+
+# --- S3 (s3rver), no pinned manifest: a reload lists the bucket again ------
+. "$HERE/s3/s3rver.sh"
+for v in $(env | sed -n 's/^\(AWS_[A-Z_0-9]*\)=.*/\1/p'); do unset "$v"; done
+export AWS_EC2_METADATA_DISABLED=true
+export AWS_SHARED_CREDENTIALS_FILE=$T/no-credentials-file
+export AWS_CONFIG_FILE=$T/no-aws-config
+export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER
+export AWS_DEFAULT_REGION=us-east-1
+if ! command -v node >/dev/null || ! s3rver_install || ! s3rver_start "$T/s3data" bkt; then
+	fail "s3rver"
+	finish
+fi
+aws_s3() { /usr/bin/aws --endpoint-url "$S3_EP" s3 "$@" --only-show-errors; }
+S3SRC=$T/s3src
+make_dataset "$S3SRC" 120
+check "s3: upload" aws_s3 cp --recursive "$S3SRC" "s3://bkt/ds/"
+s3conf() { # s3conf WORLD_SIZE
+	cat >"$C.tmp" <<EOF
+[source]
+url = s3://bkt/ds/
+endpoint = $S3_EP
+[shard]
+world_size = $1
+[cache]
+dir = $T/s3cache
+EOF
+	mv "$C.tmp" "$C"
+}
+s3conf 2
+M=$T/s3mnt
+if ! mount_shardfs "$C" "$M" -v; then
+	fail "s3 mount"
+	finish
+fi
+PID=$LAST_PID
+LOG=$LAST_LOG
+MOUNTLINE=$(grep " $(realpath "$M") fuse" /proc/mounts)
+rm -f "$T/stop"
+/usr/bin/python3 "$HERE/reload_readers.py" "$M" "$S3SRC" 8 "$T/stop" \
+	"$T/s3readers.json" >"$T/s3readers.out" 2>&1 &
+READERS=$!
+PIDS+=("$READERS")
+for _ in $(seq 600); do
+	grep -q ready "$T/s3readers.out" && break
+	kill -0 "$READERS" 2>/dev/null || break
+	sleep 0.1
+done
+check "s3: 8 readers started" grep -q ready "$T/s3readers.out"
+
+# New objects in the bucket: the reload's listing finds them.
+mkdir -p "$S3SRC/more"
+for i in $(seq 30); do head -c $((i * 1499)) /dev/urandom >"$S3SRC/more/m$i.bin"; done
+aws_s3 cp --recursive "$S3SRC/more" "s3://bkt/ds/more/"
+reload
+check "s3: reload after an upload" test "$OUTCOME" = reloaded
+check "s3: the new listing has 150 objects" grep -q "reloaded: generation 1, 150 objects" "$LOG"
+plan_matches "s3"
+n=$(find "$M"/rank-* -type f | wc -l)
+check "s3: 150 files in the tree" test "$n" -eq 150
+s3conf 3
+reload
+check "s3: world_size 2 -> 3 reloads" test "$OUTCOME" = reloaded
+plan_matches "s3 world_size 3"
+ranks_are "s3 world_size 3" "rank-0 rank-1 rank-2"
+sleep 1
+touch "$T/stop"
+for _ in $(seq 600); do kill -0 "$READERS" 2>/dev/null || break; sleep 0.1; done
+wait "$READERS" 2>/dev/null
+if [ -s "$T/s3readers.json" ]; then
+	read -r errs wrong files < <(/usr/bin/python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+print(len(r["errors"]), len(r["wrong"]), r["files"])
+for e in r["errors"][:10] + r["wrong"][:10]: print(e, file=sys.stderr)
+' "$T/s3readers.json")
+	echo "# s3 readers: $files files verified"
+	check "s3 readers: 0 errors" test "$errs" -eq 0
+	check "s3 readers: 0 wrong bytes" test "$wrong" -eq 0
+	check "s3 readers read files across the reloads" test "$files" -gt 50
+else
+	fail "s3 readers" "no result: $(tail -5 "$T/s3readers.out")"
+fi
+check "s3: same daemon, same mount" test "$(grep " $(realpath "$M") fuse" /proc/mounts)" = "$MOUNTLINE"
+check "s3: unmount" umount_shardfs "$M" "$PID"
+check "s3: no sanitizer report in the log" bash -c \
 	"! grep -E 'ERROR: (Address|Thread)Sanitizer|WARNING: ThreadSanitizer|runtime error' '$LOG'"
 finish
