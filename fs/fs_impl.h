@@ -115,13 +115,15 @@ struct fs {
 	/* gens_lock protects current, the gens list and next_gen: readers
 	 * (every request) find a generation and take a reference under the
 	 * read lock; fs_swap and the last fs_gen_put change the list under
-	 * the write lock. Lock order: swap_lock, then gens_lock, then a
-	 * generation's ctrl_lock; none is held across a reply or I/O. */
+	 * the write lock. Lock order: swap_lock, then gens_lock; a
+	 * generation's ctrl_lock is never taken with either held. Neither
+	 * gens_lock nor ctrl_lock is held across a reply or I/O; swap_lock,
+	 * which only fs_swap takes, is held across its notifications to the
+	 * kernel (no request handler ever waits for it). */
 	pthread_rwlock_t gens_lock;
 	struct fs_gen *current;
 	struct fs_gen *gens; /* every generation not yet freed */
 	uint32_t next_gen;
-	uint64_t reloads;	   /* atomic: generations made by fs_swap */
 	pthread_mutex_t swap_lock; /* one fs_swap at a time */
 
 	struct fuse_session *se; /* set before the loop starts */

@@ -331,7 +331,6 @@ int fs_swap(struct fs *fs, const struct fs_data *data,
 	fs->current = g;
 	fs->next_gen++;
 	pthread_rwlock_unlock(&fs->gens_lock);
-	__atomic_add_fetch(&fs->reloads, 1, __ATOMIC_RELAXED);
 	/* Same function and context: this only forgets the prefetcher's
 	 * per-order state. Orders carry the generation id, so opens of the
 	 * old tree and of the new one never share a slot anyway. */
