@@ -190,7 +190,10 @@ typedef bool (*cache_order_fn)(void *ctx, uint64_t order, uint64_t pos,
 			       struct cache_object *out);
 
 /* Sets (fn NULL: clears) where the prefetcher finds the files after an
- * opened one. Call while no cache_file is open. */
+ * opened one, and forgets every order's prefetch state. To change fn or
+ * ctx, call while no cache_file is open; setting the same ones again is
+ * safe at any time (a mount's reload does, to start the new plan's orders
+ * afresh). */
 void cache_set_order(struct cache *c, cache_order_fn fn, void *ctx);
 
 #define CACHE_NO_ORDER UINT64_MAX

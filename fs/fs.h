@@ -2,14 +2,18 @@
  * fs: the FUSE low-level filesystem over a view (docs/DESIGN.md §3, §8).
  *
  * Read-only: every mutating request gets EROFS, and the mount itself is
- * "ro". The view is immutable while mounted, so entries and attributes get
- * day-long timeouts, files open with keep_cache, and the kernel is asked for
- * 1 MiB read requests. File data comes only through cache/; this layer never
- * talks to a backend.
+ * "ro". What a mount serves (a generation: manifest, plan, view) is
+ * immutable, so entries and attributes get day-long timeouts, files open
+ * with keep_cache, and the kernel is asked for 1 MiB read requests. A
+ * reload (fs_swap) makes a new generation with new inode numbers instead of
+ * changing one; the old one serves its open files and known inodes until
+ * the kernel lets go of them. File data comes only through cache/; this
+ * layer never talks to a backend.
  *
  * Threads: libfuse's multithreaded loop (or one thread with single_thread).
- * Shared state is the immutable view, relaxed atomic counters, and the
- * lazily built control file texts behind one mutex.
+ * Shared state is the immutable generations (reference counted), relaxed
+ * atomic counters, and the lazily built control file texts behind one
+ * mutex per generation.
  */
 #ifndef SHARDFS_FS_H
 #define SHARDFS_FS_H
@@ -33,7 +37,8 @@ struct fs_options {
 	unsigned max_threads; /* worker threads; 0 = 64 */
 };
 
-/* What the filesystem serves; all borrowed, all must outlive fs_run(). */
+/* What the filesystem serves; all borrowed. fs_run()'s must outlive it;
+ * fs_swap()'s until its release callback. */
 struct fs_data {
 	const struct manifest *manifest;
 	const struct shard_spec *spec;
@@ -66,6 +71,25 @@ struct fs_hooks {
  * connection was aborted while serving (each logged). */
 int fs_run(const struct fs_options *opt, const struct fs_data *data,
 	   const struct fs_hooks *hooks);
+
+/* Makes data the mount's new generation (a reload without unmount):
+ * lookups through the root see the new tree at once, the kernel is told to
+ * drop what it cached of the root (its entries and listing), and inodes and
+ * open files of earlier generations keep reading their own tree until the
+ * kernel lets go of them. data's pointers are borrowed until
+ * release(owner) (may be NULL) is called: once, when the generation is
+ * freed, from any thread (a FUSE worker, fs_swap's caller at the next
+ * swap, or fs_run's at the end), never while a request still uses it.
+ * data->cache must be the mount's cache. The caller must not be a FUSE
+ * request handler of this mount (the invalidation could wait on it): call
+ * it from fs_hooks' reload. Returns 0, or -ENOMEM or -EOVERFLOW (ids run
+ * out after 2^32 - 1 reloads) with nothing changed and release not
+ * called. */
+int fs_swap(struct fs *fs, const struct fs_data *data,
+	    void (*release)(void *owner), void *owner);
+
+/* The current generation's number (0 at mount, +1 per fs_swap). */
+uint32_t fs_generation(struct fs *fs);
 
 /* Writes the text of .shardfs/stats (Prometheus text format). Thread-safe.
  * Returns 0 or -EIO if the stream failed. */

@@ -1,6 +1,30 @@
 /*
- * fs_impl: what the FUSE handlers (fuse_ops.c) and the session that runs
- * them (session.c) share. Not for use outside fs/.
+ * fs_impl: what the FUSE handlers (fuse_ops.c), the generations (gen.c)
+ * and the session that runs them (session.c) share. Not for use outside
+ * fs/.
+ *
+ * Generations. What a mount serves (manifest, plan, view, the order tables,
+ * the control texts) is one generation, immutable once built. A reload
+ * (fs_swap) builds a new one and makes it current; the old one is retired
+ * and freed once nothing can reach it any more. A FUSE inode number names
+ * its generation in its high 32 bits and its view node in its low 32
+ * (FS_INO), so a request on an inode of a retired generation still finds
+ * that generation's node, never another tree's node with the same number.
+ * Generation 0 (the one the mount started with) therefore keeps the plain
+ * view inode numbers. The root is the exception: FUSE_ROOT_ID always means
+ * the current generation's root, since the kernel never forgets it.
+ *
+ * Lifetime: gen->refs counts what can still reach a generation:
+ *   1 while it is current,
+ *   + the kernel's lookups of its inodes (each positive lookup reply and
+ *     readdirplus entry; each FORGET subtracts its nlookup),
+ *   + its open files and directories' handles (open to release),
+ *   + the requests working on it right now (fs_gen_get to fs_gen_put).
+ * The kernel does not forget an inode it still uses (an open file, a
+ * cwd, a cached dentry), so refs cannot reach 0 while a request can still
+ * name one of its inodes; whoever drops refs to 0 unlinks it from
+ * fs->gens and frees it. fs_gen_get only takes a reference while refs is
+ * not 0 (a generation at 0 is being freed and is gone for good).
  */
 #ifndef SHARDFS_FS_IMPL_H
 #define SHARDFS_FS_IMPL_H
@@ -14,14 +38,26 @@
 
 #include "fs/fs.h"
 
-#define FS_TIMEOUT (24.0 * 3600) /* the view cannot change while mounted */
-#define FS_IO_SIZE (1u << 20)	 /* read request size asked of the kernel */
+/* Entries and attributes of a generation never change; a reload makes new
+ * inodes and tells the kernel to drop the root's entries (fs_swap). */
+#define FS_TIMEOUT (24.0 * 3600)
+/* ... except the root's own entries and attributes (fuse_ops.c). */
+#define FS_ROOT_TIMEOUT 1.0
+#define FS_IO_SIZE (1u << 20) /* read request size asked of the kernel */
 /* Worker threads (made on demand). Well above the kernel's limit on
  * background requests (max_background, 12), which is what bounds the
  * reads in flight: however many of those wait on a slow store, lookups,
  * opens and the .shardfs/ control files still find a thread. */
 #define FS_THREADS_DEFAULT 64
 #define FS_BLKSIZE (1u << 20) /* st_blksize: readers buffer this much */
+
+/* Inode numbers: generation id << 32 | view inode (the root: 1). */
+#define FS_INO(gen_id, view_ino)                                               \
+	((view_ino) == FUSE_ROOT_ID                                            \
+		 ? (uint64_t)FUSE_ROOT_ID                                      \
+		 : ((uint64_t)(gen_id) << 32 | (uint64_t)(view_ino)))
+#define FS_INO_GEN(ino) ((uint32_t)((uint64_t)(ino) >> 32))
+#define FS_INO_VIEW(ino) ((uint64_t)(ino)&UINT32_MAX)
 
 struct ctrl_text {
 	char *buf;
@@ -35,8 +71,36 @@ struct ctrl_handle {
 	struct ctrl_text snapshot; /* stats: owned by the handle */
 };
 
-struct fs {
+struct fs_gen {
+	uint32_t id; /* the high 32 bits of its inode numbers */
 	struct fs_data d;
+	/* Called once when the generation is freed (NULL: nothing). */
+	void (*release)(void *owner);
+	void *owner;
+
+	/* Where each manifest item sits in its rank's order (the
+	 * prefetcher's hint), UINT32_MAX for items no rank reads;
+	 * immutable. */
+	uint32_t *item_rank;
+	uint32_t *item_pos;
+
+	/* Immutable control texts, built on first use. Slots: 0 manifest,
+	 * 1 plan, 2 + r rank r's order. */
+	pthread_mutex_t ctrl_lock; /* protects ctrl[] */
+	struct ctrl_text **ctrl;
+	size_t n_ctrl;
+
+	uint64_t refs; /* atomic; see the file comment */
+	/* Atomic: lookups and readdirplus of the root working on this
+	 * generation. fs_swap waits for them to end before telling the
+	 * kernel to drop the root's entries, so no reply naming the old
+	 * tree lands after the invalidation (it would stay a day). */
+	uint64_t root_ops;
+	struct fs_gen *next; /* protected by fs->gens_lock */
+};
+
+struct fs {
+	struct cache *cache; /* shared by every generation */
 	uid_t uid;
 	gid_t gid;
 	struct timespec mount_time; /* realtime: directory times */
@@ -48,27 +112,50 @@ struct fs {
 	uint64_t read_bytes;
 	uint64_t read_errors;
 
-	/* Where each manifest item sits in its rank's order (the
-	 * prefetcher's hint), UINT32_MAX for items no rank reads; built at
-	 * mount, immutable. */
-	uint32_t *item_rank;
-	uint32_t *item_pos;
-
-	/* Immutable control texts, built on first use. Slots: 0 manifest,
-	 * 1 plan, 2 + r rank r's order. */
-	pthread_mutex_t ctrl_lock; /* protects ctrl[] */
-	struct ctrl_text **ctrl;
-	size_t n_ctrl;
+	/* gens_lock protects current, the gens list and next_gen: readers
+	 * (every request) find a generation and take a reference under the
+	 * read lock; fs_swap and the last fs_gen_put change the list under
+	 * the write lock. Lock order: swap_lock, then gens_lock; a
+	 * generation's ctrl_lock is never taken with either held. Neither
+	 * gens_lock nor ctrl_lock is held across a reply or I/O; swap_lock,
+	 * which only fs_swap takes, is held across its notifications to the
+	 * kernel (no request handler ever waits for it). */
+	pthread_rwlock_t gens_lock;
+	struct fs_gen *current;
+	struct fs_gen *gens; /* every generation not yet freed */
+	uint32_t next_gen;
+	pthread_mutex_t swap_lock; /* one fs_swap at a time */
 
 	struct fuse_session *se; /* set before the loop starts */
 };
 
 extern const struct fuse_lowlevel_ops fs_ops;
 
-/* Sets up fs's state over data (borrowed; it must outlive fs): control
- * text slots, the item order tables, the cache's order callback. Returns
- * 0 or -ENOMEM; fs_state_destroy() undoes either way. */
+/* Sets up fs's state over data (borrowed; it must outlive fs) as
+ * generation 0. Returns 0 or -ENOMEM; fs_state_destroy() undoes either
+ * way. */
 int fs_state_init(struct fs *fs, const struct fs_data *data);
+/* Frees every generation left (the loop has ended: no request runs). */
 void fs_state_destroy(struct fs *fs);
+
+/* The generation with this id with a reference taken (NULL if it is gone);
+ * FUSE_ROOT_ID's, the current one, through fs_gen_current(). */
+struct fs_gen *fs_gen_get(struct fs *fs, uint32_t id);
+struct fs_gen *fs_gen_current(struct fs *fs);
+/* The generation of inode ino (the current one for the root), with a
+ * reference, or NULL. */
+struct fs_gen *fs_gen_of_ino(struct fs *fs, fuse_ino_t ino);
+/* Adds n references to g, which the caller already holds one of. */
+void fs_gen_ref(struct fs_gen *g, uint64_t n);
+/* Drops n references; the last frees g. */
+void fs_gen_put(struct fs *fs, struct fs_gen *g, uint64_t n);
+/* Number of generations not yet freed (tests, stats). */
+size_t fs_gen_count(struct fs *fs);
+
+/* The prefetcher's order callback (ctx: the fs). Orders are
+ * gen id << 32 | rank (FS_ORDER), so a reload never mixes two plans. */
+#define FS_ORDER(gen_id, rank) ((uint64_t)(gen_id) << 32 | (uint64_t)(rank))
+bool fs_order_object(void *ctx, uint64_t order, uint64_t pos,
+		     struct cache_object *out);
 
 #endif

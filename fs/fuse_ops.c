@@ -1,9 +1,12 @@
 /*
  * fs: the FUSE low-level handlers. See fs.h.
  *
- * Inode numbers are view node numbers; lookups are never counted because
- * nodes never go away while mounted (forget is a no-op). Every handler
- * replies exactly once.
+ * Every handler resolves its inode to a generation and a node of that
+ * generation's view (fs_impl.h: the generation id is the inode's high 32
+ * bits), holding a reference on the generation until it is done, including
+ * what it does after its reply. Positive lookup replies and readdirplus
+ * entries are counted as references until the kernel FORGETs them; open
+ * handles until release. Every handler replies exactly once.
  *
  * Control files: manifest.tsv, plan and rank-R.order never change, so their
  * text is built on first use (getattr or open), kept, and served with
@@ -36,9 +39,28 @@ static struct fs *fs_of(fuse_req_t req)
 	return fuse_req_userdata(req);
 }
 
-static const struct view_node *node_of(struct fs *fs, fuse_ino_t ino)
+/* The generation (with a reference) and node of ino, or NULL for both
+ * (ENOENT: an inode this mount never gave out, or of a generation the
+ * kernel had already forgotten). */
+static struct fs_gen *node_of(struct fs *fs, fuse_ino_t ino,
+			      const struct view_node **n)
 {
-	return view_node(fs->d.view, ino);
+	struct fs_gen *g = fs_gen_of_ino(fs, ino);
+
+	*n = NULL;
+	if (g == NULL)
+		return NULL;
+	*n = view_node(g->d.view, FS_INO_VIEW(ino));
+	if (*n == NULL) {
+		fs_gen_put(fs, g, 1);
+		return NULL;
+	}
+	return g;
+}
+
+static fuse_ino_t ino_of(const struct fs_gen *g, const struct view_node *n)
+{
+	return FS_INO(g->id, view_ino(g->d.view, n));
 }
 
 static size_t ctrl_slot(const struct view_node *n)
@@ -58,9 +80,11 @@ int fs_stats_write(struct fs *fs, FILE *f)
 	struct control_stats st = { 0 };
 	struct cache_stats cs;
 	struct timespec now;
+	struct fs_gen *g;
+	int rc;
 
 	clock_gettime(CLOCK_MONOTONIC, &now);
-	cache_stats_get(fs->d.cache, &cs);
+	cache_stats_get(fs->cache, &cs);
 	st.uptime_seconds = (uint64_t)(now.tv_sec - fs->start_mono.tv_sec);
 	st.open_files = __atomic_load_n(&fs->open_files, __ATOMIC_RELAXED);
 	st.reads = __atomic_load_n(&fs->reads, __ATOMIC_RELAXED);
@@ -70,11 +94,14 @@ int fs_stats_write(struct fs *fs, FILE *f)
 	st.backend_bytes = cs.backend_bytes;
 	st.backend_errors = cs.backend_errors;
 	st.cache = cs;
-	return control_write_stats(f, fs->d.manifest, fs->d.plan, &st);
+	g = fs_gen_current(fs);
+	rc = control_write_stats(f, g->d.manifest, g->d.plan, &st);
+	fs_gen_put(fs, g, 1);
+	return rc;
 }
 
-static int ctrl_generate(struct fs *fs, const struct view_node *n,
-			 struct ctrl_text *out)
+static int ctrl_generate(struct fs *fs, struct fs_gen *g,
+			 const struct view_node *n, struct ctrl_text *out)
 {
 	FILE *f;
 	int rc;
@@ -86,14 +113,13 @@ static int ctrl_generate(struct fs *fs, const struct view_node *n,
 		return -ENOMEM;
 	switch (n->ctrl) {
 	case VIEW_CTRL_MANIFEST:
-		rc = manifest_write(fs->d.manifest, f);
+		rc = manifest_write(g->d.manifest, f);
 		break;
 	case VIEW_CTRL_PLAN:
-		rc = control_write_plan(f, fs->d.manifest, fs->d.spec,
-					fs->d.plan);
+		rc = control_write_plan(f, g->d.manifest, g->d.spec, g->d.plan);
 		break;
 	case VIEW_CTRL_ORDER:
-		rc = control_write_order(f, fs->d.manifest, fs->d.plan,
+		rc = control_write_order(f, g->d.manifest, g->d.plan,
 					 n->u.rank);
 		break;
 	default:
@@ -111,37 +137,38 @@ static int ctrl_generate(struct fs *fs, const struct view_node *n,
 }
 
 /* The kept text of an immutable control file, built on first use. */
-static int ctrl_get(struct fs *fs, const struct view_node *n,
+static int ctrl_get(struct fs *fs, struct fs_gen *g, const struct view_node *n,
 		    const struct ctrl_text **out)
 {
 	size_t slot = ctrl_slot(n);
 	struct ctrl_text *t;
 	int rc = 0;
 
-	pthread_mutex_lock(&fs->ctrl_lock);
-	t = fs->ctrl[slot];
+	pthread_mutex_lock(&g->ctrl_lock);
+	t = g->ctrl[slot];
 	if (t == NULL) {
 		t = malloc(sizeof(*t));
 		if (t == NULL)
 			rc = -ENOMEM;
-		else if ((rc = ctrl_generate(fs, n, t)) < 0)
+		else if ((rc = ctrl_generate(fs, g, n, t)) < 0)
 			free(t);
 		else
-			fs->ctrl[slot] = t;
+			g->ctrl[slot] = t;
 	}
-	pthread_mutex_unlock(&fs->ctrl_lock);
+	pthread_mutex_unlock(&g->ctrl_lock);
 	if (rc == 0)
 		*out = t;
 	return rc;
 }
 
-static int fill_attr(struct fs *fs, const struct view_node *n, struct stat *st)
+static int fill_attr(struct fs *fs, struct fs_gen *g, const struct view_node *n,
+		     struct stat *st)
 {
 	const struct ctrl_text *t;
 	int rc;
 
 	memset(st, 0, sizeof(*st));
-	st->st_ino = view_ino(fs->d.view, n);
+	st->st_ino = ino_of(g, n);
 	st->st_uid = fs->uid;
 	st->st_gid = fs->gid;
 	st->st_nlink = n->nlink;
@@ -153,7 +180,7 @@ static int fill_attr(struct fs *fs, const struct view_node *n, struct stat *st)
 		break;
 	case VIEW_FILE: {
 		const struct manifest_entry *e =
-			&fs->d.manifest->entries[n->u.item];
+			&g->d.manifest->entries[n->u.item];
 
 		st->st_mode = S_IFREG | 0444;
 		st->st_size = (off_t)e->size;
@@ -169,7 +196,7 @@ static int fill_attr(struct fs *fs, const struct view_node *n, struct stat *st)
 		st->st_mode = S_IFREG | 0444;
 		st->st_mtim = fs->mount_time;
 		if (n->ctrl != VIEW_CTRL_STATS) {
-			rc = ctrl_get(fs, n, &t);
+			rc = ctrl_get(fs, g, n, &t);
 			if (rc < 0)
 				return rc;
 			st->st_size = (off_t)t->len;
@@ -182,13 +209,23 @@ static int fill_attr(struct fs *fs, const struct view_node *n, struct stat *st)
 	return 0;
 }
 
-static int fill_entry(struct fs *fs, fuse_ino_t ino, struct fuse_entry_param *e)
+/* The root's entries and attributes are what a reload changes: the
+ * kernel keeps them for a second only, so that a reply that raced past
+ * fs_swap's invalidation is corrected within a second. Everything below
+ * the root belongs to one generation and never changes. */
+static double timeout_of(const struct view_node *n)
+{
+	return n->parent == 0 ? FS_ROOT_TIMEOUT : FS_TIMEOUT;
+}
+
+static int fill_entry(struct fs *fs, struct fs_gen *g,
+		      const struct view_node *n, struct fuse_entry_param *e)
 {
 	memset(e, 0, sizeof(*e));
-	e->ino = ino;
-	e->attr_timeout = FS_TIMEOUT;
-	e->entry_timeout = FS_TIMEOUT;
-	return fill_attr(fs, node_of(fs, ino), &e->attr);
+	e->ino = ino_of(g, n);
+	e->attr_timeout = timeout_of(n);
+	e->entry_timeout = timeout_of(n);
+	return fill_attr(fs, g, n, &e->attr);
 }
 
 static void fs_op_init(void *userdata, struct fuse_conn_info *conn)
@@ -212,7 +249,8 @@ static void fs_op_init(void *userdata, struct fuse_conn_info *conn)
 			log_msg(LOG_INFO, "kernel lacks FUSE capability %s",
 				wanted[i].name);
 	}
-	/* The view never changes: no need to re-validate cached pages. */
+	/* A generation never changes (a reload makes new inodes): no need
+	 * to re-validate cached pages. */
 	conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
 	/* max_write also sets max_pages, which is what lets the kernel send
 	 * 1 MiB reads; max_read must match the max_read mount option. */
@@ -224,37 +262,72 @@ static void fs_op_init(void *userdata, struct fuse_conn_info *conn)
 static void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fs *fs = fs_of(req);
-	const struct view_node *dir = node_of(fs, parent);
+	const struct view_node *dir;
+	struct fs_gen *g = node_of(fs, parent, &dir);
 	struct fuse_entry_param e;
 	uint64_t ino;
 	int rc;
 
-	if (dir == NULL) {
+	if (g == NULL) {
 		fuse_reply_err(req, ENOENT);
 		return;
 	}
-	rc = view_lookup(fs->d.view, dir, name, strlen(name), &ino);
+	if (parent == FUSE_ROOT_ID)
+		__atomic_add_fetch(&g->root_ops, 1, __ATOMIC_ACQ_REL);
+	rc = view_lookup(g->d.view, dir, name, strlen(name), &ino);
 	if (rc == 0)
-		rc = fill_entry(fs, ino, &e);
-	if (rc < 0) {
+		rc = fill_entry(fs, g, view_node(g->d.view, ino), &e);
+	if (rc == -ENOENT) {
 		/* A negative entry with a timeout lets the kernel cache
 		 * misses too, e.g. for probes of files that never exist. */
-		if (rc == -ENOENT) {
-			memset(&e, 0, sizeof(e));
-			e.entry_timeout = FS_TIMEOUT;
-			fuse_reply_entry(req, &e);
-			return;
-		}
+		memset(&e, 0, sizeof(e));
+		e.entry_timeout =
+			parent == FUSE_ROOT_ID ? FS_ROOT_TIMEOUT : FS_TIMEOUT;
+		fuse_reply_entry(req, &e);
+	} else if (rc < 0) {
 		fuse_reply_err(req, -rc);
+	} else {
+		/* The kernel counts the lookup once it has the reply, and
+		 * may FORGET it at once: count it first. */
+		fs_gen_ref(g, 1);
+		if (fuse_reply_entry(req, &e) != 0)
+			fs_gen_put(fs, g, 1); /* interrupted: not counted */
+	}
+	if (parent == FUSE_ROOT_ID)
+		__atomic_sub_fetch(&g->root_ops, 1, __ATOMIC_ACQ_REL);
+	fs_gen_put(fs, g, 1);
+}
+
+/* The kernel dropped nlookup lookups of ino (never of the root, which it
+ * does not count). */
+static void forget_one(struct fs *fs, fuse_ino_t ino, uint64_t nlookup)
+{
+	struct fs_gen *g;
+
+	if (ino == FUSE_ROOT_ID || nlookup == 0)
+		return;
+	g = fs_gen_get(fs, FS_INO_GEN(ino));
+	if (g == NULL) {
+		log_msg(LOG_WARNING, "forget of inode %llu: no generation %u",
+			(unsigned long long)ino, FS_INO_GEN(ino));
 		return;
 	}
-	fuse_reply_entry(req, &e);
+	fs_gen_put(fs, g, nlookup + 1);
 }
 
 static void fs_op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
-	(void)ino;
-	(void)nlookup;
+	forget_one(fs_of(req), ino, nlookup);
+	fuse_reply_none(req);
+}
+
+static void fs_op_forget_multi(fuse_req_t req, size_t count,
+			       struct fuse_forget_data *forgets)
+{
+	struct fs *fs = fs_of(req);
+
+	for (size_t i = 0; i < count; i++)
+		forget_one(fs, forgets[i].ino, forgets[i].nlookup);
 	fuse_reply_none(req);
 }
 
@@ -262,59 +335,91 @@ static void fs_op_getattr(fuse_req_t req, fuse_ino_t ino,
 			  struct fuse_file_info *fi)
 {
 	struct fs *fs = fs_of(req);
-	const struct view_node *n = node_of(fs, ino);
+	const struct view_node *n;
+	struct fs_gen *g = node_of(fs, ino, &n);
 	struct stat st;
 	int rc;
 
 	(void)fi;
-	if (n == NULL) {
+	if (g == NULL) {
 		fuse_reply_err(req, ENOENT);
 		return;
 	}
-	rc = fill_attr(fs, n, &st);
+	rc = fill_attr(fs, g, n, &st);
 	if (rc < 0)
 		fuse_reply_err(req, -rc);
 	else
-		fuse_reply_attr(req, &st, FS_TIMEOUT);
+		fuse_reply_attr(req, &st, timeout_of(n));
+	fs_gen_put(fs, g, 1);
 }
 
+/* An open directory holds a reference on its generation (fi->fh) until
+ * releasedir. The root's listing, which a reload changes, is not kept by
+ * the kernel and always comes from the current generation (do_readdir). */
 static void fs_op_opendir(fuse_req_t req, fuse_ino_t ino,
 			  struct fuse_file_info *fi)
 {
 	struct fs *fs = fs_of(req);
-	const struct view_node *n = node_of(fs, ino);
+	const struct view_node *n;
+	struct fs_gen *g = node_of(fs, ino, &n);
 
-	if (n == NULL) {
+	if (g == NULL) {
 		fuse_reply_err(req, ENOENT);
 		return;
 	}
 	if (n->kind != VIEW_DIR) {
+		fs_gen_put(fs, g, 1);
 		fuse_reply_err(req, ENOTDIR);
 		return;
 	}
-	fi->cache_readdir = 1;
-	fi->keep_cache = 1;
-	fuse_reply_open(req, fi);
+	fi->cache_readdir = ino != FUSE_ROOT_ID;
+	fi->keep_cache = ino != FUSE_ROOT_ID;
+	fi->fh = (uint64_t)(uintptr_t)g;
+	/* The reference taken by node_of() becomes the handle's. */
+	if (fuse_reply_open(req, fi) != 0)
+		fs_gen_put(fs, g, 1);
+}
+
+static void fs_op_releasedir(fuse_req_t req, fuse_ino_t ino,
+			     struct fuse_file_info *fi)
+{
+	(void)ino;
+	fs_gen_put(fs_of(req), (struct fs_gen *)(uintptr_t)fi->fh, 1);
+	fuse_reply_err(req, 0);
 }
 
 /* Offsets: 1 is after ".", 2 after "..", 2 + i + 1 after child i. */
 static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-		       int plus)
+		       struct fuse_file_info *fi, int plus)
 {
 	struct fs *fs = fs_of(req);
-	const struct view_node *dir = node_of(fs, ino);
+	/* Held by the open directory; for the root, the current one: an
+	 * old tree's entries must not land in the kernel's dentries after
+	 * a reload (a listing that spans a reload may then skip or repeat
+	 * a name of the root, never of a rank's tree). */
+	struct fs_gen *g = ino == FUSE_ROOT_ID
+				   ? fs_gen_current(fs)
+				   : fs_gen_get(fs, FS_INO_GEN(ino));
+	const struct view_node *dir =
+		g != NULL ? view_node(g->d.view, FS_INO_VIEW(ino)) : NULL;
+	uint64_t counted = 0;
 	char *buf;
 	size_t used = 0;
 	off_t i;
 
+	(void)fi;
 	if (dir == NULL || dir->kind != VIEW_DIR) {
+		if (g != NULL)
+			fs_gen_put(fs, g, 1);
 		fuse_reply_err(req, dir == NULL ? ENOENT : ENOTDIR);
 		return;
 	}
+	if (plus && ino == FUSE_ROOT_ID)
+		__atomic_add_fetch(&g->root_ops, 1, __ATOMIC_ACQ_REL);
 	buf = malloc(size);
 	if (buf == NULL) {
 		fuse_reply_err(req, ENOMEM);
-		return;
+		goto out;
 	}
 	for (i = off; i < 2 + (off_t)dir->u.dir.count; i++) {
 		const struct view_node *n;
@@ -325,25 +430,25 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 		if (i < 2) {
 			n = i == 0 ? dir
-				   : view_node(fs->d.view, dir->parent + 1);
+				   : view_node(g->d.view, dir->parent + 1);
 			strcpy(name, i == 0 ? "." : "..");
 		} else {
-			n = view_child(fs->d.view, dir, (uint32_t)(i - 2));
+			n = view_child(g->d.view, dir, (uint32_t)(i - 2));
 			memcpy(name, n->name, n->name_len);
 			name[n->name_len] = '\0';
 		}
 		if (plus) {
 			/* Attributes travel with the entry: fill them all. */
-			rc = fill_entry(fs, view_ino(fs->d.view, n), &e);
+			rc = fill_entry(fs, g, n, &e);
 			if (rc < 0) {
 				free(buf);
 				fuse_reply_err(req, -rc);
-				return;
+				goto out;
 			}
 		} else {
 			/* Only the type and number are used. */
 			memset(&e, 0, sizeof(e));
-			e.attr.st_ino = view_ino(fs->d.view, n);
+			e.attr.st_ino = ino_of(g, n);
 			e.attr.st_mode =
 				n->kind == VIEW_DIR ? S_IFDIR : S_IFREG;
 		}
@@ -356,49 +461,42 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		if (need > size - used)
 			break;
 		used += need;
+		/* The kernel counts a lookup for every readdirplus entry
+		 * but "." and ".." (fuse_direntplus_link). */
+		if (plus && i >= 2)
+			counted++;
 	}
-	fuse_reply_buf(req, buf, used);
+	fs_gen_ref(g, counted);
+	if (fuse_reply_buf(req, buf, used) != 0)
+		fs_gen_put(fs, g, counted);
 	free(buf);
+out:
+	if (plus && ino == FUSE_ROOT_ID)
+		__atomic_sub_fetch(&g->root_ops, 1, __ATOMIC_ACQ_REL);
+	fs_gen_put(fs, g, 1);
 }
 
 static void fs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 			  off_t off, struct fuse_file_info *fi)
 {
-	(void)fi;
-	do_readdir(req, ino, size, off, 0);
+	do_readdir(req, ino, size, off, fi, 0);
 }
 
 static void fs_op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
 			      off_t off, struct fuse_file_info *fi)
 {
-	(void)fi;
-	do_readdir(req, ino, size, off, 1);
+	do_readdir(req, ino, size, off, fi, 1);
 }
 
-static void object_of(struct fs *fs, uint32_t item, struct cache_object *obj)
+static void object_of(struct fs_gen *g, uint32_t item, struct cache_object *obj)
 {
-	const struct manifest_entry *e = &fs->d.manifest->entries[item];
+	const struct manifest_entry *e = &g->d.manifest->entries[item];
 
 	obj->key = e->key;
 	obj->key_len = e->key_len;
 	obj->etag = e->etag;
 	obj->etag_len = e->etag_len;
 	obj->size = e->size;
-}
-
-/* The prefetcher's view of rank `order`: its non-pad items, in order. */
-static bool order_object(void *ctx, uint64_t order, uint64_t pos,
-			 struct cache_object *out)
-{
-	struct fs *fs = ctx;
-	const uint32_t *items;
-	size_t count, npad;
-
-	shard_plan_rank(fs->d.plan, order, &items, &count, &npad);
-	if (pos >= count - npad)
-		return false;
-	object_of(fs, items[pos], out);
-	return true;
 }
 
 /* Frees what fs_op_open() put in fi->fh. */
@@ -428,7 +526,7 @@ static void push_ready(struct fs *fs, fuse_ino_t ino, struct cache_file *cf,
 
 	if (size == 0 || size > FS_IO_SIZE || fs->se == NULL)
 		return;
-	buf = cache_buffer_alloc(fs->d.cache, (size_t)size);
+	buf = cache_buffer_alloc(fs->cache, (size_t)size);
 	if (buf == NULL)
 		return;
 	if (cache_file_read_ready(cf, 0, (size_t)size, buf) == (ssize_t)size) {
@@ -438,46 +536,50 @@ static void push_ready(struct fs *fs, fuse_ino_t ino, struct cache_file *cf,
 			log_msg(LOG_DEBUG, "page cache store of inode %lu: %s",
 				(unsigned long)ino, strerror(-rc));
 	}
-	cache_buffer_free(fs->d.cache, buf, (size_t)size);
+	cache_buffer_free(fs->cache, buf, (size_t)size);
 }
 
 static void fs_op_open(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
 	struct fs *fs = fs_of(req);
-	const struct view_node *n = node_of(fs, ino);
+	const struct view_node *n;
+	struct fs_gen *g = node_of(fs, ino, &n);
 	struct ctrl_handle *h;
 	int rc;
 
-	if (n == NULL) {
+	if (g == NULL) {
 		fuse_reply_err(req, ENOENT);
 		return;
 	}
-	if (n->kind == VIEW_DIR) {
-		fuse_reply_err(req, EISDIR);
-		return;
-	}
-	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
-		fuse_reply_err(req, EROFS);
+	rc = n->kind == VIEW_DIR ? -EISDIR : 0;
+	if (rc == 0 &&
+	    ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)))
+		rc = -EROFS;
+	if (rc < 0) {
+		fs_gen_put(fs, g, 1);
+		fuse_reply_err(req, -rc);
 		return;
 	}
 	fi->fh = 0;
 	if (n->kind == VIEW_CTRL) {
 		h = calloc(1, sizeof(*h));
 		if (h == NULL) {
+			fs_gen_put(fs, g, 1);
 			fuse_reply_err(req, ENOMEM);
 			return;
 		}
 		if (n->ctrl == VIEW_CTRL_STATS) {
-			rc = ctrl_generate(fs, n, &h->snapshot);
+			rc = ctrl_generate(fs, g, n, &h->snapshot);
 			h->text = &h->snapshot;
 			fi->direct_io = 1;
 		} else {
-			rc = ctrl_get(fs, n, &h->text);
+			rc = ctrl_get(fs, g, n, &h->text);
 			fi->keep_cache = 1;
 		}
 		if (rc < 0) {
 			free(h);
+			fs_gen_put(fs, g, 1);
 			fuse_reply_err(req, -rc);
 			return;
 		}
@@ -487,9 +589,10 @@ static void fs_op_open(fuse_req_t req, fuse_ino_t ino,
 		struct cache_object obj;
 		struct cache_file *cf;
 
-		object_of(fs, item, &obj);
-		rc = cache_file_open(fs->d.cache, &obj, &cf);
+		object_of(g, item, &obj);
+		rc = cache_file_open(fs->cache, &obj, &cf);
 		if (rc < 0) {
+			fs_gen_put(fs, g, 1);
 			fuse_reply_err(req, -rc);
 			return;
 		}
@@ -497,30 +600,44 @@ static void fs_op_open(fuse_req_t req, fuse_ino_t ino,
 		fi->keep_cache = 1;
 		push_ready(fs, ino, cf, obj.size);
 	}
+	/* The open handle holds a reference until release: its node, its
+	 * object's strings and its control text live in g. */
+	fs_gen_ref(g, 1);
 	__atomic_add_fetch(&fs->open_files, 1, __ATOMIC_RELAXED);
 	if (fuse_reply_open(req, fi) != 0) {
 		/* The opener went away (interrupted): no release follows. */
 		__atomic_sub_fetch(&fs->open_files, 1, __ATOMIC_RELAXED);
 		handle_free(n, fi);
+		fs_gen_put(fs, g, 1);
 	}
 	/* After the reply: the opener goes on while the next files of its
-	 * order are queued (n and the tables outlive every request). */
-	if (n->kind == VIEW_FILE && fs->item_rank[n->u.item] != UINT32_MAX)
-		cache_order_open(fs->d.cache, fs->item_rank[n->u.item],
-				 fs->item_pos[n->u.item]);
+	 * order are queued (this request's reference keeps g's tables and
+	 * strings alive through it). */
+	if (n->kind == VIEW_FILE && g->item_rank[n->u.item] != UINT32_MAX)
+		cache_order_open(fs->cache,
+				 FS_ORDER(g->id, g->item_rank[n->u.item]),
+				 g->item_pos[n->u.item]);
+	fs_gen_put(fs, g, 1);
 }
 
 static void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		       struct fuse_file_info *fi)
 {
 	struct fs *fs = fs_of(req);
-	const struct view_node *n = node_of(fs, ino);
+	const struct view_node *n;
+	struct fs_gen *g = node_of(fs, ino, &n);
 	const struct manifest_entry *e;
 	struct cache_object obj;
 	ssize_t got;
 	char *buf;
 
 	__atomic_add_fetch(&fs->reads, 1, __ATOMIC_RELAXED);
+	if (g == NULL) {
+		/* The open handle holds the generation: cannot happen. */
+		__atomic_add_fetch(&fs->read_errors, 1, __ATOMIC_RELAXED);
+		fuse_reply_err(req, ESTALE);
+		return;
+	}
 	if (n->kind == VIEW_CTRL) {
 		struct ctrl_handle *h = (struct ctrl_handle *)(uintptr_t)fi->fh;
 		const struct ctrl_text *t = h->text;
@@ -532,7 +649,9 @@ static void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 							  : size;
 		__atomic_add_fetch(&fs->read_bytes, len, __ATOMIC_RELAXED);
 		if (t != &h->snapshot) {
+			/* The text lives in g, which this request holds. */
 			fuse_reply_buf(req, len ? t->buf + off : NULL, len);
+			fs_gen_put(fs, g, 1);
 			return;
 		}
 		/* The kernel may deliver the reply, let the reader close the
@@ -540,24 +659,28 @@ static void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		 * fuse_reply_buf() returns here: reply from a copy. */
 		copy = malloc(len ? len : 1);
 		if (copy == NULL) {
+			fs_gen_put(fs, g, 1);
 			fuse_reply_err(req, ENOMEM);
 			return;
 		}
 		memcpy(copy, t->buf + off, len);
+		fs_gen_put(fs, g, 1);
 		fuse_reply_buf(req, copy, len);
 		free(copy);
 		return;
 	}
-	e = &fs->d.manifest->entries[n->u.item];
+	e = &g->d.manifest->entries[n->u.item];
 	if ((uint64_t)off >= e->size) {
+		fs_gen_put(fs, g, 1);
 		fuse_reply_buf(req, NULL, 0);
 		return;
 	}
 	if (size > e->size - (uint64_t)off)
 		size = (size_t)(e->size - (uint64_t)off);
 	/* Reply buffers count in the cache's memory budget. */
-	buf = cache_buffer_alloc(fs->d.cache, size);
+	buf = cache_buffer_alloc(fs->cache, size);
 	if (buf == NULL) {
+		fs_gen_put(fs, g, 1);
 		__atomic_add_fetch(&fs->read_errors, 1, __ATOMIC_RELAXED);
 		fuse_reply_err(req, ENOMEM);
 		return;
@@ -566,9 +689,10 @@ static void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		got = cache_file_read((struct cache_file *)(uintptr_t)fi->fh,
 				      (uint64_t)off, size, buf);
 	} else {
-		object_of(fs, n->u.item, &obj);
-		got = cache_read(fs->d.cache, &obj, (uint64_t)off, size, buf);
+		object_of(g, n->u.item, &obj);
+		got = cache_read(fs->cache, &obj, (uint64_t)off, size, buf);
 	}
+	fs_gen_put(fs, g, 1);
 	if (got < 0) {
 		__atomic_add_fetch(&fs->read_errors, 1, __ATOMIC_RELAXED);
 		/* The detail was logged where it was understood; a reader
@@ -579,17 +703,21 @@ static void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 				   __ATOMIC_RELAXED);
 		fuse_reply_buf(req, buf, (size_t)got);
 	}
-	cache_buffer_free(fs->d.cache, buf, size);
+	cache_buffer_free(fs->cache, buf, size);
 }
 
 static void fs_op_release(fuse_req_t req, fuse_ino_t ino,
 			  struct fuse_file_info *fi)
 {
 	struct fs *fs = fs_of(req);
-	const struct view_node *n = node_of(fs, ino);
+	const struct view_node *n;
+	struct fs_gen *g = node_of(fs, ino, &n);
 
-	if (n != NULL)
+	if (g != NULL) {
 		handle_free(n, fi);
+		/* The request's reference and the handle's. */
+		fs_gen_put(fs, g, 2);
+	}
 	__atomic_sub_fetch(&fs->open_files, 1, __ATOMIC_RELAXED);
 	fuse_reply_err(req, 0);
 }
@@ -597,16 +725,18 @@ static void fs_op_release(fuse_req_t req, fuse_ino_t ino,
 static void fs_op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
 	struct fs *fs = fs_of(req);
+	struct fs_gen *g = fs_gen_current(fs);
 	struct statvfs sv;
 
 	(void)ino;
 	memset(&sv, 0, sizeof(sv));
 	sv.f_bsize = 4096;
 	sv.f_frsize = 4096;
-	sv.f_blocks = (fs->d.manifest->total_bytes + 4095) / 4096;
-	sv.f_files = view_node_count(fs->d.view);
+	sv.f_blocks = (g->d.manifest->total_bytes + 4095) / 4096;
+	sv.f_files = view_node_count(g->d.view);
 	sv.f_namemax = 255;
 	sv.f_flag = ST_RDONLY | ST_NOSUID | ST_NODEV;
+	fs_gen_put(fs, g, 1);
 	fuse_reply_statfs(req, &sv);
 }
 
@@ -704,8 +834,10 @@ const struct fuse_lowlevel_ops fs_ops = {
 	.init = fs_op_init,
 	.lookup = fs_op_lookup,
 	.forget = fs_op_forget,
+	.forget_multi = fs_op_forget_multi,
 	.getattr = fs_op_getattr,
 	.opendir = fs_op_opendir,
+	.releasedir = fs_op_releasedir,
 	.readdir = fs_op_readdir,
 	.readdirplus = fs_op_readdirplus,
 	.open = fs_op_open,
@@ -726,62 +858,3 @@ const struct fuse_lowlevel_ops fs_ops = {
 	.removexattr = fs_op_removexattr,
 	.fallocate = fs_op_fallocate,
 };
-
-/* Every non-pad item belongs to exactly one rank's order, so an open file
- * names its rank and position (8 bytes per manifest item). */
-static int item_order_build(struct fs *fs)
-{
-	const struct shard_plan *plan = fs->d.plan;
-	size_t n = plan->n_items ? plan->n_items : 1, i;
-	uint64_t r;
-
-	fs->item_rank = malloc(n * sizeof(*fs->item_rank));
-	fs->item_pos = malloc(n * sizeof(*fs->item_pos));
-	if (fs->item_rank == NULL || fs->item_pos == NULL)
-		return -ENOMEM;
-	for (i = 0; i < plan->n_items; i++)
-		fs->item_rank[i] = fs->item_pos[i] = UINT32_MAX;
-	for (r = 0; r < plan->world_size; r++) {
-		const uint32_t *items;
-		size_t count, npad;
-
-		shard_plan_rank(plan, r, &items, &count, &npad);
-		for (i = 0; i < count - npad; i++) {
-			fs->item_rank[items[i]] = (uint32_t)r;
-			fs->item_pos[items[i]] = (uint32_t)i;
-		}
-	}
-	return 0;
-}
-
-int fs_state_init(struct fs *fs, const struct fs_data *data)
-{
-	memset(fs, 0, sizeof(*fs));
-	fs->d = *data;
-	fs->uid = getuid();
-	fs->gid = getgid();
-	clock_gettime(CLOCK_REALTIME, &fs->mount_time);
-	clock_gettime(CLOCK_MONOTONIC, &fs->start_mono);
-	pthread_mutex_init(&fs->ctrl_lock, NULL);
-	fs->n_ctrl = 2 + data->plan->world_size;
-	fs->ctrl = calloc(fs->n_ctrl, sizeof(*fs->ctrl));
-	if (fs->ctrl == NULL || item_order_build(fs) < 0)
-		return -ENOMEM;
-	cache_set_order(fs->d.cache, order_object, fs);
-	return 0;
-}
-
-void fs_state_destroy(struct fs *fs)
-{
-	for (size_t i = 0; fs->ctrl != NULL && i < fs->n_ctrl; i++) {
-		if (fs->ctrl[i] != NULL)
-			free(fs->ctrl[i]->buf);
-		free(fs->ctrl[i]);
-	}
-	free(fs->ctrl);
-	if (fs->item_rank != NULL)
-		cache_set_order(fs->d.cache, NULL, NULL);
-	free(fs->item_rank);
-	free(fs->item_pos);
-	pthread_mutex_destroy(&fs->ctrl_lock);
-}

@@ -1,0 +1,343 @@
+/*
+ * fs/gen: the generations a mount serves and the swap from one to the
+ * next (reload without unmount). See fs_impl.h for the inode numbering and
+ * the reference counting, fs.h for fs_swap's contract.
+ */
+#include "fs/fs.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fs/fs_impl.h"
+#include "util/log.h"
+
+/* How long fs_swap waits for lookups of the root that started on the old
+ * generation before it invalidates the root's entries. They are answered
+ * from memory, so this bound is only reached when a reply write hangs;
+ * then the swap invalidates anyway (and logs it). */
+#define FS_SWAP_DRAIN_MS 5000
+
+/* Every non-pad item belongs to exactly one rank's order, so an open file
+ * names its rank and position (8 bytes per manifest item). */
+static int gen_order_build(struct fs_gen *g)
+{
+	const struct shard_plan *plan = g->d.plan;
+	size_t n = plan->n_items ? plan->n_items : 1, i;
+	uint64_t r;
+
+	g->item_rank = malloc(n * sizeof(*g->item_rank));
+	g->item_pos = malloc(n * sizeof(*g->item_pos));
+	if (g->item_rank == NULL || g->item_pos == NULL)
+		return -ENOMEM;
+	for (i = 0; i < plan->n_items; i++)
+		g->item_rank[i] = g->item_pos[i] = UINT32_MAX;
+	for (r = 0; r < plan->world_size; r++) {
+		const uint32_t *items;
+		size_t count, npad;
+
+		shard_plan_rank(plan, r, &items, &count, &npad);
+		for (i = 0; i < count - npad; i++) {
+			g->item_rank[items[i]] = (uint32_t)r;
+			g->item_pos[items[i]] = (uint32_t)i;
+		}
+	}
+	return 0;
+}
+
+static void gen_free(struct fs_gen *g)
+{
+	if (g == NULL)
+		return;
+	for (size_t i = 0; g->ctrl != NULL && i < g->n_ctrl; i++) {
+		if (g->ctrl[i] != NULL)
+			free(g->ctrl[i]->buf);
+		free(g->ctrl[i]);
+	}
+	free(g->ctrl);
+	free(g->item_rank);
+	free(g->item_pos);
+	pthread_mutex_destroy(&g->ctrl_lock);
+	if (g->release != NULL)
+		g->release(g->owner);
+	free(g);
+}
+
+/* A generation over data with one reference (being current). */
+static int gen_new(const struct fs_data *data, uint32_t id,
+		   void (*release)(void *), void *owner, struct fs_gen **out)
+{
+	struct fs_gen *g = calloc(1, sizeof(*g));
+
+	if (g == NULL)
+		return -ENOMEM;
+	g->id = id;
+	g->d = *data;
+	g->refs = 1;
+	pthread_mutex_init(&g->ctrl_lock, NULL);
+	g->n_ctrl = 2 + data->plan->world_size;
+	g->ctrl = calloc(g->n_ctrl, sizeof(*g->ctrl));
+	if (g->ctrl == NULL || gen_order_build(g) < 0) {
+		gen_free(g); /* release is not set yet: not called */
+		return -ENOMEM;
+	}
+	g->release = release;
+	g->owner = owner;
+	*out = g;
+	return 0;
+}
+
+/* Takes a reference unless refs is 0 (the generation is being freed). */
+static bool gen_get_unless_zero(struct fs_gen *g)
+{
+	uint64_t refs = __atomic_load_n(&g->refs, __ATOMIC_RELAXED);
+
+	while (refs != 0) {
+		if (__atomic_compare_exchange_n(&g->refs, &refs, refs + 1, true,
+						__ATOMIC_ACQUIRE,
+						__ATOMIC_RELAXED))
+			return true;
+	}
+	return false;
+}
+
+struct fs_gen *fs_gen_get(struct fs *fs, uint32_t id)
+{
+	struct fs_gen *g;
+
+	pthread_rwlock_rdlock(&fs->gens_lock);
+	for (g = fs->gens; g != NULL; g = g->next)
+		if (g->id == id)
+			break;
+	if (g != NULL && !gen_get_unless_zero(g))
+		g = NULL;
+	pthread_rwlock_unlock(&fs->gens_lock);
+	return g;
+}
+
+struct fs_gen *fs_gen_current(struct fs *fs)
+{
+	struct fs_gen *g;
+
+	/* The current generation holds its own reference, which only
+	 * fs_swap drops, under the write lock. */
+	pthread_rwlock_rdlock(&fs->gens_lock);
+	g = fs->current;
+	fs_gen_ref(g, 1);
+	pthread_rwlock_unlock(&fs->gens_lock);
+	return g;
+}
+
+struct fs_gen *fs_gen_of_ino(struct fs *fs, fuse_ino_t ino)
+{
+	if (ino == FUSE_ROOT_ID)
+		return fs_gen_current(fs);
+	return fs_gen_get(fs, FS_INO_GEN(ino));
+}
+
+void fs_gen_ref(struct fs_gen *g, uint64_t n)
+{
+	__atomic_add_fetch(&g->refs, n, __ATOMIC_RELAXED);
+}
+
+void fs_gen_put(struct fs *fs, struct fs_gen *g, uint64_t n)
+{
+	struct fs_gen **p;
+
+	if (n == 0 || __atomic_sub_fetch(&g->refs, n, __ATOMIC_ACQ_REL) != 0)
+		return;
+	/* The last reference: nobody can take a new one (get_unless_zero),
+	 * so unlink and free. */
+	pthread_rwlock_wrlock(&fs->gens_lock);
+	for (p = &fs->gens; *p != NULL; p = &(*p)->next) {
+		if (*p == g) {
+			*p = g->next;
+			break;
+		}
+	}
+	pthread_rwlock_unlock(&fs->gens_lock);
+	log_msg(LOG_DEBUG, "generation %u freed", g->id);
+	gen_free(g);
+}
+
+size_t fs_gen_count(struct fs *fs)
+{
+	size_t n = 0;
+
+	pthread_rwlock_rdlock(&fs->gens_lock);
+	for (struct fs_gen *g = fs->gens; g != NULL; g = g->next)
+		n++;
+	pthread_rwlock_unlock(&fs->gens_lock);
+	return n;
+}
+
+uint32_t fs_generation(struct fs *fs)
+{
+	uint32_t id;
+
+	pthread_rwlock_rdlock(&fs->gens_lock);
+	id = fs->current->id;
+	pthread_rwlock_unlock(&fs->gens_lock);
+	return id;
+}
+
+/*
+ * The prefetcher's view of an order: gen id << 32 | rank, the generation's
+ * non-pad items of that rank, in order. cache_order_open() calls it from
+ * fs_op_open, which holds a reference on that generation for the whole
+ * call, so the strings put in *out stay valid while the cache uses them;
+ * the reference taken here only makes a call for a generation already gone
+ * answer "no more" instead of touching freed memory.
+ */
+bool fs_order_object(void *ctx, uint64_t order, uint64_t pos,
+		     struct cache_object *out)
+{
+	struct fs *fs = ctx;
+	struct fs_gen *g = fs_gen_get(fs, (uint32_t)(order >> 32));
+	const struct manifest_entry *e;
+	const uint32_t *items;
+	size_t count, npad;
+	bool ok = false;
+
+	if (g == NULL)
+		return false;
+	if ((order & UINT32_MAX) < g->d.plan->world_size) {
+		shard_plan_rank(g->d.plan, order & UINT32_MAX, &items, &count,
+				&npad);
+		if (pos < count - npad) {
+			e = &g->d.manifest->entries[items[pos]];
+			out->key = e->key;
+			out->key_len = e->key_len;
+			out->etag = e->etag;
+			out->etag_len = e->etag_len;
+			out->size = e->size;
+			ok = true;
+		}
+	}
+	fs_gen_put(fs, g, 1);
+	return ok;
+}
+
+int fs_state_init(struct fs *fs, const struct fs_data *data)
+{
+	int rc;
+
+	memset(fs, 0, sizeof(*fs));
+	fs->cache = data->cache;
+	fs->uid = getuid();
+	fs->gid = getgid();
+	clock_gettime(CLOCK_REALTIME, &fs->mount_time);
+	clock_gettime(CLOCK_MONOTONIC, &fs->start_mono);
+	pthread_rwlock_init(&fs->gens_lock, NULL);
+	pthread_mutex_init(&fs->swap_lock, NULL);
+	rc = gen_new(data, 0, NULL, NULL, &fs->current);
+	if (rc < 0)
+		return rc;
+	fs->gens = fs->current;
+	fs->next_gen = 1;
+	cache_set_order(fs->cache, fs_order_object, fs);
+	return 0;
+}
+
+void fs_state_destroy(struct fs *fs)
+{
+	struct fs_gen *g, *next;
+
+	if (fs->current != NULL)
+		cache_set_order(fs->cache, NULL, NULL);
+	/* The loop has ended: whatever the kernel did not forget (it does
+	 * not send FORGETs at unmount) goes now. */
+	for (g = fs->gens; g != NULL; g = next) {
+		next = g->next;
+		gen_free(g);
+	}
+	fs->gens = fs->current = NULL;
+	pthread_mutex_destroy(&fs->swap_lock);
+	pthread_rwlock_destroy(&fs->gens_lock);
+}
+
+/* Tells the kernel to forget the root's entry name (and what hangs below
+ * it, if unused). Not cached is fine. */
+static void inval_root_entry(struct fs *fs, const struct view_node *n)
+{
+	int rc = fuse_lowlevel_notify_inval_entry(fs->se, FUSE_ROOT_ID, n->name,
+						  n->name_len);
+
+	if (rc < 0 && rc != -ENOENT)
+		log_msg(LOG_DEBUG, "invalidating /%.*s: %s", (int)n->name_len,
+			n->name, strerror(-rc));
+}
+
+/* After a swap: waits for the root lookups that may still answer from old,
+ * then drops the kernel's entries for every name under the root in old or
+ * new (a new name may be cached as negative) and the root's attributes and
+ * cached listing. old is held by the caller. */
+static void inval_root(struct fs *fs, struct fs_gen *old, struct fs_gen *new)
+{
+	const struct view_node *root;
+	struct timespec nap = { 0, 1000000 };
+	unsigned waited = 0;
+	uint32_t i;
+	int rc;
+
+	if (fs->se == NULL)
+		return;
+	while (__atomic_load_n(&old->root_ops, __ATOMIC_ACQUIRE) != 0 &&
+	       waited < FS_SWAP_DRAIN_MS) {
+		nanosleep(&nap, NULL);
+		waited++;
+	}
+	if (waited >= FS_SWAP_DRAIN_MS)
+		log_msg(LOG_WARNING,
+			"reload: root lookups on generation %u still running "
+			"after %u ms; invalidating anyway",
+			old->id, FS_SWAP_DRAIN_MS);
+	root = view_node(old->d.view, FUSE_ROOT_ID);
+	for (i = 0; i < root->u.dir.count; i++)
+		inval_root_entry(fs, view_child(old->d.view, root, i));
+	root = view_node(new->d.view, FUSE_ROOT_ID);
+	for (i = 0; i < root->u.dir.count; i++)
+		inval_root_entry(fs, view_child(new->d.view, root, i));
+	rc = fuse_lowlevel_notify_inval_inode(fs->se, FUSE_ROOT_ID, 0, 0);
+	if (rc < 0 && rc != -ENOENT)
+		log_msg(LOG_DEBUG, "invalidating the root: %s", strerror(-rc));
+}
+
+int fs_swap(struct fs *fs, const struct fs_data *data,
+	    void (*release)(void *owner), void *owner)
+{
+	struct fs_gen *g, *old;
+	int rc;
+
+	pthread_mutex_lock(&fs->swap_lock);
+	/* Ids are never reused: an inode number names one tree forever. */
+	if (fs->next_gen == 0) {
+		pthread_mutex_unlock(&fs->swap_lock);
+		return -EOVERFLOW;
+	}
+	rc = gen_new(data, fs->next_gen, release, owner, &g);
+	if (rc < 0) {
+		pthread_mutex_unlock(&fs->swap_lock);
+		return rc;
+	}
+	pthread_rwlock_wrlock(&fs->gens_lock);
+	old = fs->current;
+	/* Ours, for inval_root: old may lose every other reference now. */
+	fs_gen_ref(old, 1);
+	g->next = fs->gens;
+	fs->gens = g;
+	fs->current = g;
+	fs->next_gen++;
+	pthread_rwlock_unlock(&fs->gens_lock);
+	/* Same function and context: this only forgets the prefetcher's
+	 * per-order state. Orders carry the generation id, so opens of the
+	 * old tree and of the new one never share a slot anyway. */
+	cache_set_order(fs->cache, fs_order_object, fs);
+	fs_gen_put(fs, old, 1); /* no longer current */
+	inval_root(fs, old, g);
+	fs_gen_put(fs, old, 1);
+	pthread_mutex_unlock(&fs->swap_lock);
+	return 0;
+}
