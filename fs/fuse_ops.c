@@ -70,7 +70,9 @@ int fs_stats_write(struct fs *fs, FILE *f)
 	st.backend_bytes = cs.backend_bytes;
 	st.backend_errors = cs.backend_errors;
 	st.cache = cs;
-	return control_write_stats(f, fs->d.manifest, fs->d.plan, &st);
+	log_errors_get(&st.log);
+	return control_write_stats(f, fs->d.manifest, fs->d.spec, fs->d.plan,
+				   fs->d.view, &st);
 }
 
 static int ctrl_generate(struct fs *fs, const struct view_node *n,
