@@ -17,6 +17,7 @@
 #include "mount/commands.h"
 #include "mount/config.h"
 #include "mount/dataset.h"
+#include "mount/metrics.h"
 #include "mount/overrides.h"
 #include "util/log.h"
 
@@ -45,6 +46,35 @@ const char usage_mount[] =
 	"                     mount options (ro, nodev, _netdev, ...) are "
 	"accepted\n"
 	"                     and ignored. Several -o may be given.\n";
+
+/* --- metrics wiring (ops-status branch): merge into the daemon helper's
+ * fs_hooks: ready starts the endpoint, stopping stops it. --- */
+struct mount_metrics {
+	const struct config *cfg;
+	struct metrics *metrics; /* set by ready, cleared by stopping */
+};
+
+static void mount_metrics_ready(struct fs *fs, void *arg)
+{
+	struct mount_metrics *mm = arg;
+
+	/* A port that cannot be bound does not fail the mount: the files
+	 * matter more than their statistics (metrics_start logged why). */
+	if (mm->cfg->metrics.listen != NULL &&
+	    metrics_start(mm->cfg->metrics.listen, fs, &mm->metrics) < 0)
+		log_msg(LOG_ERR, "metrics: no endpoint; the mount serves files "
+				 "as usual (.shardfs/stats still works)");
+}
+
+static void mount_metrics_stopping(struct fs *fs, void *arg)
+{
+	struct mount_metrics *mm = arg;
+
+	(void)fs;
+	metrics_stop(mm->metrics);
+	mm->metrics = NULL;
+}
+/* --- end of metrics wiring --- */
 
 static bool config_rank_filter(const void *ctx, uint64_t r)
 {
@@ -168,7 +198,15 @@ int cmd_mount(int argc, char **argv, bool helper_form)
 			.cache = cache,
 		};
 
-		rc = fs_run(&fo, &data, NULL) < 0 ? EXIT_RUNTIME : EXIT_OK;
+		/* metrics wiring (ops-status): merge into the daemon hooks. */
+		struct mount_metrics mm = { .cfg = cfg };
+		struct fs_hooks hooks = {
+			.arg = &mm,
+			.ready = mount_metrics_ready,
+			.stopping = mount_metrics_stopping,
+		};
+
+		rc = fs_run(&fo, &data, &hooks) < 0 ? EXIT_RUNTIME : EXIT_OK;
 	}
 out:
 	cache_free(cache);
