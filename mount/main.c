@@ -7,6 +7,7 @@
  *   shardfs plan CONFIG [--rank R] [-o OPTS]
  *   shardfs warm CONFIG [--rank R] [-o OPTS]
  *   shardfs cache stat|verify|clear DIR
+ *   shardfs status MOUNTPOINT [--json] [--interval SECONDS]
  *   shardfs help [COMMAND] | --help | --version
  *
  * Exit codes: 0 ok, 1 runtime failure, 2 usage or config error.
@@ -42,6 +43,8 @@ static const char usage_main[] =
 	"  plan CONFIG [--rank R]     print the shard plan without mounting\n"
 	"  warm CONFIG [--rank R]     fill the cache with the ranks' files\n"
 	"  cache stat|verify|clear DIR  inspect, check or empty a cache\n"
+	"  status MOUNTPOINT [--json]  show a mount's plan, ranks, rates and "
+	"errors\n"
 	"  help [COMMAND]             show help for a command\n"
 	"\n"
 	"  shardfs CONFIG MOUNTPOINT [-o OPTS] is the form mount(8) and "
@@ -325,6 +328,8 @@ static int cmd_help(int argc, char **argv)
 		fputs(usage_warm, stdout);
 	else if (strcmp(topic, "cache") == 0)
 		fputs(usage_cache, stdout);
+	else if (strcmp(topic, "status") == 0)
+		fputs(usage_status, stdout);
 	else
 		return cmd_usage_error(usage_main, "help: unknown command '%s'",
 				       topic);
@@ -360,6 +365,8 @@ int main(int argc, char **argv)
 		return cmd_warm(argc - 1, argv + 1);
 	if (strcmp(cmd, "cache") == 0)
 		return cmd_cache(argc - 1, argv + 1);
+	if (strcmp(cmd, "status") == 0)
+		return cmd_status(argc - 1, argv + 1);
 	/* mount(8) runs "shardfs CONFIG MOUNTPOINT -o OPTS". */
 	if (cmd[0] != '-' && strchr(cmd, '/') != NULL)
 		return cmd_mount(argc, argv, true);
