@@ -62,8 +62,9 @@ static void mount_metrics_ready(struct fs *fs, void *arg)
 	 * matter more than their statistics (metrics_start logged why). */
 	if (mm->cfg->metrics.listen != NULL &&
 	    metrics_start(mm->cfg->metrics.listen, fs, &mm->metrics) < 0)
-		log_msg(LOG_ERR, "metrics: no endpoint; the mount serves files "
-				 "as usual (.shardfs/stats still works)");
+		log_msg(LOG_WARNING,
+			"metrics: no endpoint; the mount serves files "
+			"as usual (.shardfs/stats still works)");
 }
 
 static void mount_metrics_stopping(struct fs *fs, void *arg)
