@@ -637,6 +637,62 @@ START_TEST(test_stats_last_error_escaped)
 }
 END_TEST
 
+/* sha256 of control_write_plan's text, with OpenSSL's one-shot SHA256(). */
+static void plan_text_sha256(const struct manifest *m,
+			     const struct shard_spec *spec,
+			     const struct shard_plan *plan, char hex[65])
+{
+	unsigned char md[SHA256_DIGEST_LENGTH];
+	struct out o;
+	int i;
+
+	out_open(&o);
+	ck_assert_int_eq(control_write_plan(o.f, m, spec, plan), 0);
+	text(&o);
+	SHA256((const unsigned char *)o.buf, o.len, md);
+	for (i = 0; i < SHA256_DIGEST_LENGTH; i++)
+		snprintf(hex + 2 * i, 3, "%02x", md[i]);
+	free(o.buf);
+}
+
+START_TEST(test_plan_digest)
+{
+	/* The kept digest follows what it is keyed by: another seed, then
+	 * another manifest, then the first again each give their own. */
+	struct shard_spec other = spec_pad;
+	static const char *const extra[] = { "z/" };
+	struct manifest *m = ten_items(NULL, 0);
+	struct manifest *m2 = ten_items(extra, 1);
+	struct shard_plan *plan = plan_of(&spec_pad, m->count), *plan2;
+	char got[65], want[65], first[65];
+	int round;
+
+	other.seed = 43;
+	plan2 = plan_of(&other, m->count);
+	for (round = 0; round < 2; round++) {
+		ck_assert_int_eq(control_plan_digest(m, &spec_pad, plan, got),
+				 0);
+		plan_text_sha256(m, &spec_pad, plan, want);
+		ck_assert_str_eq(got, want);
+		memcpy(first, got, sizeof(first));
+		ck_assert_int_eq(control_plan_digest(m, &other, plan2, got), 0);
+		plan_text_sha256(m, &other, plan2, want);
+		ck_assert_str_eq(got, want);
+		ck_assert_str_ne(got, first);
+		/* Same keys and sizes, one more skipped key: another text. */
+		ck_assert_int_eq(control_plan_digest(m2, &spec_pad, plan, got),
+				 0);
+		plan_text_sha256(m2, &spec_pad, plan, want);
+		ck_assert_str_eq(got, want);
+		ck_assert_str_ne(got, first);
+	}
+	shard_plan_free(plan2);
+	shard_plan_free(plan);
+	manifest_free(m2);
+	manifest_free(m);
+}
+END_TEST
+
 START_TEST(test_write_errors)
 {
 	static const struct control_stats st = { .reads = 1 };
@@ -680,6 +736,7 @@ static Suite *control_suite(void)
 		{ "stats", test_stats },
 		{ "stats_cache", test_stats_cache },
 		{ "stats_last_error_escaped", test_stats_last_error_escaped },
+		{ "plan_digest", test_plan_digest },
 		{ "write_errors", test_write_errors },
 	};
 	size_t i;
