@@ -17,7 +17,6 @@
 #include <getopt.h>
 #include <libgen.h>
 #include <limits.h>
-#include <math.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -395,7 +394,9 @@ int cmd_status(int argc, char **argv)
 	if (interval > 0) {
 		struct timespec ts = {
 			.tv_sec = (time_t)interval,
-			.tv_nsec = (long)((interval - floor(interval)) * 1e9),
+			.tv_nsec =
+				(long)((interval - (double)(time_t)interval) *
+				       1e9),
 		};
 
 		while (nanosleep(&ts, &ts) != 0 && errno == EINTR)

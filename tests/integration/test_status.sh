@@ -301,6 +301,7 @@ kill "$STALL" 2>/dev/null
 C2=$T/c2.conf
 sed -e 's/^ranks = .*/ranks = 0/' -e "s|^dir = .*|dir = $T/cache2\nenabled = false|" "$C" >"$C2"
 M2=$T/mnt2
+f="" # a file of rank 0, set once the second mount serves
 if mount_shardfs "$C2" "$M2"; then
 	PID_B=$LAST_PID
 	LOG_B=$LAST_LOG
@@ -338,6 +339,42 @@ assert "Address already in use" in s["errors"]["last_error"], s["errors"]
 	check "unmount the second mount" umount_shardfs "$M2" "$PID_B"
 else
 	fail "mount with the port in use"
+fi
+
+# --- an address this host does not have; an IPv6 one ----------------------------
+C3=$T/c3.conf
+sed -e 's/^ranks = .*/ranks = 0/' -e 's/^listen = .*/listen = 192.0.2.1:9/' "$C" >"$C3"
+if mount_shardfs "$C3" "$T/mnt3"; then
+	PID_C=$LAST_PID
+	for _ in $(seq 100); do
+		grep -q "metrics:" "$LAST_LOG" && break
+		sleep 0.1
+	done
+	check "address not on this host: the error is logged" \
+		grep -q "error: metrics: cannot listen on 192.0.2.1:9: Cannot assign requested address" "$LAST_LOG"
+	check "address not on this host: files are served" \
+		cmp -s "$T/mnt3/rank-0/$f" "$SRC/$f"
+	check "unmount the third mount" umount_shardfs "$T/mnt3" "$PID_C"
+else
+	fail "mount with an address not on this host"
+fi
+if $PY -c 'import socket; s = socket.socket(socket.AF_INET6); s.bind(("::1", 0))' 2>/dev/null; then
+	P6=$($PY -c 'import socket; s = socket.socket(socket.AF_INET6); s.bind(("::1", 0)); print(s.getsockname()[1])')
+	sed -e 's/^ranks = .*/ranks = 0/' -e "s/^listen = .*/listen = [::1]:$P6/" "$C" >"$C3"
+	if mount_shardfs "$C3" "$T/mnt3"; then
+		PID_C=$LAST_PID
+		for _ in $(seq 100); do
+			grep -q "metrics:" "$LAST_LOG" && break
+			sleep 0.1
+		done
+		check "IPv6 [::1]: the endpoint answers" \
+			curl -sf --max-time 20 -o /dev/null "http://[::1]:$P6/metrics"
+		check "unmount the IPv6 mount" umount_shardfs "$T/mnt3" "$PID_C"
+	else
+		fail "mount with an IPv6 metrics address"
+	fi
+else
+	ok "no IPv6 loopback here: IPv6 endpoint not tried"
 fi
 
 # --- not a mount, a dead mount, a hung mount -------------------------------------
