@@ -18,6 +18,16 @@ make_dataset "$SRC" 120
 # An object whose error message needs escaping in a label.
 printf 'quoted' >"$SRC/q\"uo\\te.bin"
 
+# wait_log PATTERN FILE: the ready hook (which starts the endpoint) runs
+# once the mount answers, a moment after it shows in /proc/mounts.
+wait_log() {
+	for _ in $(seq 200); do
+		grep -q "$1" "$2" && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
 free_port() {
 	$PY -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
@@ -52,7 +62,7 @@ mount_shardfs "$C" "$M" || { fail "mount"; finish; }
 PID_A=$LAST_PID
 LOG_A=$LAST_LOG
 check "log says where the metrics are" \
-	grep -q "metrics: serving http://127.0.0.1:$PORT/metrics" "$LOG_A"
+	wait_log "metrics: serving http://127.0.0.1:$PORT/metrics" "$LOG_A"
 
 # --- status --json against the plan and the tree -----------------------------
 "$SHARDFS" plan "$C" >"$T/plan.txt"
@@ -305,11 +315,7 @@ f="" # a file of rank 0, set once the second mount serves
 if mount_shardfs "$C2" "$M2"; then
 	PID_B=$LAST_PID
 	LOG_B=$LAST_LOG
-	# The ready hook runs once the mount answers: wait for its line.
-	for _ in $(seq 100); do
-		grep -q "metrics:" "$LOG_B" && break
-		sleep 0.1
-	done
+	wait_log "metrics: no endpoint" "$LOG_B"
 	check "port in use: the error is logged with the address" \
 		grep -q "error: metrics: cannot listen on 127.0.0.1:$PORT: Address already in use" "$LOG_B"
 	check "port in use: the log says files are still served" \
@@ -346,10 +352,7 @@ C3=$T/c3.conf
 sed -e 's/^ranks = .*/ranks = 0/' -e 's/^listen = .*/listen = 192.0.2.1:9/' "$C" >"$C3"
 if mount_shardfs "$C3" "$T/mnt3"; then
 	PID_C=$LAST_PID
-	for _ in $(seq 100); do
-		grep -q "metrics:" "$LAST_LOG" && break
-		sleep 0.1
-	done
+	wait_log "metrics: no endpoint" "$LAST_LOG"
 	check "address not on this host: the error is logged" \
 		grep -q "error: metrics: cannot listen on 192.0.2.1:9: Cannot assign requested address" "$LAST_LOG"
 	check "address not on this host: files are served" \
@@ -363,10 +366,7 @@ if $PY -c 'import socket; s = socket.socket(socket.AF_INET6); s.bind(("::1", 0))
 	sed -e 's/^ranks = .*/ranks = 0/' -e "s/^listen = .*/listen = [::1]:$P6/" "$C" >"$C3"
 	if mount_shardfs "$C3" "$T/mnt3"; then
 		PID_C=$LAST_PID
-		for _ in $(seq 100); do
-			grep -q "metrics:" "$LAST_LOG" && break
-			sleep 0.1
-		done
+		wait_log "metrics: serving" "$LAST_LOG"
 		check "IPv6 [::1]: the endpoint answers" \
 			curl -sf --max-time 20 -o /dev/null "http://[::1]:$P6/metrics"
 		check "unmount the IPv6 mount" umount_shardfs "$T/mnt3" "$PID_C"
