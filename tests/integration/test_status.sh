@@ -32,8 +32,6 @@ free_port() {
 	$PY -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 PORT=$(free_port)
-# Serve two adjacent ranks, one holding the quoted object (so its read
-# error is this mount's last error).
 
 C=$T/c.conf
 cat >"$C" <<EOF
@@ -46,6 +44,8 @@ dir = $T/cache
 [metrics]
 listen = 127.0.0.1:$PORT
 EOF
+# Serve two adjacent ranks, one holding the quoted object (so its read
+# error is this mount's last error).
 QR=""
 for r in 0 1 2 3; do
 	"$SHARDFS" plan "$C" --rank $r | grep -q '^q"uo\\te.bin$' && QR=$r
