@@ -4,6 +4,15 @@
 #include "fs/control.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Only the version macro: the library itself stays behind backends/. */
+#include <curl/curlver.h>
+#include <fuse_lowlevel.h>
+#include <openssl/evp.h>
 
 static uint64_t rank_bytes(const struct manifest *m,
 			   const struct shard_plan *plan, uint64_t r)
@@ -98,11 +107,314 @@ static void metric(FILE *f, const char *name, const char *type,
 		name, help, name, type, name, (unsigned long long)value);
 }
 
+/* The last plan digest and each rank's served bytes, keyed by everything
+ * the plan text is a function of (so a reload to another manifest or spec
+ * recomputes, and pointer reuse cannot return a stale answer). */
+struct plan_memo {
+	bool valid;
+	char manifest_digest[65];
+	size_t count;
+	uint64_t total_bytes;
+	uint64_t skipped[MANIFEST_SKIP_NREASONS];
+	struct shard_spec spec;
+	char digest[65];
+	uint64_t *rank_bytes; /* world_size entries: non-pad bytes */
+};
+
+static pthread_mutex_t memo_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct plan_memo memo; /* protected by memo_lock */
+
+static bool memo_matches(const struct manifest *m,
+			 const struct shard_spec *spec)
+{
+	return memo.valid && strcmp(memo.manifest_digest, m->digest) == 0 &&
+	       memo.count == m->count && memo.total_bytes == m->total_bytes &&
+	       memcmp(memo.skipped, m->skipped, sizeof(memo.skipped)) == 0 &&
+	       memo.spec.world_size == spec->world_size &&
+	       memo.spec.seed == spec->seed && memo.spec.epoch == spec->epoch &&
+	       memo.spec.order == spec->order &&
+	       memo.spec.layout == spec->layout &&
+	       memo.spec.balance == spec->balance;
+}
+
+static int sha256_hex(const void *buf, size_t len, char hex[65])
+{
+	static const char digits[] = "0123456789abcdef";
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int n = 0, i;
+
+	if (EVP_Digest(buf, len, md, &n, EVP_sha256(), NULL) != 1 || n != 32)
+		return -EIO;
+	for (i = 0; i < n; i++) {
+		hex[2 * i] = digits[md[i] >> 4];
+		hex[2 * i + 1] = digits[md[i] & 15];
+	}
+	hex[64] = '\0';
+	return 0;
+}
+
+/* Fills the memo for m and spec; memo_lock held. */
+static int memo_fill(const struct manifest *m, const struct shard_spec *spec,
+		     const struct shard_plan *plan)
+{
+	uint64_t *bytes =
+		calloc(plan->world_size ? plan->world_size : 1, sizeof(*bytes));
+	char *text = NULL, digest[65];
+	size_t len = 0, r;
+	FILE *f;
+	int rc;
+
+	if (bytes == NULL)
+		return -ENOMEM;
+	f = open_memstream(&text, &len);
+	if (f == NULL) {
+		free(bytes);
+		return -ENOMEM;
+	}
+	rc = control_write_plan(f, m, spec, plan);
+	if (fclose(f) != 0 && rc == 0)
+		rc = -ENOMEM;
+	if (rc == 0)
+		rc = sha256_hex(text, len, digest);
+	free(text);
+	if (rc < 0) {
+		free(bytes);
+		return rc;
+	}
+	for (r = 0; r < plan->world_size; r++) {
+		const uint32_t *items;
+		size_t count, npad, i;
+
+		shard_plan_rank(plan, r, &items, &count, &npad);
+		for (i = 0; i < count - npad; i++)
+			bytes[r] += m->entries[items[i]].size;
+	}
+	free(memo.rank_bytes);
+	memo.rank_bytes = bytes;
+	memcpy(memo.manifest_digest, m->digest, sizeof(memo.manifest_digest));
+	memo.count = m->count;
+	memo.total_bytes = m->total_bytes;
+	memcpy(memo.skipped, m->skipped, sizeof(memo.skipped));
+	memo.spec = *spec;
+	memcpy(memo.digest, digest, sizeof(memo.digest));
+	memo.valid = true;
+	return 0;
+}
+
+int control_plan_digest(const struct manifest *m, const struct shard_spec *spec,
+			const struct shard_plan *plan, char hex[65])
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&memo_lock);
+	if (!memo_matches(m, spec))
+		rc = memo_fill(m, spec, plan);
+	if (rc == 0)
+		memcpy(hex, memo.digest, 65);
+	pthread_mutex_unlock(&memo_lock);
+	return rc;
+}
+
+/* Writes s as a label value: UTF-8 with \\, \" and \n escaped (the text
+ * format's rules); bytes that are not valid UTF-8 (an object key in an
+ * error message may hold any) become '?', since a scraper rejects them. */
+static void write_label_value(FILE *f, const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+
+	while (*p) {
+		size_t n = 0, i;
+
+		if (*p == '\\' || *p == '"') {
+			fputc('\\', f);
+			fputc(*p++, f);
+			continue;
+		}
+		if (*p == '\n') {
+			fputs("\\n", f);
+			p++;
+			continue;
+		}
+		if (*p < 0x80)
+			n = 1;
+		else if (*p >= 0xc2 && *p <= 0xdf)
+			n = 2;
+		else if (*p >= 0xe0 && *p <= 0xef)
+			n = 3;
+		else if (*p >= 0xf0 && *p <= 0xf4)
+			n = 4;
+		for (i = 1; i < n; i++)
+			if ((p[i] & 0xc0) != 0x80)
+				n = 0;
+		/* Overlongs, surrogates and code points past U+10FFFF. */
+		if ((n == 3 && p[0] == 0xe0 && p[1] < 0xa0) ||
+		    (n == 3 && p[0] == 0xed && p[1] >= 0xa0) ||
+		    (n == 4 && p[0] == 0xf0 && p[1] < 0x90) ||
+		    (n == 4 && p[0] == 0xf4 && p[1] >= 0x90))
+			n = 0;
+		if (n == 0) {
+			fputc('?', f);
+			p++;
+			continue;
+		}
+		fwrite(p, 1, n, f);
+		p += n;
+	}
+}
+
+static void family(FILE *f, const char *name, const char *type,
+		   const char *help)
+{
+	fprintf(f, "# HELP shardfs_%s %s\n# TYPE shardfs_%s %s\n", name, help,
+		name, type);
+}
+
+/* One sample with one label, the value escaped. */
+static void labelled(FILE *f, const char *name, const char *label,
+		     const char *value, uint64_t v)
+{
+	fprintf(f, "shardfs_%s{%s=\"", name, label);
+	write_label_value(f, value);
+	fprintf(f, "\"} %llu\n", (unsigned long long)v);
+}
+
+static int write_info(FILE *f, const struct manifest *m,
+		      const struct shard_spec *spec,
+		      const struct shard_plan *plan)
+{
+	char digest[65];
+
+	if (control_plan_digest(m, spec, plan, digest) < 0)
+		return -EIO;
+	family(f, "build_info", "gauge",
+	       "Always 1: this build's version and libraries.");
+	fputs("shardfs_build_info{version=\"", f);
+	write_label_value(f, SHARDFS_VERSION);
+	fputs("\",shard_spec=\"", f);
+	write_label_value(f, SHARD_SPEC_VERSION);
+	fputs("\",libfuse=\"", f);
+	write_label_value(f, fuse_pkgversion());
+	fputs("\",libcurl=\"", f);
+	write_label_value(f, LIBCURL_VERSION);
+	fputs("\"} 1\n", f);
+	family(f, "plan_info", "gauge",
+	       "Always 1: the plan served (plan_sha256 is sha256 of the "
+	       "plan text) and its manifest.");
+	fprintf(f,
+		"shardfs_plan_info{plan_sha256=\"%s\",manifest_sha256=\"%s\"} "
+		"1\n",
+		digest, m->digest);
+	return 0;
+}
+
+/* The ranks view shows, in order: its .shardfs/rank-R.order files. */
+static const struct view_node *ctrl_dir(const struct view *view)
+{
+	const struct view_node *root = view_node(view, 1);
+	uint64_t ino;
+
+	if (root == NULL || view_lookup(view, root, ".shardfs", 8, &ino) < 0)
+		return NULL;
+	return view_node(view, ino);
+}
+
+static bool served_rank(const struct view *view, const struct view_node *dir,
+			uint32_t i, uint64_t *rank)
+{
+	const struct view_node *n = view_child(view, dir, i);
+
+	if (n->kind != VIEW_CTRL || n->ctrl != VIEW_CTRL_ORDER)
+		return false;
+	*rank = n->u.rank;
+	return true;
+}
+
+static int write_ranks(FILE *f, const struct manifest *m,
+		       const struct shard_spec *spec,
+		       const struct shard_plan *plan, const struct view *view)
+{
+	const struct view_node *dir = ctrl_dir(view);
+	uint64_t n_ranks = 0, objects = 0, bytes = 0, r;
+	uint32_t i, n = dir ? dir->u.dir.count : 0;
+	char label[24];
+	int pass;
+
+	/* Under memo_lock: the per-rank bytes belong to the memo. */
+	pthread_mutex_lock(&memo_lock);
+	if (!memo_matches(m, spec) && memo_fill(m, spec, plan) < 0) {
+		pthread_mutex_unlock(&memo_lock);
+		return -EIO;
+	}
+	for (i = 0; i < n; i++)
+		if (served_rank(view, dir, i, &r) && r < plan->world_size) {
+			const uint32_t *items;
+			size_t count, npad;
+
+			shard_plan_rank(plan, r, &items, &count, &npad);
+			n_ranks++;
+			objects += count - npad;
+			bytes += memo.rank_bytes[r];
+		}
+	metric(f, "ranks_served", "gauge",
+	       "Ranks this mount shows as rank-R/ directories.", n_ranks);
+	metric(f, "served_objects", "gauge",
+	       "Files in the served ranks' directories (pads excluded).",
+	       objects);
+	metric(f, "served_bytes", "gauge",
+	       "Bytes of the files in the served ranks' directories.", bytes);
+	for (pass = 0; pass < 2 && n_ranks > 0; pass++) {
+		if (pass == 0)
+			family(f, "rank_objects", "gauge",
+			       "Files in a served rank's directory.");
+		else
+			family(f, "rank_bytes", "gauge",
+			       "Bytes of the files in a served rank's "
+			       "directory.");
+		for (i = 0; i < n; i++) {
+			const uint32_t *items;
+			size_t count, npad;
+
+			if (!served_rank(view, dir, i, &r) ||
+			    r >= plan->world_size)
+				continue;
+			shard_plan_rank(plan, r, &items, &count, &npad);
+			snprintf(label, sizeof(label), "%llu",
+				 (unsigned long long)r);
+			labelled(f, pass == 0 ? "rank_objects" : "rank_bytes",
+				 "rank", label,
+				 pass == 0 ? count - npad : memo.rank_bytes[r]);
+		}
+	}
+	pthread_mutex_unlock(&memo_lock);
+	return ferror(f) ? -EIO : 0;
+}
+
+static void write_log(FILE *f, const struct log_errors *log)
+{
+	metric(f, "log_errors_total", "counter", "Errors logged.", log->errors);
+	metric(f, "log_warnings_total", "counter", "Warnings logged.",
+	       log->warnings);
+	metric(f, "last_error_timestamp_seconds", "gauge",
+	       "Unix time of the last error logged, 0 if none.",
+	       log->last_time > 0 ? (uint64_t)log->last_time : 0);
+	if (log->last[0] != '\0') {
+		family(f, "last_error_info", "gauge",
+		       "Always 1: the last error logged, as its message "
+		       "label.");
+		labelled(f, "last_error_info", "message", log->last, 1);
+	}
+}
+
 int control_write_stats(FILE *f, const struct manifest *m,
-			const struct shard_plan *plan,
+			const struct shard_spec *spec,
+			const struct shard_plan *plan, const struct view *view,
 			const struct control_stats *st)
 {
 	int i;
+
+	if (write_info(f, m, spec, plan) < 0 ||
+	    write_ranks(f, m, spec, plan, view) < 0)
+		return -EIO;
 
 	metric(f, "manifest_items", "gauge", "Objects in the manifest.",
 	       m->count);
@@ -118,6 +430,9 @@ int control_write_stats(FILE *f, const struct manifest *m,
 			(unsigned long long)m->skipped[i]);
 	metric(f, "uptime_seconds", "gauge", "Seconds since the mount.",
 	       st->uptime_seconds);
+	metric(f, "generation", "gauge",
+	       "Trees served so far: 0 at mount, +1 per reload (SIGHUP).",
+	       st->generation);
 	metric(f, "open_files", "gauge", "Files open now.", st->open_files);
 	metric(f, "reads_total", "counter", "Read requests served.", st->reads);
 	metric(f, "read_bytes_total", "counter", "Bytes returned to readers.",
@@ -196,5 +511,6 @@ int control_write_stats(FILE *f, const struct manifest *m,
 		metric(f, "cache_budget_bytes", "gauge",
 		       "This mount's disk cache budget.", c->budget_bytes);
 	}
+	write_log(f, &st->log);
 	return ferror(f) ? -EIO : 0;
 }

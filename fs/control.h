@@ -9,7 +9,19 @@
  *                them), items includes pads.
  *   rank-R.order one escaped key per line, in epoch order; pads end in
  *                "\tpad".
- *   stats        Prometheus text exposition format.
+ *   stats        Prometheus text exposition format (version 0.0.4): every
+ *                family has one # HELP and one # TYPE line before its
+ *                samples, counters end in _total, label values are
+ *                escaped (\\, \", \n) and HELP texts too (\\, \n).
+ *                Besides the live counters: shardfs_build_info, the plan
+ *                (shardfs_plan_info with the plan and manifest digests),
+ *                the ranks served with their objects and bytes, and the
+ *                log's error and warning counts and last error.
+ *
+ * The plan digest is the SHA-256 of the plan text, so it is exactly
+ * `shardfs plan CONFIG | sha256sum`: two nodes that print the same digest
+ * serve the same plan (the text names the spec version, the manifest
+ * digest and every spec parameter, of which the plan is a pure function).
  */
 #ifndef SHARDFS_CONTROL_H
 #define SHARDFS_CONTROL_H
@@ -20,10 +32,13 @@
 #include "cache/cache.h"
 #include "fs/manifest.h"
 #include "fs/shard.h"
+#include "fs/view.h"
+#include "util/log.h"
 
 /* Live counters for the stats file, snapshotted by the caller. */
 struct control_stats {
 	uint64_t uptime_seconds;
+	uint64_t generation; /* fs_generation(): reloads so far */
 	uint64_t open_files;
 	uint64_t reads;
 	uint64_t read_bytes;
@@ -35,6 +50,8 @@ struct control_stats {
 	 * always, the shardfs_cache_* lines only when cache.enabled is
 	 * set. */
 	struct cache_stats cache;
+	/* The log's error and warning counters and last error. */
+	struct log_errors log;
 };
 
 /* Each returns 0 or -EIO if the stream failed. */
@@ -43,8 +60,18 @@ int control_write_plan(FILE *f, const struct manifest *m,
 		       const struct shard_plan *plan);
 int control_write_order(FILE *f, const struct manifest *m,
 			const struct shard_plan *plan, uint64_t rank);
+/* The stats text of a mount serving view (the ranks it shows) of plan,
+ * built from m by spec; all borrowed. Thread-safe. */
 int control_write_stats(FILE *f, const struct manifest *m,
-			const struct shard_plan *plan,
+			const struct shard_spec *spec,
+			const struct shard_plan *plan, const struct view *view,
 			const struct control_stats *st);
+
+/* Sets hex (65 bytes) to the plan digest: the lowercase hex SHA-256 of
+ * control_write_plan's text. The last result is kept (keyed by what the
+ * plan text is a function of), so a mount's stats do not rewrite the plan
+ * on every read. Thread-safe. Returns 0, -ENOMEM or -EIO. */
+int control_plan_digest(const struct manifest *m, const struct shard_spec *spec,
+			const struct shard_plan *plan, char hex[65]);
 
 #endif

@@ -9,6 +9,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static const char *skip_space(const char *s)
 {
@@ -169,4 +170,29 @@ uint64_t ranks_count(const struct ranks_range *r, size_t n)
 		total += k + 1;
 	}
 	return total;
+}
+
+void ranks_format(const struct ranks_range *r, size_t n, char *buf, size_t cap)
+{
+	size_t i, len = 0;
+	int w;
+
+	if (cap == 0)
+		return;
+	buf[0] = '\0';
+	for (i = 0; i < n; i++) {
+		w = r[i].lo == r[i].hi
+			    ? snprintf(buf + len, cap - len, "%s%" PRIu64,
+				       i ? "," : "", r[i].lo)
+			    : snprintf(buf + len, cap - len,
+				       "%s%" PRIu64 "-%" PRIu64, i ? "," : "",
+				       r[i].lo, r[i].hi);
+		if (w < 0 || (size_t)w >= cap - len) {
+			/* Cut: say so rather than show a wrong list. */
+			if (cap >= 4)
+				strcpy(buf + cap - 4, "...");
+			return;
+		}
+		len += (size_t)w;
+	}
 }

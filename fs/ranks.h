@@ -48,4 +48,8 @@ bool ranks_contains(const struct ranks_range *r, size_t n, uint64_t rank);
 /* The number of ranks in r[0..n), saturating at UINT64_MAX. */
 uint64_t ranks_count(const struct ranks_range *r, size_t n);
 
+/* Writes r[0..n) in the grammar ("0-3,8"; "" for n == 0) to buf, which
+ * is always terminated; a list longer than cap ends in "...". */
+void ranks_format(const struct ranks_range *r, size_t n, char *buf, size_t cap);
+
 #endif

@@ -22,9 +22,11 @@
 #include "mount/config.h"
 #include "mount/daemon.h"
 #include "mount/dataset.h"
+#include "mount/metrics.h"
 #include "mount/mountpoint.h"
 #include "mount/notify.h"
 #include "mount/overrides.h"
+#include "mount/reload.h"
 #include "util/log.h"
 
 const char usage_mount[] =
@@ -74,83 +76,49 @@ static bool config_rank_filter(const void *ctx, uint64_t r)
 
 /*
  * What the hooks need while the mount runs. fs_run() calls the three hooks
- * below from its own threads; each is kept short so that other parts can
- * add their line (the metrics server starts in mount_on_ready and stops in
- * mount_on_stopping; the reload function is run->reload).
+ * below from its own threads: ready (readiness, STATUS=, the metrics
+ * endpoint), reload (one per SIGHUP, in the reload thread) and stopping.
  */
 struct mount_run {
-	const struct config *cfg;
-	const char *mountpoint; /* absolute: the daemon moves to "/" */
+	const struct config *cfg; /* as started: what cannot change live */
+	const char *mountpoint;	  /* absolute: the daemon moves to "/" */
 	struct cache *cache;
 	bool log_file; /* [log] file is open: log there once serving */
+	/* What SIGHUP re-reads; only the reload thread uses it. */
+	struct mount_reload reload;
 	pthread_mutex_t lock;
-	struct dataset *ds; /* protected by lock (a reload swaps it) */
-	/* Rebuilds the tree from the re-read config and manifest and swaps
-	 * it in (fs_swap), updating ds under lock. Returns 0 or a negative
-	 * errno (logged; the old tree keeps serving). NULL: SIGHUP only says
-	 * that nothing was reloaded. */
-	int (*reload)(struct fs *fs, struct mount_run *run);
+	struct mount_served served;   /* protected by lock (a reload sets it) */
 	struct notify_ticker *ticker; /* STATUS= and WATCHDOG=1 */
+	struct metrics *metrics;      /* [metrics] listen, or NULL */
 };
-
-/* "0-3,8" for the selected ranks. */
-static void ranks_text(const struct config *cfg, char *buf, size_t cap)
-{
-	size_t i, len = 0;
-	int n;
-
-	if (cfg->shard.ranks == NULL) {
-		snprintf(buf, cap, "0-%llu",
-			 (unsigned long long)cfg->shard.spec.world_size - 1);
-		return;
-	}
-	buf[0] = '\0';
-	for (i = 0; i < cfg->shard.n_ranks && len < cap; i++) {
-		const struct config_range *r = &cfg->shard.ranks[i];
-
-		if (r->lo == r->hi)
-			n = snprintf(buf + len, cap - len, "%s%llu",
-				     i ? "," : "", (unsigned long long)r->lo);
-		else
-			n = snprintf(buf + len, cap - len, "%s%llu-%llu",
-				     i ? "," : "", (unsigned long long)r->lo,
-				     (unsigned long long)r->hi);
-		if (n < 0)
-			break;
-		len += (size_t)n;
-	}
-}
 
 /* The STATUS= line: what is served and how the cache does. */
 static void mount_status_text(void *arg, char *buf, size_t cap)
 {
 	struct mount_run *run = arg;
+	struct mount_served sv;
 	struct cache_stats st;
-	char ranks[64];
-	size_t objects;
-	unsigned long long bytes, lookups;
+	unsigned long long lookups;
 
 	pthread_mutex_lock(&run->lock);
-	objects = run->ds->manifest->count;
-	bytes = (unsigned long long)run->ds->manifest->total_bytes;
+	sv = run->served;
 	pthread_mutex_unlock(&run->lock);
-	ranks_text(run->cfg, ranks, sizeof(ranks));
 	cache_stats_get(run->cache, &st);
 	lookups = (unsigned long long)(st.hits + st.misses);
 	if (!st.enabled)
 		snprintf(buf, cap,
 			 "serving %zu objects (%.1f GiB), ranks %s of %llu; "
 			 "no disk cache; %.1f MiB read from the source",
-			 objects, (double)bytes / (1 << 30), ranks,
-			 (unsigned long long)run->cfg->shard.spec.world_size,
+			 sv.objects, (double)sv.bytes / (1 << 30), sv.ranks,
+			 (unsigned long long)sv.world_size,
 			 (double)st.backend_bytes / (1 << 20));
 	else
 		snprintf(buf, cap,
 			 "serving %zu objects (%.1f GiB), ranks %s of %llu; "
 			 "cache hit rate %.1f%% (%llu of %llu chunks); "
 			 "%.1f MiB read from the source",
-			 objects, (double)bytes / (1 << 30), ranks,
-			 (unsigned long long)run->cfg->shard.spec.world_size,
+			 sv.objects, (double)sv.bytes / (1 << 30), sv.ranks,
+			 (unsigned long long)sv.world_size,
 			 lookups ? 100.0 * (double)st.hits / (double)lookups
 				 : 0.0,
 			 (unsigned long long)st.hits, lookups,
@@ -175,7 +143,13 @@ static void mount_on_ready(struct fs *fs, void *arg)
 	if (notify_ticker_start(run->mountpoint, mount_status_text, run,
 				&run->ticker) < 0)
 		run->ticker = NULL;
-	/* Start here what serves from the mount (the metrics endpoint). */
+	/* A port that cannot be bound does not fail the mount: the files
+	 * matter more than their statistics (metrics_start logged why). */
+	if (run->cfg->metrics.listen != NULL &&
+	    metrics_start(run->cfg->metrics.listen, fs, &run->metrics) < 0)
+		log_msg(LOG_WARNING, "metrics: no endpoint; the mount serves "
+				     "files as usual (.shardfs/stats still "
+				     "works)");
 }
 
 /* hooks->reload: one per SIGHUP, in fs_run's reload thread. */
@@ -183,17 +157,15 @@ static int mount_on_reload(struct fs *fs, void *arg)
 {
 	struct mount_run *run = arg;
 	char status[512];
-	int rc = 0;
+	int rc;
 
 	notify_reloading();
-	/* The reload itself: set run->reload in cmd_mount(). */
-	if (run->reload != NULL)
-		rc = run->reload(fs, run);
-	else
-		log_msg(LOG_WARNING,
-			"SIGHUP: %s was not reloaded: this build cannot "
-			"reload a mount; remount to apply changes",
-			run->cfg->file);
+	rc = mount_reload(fs, &run->reload);
+	if (rc == 0) {
+		pthread_mutex_lock(&run->lock);
+		run->served = run->reload.served;
+		pthread_mutex_unlock(&run->lock);
+	}
 	mount_status_text(run, status, sizeof(status));
 	notify_ready(status);
 	return rc;
@@ -208,7 +180,8 @@ static void mount_on_stopping(struct fs *fs, void *arg)
 	notify_stopping("unmounting");
 	notify_ticker_stop(run->ticker);
 	run->ticker = NULL;
-	/* Stop here what mount_on_ready started. */
+	metrics_stop(run->metrics);
+	run->metrics = NULL;
 }
 
 /* Loads, builds and serves; the part that runs in the daemon. */
@@ -241,8 +214,9 @@ static int mount_serve(struct mount_run *run, struct fs_options *fo)
 		ds->manifest->count,
 		(unsigned long long)ds->manifest->total_bytes,
 		ds->manifest->digest);
-	run->ds = ds;
 	run->cache = cache;
+	run->reload.cache = cache;
+	mount_served_fill(cfg, ds, &run->served);
 	{
 		struct fs_data data = {
 			.manifest = ds->manifest,
@@ -256,8 +230,6 @@ static int mount_serve(struct mount_run *run, struct fs_options *fo)
 	}
 	notify_ticker_stop(run->ticker);
 	run->ticker = NULL;
-	/* A reload may have replaced ds. */
-	ds = run->ds;
 out:
 	cache_free(cache);
 	view_free(view);
@@ -284,7 +256,7 @@ int cmd_mount(int argc, char **argv, bool helper_form)
 	struct mount_run run = { 0 };
 	struct config *cfg = NULL;
 	const char *mountpoint, **opt_args = NULL;
-	char *abs_mountpoint = NULL;
+	char *abs_mountpoint = NULL, *config_abs = NULL;
 	size_t n_opt_args = 0, i;
 	bool fake = false;
 	int c, rc = EXIT_USAGE;
@@ -407,12 +379,18 @@ int cmd_mount(int argc, char **argv, bool helper_form)
 	fo.allow_other = cfg->mount.allow_other || ov.allow_other;
 	run.cfg = cfg;
 	run.mountpoint = abs_mountpoint;
-	run.reload = NULL; /* the SIGHUP reload function, once there is one */
+	/* SIGHUP re-reads this file with these overrides; absolute, since
+	 * a background mount's cwd is "/". */
+	config_abs = realpath(argv[optind], NULL);
+	run.reload.config_path = config_abs ? config_abs : argv[optind];
+	run.reload.ov = &ov;
+	run.reload.running = cfg;
 	pthread_mutex_init(&run.lock, NULL);
 	rc = mount_serve(&run, &fo);
 	pthread_mutex_destroy(&run.lock);
 out:
 	free(abs_mountpoint);
+	free(config_abs);
 	free(opt_args);
 	config_free(cfg);
 	overrides_free(&ov);

@@ -8,6 +8,7 @@
  *   shardfs warm CONFIG [--rank LIST] [-o OPTS]
  *   shardfs cache stat|verify|clear DIR
  *   shardfs unmount [--lazy] [--stale-only] CONFIG|MOUNTPOINT
+ *   shardfs status MOUNTPOINT [--json] [--interval SECONDS]
  *   shardfs help [COMMAND] | --help | --version
  *
  * Exit codes: 0 ok, 1 runtime failure, 2 usage or config error.
@@ -46,6 +47,8 @@ static const char usage_main[] =
 	"  cache stat|verify|clear DIR  inspect, check or empty a cache\n"
 	"  unmount CONFIG|MOUNTPOINT  unmount; --stale-only: only a dead "
 	"mount\n"
+	"  status MOUNTPOINT [--json]  show a mount's plan, ranks, rates and "
+	"errors\n"
 	"  help [COMMAND]             show help for a command\n"
 	"\n"
 	"  shardfs CONFIG MOUNTPOINT [-o OPTS] is the form mount(8) and "
@@ -408,6 +411,8 @@ static int cmd_help(int argc, char **argv)
 		fputs(usage_cache, stdout);
 	else if (strcmp(topic, "unmount") == 0)
 		fputs(usage_unmount, stdout);
+	else if (strcmp(topic, "status") == 0)
+		fputs(usage_status, stdout);
 	else
 		return cmd_usage_error(usage_main, "help: unknown command '%s'",
 				       topic);
@@ -445,6 +450,8 @@ int main(int argc, char **argv)
 		return cmd_cache(argc - 1, argv + 1);
 	if (strcmp(cmd, "unmount") == 0)
 		return cmd_unmount(argc - 1, argv + 1);
+	if (strcmp(cmd, "status") == 0)
+		return cmd_status(argc - 1, argv + 1);
 	/* mount(8) runs "shardfs CONFIG MOUNTPOINT -o OPTS". */
 	if (cmd[0] != '-' && strchr(cmd, '/') != NULL)
 		return cmd_mount(argc, argv, true);

@@ -16,9 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <openssl/evp.h>
-
 #include "fs/control.h"
+#include "fs/ranks.h"
 #include "fs/view.h"
 #include "mount/dataset.h"
 #include "util/log.h"
@@ -204,59 +203,18 @@ int mount_reload_keep_restart_keys(const struct config *running,
 /* The SHA-256 of the plan file's text, which names the manifest digest,
  * the spec version and every spec value: the plan is a pure function of
  * those, so equal digests mean equal plans. */
-static void plan_digest(const struct manifest *m, const struct shard_spec *spec,
-			const struct shard_plan *plan, char out[65])
+void mount_served_fill(const struct config *cfg, const struct dataset *ds,
+		       struct mount_served *out)
 {
-	unsigned char md[32];
-	unsigned int mdlen = 0;
-	char *text = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&text, &len);
-
-	strcpy(out, "?");
-	if (f == NULL)
-		return;
-	if (control_write_plan(f, m, spec, plan) < 0) {
-		fclose(f);
-		free(text);
-		return;
-	}
-	if (fclose(f) == 0 &&
-	    EVP_Digest(text, len, md, &mdlen, EVP_sha256(), NULL) == 1 &&
-	    mdlen == 32) {
-		for (unsigned i = 0; i < 32; i++)
-			sprintf(out + 2 * i, "%02x", md[i]);
-	}
-	free(text);
-}
-
-/* "0-3,8 of 16" or "all of 16". */
-static void ranks_format(const struct config *cfg, char *buf, size_t len)
-{
-	size_t used = 0;
-
-	buf[0] = '\0';
-	if (cfg->shard.ranks == NULL) {
-		snprintf(buf, len, "all");
-	}
-	for (size_t i = 0;
-	     cfg->shard.ranks != NULL && i < cfg->shard.n_ranks && used < len;
-	     i++) {
-		const struct config_range *r = &cfg->shard.ranks[i];
-		int w = r->lo == r->hi
-				? snprintf(buf + used, len - used, "%s%" PRIu64,
-					   i ? "," : "", r->lo)
-				: snprintf(buf + used, len - used,
-					   "%s%" PRIu64 "-%" PRIu64,
-					   i ? "," : "", r->lo, r->hi);
-
-		if (w < 0)
-			break;
-		used += (size_t)w;
-	}
-	used = strlen(buf);
-	snprintf(buf + used, len - used, " of %" PRIu64,
-		 cfg->shard.spec.world_size);
+	out->objects = ds->manifest->count;
+	out->bytes = ds->manifest->total_bytes;
+	out->world_size = cfg->shard.spec.world_size;
+	if (cfg->shard.ranks != NULL)
+		ranks_format(cfg->shard.ranks, cfg->shard.n_ranks, out->ranks,
+			     sizeof(out->ranks));
+	else
+		snprintf(out->ranks, sizeof(out->ranks), "0-%" PRIu64,
+			 out->world_size - 1);
 }
 
 static bool reload_rank_filter(const void *ctx, uint64_t r)
@@ -264,10 +222,11 @@ static bool reload_rank_filter(const void *ctx, uint64_t r)
 	return config_rank_selected(ctx, r);
 }
 
-int mount_reload(struct fs *fs, const struct mount_reload *rl)
+int mount_reload(struct fs *fs, struct mount_reload *rl)
 {
 	struct reload_gen *rg = calloc(1, sizeof(*rg));
-	char err[1024], digest[65], ranks[256];
+	char err[1024], digest[65];
+	struct mount_served served;
 	struct fs_data data;
 	int rc;
 
@@ -303,8 +262,10 @@ int mount_reload(struct fs *fs, const struct mount_reload *rl)
 	data.plan = rg->ds->plan;
 	data.view = rg->view;
 	data.cache = rl->cache;
-	plan_digest(data.manifest, data.spec, data.plan, digest);
-	ranks_format(rg->cfg, ranks, sizeof(ranks));
+	if (control_plan_digest(data.manifest, data.spec, data.plan, digest) <
+	    0)
+		strcpy(digest, "?");
+	mount_served_fill(rg->cfg, rg->ds, &served);
 	rc = fs_swap(fs, &data, reload_gen_release, rg);
 	if (rc < 0) {
 		log_msg(LOG_ERR, "reload: cannot swap in the new tree: %s",
@@ -315,16 +276,12 @@ int mount_reload(struct fs *fs, const struct mount_reload *rl)
 	 * that is until this thread's next swap. */
 	log_msg(LOG_INFO,
 		"reloaded: generation %u, %zu objects, manifest sha256 %s, "
-		"plan digest %s, ranks %s",
+		"plan digest %s, ranks %s of %llu",
 		fs_generation(fs), data.manifest->count, data.manifest->digest,
-		digest, ranks);
+		digest, served.ranks, (unsigned long long)served.world_size);
+	rl->served = served;
 	return 0;
 fail:
 	reload_gen_free(rg);
 	return rc;
-}
-
-int mount_reload_hook(struct fs *fs, void *arg)
-{
-	return mount_reload(fs, arg);
 }

@@ -18,10 +18,27 @@
 #ifndef SHARDFS_RELOAD_H
 #define SHARDFS_RELOAD_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 #include "cache/cache.h"
 #include "fs/fs.h"
 #include "mount/config.h"
+#include "mount/dataset.h"
 #include "mount/overrides.h"
+
+/* What a generation serves, in numbers and text (for STATUS= lines): a
+ * copy, so readers never touch a generation a later reload frees. */
+struct mount_served {
+	size_t objects; /* in the manifest */
+	uint64_t bytes; /* of the manifest */
+	uint64_t world_size;
+	char ranks[64]; /* the selected ranks, "0-3,8" */
+};
+
+/* Fills *out from a config and the dataset loaded from it. */
+void mount_served_fill(const struct config *cfg, const struct dataset *ds,
+		       struct mount_served *out);
 
 /* What a reload needs from the mount; everything borrowed for the life of
  * the mount. Only the reload thread uses it (reloads never overlap). */
@@ -32,6 +49,7 @@ struct mount_reload {
 	 * needs a restart keeps. */
 	const struct config *running;
 	struct cache *cache;
+	struct mount_served served; /* set by each successful reload */
 };
 
 /* Reloads: see the file comment. Returns 0 after the swap (the log says
@@ -39,10 +57,7 @@ struct mount_reload {
  * still served (-EINVAL: the config; what dataset_load or fs_swap
  * returned), each logged. Call from fs_hooks' reload, never from a FUSE
  * request. */
-int mount_reload(struct fs *fs, const struct mount_reload *rl);
-
-/* mount_reload as an fs_hooks reload hook (arg: struct mount_reload). */
-int mount_reload_hook(struct fs *fs, void *arg);
+int mount_reload(struct fs *fs, struct mount_reload *rl);
 
 /* For each key that cannot change without a restart and differs between
  * running and next: logs a warning naming it and sets it in next back to

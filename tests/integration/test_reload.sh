@@ -106,9 +106,10 @@ reload
 GEN=$((GEN + 1))
 check "(a) unchanged config reloads" test "$OUTCOME" = reloaded
 check "(a) log names generation $GEN, objects, digest, ranks" \
-	grep -qE "reloaded: generation $GEN, 300 objects, manifest sha256 $DIGEST_A, plan digest [0-9a-f]{64}, ranks all of 2" "$LOG"
+	grep -qE "reloaded: generation $GEN, 300 objects, manifest sha256 $DIGEST_A, plan digest [0-9a-f]{64}, ranks 0-1 of 2" "$LOG"
 plan_matches "(a)"
 ranks_are "(a)" "rank-0 rank-1"
+check "(a) stats count the generation" grep -qx "shardfs_generation $GEN" "$M/.shardfs/stats"
 
 # (b) world_size 2 -> 4, rank 0 goes away
 conf 4 "1-3" "$T/mA.tsv" "$DIGEST_A"

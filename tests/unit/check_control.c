@@ -18,8 +18,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/sha.h>
+
 #include "fs/manifest.h"
 #include "fs/shard.h"
+#include "fs/view.h"
 #include "util/log.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
@@ -293,7 +296,7 @@ END_TEST
 /* One parsed sample line. */
 struct sample {
 	char name[256];
-	char labels[256];
+	char labels[2048];
 	uint64_t value;
 };
 
@@ -310,7 +313,7 @@ static size_t parse_stats(const char *text, size_t len, struct sample *out,
 	ck_assert_int_eq(text[len - 1], '\n');
 	while (p < end) {
 		const char *nl = memchr(p, '\n', (size_t)(end - p));
-		char line[256], name[64], rest[160];
+		char line[4096], name[64], rest[160];
 
 		ck_assert_ptr_nonnull(nl);
 		ck_assert_uint_lt((size_t)(nl - p), sizeof(line));
@@ -352,7 +355,8 @@ static size_t parse_stats(const char *text, size_t len, struct sample *out,
 			char *brace = strchr(line, '{'), *space;
 			char *endp;
 
-			space = strchr(brace ? strchr(line, '}') : line, ' ');
+			/* The last '}': a label value may hold one. */
+			space = strchr(brace ? strrchr(line, '}') : line, ' ');
 			ck_assert_ptr_nonnull(space);
 			*space = '\0';
 			out[n].labels[0] = '\0';
@@ -363,7 +367,8 @@ static size_t parse_stats(const char *text, size_t len, struct sample *out,
 					 "%s", brace + 1);
 				*brace = '\0';
 			}
-			snprintf(out[n].name, sizeof(out[n].name), "%s", line);
+			snprintf(out[n].name, sizeof(out[n].name), "%.255s",
+				 line);
 			ck_assert_uint_gt(strlen(space + 1), 0);
 			out[n].value = strtoull(space + 1, &endp, 10);
 			ck_assert_msg(*endp == '\0', "bad value '%s'",
@@ -406,6 +411,7 @@ static uint64_t sample_value(const struct sample *s, size_t n, const char *name,
 
 static const struct control_stats stats_given = {
 	.uptime_seconds = 11,
+	.generation = 3,
 	.open_files = 2,
 	.reads = 3,
 	.read_bytes = 4096,
@@ -413,6 +419,12 @@ static const struct control_stats stats_given = {
 	.backend_reads = 5,
 	.backend_bytes = 8192,
 	.backend_errors = UINT64_MAX,
+	.log = {
+		.errors = 7,
+		.warnings = 9,
+		.last_time = 1700000000,
+		.last = "backend: \"x\" down",
+	},
 	.cache = {
 		.enabled = true,
 		.hits = 21,
@@ -426,6 +438,13 @@ static const struct control_stats stats_given = {
 	},
 };
 
+/* Shows ranks 0 and 2. */
+static bool even_ranks(const void *ctx, uint64_t r)
+{
+	(void)ctx;
+	return r % 2 == 0;
+}
+
 /* Writes the stats for st, checks the format and the values every mount
  * has, and returns the samples in s. */
 static size_t stats_common(const struct control_stats *st, struct sample *s,
@@ -434,13 +453,16 @@ static size_t stats_common(const struct control_stats *st, struct sample *s,
 	static const char *const extra[] = { "z/", "y/", "a//b" };
 	struct manifest *m = ten_items(extra, ARRAY_LEN(extra));
 	struct shard_plan *plan = plan_of(&spec_pad, m->count);
+	struct view *view = NULL;
 	struct out o;
 	const char *t;
 	size_t n;
 	int i;
 
+	ck_assert_int_eq(view_build(m, plan, even_ranks, NULL, &view), 0);
 	out_open(&o);
-	ck_assert_int_eq(control_write_stats(o.f, m, plan, st), 0);
+	ck_assert_int_eq(control_write_stats(o.f, m, &spec_pad, plan, view, st),
+			 0);
 	t = text(&o);
 	n = parse_stats(t, o.len, s, cap);
 	ck_assert_uint_eq(sample_value(s, n, "shardfs_manifest_items", ""), 10);
@@ -448,6 +470,7 @@ static size_t stats_common(const struct control_stats *st, struct sample *s,
 			  1045);
 	ck_assert_uint_eq(sample_value(s, n, "shardfs_world_size", ""), 4);
 	ck_assert_uint_eq(sample_value(s, n, "shardfs_uptime_seconds", ""), 11);
+	ck_assert_uint_eq(sample_value(s, n, "shardfs_generation", ""), 3);
 	ck_assert_uint_eq(sample_value(s, n, "shardfs_open_files", ""), 2);
 	ck_assert_uint_eq(sample_value(s, n, "shardfs_reads_total", ""), 3);
 	ck_assert_uint_eq(sample_value(s, n, "shardfs_read_bytes_total", ""),
@@ -473,7 +496,61 @@ static size_t stats_common(const struct control_stats *st, struct sample *s,
 	}
 	ck_assert_uint_eq(m->skipped[MANIFEST_SKIP_DIR_MARKER], 2);
 	ck_assert_uint_eq(m->skipped[MANIFEST_SKIP_BAD_COMPONENT], 1);
+	/* Ranks 0 and 2 of the vector: r0 [8,6,5] 319 bytes, r2 [4,7] and
+	 * a pad (8), which is no file: 104 + 107 = 211. */
+	ck_assert_uint_eq(sample_value(s, n, "shardfs_ranks_served", ""), 2);
+	ck_assert_uint_eq(sample_value(s, n, "shardfs_served_objects", ""), 5);
+	ck_assert_uint_eq(sample_value(s, n, "shardfs_served_bytes", ""), 530);
+	ck_assert_uint_eq(
+		sample_value(s, n, "shardfs_rank_objects", "rank=\"0\""), 3);
+	ck_assert_uint_eq(
+		sample_value(s, n, "shardfs_rank_objects", "rank=\"2\""), 2);
+	ck_assert_uint_eq(
+		sample_value(s, n, "shardfs_rank_bytes", "rank=\"0\""), 319);
+	ck_assert_uint_eq(
+		sample_value(s, n, "shardfs_rank_bytes", "rank=\"2\""), 211);
+	ck_assert_uint_eq(sample_value(s, n, "shardfs_log_errors_total", ""),
+			  st->log.errors);
+	ck_assert_uint_eq(sample_value(s, n, "shardfs_log_warnings_total", ""),
+			  st->log.warnings);
+	ck_assert_uint_eq(
+		sample_value(s, n, "shardfs_last_error_timestamp_seconds", ""),
+		(uint64_t)st->log.last_time);
+	{
+		/* The plan digest is sha256 of the plan text, computed
+		 * here with OpenSSL's one-shot SHA256(). */
+		unsigned char md[SHA256_DIGEST_LENGTH];
+		char want[512], hex[65];
+		struct out p;
+
+		out_open(&p);
+		ck_assert_int_eq(control_write_plan(p.f, m, &spec_pad, plan),
+				 0);
+		text(&p);
+		SHA256((const unsigned char *)p.buf, p.len, md);
+		for (i = 0; i < SHA256_DIGEST_LENGTH; i++)
+			snprintf(hex + 2 * i, 3, "%02x", md[i]);
+		free(p.buf);
+		snprintf(want, sizeof(want),
+			 "plan_sha256=\"%s\",manifest_sha256=\"%s\"", hex,
+			 m->digest);
+		ck_assert_uint_eq(sample_value(s, n, "shardfs_plan_info", want),
+				  1);
+		snprintf(want, sizeof(want),
+			 "version=\"%s\",shard_spec=\"%s\",libfuse=\"3.",
+			 SHARDFS_VERSION, SHARD_SPEC_VERSION);
+		for (i = 0; i < (int)n; i++)
+			if (strcmp(s[i].name, "shardfs_build_info") == 0)
+				break;
+		ck_assert_int_lt(i, (int)n);
+		ck_assert_uint_eq(s[i].value, 1);
+		ck_assert_msg(strncmp(s[i].labels, want, strlen(want)) == 0 &&
+				      strstr(s[i].labels, ",libcurl=\"7.") !=
+					      NULL,
+			      "build_info {%s}", s[i].labels);
+	}
 	free(o.buf);
+	view_free(view);
 	shard_plan_free(plan);
 	manifest_free(m);
 	return n;
@@ -492,21 +569,25 @@ static int has_sample(const struct sample *s, size_t n, const char *name)
 START_TEST(test_stats)
 {
 	struct control_stats st = stats_given;
-	struct sample s[64];
+	struct sample s[96];
 	size_t n;
 
-	/* No disk cache: one gauge says so, no other cache series. */
+	/* No disk cache: one gauge says so, no other cache series. No error
+	 * logged: no last_error_info. */
 	memset(&st.cache, 0, sizeof(st.cache));
+	memset(&st.log, 0, sizeof(st.log));
 	n = stats_common(&st, s, ARRAY_LEN(s));
 	ck_assert_uint_eq(sample_value(s, n, "shardfs_cache_enabled", ""), 0);
 	ck_assert(!has_sample(s, n, "shardfs_cache_hits_total"));
-	ck_assert_uint_eq(n, 12 + 13 + MANIFEST_SKIP_NREASONS);
+	ck_assert(!has_sample(s, n, "shardfs_last_error_info"));
+	/* + build, plan, 3 served totals, 2 x 2 per rank, 3 log. */
+	ck_assert_uint_eq(n, 12 + 13 + MANIFEST_SKIP_NREASONS + 12);
 }
 END_TEST
 
 START_TEST(test_stats_cache)
 {
-	struct sample s[64];
+	struct sample s[96];
 	size_t n = stats_common(&stats_given, s, ARRAY_LEN(s));
 
 	ck_assert_uint_eq(sample_value(s, n, "shardfs_cache_enabled", ""), 1);
@@ -532,7 +613,85 @@ START_TEST(test_stats_cache)
 				       "shardfs_cache_bytes_from_backend_total",
 				       ""),
 			  8192);
-	ck_assert_uint_eq(n, 12 + 13 + 9 + MANIFEST_SKIP_NREASONS);
+	ck_assert_uint_eq(sample_value(s, n, "shardfs_last_error_info",
+				       "message=\"backend: \\\"x\\\" down\""),
+			  1);
+	ck_assert_uint_eq(n, 13 + 13 + 9 + MANIFEST_SKIP_NREASONS + 13);
+}
+END_TEST
+
+START_TEST(test_stats_last_error_escaped)
+{
+	/* Quotes, backslashes, a newline, a '}', a valid two-byte
+	 * character and bytes that are not UTF-8 (a lone continuation, an
+	 * overlong, a truncated sequence at the end). */
+	struct control_stats st = stats_given;
+	struct sample s[96];
+	size_t n;
+
+	snprintf(st.log.last, sizeof(st.log.last), "%s",
+		 "open \"a\\b\"\nnext} \xc3\xa9 \x80\xc0\xaf \xe2\x82");
+	n = stats_common(&st, s, ARRAY_LEN(s));
+	ck_assert_uint_eq(sample_value(s, n, "shardfs_last_error_info",
+				       "message=\"open \\\"a\\\\b\\\"\\nnext} "
+				       "\xc3\xa9 ??? ??\""),
+			  1);
+}
+END_TEST
+
+/* sha256 of control_write_plan's text, with OpenSSL's one-shot SHA256(). */
+static void plan_text_sha256(const struct manifest *m,
+			     const struct shard_spec *spec,
+			     const struct shard_plan *plan, char hex[65])
+{
+	unsigned char md[SHA256_DIGEST_LENGTH];
+	struct out o;
+	int i;
+
+	out_open(&o);
+	ck_assert_int_eq(control_write_plan(o.f, m, spec, plan), 0);
+	text(&o);
+	SHA256((const unsigned char *)o.buf, o.len, md);
+	for (i = 0; i < SHA256_DIGEST_LENGTH; i++)
+		snprintf(hex + 2 * i, 3, "%02x", md[i]);
+	free(o.buf);
+}
+
+START_TEST(test_plan_digest)
+{
+	/* The kept digest follows what it is keyed by: another seed, then
+	 * another manifest, then the first again each give their own. */
+	struct shard_spec other = spec_pad;
+	static const char *const extra[] = { "z/" };
+	struct manifest *m = ten_items(NULL, 0);
+	struct manifest *m2 = ten_items(extra, 1);
+	struct shard_plan *plan = plan_of(&spec_pad, m->count), *plan2;
+	char got[65], want[65], first[65];
+	int round;
+
+	other.seed = 43;
+	plan2 = plan_of(&other, m->count);
+	for (round = 0; round < 2; round++) {
+		ck_assert_int_eq(control_plan_digest(m, &spec_pad, plan, got),
+				 0);
+		plan_text_sha256(m, &spec_pad, plan, want);
+		ck_assert_str_eq(got, want);
+		memcpy(first, got, sizeof(first));
+		ck_assert_int_eq(control_plan_digest(m, &other, plan2, got), 0);
+		plan_text_sha256(m, &other, plan2, want);
+		ck_assert_str_eq(got, want);
+		ck_assert_str_ne(got, first);
+		/* Same keys and sizes, one more skipped key: another text. */
+		ck_assert_int_eq(control_plan_digest(m2, &spec_pad, plan, got),
+				 0);
+		plan_text_sha256(m2, &spec_pad, plan, want);
+		ck_assert_str_eq(got, want);
+		ck_assert_str_ne(got, first);
+	}
+	shard_plan_free(plan2);
+	shard_plan_free(plan);
+	manifest_free(m2);
+	manifest_free(m);
 }
 END_TEST
 
@@ -541,6 +700,7 @@ START_TEST(test_write_errors)
 	static const struct control_stats st = { .reads = 1 };
 	struct manifest *m = ten_items(NULL, 0);
 	struct shard_plan *plan = plan_of(&spec_pad, m->count);
+	struct view *view = NULL;
 	char buf[16] = "";
 	FILE *f;
 
@@ -552,9 +712,12 @@ START_TEST(test_write_errors)
 	f = fmemopen(buf, sizeof(buf), "r");
 	ck_assert_int_eq(control_write_order(f, m, plan, 0), -EIO);
 	fclose(f);
+	ck_assert_int_eq(view_build(m, plan, NULL, NULL, &view), 0);
 	f = fmemopen(buf, sizeof(buf), "r");
-	ck_assert_int_eq(control_write_stats(f, m, plan, &st), -EIO);
+	ck_assert_int_eq(control_write_stats(f, m, &spec_pad, plan, view, &st),
+			 -EIO);
 	fclose(f);
+	view_free(view);
 	shard_plan_free(plan);
 	manifest_free(m);
 }
@@ -574,6 +737,8 @@ static Suite *control_suite(void)
 		{ "order_escaped", test_order_escaped },
 		{ "stats", test_stats },
 		{ "stats_cache", test_stats_cache },
+		{ "stats_last_error_escaped", test_stats_last_error_escaped },
+		{ "plan_digest", test_plan_digest },
 		{ "write_errors", test_write_errors },
 	};
 	size_t i;

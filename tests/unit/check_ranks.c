@@ -55,6 +55,28 @@ START_TEST(test_good)
 }
 END_TEST
 
+/* The formatter writes the grammar back: parse(format(x)) == x. */
+START_TEST(test_format)
+{
+	struct ranks_range *r = NULL, *r2 = NULL;
+	char buf[64], small[8], why[128];
+	size_t n = 0, n2 = 0;
+
+	ck_assert_int_eq(ranks_parse("8-15,0,2,3", &r, &n, why, sizeof(why)),
+			 0);
+	ranks_format(r, n, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "0,2-3,8-15");
+	ck_assert_int_eq(ranks_parse(buf, &r2, &n2, why, sizeof(why)), 0);
+	ck_assert_uint_eq(n2, n);
+	ranks_format(r, n, small, sizeof(small));
+	ck_assert_str_eq(small, "0,2-...");
+	ranks_format(r, 0, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "");
+	free(r);
+	free(r2);
+}
+END_TEST
+
 START_TEST(test_errors)
 {
 	static const struct {
@@ -142,6 +164,7 @@ static Suite *ranks_suite(void)
 
 	tcase_add_test(tc, test_good);
 	tcase_add_test(tc, test_errors);
+	tcase_add_test(tc, test_format);
 	tcase_add_test(tc, test_world);
 	suite_add_tcase(s, tc);
 	return s;

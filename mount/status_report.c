@@ -1,0 +1,501 @@
+/*
+ * status_report: see status_report.h. Every figure comes from one sample
+ * (the later one); the rates are differences of counters over the time
+ * between the two reads.
+ */
+#include "mount/status_report.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <jansson.h>
+
+#include "mount/commands.h"
+
+void status_snap_free(struct status_snap *sn)
+{
+	size_t i;
+
+	for (i = 0; i < sn->n; i++) {
+		free(sn->s[i].name);
+		free(sn->s[i].labels);
+	}
+	free(sn->s);
+	sn->s = NULL;
+	sn->n = 0;
+}
+
+/* Parses the text format's sample lines (comments skipped). Returns 0 or
+ * -EINVAL for a line that is not a sample, -ENOMEM. */
+int status_snap_parse(const char *text, size_t len, struct status_snap *sn)
+{
+	const char *p = text, *end = text + len;
+
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		const char *le = nl ? nl : end, *sp, *brace, *close = NULL;
+		struct status_sample *grown, *s;
+		char *vend;
+
+		if (p == le || *p == '#') {
+			p = le + 1;
+			continue;
+		}
+		brace = memchr(p, '{', (size_t)(le - p));
+		if (brace != NULL) {
+			/* The closing brace is the last one: a label value
+			 * may hold '}', the value never. */
+			for (sp = le; sp > brace; sp--)
+				if (*sp == '}') {
+					close = sp;
+					break;
+				}
+			if (close == NULL)
+				return -EINVAL;
+			sp = memchr(close, ' ', (size_t)(le - close));
+		} else {
+			sp = memchr(p, ' ', (size_t)(le - p));
+		}
+		if (sp == NULL)
+			return -EINVAL;
+		grown = realloc(sn->s, (sn->n + 1) * sizeof(*grown));
+		if (grown == NULL)
+			return -ENOMEM;
+		sn->s = grown;
+		s = &sn->s[sn->n];
+		s->name = strndup(p, (size_t)((brace ? brace : sp) - p));
+		s->labels =
+			brace ? strndup(brace + 1, (size_t)(close - brace - 1))
+			      : strdup("");
+		if (s->name == NULL || s->labels == NULL) {
+			free(s->name);
+			free(s->labels);
+			return -ENOMEM;
+		}
+		sn->n++;
+		errno = 0;
+		s->value = strtoull(sp + 1, &vend, 10);
+		if (errno != 0 || vend != le)
+			return -EINVAL;
+		p = le + 1;
+	}
+	return 0;
+}
+
+/* The value of name (no labels), or 0 if absent; *found says which. */
+static unsigned long long snap_get(const struct status_snap *sn,
+				   const char *name, int *found)
+{
+	size_t i;
+
+	for (i = 0; i < sn->n; i++)
+		if (strcmp(sn->s[i].name, name) == 0 &&
+		    sn->s[i].labels[0] == '\0') {
+			if (found)
+				*found = 1;
+			return sn->s[i].value;
+		}
+	if (found)
+		*found = 0;
+	return 0;
+}
+
+static unsigned long long v(const struct status_snap *sn, const char *name)
+{
+	return snap_get(sn, name, NULL);
+}
+
+/* Label key's value (unescaped) from a sample's labels, malloc'ed, or
+ * NULL if absent or out of memory. */
+static char *label_get(const char *labels, const char *key)
+{
+	const char *p = labels;
+
+	while (*p) {
+		const char *eq = strchr(p, '=');
+		char *out, *o;
+
+		if (eq == NULL || eq[1] != '"')
+			return NULL;
+		out = malloc(strlen(eq));
+		if (out == NULL)
+			return NULL;
+		o = out;
+		for (p = eq + 2; *p && *p != '"'; p++) {
+			if (*p == '\\' && p[1]) {
+				p++;
+				*o++ = *p == 'n' ? '\n' : *p;
+			} else {
+				*o++ = *p;
+			}
+		}
+		*o = '\0';
+		if ((size_t)(eq - labels) == strlen(key) &&
+		    strncmp(labels, key, strlen(key)) == 0)
+			return out;
+		free(out);
+		if (*p == '"')
+			p++;
+		if (*p == ',')
+			p++;
+		labels = p;
+	}
+	return NULL;
+}
+
+/* The first sample named name's label key, malloc'ed, or NULL. */
+static char *snap_label(const struct status_snap *sn, const char *name,
+			const char *key)
+{
+	size_t i;
+
+	for (i = 0; i < sn->n; i++)
+		if (strcmp(sn->s[i].name, name) == 0)
+			return label_get(sn->s[i].labels, key);
+	return NULL;
+}
+
+static void ranges_put(FILE *f, long long first, long long last,
+		       const char *sep)
+{
+	if (last > first)
+		fprintf(f, "%lld-%lld%s", first, last, sep);
+	else
+		fprintf(f, "%lld%s", first, sep);
+}
+
+/* "0-3,8" from the rank_objects samples (in rank order), each rank also
+ * appended to arr; malloc'ed, or NULL if out of memory. */
+static char *ranks_text(const struct status_snap *sn, json_t *arr)
+{
+	long long first = -1, last = -1;
+	char *out = NULL;
+	size_t len = 0, i;
+	FILE *f = open_memstream(&out, &len);
+
+	if (f == NULL)
+		return NULL;
+	for (i = 0; i < sn->n; i++) {
+		char *rs;
+		long long r;
+
+		if (strcmp(sn->s[i].name, "shardfs_rank_objects") != 0)
+			continue;
+		rs = label_get(sn->s[i].labels, "rank");
+		r = rs ? strtoll(rs, NULL, 10) : -1;
+		free(rs);
+		if (r < 0)
+			continue;
+		json_array_append_new(arr, json_integer(r));
+		if (first >= 0 && r == last + 1) {
+			last = r;
+			continue;
+		}
+		if (first >= 0)
+			ranges_put(f, first, last, ",");
+		first = last = r;
+	}
+	if (first >= 0)
+		ranges_put(f, first, last, "");
+	if (fclose(f) != 0) {
+		free(out);
+		return NULL;
+	}
+	return out;
+}
+
+static double rate(const struct status_snap *a, const struct status_snap *b,
+		   const char *name)
+{
+	unsigned long long x = v(a, name), y = v(b, name);
+	double dt = b->time - a->time;
+
+	return dt > 0 && y >= x ? (double)(y - x) / dt : 0.0;
+}
+
+/* hits / (hits + misses), or NaN when there were none. */
+static double ratio(unsigned long long hits, unsigned long long misses)
+{
+	return hits + misses ? (double)hits / (double)(hits + misses) : NAN;
+}
+
+static json_t *json_ratio(double r)
+{
+	return isnan(r) ? json_null() : json_real(r);
+}
+
+static void human_bytes(char *buf, size_t cap, double b)
+{
+	static const char *const unit[] = { "B",   "KiB", "MiB",
+					    "GiB", "TiB", "PiB" };
+	int u = 0;
+
+	while (b >= 1024 && u < 5) {
+		b /= 1024;
+		u++;
+	}
+	if (u == 0)
+		snprintf(buf, cap, "%.0f B", b);
+	else
+		snprintf(buf, cap, "%.1f %s", b, unit[u]);
+}
+
+static void human_pct(char *buf, size_t cap, double r)
+{
+	if (isnan(r))
+		snprintf(buf, cap, "-");
+	else
+		snprintf(buf, cap, "%.1f%%", r * 100);
+}
+
+/* What both forms print, taken from the later sample. */
+struct status_info {
+	const char *mp;
+	const struct status_snap *s, *a, *b;	   /* s = b ? b : a */
+	char *version, *spec, *plan, *mdig, *last; /* NULL if absent */
+	json_t *ranks;				   /* the ranks served */
+	char *rtext;				   /* "0-3,8" */
+	int cache_on;
+	double cache_hr, pf_hr; /* NaN: no lookups yet */
+	unsigned long long last_time;
+};
+
+static int report_json(const struct status_info *in)
+{
+	const char *mp = in->mp, *version = in->version, *spec = in->spec;
+	const char *plan = in->plan, *mdig = in->mdig, *last = in->last;
+	const struct status_snap *s = in->s, *a = in->a, *b = in->b;
+	json_t *ranks = in->ranks;
+	int cache_on = in->cache_on;
+	double cache_hr = in->cache_hr, pf_hr = in->pf_hr;
+	unsigned long long last_time = in->last_time;
+	json_t *o = json_pack(
+		"{s:s, s:s?, s:s?, s:s?, s:s?, s:I, s:O, s:I, s:I, "
+		"s:I, s:I, s:I, s:I}",
+		"mountpoint", mp, "version", version, "shard_spec", spec,
+		"plan_sha256", plan, "manifest_sha256", mdig, "world_size",
+		(json_int_t)v(s, "shardfs_world_size"), "ranks", ranks,
+		"objects", (json_int_t)v(s, "shardfs_served_objects"), "bytes",
+		(json_int_t)v(s, "shardfs_served_bytes"), "manifest_objects",
+		(json_int_t)v(s, "shardfs_manifest_items"), "manifest_bytes",
+		(json_int_t)v(s, "shardfs_manifest_bytes"), "uptime_seconds",
+		(json_int_t)v(s, "shardfs_uptime_seconds"), "open_files",
+		(json_int_t)v(s, "shardfs_open_files"));
+	json_t *rates = json_null();
+	char *dump;
+
+	if (o == NULL) {
+		return EXIT_RUNTIME;
+	}
+	json_object_set_new(
+		o, "reads",
+		json_pack("{s:I, s:I, s:I}", "count",
+			  (json_int_t)v(s, "shardfs_reads_total"), "bytes",
+			  (json_int_t)v(s, "shardfs_read_bytes_total"),
+			  "errors",
+			  (json_int_t)v(s, "shardfs_read_errors_total")));
+	json_object_set_new(
+		o, "backend",
+		json_pack("{s:I, s:I, s:I, s:I}", "requests",
+			  (json_int_t)v(s, "shardfs_backend_requests_total"),
+			  "bytes",
+			  (json_int_t)v(s, "shardfs_backend_bytes_total"),
+			  "errors",
+			  (json_int_t)v(s, "shardfs_backend_errors_total"),
+			  "inflight",
+			  (json_int_t)v(s, "shardfs_backend_inflight")));
+	json_object_set_new(
+		o, "cache",
+		json_pack("{s:b, s:I, s:I, s:o, s:I, s:I, s:I}", "enabled",
+			  cache_on, "hits",
+			  (json_int_t)v(s, "shardfs_cache_hits_total"),
+			  "misses",
+			  (json_int_t)v(s, "shardfs_cache_misses_total"),
+			  "hit_rate", json_ratio(cache_hr), "bytes_from_cache",
+			  (json_int_t)v(s, "shardfs_cache_bytes_from_cache_"
+					   "total"),
+			  "live_bytes",
+			  (json_int_t)v(s, "shardfs_cache_live_bytes"),
+			  "budget_bytes",
+			  (json_int_t)v(s, "shardfs_cache_budget_bytes")));
+	json_object_set_new(
+		o, "prefetch",
+		json_pack("{s:I, s:I, s:I, s:o, s:I, s:I}", "depth_files",
+			  (json_int_t)v(s, "shardfs_prefetch_depth_files"),
+			  "hits",
+			  (json_int_t)v(s, "shardfs_prefetch_hits_total"),
+			  "misses",
+			  (json_int_t)v(s, "shardfs_prefetch_misses_total"),
+			  "hit_rate", json_ratio(pf_hr), "issued",
+			  (json_int_t)v(s, "shardfs_prefetch_issued_total"),
+			  "refused",
+			  (json_int_t)v(s, "shardfs_prefetch_refused_total")));
+	json_object_set_new(
+		o, "memory",
+		json_pack("{s:I, s:I, s:I}", "in_use_bytes",
+			  (json_int_t)v(s, "shardfs_memory_in_use_bytes"),
+			  "high_water_bytes",
+			  (json_int_t)v(s, "shardfs_memory_high_water_bytes"),
+			  "budget_bytes",
+			  (json_int_t)v(s, "shardfs_memory_budget_bytes")));
+	json_object_set_new(
+		o, "errors",
+		json_pack("{s:I, s:I, s:o, s:o}", "logged",
+			  (json_int_t)v(s, "shardfs_log_errors_total"),
+			  "warnings",
+			  (json_int_t)v(s, "shardfs_log_warnings_total"),
+			  "last_error", last ? json_string(last) : json_null(),
+			  "last_error_time",
+			  last_time ? json_integer((json_int_t)last_time)
+				    : json_null()));
+	if (b != NULL)
+		rates = json_pack(
+			"{s:f, s:f, s:f, s:f, s:f}", "interval_seconds",
+			b->time - a->time, "backend_bytes_per_second",
+			rate(a, b, "shardfs_backend_bytes_total"),
+			"cache_bytes_per_second",
+			rate(a, b, "shardfs_cache_bytes_from_cache_total"),
+			"read_bytes_per_second",
+			rate(a, b, "shardfs_read_bytes_total"),
+			"reads_per_second", rate(a, b, "shardfs_reads_total"));
+	json_object_set_new(o, "rates", rates);
+	dump = json_dumps(o, JSON_SORT_KEYS | JSON_COMPACT);
+	json_decref(o);
+	if (dump == NULL) {
+		fprintf(stderr, "shardfs: status: out of memory\n");
+		return EXIT_RUNTIME;
+	}
+	puts(dump);
+	free(dump);
+	return EXIT_OK;
+}
+
+static void report_text(const struct status_info *in)
+{
+	const struct status_snap *s = in->s, *a = in->a, *b = in->b;
+	double cache_hr = in->cache_hr, pf_hr = in->pf_hr;
+	char *last = in->last;
+	char b1[32], b2[32], p1[16];
+
+	printf("%-10s %s (shardfs %s, %s)\n", "mount", in->mp,
+	       in->version ? in->version : "?", in->spec ? in->spec : "?");
+	printf("%-10s %s\n", "plan", in->plan ? in->plan : "?");
+	printf("%-10s %s\n", "manifest", in->mdig ? in->mdig : "?");
+	printf("%-10s %s of world_size %llu\n", "ranks",
+	       in->rtext[0] ? in->rtext : "none", v(s, "shardfs_world_size"));
+	human_bytes(b1, sizeof(b1), (double)v(s, "shardfs_served_bytes"));
+	printf("%-10s %llu files, %s (%llu bytes)\n", "objects",
+	       v(s, "shardfs_served_objects"), b1,
+	       v(s, "shardfs_served_bytes"));
+	human_bytes(b1, sizeof(b1), (double)v(s, "shardfs_read_bytes_total"));
+	printf("%-10s %llu, %s, %llu errors; %llu files open\n", "reads",
+	       v(s, "shardfs_reads_total"), b1,
+	       v(s, "shardfs_read_errors_total"), v(s, "shardfs_open_files"));
+	if (b != NULL) {
+		human_bytes(b1, sizeof(b1),
+			    rate(a, b, "shardfs_backend_bytes_total"));
+		human_bytes(b2, sizeof(b2),
+			    rate(a, b, "shardfs_cache_bytes_from_cache_total"));
+		printf("%-10s %s/s from the backend, %s/s from the "
+		       "cache, %.0f reads/s (over %.1f s)\n",
+		       "rates", b1, b2, rate(a, b, "shardfs_reads_total"),
+		       b->time - a->time);
+	}
+	human_bytes(b1, sizeof(b1),
+		    (double)v(s, "shardfs_backend_bytes_total"));
+	printf("%-10s %llu requests, %s, %llu errors\n", "backend",
+	       v(s, "shardfs_backend_requests_total"), b1,
+	       v(s, "shardfs_backend_errors_total"));
+	if (in->cache_on) {
+		human_pct(p1, sizeof(p1), cache_hr);
+		human_bytes(b1, sizeof(b1),
+			    (double)v(s, "shardfs_cache_live_bytes"));
+		human_bytes(b2, sizeof(b2),
+			    (double)v(s, "shardfs_cache_budget_bytes"));
+		printf("%-10s hit rate %s (%llu hits, %llu misses), "
+		       "%s of %s\n",
+		       "cache", p1, v(s, "shardfs_cache_hits_total"),
+		       v(s, "shardfs_cache_misses_total"), b1, b2);
+	} else {
+		printf("%-10s off\n", "cache");
+	}
+	human_pct(p1, sizeof(p1), pf_hr);
+	printf("%-10s depth %llu files, hit rate %s (%llu hits, %llu "
+	       "misses)\n",
+	       "prefetch", v(s, "shardfs_prefetch_depth_files"), p1,
+	       v(s, "shardfs_prefetch_hits_total"),
+	       v(s, "shardfs_prefetch_misses_total"));
+	human_bytes(b1, sizeof(b1),
+		    (double)v(s, "shardfs_memory_in_use_bytes"));
+	human_bytes(b2, sizeof(b2),
+		    (double)v(s, "shardfs_memory_budget_bytes"));
+	printf("%-10s %s in use of %s\n", "memory", b1, b2);
+	printf("%-10s %llu errors, %llu warnings logged\n", "errors",
+	       v(s, "shardfs_log_errors_total"),
+	       v(s, "shardfs_log_warnings_total"));
+	if (last != NULL) {
+		time_t t = (time_t)in->last_time;
+		struct tm tm;
+		char when[32] = "?";
+
+		if (gmtime_r(&t, &tm) != NULL)
+			strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC",
+				 &tm);
+		/* One line: a newline in the message would look like
+		 * another field. */
+		for (char *c = last; *c; c++)
+			if (*c == '\n')
+				*c = ' ';
+		printf("%-10s %s: %s\n", "last error", when, last);
+	}
+}
+
+int status_report(const char *mp, const struct status_snap *a,
+		  const struct status_snap *b, bool as_json)
+{
+	const struct status_snap *s = b ? b : a;
+	struct status_info in = {
+		.mp = mp,
+		.s = s,
+		.a = a,
+		.b = b,
+		.version = snap_label(s, "shardfs_build_info", "version"),
+		.spec = snap_label(s, "shardfs_build_info", "shard_spec"),
+		.plan = snap_label(s, "shardfs_plan_info", "plan_sha256"),
+		.mdig = snap_label(s, "shardfs_plan_info", "manifest_sha256"),
+		.last = snap_label(s, "shardfs_last_error_info", "message"),
+		.ranks = json_array(),
+		.cache_on = v(s, "shardfs_cache_enabled") != 0,
+		.pf_hr = ratio(v(s, "shardfs_prefetch_hits_total"),
+			       v(s, "shardfs_prefetch_misses_total")),
+		.last_time = v(s, "shardfs_last_error_timestamp_seconds"),
+	};
+	int rc = EXIT_OK;
+
+	in.cache_hr = in.cache_on ? ratio(v(s, "shardfs_cache_hits_total"),
+					  v(s, "shardfs_cache_misses_total"))
+				  : NAN;
+	in.rtext = in.ranks ? ranks_text(s, in.ranks) : NULL;
+	if (in.rtext == NULL) {
+		fprintf(stderr, "shardfs: status: out of memory\n");
+		rc = EXIT_RUNTIME;
+	} else if (as_json) {
+		rc = report_json(&in);
+	} else {
+		report_text(&in);
+	}
+	if (fflush(stdout) != 0)
+		rc = EXIT_RUNTIME;
+	json_decref(in.ranks);
+	free(in.rtext);
+	free(in.version);
+	free(in.spec);
+	free(in.plan);
+	free(in.mdig);
+	free(in.last);
+	return rc;
+}
