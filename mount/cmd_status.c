@@ -1,7 +1,7 @@
 /*
  * cmd_status: `shardfs status MOUNTPOINT [--json] [--interval SECONDS]`,
  * what a mount serves and how it is doing, for an admin at a glance or a
- * script (docs/OPERATIONS-status.md documents both outputs).
+ * script (docs/OPERATIONS.md documents both outputs).
  *
  * Everything comes from MOUNTPOINT/.shardfs/stats, read twice --interval
  * seconds apart for the rates. The mount may be dead (its daemon gone:
@@ -52,7 +52,7 @@ const char usage_status[] =
 	"\n"
 	"options:\n"
 	"  --json              one JSON object (fields in "
-	"docs/OPERATIONS-status.md)\n"
+	"docs/OPERATIONS.md)\n"
 	"  --interval SECONDS  time between the two samples (default 1)\n"
 	"\n"
 	"exit codes: 0 ok, 1 mount dead, hung or unreadable, 2 usage or not "
@@ -274,8 +274,8 @@ static int status_sample(const char *mp, const char *stats,
 	if (rc == -ENOTCONN) {
 		fprintf(stderr,
 			"shardfs: status: %s: mount is dead (stale: its daemon "
-			"is gone); unmount it with fusermount3 -uz %s (as "
-			"root: umount -l %s), then mount again\n",
+			"is gone); unmount it with shardfs unmount %s (or "
+			"fusermount3 -uz %s), then mount again\n",
 			mp, mp, mp);
 		return EXIT_RUNTIME;
 	}

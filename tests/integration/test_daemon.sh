@@ -226,10 +226,10 @@ rc=$?
 check "-f (fake) checks and does not mount (got $rc)" bash -c \
 	"test $rc -eq 0 && ! grep -qs ' $(realpath "$M") ' /proc/mounts"
 
-# An fstab line with the options of systemd/fstab.example, through mount(8).
+# An fstab line with the options of examples/fstab's first line, through mount(8).
 # The spec names the binary ("PROGRAM#CONFIG", mount.fuse3's form) because
 # /sbin/mount.fuse.shardfs is installed by `make install`, not here.
-opts=$(awk '!/^#/ && NF {print $4}' "$HERE/../../systemd/fstab.example")
+opts=$(awk '!/^#/ && NF {print $4; exit}' "$HERE/../../examples/fstab")
 printf '%s#%s %s fuse %s 0 0\n' "$SHARDFS" "$C" "$(realpath "$M")" "$opts" >"$T/fstab"
 timeout 60 mount -T "$T/fstab" "$(realpath "$M")" 2>"$T/fstab.err"
 rc=$?
