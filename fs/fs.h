@@ -65,6 +65,12 @@ struct fs_hooks {
 	void (*stopping)(struct fs *fs, void *arg);
 };
 
+/* Makes SIGHUP a reload request for fs_run: one that arrives before the
+ * mount's reload thread runs (while the manifest loads) is kept and
+ * served then, instead of ending the process. Call early, before any
+ * thread. */
+void fs_signals_early(void);
+
 /* Mounts at opt->mountpoint, serves until unmounted or until SIGINT or
  * SIGTERM, then unmounts. Returns 0 after a clean unmount, a negative
  * errno if the mount could not be set up, or -ECONNABORTED if the kernel
@@ -82,9 +88,9 @@ int fs_run(const struct fs_options *opt, const struct fs_data *data,
  * swap, or fs_run's at the end), never while a request still uses it.
  * data->cache must be the mount's cache. The caller must not be a FUSE
  * request handler of this mount (the invalidation could wait on it): call
- * it from fs_hooks' reload. Returns 0, or -ENOMEM or -EOVERFLOW (ids run
- * out after 2^32 - 1 reloads) with nothing changed and release not
- * called. */
+ * it from fs_hooks' reload. Returns 0, or -ENOMEM, -EOVERFLOW (ids run
+ * out after 2^32 - 1 reloads) or -ECANCELED (the mount is ending) with
+ * nothing changed and release not called. */
 int fs_swap(struct fs *fs, const struct fs_data *data,
 	    void (*release)(void *owner), void *owner);
 

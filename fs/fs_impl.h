@@ -125,11 +125,18 @@ struct fs {
 	struct fs_gen *gens; /* every generation not yet freed */
 	uint32_t next_gen;
 	pthread_mutex_t swap_lock; /* one fs_swap at a time */
+	bool stopping; /* protected by swap_lock: the session is ending, no
+			* more swaps (their notifications would go to a
+			* closed or reused fd) */
 
 	struct fuse_session *se; /* set before the loop starts */
 };
 
 extern const struct fuse_lowlevel_ops fs_ops;
+
+/* Refuses every later fs_swap (-ECANCELED); returns once a swap in
+ * progress has sent its notifications. Call before the unmount. */
+void fs_swap_stop(struct fs *fs);
 
 /* Sets up fs's state over data (borrowed; it must outlive fs) as
  * generation 0. Returns 0 or -ENOMEM; fs_state_destroy() undoes either

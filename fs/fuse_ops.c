@@ -95,8 +95,8 @@ int fs_stats_write(struct fs *fs, FILE *f)
 	st.backend_errors = cs.backend_errors;
 	st.cache = cs;
 	log_errors_get(&st.log);
-	st.generation = fs_generation(fs);
 	g = fs_gen_current(fs);
+	st.generation = g->id; /* the same tree as the rest of the text */
 	rc = control_write_stats(f, g->d.manifest, g->d.spec, g->d.plan,
 				 g->d.view, &st);
 	fs_gen_put(fs, g, 1);

@@ -305,6 +305,13 @@ static void inval_root(struct fs *fs, struct fs_gen *old, struct fs_gen *new)
 		log_msg(LOG_DEBUG, "invalidating the root: %s", strerror(-rc));
 }
 
+void fs_swap_stop(struct fs *fs)
+{
+	pthread_mutex_lock(&fs->swap_lock);
+	fs->stopping = true;
+	pthread_mutex_unlock(&fs->swap_lock);
+}
+
 int fs_swap(struct fs *fs, const struct fs_data *data,
 	    void (*release)(void *owner), void *owner)
 {
@@ -312,6 +319,10 @@ int fs_swap(struct fs *fs, const struct fs_data *data,
 	int rc;
 
 	pthread_mutex_lock(&fs->swap_lock);
+	if (fs->stopping) {
+		pthread_mutex_unlock(&fs->swap_lock);
+		return -ECANCELED;
+	}
 	/* Ids are never reused: an inode number names one tree forever. */
 	if (fs->next_gen == 0) {
 		pthread_mutex_unlock(&fs->swap_lock);

@@ -151,14 +151,55 @@ struct fs_watch {
 	int stop;	  /* atomic: the reload thread should end */
 };
 
-/* sem_post() is async-signal-safe; the handler does nothing else. */
+/* sem_post() and atomics are async-signal-safe; the handler does nothing
+ * else. A SIGHUP before the reload thread's semaphore exists is kept in
+ * fs_hup_pending; whoever sees both posts once. */
 static sem_t *fs_hup_sem;
+static int fs_hup_pending;
+
+static void fs_hup_post(void)
+{
+	sem_t *sem = __atomic_load_n(&fs_hup_sem, __ATOMIC_ACQUIRE);
+
+	if (sem != NULL &&
+	    __atomic_exchange_n(&fs_hup_pending, 0, __ATOMIC_ACQ_REL) != 0)
+		sem_post(sem);
+}
 
 static void fs_on_hup(int sig)
 {
 	(void)sig;
-	if (fs_hup_sem != NULL)
-		sem_post(fs_hup_sem);
+	__atomic_store_n(&fs_hup_pending, 1, __ATOMIC_RELEASE);
+	fs_hup_post();
+}
+
+void fs_signals_early(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sigemptyset(&sa.sa_mask);
+	sa.sa_flags = SA_RESTART;
+	sa.sa_handler = fs_on_hup;
+	/* libfuse's fuse_set_signal_handlers() then leaves SIGHUP alone:
+	 * it only replaces SIG_DFL. */
+	sigaction(SIGHUP, &sa, NULL);
+}
+
+/* Threads of ours leave the signals to the FUSE loop's threads. */
+static int fs_thread_start(pthread_t *thr, void *(*fn)(void *), void *arg)
+{
+	sigset_t block, old;
+	int rc;
+
+	sigemptyset(&block);
+	sigaddset(&block, SIGHUP);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, &block, &old);
+	rc = pthread_create(thr, NULL, fn, arg);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return -rc;
 }
 
 /* A stat() of the mountpoint goes through the kernel to this daemon's
@@ -191,7 +232,7 @@ static void *fs_reload_main(void *arg)
 			return NULL;
 		log_msg(LOG_INFO, "SIGHUP: reloading");
 		rc = w->hooks->reload(w->fs, w->hooks->arg);
-		if (rc < 0)
+		if (rc < 0 && rc != -ECANCELED)
 			log_msg(LOG_ERR,
 				"reload failed (%s); still serving the "
 				"previous tree",
@@ -214,41 +255,54 @@ static int fs_watch_start(struct fs_watch *w)
 	if (w->hooks->reload != NULL) {
 		if (sem_init(&w->reload_sem, 0, 0) != 0)
 			return -errno;
-		rc = -pthread_create(&w->reload_thr, NULL, fs_reload_main, w);
+		rc = fs_thread_start(&w->reload_thr, fs_reload_main, w);
 		if (rc < 0) {
 			sem_destroy(&w->reload_sem);
 			return rc;
 		}
 		w->reload_started = true;
-		fs_hup_sem = &w->reload_sem;
 		sa.sa_handler = fs_on_hup;
 	}
 	sigaction(SIGHUP, &sa, NULL);
-	rc = -pthread_create(&w->ready_thr, NULL, fs_ready_main, w);
+	if (w->reload_started) {
+		__atomic_store_n(&fs_hup_sem, &w->reload_sem, __ATOMIC_RELEASE);
+		fs_hup_post(); /* a SIGHUP while the mount was being set up */
+	}
+	rc = fs_thread_start(&w->ready_thr, fs_ready_main, w);
 	if (rc < 0)
 		return rc;
 	w->ready_started = true;
 	return 0;
 }
 
-/* After the loop: no more reloads; the ready thread's stat() has ended
- * (the loop answered it, or the connection is gone). Returns whether the
- * ready hook ran. */
-static bool fs_watch_stop(struct fs_watch *w)
+/* After the loop, before the unmount: no more SIGHUPs, no more swaps (a
+ * swap's notifications need the session's fd, which the unmount closes),
+ * and the reload thread ends once a reload in progress did (its swap then
+ * fails with -ECANCELED). */
+static void fs_watch_stop_reload(struct fs_watch *w)
 {
 	struct sigaction sa;
 
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = SIG_IGN;
 	sigaction(SIGHUP, &sa, NULL);
+	fs_swap_stop(w->fs);
 	if (w->reload_started) {
 		__atomic_store_n(&w->stop, 1, __ATOMIC_RELEASE);
 		sem_post(&w->reload_sem);
 		pthread_join(w->reload_thr, NULL);
-		fs_hup_sem = NULL;
+		__atomic_store_n(&fs_hup_sem, NULL, __ATOMIC_RELEASE);
 		sem_destroy(&w->reload_sem);
 		w->reload_started = false;
 	}
+}
+
+/* After the unmount: the ready thread's stat() has ended (the loop
+ * answered it, or the connection is gone). Returns whether the ready hook
+ * ran. */
+static bool fs_watch_stop(struct fs_watch *w)
+{
+	fs_watch_stop_reload(w);
 	if (w->ready_started) {
 		pthread_join(w->ready_thr, NULL);
 		w->ready_started = false;
@@ -343,6 +397,10 @@ int fs_run(const struct fs_options *opt, const struct fs_data *data,
 		rc = fuse_session_loop_mt(se, loop_cfg);
 		fuse_loop_cfg_destroy(loop_cfg);
 	}
+	/* A reload in progress finishes first (its swap is refused), so
+	 * nothing reports "reloaded" after the stopping hook. That waits
+	 * for its manifest to load: bounded by the source's deadlines. */
+	fs_watch_stop_reload(&watch);
 	/* Before the unmount when the mount served (the ready hook ran);
 	 * else after, once the ready thread is joined. */
 	if (__atomic_load_n(&watch.ready_done, __ATOMIC_ACQUIRE)) {
@@ -371,6 +429,7 @@ int fs_run(const struct fs_options *opt, const struct fs_data *data,
 	else
 		log_msg(LOG_INFO, "unmounting %s", opt->mountpoint);
 out_unmount:
+	fs_watch_stop_reload(&watch);
 	/* Also ends a ready thread's stat() that the loop never answered:
 	 * closing the session's fd fails the pending request. */
 	fuse_session_unmount(se);

@@ -161,6 +161,8 @@ static int mount_on_reload(struct fs *fs, void *arg)
 
 	notify_reloading();
 	rc = mount_reload(fs, &run->reload);
+	if (rc == -ECANCELED)
+		return rc; /* the mount is ending: STOPPING=1 comes next */
 	if (rc == 0) {
 		pthread_mutex_lock(&run->lock);
 		run->served = run->reload.served;
@@ -264,6 +266,9 @@ int cmd_mount(int argc, char **argv, bool helper_form)
 	opt_args = calloc((size_t)argc, sizeof(*opt_args));
 	if (opt_args == NULL)
 		return EXIT_RUNTIME;
+	/* A SIGHUP while the manifest loads is a reload for later, never
+	 * the end of the mount. */
+	fs_signals_early();
 	optind = 1;
 	while ((c = getopt_long(
 			argc, argv, helper_form ? "sfnvhN:t:o:" : "fsdvqho:",

@@ -72,6 +72,28 @@ static int daemon_wait(pid_t child, int fd)
 	return 1;
 }
 
+/* Closes every descriptor above stderr but keep1 and keep2 (-1: none):
+ * an inherited pipe (`shardfs mount 3>&1 | cat`) would keep the caller
+ * waiting for as long as the daemon runs. stdio is let go once serving. */
+static void daemon_close_inherited(int keep1, int keep2)
+{
+	int lo = keep1 < keep2 ? keep1 : keep2;
+	int hi = keep1 < keep2 ? keep2 : keep1;
+	unsigned from = STDERR_FILENO + 1;
+
+	if (lo > STDERR_FILENO) {
+		if ((unsigned)lo > from)
+			close_range(from, (unsigned)lo - 1, 0);
+		from = (unsigned)lo + 1;
+	}
+	if (hi > STDERR_FILENO && hi != lo) {
+		if ((unsigned)hi > from)
+			close_range(from, (unsigned)hi - 1, 0);
+		from = (unsigned)hi + 1;
+	}
+	close_range(from, ~0U, 0);
+}
+
 int daemon_fork(void)
 {
 	int fds[2], rc;
@@ -100,6 +122,7 @@ int daemon_fork(void)
 	}
 	close(fds[0]);
 	daemon_pipe = fds[1];
+	daemon_close_inherited(daemon_pipe, log_file_fileno());
 	/* Its own session: no terminal's SIGHUP or SIGINT reaches it. A
 	 * reader of the caller's stderr that went away (`| head`) must
 	 * not kill it with SIGPIPE before it lets go of that stderr. */

@@ -267,6 +267,11 @@ int mount_reload(struct fs *fs, struct mount_reload *rl)
 		strcpy(digest, "?");
 	mount_served_fill(rg->cfg, rg->ds, &served);
 	rc = fs_swap(fs, &data, reload_gen_release, rg);
+	if (rc == -ECANCELED) {
+		log_msg(LOG_INFO,
+			"reload: the mount is ending; not swapped in");
+		goto fail;
+	}
 	if (rc < 0) {
 		log_msg(LOG_ERR, "reload: cannot swap in the new tree: %s",
 			strerror(-rc));

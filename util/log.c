@@ -67,7 +67,9 @@ bool log_stderr_is_journal(void)
 
 int log_file_open(const char *path)
 {
-	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+	int fd = open(path,
+		      O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
+		      0640);
 
 	if (fd < 0)
 		return -errno;
@@ -75,6 +77,11 @@ int log_file_open(const char *path)
 		close(log_file_fd);
 	log_file_fd = fd;
 	return 0;
+}
+
+int log_file_fileno(void)
+{
+	return log_file_fd;
 }
 
 void log_set_sink(enum log_sink sink)

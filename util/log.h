@@ -42,11 +42,16 @@ enum log_sink {
 	LOG_SINK_SYSLOG, /* openlog(prog, LOG_PID, LOG_DAEMON) */
 };
 
-/* Opens path for appending (created 0640, O_CLOEXEC) as the file sink,
+/* Opens path for appending (created 0640, O_CLOEXEC; a symlink is refused:
+ * ELOOP, since the daemon often runs as root) as the file sink,
  * without switching to it, so that a bad [log] file fails before a mount
  * starts. Returns 0 or a negative errno (not logged). Call before
  * threads; a second call replaces the file. */
 int log_file_open(const char *path);
+
+/* The file sink's descriptor, or -1 (a daemon keeps it when it closes
+ * what it inherited). */
+int log_file_fileno(void);
 
 /* Switches the sink; LOG_SINK_FILE needs a successful log_file_open().
  * Safe while other threads log: each line goes wholly to one sink. */
