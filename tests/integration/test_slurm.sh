@@ -295,4 +295,24 @@ check "the epilog unmounted the job's mount, the glob-named one and the one with
 echo "# epilog.log: $(grep -c 'job 9999 on n2: unmounted' "$T/log-n1/epilog.log") unmount lines"
 "$SHARDFS" unmount "$T/foreign" >/dev/null 2>&1 || fusermount3 -u -z "$T/foreign" 2>/dev/null
 
+# --- a mount that does not answer (its daemon stopped) ---------------------------
+# Each unmount in the epilog has a timeout: the epilog detaches the mount
+# lazily instead of hanging until Slurm's PrologEpilogTimeout.
+fake_job prolog 12
+hung=$(pgrep -f -- " mount $T/etc/ds.conf $M9 ")
+if [ "$(echo "$hung" | wc -w)" = 1 ] && kill -STOP "$hung"; then
+	t0=$(date +%s)
+	timeout 60 env -i SLURM_JOB_ID=9999 SLURMD_NODENAME=n2 \
+		SHARDFS_SLURM_DEFAULTS="$T/defaults.n1" SHARDFS_SLURM_UNMOUNT_TIMEOUT=3 \
+		"$CONTRIB/shardfs-epilog" 2>>"$T/fake.err"
+	rc=$?
+	check "a hung mount: the epilog finished (exit $rc, $(($(date +%s) - t0)) s; 124 = hung for 60 s)" test $rc = 0
+	check "a hung mount: detached lazily, and said so" bash -c \
+		"$(declare -f no_job_mounts); no_job_mounts && test ! -e '$J9' && grep -q 'job 9999 on n2: $M9 was busy or did not answer: detached lazily' '$T/log-n1/epilog.log'"
+	kill -CONT "$hung"
+	check "a hung mount: its daemon exits once resumed" wait_until 30 no_daemon_of 9999
+else
+	fail "a hung mount: the daemon of $M9 (pids: $hung)"
+fi
+
 finish
