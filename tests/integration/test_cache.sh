@@ -112,7 +112,7 @@ check "background mount: verify while it serves" "$SHARDFS" cache verify "$CD"
 check "background mount: zero GETs (got $(gets))" test "$(gets)" -eq 0
 fusermount3 -u "$M2"
 for _ in $(seq 100); do [ -n "$dp" ] && kill -0 "$dp" 2>/dev/null || break; sleep 0.1; done
-check "background daemon exited" bash -c "! kill -0 ${dp:-0} 2>/dev/null"
+check "background daemon exited" bash -c "[ -n '$dp' ] && ! kill -0 '$dp' 2>/dev/null"
 
 # --- 2. warm, then a mount reads without fetching ------------------------------
 conf "$C" "$T/cache2" shard.world_size=3 shard.ranks=1

@@ -188,7 +188,7 @@ rc=$?
 dp=$(daemon_pid "$C")
 [ -n "$dp" ] && PIDS+=("$dp")
 check "background mount with [log] file (exit 0, got $rc)" test "$rc" -eq 0
-kill -HUP "${dp:-0}" 2>/dev/null
+[ -n "$dp" ] && kill -HUP "$dp" 2>/dev/null
 for _ in $(seq 100); do grep -qs SIGHUP "$T/daemon.log" && break; sleep 0.1; done
 "$SHARDFS" unmount "$M" 2>/dev/null
 [ -n "$dp" ] && wait_gone "$dp"

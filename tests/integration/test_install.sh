@@ -124,6 +124,25 @@ if [ \$rc -eq 0 ] && mounted; then
 else
 	res fail "fstab line $FSTAB_OPTS: rc \$rc: \$(tr '\n' ' ' <"$T/mount2.err")"
 fi
+
+# mount -s (sloppy) reaches shardfs: an option it does not know is a
+# warning; without -s the mount fails and names the option.
+timeout 60 env -i PATH=/nonexistent /usr/bin/mount -s -t fuse.shardfs "$C" "$M" -o ro,someunknownopt 2>"$T/mount3.err"
+rc=\$?
+if [ \$rc -eq 0 ] && mounted && grep -q 'someunknownopt: unknown option, ignored (sloppy' "$T/mount3.err"; then
+	res ok "mount -s -o ro,someunknownopt: mounts, with a warning naming the option"
+else
+	res fail "mount -s -o ro,someunknownopt: rc \$rc: \$(tr '\n' ' ' <"$T/mount3.err")"
+fi
+mounted && { umount "$M"; daemon_gone; }
+timeout 60 env -i PATH=/nonexistent /usr/bin/mount -t fuse.shardfs "$C" "$M" -o ro,someunknownopt 2>"$T/mount4.err"
+rc=\$?
+if [ \$rc -ne 0 ] && ! mounted && grep -q 'someunknownopt: unknown option' "$T/mount4.err"; then
+	res ok "mount -o ro,someunknownopt without -s: fails (rc \$rc), naming the option"
+else
+	res fail "mount -o ro,someunknownopt without -s: rc \$rc: \$(tr '\n' ' ' <"$T/mount4.err")"
+fi
+mounted && { umount "$M"; daemon_gone; }
 NS
 
 if [ "$(id -u)" -ne 0 ] || ! unshare --mount --propagation private true 2>/dev/null; then
@@ -134,7 +153,7 @@ else
 	while read -r verdict name; do
 		if [ "$verdict" = ok ]; then ok "$name"; else fail "$name"; fi
 	done <"$T/ns.results"
-	check "the namespace ran every mount test" test "$(wc -l <"$T/ns.results")" -ge 7
+	check "the namespace ran every mount test" test "$(wc -l <"$T/ns.results")" -ge 9
 	check "nothing left in the real /sbin" test ! -e /sbin/mount.fuse.shardfs
 	check "nothing mounted outside the namespace" bash -c "! grep -q ' $M ' /proc/mounts"
 	# A daemon left behind in the dead namespace would be ours: stop it.

@@ -7,8 +7,10 @@
 # the readiness probe on the config's mount path, ...). Then the real binary
 # runs what the manifests would run: the ConfigMap's config plans and mounts
 # (source pointed at a local directory), the readiness probe's command fails
-# before the mount and passes after, the preStop hook's command unmounts it
-# and the daemon exits 0; the Dockerfile's packages provide every library
+# before the mount and passes after, the init container's command leaves a
+# live mount alone and clears a dead one (a daemon killed with SIGKILL), the
+# preStop hook's command unmounts it (lazily while a file is open) and the
+# daemon exits 0; the Dockerfile's packages provide every library
 # the binary needs; and the checker notices a broken DaemonSet.
 SUITE=kubernetes
 . "$(dirname "$0")/lib.sh"
@@ -54,6 +56,9 @@ cmd = [a.replace(sys.argv[2], sys.argv[3]) for a in json.load(open(sys.argv[1]))
 sys.exit(subprocess.run(cmd, timeout=60).returncode)
 PY
 }
+# The image has shardfs on PATH; here it is the binary under test.
+PATH=$(dirname "$SHARDFS"):$PATH
+mounted() { grep -qs " $M " /proc/mounts; }
 mkdir -p "$M"
 run_hook "$OUT/ready.json"
 check "the readiness probe fails before the mount" test $? -ne 0
@@ -61,6 +66,8 @@ if mount_shardfs "$CONF" "$M" -o "source.url=$SRC,cache.dir=$T/cache"; then
 	check "the readiness probe passes once it serves" run_hook "$OUT/ready.json"
 	check "the mount serves the dataset" /usr/bin/python3 "$HERE/verify_mount.py" "$M" "$SRC"
 	pid=$LAST_PID
+	check "the init container's command (a pod start) leaves a live mount alone" run_hook "$OUT/init.json"
+	check "... which still serves" /usr/bin/python3 "$HERE/verify_mount.py" "$M" "$SRC"
 	check "the preStop hook unmounts it" run_hook "$OUT/prestop.json"
 	rc=0
 	wait "$pid" || rc=$?
@@ -68,6 +75,32 @@ if mount_shardfs "$CONF" "$M" -o "source.url=$SRC,cache.dir=$T/cache"; then
 	check "nothing is left mounted" bash -c "! grep -qs ' $M ' /proc/mounts"
 else
 	fail "the ConfigMap's config mounts"
+fi
+# A trainer still holds a file: the preStop hook's clean unmount fails,
+# its fallback detaches lazily; the daemon exits once the file is closed.
+if mount_shardfs "$CONF" "$M" -o "source.url=$SRC,cache.dir=$T/cache"; then
+	pid=$LAST_PID
+	exec 9<"$(find "$M" -type f -size +0 | head -n 1)"
+	check "a busy mount: the preStop hook detaches it (clean first, then --lazy)" run_hook "$OUT/prestop.json"
+	check "a busy mount: it is gone from the mount table" bash -c "$(declare -f mounted); M='$M'; ! mounted"
+	exec 9<&-
+	rc=0
+	wait "$pid" || rc=$?
+	check "a busy mount: the daemon exits 0 once the file is closed (exit $rc)" test $rc -eq 0
+else
+	fail "the ConfigMap's config mounts (busy)"
+fi
+# A daemon killed hard leaves a dead mount (ENOTCONN): the next pod's init
+# container clears it and the mountpoint is there again.
+if mount_shardfs "$CONF" "$M" -o "source.url=$SRC,cache.dir=$T/cache"; then
+	kill -9 "$LAST_PID"
+	wait "$LAST_PID" 2>/dev/null
+	check "a dead mount: stat fails on it (ENOTCONN)" bash -c "! stat '$M' >/dev/null 2>&1"
+	check "a dead mount: the init container's command succeeds" run_hook "$OUT/init.json"
+	check "a dead mount: cleared, the mountpoint is a directory again" bash -c \
+		"$(declare -f mounted); M='$M'; ! mounted && test -d '$M'"
+else
+	fail "the ConfigMap's config mounts (dead)"
 fi
 
 # --- the image's packages cover the binary's libraries ------------------------------

@@ -519,7 +519,7 @@ check "background mount returns 0 once serving" bash -c \
 	"test $rc -eq 0 && test -d '$M2/rank-1'"
 fusermount3 -u "$M2"
 for _ in $(seq 50); do [ -n "$dp" ] && kill -0 "$dp" 2>/dev/null || break; sleep 0.1; done
-check "background daemon exits on unmount" bash -c "! kill -0 ${dp:-0} 2>/dev/null"
+check "background daemon exits on unmount" bash -c "[ -n '$dp' ] && ! kill -0 '$dp' 2>/dev/null"
 
 "$SHARDFS" "$C" "$M2" -o ro,nodev,nosuid,shard.world_size=3,shard.ranks=0,2 2>"$T/helper.err"
 rc=$?

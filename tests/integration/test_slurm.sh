@@ -38,9 +38,12 @@ done
 cleanup_slurm() {
 	local m
 	slurm_stop
-	for m in $(awk -v d="$T/run-" 'index($2, d) == 1 {print $2}' /proc/mounts); do
-		fusermount3 -u -z "$m" 2>/dev/null
-	done
+	# (printf %b decodes /proc/mounts' \040 for a space.)
+	awk -v d="$T/run-" 'index($2, d) == 1 {print $2}' /proc/mounts | sort -r |
+		while IFS= read -r m; do
+			m=$(printf '%b' "$m")
+			fusermount3 -u -z "$m" 2>/dev/null || umount -l --no-canonicalize "$m" 2>/dev/null
+		done
 	cleanup
 }
 trap cleanup_slurm EXIT
@@ -262,12 +265,54 @@ busy=$(find "$M9"/rank-4 -type f -size +0 | head -n 1)
 exec 9<"$busy"
 fake_job epilog 12
 check "ranks=node: the epilog unmounts it, lazily while a file is open" bash -c \
-	"$(declare -f no_job_mounts); no_job_mounts && test ! -e '$T/run-n1/job-9999' && grep -q 'job 9999 on n2: $M9 was busy: detached lazily' '$T/log-n1/epilog.log'"
+	"$(declare -f no_job_mounts); no_job_mounts && test ! -e '$T/run-n1/job-9999' && grep -q 'job 9999 on n2: $M9 was busy or did not answer: detached lazily' '$T/log-n1/epilog.log'"
 exec 9<&-
 fake_job prolog 10
 check "ranks=node: 10 tasks on 3 nodes is refused with the reason" \
 	grep -q "shardfs_ranks=node needs a known world size that divides evenly over the job's 3 nodes" "$T/run-n1/job-9999.failed"
 fake_job epilog 10
 check "ranks=node: the epilog clears the failure" test ! -e "$T/run-n1/job-9999.failed"
+
+# --- what the job's user put in the job directory (theirs after the prolog) ------
+# A FUSE mount named with a glob character ("x*") next to a symlink "xlink"
+# to a mount that is not the job's, and a mount whose name has a space:
+# the epilog (root) unmounts the job's mounts and never the symlink's target.
+fake_job prolog 12
+J9=$T/run-n1/job-9999
+mkdir -p "$T/foreign" "$J9/x*" "$J9/a b"
+MOUNTS+=("$T/foreign")
+"$SHARDFS" mount "$T/etc/ds.conf" "$T/foreign" -o cache.dir="$T/cache-foreign" 2>>"$T/fake.err"
+"$SHARDFS" mount "$T/etc/ds.conf" "$J9/x*" -o cache.dir="$T/cache-x" 2>>"$T/fake.err"
+mount -t tmpfs -o size=1m shardfs-test "$J9/a b"
+ln -s "$T/foreign" "$J9/xlink"
+check "the user's mounts are there: x*, a b (and the job's ds)" test \
+	"$(grep -c " $J9/" /proc/mounts)" = 3
+fake_job epilog 12
+check "the epilog leaves the symlink's target (a foreign mount) mounted" \
+	grep -qs " $T/foreign fuse.shardfs " /proc/mounts
+check "the epilog unmounted the job's mount, the glob-named one and the one with a space" bash -c \
+	"$(declare -f no_job_mounts); no_job_mounts && test ! -e '$J9'"
+echo "# epilog.log: $(grep -c 'job 9999 on n2: unmounted' "$T/log-n1/epilog.log") unmount lines"
+"$SHARDFS" unmount "$T/foreign" >/dev/null 2>&1 || fusermount3 -u -z "$T/foreign" 2>/dev/null
+
+# --- a mount that does not answer (its daemon stopped) ---------------------------
+# Each unmount in the epilog has a timeout: the epilog detaches the mount
+# lazily instead of hanging until Slurm's PrologEpilogTimeout.
+fake_job prolog 12
+hung=$(pgrep -f -- " mount $T/etc/ds.conf $M9 ")
+if [ "$(echo "$hung" | wc -w)" = 1 ] && kill -STOP "$hung"; then
+	t0=$(date +%s)
+	timeout 60 env -i SLURM_JOB_ID=9999 SLURMD_NODENAME=n2 \
+		SHARDFS_SLURM_DEFAULTS="$T/defaults.n1" SHARDFS_SLURM_UNMOUNT_TIMEOUT=3 \
+		"$CONTRIB/shardfs-epilog" 2>>"$T/fake.err"
+	rc=$?
+	check "a hung mount: the epilog finished (exit $rc, $(($(date +%s) - t0)) s; 124 = hung for 60 s)" test $rc = 0
+	check "a hung mount: detached lazily, and said so" bash -c \
+		"$(declare -f no_job_mounts); no_job_mounts && test ! -e '$J9' && grep -q 'job 9999 on n2: $M9 was busy or did not answer: detached lazily' '$T/log-n1/epilog.log'"
+	kill -CONT "$hung"
+	check "a hung mount: its daemon exits once resumed" wait_until 30 no_daemon_of 9999
+else
+	fail "a hung mount: the daemon of $M9 (pids: $hung)"
+fi
 
 finish

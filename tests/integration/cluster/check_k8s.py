@@ -3,9 +3,10 @@
 and checks the fields a shardfs deployment depends on. Prints one
 "ok - ..." or "FAIL - ...: why" line per check (test_kubernetes.sh counts
 them) and writes, for the shell suite to exercise with the real binary:
-OUT/dataset.conf (the ConfigMap's config), OUT/mount_path, OUT/ready.json
-and OUT/prestop.json (the readiness probe's and the preStop hook's
-commands), OUT/docker-packages (the Dockerfile's apt packages).
+OUT/dataset.conf (the ConfigMap's config), OUT/mount_path, OUT/ready.json,
+OUT/prestop.json and OUT/init.json (the readiness probe's, the preStop
+hook's and the init container's commands), OUT/docker-packages (the
+Dockerfile's apt packages).
 
     check_k8s.py CONTRIB_KUBERNETES_DIR OUT_DIR
 
@@ -191,6 +192,21 @@ def main():
     check("DaemonSet: a preStop exec hook unmounts the config's mount path (%s)" % pre_text,
           bool(pre) and re.search(r"(fusermount3? -u|umount|shardfs unmount) %s\b" % re.escape(mpath),
                                   pre_text) is not None)
+    # A clean unmount, lazy only if that fails (a trainer holds files).
+    check("DaemonSet: the preStop hook unmounts cleanly first, lazily only as the fallback (%s)" % pre_text,
+          re.search(r"^(/bin/sh -c )?shardfs unmount %s \|\| shardfs unmount --lazy %s$"
+                    % (re.escape(mpath), re.escape(mpath)), pre_text) is not None)
+    # The init container runs on every pod start, also over a live mount
+    # (another daemon's): it may clear only a dead one.
+    inits = [ic for ic in spec.get("initContainers", []) if mpath in shell_text(ic.get("command", []))]
+    init = inits[0].get("command") if len(inits) == 1 else None
+    init_text = shell_text(init or [])
+    check("DaemonSet: the init container clears only a dead mount: shardfs unmount --stale-only %s (%s)"
+          % (mpath, init_text),
+          bool(init) and re.search(r"shardfs unmount --stale-only %s\b" % re.escape(mpath), init_text)
+          is not None and re.search(r"fusermount3? -u|umount|--lazy|-z\b", init_text) is None)
+    with open(os.path.join(out, "init.json"), "w") as f:
+        json.dump(init or [], f)
     probe = c.get("readinessProbe", {}).get("exec", {}).get("command")
     check("DaemonSet: the readiness probe asks the mount (%s)" % shell_text(probe or []),
           bool(probe) and mpath in shell_text(probe))
@@ -243,7 +259,7 @@ def main():
         pk = [w for w in (m.group(1).split() if m else []) if not w.startswith("-")]
         with open(os.path.join(out, "docker-packages"), "w") as f:
             f.write("\n".join(pk) + "\n")
-        check("Dockerfile installs fuse3 (fusermount3 for the hooks)", "fuse3" in pk)
+        check("Dockerfile installs fuse3 (fusermount3)", "fuse3" in pk)
 
 
 if __name__ == "__main__":
