@@ -15,7 +15,6 @@
  */
 #include <errno.h>
 #include <getopt.h>
-#include <libgen.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -29,6 +28,7 @@
 #include <fcntl.h>
 
 #include "mount/commands.h"
+#include "mount/mountpoint.h"
 #include "mount/status_report.h"
 
 #define STATUS_TIMEOUT_S 10
@@ -64,35 +64,6 @@ static double now_mono(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-/* MOUNTPOINT as an absolute path, resolved without touching the mount
- * itself (a dead one fails every access): the parent is resolved, the
- * last component kept. */
-static char *status_abspath(const char *mp)
-{
-	char *copy1 = strdup(mp), *copy2 = strdup(mp), *dir, *base, *rp;
-	char *out = NULL;
-
-	if (copy1 == NULL || copy2 == NULL)
-		goto out;
-	dir = dirname(copy1);
-	base = basename(copy2);
-	if (strcmp(base, ".") == 0 || strcmp(base, "..") == 0 ||
-	    strcmp(base, "/") == 0) {
-		out = realpath(mp, NULL);
-		goto out;
-	}
-	rp = realpath(dir, NULL);
-	if (rp == NULL)
-		goto out;
-	if (asprintf(&out, "%s%s%s", rp, strcmp(rp, "/") ? "/" : "", base) < 0)
-		out = NULL;
-	free(rp);
-out:
-	free(copy1);
-	free(copy2);
-	return out;
 }
 
 /* mountinfo escapes space, tab, newline and backslash as \ooo. */
@@ -354,7 +325,7 @@ int cmd_status(int argc, char **argv)
 				       argc - optind < 1
 					       ? "status: MOUNTPOINT missing"
 					       : "status: too many arguments");
-	abs = status_abspath(argv[optind]);
+	abs = mountpoint_abspath(argv[optind]);
 	if (abs == NULL) {
 		fprintf(stderr, "shardfs: status: %s: %s\n", argv[optind],
 			strerror(errno ? errno : ENOMEM));
