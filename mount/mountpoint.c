@@ -82,9 +82,12 @@ static double now_mono(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-int mountpoint_probe(const char *path, int timeout_s)
+int mountpoint_child_run(int (*fn)(int fd, const void *arg), const void *arg,
+			 int timeout_s, size_t max, char **text, size_t *len)
 {
 	int fds[2], st, rc = 0;
+	char *buf = NULL;
+	size_t used = 0, cap = 0;
 	double deadline;
 	pid_t pid;
 
@@ -98,52 +101,108 @@ int mountpoint_probe(const char *path, int timeout_s)
 		return rc;
 	}
 	if (pid == 0) {
-		/* The child: its exit code carries the errno; its end of the
-		 * pipe closes when it exits, which is what the parent polls. */
-		struct statx stx;
-
+		/* The child: the exit code carries the errno; its end of the
+		 * pipe closes when it exits. */
 		close(fds[0]);
-		if (statx(AT_FDCWD, path, AT_STATX_FORCE_SYNC | AT_NO_AUTOMOUNT,
-			  STATX_TYPE, &stx) != 0)
-			_exit(errno & 0xff ? errno & 0xff : EIO);
-		_exit(0);
+		rc = fn(fds[1], arg);
+		_exit(rc == 0 ? 0 : (-rc & 0xff ? -rc & 0xff : EIO));
 	}
 	close(fds[1]);
 	deadline = now_mono() + timeout_s;
 	for (;;) {
 		struct pollfd pfd = { .fd = fds[0], .events = POLLIN };
 		double left = deadline - now_mono();
-		int r;
+		ssize_t r;
 
 		if (left <= 0) {
 			rc = -ETIMEDOUT;
 			break;
 		}
 		r = poll(&pfd, 1, (int)(left * 1000) + 1);
-		if (r < 0 && errno != EINTR) {
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
 			rc = -errno;
 			break;
 		}
-		if (r > 0)
-			break; /* POLLHUP: the child is done */
+		if (r == 0)
+			continue;
+		if (cap - used < 65536) {
+			size_t ncap = cap ? 2 * cap : 65536 + 1;
+			char *g;
+
+			if (cap > 0 && cap >= max) {
+				rc = -EFBIG;
+				break;
+			}
+			g = realloc(buf, ncap);
+			if (g == NULL) {
+				rc = -ENOMEM;
+				break;
+			}
+			buf = g;
+			cap = ncap;
+		}
+		r = read(fds[0], buf + used, cap - used - 1);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			rc = -errno;
+			break;
+		}
+		if (r == 0)
+			break; /* the child is done */
+		used += (size_t)r;
 	}
 	close(fds[0]);
 	if (rc < 0) {
-		/* A FUSE request waits killably: SIGKILL ends the child. */
+		/* A FUSE request waits killably: SIGKILL ends the child. It
+		 * is reaped if it went soon; else it goes with this process. */
 		kill(pid, SIGKILL);
-		for (int i = 0; i < 100; i++) {
-			if (waitpid(pid, &st, WNOHANG) != 0)
-				break;
+		for (int i = 0; i < 100 && waitpid(pid, &st, WNOHANG) == 0; i++)
 			usleep(10000);
-		}
+		free(buf);
 		return rc;
 	}
-	while (waitpid(pid, &st, 0) < 0)
-		if (errno != EINTR)
+	while (waitpid(pid, &st, 0) < 0) {
+		if (errno != EINTR) {
+			free(buf);
 			return -errno;
-	if (WIFEXITED(st))
-		return -WEXITSTATUS(st);
-	return -EIO;
+		}
+	}
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+		free(buf);
+		return WIFEXITED(st) ? -WEXITSTATUS(st) : -EIO;
+	}
+	if (text == NULL) {
+		free(buf);
+		return 0;
+	}
+	if (buf == NULL && (buf = malloc(1)) == NULL)
+		return -ENOMEM;
+	buf[used] = '\0';
+	*text = buf;
+	if (len != NULL)
+		*len = used;
+	return 0;
+}
+
+/* In the probe's child: a statx() forced through to the daemon. */
+static int probe_child(int fd, const void *arg)
+{
+	struct statx stx;
+
+	(void)fd;
+	if (statx(AT_FDCWD, arg, AT_STATX_FORCE_SYNC | AT_NO_AUTOMOUNT,
+		  STATX_TYPE, &stx) != 0)
+		return -errno;
+	return 0;
+}
+
+int mountpoint_probe(const char *path, int timeout_s)
+{
+	return mountpoint_child_run(probe_child, path, timeout_s, 0, NULL,
+				    NULL);
 }
 
 /* Undoes mountinfo's octal escapes (\040 for a space, and so on). */

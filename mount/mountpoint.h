@@ -16,6 +16,7 @@
 #define SHARDFS_MOUNTPOINT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 /* The newest mount at a path. */
 struct mountpoint_info {
@@ -36,6 +37,17 @@ struct mountpoint_info {
  * there is not followed): the parent is resolved, the name kept. ".",
  * ".." and "/" are resolved whole. Malloc'ed; NULL with errno set. */
 char *mountpoint_abspath(const char *path);
+
+/* Runs fn(fd, arg) in a child process and collects what it writes to fd
+ * for at most timeout_s seconds, so a mount whose daemon never answers
+ * cannot keep the caller (the child is killed at the deadline: a FUSE
+ * request waits killably). fn returns 0 or a negative errno, carried back
+ * in the exit code. Returns 0 and, unless text is NULL, the output in
+ * *text (malloc'ed, NUL-terminated) and its length in *len; else the
+ * child's negative errno, -EFBIG past max bytes (64 KiB at least), or
+ * -ETIMEDOUT. */
+int mountpoint_child_run(int (*fn)(int fd, const void *arg), const void *arg,
+			 int timeout_s, size_t max, char **text, size_t *len);
 
 /* A statx(AT_STATX_FORCE_SYNC) of path in a child process, so a mount
  * whose daemon never answers cannot keep the caller: 0, the child's
