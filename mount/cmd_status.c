@@ -15,7 +15,6 @@
  */
 #include <errno.h>
 #include <getopt.h>
-#include <libgen.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -29,6 +28,7 @@
 #include <fcntl.h>
 
 #include "mount/commands.h"
+#include "mount/mountpoint.h"
 #include "mount/status_report.h"
 
 #define STATUS_TIMEOUT_S 10
@@ -64,35 +64,6 @@ static double now_mono(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-/* MOUNTPOINT as an absolute path, resolved without touching the mount
- * itself (a dead one fails every access): the parent is resolved, the
- * last component kept. */
-static char *status_abspath(const char *mp)
-{
-	char *copy1 = strdup(mp), *copy2 = strdup(mp), *dir, *base, *rp;
-	char *out = NULL;
-
-	if (copy1 == NULL || copy2 == NULL)
-		goto out;
-	dir = dirname(copy1);
-	base = basename(copy2);
-	if (strcmp(base, ".") == 0 || strcmp(base, "..") == 0 ||
-	    strcmp(base, "/") == 0) {
-		out = realpath(mp, NULL);
-		goto out;
-	}
-	rp = realpath(dir, NULL);
-	if (rp == NULL)
-		goto out;
-	if (asprintf(&out, "%s%s%s", rp, strcmp(rp, "/") ? "/" : "", base) < 0)
-		out = NULL;
-	free(rp);
-out:
-	free(copy1);
-	free(copy2);
-	return out;
 }
 
 /* mountinfo escapes space, tab, newline and backslash as \ooo. */
@@ -145,121 +116,33 @@ static int status_fstype(const char *path, char *type, size_t cap)
 	return found;
 }
 
+/* In status_read_file()'s child: path's bytes to fd. */
+static int status_read_child(int fd, const void *arg)
+{
+	char chunk[65536];
+	ssize_t r;
+	int in = open(arg, O_RDONLY | O_CLOEXEC);
+
+	if (in < 0)
+		return -errno;
+	while ((r = read(in, chunk, sizeof(chunk))) != 0) {
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -errno;
+		if (write(fd, chunk, (size_t)r) != r)
+			return -EPIPE;
+	}
+	return 0;
+}
+
 /* Reads path in a child, so a mount that never answers cannot keep this
  * process: returns 0 and the text (malloc'ed), a negative errno from the
  * child's open or read, or -ETIMEDOUT after STATUS_TIMEOUT_S. */
 static int status_read_file(const char *path, char **text, size_t *len)
 {
-	int fds[2], st, rc = 0;
-	char *buf = NULL;
-	size_t used = 0, cap = 0;
-	double deadline;
-	pid_t pid;
-
-	if (pipe2(fds, O_CLOEXEC) != 0)
-		return -errno;
-	pid = fork();
-	if (pid < 0) {
-		rc = -errno;
-		close(fds[0]);
-		close(fds[1]);
-		return rc;
-	}
-	if (pid == 0) {
-		/* The child: the exit code carries the errno. */
-		char chunk[65536];
-		ssize_t r;
-		int fd;
-
-		close(fds[0]);
-		fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (fd < 0)
-			_exit(errno & 0xff ? errno & 0xff : EIO);
-		while ((r = read(fd, chunk, sizeof(chunk))) != 0) {
-			if (r < 0) {
-				if (errno == EINTR)
-					continue;
-				_exit(errno & 0xff ? errno & 0xff : EIO);
-			}
-			if (write(fds[1], chunk, (size_t)r) != r)
-				_exit(EPIPE);
-		}
-		_exit(0);
-	}
-	close(fds[1]);
-	deadline = now_mono() + STATUS_TIMEOUT_S;
-	for (;;) {
-		struct pollfd pfd = { .fd = fds[0], .events = POLLIN };
-		double left = deadline - now_mono();
-		ssize_t r;
-
-		if (left <= 0) {
-			rc = -ETIMEDOUT;
-			break;
-		}
-		r = poll(&pfd, 1, (int)(left * 1000) + 1);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0) {
-			rc = -errno;
-			break;
-		}
-		if (r == 0)
-			continue;
-		if (cap - used < 65536) {
-			char *g;
-
-			if (cap >= STATUS_MAX_TEXT) {
-				rc = -EFBIG;
-				break;
-			}
-			g = realloc(buf, cap ? 2 * cap : 65536 + 1);
-			if (g == NULL) {
-				rc = -ENOMEM;
-				break;
-			}
-			buf = g;
-			cap = cap ? 2 * cap : 65536 + 1;
-		}
-		r = read(fds[0], buf + used, cap - used - 1);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0) {
-			rc = -errno;
-			break;
-		}
-		if (r == 0)
-			break;
-		used += (size_t)r;
-	}
-	close(fds[0]);
-	if (rc < 0) {
-		/* A FUSE request waits killably: SIGKILL ends the child. It
-		 * is reaped if it went; a zombie goes with this process. */
-		kill(pid, SIGKILL);
-		waitpid(pid, &st, WNOHANG);
-		free(buf);
-		return rc;
-	}
-	if (waitpid(pid, &st, 0) < 0) {
-		rc = -errno;
-	} else if (WIFEXITED(st) && WEXITSTATUS(st) != 0) {
-		rc = -WEXITSTATUS(st);
-	} else if (!WIFEXITED(st)) {
-		rc = -EIO;
-	}
-	if (rc < 0 || buf == NULL) {
-		free(buf);
-		if (rc < 0)
-			return rc;
-		buf = strdup("");
-		if (buf == NULL)
-			return -ENOMEM;
-	}
-	buf[used] = '\0';
-	*text = buf;
-	*len = used;
-	return 0;
+	return mountpoint_child_run(status_read_child, path, STATUS_TIMEOUT_S,
+				    STATUS_MAX_TEXT, text, len);
 }
 
 /* Reads and parses one sample of the stats. Prints why it failed and
@@ -354,7 +237,7 @@ int cmd_status(int argc, char **argv)
 				       argc - optind < 1
 					       ? "status: MOUNTPOINT missing"
 					       : "status: too many arguments");
-	abs = status_abspath(argv[optind]);
+	abs = mountpoint_abspath(argv[optind]);
 	if (abs == NULL) {
 		fprintf(stderr, "shardfs: status: %s: %s\n", argv[optind],
 			strerror(errno ? errno : ENOMEM));

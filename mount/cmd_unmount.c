@@ -2,8 +2,11 @@
  * cmd_unmount: `shardfs unmount [--lazy] [--stale-only] CONFIG|MOUNTPOINT`.
  *
  * Unmounts a shardfs mount: the daemon sees its FUSE connection end, and
- * exits 0. Only a shardfs mount (or a dead FUSE mount) is touched, so a
- * typo never unmounts /home. A path that is not mounted is not an error,
+ * exits 0. Only a fuse.shardfs mount is touched, so a typo never unmounts
+ * /home, and a symlink as the last component is refused, never followed
+ * (root's epilog walking a user-writable directory). A mount that does
+ * not answer in time (its daemon hung or stopped) is only detached with
+ * --lazy. A path that is not mounted is not an error,
  * so the command can run unconditionally (ExecStartPre, a Slurm epilog, a
  * Kubernetes preStop hook). --stale-only unmounts only a dead mount, the
  * one a crashed or killed daemon leaves (ENOTCONN), and leaves a serving
@@ -35,18 +38,31 @@ const char usage_unmount[] =
 	"  --stale-only       only unmount a dead mount (a killed daemon's, "
 	"ENOTCONN),\n"
 	"                     lazily; leave a serving mount alone (for "
-	"ExecStartPre)\n";
+	"ExecStartPre)\n"
+	"\n"
+	"A mount that does not answer within 10 s (daemon hung) is refused "
+	"(exit 1)\n"
+	"unless --lazy; --stale-only leaves it (exit 1). A symbolic link is "
+	"refused.\n";
 
-/* CONFIG (a regular file) or MOUNTPOINT: a dead mount cannot be stat'ed,
- * so anything but a regular file is taken as a mount point. */
+/* CONFIG (a regular file) or MOUNTPOINT. A path listed as a mount point
+ * is a MOUNTPOINT without a stat(): that would ask its daemon, which may
+ * be hung. Otherwise lstat() stays in the parent directory; a symlink is
+ * refused rather than followed. */
 static int unmount_target(const char *arg, struct config **cfg,
 			  const char **path)
 {
 	struct overrides none = { 0 };
+	struct mountpoint_info mi;
 	struct stat st;
 	int rc;
 
-	if (stat(arg, &st) != 0 || !S_ISREG(st.st_mode)) {
+	rc = mountpoint_inspect_table(arg, &mi);
+	if (rc == 0 && mi.mounted) {
+		*path = arg;
+		return 0;
+	}
+	if (lstat(arg, &st) != 0 || !S_ISREG(st.st_mode)) {
 		*path = arg;
 		return 0;
 	}
@@ -111,9 +127,20 @@ int cmd_unmount(int argc, char **argv)
 		log_msg(LOG_ERR, "%s: %s", path, strerror(-c));
 		goto out;
 	}
+	if (mi.symlink) {
+		log_msg(LOG_ERR,
+			"%s is a symbolic link: not followed (a link must not "
+			"redirect an unmount); give the mount point itself",
+			path);
+		goto out;
+	}
 	if (!mi.mounted) {
 		log_msg(LOG_NOTICE, "%s is not mounted; nothing to do", path);
 		rc = EXIT_OK;
+		goto out;
+	}
+	if (mi.dead && !mountpoint_is_shardfs(mi.fstype)) {
+		mountpoint_refuse_foreign(&mi);
 		goto out;
 	}
 	if (mi.dead) {
@@ -127,13 +154,27 @@ int cmd_unmount(int argc, char **argv)
 		rc = EXIT_OK;
 		goto out;
 	}
+	if (mi.hung &&
+	    (stale_only || !lazy || !mountpoint_is_shardfs(mi.fstype))) {
+		log_msg(LOG_ERR,
+			"%s does not answer within %d s (%s from %s; daemon "
+			"hung, e.g. stopped?)%s",
+			mi.path, MOUNTPOINT_PROBE_TIMEOUT_S, mi.fstype,
+			mi.source,
+			stale_only ? ": not stale, left alone; use shardfs "
+				     "unmount --lazy to detach it"
+			: mountpoint_is_shardfs(mi.fstype)
+				? "; use --lazy to detach it"
+				: "; not a shardfs mount, left alone");
+		goto out;
+	}
 	if (stale_only) {
 		log_msg(LOG_INFO, "%s is mounted and answers; left alone",
 			mi.path);
 		rc = EXIT_OK;
 		goto out;
 	}
-	if (strcmp(mi.fstype, "fuse.shardfs") != 0) {
+	if (!mountpoint_is_shardfs(mi.fstype)) {
 		log_msg(LOG_ERR,
 			"%s is not a shardfs mount (%s from %s); use umount "
 			"for it",

@@ -11,9 +11,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "util/log.h"
@@ -24,6 +27,20 @@ bool mountpoint_is_fuse(const char *fstype)
 	       strncmp(fstype, "fuse.", 5) == 0;
 }
 
+bool mountpoint_is_shardfs(const char *fstype)
+{
+	return strcmp(fstype, "fuse.shardfs") == 0;
+}
+
+void mountpoint_refuse_foreign(const struct mountpoint_info *mi)
+{
+	log_msg(LOG_ERR,
+		"%s is a dead FUSE mount of another filesystem (%s from %s), "
+		"not shardfs: left alone; if it is no longer needed, remove "
+		"it with umount -l %s (as its owner: fusermount3 -uz %s)",
+		mi->path, mi->fstype, mi->source, mi->path, mi->path);
+}
+
 /* A dead FUSE connection answers ENOTCONN (ECONNABORTED after an abort
  * through fusectl on newer kernels). */
 static bool errno_is_dead(int e)
@@ -31,40 +48,161 @@ static bool errno_is_dead(int e)
 	return e == ENOTCONN || e == ECONNABORTED;
 }
 
-/* realpath(), or for a path realpath() cannot resolve because it is a dead
- * mount, its parent's realpath plus its name. */
-static int canonicalise(const char *path, char *out, size_t cap)
+char *mountpoint_abspath(const char *path)
 {
-	char *real = realpath(path, NULL), *d = NULL, *b = NULL, *dreal;
-	int rc = 0;
+	char *copy1 = strdup(path), *copy2 = strdup(path), *dir, *base, *rp;
+	char *out = NULL;
 
-	if (real != NULL) {
-		rc = snprintf(out, cap, "%s", real) < (int)cap ? 0
-							       : -ENAMETOOLONG;
-		free(real);
+	if (copy1 == NULL || copy2 == NULL)
+		goto out;
+	dir = dirname(copy1);
+	base = basename(copy2);
+	if (strcmp(base, ".") == 0 || strcmp(base, "..") == 0 ||
+	    strcmp(base, "/") == 0) {
+		out = realpath(path, NULL);
+		goto out;
+	}
+	rp = realpath(dir, NULL);
+	if (rp == NULL)
+		goto out;
+	if (asprintf(&out, "%s%s%s", rp, strcmp(rp, "/") ? "/" : "", base) < 0)
+		out = NULL;
+	free(rp);
+out:
+	free(copy1);
+	free(copy2);
+	return out;
+}
+
+static double now_mono(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+int mountpoint_child_run(int (*fn)(int fd, const void *arg), const void *arg,
+			 int timeout_s, size_t max, char **text, size_t *len)
+{
+	int fds[2], st, rc = 0;
+	char *buf = NULL;
+	size_t used = 0, cap = 0;
+	double deadline;
+	pid_t pid;
+
+	if (pipe2(fds, O_CLOEXEC) != 0)
+		return -errno;
+	pid = fork();
+	if (pid < 0) {
+		rc = -errno;
+		close(fds[0]);
+		close(fds[1]);
 		return rc;
 	}
-	if (!errno_is_dead(errno))
+	if (pid == 0) {
+		/* The child: the exit code carries the errno; its end of the
+		 * pipe closes when it exits. */
+		close(fds[0]);
+		rc = fn(fds[1], arg);
+		_exit(rc == 0 ? 0 : (-rc & 0xff ? -rc & 0xff : EIO));
+	}
+	close(fds[1]);
+	deadline = now_mono() + timeout_s;
+	for (;;) {
+		struct pollfd pfd = { .fd = fds[0], .events = POLLIN };
+		double left = deadline - now_mono();
+		ssize_t r;
+
+		if (left <= 0) {
+			rc = -ETIMEDOUT;
+			break;
+		}
+		r = poll(&pfd, 1, (int)(left * 1000) + 1);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			rc = -errno;
+			break;
+		}
+		if (r == 0)
+			continue;
+		if (cap - used < 65536) {
+			size_t ncap = cap ? 2 * cap : 65536 + 1;
+			char *g;
+
+			if (cap > 0 && cap >= max) {
+				rc = -EFBIG;
+				break;
+			}
+			g = realloc(buf, ncap);
+			if (g == NULL) {
+				rc = -ENOMEM;
+				break;
+			}
+			buf = g;
+			cap = ncap;
+		}
+		r = read(fds[0], buf + used, cap - used - 1);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			rc = -errno;
+			break;
+		}
+		if (r == 0)
+			break; /* the child is done */
+		used += (size_t)r;
+	}
+	close(fds[0]);
+	if (rc < 0) {
+		/* A FUSE request waits killably: SIGKILL ends the child. It
+		 * is reaped if it went soon; else it goes with this process. */
+		kill(pid, SIGKILL);
+		for (int i = 0; i < 100 && waitpid(pid, &st, WNOHANG) == 0; i++)
+			usleep(10000);
+		free(buf);
+		return rc;
+	}
+	while (waitpid(pid, &st, 0) < 0) {
+		if (errno != EINTR) {
+			free(buf);
+			return -errno;
+		}
+	}
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+		free(buf);
+		return WIFEXITED(st) ? -WEXITSTATUS(st) : -EIO;
+	}
+	if (text == NULL) {
+		free(buf);
+		return 0;
+	}
+	if (buf == NULL && (buf = malloc(1)) == NULL)
+		return -ENOMEM;
+	buf[used] = '\0';
+	*text = buf;
+	if (len != NULL)
+		*len = used;
+	return 0;
+}
+
+/* In the probe's child: a statx() forced through to the daemon. */
+static int probe_child(int fd, const void *arg)
+{
+	struct statx stx;
+
+	(void)fd;
+	if (statx(AT_FDCWD, arg, AT_STATX_FORCE_SYNC | AT_NO_AUTOMOUNT,
+		  STATX_TYPE, &stx) != 0)
 		return -errno;
-	d = strdup(path);
-	b = strdup(path);
-	if (d == NULL || b == NULL) {
-		rc = -ENOMEM;
-		goto out;
-	}
-	dreal = realpath(dirname(d), NULL);
-	if (dreal == NULL) {
-		rc = -errno;
-		goto out;
-	}
-	if (snprintf(out, cap, "%s/%s", strcmp(dreal, "/") == 0 ? "" : dreal,
-		     basename(b)) >= (int)cap)
-		rc = -ENAMETOOLONG;
-	free(dreal);
-out:
-	free(d);
-	free(b);
-	return rc;
+	return 0;
+}
+
+int mountpoint_probe(const char *path, int timeout_s)
+{
+	return mountpoint_child_run(probe_child, path, timeout_s, 0, NULL,
+				    NULL);
 }
 
 /* Undoes mountinfo's octal escapes (\040 for a space, and so on). */
@@ -113,27 +251,53 @@ static int mountinfo_lookup(struct mountpoint_info *mi)
 	return 0;
 }
 
+int mountpoint_inspect_table(const char *path, struct mountpoint_info *out)
+{
+	char *abs;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	/* Nothing here may touch the mount itself before the probe: a
+	 * realpath() or stat() of a hung mount's root waits for its daemon
+	 * forever. The parent is resolved, the last component kept. */
+	abs = mountpoint_abspath(path);
+	if (abs == NULL)
+		return errno ? -errno : -ENOMEM;
+	rc = snprintf(out->path, sizeof(out->path), "%s", abs) <
+			     (int)sizeof(out->path)
+		     ? 0
+		     : -ENAMETOOLONG;
+	free(abs);
+	if (rc < 0)
+		return rc;
+	rc = mountinfo_lookup(out);
+	if (rc < 0)
+		return rc;
+	return 0;
+}
+
 int mountpoint_inspect(const char *path, struct mountpoint_info *out)
 {
 	struct mountpoint_info mi;
-	struct statx stx;
+	struct stat st;
 	int rc;
 
-	memset(&mi, 0, sizeof(mi));
-	rc = canonicalise(path, mi.path, sizeof(mi.path));
+	rc = mountpoint_inspect_table(path, &mi);
 	if (rc < 0)
 		return rc;
-	rc = mountinfo_lookup(&mi);
-	if (rc < 0)
-		return rc;
-	/* A live FUSE mount answers this; a dead one fails at once. Forced
-	 * through to the daemon: a plain stat() of the root is answered
-	 * from the kernel's attribute cache even after the daemon died. */
-	if (mi.mounted && mountpoint_is_fuse(mi.fstype) &&
-	    statx(AT_FDCWD, mi.path, AT_STATX_FORCE_SYNC, STATX_TYPE, &stx) !=
-		    0 &&
-	    errno_is_dead(errno))
-		mi.dead = true;
+	if (!mi.mounted) {
+		/* Not a mount root: lstat stays in the parent directory. */
+		if (lstat(mi.path, &st) != 0)
+			return -errno;
+		mi.symlink = S_ISLNK(st.st_mode);
+	} else if (mountpoint_is_fuse(mi.fstype)) {
+		/* Forced through to the daemon (a plain stat() of the root
+		 * is answered from the kernel's attribute cache even after
+		 * the daemon died), in a child with a deadline. */
+		rc = mountpoint_probe(mi.path, MOUNTPOINT_PROBE_TIMEOUT_S);
+		mi.dead = errno_is_dead(-rc);
+		mi.hung = rc == -ETIMEDOUT;
+	}
 	*out = mi;
 	return 0;
 }
@@ -170,7 +334,10 @@ int mountpoint_unmount(const struct mountpoint_info *mi, bool lazy)
 	int rc;
 
 	if (geteuid() == 0)
-		rc = umount2(mi->path, lazy ? MNT_DETACH : 0) == 0 ? 0 : -errno;
+		rc = umount2(mi->path,
+			     UMOUNT_NOFOLLOW | (lazy ? MNT_DETACH : 0)) == 0
+			     ? 0
+			     : -errno;
 	else
 		rc = run_fusermount(mi->path, lazy);
 	if (rc == -EBUSY)
@@ -228,6 +395,17 @@ int mountpoint_prepare(const char *path, bool nonempty)
 		log_msg(LOG_ERR, "mountpoint %s: %s", path, strerror(-rc));
 		return rc;
 	}
+	if (mi.symlink) {
+		log_msg(LOG_ERR,
+			"mountpoint %s is a symbolic link; give the directory "
+			"itself (realpath %s)",
+			mi.path, path);
+		return -ELOOP;
+	}
+	if (mi.dead && !mountpoint_is_shardfs(mi.fstype)) {
+		mountpoint_refuse_foreign(&mi);
+		return -EBUSY;
+	}
 	if (mi.dead) {
 		rc = mountpoint_unmount(&mi, true);
 		if (rc < 0)
@@ -243,6 +421,14 @@ int mountpoint_prepare(const char *path, bool nonempty)
 				strerror(-rc));
 			return rc;
 		}
+	}
+	if (mi.hung) {
+		log_msg(LOG_ERR,
+			"%s is already a mount point (%s from %s) and does "
+			"not answer (daemon hung?); shardfs unmount --lazy %s "
+			"detaches it",
+			mi.path, mi.fstype, mi.source, path);
+		return -EBUSY;
 	}
 	if (mi.mounted) {
 		log_msg(LOG_ERR,

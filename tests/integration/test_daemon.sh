@@ -136,6 +136,85 @@ rc=$?
 check "unmount --stale-only cleans a dead mount (exit 0, got $rc)" bash -c \
 	"test $rc -eq 0 && ! grep -qs ' $(realpath "$M") ' /proc/mounts && grep -q 'dead FUSE mount' '$T/so2.err'"
 
+# --- a hung mount: the daemon lives but does not answer (SIGSTOP) --------
+# Nothing may wait on it without a deadline: realpath(), stat() and a
+# forced statx() of the mount all go to the daemon. Every command runs
+# under a bounded timeout; 124 is the hang.
+RM=$(realpath "$M")
+conf "$C"
+mount_shardfs "$C" "$M" || fail "mount for the hung mount"
+hung=$LAST_PID
+kill -STOP "$hung"
+rc=0
+timeout 25 "$SHARDFS" unmount "$M" 2>"$T/hung1.err" || rc=$?
+check "unmount of a hung mount refuses without hanging (exit 1, got $rc)" bash -c \
+	"test $rc -eq 1 && grep -q 'does not answer.*--lazy' '$T/hung1.err' && grep -qs ' $RM ' /proc/mounts"
+rc=0
+timeout 25 "$SHARDFS" unmount --stale-only "$M" 2>"$T/hung2.err" || rc=$?
+check "unmount --stale-only leaves a hung mount, says so (exit 1, got $rc)" bash -c \
+	"test $rc -eq 1 && grep -q 'does not answer' '$T/hung2.err' && grep -qs ' $RM ' /proc/mounts"
+rc=0
+timeout 25 "$SHARDFS" mount "$C" "$M" -f >"$T/hung3.out" 2>&1 || rc=$?
+check "mount over a hung mount refuses without hanging (exit 1, got $rc)" bash -c \
+	"test $rc -eq 1 && grep -q 'already a mount point' '$T/hung3.out'"
+rc=0
+timeout 25 "$SHARDFS" unmount --lazy "$M" 2>"$T/hung4.err" || rc=$?
+check "unmount --lazy detaches a hung mount (exit 0, got $rc)" bash -c \
+	"test $rc -eq 0 && ! grep -qs ' $RM ' /proc/mounts"
+kill -CONT "$hung"
+grep -qs " $RM " /proc/mounts && umount -l "$RM"
+wait_gone "$hung" || kill -9 "$hung"
+wait "$hung" 2>/dev/null
+
+# --- a symlink as the last component is never followed --------------------
+# A user-writable directory (a Slurm epilog iterating it as root) must not
+# redirect the unmount to another job's mount.
+mount_shardfs "$C" "$M" || fail "mount for the symlink"
+mkdir -p "$T/g"
+ln -sfn "$M" "$T/g/ylink"
+rc=0
+timeout 25 "$SHARDFS" unmount "$T/g/ylink" 2>"$T/ylink.err" || rc=$?
+check "unmount of a symlink to a mount refuses (exit 1, got $rc), mount stays" bash -c \
+	"test $rc -eq 1 && grep -q 'symbolic link' '$T/ylink.err' && grep -qs ' $RM ' /proc/mounts"
+check "unmount" umount_shardfs "$M"
+ln -sfn "$M" "$T/g/mlink"
+rc=0
+timeout 25 "$SHARDFS" mount "$C" "$T/g/mlink" -f >"$T/mlink.out" 2>&1 || rc=$?
+check "mount on a symlink refuses (exit 1, got $rc), mounts nothing" bash -c \
+	"test $rc -eq 1 && grep -q 'symbolic link' '$T/mlink.out' && ! grep -qs ' $RM ' /proc/mounts"
+grep -qs " $RM " /proc/mounts && umount -l "$RM"
+
+# --- a dead FUSE mount that is not shardfs is not ours to recover ----------
+# A raw FUSE mount of another type whose /dev/fuse is closed at once: every
+# access gives ENOTCONN, as a dead sshfs would.
+if [ "$(id -u)" = 0 ]; then
+	/usr/bin/python3 - "$RM" <<'PY'
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+fd = os.open("/dev/fuse", os.O_RDWR)
+opts = "fd=%d,rootmode=40000,user_id=0,group_id=0" % fd
+if libc.mount(b"othersrc", sys.argv[1].encode(), b"fuse.otherfs", 0, opts.encode()) != 0:
+    sys.exit("mount: " + os.strerror(ctypes.get_errno()))
+os.close(fd)
+PY
+	check "a dead fuse.otherfs mount is set up" grep -qs " $RM fuse.otherfs " /proc/mounts
+	rc=0
+	timeout 25 "$SHARDFS" unmount --stale-only "$M" 2>"$T/other1.err" || rc=$?
+	check "unmount --stale-only leaves a dead non-shardfs mount (exit 1, got $rc)" bash -c \
+		"test $rc -eq 1 && grep -q 'fuse.otherfs.*umount -l' '$T/other1.err' && grep -qs ' $RM fuse.otherfs ' /proc/mounts"
+	rc=0
+	timeout 25 "$SHARDFS" unmount "$M" 2>"$T/other2.err" || rc=$?
+	check "unmount leaves a dead non-shardfs mount (exit 1, got $rc)" bash -c \
+		"test $rc -eq 1 && grep -qs ' $RM fuse.otherfs ' /proc/mounts"
+	rc=0
+	timeout 25 "$SHARDFS" mount "$C" "$M" -f >"$T/other3.out" 2>&1 || rc=$?
+	check "mount over a dead non-shardfs mount refuses (exit 1, got $rc), names the type" bash -c \
+		"test $rc -eq 1 && grep -q 'fuse.otherfs.*umount -l' '$T/other3.out' && grep -qs ' $RM fuse.otherfs ' /proc/mounts"
+	while grep -qs " $RM " /proc/mounts; do umount -l "$RM" || break; done
+else
+	echo "# skipped the dead non-shardfs mount test: needs root"
+fi
+
 # --- a non-empty directory -------------------------------------------------
 NE=$T/nonempty
 mkdir -p "$NE"
