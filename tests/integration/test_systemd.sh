@@ -127,7 +127,9 @@ start_service() {
 start_service
 check "ExecStartPre on a clean path exits 0 (got $PRE_RC)" test "$PRE_RC" -eq 0
 check "READY=1 arrives" wait_for 'READY=1'
-check "READY=1 came only once the mount answered" grep -q '^CHECK READY serving=1' "$NLOG"
+# The listener writes its CHECK line after an ls of the mount that follows
+# READY=1: wait for that line, not just for READY.
+check "READY=1 came only once the mount answered" wait_for '^CHECK READY serving=1'
 check "no READY=1 before the mount answered" bash -c "! grep -q '^CHECK READY serving=0' '$NLOG'"
 check "STATUS= a human can read: objects, ranks, cache hit rate" grep -qE \
 	'^MSG READY=1\|STATUS=serving 40 objects .*ranks 0-1 of 2; cache hit rate' "$NLOG"
@@ -162,7 +164,7 @@ start_service
 check "ExecStartPre cleans the dead mount (exit $PRE_RC)" bash -c \
 	"test $PRE_RC -eq 0 && grep -q 'dead FUSE mount' '$T/pre.out'"
 check "ExecStart mounts again: READY=1 and serving" bash -c \
-	"$(declare -f wait_for); NLOG='$NLOG'; wait_for 'READY=1' && grep -q '^CHECK READY serving=1' '$NLOG'"
+	"$(declare -f wait_for); NLOG='$NLOG'; wait_for '^CHECK READY serving=1'"
 check "one mount on the path" test "$(grep -c " $(realpath "$M") " /proc/mounts)" -eq 1
 if [ "$FAILED" -gt 0 ]; then
 	echo "# ExecStartPre said:"; cat "$T/pre.out"
