@@ -27,14 +27,14 @@
 #include "fs/view.h"
 
 struct fs_options {
-	const char *mountpoint;
-	const char *source;   /* shown as the device in /proc/mounts */
-	bool foreground;      /* informational: the caller detaches */
-	bool single_thread;   /* one request at a time */
-	bool allow_other;     /* let other users read (needs user_allow_other
+	const char *mountpoint; /* absolute and canonical */
+	const char *source;	/* shown as the device in /proc/mounts */
+	bool foreground;	/* informational: the caller detaches */
+	bool single_thread;	/* one request at a time */
+	bool allow_other;	/* let other users read (needs user_allow_other
 				 * in /etc/fuse.conf unless root) */
-	bool debug;	      /* libfuse traces every request to stderr */
-	unsigned max_threads; /* worker threads; 0 = 64 */
+	bool debug;		/* libfuse traces every request to stderr */
+	unsigned max_threads;	/* worker threads; 0 = 64 */
 };
 
 /* What the filesystem serves; all borrowed. fs_run()'s must outlive it;

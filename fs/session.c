@@ -107,7 +107,8 @@ static void mountinfo_unescape(char *s)
 
 /* Finds in /proc/self/mountinfo the device ("major:minor") of the newest
  * mount at mountpoint (want == NULL), or whether a mount of device want is
- * still there. Returns 1 if found (dev filled), 0 if not, -1 when
+ * still there, at mountpoint if not NULL (compared as given, never
+ * resolved: resolving would touch a mount that may be dead). Returns 1 if found (dev filled), 0 if not, -1 when
  * mountinfo cannot be read. */
 static int mountinfo_find(const char *mountpoint, const char *want, char *dev,
 			  size_t cap)
@@ -126,7 +127,12 @@ static int mountinfo_find(const char *mountpoint, const char *want, char *dev,
 		if (sscanf(line, "%*s %*s %63s %*s %4095s", d, m) != 2)
 			continue;
 		mountinfo_unescape(m);
-		if (want != NULL ? strcmp(d, want) == 0
+		/* With want, the path must match too: once our mount is
+		 * gone its anonymous device number is free, and a mount
+		 * made meanwhile by another process may have it. */
+		if (want != NULL ? strcmp(d, want) == 0 &&
+					   (mountpoint == NULL ||
+					    strcmp(m, mountpoint) == 0)
 				 : strcmp(m, real) == 0) {
 			snprintf(dev, cap, "%s", d);
 			found = 1;
@@ -413,7 +419,7 @@ int fs_run(const struct fs_options *opt, const struct fs_data *data,
 	 * (echo 1 > /sys/fs/fuse/connections/N/abort): only after an abort
 	 * is the mount still there, dead, and that is a failure. */
 	if (rc == 0 && dev[0] != '\0' &&
-	    mountinfo_find(NULL, dev, dev, sizeof(dev)) == 1) {
+	    mountinfo_find(opt->mountpoint, dev, dev, sizeof(dev)) == 1) {
 		log_msg(LOG_ERR,
 			"the FUSE connection of %s was aborted; the mount is "
 			"dead until unmounted (fusermount3 -u %s)",

@@ -14,6 +14,7 @@ PASSED=0
 FAILED=0
 MOUNTS=()
 PIDS=()
+declare -A LOG_OF # daemon PID -> its log, for a failure's report
 
 cleanup() {
 	local m p
@@ -67,6 +68,7 @@ mount_shardfs() {
 	local pid=$!
 	PIDS+=("$pid")
 	MOUNTS+=("$(realpath "$mnt")")
+	LOG_OF[$pid]=$log
 	LAST_PID=$pid
 	LAST_LOG=$log
 	for _ in $(seq 200); do
@@ -88,6 +90,11 @@ umount_shardfs() {
 	fusermount3 -u "$mnt" || return 1
 	local rc=0
 	wait "$pid" || rc=$?
+	if [ "$rc" -ne 0 ]; then
+		# The suite's temp dir goes at exit: show why now.
+		echo "# the daemon (pid $pid) exited $rc; the end of its log:"
+		tail -n 30 "${LOG_OF[$pid]:-/dev/null}" | sed 's/^/#   /'
+	fi
 	return $rc
 }
 

@@ -2,8 +2,10 @@
 # A mount's life at its edges: a SIGHUP that arrives while the manifest is
 # still loading (a reload for later, never the end of the process), a stop
 # while a reload is running (the reload finishes, its tree is not swapped
-# in, the daemon exits 0), and a background mount whose caller handed it
-# more than stdio (an inherited pipe must not keep `... | cat` waiting).
+# in, the daemon exits 0), an unmount whose device number another mount
+# takes at once (not an abort: exit 0), and a background mount whose caller
+# handed it more than stdio (an inherited pipe must not keep `... | cat`
+# waiting).
 #
 # The manifest is a FIFO: the daemon blocks reading it until the test
 # writes the manifest, which makes "while it loads" a state the test
@@ -70,6 +72,30 @@ check "the reload's tree is not swapped in" \
 check "no reload is reported after the stop" \
 	bash -c "! grep -q 'reloaded: generation 2' '$T/early.log'"
 check "the mount is gone" bash -c "! grep -qs ' $(realpath "$M") ' /proc/mounts"
+
+# --- an unmount whose device number another mount takes at once -----------
+# After the loop ends, the daemon tells an unmount from an aborted
+# connection by whether its mount is still listed. Its anonymous device
+# number is free once unmounted, and the kernel hands out the lowest free
+# one: a tmpfs mounted meanwhile gets it. The daemon is stopped across the
+# unmount and the tmpfs mount so that this happens every time.
+printf '[source]\nurl = %s\n[cache]\nenabled = false\n' "$SRC" >"$T/d.conf"
+mount_shardfs "$T/d.conf" "$M" || fail "mount for the device test"
+dpid=$LAST_PID
+sleep 0.5 # serving: the ready hook ran
+fdev=$(awk -v m="$(realpath "$M")" '$5 == m {print $3}' /proc/self/mountinfo)
+mkdir -p "$T/tmpfs"
+kill -STOP "$dpid"
+fusermount3 -u "$M"
+mount -t tmpfs shardfs-test "$T/tmpfs"
+tdev=$(awk -v m="$(realpath "$T/tmpfs")" '$5 == m {print $3}' /proc/self/mountinfo)
+kill -CONT "$dpid"
+rc=0
+wait "$dpid" || rc=$?
+umount "$T/tmpfs"
+echo "# FUSE device $fdev, then the tmpfs got $tdev"
+check "an unmount is not taken for an abort when its device number is reused (exit $rc)" \
+	test "$rc" -eq 0
 
 # --- a background mount with an inherited pipe ----------------------------
 cat >"$T/c.conf" <<EOF
