@@ -72,7 +72,10 @@ mount_shardfs() {
 	LAST_PID=$pid
 	LAST_LOG=$log
 	for _ in $(seq 200); do
-		if is_mounted "$mnt"; then return 0; fi
+		if is_mounted "$mnt"; then
+			wait_serving "$log"
+			return 0
+		fi
 		if ! kill -0 "$pid" 2>/dev/null; then
 			echo "shardfs exited early:" >&2; cat "$log" >&2
 			return 1
@@ -81,6 +84,21 @@ mount_shardfs() {
 	done
 	echo "shardfs did not mount in 20 s:" >&2; cat "$log" >&2
 	return 1
+}
+
+# wait_serving LOG: waits (up to 10 s) for the daemon's "MOUNTPOINT:
+# serving ..." line. The mount shows in /proc/mounts before the daemon has
+# answered its own readiness stat() of the mountpoint; an unmount while that
+# stat is in flight fails with EBUSY (seen under ThreadSanitizer, where the
+# first answers are slow). `shardfs mount` without -f and systemd's READY=1
+# come after that line, so only suites that poll /proc/mounts need this. A
+# daemon logging elsewhere ([log] file) or above info just costs the wait.
+wait_serving() {
+	for _ in $(seq 100); do
+		grep -qs ': serving ' "$1" && return 0
+		sleep 0.1
+	done
+	return 0
 }
 
 # umount_shardfs MOUNTPOINT: unmounts and waits for the daemon to exit.
