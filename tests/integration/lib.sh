@@ -86,16 +86,17 @@ mount_shardfs() {
 	return 1
 }
 
-# wait_serving LOG: waits (up to 10 s) for the daemon's "MOUNTPOINT:
-# serving ..." line. The mount shows in /proc/mounts before the daemon has
-# answered its own readiness stat() of the mountpoint; an unmount while that
-# stat is in flight fails with EBUSY (seen under ThreadSanitizer, where the
-# first answers are slow). `shardfs mount` without -f and systemd's READY=1
-# come after that line, so only suites that poll /proc/mounts need this. A
-# daemon logging elsewhere ([log] file) or above info just costs the wait.
+# wait_serving LOG: waits (up to 10 s) for the "MOUNTPOINT: serving N
+# objects ..." line the daemon's ready hook logs. The mount shows in
+# /proc/mounts before the daemon has answered its own readiness stat() of
+# the mountpoint; an unmount while that stat is in flight fails with EBUSY
+# (seen under ThreadSanitizer, where the first answers are slow).
+# `shardfs mount` without -f and systemd's READY=1 come after that line,
+# so only suites that poll /proc/mounts need this. A daemon logging
+# elsewhere ([log] file) or above info just costs the wait.
 wait_serving() {
 	for _ in $(seq 100); do
-		grep -qs ': serving ' "$1" && return 0
+		grep -qs ': serving [0-9]* objects' "$1" && return 0
 		sleep 0.1
 	done
 	return 0
