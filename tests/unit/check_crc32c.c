@@ -83,14 +83,12 @@ START_TEST(test_every_length_and_alignment)
 	 * its head's. */
 	for (len = 0; len <= 300; len += 7) {
 		want = crc32c_ref(0, b, 300);
-		ck_assert_uint_eq(
-			crc32c_update(crc32c_update(0, b, len), b + len,
-				      300 - len),
-			want);
-		ck_assert_uint_eq(
-			crc32c_update_sw(crc32c_update_sw(0, b, len), b + len,
-					 300 - len),
-			want);
+		ck_assert_uint_eq(crc32c_update(crc32c_update(0, b, len),
+						b + len, 300 - len),
+				  want);
+		ck_assert_uint_eq(crc32c_update_sw(crc32c_update_sw(0, b, len),
+						   b + len, 300 - len),
+				  want);
 	}
 	free(b);
 }
