@@ -386,7 +386,16 @@ START_TEST(test_error_parse)
 	ck_assert_str_eq(reason, "PERMISSION_DENIED");
 	/* Only printable ASCII reaches the log. */
 	ck_assert_str_eq(msg, "denied ??");
-	gcs_error_parse("Not Found", 9, reason, sizeof(reason), msg,
+	/* The emulator's 404s are plain text. */
+	gcs_error_parse("No such object: b/k\nmore", 24, reason, sizeof(reason),
+			msg, sizeof(msg));
+	ck_assert_str_eq(reason, "");
+	ck_assert_str_eq(msg, "No such object: b/k");
+	gcs_error_parse("<html><body>502</body></html>", 29, reason,
+			sizeof(reason), msg, sizeof(msg));
+	ck_assert_str_eq(reason, "");
+	ck_assert_str_eq(msg, "");
+	gcs_error_parse("{\"error\":\"x\"}", 13, reason, sizeof(reason), msg,
 			sizeof(msg));
 	ck_assert_str_eq(reason, "");
 	ck_assert_str_eq(msg, "");
