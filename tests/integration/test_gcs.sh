@@ -7,7 +7,11 @@
 # through STORAGE_EMULATOR_HOST and through [source] endpoint + anonymous,
 # pinned manifests stored at gs://, a replaced object (a new generation)
 # read as EIO, never new bytes, and a missing object logged with key,
-# status and reason.
+# status and reason. Through a fault proxy (gcs/fault_proxy.py): real
+# paging with pages of 3, a repeated page token, a restarted listing, an
+# endless run of empty pages and a malformed page all fail the listing
+# with a clear error; 503s are retried; 403, a body that is not its
+# crc32c and a 206 naming another range read as EIO, logged with the key.
 #
 # Paging: the suite uploads 2,345 objects, so the listing crosses three
 # pages of the 1,000 objects shardfs asks for, the page size real GCS is
@@ -233,5 +237,79 @@ check "other objects still read" cmp -s "$M/rank-0/odd dir/big.bin" "$SRC/odd di
 check "unmount" umount_shardfs "$M"
 check "no Authorization header or token in any log" bash -c \
 	"! grep -l -i -e 'Authorization' -e 'Bearer' '$T'/*.err '$LAST_LOG'"
+
+# --- faults, through a proxy in front of the emulator -------------------------
+FP_LOG=$T/fault.log
+/usr/bin/python3 "$HERE/gcs/fault_proxy.py" "$T/fault.port" "$FP_LOG" "$GCS_PORT" \
+	2>"$T/fault.err" &
+PIDS+=("$!")
+for _ in $(seq 100); do [ -s "$T/fault.port" ] && break; sleep 0.1; done
+FEP=http://127.0.0.1:$(cat "$T/fault.port" 2>/dev/null)
+unset STORAGE_EMULATOR_HOST
+# fmanifest PREFIX: `shardfs manifest` through the proxy; output in
+# $T/f.tsv, log in $T/f.err, exit status in $frc.
+fmanifest() {
+	"$SHARDFS" manifest "gs://$BUCKET/$1" --endpoint "$FEP" --anonymous \
+		-o "$T/f.tsv" >"$T/f.out" 2>"$T/f.err"
+	frc=$?
+}
+LS=$T/listsets
+for d in small loop restart badpage; do
+	mkdir -p "$LS/$d"
+	for i in $(seq 10); do printf '%s' "$d$i" >"$LS/$d/o$i.bin"; done
+	upload_tree "$d/" "$LS/$d" || fail "upload $d/"
+done
+fmanifest small/
+check "pages of 3 objects (4 pages): all 10 listed once, as in one page" bash -c \
+	"test $frc -eq 0 && grep -q '^objects 10\$' '$T/f.out' && test \$(grep -c 'prefix=small' '$FP_LOG') -eq 4"
+fmanifest loop/
+check "a page token that repeats fails the listing, saying so" bash -c \
+	"test $frc -eq 1 && grep -q 'gs://$BUCKET/loop/: list: page 2 repeats an earlier page token' '$T/f.err'"
+fmanifest restart/
+check "a listing that restarts (unknown token) fails, never duplicates keys" bash -c \
+	"test $frc -eq 1 && grep -q 'gs://$BUCKET/restart/: list: page 2 starts with the name an earlier page started with' '$T/f.err'"
+fmanifest empty/
+check "pages without objects but with a token are bounded" bash -c \
+	"test $frc -eq 1 && grep -q 'gs://$BUCKET/empty/: list: 1001 pages in a row without objects' '$T/f.err'"
+fmanifest badpage/
+check "a malformed page fails the listing, naming what was wrong" bash -c \
+	"test $frc -eq 1 && grep -q 'gs://$BUCKET/badpage/: list: malformed objects.list answer (page 1): item 0: size is not a decimal string' '$T/f.err'"
+
+F=$T/faults
+mkdir -p "$F"
+for n in flaky denied badcrc ok; do head -c 5000 /dev/urandom >"$F/$n.bin"; done
+head -c 3000000 /dev/urandom >"$F/badrange.bin"
+upload_tree ds2/ "$F" || fail "upload ds2/"
+STORAGE_EMULATOR_HOST=$EMU "$SHARDFS" manifest "gs://$BUCKET/ds2/" -o "$T/ds2.tsv" >/dev/null 2>&1
+{
+	echo "[source]"
+	echo "url = gs://$BUCKET/ds2/"
+	echo "manifest = $T/ds2.tsv"
+	echo "endpoint = $FEP"
+	echo "anonymous = true"
+	echo "retries = 2"
+	echo "[shard]"
+	echo "world_size = 1"
+	echo "[cache]"
+	echo "dir = $T/cache-faults"
+} >"$C"
+if mount_shardfs "$C" "$M"; then
+	check "503 backendError twice, then the bytes (retried)" cmp -s "$M/rank-0/flaky.bin" "$F/flaky.bin"
+	check "403 forbidden reads as EIO" bash -c "! cat '$M/rank-0/denied.bin' >/dev/null 2>&1"
+	check "403 is logged with key, status, reason and message" \
+		grep -q "gs://$BUCKET/ds2/denied.bin: read: HTTP 403 forbidden: anonymous caller does not have storage.objects.get access" "$LAST_LOG"
+	check "a body that is not its x-goog-hash crc32c reads as EIO" bash -c \
+		"! cat '$M/rank-0/badcrc.bin' >/dev/null 2>&1"
+	check "the crc32c mismatch is logged with the key, retried" \
+		grep -qE "gs://$BUCKET/ds2/badcrc.bin.*3 tries.*crc32c [0-9a-f]{8} is not x-goog-hash's" "$LAST_LOG"
+	check "a 206 naming another range reads as EIO" bash -c \
+		"! cat '$M/rank-0/badrange.bin' >/dev/null 2>&1"
+	check "the wrong Content-Range is logged with the key" \
+		grep -q "gs://$BUCKET/ds2/badrange.bin.*Content-Range bytes 1-" "$LAST_LOG"
+	check "other objects read through the proxy" cmp -s "$M/rank-0/ok.bin" "$F/ok.bin"
+	check "unmount" umount_shardfs "$M"
+else
+	fail "mount through the fault proxy"
+fi
 
 finish
