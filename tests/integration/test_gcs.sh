@@ -277,7 +277,7 @@ check "a malformed page fails the listing, naming what was wrong" bash -c \
 
 F=$T/faults
 mkdir -p "$F"
-for n in flaky denied badcrc ok; do head -c 5000 /dev/urandom >"$F/$n.bin"; done
+for n in flaky denied badcrc realgen-same realgen realgen-gone ok; do head -c 5000 /dev/urandom >"$F/$n.bin"; done
 head -c 3000000 /dev/urandom >"$F/badrange.bin"
 upload_tree ds2/ "$F" || fail "upload ds2/"
 STORAGE_EMULATOR_HOST=$EMU "$SHARDFS" manifest "gs://$BUCKET/ds2/" -o "$T/ds2.tsv" >/dev/null 2>&1
@@ -293,7 +293,21 @@ STORAGE_EMULATOR_HOST=$EMU "$SHARDFS" manifest "gs://$BUCKET/ds2/" -o "$T/ds2.ts
 	echo "[cache]"
 	echo "dir = $T/cache-faults"
 } >"$C"
+# Replaced and deleted before the mount: the prefetcher may read any of
+# them as soon as another is opened.
+gcs_upload "$BUCKET" ds2/realgen.bin "$F/ok.bin"
+curl -s -X DELETE -o /dev/null "$EP/storage/v1/b/$BUCKET/o/ds2%2Frealgen-gone.bin"
 if mount_shardfs "$C" "$M"; then
+	check "a pinned generation that real GCS still has reads (realgen)" \
+		cmp -s "$M/rank-0/realgen-same.bin" "$F/realgen-same.bin"
+	check "after a replacement, real GCS's 404 for the old generation reads as EIO" bash -c \
+		"! cat '$M/rank-0/realgen.bin' >/dev/null 2>&1"
+	check "and is told from a deletion by the object's metadata: logged as changed" \
+		grep -qE "gs://$BUCKET/ds2/realgen.bin: changed since the manifest was made \(generation [0-9]+, now [0-9]+\)" "$LAST_LOG"
+	check "a deleted object (404, and no metadata) reads as EIO" bash -c \
+		"! cat '$M/rank-0/realgen-gone.bin' >/dev/null 2>&1"
+	check "the deletion is logged as the read's 404 with its reason" \
+		grep -q "gs://$BUCKET/ds2/realgen-gone.bin: read: HTTP 404 notFound: No such object: ds2/realgen-gone.bin#" "$LAST_LOG"
 	check "503 backendError twice, then the bytes (retried)" cmp -s "$M/rank-0/flaky.bin" "$F/flaky.bin"
 	check "403 forbidden reads as EIO" bash -c "! cat '$M/rank-0/denied.bin' >/dev/null 2>&1"
 	check "403 is logged with key, status, reason and message" \

@@ -9,6 +9,9 @@ Writes its port to PORT_FILE once listening. By object name (decoded):
   ...denied...    every request gets 403 forbidden (JSON API error body)
   ...badcrc...    media replies arrive with their last byte flipped
                   (headers, x-goog-hash included, unchanged)
+  ...realgen...   a media request pinned to a generation that is not the
+                  current one gets 404 notFound, as real GCS answers
+                  (the emulator serves the current generation instead)
   ...badrange...  206 replies name a Content-Range one byte later (its
                   end kept inside the object)
 By listing prefix (the prefix= parameter, decoded):
@@ -93,6 +96,16 @@ def main():
                     403, "forbidden",
                     "anonymous caller does not have storage.objects.get "
                     "access to the object")
+            gen = dict(q).get("generation")
+            if "realgen" in name and gen is not None:
+                # Real GCS serves only generations that exist: a pinned
+                # generation that was replaced is a 404 (the emulator
+                # ignores the parameter and serves the current one).
+                status, _, meta = self.forward(u.path)
+                if status != 200 or json.loads(meta).get("generation") != gen:
+                    return self.json_error(
+                        404, "notFound",
+                        "No such object: %s#%s" % (name, gen))
             if "flaky" in name and n < 2:
                 return self.json_error(503, "backendError",
                                        "Backend Error")
