@@ -11,7 +11,10 @@
 # paging with pages of 3, a repeated page token, a restarted listing, an
 # endless run of empty pages and a malformed page all fail the listing
 # with a clear error; 503s are retried; 403, a body that is not its
-# crc32c and a 206 naming another range read as EIO, logged with the key.
+# crc32c and a 206 naming another range read as EIO, logged with the key;
+# real GCS's 404 for a replaced generation is told from a deletion. The
+# disk cache (a remount reads everything with zero GETs) and the order
+# prefetcher (files fetched before they are opened) over gs:// too.
 #
 # Paging: the suite uploads 2,345 objects, so the listing crosses three
 # pages of the 1,000 objects shardfs asks for, the page size real GCS is
@@ -324,6 +327,77 @@ if mount_shardfs "$C" "$M"; then
 	check "unmount" umount_shardfs "$M"
 else
 	fail "mount through the fault proxy"
+fi
+
+# --- the cache and the prefetcher over gs:// ----------------------------------
+# Through the proxy (no faults for these names), whose log shows every
+# request the emulator answered.
+media_gets() { grep -c "^GET /storage/v1/b/$BUCKET/o/ds%2F[^ ]*alt=media" "$FP_LOG"; }
+# enc_key KEY: a manifest key (escaped as in the .order files) as it
+# appears, fully percent-encoded, in a request path.
+enc_key() { /usr/bin/python3 -c 'import sys, urllib.parse as u; print(u.quote(u.unquote(sys.argv[1]), safe="-._~"))' "$1"; }
+# The objects as they are now (one was replaced above, with its old bytes).
+STORAGE_EMULATOR_HOST=$EMU "$SHARDFS" manifest "gs://$BUCKET/ds/" -o "$T/now.tsv" >/dev/null 2>&1
+cconf() { # cconf CACHEDIR [prefetch.files=N]
+	{
+		echo "[source]"
+		echo "url = gs://$BUCKET/ds/"
+		echo "manifest = $T/now.tsv"
+		echo "endpoint = $FEP"
+		echo "anonymous = true"
+		echo "[shard]"
+		echo "world_size = 1"
+		echo "[cache]"
+		echo "dir = $1"
+		echo "size = 1G"
+		echo "[prefetch]"
+		echo "files = ${2:-0}"
+	} >"$C"
+}
+cconf "$T/cache-gs"
+if mount_shardfs "$C" "$M"; then
+	: >"$FP_LOG"
+	check "cold: every file byte-identical through the cache" \
+		/usr/bin/python3 "$HERE/verify_mount.py" "$M" "$SRC"
+	cold=$(media_gets)
+	check "cold: the reads went to the store ($cold GETs)" test "$cold" -gt 0
+	check "unmount" umount_shardfs "$M"
+fi
+cconf "$T/cache-gs"
+if mount_shardfs "$C" "$M"; then
+	: >"$FP_LOG"
+	check "remount: every file byte-identical" \
+		/usr/bin/python3 "$HERE/verify_mount.py" "$M" "$SRC"
+	check "remount: all from the disk cache, zero GETs ($(media_gets))" test "$(media_gets)" -eq 0
+	check "unmount" umount_shardfs "$M"
+fi
+cconf "$T/cache-gs-prefetch" 8
+if mount_shardfs "$C" "$M"; then
+	mapfile -t ORDER <"$M/.shardfs/rank-0.order"
+	: >"$FP_LOG"
+	ahead_fetched() { # a file after position $1, not yet opened, was fetched
+		local q
+		for q in $(seq $(($1 + 1)) $(($1 + 3))); do
+			[ "$q" -lt "${#ORDER[@]}" ] || continue
+			grep -qF "GET /storage/v1/b/$BUCKET/o/ds%2F$(enc_key "${ORDER[$q]}")?" "$FP_LOG" && return 0
+		done
+		return 1
+	}
+	wait_for() { # wait_for SECONDS CMD...: polls CMD until it succeeds or the bound passes
+		local n=$(($1 * 10)); shift
+		while [ $n -gt 0 ]; do "$@" && return 0; sleep 0.1; n=$((n - 1)); done
+		"$@"
+	}
+	seen_ahead=0
+	for p in 0 1 2; do
+		cat "$M/rank-0/$(/usr/bin/python3 -c 'import sys, urllib.parse as u; print(u.unquote(sys.argv[1]))' "${ORDER[$p]}")" >/dev/null
+		wait_for 10 ahead_fetched "$p" && seen_ahead=$((seen_ahead + 1))
+	done
+	check "prefetch: after opening file p, files p+1.. came from gs:// before they were opened ($seen_ahead of 3)" \
+		test "$seen_ahead" -eq 3
+	check "prefetch: every file byte-identical" \
+		/usr/bin/python3 "$HERE/verify_mount.py" "$M" "$SRC"
+	check "unmount" umount_shardfs "$M"
 fi
 
 finish
