@@ -506,12 +506,16 @@ static int gcs_open(const char *url, const struct backend_options *opts,
 		if (rc < 0)
 			goto err;
 	}
-	log_msg(LOG_DEBUG, "gs://%s/%s: %s%s", gb->bucket, gb->prefix,
-		gb->ep.base,
-		gb->creds ? ""
-		: gb->ep.emulator
-			? ", emulator (STORAGE_EMULATOR_HOST): no credentials"
-			: ", anonymous");
+	/* Said at info level: a variable left over from testing would
+	 * otherwise silently strip the credentials from real requests. */
+	if (gb->ep.emulator)
+		log_msg(LOG_INFO,
+			"gs://%s/%s: STORAGE_EMULATOR_HOST is set: requests to "
+			"%s carry no credentials",
+			gb->bucket, gb->prefix, gb->ep.base);
+	else
+		log_msg(LOG_DEBUG, "gs://%s/%s: %s%s", gb->bucket, gb->prefix,
+			gb->ep.base, gb->creds ? "" : ", anonymous");
 	*out = &gb->base;
 	return 0;
 err:
