@@ -1,0 +1,518 @@
+/*
+ * check_gcs_creds: the GCS credential documents (backends/gcs_jwt.h) and
+ * the parts of the chain that need no server (backends/gcs_creds.h).
+ *
+ * The RSA key is generated here at test time, so no private key is ever
+ * committed. The JWT is checked the way Google's token endpoint checks it:
+ * split at the dots, each part base64url-decoded, the RS256 signature
+ * verified with the public half, then the claims.
+ */
+#include <errno.h>
+#include <jansson.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/rsa.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backends/gcs_creds.h"
+#include "backends/gcs_jwt.h"
+#include "backends/http.h"
+#include "tests/unit/unit.h"
+
+#define EMAIL "reader@test-project.iam.gserviceaccount.com"
+#define TOKEN_URI "http://127.0.0.1:9/token"
+
+static char tmpdir[64];
+
+/* A fresh RSA key (or EC when ec) and its PEM text (malloc'd). */
+static EVP_PKEY *new_key(int ec, char **pem)
+{
+	EVP_PKEY *pk = ec ? EVP_EC_gen("P-256") : EVP_RSA_gen(2048);
+	BIO *bio = BIO_new(BIO_s_mem());
+	char *data;
+	long n;
+
+	ck_assert_ptr_nonnull(pk);
+	ck_assert_int_eq(
+		PEM_write_bio_PrivateKey(bio, pk, NULL, NULL, 0, NULL, NULL),
+		1);
+	n = BIO_get_mem_data(bio, &data);
+	*pem = strndup(data, (size_t)n);
+	BIO_free(bio);
+	return pk;
+}
+
+/* A service-account key file's JSON; fields NULL are left out. */
+static char *sa_json(const char *type, const char *email, const char *pem,
+		     const char *kid, const char *uri)
+{
+	json_t *o = json_object();
+	char *s;
+
+	if (type)
+		json_object_set_new(o, "type", json_string(type));
+	if (email)
+		json_object_set_new(o, "client_email", json_string(email));
+	if (pem)
+		json_object_set_new(o, "private_key", json_string(pem));
+	if (kid)
+		json_object_set_new(o, "private_key_id", json_string(kid));
+	if (uri)
+		json_object_set_new(o, "token_uri", json_string(uri));
+	json_object_set_new(o, "project_id", json_string("test-project"));
+	s = json_dumps(o, JSON_INDENT(2));
+	json_decref(o);
+	return s;
+}
+
+/* base64url (no padding) to bytes; returns the length or -1. */
+static long b64url_decode(const char *s, size_t n, unsigned char *out)
+{
+	unsigned v = 0, bits = 0;
+	long len = 0;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		const char *abc = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqr"
+				  "stuvwxyz0123456789-_";
+		const char *c = strchr(abc, s[i]);
+
+		if (c == NULL || s[i] == '\0')
+			return -1;
+		v = v << 6 | (unsigned)(c - abc);
+		bits += 6;
+		if (bits >= 8) {
+			bits -= 8;
+			out[len++] = (unsigned char)(v >> bits);
+		}
+	}
+	return len;
+}
+
+static json_t *decode_part(const char *s, size_t n)
+{
+	unsigned char buf[4096];
+	long len = b64url_decode(s, n, buf);
+
+	ck_assert_int_gt(len, 0);
+	return json_loadb((const char *)buf, (size_t)len, 0, NULL);
+}
+
+START_TEST(test_b64url)
+{
+	static const struct {
+		const char *in;
+		size_t len;
+		const char *out;
+	} v[] = {
+		{ "", 0, "" },
+		{ "f", 1, "Zg" },
+		{ "fo", 2, "Zm8" },
+		{ "foo", 3, "Zm9v" },
+		{ "foob", 4, "Zm9vYg" },
+		{ "\xfb\xff", 2, "-_8" },
+		{ "\xff\xfe\xfd", 3, "__79" },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+		char *s = gcs_jwt_b64url((const unsigned char *)v[i].in,
+					 v[i].len);
+
+		ck_assert_str_eq(s, v[i].out);
+		free(s);
+	}
+}
+END_TEST
+
+START_TEST(test_jwt_signed_and_verified)
+{
+	char *pem, *text, *jwt, why[160];
+	EVP_PKEY *pk = new_key(0, &pem);
+	struct gcs_jwt_key *k;
+	const char *d1, *d2;
+	unsigned char sig[1024];
+	long sig_len;
+	json_t *head, *claims;
+	EVP_MD_CTX *ctx;
+	int64_t iat = 1700000000;
+
+	text = sa_json("service_account", EMAIL, pem, "kid-123", TOKEN_URI);
+	ck_assert_int_eq(
+		gcs_jwt_key_parse(text, strlen(text), &k, why, sizeof(why)), 0);
+	ck_assert_int_eq(k->type, GCS_JWT_SERVICE_ACCOUNT);
+	ck_assert_str_eq(k->client_email, EMAIL);
+	ck_assert_str_eq(k->token_uri, TOKEN_URI);
+	ck_assert_int_eq(gcs_jwt_sign(k, GCS_JWT_SCOPE, iat, &jwt), 0);
+	ck_assert_ptr_null(strpbrk(jwt, "=+/ \n"));
+
+	/* Split, then verify the signature over "header.claims". */
+	d1 = strchr(jwt, '.');
+	ck_assert_ptr_nonnull(d1);
+	d2 = strchr(d1 + 1, '.');
+	ck_assert_ptr_nonnull(d2);
+	ck_assert_ptr_null(strchr(d2 + 1, '.'));
+	sig_len = b64url_decode(d2 + 1, strlen(d2 + 1), sig);
+	ck_assert_int_eq(sig_len, 256);
+	ctx = EVP_MD_CTX_new();
+	ck_assert_int_eq(
+		EVP_DigestVerifyInit(ctx, NULL, EVP_sha256(), NULL, pk), 1);
+	ck_assert_int_eq(EVP_DigestVerify(ctx, sig, (size_t)sig_len,
+					  (const unsigned char *)jwt,
+					  (size_t)(d2 - jwt)),
+			 1);
+	EVP_MD_CTX_free(ctx);
+	/* A flipped bit in the claims fails the check. */
+	jwt[d1 - jwt + 3] ^= 1;
+	ctx = EVP_MD_CTX_new();
+	ck_assert_int_eq(
+		EVP_DigestVerifyInit(ctx, NULL, EVP_sha256(), NULL, pk), 1);
+	ck_assert_int_ne(EVP_DigestVerify(ctx, sig, (size_t)sig_len,
+					  (const unsigned char *)jwt,
+					  (size_t)(d2 - jwt)),
+			 1);
+	EVP_MD_CTX_free(ctx);
+	jwt[d1 - jwt + 3] ^= 1;
+
+	head = decode_part(jwt, (size_t)(d1 - jwt));
+	ck_assert_ptr_nonnull(head);
+	ck_assert_str_eq(json_string_value(json_object_get(head, "alg")),
+			 "RS256");
+	ck_assert_str_eq(json_string_value(json_object_get(head, "typ")),
+			 "JWT");
+	ck_assert_str_eq(json_string_value(json_object_get(head, "kid")),
+			 "kid-123");
+	claims = decode_part(d1 + 1, (size_t)(d2 - d1 - 1));
+	ck_assert_ptr_nonnull(claims);
+	ck_assert_str_eq(json_string_value(json_object_get(claims, "iss")),
+			 EMAIL);
+	ck_assert_str_eq(json_string_value(json_object_get(claims, "scope")),
+			 "https://www.googleapis.com/auth/"
+			 "devstorage.read_only");
+	ck_assert_str_eq(json_string_value(json_object_get(claims, "aud")),
+			 TOKEN_URI);
+	ck_assert_int_eq(json_integer_value(json_object_get(claims, "iat")),
+			 iat);
+	ck_assert_int_gt(json_integer_value(json_object_get(claims, "exp")),
+			 iat);
+	ck_assert_int_le(json_integer_value(json_object_get(claims, "exp")),
+			 iat + 3600);
+	ck_assert_int_eq(json_object_size(claims), 5);
+	json_decref(head);
+	json_decref(claims);
+	free(jwt);
+	gcs_jwt_key_free(k);
+	free(text);
+
+	/* No private_key_id: no kid; no token_uri: Google's. */
+	text = sa_json("service_account", EMAIL, pem, NULL, NULL);
+	ck_assert_int_eq(
+		gcs_jwt_key_parse(text, strlen(text), &k, why, sizeof(why)), 0);
+	ck_assert_str_eq(k->token_uri, "https://oauth2.googleapis.com/token");
+	ck_assert_int_eq(gcs_jwt_sign(k, GCS_JWT_SCOPE, iat, &jwt), 0);
+	head = decode_part(jwt, strcspn(jwt, "."));
+	ck_assert_ptr_null(json_object_get(head, "kid"));
+	json_decref(head);
+	free(jwt);
+	gcs_jwt_key_free(k);
+	free(text);
+	free(pem);
+	EVP_PKEY_free(pk);
+}
+END_TEST
+
+START_TEST(test_token_request_bodies)
+{
+	char *pem, *text, *body, *jwt, why[160];
+	EVP_PKEY *pk = new_key(0, &pem);
+	struct gcs_jwt_key *k;
+	const char *au = "{\"type\": \"authorized_user\", \"client_id\": "
+			 "\"cid.apps.googleusercontent.com\", "
+			 "\"client_secret\": \"s3cr&t=x\", "
+			 "\"refresh_token\": \"1//r+t/x\"}";
+
+	text = sa_json("service_account", EMAIL, pem, "k", TOKEN_URI);
+	ck_assert_int_eq(
+		gcs_jwt_key_parse(text, strlen(text), &k, why, sizeof(why)), 0);
+	ck_assert_int_eq(gcs_jwt_token_request(k, time(NULL), &body), 0);
+	ck_assert_msg(strncmp(body,
+			      "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-"
+			      "type%3Ajwt-bearer&assertion=ey",
+			      72) == 0,
+		      "body %.80s", body);
+	jwt = strstr(body, "&assertion=") + 11;
+	ck_assert_int_eq(strspn(jwt, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmno"
+				     "pqrstuvwxyz0123456789-_."),
+			 strlen(jwt));
+	free(body);
+	gcs_jwt_key_free(k);
+	free(text);
+
+	ck_assert_int_eq(
+		gcs_jwt_key_parse(au, strlen(au), &k, why, sizeof(why)), 0);
+	ck_assert_int_eq(k->type, GCS_JWT_AUTHORIZED_USER);
+	ck_assert_str_eq(k->token_uri, "https://oauth2.googleapis.com/token");
+	ck_assert_int_eq(gcs_jwt_sign(k, GCS_JWT_SCOPE, 1, &body), -EINVAL);
+	ck_assert_int_eq(gcs_jwt_token_request(k, time(NULL), &body), 0);
+	ck_assert_str_eq(body, "grant_type=refresh_token&client_id=cid.apps."
+			       "googleusercontent.com&client_secret=s3cr%26t%"
+			       "3Dx&refresh_token=1%2F%2Fr%2Bt%2Fx");
+	free(body);
+	gcs_jwt_key_free(k);
+	free(pem);
+	EVP_PKEY_free(pk);
+}
+END_TEST
+
+/* Parses text, expecting rc; why must name want and hold no secret. */
+static void bad_key(const char *text, int rc, const char *want)
+{
+	struct gcs_jwt_key *k = (void *)0x1;
+	char why[160];
+
+	ck_assert_int_eq(
+		gcs_jwt_key_parse(text, strlen(text), &k, why, sizeof(why)),
+		rc);
+	ck_assert_ptr_eq(k, (void *)0x1);
+	ck_assert_msg(strstr(why, want) != NULL, "why \"%s\" lacks \"%s\"", why,
+		      want);
+	ck_assert_ptr_null(strstr(why, "BEGIN"));
+	ck_assert_ptr_null(strstr(why, "SECRET"));
+}
+
+START_TEST(test_key_file_bad)
+{
+	char *pem, *ecpem, *t, *huge;
+	EVP_PKEY *pk = new_key(0, &pem), *ec = new_key(1, &ecpem);
+	const char *au_no_rt = "{\"type\": \"authorized_user\", \"client_id\": "
+			       "\"c\", \"client_secret\": \"SECRET\"}";
+
+	bad_key("SECRET not json", -EBADMSG, "not JSON");
+	bad_key("[\"SECRET\"]", -EBADMSG, "not a JSON object");
+	bad_key("{\"type\": \"service_account\"", -EBADMSG, "not JSON");
+	bad_key("{}", -EBADMSG, "\"type\"");
+	bad_key("{\"type\": 7}", -EBADMSG, "\"type\"");
+	bad_key("{\"type\": \"external_account\"}", -ENOTSUP,
+		"external_account");
+	bad_key("{\"type\": \"SECRET!\"}", -ENOTSUP, "not service_account");
+	bad_key(au_no_rt, -EBADMSG, "\"refresh_token\" is missing");
+
+	t = sa_json("service_account", NULL, pem, "k", NULL);
+	bad_key(t, -EBADMSG, "\"client_email\" is missing");
+	free(t);
+	t = sa_json("service_account", EMAIL, NULL, "k", NULL);
+	bad_key(t, -EBADMSG, "\"private_key\" is missing");
+	free(t);
+	t = sa_json("service_account", "", pem, "k", NULL);
+	bad_key(t, -EBADMSG, "\"client_email\" is empty");
+	free(t);
+	t = sa_json("service_account", EMAIL,
+		    "-----BEGIN PRIVATE KEY-----\nSECRET\n"
+		    "-----END PRIVATE KEY-----\n",
+		    "k", NULL);
+	bad_key(t, -EBADMSG, "not a PEM private key");
+	free(t);
+	/* A truncated PEM. */
+	pem[strlen(pem) / 2] = '\0';
+	t = sa_json("service_account", EMAIL, pem, "k", NULL);
+	bad_key(t, -EBADMSG, "not a PEM private key");
+	free(t);
+	t = sa_json("service_account", EMAIL, ecpem, "k", NULL);
+	bad_key(t, -EBADMSG, "not an RSA key");
+	free(t);
+	bad_key("{\"type\": \"service_account\", \"client_email\": \"e\", "
+		"\"private_key\": 42}",
+		-EBADMSG, "\"private_key\" is not a string");
+
+	/* Over 64 KiB: refused before parsing. */
+	huge = malloc(GCS_JWT_FILE_MAX + 2);
+	memset(huge, ' ', GCS_JWT_FILE_MAX + 1);
+	huge[0] = '{';
+	huge[GCS_JWT_FILE_MAX] = '}';
+	huge[GCS_JWT_FILE_MAX + 1] = '\0';
+	bad_key(huge, -EFBIG, "larger than");
+	free(huge);
+	free(pem);
+	free(ecpem);
+	EVP_PKEY_free(pk);
+	EVP_PKEY_free(ec);
+}
+END_TEST
+
+START_TEST(test_token_reply)
+{
+	static const struct {
+		const char *text;
+		const char *why;
+	} bad[] = {
+		{ "", "not a JSON object" },
+		{ "ya29.SECRET", "not a JSON object" },
+		{ "[1]", "not a JSON object" },
+		{ "{\"expires_in\": 3600}", "no access_token" },
+		{ "{\"access_token\": \"\", \"expires_in\": 3600}",
+		  "no access_token" },
+		{ "{\"access_token\": 5, \"expires_in\": 3600}",
+		  "no access_token" },
+		{ "{\"access_token\": \"ya29.SECRET\"}", "expires_in" },
+		{ "{\"access_token\": \"ya29.SECRET\", \"expires_in\": 0}",
+		  "out of range" },
+		{ "{\"access_token\": \"ya29.SECRET\", \"expires_in\": -5}",
+		  "out of range" },
+		{ "{\"access_token\": \"ya29.SECRET\", \"expires_in\": "
+		  "86401}",
+		  "out of range" },
+		{ "{\"access_token\": \"ya29.SECRET\", \"expires_in\": "
+		  "\"3600\"}",
+		  "not an integer" },
+		{ "{\"access_token\": \"ya29.SECRET\", \"expires_in\": "
+		  "3599.5}",
+		  "not an integer" },
+		{ "{\"access_token\": \"ya29.SECRET\", \"expires_in\": 3600, "
+		  "\"token_type\": \"MAC\"}",
+		  "not Bearer" },
+		{ "{\"access_token\": \"ya29.SECRET\\r\\nX-Evil: 1\", "
+		  "\"expires_in\": 3600}",
+		  "not a plain token" },
+		{ "{\"access_token\": \"ya29 SECRET\", \"expires_in\": 3600}",
+		  "not a plain token" },
+	};
+	const char *good = "{\"access_token\": \"ya29.c.Abc-_.~+/=\", "
+			   "\"expires_in\": 3599, \"token_type\": \"Bearer\", "
+			   "\"scope\": \"x\"}";
+	char *tok = NULL, why[128];
+	int64_t exp = 0;
+	size_t i;
+
+	ck_assert_int_eq(gcs_jwt_token_parse(good, strlen(good), 1000, &tok,
+					     &exp, why, sizeof(why)),
+			 0);
+	ck_assert_str_eq(tok, "ya29.c.Abc-_.~+/=");
+	ck_assert_int_eq(exp, 1000 + 3599);
+	free(tok);
+	/* The metadata server's reply has the same shape; no token_type is
+	 * fine too. */
+	good = "{\"access_token\":\"t\",\"expires_in\":1}";
+	ck_assert_int_eq(gcs_jwt_token_parse(good, strlen(good), 5, &tok, &exp,
+					     why, sizeof(why)),
+			 0);
+	ck_assert_int_eq(exp, 6);
+	free(tok);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		tok = NULL;
+		ck_assert_int_eq(
+			gcs_jwt_token_parse(bad[i].text, strlen(bad[i].text), 0,
+					    &tok, &exp, why, sizeof(why)),
+			-EBADMSG);
+		ck_assert_ptr_null(tok);
+		ck_assert_msg(strstr(why, bad[i].why) != NULL,
+			      "case %zu: why \"%s\"", i, why);
+		ck_assert_ptr_null(strstr(why, "SECRET"));
+	}
+}
+END_TEST
+
+static void write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	ck_assert_ptr_nonnull(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+/* Clears the chain's environment; the metadata server is a closed port
+ * on 127.0.0.1, never a real metadata address. */
+static void clear_google_env(void)
+{
+	unsetenv("GOOGLE_APPLICATION_CREDENTIALS");
+	unsetenv("CLOUDSDK_CONFIG");
+	setenv("HOME", tmpdir, 1);
+	setenv("GCE_METADATA_HOST", "127.0.0.1:9", 1);
+}
+
+START_TEST(test_chain_errors)
+{
+	struct http_pool_options o = { 0 };
+	struct http_pool *http;
+	struct gcs_creds_provider *p = (void *)0x1;
+	char path[256], gdir[128];
+	time_t t0;
+
+	ck_assert_int_eq(http_global_init(), 0);
+	ck_assert_int_eq(http_pool_new(&o, &http), 0);
+	clear_google_env();
+
+	/* Nothing configured: the metadata probe fails fast, -EACCES. */
+	t0 = time(NULL);
+	ck_assert_int_eq(gcs_creds_provider_new(http, &p), -EACCES);
+	ck_assert_int_lt(time(NULL) - t0, 10);
+	ck_assert_ptr_eq(p, (void *)0x1);
+
+	/* A named file that is missing, not JSON, or of an unknown type is
+	 * an error, never a fall-through to gcloud's file. */
+	snprintf(gdir, sizeof(gdir), "%s/gcloud", tmpdir);
+	mkdir(gdir, 0700);
+	setenv("CLOUDSDK_CONFIG", gdir, 1);
+	snprintf(path, sizeof(path), "%s/application_default_credentials.json",
+		 gdir);
+	write_file(path, "{\"type\": \"authorized_user\", \"client_id\": "
+			 "\"c\", \"client_secret\": \"s\", \"refresh_token\": "
+			 "\"r\", \"token_uri\": \"http://10.1.2.3/token\"}");
+	snprintf(path, sizeof(path), "%s/missing.json", tmpdir);
+	setenv("GOOGLE_APPLICATION_CREDENTIALS", path, 1);
+	ck_assert_int_eq(gcs_creds_provider_new(http, &p), -EACCES);
+	snprintf(path, sizeof(path), "%s/bad.json", tmpdir);
+	write_file(path, "not json");
+	setenv("GOOGLE_APPLICATION_CREDENTIALS", path, 1);
+	ck_assert_int_eq(gcs_creds_provider_new(http, &p), -EACCES);
+	write_file(path, "{\"type\": \"external_account\"}");
+	ck_assert_int_eq(gcs_creds_provider_new(http, &p), -EACCES);
+	/* A directory is unreadable as a file. */
+	setenv("GOOGLE_APPLICATION_CREDENTIALS", tmpdir, 1);
+	ck_assert_int_eq(gcs_creds_provider_new(http, &p), -EACCES);
+
+	/* gcloud's file with a plain-http token_uri off loopback is refused
+	 * before anything is sent. */
+	unsetenv("GOOGLE_APPLICATION_CREDENTIALS");
+	ck_assert_int_eq(gcs_creds_provider_new(http, &p), -EACCES);
+	ck_assert_ptr_eq(p, (void *)0x1);
+	gcs_creds_provider_free(NULL);
+	http_pool_free(http);
+}
+END_TEST
+
+START_TEST(test_token_refs)
+{
+	struct gcs_token *t = gcs_token_new("abc", 42);
+
+	ck_assert_str_eq(t->access_token, "abc");
+	ck_assert_int_eq(t->expires, 42);
+	__atomic_add_fetch(&t->refs, 1, __ATOMIC_RELAXED);
+	gcs_token_put(t);
+	ck_assert_str_eq(t->access_token, "abc");
+	gcs_token_put(t);
+	gcs_token_put(NULL);
+}
+END_TEST
+
+int main(void)
+{
+	const struct unit_case cases[] = {
+		{ "b64url", test_b64url },
+		{ "jwt_signed_and_verified", test_jwt_signed_and_verified },
+		{ "token_request_bodies", test_token_request_bodies },
+		{ "key_file_bad", test_key_file_bad },
+		{ "token_reply", test_token_reply },
+		{ "chain_errors", test_chain_errors },
+		{ "token_refs", test_token_refs },
+	};
+
+	return unit_run_in_tmpdir(unit_suite("gcs_creds", cases,
+					     sizeof(cases) / sizeof(cases[0])),
+				  "/tmp/check_gcs_creds.XXXXXX", tmpdir,
+				  sizeof(tmpdir));
+}
