@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "backends/gcs_creds.h"
@@ -485,6 +487,252 @@ START_TEST(test_chain_errors)
 }
 END_TEST
 
+/* Starts one of the fake servers of tests/integration/gcs (python3, run
+ * from the source root as make does) with its log in the temp dir; sets
+ * *pid and returns its port. */
+static int start_server(const char *script, const char *name,
+			const char *const *extra, pid_t *pid)
+{
+	char port_file[256], log[256], path[256];
+	const char *argv[24];
+	size_t n = 0;
+	int i, port = 0;
+	FILE *f;
+
+	snprintf(port_file, sizeof(port_file), "%s/%s.port", tmpdir, name);
+	snprintf(log, sizeof(log), "%s/%s.log", tmpdir, name);
+	snprintf(path, sizeof(path), "tests/integration/gcs/%s", script);
+	argv[n++] = "/usr/bin/python3";
+	argv[n++] = path;
+	argv[n++] = "--port-file";
+	argv[n++] = port_file;
+	argv[n++] = "--log";
+	argv[n++] = log;
+	while (extra != NULL && *extra != NULL && n < 23)
+		argv[n++] = *extra++;
+	argv[n] = NULL;
+	unlink(port_file);
+	*pid = fork();
+	ck_assert_int_ge(*pid, 0);
+	if (*pid == 0) {
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	for (i = 0; i < 300 && port == 0; i++) {
+		f = fopen(port_file, "r");
+		if (f == NULL || fscanf(f, "%d", &port) != 1)
+			usleep(50000);
+		if (f != NULL)
+			fclose(f);
+	}
+	ck_assert_msg(port > 0, "%s did not start (python3-jwt missing?)",
+		      script);
+	return port;
+}
+
+static void stop_server(pid_t pid)
+{
+	kill(pid, SIGTERM);
+	waitpid(pid, NULL, 0);
+}
+
+/* Lines in a server's log holding needle. */
+static int log_count(const char *name, const char *needle)
+{
+	char path[256], line[8192];
+	int n = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s.log", tmpdir, name);
+	f = fopen(path, "r");
+	if (f == NULL)
+		return 0;
+	while (fgets(line, sizeof(line), f) != NULL)
+		n += strstr(line, needle) != NULL;
+	fclose(f);
+	return n;
+}
+
+/* Writes the public half of pk to path. */
+static void write_pubkey(EVP_PKEY *pk, const char *path)
+{
+	FILE *f = fopen(path, "w");
+
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(PEM_write_PUBKEY(f, pk), 1);
+	fclose(f);
+}
+
+/* A service-account key file at path for the token server at port. */
+static void write_sa_file(const char *path, const char *pem, int port)
+{
+	char uri[64], *t;
+
+	snprintf(uri, sizeof(uri), "http://127.0.0.1:%d/token", port);
+	t = sa_json("service_account", EMAIL, pem, "kid-1", uri);
+	write_file(path, t);
+	free(t);
+}
+
+/* The chain's order against real local servers: the named key file beats
+ * gcloud's file beats the metadata server; each answers with its own
+ * token. A token endpoint that rejects the signature fails the open. */
+START_TEST(test_chain_order_servers)
+{
+	struct http_pool_options o = { 0 };
+	struct http_pool *http;
+	struct gcs_creds_provider *p;
+	struct gcs_token *t;
+	char pub[256], other_pub[256], sa[256], gdir[256], adc[512], md[32];
+	char *pem, *other_pem, uri[64];
+	EVP_PKEY *pk = new_key(0, &pem), *other = new_key(0, &other_pem);
+	const char *tok_args[] = { "--public-key",
+				   pub,
+				   "--email",
+				   EMAIL,
+				   "--kid",
+				   "kid-1",
+				   "--client-id",
+				   "cid",
+				   "--client-secret",
+				   "csecret",
+				   "--refresh-token",
+				   "1//rtoken",
+				   NULL };
+	pid_t tok_pid, md_pid;
+	int tok_port, md_port;
+
+	clear_google_env();
+	snprintf(pub, sizeof(pub), "%s/pub.pem", tmpdir);
+	snprintf(other_pub, sizeof(other_pub), "%s/other.pem", tmpdir);
+	write_pubkey(pk, pub);
+	write_pubkey(other, other_pub);
+	tok_port = start_server("token_server.py", "token", tok_args, &tok_pid);
+	md_port = start_server("metadata_server.py", "md", NULL, &md_pid);
+	ck_assert_int_eq(http_global_init(), 0);
+	ck_assert_int_eq(http_pool_new(&o, &http), 0);
+
+	snprintf(sa, sizeof(sa), "%s/sa.json", tmpdir);
+	write_sa_file(sa, pem, tok_port);
+	snprintf(gdir, sizeof(gdir), "%s/gcloud", tmpdir);
+	mkdir(gdir, 0700);
+	snprintf(adc, sizeof(adc), "%s/application_default_credentials.json",
+		 gdir);
+	snprintf(uri, sizeof(uri), "http://127.0.0.1:%d/token", tok_port);
+	{
+		json_t *j = json_pack(
+			"{s:s, s:s, s:s, s:s, s:s}", "type", "authorized_user",
+			"client_id", "cid", "client_secret", "csecret",
+			"refresh_token", "1//rtoken", "token_uri", uri);
+		char *text = json_dumps(j, 0);
+
+		write_file(adc, text);
+		free(text);
+		json_decref(j);
+	}
+	snprintf(md, sizeof(md), "127.0.0.1:%d", md_port);
+	setenv("GCE_METADATA_HOST", md, 1);
+	setenv("CLOUDSDK_CONFIG", gdir, 1);
+	setenv("GOOGLE_APPLICATION_CREDENTIALS", sa, 1);
+
+	ck_assert_int_eq(gcs_creds_provider_new(http, &p), 0);
+	t = gcs_creds_get(p);
+	ck_assert_msg(strncmp(t->access_token, "ya29.fake-sa-", 13) == 0,
+		      "token %s", t->access_token);
+	ck_assert_int_gt(t->expires, time(NULL) + 3000);
+	gcs_token_put(t);
+	gcs_creds_provider_free(p);
+	ck_assert_int_eq(log_count("token", "\"grant\": \"sa\", \"ok\": true"),
+			 1);
+
+	unsetenv("GOOGLE_APPLICATION_CREDENTIALS");
+	ck_assert_int_eq(gcs_creds_provider_new(http, &p), 0);
+	t = gcs_creds_get(p);
+	ck_assert_msg(strncmp(t->access_token, "ya29.fake-user-", 15) == 0,
+		      "token %s", t->access_token);
+	gcs_token_put(t);
+	gcs_creds_provider_free(p);
+
+	unlink(adc);
+	ck_assert_int_eq(gcs_creds_provider_new(http, &p), 0);
+	t = gcs_creds_get(p);
+	ck_assert_msg(strncmp(t->access_token, "ya29.fake-md-", 13) == 0,
+		      "token %s", t->access_token);
+	gcs_token_put(t);
+	gcs_creds_provider_free(p);
+	ck_assert_int_eq(log_count("md", "\"flavor\": \"Google\""), 1);
+
+	/* A key the endpoint does not know: its signature check fails and
+	 * so does the open; no fall-through to the metadata server. */
+	write_sa_file(sa, other_pem, tok_port);
+	setenv("GOOGLE_APPLICATION_CREDENTIALS", sa, 1);
+	ck_assert_int_eq(gcs_creds_provider_new(http, &p), -EACCES);
+	ck_assert_int_eq(log_count("token", "Signature verification failed"),
+			 1);
+	ck_assert_int_eq(log_count("md", "\"flavor\""), 1);
+
+	http_pool_free(http);
+	stop_server(tok_pid);
+	stop_server(md_pid);
+	free(pem);
+	free(other_pem);
+	EVP_PKEY_free(pk);
+	EVP_PKEY_free(other);
+}
+END_TEST
+
+/* Short-lived tokens are replaced in the background: the token readers
+ * get changes without them asking, and the endpoint sees new grants. */
+START_TEST(test_refresh_servers)
+{
+	struct http_pool_options o = { 0 };
+	struct http_pool *http;
+	struct gcs_creds_provider *p;
+	struct gcs_token *first, *t;
+	char pub[256], sa[256], *pem;
+	EVP_PKEY *pk = new_key(0, &pem);
+	const char *tok_args[] = { "--public-key", pub, "--email", EMAIL,
+				   "--expires-in", "2", NULL };
+	pid_t tok_pid;
+	int tok_port, i, changed = 0;
+
+	clear_google_env();
+	snprintf(pub, sizeof(pub), "%s/pub.pem", tmpdir);
+	write_pubkey(pk, pub);
+	tok_port =
+		start_server("token_server.py", "refresh", tok_args, &tok_pid);
+	snprintf(sa, sizeof(sa), "%s/sa.json", tmpdir);
+	write_sa_file(sa, pem, tok_port);
+	setenv("GOOGLE_APPLICATION_CREDENTIALS", sa, 1);
+	ck_assert_int_eq(http_global_init(), 0);
+	ck_assert_int_eq(http_pool_new(&o, &http), 0);
+	ck_assert_int_eq(gcs_creds_provider_new(http, &p), 0);
+	first = gcs_creds_get(p);
+	/* Refreshed at half the 2 s lifetime; 30 s is generous. */
+	for (i = 0; i < 300 && changed < 2; i++) {
+		t = gcs_creds_get(p);
+		if (strcmp(t->access_token, first->access_token) != 0) {
+			changed++;
+			gcs_token_put(first);
+			first = gcs_creds_get(p);
+		}
+		gcs_token_put(t);
+		usleep(100000);
+	}
+	ck_assert_int_eq(changed, 2);
+	/* The free stops the thread promptly, the reference stays valid. */
+	gcs_creds_provider_free(p);
+	ck_assert_int_eq(strncmp(first->access_token, "ya29.fake-sa-", 13), 0);
+	gcs_token_put(first);
+	ck_assert_int_ge(log_count("refresh", "\"ok\": true"), 3);
+	ck_assert_int_eq(log_count("refresh", "\"ok\": false"), 0);
+	http_pool_free(http);
+	stop_server(tok_pid);
+	free(pem);
+	EVP_PKEY_free(pk);
+}
+END_TEST
+
 START_TEST(test_token_refs)
 {
 	struct gcs_token *t = gcs_token_new("abc", 42);
@@ -509,6 +757,8 @@ int main(void)
 		{ "token_reply", test_token_reply },
 		{ "chain_errors", test_chain_errors },
 		{ "token_refs", test_token_refs },
+		{ "chain_order_servers", test_chain_order_servers },
+		{ "refresh_servers", test_refresh_servers },
 	};
 
 	return unit_run_in_tmpdir(unit_suite("gcs_creds", cases,
