@@ -12,6 +12,7 @@
 static const struct backend_ops *const backend_table[] = {
 	&backend_posix_ops,
 	&backend_s3_ops,
+	&backend_gcs_ops,
 };
 
 int backend_open(const char *url, const struct backend_options *opts,

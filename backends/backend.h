@@ -133,4 +133,8 @@ extern const struct backend_ops backend_posix_ops;
 /* The S3 backend: s3://bucket/prefix/ on AWS or an S3-compatible store. */
 extern const struct backend_ops backend_s3_ops;
 
+/* The GCS backend: gs://bucket/prefix/ through the JSON API (or its
+ * emulator). */
+extern const struct backend_ops backend_gcs_ops;
+
 #endif

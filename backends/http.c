@@ -353,6 +353,8 @@ static size_t on_header(char *data, size_t size, size_t n, void *arg)
 		r->etag[0] = '\0';
 		r->range_start = r->range_end = r->range_total = -1;
 		r->content_length = -1;
+		if (a->req->on_header != NULL)
+			a->req->on_header(a->req->header_arg, NULL, 0, NULL, 0);
 		return len;
 	}
 	if (colon == NULL)
@@ -360,6 +362,9 @@ static size_t on_header(char *data, size_t size, size_t n, void *arg)
 	v = colon + 1;
 	vlen = len - (size_t)(v - data);
 	trim(&v, &vlen);
+	if (a->req->on_header != NULL)
+		a->req->on_header(a->req->header_arg, data,
+				  (size_t)(colon - data), v, vlen);
 	if ((size_t)(colon - data) == 4 && strncasecmp(data, "etag", 4) == 0) {
 		/* One that does not fit is kept as "?", which matches no
 		 * quoted ETag, rather than as none at all. */

@@ -98,6 +98,13 @@ typedef int (*http_check_cb)(void *arg, struct http_response *resp);
  * attempt whatever happens. Returns 0 or a negative errno (not retried). */
 typedef int (*http_prepare_cb)(void *arg, struct curl_slist **headers);
 
+/* Called with each response header of an attempt, name and value trimmed
+ * (not NUL-terminated), and with name NULL when a response starts (each
+ * attempt, and again after an interim 1xx), so the caller forgets what an
+ * earlier one said. For headers the response struct does not keep. */
+typedef void (*http_header_cb)(void *arg, const char *name, size_t name_len,
+			       const char *value, size_t value_len);
+
 struct http_request {
 	const char *method; /* "GET", "HEAD", "PUT" or "POST" */
 	const char *url;    /* may hold secrets: never logged */
@@ -106,6 +113,8 @@ struct http_request {
 	size_t body_len;
 	http_prepare_cb prepare; /* NULL: no extra headers */
 	void *prepare_arg;
+	http_header_cb on_header; /* NULL: none */
+	void *header_arg;
 	/* Where a 2xx body goes: to on_body if set, else into
 	 * response.body (growing up to max_body bytes, then -EFBIG). */
 	http_body_cb on_body;

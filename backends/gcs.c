@@ -1,0 +1,528 @@
+/*
+ * gcs: Google Cloud Storage through its JSON API (DESIGN §9).
+ *
+ * Listing is objects.list, 1,000 objects a page, following nextPageToken,
+ * asking only for the fields a manifest needs; a manifest's etag for GCS
+ * is the object's generation. Reads are objects.get with alt=media, the
+ * manifest's generation in the query and a Range header. A server that
+ * serves the pinned generation serves the manifest's bytes; one that has
+ * no such generation any more answers 404, and then one metadata request
+ * tells a replaced object (-ESTALE) from a deleted one (-ENOENT). Because
+ * an emulator or a proxy may ignore the pin, the reply's own
+ * x-goog-generation is checked too (a reply without it is retried), and
+ * no byte of another generation reaches the caller's buffer. Status,
+ * Content-Range and length are checked exactly as for S3; a reply that is
+ * the whole object is checked against its x-goog-hash crc32c.
+ *
+ * A changed object is -ESTALE, as the backend contract says and as S3
+ * does: the cache passes it on and the FUSE layer answers EIO, so readers
+ * see EIO, never new bytes; it is logged once per key.
+ *
+ * Credentials: none with anonymous = true or STORAGE_EMULATOR_HOST set;
+ * otherwise every attempt carries "Authorization: Bearer" with the current
+ * token of gcs_creds (refreshed in the background). Neither the header nor
+ * URLs are logged. Failures are logged once, in gcs_fail(), with the key,
+ * the HTTP status and the JSON error's reason.
+ *
+ * The ranged reads are in gcs_read.c; the pure parts in gcs_url.c and
+ * gcs_json.c.
+ */
+#include "backends/gcs.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "backends/gcs_creds.h"
+#include "backends/gcs_impl.h"
+#include "backends/http.h"
+#include "util/fnv.h"
+#include "util/log.h"
+
+/* Requests */
+
+char *gcs_what(const struct gcs_backend *gb, const char *key)
+{
+	char *what;
+
+	if (asprintf(&what, "gs://%s/%s%s", gb->bucket, gb->prefix, key) < 0)
+		return NULL;
+	return what;
+}
+
+/* Logs a final non-2xx answer once (per status and object, see
+ * log_limit) and returns its errno. */
+int gcs_fail(const char *what, const char *op, const struct http_response *resp,
+	     int quiet_enoent)
+{
+	char reason[128], msg[256], limit_key[1300];
+	int err;
+
+	gcs_error_parse(resp->body, resp->body_len, reason, sizeof(reason), msg,
+			sizeof(msg));
+	err = gcs_error_errno(resp->status, reason);
+	if (err == -ENOENT && quiet_enoent)
+		return err;
+	snprintf(limit_key, sizeof(limit_key), "%ld %s", resp->status, what);
+	if (log_limit(limit_key, NULL))
+		return err;
+	log_msg(LOG_ERR, "%s: %s: HTTP %ld%s%s%s%s (after %u %s)", what, op,
+		resp->status, reason[0] ? " " : "", reason, msg[0] ? ": " : "",
+		msg, resp->attempts, resp->attempts == 1 ? "try" : "tries");
+	return err;
+}
+
+static int append(struct curl_slist **list, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static int append(struct curl_slist **list, const char *fmt, ...)
+{
+	struct curl_slist *n;
+	va_list ap;
+	char *line;
+	int rc;
+
+	va_start(ap, fmt);
+	rc = vasprintf(&line, fmt, ap);
+	va_end(ap);
+	if (rc < 0)
+		return -ENOMEM;
+	n = curl_slist_append(*list, line);
+	explicit_bzero(line, strlen(line));
+	free(line);
+	if (n == NULL)
+		return -ENOMEM;
+	*list = n;
+	return 0;
+}
+
+/* Adds Range and, with credentials, the current token; run before every
+ * attempt, so a retry after a refresh carries the new token. */
+int gcs_prepare(void *arg, struct curl_slist **headers)
+{
+	struct gcs_req_ctx *c = arg;
+	struct gcs_token *t;
+	int rc = 0;
+
+	if (c->range != NULL)
+		rc = append(headers, "Range: %s", c->range);
+	if (rc == 0)
+		rc = append(headers, "Accept:");
+	if (rc < 0 || c->gb->creds == NULL)
+		return rc;
+	t = gcs_creds_get(c->gb->creds);
+	if (t->access_token == NULL || t->access_token[0] == '\0')
+		rc = -EACCES;
+	else
+		rc = append(headers, "Authorization: Bearer %s",
+			    t->access_token);
+	gcs_token_put(t);
+	return rc;
+}
+
+char *gcs_url(const struct gcs_backend *gb, const char *path, const char *query)
+{
+	char *url;
+
+	if (asprintf(&url, "%s%s%s%s", gb->ep.base, path, query[0] ? "?" : "",
+		     query) < 0)
+		return NULL;
+	return url;
+}
+
+/* list */
+
+/* A listing must end: a page token seen before, or a page that starts
+ * with the first name of an earlier page (the emulator restarts on a
+ * token it does not know), is a server going round in circles. Pages with
+ * no items but a token are legal, but not this many in a row; and no
+ * listing needs more pages than this (a billion objects). */
+#define GCS_LIST_PAGES_MAX 1000000u
+#define GCS_LIST_EMPTY_MAX 1000u
+
+/* A set of 64-bit hashes (open addressing, 0 marks a free slot). */
+struct gcs_seen {
+	uint64_t *slot;
+	size_t cap, n;
+};
+
+/* Adds h; returns 1 if it was there already, 0 if added, -ENOMEM. */
+static int gcs_seen_add(struct gcs_seen *s, uint64_t h)
+{
+	size_t i, k;
+
+	h |= 1; /* never 0 */
+	if (2 * (s->n + 1) > s->cap) {
+		size_t cap = s->cap ? 2 * s->cap : 64;
+		uint64_t *slot = calloc(cap, sizeof(*slot));
+
+		if (slot == NULL)
+			return -ENOMEM;
+		for (k = 0; k < s->cap; k++) {
+			if (s->slot[k] == 0)
+				continue;
+			for (i = s->slot[k] & (cap - 1); slot[i] != 0;
+			     i = (i + 1) & (cap - 1))
+				;
+			slot[i] = s->slot[k];
+		}
+		free(s->slot);
+		s->slot = slot;
+		s->cap = cap;
+	}
+	for (i = h & (s->cap - 1); s->slot[i] != 0; i = (i + 1) & (s->cap - 1))
+		if (s->slot[i] == h)
+			return 1;
+	s->slot[i] = h;
+	s->n++;
+	return 0;
+}
+
+/* Checks that page number pages (1-based) moves on. Returns 0, -EIO
+ * (logged) or -ENOMEM. */
+static int gcs_list_progress(struct gcs_seen *seen, const char *what,
+			     unsigned pages, unsigned *empty_run,
+			     const struct gcs_list_page *page)
+{
+	int r;
+
+	if (pages > GCS_LIST_PAGES_MAX) {
+		log_msg(LOG_ERR, "%s: list: more than %u pages; giving up",
+			what, GCS_LIST_PAGES_MAX);
+		return -EIO;
+	}
+	*empty_run = page->count == 0 ? *empty_run + 1 : 0;
+	if (*empty_run > GCS_LIST_EMPTY_MAX) {
+		log_msg(LOG_ERR,
+			"%s: list: %u pages in a row without objects but with "
+			"a page token; giving up",
+			what, *empty_run);
+		return -EIO;
+	}
+	if (page->next_token != NULL) {
+		r = gcs_seen_add(seen, fnv_hash(page->next_token,
+						strlen(page->next_token)));
+		if (r == 1) {
+			log_msg(LOG_ERR,
+				"%s: list: page %u repeats an earlier page "
+				"token; the server repeats itself",
+				what, pages);
+			return -EIO;
+		}
+		if (r < 0)
+			return r;
+	}
+	if (page->count > 0) {
+		/* Names and tokens hash into one set, names marked (the
+		 * emulator's tokens are names). */
+		r = gcs_seen_add(seen, fnv_hash(page->objects[0].name,
+						page->objects[0].name_len) ^
+					       0x6e616d65u);
+		if (r == 1) {
+			log_msg(LOG_ERR,
+				"%s: list: page %u starts with the name an "
+				"earlier page started with; the server "
+				"restarted or repeated the listing",
+				what, pages);
+			return -EIO;
+		}
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* Hands one page's objects to cb. */
+static int gcs_list_emit(struct gcs_backend *gb, const char *what,
+			 const struct gcs_list_page *page, backend_list_cb cb,
+			 void *arg)
+{
+	size_t plen = strlen(gb->prefix), i;
+	int rc = 0;
+
+	for (i = 0; i < page->count && rc == 0; i++) {
+		const struct gcs_object *o = &page->objects[i];
+		struct backend_object obj;
+
+		if (o->name_len < plen || memcmp(o->name, gb->prefix, plen)) {
+			log_msg(LOG_ERR,
+				"%s: list: an object outside the prefix in the "
+				"answer",
+				what);
+			return -EIO;
+		}
+		if (o->name_len == plen)
+			continue; /* the prefix's own folder placeholder */
+		/* Other names ending in '/' (placeholders the console
+		 * makes) go on: the manifest counts them as skipped, as
+		 * for S3. */
+		obj.key = o->name + plen;
+		obj.key_len = o->name_len - plen;
+		obj.size = o->size;
+		obj.etag = o->generation;
+		obj.etag_len = strlen(o->generation);
+		obj.mtime_ns = o->mtime_ns;
+		rc = cb(arg, &obj);
+	}
+	return rc;
+}
+
+static int gcs_list(struct backend *be, const char *prefix, backend_list_cb cb,
+		    void *arg)
+{
+	struct gcs_backend *gb = (struct gcs_backend *)be;
+	struct gcs_req_ctx ctx = { .gb = gb };
+	struct gcs_seen seen = { 0 };
+	struct gcs_list_page page = { 0 };
+	struct http_response resp = { 0 };
+	char *full = NULL, *token = NULL, *query = NULL, *url = NULL;
+	char *what = NULL, why[160];
+	unsigned pages = 0, empty_run = 0;
+	int rc = -ENOMEM;
+
+	if (asprintf(&full, "%s%s", gb->prefix, prefix) < 0)
+		return -ENOMEM;
+	if (asprintf(&what, "gs://%s/%s", gb->bucket, full) < 0) {
+		free(full);
+		return -ENOMEM;
+	}
+	for (;;) {
+		struct http_request req = { .method = "GET",
+					    .what = what,
+					    .prepare = gcs_prepare,
+					    .prepare_arg = &ctx,
+					    .max_body = 64 * 1024 * 1024,
+					    .retries = -1 };
+
+		rc = -ENOMEM;
+		query = gcs_list_query(full, token, GCS_LIST_PAGE);
+		if (query == NULL)
+			break;
+		url = gcs_url(gb, gb->bucket_path, query);
+		if (url == NULL)
+			break;
+		req.url = url;
+		rc = http_perform(gb->http, &req, &resp);
+		if (rc < 0)
+			break;
+		if (resp.status != 200) {
+			rc = gcs_fail(what, "list", &resp, 0);
+			break;
+		}
+		rc = gcs_list_parse(resp.body, resp.body_len, &page, why,
+				    sizeof(why));
+		if (rc < 0) {
+			if (rc == -EBADMSG)
+				log_msg(LOG_ERR,
+					"%s: list: malformed objects.list "
+					"answer (page %u): %s",
+					what, pages + 1, why);
+			rc = rc == -ENOMEM ? rc : -EIO;
+			break;
+		}
+		pages++;
+		rc = gcs_list_progress(&seen, what, pages, &empty_run, &page);
+		if (rc == 0)
+			rc = gcs_list_emit(gb, what, &page, cb, arg);
+		free(token);
+		token = page.next_token;
+		page.next_token = NULL;
+		gcs_list_page_fini(&page);
+		http_response_fini(&resp);
+		free(query);
+		free(url);
+		query = url = NULL;
+		if (rc != 0 || token == NULL)
+			break;
+	}
+	log_msg(LOG_DEBUG, "%s: listed %u pages", what, pages);
+	free(seen.slot);
+	gcs_list_page_fini(&page);
+	http_response_fini(&resp);
+	free(query);
+	free(url);
+	free(token);
+	free(full);
+	free(what);
+	return rc;
+}
+
+/* stat */
+
+/* Gets an object's metadata into *o (free o->name). Returns 0, or the
+ * mapped error, logged unless it is -ENOENT and quiet_enoent. */
+int gcs_metadata(struct gcs_backend *gb, const char *key, size_t key_len,
+		 const char *what, int quiet_enoent, struct gcs_object *o)
+{
+	struct gcs_req_ctx ctx = { .gb = gb };
+	struct http_response resp = { 0 };
+	struct http_request req = { .method = "GET",
+				    .what = what,
+				    .prepare = gcs_prepare,
+				    .prepare_arg = &ctx,
+				    .retries = -1 };
+	char *path, *url = NULL, why[160];
+	size_t plen = strlen(gb->prefix);
+	int rc = -ENOMEM;
+
+	path = gcs_object_path(gb->bucket, gb->prefix, key, key_len);
+	if (path == NULL)
+		return -ENOMEM;
+	url = gcs_url(gb, path, "");
+	if (url == NULL)
+		goto out;
+	req.url = url;
+	rc = http_perform(gb->http, &req, &resp);
+	if (rc < 0)
+		goto out;
+	if (resp.status != 200) {
+		rc = gcs_fail(what, "stat", &resp, quiet_enoent);
+		goto out;
+	}
+	rc = gcs_object_parse(resp.body, resp.body_len, o, why, sizeof(why));
+	if (rc == -EBADMSG) {
+		log_msg(LOG_ERR, "%s: stat: malformed object metadata: %s",
+			what, why);
+		rc = -EIO;
+	} else if (rc == 0 && (o->name_len != plen + key_len ||
+			       memcmp(o->name, gb->prefix, plen) != 0 ||
+			       memcmp(o->name + plen, key, key_len) != 0)) {
+		log_msg(LOG_ERR, "%s: stat: the answer names another object",
+			what);
+		free(o->name);
+		o->name = NULL;
+		rc = -EIO;
+	}
+out:
+	http_response_fini(&resp);
+	free(url);
+	free(path);
+	return rc;
+}
+
+static int gcs_stat(struct backend *be, const char *key, size_t key_len,
+		    struct backend_stat *st)
+{
+	struct gcs_backend *gb = (struct gcs_backend *)be;
+	struct gcs_object o = { 0 };
+	char *what = gcs_what(gb, key);
+	int rc;
+
+	if (what == NULL)
+		return -ENOMEM;
+	rc = gcs_metadata(gb, key, key_len, what, 1, &o);
+	free(what);
+	if (rc < 0)
+		return rc;
+	free(o.name);
+	st->size = o.size;
+	st->mtime_ns = o.mtime_ns;
+	st->etag_len = strlen(o.generation);
+	memcpy(st->etag, o.generation, st->etag_len + 1);
+	return 0;
+}
+
+/* open / close */
+
+static int gcs_handles(const char *url)
+{
+	return strncmp(url, "gs://", 5) == 0;
+}
+
+static void gcs_close(struct backend *be)
+{
+	struct gcs_backend *gb = (struct gcs_backend *)be;
+
+	if (gb == NULL)
+		return;
+	gcs_creds_provider_free(gb->creds);
+	http_pool_free(gb->http);
+	gcs_endpoint_fini(&gb->ep);
+	free(gb->bucket_path);
+	free(gb->bucket);
+	free(gb->prefix);
+	free(gb);
+}
+
+static int gcs_open(const char *url, const struct backend_options *opts,
+		    struct backend **out)
+{
+	struct http_pool_options ho = { 0 };
+	struct gcs_backend *gb;
+	char *enc;
+	int rc;
+
+	gb = calloc(1, sizeof(*gb));
+	if (gb == NULL)
+		return -ENOMEM;
+	gb->base.ops = &backend_gcs_ops;
+	rc = gcs_url_parse(url, &gb->bucket, &gb->prefix);
+	if (rc < 0) {
+		if (rc == -EINVAL)
+			log_msg(LOG_ERR,
+				"source url '%s': expected gs://bucket/prefix/ "
+				"(bucket: 3-222 of a-z 0-9 - _ .)",
+				url);
+		goto err;
+	}
+	rc = gcs_endpoint_resolve(opts ? opts->endpoint : NULL,
+				  getenv("STORAGE_EMULATOR_HOST"), &gb->ep);
+	if (rc < 0) {
+		if (rc == -EINVAL)
+			log_msg(LOG_ERR,
+				"gs://%s: bad endpoint or "
+				"STORAGE_EMULATOR_HOST "
+				"(want http(s)://host[:port] or host:port)",
+				gb->bucket);
+		goto err;
+	}
+	enc = gcs_encode(gb->bucket, strlen(gb->bucket));
+	if (enc == NULL ||
+	    asprintf(&gb->bucket_path, "/storage/v1/b/%s/o", enc) < 0) {
+		gb->bucket_path = NULL;
+		free(enc);
+		rc = -ENOMEM;
+		goto err;
+	}
+	free(enc);
+	rc = http_global_init();
+	if (rc < 0)
+		goto err;
+	ho.connect_timeout_ms = opts ? opts->connect_timeout_ms : 0;
+	ho.request_timeout_ms = opts ? opts->request_timeout_ms : 0;
+	ho.deadline_ms = opts ? opts->read_timeout_ms : 0;
+	ho.retries = opts && opts->retries >= 0 ? (unsigned)opts->retries : 5;
+	rc = http_pool_new(&ho, &gb->http);
+	if (rc < 0)
+		goto err;
+	if ((opts == NULL || !opts->anonymous) && !gb->ep.emulator) {
+		rc = gcs_creds_provider_new(gb->http, &gb->creds);
+		if (rc < 0)
+			goto err;
+	}
+	log_msg(LOG_DEBUG, "gs://%s/%s: %s%s", gb->bucket, gb->prefix,
+		gb->ep.base,
+		gb->creds ? ""
+		: gb->ep.emulator
+			? ", emulator (STORAGE_EMULATOR_HOST): no credentials"
+			: ", anonymous");
+	*out = &gb->base;
+	return 0;
+err:
+	gcs_close(&gb->base);
+	return rc;
+}
+
+const struct backend_ops backend_gcs_ops = {
+	.name = "gcs",
+	.handles = gcs_handles,
+	.open = gcs_open,
+	.list = gcs_list,
+	.stat = gcs_stat,
+	.read = gcs_read,
+	.close = gcs_close,
+};

@@ -1,0 +1,57 @@
+/*
+ * gcs_impl: what gcs.c shares with gcs_read.c; private to the GCS backend
+ * (everyone else uses backend.h and gcs.h).
+ */
+#ifndef SHARDFS_GCS_IMPL_H
+#define SHARDFS_GCS_IMPL_H
+
+#include <stddef.h>
+
+#include "backends/gcs.h"
+#include "backends/http.h"
+
+struct gcs_backend {
+	struct backend base;
+	char *bucket;
+	char *prefix;	   /* "" or ends in '/'; read-only after open */
+	char *bucket_path; /* "/storage/v1/b/BUCKET/o" */
+	struct gcs_endpoint ep;
+	struct http_pool *http;
+	struct gcs_creds_provider *creds; /* NULL: no Authorization */
+};
+
+/* What gcs_prepare() adds to a request. */
+struct gcs_req_ctx {
+	struct gcs_backend *gb;
+	const char *range; /* "bytes=a-b" or NULL */
+};
+
+/* "gs://BUCKET/PREFIXKEY" for logs; malloc'd or NULL. */
+char *gcs_what(const struct gcs_backend *gb, const char *key);
+
+/* The base URL + path + "?" query; malloc'd or NULL. */
+char *gcs_url(const struct gcs_backend *gb, const char *path,
+	      const char *query);
+
+/* The http_prepare_cb of every GCS request (arg: struct gcs_req_ctx):
+ * Range if set, and with credentials "Authorization: Bearer" with the
+ * current token. */
+int gcs_prepare(void *arg, struct curl_slist **headers);
+
+/* Logs a final non-2xx answer once (per status and object) with what,
+ * op, the status and the JSON error's reason and message; returns its
+ * errno (gcs_error_errno). -ENOENT is not logged if quiet_enoent. */
+int gcs_fail(const char *what, const char *op, const struct http_response *resp,
+	     int quiet_enoent);
+
+/* Gets the metadata of prefix + key into *o (free o->name). Returns 0 or
+ * the mapped error, logged unless it is -ENOENT and quiet_enoent. */
+int gcs_metadata(struct gcs_backend *gb, const char *key, size_t key_len,
+		 const char *what, int quiet_enoent, struct gcs_object *o);
+
+/* backend_ops.read (gcs_read.c). */
+int gcs_read(struct backend *be, const char *key, size_t key_len,
+	     const char *etag, size_t etag_len, uint64_t offset, size_t len,
+	     void *buf, size_t *nread);
+
+#endif

@@ -1,0 +1,345 @@
+/*
+ * gcs_read: ranged reads of the GCS backend (see gcs.c for the design),
+ * pinned to the manifest's generation and checked before any byte is
+ * used: x-goog-generation, status, Content-Range and length exactly as
+ * for S3, and a reply holding the whole object against its x-goog-hash
+ * crc32c. The emulator answers a range it does not serve with 200 and
+ * the whole object; that is accepted when it holds the range.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "backends/gcs.h"
+#include "backends/gcs_impl.h"
+#include "util/crc32c.h"
+#include "util/log.h"
+
+struct gcs_read_ctx {
+	const char *gen; /* pinned generation, or NULL */
+	size_t gen_len;
+	uint64_t offset;
+	size_t len;
+	char *buf;
+	size_t filled; /* contiguous bytes from offset */
+	uint64_t pos;  /* object position of the next body byte */
+	/* From this attempt's headers: */
+	char got_gen[GCS_GENERATION_MAX + 8];
+	uint32_t hash_crc;
+	bool has_hash;
+	bool bad_hash;
+	/* While the reply is the whole object and has a crc32c: */
+	bool crc_on;
+	uint32_t crc;
+	uint64_t total; /* the object's size per the reply */
+};
+
+static void gcs_read_header(void *arg, const char *name, size_t name_len,
+			    const char *value, size_t value_len)
+{
+	struct gcs_read_ctx *rc = arg;
+	char v[256];
+
+	if (name == NULL) { /* a new reply: forget the last one */
+		rc->got_gen[0] = '\0';
+		rc->has_hash = rc->bad_hash = false;
+		return;
+	}
+	if (value_len >= sizeof(v))
+		value_len = sizeof(v) - 1;
+	memcpy(v, value, value_len);
+	v[value_len] = '\0';
+	if (name_len == 17 && strncasecmp(name, "x-goog-generation", 17) == 0) {
+		/* One too long to be a generation is kept as "?", which
+		 * matches none. */
+		if (value_len < GCS_GENERATION_MAX)
+			memcpy(rc->got_gen, v, value_len + 1);
+		else
+			strcpy(rc->got_gen, "?");
+	} else if (name_len == 11 &&
+		   strncasecmp(name, "x-goog-hash", 11) == 0) {
+		uint32_t c;
+		int r = gcs_hash_crc32c(v, &c);
+
+		/* The header may come once per hash (crc32c, md5). */
+		if (r == 0) {
+			rc->hash_crc = c;
+			rc->has_hash = true;
+		} else if (r == -EINVAL) {
+			rc->bad_hash = true;
+		}
+	}
+}
+
+/* The checks on a reply's status line and headers, before any byte of it
+ * is used: the pinned generation, and exactly the range asked for (a 206
+ * naming it, or a 200 holding the whole object past its end). Returns 0,
+ * -ESTALE (another generation: final) or -EAGAIN (a wrong reply:
+ * retried). */
+static int gcs_reply_check(struct gcs_read_ctx *rc, struct http_response *resp)
+{
+	uint64_t end = rc->offset + rc->len;
+
+	if (rc->gen != NULL) {
+		if (rc->got_gen[0] == '\0') {
+			http_response_why(resp,
+					  "no x-goog-generation in the reply");
+			return -EAGAIN;
+		}
+		if (strlen(rc->got_gen) != rc->gen_len ||
+		    memcmp(rc->got_gen, rc->gen, rc->gen_len) != 0)
+			return -ESTALE;
+	}
+	if (rc->bad_hash) {
+		http_response_why(resp, "a malformed x-goog-hash crc32c");
+		return -EAGAIN;
+	}
+	if (resp->status == 206) {
+		if (resp->range_start < 0) {
+			http_response_why(resp,
+					  "206 without a valid Content-Range");
+			return -EAGAIN;
+		}
+		if ((uint64_t)resp->range_start != rc->offset ||
+		    (uint64_t)resp->range_end != end - 1) {
+			http_response_why(resp,
+					  "Content-Range bytes %" PRId64
+					  "-%" PRId64 " for a request of bytes "
+					  "%" PRIu64 "-%" PRIu64,
+					  resp->range_start, resp->range_end,
+					  rc->offset, end - 1);
+			return -EAGAIN;
+		}
+		if (resp->content_length >= 0 &&
+		    (uint64_t)resp->content_length != rc->len) {
+			http_response_why(resp,
+					  "Content-Length %" PRId64
+					  " for a range of %zu bytes",
+					  resp->content_length, rc->len);
+			return -EAGAIN;
+		}
+		rc->total = resp->range_total >= 0 ? (uint64_t)resp->range_total
+						   : 0;
+		return 0;
+	}
+	if (resp->status == 200) {
+		if (resp->content_length < 0 ||
+		    (uint64_t)resp->content_length < end) {
+			http_response_why(resp,
+					  "200 of %" PRId64 " bytes for bytes "
+					  "%" PRIu64 "-%" PRIu64,
+					  resp->content_length, rc->offset,
+					  end - 1);
+			return -EAGAIN;
+		}
+		rc->total = (uint64_t)resp->content_length;
+		return 0;
+	}
+	http_response_why(resp, "status %ld for a range", resp->status);
+	return -EAGAIN;
+}
+
+static int gcs_read_body(void *arg, struct http_response *resp,
+			 const char *data, size_t len)
+{
+	struct gcs_read_ctx *rc = arg;
+	uint64_t end = rc->offset + rc->len;
+	int r;
+
+	/* A retry delivers the body again from its start. */
+	if (resp->body_seen == 0) {
+		r = gcs_reply_check(rc, resp);
+		if (r < 0)
+			return r;
+		rc->pos = resp->status == 206 ? rc->offset : 0;
+		rc->filled = 0;
+		/* The hash is the whole object's: it checks a reply that
+		 * carries the whole object (a 200 not cut short below, or
+		 * a 206 of all of it). */
+		rc->crc_on = rc->has_hash && rc->pos == 0 &&
+			     (resp->status == 200 ? rc->total == end
+						  : rc->total == rc->len);
+		rc->crc = 0;
+	}
+	if (rc->pos + len > rc->offset && rc->pos < end) {
+		uint64_t from = rc->pos > rc->offset ? rc->pos : rc->offset;
+		uint64_t to = rc->pos + len < end ? rc->pos + len : end;
+
+		memcpy(rc->buf + (from - rc->offset), data + (from - rc->pos),
+		       (size_t)(to - from));
+		rc->filled = (size_t)(to - rc->offset);
+	}
+	if (rc->crc_on)
+		rc->crc = crc32c_update(rc->crc, data, len);
+	rc->pos += len;
+	/* Stopping a transfer closes its connection: stop early only when
+	 * a 200 goes on past the range (the emulator's answer to a range
+	 * it does not serve). */
+	return rc->pos >= end && resp->status == 200 && rc->total > end ? 1 : 0;
+}
+
+/* The checks once a reply is complete: every byte asked for arrived, no
+ * more than the framing said, and a whole object matches its crc32c. */
+static int gcs_read_check(void *arg, struct http_response *resp)
+{
+	struct gcs_read_ctx *rc = arg;
+	int r;
+
+	if (resp->body_seen == 0) { /* no body: only the headers to check */
+		r = gcs_reply_check(rc, resp);
+		if (r < 0)
+			return r;
+		rc->filled = 0;
+		rc->crc_on = false;
+	}
+	if (rc->filled != rc->len) {
+		http_response_why(resp, "%zu of %zu bytes in the reply",
+				  rc->filled, rc->len);
+		return -EAGAIN;
+	}
+	if (resp->status == 206 && resp->body_seen != rc->len) {
+		http_response_why(resp,
+				  "%" PRIu64 " body bytes for a range of %zu",
+				  resp->body_seen, rc->len);
+		return -EAGAIN;
+	}
+	if (rc->crc_on && rc->pos == rc->total && rc->crc != rc->hash_crc) {
+		http_response_why(resp,
+				  "the body's crc32c %08x is not x-goog-hash's "
+				  "%08x",
+				  rc->crc, rc->hash_crc);
+		return -EAGAIN;
+	}
+	return 0;
+}
+
+/* After a 404 for a pinned generation: was the object replaced (-ESTALE)
+ * or deleted (-ENOENT)? One metadata request tells. */
+static int gcs_read_gone(struct gcs_backend *gb, const char *key,
+			 size_t key_len, const char *what, const char *gen,
+			 size_t gen_len, char *now, size_t now_cap)
+{
+	struct gcs_object o = { 0 };
+	int rc = gcs_metadata(gb, key, key_len, what, 1, &o);
+
+	if (rc < 0)
+		return rc;
+	snprintf(now, now_cap, "%s", o.generation);
+	free(o.name);
+	if (strlen(o.generation) == gen_len &&
+	    memcmp(o.generation, gen, gen_len) == 0)
+		return -EIO; /* a 404 for a generation that exists */
+	return -ESTALE;
+}
+
+int gcs_read(struct backend *be, const char *key, size_t key_len,
+	     const char *etag, size_t etag_len, uint64_t offset, size_t len,
+	     void *buf, size_t *nread)
+{
+	struct gcs_backend *gb = (struct gcs_backend *)be;
+	struct http_response resp = { 0 };
+	struct gcs_read_ctx ctx = { .gen = etag,
+				    .gen_len = etag_len,
+				    .offset = offset,
+				    .len = len,
+				    .buf = buf };
+	char range[64], now[GCS_GENERATION_MAX + 8] = "";
+	char *path, *query = NULL, *url = NULL, *what = NULL, *gen = NULL;
+	struct gcs_req_ctx rq = { .gb = gb, .range = range };
+	struct http_request req = { .method = "GET",
+				    .prepare = gcs_prepare,
+				    .prepare_arg = &rq,
+				    .on_header = gcs_read_header,
+				    .header_arg = &ctx,
+				    .on_body = gcs_read_body,
+				    .body_arg = &ctx,
+				    .check = gcs_read_check,
+				    .check_arg = &ctx,
+				    .expect_bytes = len,
+				    .retries = -1,
+				    .hold = true,
+				    .range_offset = offset,
+				    .range_len = len };
+	int rc = -ENOMEM;
+
+	if (len == 0) {
+		*nread = 0;
+		return 0;
+	}
+	snprintf(range, sizeof(range), "bytes=%" PRIu64 "-%" PRIu64, offset,
+		 offset + len - 1);
+	path = gcs_object_path(gb->bucket, gb->prefix, key, key_len);
+	if (path == NULL)
+		return -ENOMEM;
+	if (etag != NULL) {
+		gen = gcs_encode(etag, etag_len);
+		if (gen == NULL ||
+		    asprintf(&query, "alt=media&generation=%s", gen) < 0) {
+			query = NULL;
+			goto out;
+		}
+	} else if ((query = strdup("alt=media")) == NULL) {
+		goto out;
+	}
+	url = gcs_url(gb, path, query);
+	what = gcs_what(gb, key);
+	if (url == NULL || what == NULL)
+		goto out;
+	req.url = url;
+	req.what = what;
+	rc = http_perform(gb->http, &req, &resp);
+	if (rc == 0 && resp.status == 404 && etag != NULL)
+		rc = gcs_read_gone(gb, key, key_len, what, etag, etag_len, now,
+				   sizeof(now));
+	if (rc == -ESTALE) {
+		char key_stale[1300];
+
+		/* Its own key: an earlier failure of another kind must not
+		 * keep this one out of the log. */
+		snprintf(key_stale, sizeof(key_stale), "stale %s", what);
+		if (!log_limit(key_stale, NULL))
+			log_msg(LOG_ERR,
+				"%s: changed since the manifest was made "
+				"(generation %.*s, now %s)",
+				what, (int)etag_len, etag,
+				now[0]		 ? now
+				: ctx.got_gen[0] ? ctx.got_gen
+						 : "unknown");
+		goto out;
+	}
+	if (rc < 0)
+		goto out;
+	if (resp.status == 416) {
+		log_msg(LOG_ERR,
+			"%s: bytes %" PRIu64 "-%" PRIu64 " are past the "
+			"object's end: it is shorter than the manifest says",
+			what, offset, offset + len - 1);
+		rc = -EIO;
+		goto out;
+	}
+	if (resp.status < 200 || resp.status >= 300) {
+		rc = gcs_fail(what, "read", &resp, 0);
+		goto out;
+	}
+	/* http_perform() accepted the reply only through gcs_read_check(),
+	 * or stopped it once gcs_read_body() had every byte. */
+	if (ctx.filled != len) {
+		log_msg(LOG_ERR, "%s: %zu of %zu bytes at %" PRIu64, what,
+			ctx.filled, len, offset);
+		rc = -EIO;
+		goto out;
+	}
+	*nread = len;
+out:
+	http_response_fini(&resp);
+	free(what);
+	free(url);
+	free(query);
+	free(gen);
+	free(path);
+	return rc;
+}

@@ -1,0 +1,218 @@
+/*
+ * gcs_url: the pure parts of the GCS backend that build requests (gcs.h):
+ * source URLs, the endpoint, object paths, the listing query, and the
+ * error map. No I/O.
+ */
+#include "backends/gcs.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "backends/http.h"
+
+static int gcs_bucket_char(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+	       c == '_' || c == '.';
+}
+
+int gcs_url_parse(const char *url, char **bucket, char **prefix)
+{
+	const char *b, *slash;
+	size_t blen, plen, i;
+	char *bk, *px;
+
+	if (strncmp(url, "gs://", 5) != 0)
+		return -EINVAL;
+	b = url + 5;
+	slash = strchr(b, '/');
+	blen = slash ? (size_t)(slash - b) : strlen(b);
+	if (blen < 3 || blen > 222)
+		return -EINVAL;
+	for (i = 0; i < blen; i++)
+		if (!gcs_bucket_char(b[i]))
+			return -EINVAL;
+	if (!gcs_bucket_char(b[0]) || b[0] == '-' || b[0] == '_' ||
+	    b[0] == '.' || b[blen - 1] == '-' || b[blen - 1] == '_' ||
+	    b[blen - 1] == '.')
+		return -EINVAL;
+	bk = strndup(b, blen);
+	if (bk == NULL)
+		return -ENOMEM;
+	plen = slash ? strlen(slash + 1) : 0;
+	px = malloc(plen + 2);
+	if (px == NULL) {
+		free(bk);
+		return -ENOMEM;
+	}
+	if (plen > 0)
+		memcpy(px, slash + 1, plen);
+	if (plen > 0 && px[plen - 1] != '/')
+		px[plen++] = '/';
+	px[plen] = '\0';
+	*bucket = bk;
+	*prefix = px;
+	return 0;
+}
+
+void gcs_endpoint_fini(struct gcs_endpoint *ep)
+{
+	free(ep->base);
+	memset(ep, 0, sizeof(*ep));
+}
+
+/* "http(s)://authority[/]" -> malloc'd "scheme://authority" in *base. */
+static int gcs_base_url(const char *s, char **base)
+{
+	const char *auth, *end, *p;
+
+	if (strncasecmp(s, "http://", 7) == 0)
+		auth = s + 7;
+	else if (strncasecmp(s, "https://", 8) == 0)
+		auth = s + 8;
+	else
+		return -EINVAL;
+	end = auth + strcspn(auth, "/?#");
+	if (end == auth || (end[0] != '\0' && strcmp(end, "/") != 0))
+		return -EINVAL;
+	if (memchr(auth, '@', (size_t)(end - auth)) != NULL)
+		return -EINVAL; /* credentials never go in a URL */
+	for (p = auth; p < end; p++)
+		if ((unsigned char)*p <= ' ' || *p == 0x7f)
+			return -EINVAL;
+	*base = strndup(s, (size_t)(end - s));
+	return *base == NULL ? -ENOMEM : 0;
+}
+
+int gcs_endpoint_resolve(const char *endpoint, const char *emulator_host,
+			 struct gcs_endpoint *out)
+{
+	struct gcs_endpoint ep = { 0 };
+	char *url = NULL;
+	int rc;
+
+	ep.emulator = emulator_host != NULL && emulator_host[0] != '\0';
+	if (endpoint != NULL && endpoint[0] != '\0') {
+		rc = gcs_base_url(endpoint, &ep.base);
+	} else if (ep.emulator) {
+		/* "host:port" as the Go and Python clients take it, or a
+		 * URL as the Node and Java ones do. */
+		if (strstr(emulator_host, "://") == NULL) {
+			if (asprintf(&url, "http://%s", emulator_host) < 0)
+				return -ENOMEM;
+			emulator_host = url;
+		}
+		rc = gcs_base_url(emulator_host, &ep.base);
+	} else {
+		rc = gcs_base_url(GCS_DEFAULT_ENDPOINT, &ep.base);
+	}
+	free(url);
+	if (rc < 0)
+		return rc;
+	*out = ep;
+	return 0;
+}
+
+char *gcs_encode(const char *s, size_t len)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	char *out = malloc(3 * len + 1), *o = out;
+	size_t i;
+
+	if (out == NULL)
+		return NULL;
+	for (i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+		    (c >= '0' && c <= '9') || c == '-' || c == '.' ||
+		    c == '_' || c == '~') {
+			*o++ = (char)c;
+		} else {
+			*o++ = '%';
+			*o++ = hex[c >> 4];
+			*o++ = hex[c & 15];
+		}
+	}
+	*o = '\0';
+	return out;
+}
+
+char *gcs_object_path(const char *bucket, const char *prefix, const char *key,
+		      size_t key_len)
+{
+	size_t plen = strlen(prefix);
+	char *full = malloc(plen + key_len + 1), *b, *n = NULL, *path = NULL;
+
+	if (full == NULL)
+		return NULL;
+	memcpy(full, prefix, plen);
+	memcpy(full + plen, key, key_len);
+	full[plen + key_len] = '\0';
+	b = gcs_encode(bucket, strlen(bucket));
+	if (b != NULL)
+		n = gcs_encode(full, plen + key_len);
+	if (n != NULL && asprintf(&path, "/storage/v1/b/%s/o/%s", b, n) < 0)
+		path = NULL;
+	free(n);
+	free(b);
+	free(full);
+	return path;
+}
+
+char *gcs_list_query(const char *prefix, const char *token,
+		     unsigned max_results)
+{
+	static const char fields[] =
+		"items(name,size,generation,updated,crc32c),nextPageToken";
+	char *f = gcs_encode(fields, strlen(fields));
+	char *p = gcs_encode(prefix, strlen(prefix));
+	char *t = token ? gcs_encode(token, strlen(token)) : NULL;
+	char *q = NULL;
+
+	if (f != NULL && p != NULL && (token == NULL || t != NULL) &&
+	    asprintf(&q, "fields=%s&maxResults=%u%s%s&prefix=%s", f,
+		     max_results, t ? "&pageToken=" : "", t ? t : "", p) < 0)
+		q = NULL;
+	free(f);
+	free(p);
+	free(t);
+	return q;
+}
+
+int gcs_error_errno(long status, const char *reason)
+{
+	static const struct {
+		const char *reason;
+		int err;
+	} reasons[] = {
+		{ "notFound", -ENOENT },
+		{ "NOT_FOUND", -ENOENT },
+		{ "forbidden", -EACCES },
+		{ "accessDenied", -EACCES },
+		{ "authError", -EACCES },
+		{ "required", -EACCES },
+		{ "unauthorized", -EACCES },
+		{ "userProjectMissing", -EACCES },
+		{ "PERMISSION_DENIED", -EACCES },
+		{ "UNAUTHENTICATED", -EACCES },
+		{ "conditionNotMet", -ESTALE },
+		{ "FAILED_PRECONDITION", -ESTALE },
+		{ "requestedRangeNotSatisfiable", -ERANGE },
+		{ "rateLimitExceeded", -EIO },
+		{ "backendError", -EIO },
+		{ "internalError", -EIO },
+	};
+	size_t i;
+
+	if (status >= 200 && status < 300)
+		return 0;
+	if (reason != NULL && reason[0] != '\0')
+		for (i = 0; i < sizeof(reasons) / sizeof(reasons[0]); i++)
+			if (strcmp(reason, reasons[i].reason) == 0)
+				return reasons[i].err;
+	return http_status_errno(status);
+}
