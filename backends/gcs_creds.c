@@ -274,6 +274,21 @@ static int add_metadata_flavor(void *arg, struct curl_slist **headers)
 	return 0;
 }
 
+/* Notes whether the reply says Metadata-Flavor: Google, as every reply of
+ * a real metadata server does: a 200 without it is some other server (a
+ * captive portal, a proxy) answering for metadata.google.internal. */
+static void note_flavor(void *arg, const char *name, size_t name_len,
+			const char *value, size_t value_len)
+{
+	int *flavor = arg;
+
+	if (name == NULL)
+		*flavor = 0;
+	else if (name_len == 15 &&
+		 strncasecmp(name, "Metadata-Flavor", 15) == 0)
+		*flavor = value_len == 6 && strncmp(value, "Google", 6) == 0;
+}
+
 /* The default service account's token from the metadata server. chosen:
  * it answered before (a refresh), so it gets retries and its failures are
  * errors; otherwise a failure is "not on Google Cloud": -ENOENT. */
@@ -284,7 +299,7 @@ static int from_metadata(struct gcs_creds_provider *p, int chosen,
 	struct http_request req = { 0 };
 	struct http_response resp = { 0 };
 	char *url = NULL;
-	int rc;
+	int rc, flavor = 0;
 
 	if (host == NULL)
 		host = "metadata.google.internal";
@@ -301,6 +316,8 @@ static int from_metadata(struct gcs_creds_provider *p, int chosen,
 	req.url = url;
 	req.what = "gcs metadata server";
 	req.prepare = add_metadata_flavor;
+	req.on_header = note_flavor;
+	req.header_arg = &flavor;
 	req.max_body = 1024 * 1024;
 	req.connect_timeout_ms = GCS_MD_CONNECT_MS;
 	req.total_timeout_ms = GCS_MD_PROBE_DEADLINE_MS;
@@ -313,6 +330,12 @@ static int from_metadata(struct gcs_creds_provider *p, int chosen,
 		log_msg(chosen ? LOG_ERR : LOG_INFO,
 			"gcs: the metadata server at %s said HTTP %ld", host,
 			resp.status);
+		rc = -EACCES;
+	} else if (rc == 0 && !flavor) {
+		log_msg(LOG_ERR,
+			"gcs: %s answered without Metadata-Flavor: Google: "
+			"not a metadata server",
+			host);
 		rc = -EACCES;
 	} else if (rc == 0) {
 		rc = token_from_reply(&resp, p->what, out);

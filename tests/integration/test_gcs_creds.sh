@@ -59,7 +59,8 @@ openssl pkey -in "$T/sa-key.pem" -pubout -out "$T/sa-pub.pem"
 openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$T/other-key.pem" 2>/dev/null
 start_py token token_server.py --public-key "$T/sa-pub.pem" --email "$EMAIL" \
 	--kid kid-test-1 --client-id cid.apps.googleusercontent.com \
-	--client-secret "$CSECRET" --refresh-token "$REFRESH" --expires-in "$LIFE" ||
+	--client-secret "$CSECRET" --refresh-token "$REFRESH" --expires-in "$LIFE" \
+	--fail-file "$T/token-outage" ||
 	{ fail "token server start"; finish; }
 TOKEN_URI=http://127.0.0.1:$PORT/token
 start_py md metadata_server.py --expires-in "$LIFE" || { fail "metadata server start"; finish; }
@@ -96,12 +97,12 @@ printf '{"type": "external_account", "audience": "x"}' >"$T/external.json"
 
 # --- data -------------------------------------------------------------------
 SRC=$T/src
-make_dataset "$SRC" 40
+make_dataset "$SRC" 60
 n_up=0
 while IFS= read -r f; do
 	gcs_upload "$BUCKET" "ds/$f" "$SRC/$f" && n_up=$((n_up + 1))
 done < <(cd "$SRC" && find . -type f | sed 's|^\./||' | LC_ALL=C sort)
-check "upload the dataset to the emulator" test "$n_up" -eq 40
+check "upload the dataset to the emulator" test "$n_up" -eq 60
 
 # grants KIND: successful grants of that kind ("sa", "user") so far.
 grants() { grep -c "\"grant\": \"$1\", \"ok\": true" "$T/token.log"; }
@@ -127,7 +128,7 @@ chain() {
 chain sa GOOGLE_APPLICATION_CREDENTIALS="$T/sa.json" \
 	CLOUDSDK_CONFIG="$T/gcloud" GCE_METADATA_HOST="$MD"
 check "GOOGLE_APPLICATION_CREDENTIALS (service account) beats gcloud's file and the metadata server" bash -c \
-	"test $rc -eq 0 && test \$(tail -n +2 '$T/chain.tsv' | wc -l) -eq 40 && \
+	"test $rc -eq 0 && test \$(tail -n +2 '$T/chain.tsv' | wc -l) -eq 60 && \
 	 grep -q 'gcs: credentials from service account key $T/sa.json ($EMAIL)' '$ERR' && \
 	 test $(grants sa) -eq 1 -a $(grants user) -eq 0 -a $(md_grants) -eq 0"
 check "the listing carried Authorization: Bearer <the token the endpoint issued for the JWT>" \
@@ -165,11 +166,13 @@ check "a malformed named file is an error saying what is wrong, not its contents
 	 test '$before' = '$(grants sa) $(grants user) $(md_grants)'"
 chain external GOOGLE_APPLICATION_CREDENTIALS="$T/external.json" GCE_METADATA_HOST="$MD"
 check "an unsupported credential type is an error naming the type" bash -c \
-	"test $rc -ne 0 && grep -q 'type \"external_account\" is not supported' '$ERR' && test $(md_grants) -eq 0"
+	"test $rc -ne 0 && grep -q 'type \"external_account\" is not supported' '$ERR' && \
+	 test '$before' = '$(grants sa) $(grants user) $(md_grants)'"
 chain other GOOGLE_APPLICATION_CREDENTIALS="$T/sa-other.json" GCE_METADATA_HOST="$MD"
 check "a key the endpoint does not know: its signature fails, the mount fails (no fall-through)" bash -c \
 	"test $rc -ne 0 && grep -q 'the token endpoint said HTTP 400 invalid_grant' '$ERR' && \
-	 grep -q 'Signature verification failed' '$T/token.log' && test $(md_grants) -eq 0"
+	 grep -q 'Signature verification failed' '$T/token.log' && \
+	 test '$before' = '$(grants sa) $(grants user) $(md_grants)'"
 t0=$(date +%s)
 chain none
 t1=$(date +%s)
@@ -191,11 +194,15 @@ world_size = 1
 enabled = false
 EOF
 
-# read_all: every file of the mount equals its source.
-read_all() {
-	(cd "$M/rank-0" && find . -type f | sed 's|^\./||') >"$T/files"
-	test "$(wc -l <"$T/files")" -eq 40 || return 1
-	while IFS= read -r f; do cmp -s "$M/rank-0/$f" "$SRC/$f" || return 1; done <"$T/files"
+# read_part N: the mount lists every file, and the files of part N (every
+# third one, from the N-th) equal their sources. The kernel keeps what was
+# read in its page cache (and [cache] is off), so a part read later goes to
+# the store again, with the token current then.
+read_part() {
+	(cd "$M/rank-0" && find . -type f | sed 's|^\./||' | LC_ALL=C sort) >"$T/files"
+	test "$(wc -l <"$T/files")" -eq 60 || return 1
+	awk -v n="$1" 'NR % 3 == n' "$T/files" >"$T/part"
+	while IFS= read -r f; do cmp -s "$M/rank-0/$f" "$SRC/$f" || return 1; done <"$T/part"
 }
 # wait_grants CMD N: until CMD prints N or more (bounded: 60 s).
 wait_grants() {
@@ -239,10 +246,10 @@ refresh_mount() {
 		fail "mount with $name"
 		return
 	fi
-	check "$name: the mount serves byte-identical files" read_all
+	check "$name: the mount serves byte-identical files" read_part 0
 	check "$name: the source granted new tokens during the mount (refresh before expiry)" \
 		wait_grants "$count" $((g0 + 3))
-	check "$name: reads still work after the first token expired" read_all
+	check "$name: reads still work after the first token expired" read_part 1
 	check "$name: the backend sent Authorization: Bearer <current token>, and the refreshed one after a refresh" \
 		auth_check "$p0" "$log" "$kind"
 	check "$name: the log says where the token came from and that it was refreshed" bash -c \
@@ -252,6 +259,40 @@ refresh_mount() {
 
 export GOOGLE_APPLICATION_CREDENTIALS=$T/sa.json
 refresh_mount "service account" sa "$T/token.log" "grants sa" "service account key $T/sa.json"
+
+# A token endpoint outage during a mount: the refresh fails, the current
+# token stays in use (reads go on), the refresh is retried with backoff
+# and takes once the endpoint is back.
+wait_log() { # PATTERN FILE: until FILE has PATTERN (bounded: 60 s)
+	for _ in $(seq 600); do grep -q "$1" "$2" && return 0; sleep 0.1; done
+	return 1
+}
+if mount_shardfs "$C" "$M" -v; then
+	check "outage: the mount serves" read_part 0
+	touch "$T/token-outage"
+	check "outage: a failed refresh is logged, keeping the current token" \
+		wait_log 'refresh from service account key .* failed; keeping the current token, retrying in 5 s' "$LAST_LOG"
+	kept=$(last_token "$T/token.log")
+	p0=$(wc -l <"$T/proxy.log")
+	check "outage: reads go on during the outage" read_part 1
+	check "outage: with the last token granted" bash -c \
+		"test \$(tail -n +$((p0 + 1)) '$T/proxy.log' | wc -l) -gt 5 && test \"\$(tail -n +$((p0 + 1)) '$T/proxy.log' | cut -d' ' -f4- | sort -u)\" = 'Bearer $kept'"
+	n_ok=$(grants sa)
+	rm -f "$T/token-outage"
+	check "outage: the refresh is retried and takes once the endpoint is back" \
+		wait_grants "grants sa" $((n_ok + 1))
+	check "outage: the daemon logs the refresh after the failure" bash -c \
+		"sed -n '/keeping the current token/,\$p' '$LAST_LOG' | grep -q 'access token refreshed from service account key'"
+	p0=$(wc -l <"$T/proxy.log")
+	check "outage: reads after it work" read_part 2
+	check "outage: and carry a new token" bash -c \
+		"test \$(tail -n +$((p0 + 1)) '$T/proxy.log' | wc -l) -gt 5 && \
+		 test \"\$(tail -1 '$T/proxy.log' | cut -d' ' -f4-)\" != 'Bearer $kept'"
+	check "outage: unmount" umount_shardfs "$M"
+else
+	fail "mount for the outage"
+fi
+
 unset GOOGLE_APPLICATION_CREDENTIALS
 export GCE_METADATA_HOST=$MD
 refresh_mount "metadata server" md "$T/md.log" md_grants "the metadata server at $MD"

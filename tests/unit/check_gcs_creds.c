@@ -599,6 +599,7 @@ START_TEST(test_chain_order_servers)
 				   "--refresh-token",
 				   "1//rtoken",
 				   NULL };
+	const char *noflavor[] = { "--no-flavor", NULL };
 	pid_t tok_pid, md_pid;
 	int tok_port, md_port;
 
@@ -670,6 +671,16 @@ START_TEST(test_chain_order_servers)
 	ck_assert_int_eq(log_count("token", "Signature verification failed"),
 			 1);
 	ck_assert_int_eq(log_count("md", "\"flavor\""), 1);
+
+	/* A server that answers 200 without Metadata-Flavor: Google is not
+	 * a metadata server: its token is refused. */
+	stop_server(md_pid);
+	md_port = start_server("metadata_server.py", "md2", noflavor, &md_pid);
+	snprintf(md, sizeof(md), "127.0.0.1:%d", md_port);
+	setenv("GCE_METADATA_HOST", md, 1);
+	unsetenv("GOOGLE_APPLICATION_CREDENTIALS");
+	ck_assert_int_eq(gcs_creds_provider_new(http, &p), -EACCES);
+	ck_assert_int_eq(log_count("md2", "\"token\": \"ya29"), 1);
 
 	http_pool_free(http);
 	stop_server(tok_pid);

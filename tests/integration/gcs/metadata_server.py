@@ -8,6 +8,8 @@ as the real one does: only with the request header Metadata-Flavor: Google
 {"access_token": "ya29.fake-md-N-RANDOM", "expires_in": --expires-in,
 "token_type": "Bearer"}. Anything else is 404. Every request adds one JSON
 line to --log: {"n", "path", "flavor", "token"}, flushed before the answer.
+--no-flavor leaves Metadata-Flavor out of the replies, as a server that is
+not a metadata server would (shardfs must refuse its token).
 
 Point shardfs at it with GCE_METADATA_HOST=127.0.0.1:PORT. Stdlib only.
 """
@@ -26,6 +28,7 @@ def main():
     ap.add_argument("--port-file", required=True)
     ap.add_argument("--log", required=True)
     ap.add_argument("--expires-in", type=int, default=3600)
+    ap.add_argument("--no-flavor", action="store_true")
     args = ap.parse_args()
     lock = threading.Lock()
     log = open(args.log, "a", buffering=1)
@@ -40,7 +43,8 @@ def main():
         def answer(self, status, body, ctype="application/json"):
             data = body.encode()
             self.send_response(status)
-            self.send_header("Metadata-Flavor", "Google")
+            if not args.no_flavor:
+                self.send_header("Metadata-Flavor", "Google")
             self.send_header("Content-Type", ctype)
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()

@@ -19,7 +19,9 @@ A good grant gets {"access_token": "ya29.fake-KIND-N-RANDOM",
 {"error": "invalid_grant", "error_description": why}. Every request adds one
 JSON line to --log: {"n", "grant", "ok", "why", "token", "assertion",
 "content_type"}, flushed before the answer goes out, so a test can count the
-grants and grep other logs for the secrets that passed here.
+grants and grep other logs for the secrets that passed here. While the file
+--fail-file exists every request gets HTTP 503 (an outage), logged with
+"why": "outage".
 
 Debian's python3-jwt and python3-cryptography; no network beyond 127.0.0.1.
 """
@@ -49,6 +51,7 @@ def main():
     ap.add_argument("--client-secret")
     ap.add_argument("--refresh-token")
     ap.add_argument("--expires-in", type=int, default=3600)
+    ap.add_argument("--fail-file")
     args = ap.parse_args()
     pub = open(args.public_key).read() if args.public_key else None
     lock = threading.Lock()
@@ -100,6 +103,14 @@ def main():
             raw = self.rfile.read(n).decode("ascii", "replace")
             if self.path != "/token":
                 self.answer(404, {"error": "not_found"})
+                return
+            if args.fail_file and os.path.exists(args.fail_file):
+                with lock:
+                    count[0] += 1
+                    log.write(json.dumps({"n": count[0], "ok": False,
+                                          "why": "outage"}) + "\n")
+                    log.flush()
+                self.answer(503, {"error": "backend_error"})
                 return
             form = urllib.parse.parse_qs(raw, keep_blank_values=True)
             one = {k: v[0] for k, v in form.items() if len(v) == 1}
