@@ -46,7 +46,7 @@ fi
 start_py() {
 	local name=$1 script=$2
 	shift 2
-	$PY "$HERE/gcs/$script" --port-file "$T/$name.port" --log "$T/$name.log" "$@" &
+	$PY "$HERE/gcs/$script" --port-file "$T/$name.port" --log "$T/$name.log" "$@" 2>"$T/$name.stderr" &
 	PIDS+=("$!")
 	for _ in $(seq 100); do [ -s "$T/$name.port" ] && break; sleep 0.1; done
 	PORT=$(cat "$T/$name.port" 2>/dev/null)
@@ -60,7 +60,7 @@ openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$T/other-key.
 start_py token token_server.py --public-key "$T/sa-pub.pem" --email "$EMAIL" \
 	--kid kid-test-1 --client-id cid.apps.googleusercontent.com \
 	--client-secret "$CSECRET" --refresh-token "$REFRESH" --expires-in "$LIFE" \
-	--fail-file "$T/token-outage" ||
+	--fail-file "$T/token-outage" --hang-file "$T/token-hang" ||
 	{ fail "token server start"; finish; }
 TOKEN_URI=http://127.0.0.1:$PORT/token
 start_py md metadata_server.py --expires-in "$LIFE" || { fail "metadata server start"; finish; }
@@ -293,10 +293,35 @@ else
 	fail "mount for the outage"
 fi
 
+# A refresh stuck on a stalled token endpoint must not hold up an unmount
+# for long: the refresh request is bounded (10 s), and so is the wait.
+if mount_shardfs "$C" "$M"; then
+	touch "$T/token-hang"
+	check "stall: a refresh is waiting on the stalled endpoint" \
+		wait_log '"why": "hang"' "$T/token.log"
+	t0=$(date +%s)
+	fusermount3 -u "$M"
+	wait "$LAST_PID"
+	drc=$?
+	t1=$(date +%s)
+	rm -f "$T/token-hang"
+	check "stall: the daemon exits 0 within 20 s of the unmount (took $((t1 - t0)) s)" \
+		test "$drc" -eq 0 -a $((t1 - t0)) -lt 20
+else
+	fail "mount for the stalled endpoint"
+fi
+
 unset GOOGLE_APPLICATION_CREDENTIALS
 export GCE_METADATA_HOST=$MD
 refresh_mount "metadata server" md "$T/md.log" md_grants "the metadata server at $MD"
 export GCE_METADATA_HOST=127.0.0.1:1
+
+# A mount with no source at all fails with the same clear error.
+mkdir -p "$M"
+timeout 60 "$SHARDFS" mount "$C" "$M" -f >"$T/shardfs.nocreds.log" 2>&1
+rc=$?
+check "a mount with no credentials anywhere exits non-zero, saying so, and mounts nothing" bash -c \
+	"test $rc -ne 0 -a $rc -ne 124 && grep -q 'gcs: no Google credentials' '$T/shardfs.nocreds.log' && ! grep -qs ' $M ' /proc/mounts"
 
 # --- no secret in any log, even at debug level ---------------------------------
 # Everything secret that passed: the private key's body, the client secret,

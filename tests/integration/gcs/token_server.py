@@ -21,7 +21,8 @@ JSON line to --log: {"n", "grant", "ok", "why", "token", "assertion",
 "content_type"}, flushed before the answer goes out, so a test can count the
 grants and grep other logs for the secrets that passed here. While the file
 --fail-file exists every request gets HTTP 503 (an outage), logged with
-"why": "outage".
+"why": "outage". While --hang-file exists a request is logged ("why":
+"hang") and then left unanswered for 60 s (a stalled endpoint).
 
 Debian's python3-jwt and python3-cryptography; no network beyond 127.0.0.1.
 """
@@ -52,6 +53,7 @@ def main():
     ap.add_argument("--refresh-token")
     ap.add_argument("--expires-in", type=int, default=3600)
     ap.add_argument("--fail-file")
+    ap.add_argument("--hang-file")
     args = ap.parse_args()
     pub = open(args.public_key).read() if args.public_key else None
     lock = threading.Lock()
@@ -103,6 +105,15 @@ def main():
             raw = self.rfile.read(n).decode("ascii", "replace")
             if self.path != "/token":
                 self.answer(404, {"error": "not_found"})
+                return
+            if args.hang_file and os.path.exists(args.hang_file):
+                with lock:
+                    count[0] += 1
+                    log.write(json.dumps({"n": count[0], "ok": False,
+                                          "why": "hang"}) + "\n")
+                    log.flush()
+                time.sleep(60)
+                self.answer(503, {"error": "backend_error"})
                 return
             if args.fail_file and os.path.exists(args.fail_file):
                 with lock:
