@@ -290,8 +290,10 @@ static void note_flavor(void *arg, const char *name, size_t name_len,
 }
 
 /* The default service account's token from the metadata server. chosen:
- * it answered before (a refresh), so it gets retries and its failures are
- * errors; otherwise a failure is "not on Google Cloud": -ENOENT. */
+ * it answered before (a refresh), so it gets retries and every failure is
+ * -EACCES; otherwise no answer (or one without Metadata-Flavor) means "not
+ * on Google Cloud": -ENOENT, while a metadata server that refuses a token
+ * is -EACCES. */
 static int from_metadata(struct gcs_creds_provider *p, int chosen,
 			 struct gcs_token **out)
 {
@@ -326,29 +328,34 @@ static int from_metadata(struct gcs_creds_provider *p, int chosen,
 	req.retries = chosen ? 2 : 0;
 	rc = http_perform(p->http, &req, &resp);
 	free(url);
-	if (rc == 0 && resp.status != 200) {
-		log_msg(chosen ? LOG_ERR : LOG_INFO,
-			"gcs: the metadata server at %s said HTTP %ld", host,
-			resp.status);
-		rc = -EACCES;
-	} else if (rc == 0 && !flavor) {
-		log_msg(LOG_ERR,
+	if (rc == 0 && !flavor) {
+		log_msg(chosen ? LOG_ERR : LOG_WARNING,
 			"gcs: %s answered without Metadata-Flavor: Google: "
 			"not a metadata server",
 			host);
+		rc = -ENOENT;
+	} else if (rc == 0 && resp.status != 200) {
+		/* A metadata server that answers but will not give a
+		 * token: an error, not "not on Google Cloud". */
+		log_msg(LOG_ERR,
+			"gcs: the metadata server at %s said HTTP %ld%s", host,
+			resp.status,
+			resp.status == 404 ? " (no service account on this "
+					     "instance?)"
+					   : "");
 		rc = -EACCES;
 	} else if (rc == 0) {
 		rc = token_from_reply(&resp, p->what, out);
 	} else if (rc != -ENOMEM) {
 		log_msg(chosen ? LOG_ERR : LOG_INFO,
 			"gcs: no metadata server answered at %s", host);
-		rc = -EACCES;
+		rc = -ENOENT;
 	}
 	if (resp.body != NULL)
 		explicit_bzero(resp.body, resp.body_len);
 	http_response_fini(&resp);
-	if (rc == -EACCES && !chosen)
-		rc = -ENOENT;
+	if (rc == -ENOENT && chosen)
+		rc = -EACCES;
 	return rc;
 }
 

@@ -600,6 +600,7 @@ START_TEST(test_chain_order_servers)
 				   "1//rtoken",
 				   NULL };
 	const char *noflavor[] = { "--no-flavor", NULL };
+	const char *noaccount[] = { "--no-account", NULL };
 	pid_t tok_pid, md_pid;
 	int tok_port, md_port;
 
@@ -681,6 +682,14 @@ START_TEST(test_chain_order_servers)
 	unsetenv("GOOGLE_APPLICATION_CREDENTIALS");
 	ck_assert_int_eq(gcs_creds_provider_new(http, &p), -EACCES);
 	ck_assert_int_eq(log_count("md2", "\"token\": \"ya29"), 1);
+	/* A metadata server without a service account: -EACCES too (an
+	 * error of its own, not "no credentials"). */
+	stop_server(md_pid);
+	md_port = start_server("metadata_server.py", "md3", noaccount, &md_pid);
+	snprintf(md, sizeof(md), "127.0.0.1:%d", md_port);
+	setenv("GCE_METADATA_HOST", md, 1);
+	ck_assert_int_eq(gcs_creds_provider_new(http, &p), -EACCES);
+	ck_assert_int_eq(log_count("md3", "\"flavor\": \"Google\""), 1);
 
 	http_pool_free(http);
 	stop_server(tok_pid);

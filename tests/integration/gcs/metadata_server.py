@@ -9,7 +9,9 @@ as the real one does: only with the request header Metadata-Flavor: Google
 "token_type": "Bearer"}. Anything else is 404. Every request adds one JSON
 line to --log: {"n", "path", "flavor", "token"}, flushed before the answer.
 --no-flavor leaves Metadata-Flavor out of the replies, as a server that is
-not a metadata server would (shardfs must refuse its token).
+not a metadata server would (shardfs must refuse its token);
+--no-account answers the token path 404, as on a VM without a service
+account.
 
 Point shardfs at it with GCE_METADATA_HOST=127.0.0.1:PORT. Stdlib only.
 """
@@ -29,6 +31,7 @@ def main():
     ap.add_argument("--log", required=True)
     ap.add_argument("--expires-in", type=int, default=3600)
     ap.add_argument("--no-flavor", action="store_true")
+    ap.add_argument("--no-account", action="store_true")
     args = ap.parse_args()
     lock = threading.Lock()
     log = open(args.log, "a", buffering=1)
@@ -55,14 +58,15 @@ def main():
             token = None
             with lock:
                 count[0] += 1
-                if self.path == TOKEN_PATH and flavor == "Google":
+                if (self.path == TOKEN_PATH and flavor == "Google"
+                        and not args.no_account):
                     token = "ya29.fake-md-%d-%s" % (count[0],
                                                     secrets.token_hex(12))
                 log.write(json.dumps({"n": count[0], "path": self.path,
                                       "flavor": flavor,
                                       "token": token}) + "\n")
                 log.flush()
-            if self.path != TOKEN_PATH:
+            if self.path != TOKEN_PATH or args.no_account:
                 self.answer(404, "not found", "text/plain")
             elif flavor != "Google":
                 self.answer(403, "Missing Metadata-Flavor:Google header.",
