@@ -229,7 +229,7 @@ tokens = [a[len("Bearer "):] for a in auths if a.startswith("Bearer ")]
 ok = (len(auths) > 0 and len(tokens) == len(auths)
       and all(t in issued and t.startswith("ya29.fake-" + kind) for t in tokens)
       and tokens[0] != tokens[-1])
-print("%d requests, %d distinct tokens" % (len(tokens), len(set(tokens))))
+print("# %d requests, %d distinct tokens" % (len(tokens), len(set(tokens))))
 sys.exit(0 if ok else 1)
 PY
 }
