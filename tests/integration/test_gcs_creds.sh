@@ -178,6 +178,24 @@ chain none
 t1=$(date +%s)
 check "nothing configured: a clear error and a non-zero exit, within seconds" bash -c \
 	"test $rc -ne 0 && grep -q 'gcs: no Google credentials' '$ERR' && test $((t1 - t0)) -lt 15"
+# A metadata address where something accepts connections but never
+# answers: the probe gives up after its 2 s bound, not a TCP timeout.
+$PY -c 'import socket, sys, time
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen(64)
+open(sys.argv[1] + ".tmp", "w").write(str(s.getsockname()[1]))
+import os; os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+time.sleep(3600)' "$T/silent.port" &
+PIDS+=("$!")
+for _ in $(seq 100); do [ -s "$T/silent.port" ] && break; sleep 0.1; done
+t0=$(date +%s%N)
+chain silent GCE_METADATA_HOST="127.0.0.1:$(cat "$T/silent.port")"
+t1=$(date +%s%N)
+ms=$(((t1 - t0) / 1000000))
+echo "# a silent metadata server: the manifest failed after $ms ms"
+check "a silent metadata server: a clear error and a non-zero exit within 10 s (took $ms ms)" bash -c \
+	"test $rc -ne 0 && grep -q 'gcs: no Google credentials' '$ERR' && test $ms -lt 10000"
 
 # --- refresh during a mount ----------------------------------------------------
 # The daemons get HOME=$T/home too: no gcloud file of this machine's.
