@@ -372,7 +372,9 @@ int gcs_metadata(struct gcs_backend *gb, const char *key, size_t key_len,
 	path = gcs_object_path(gb->bucket, gb->prefix, key, key_len);
 	if (path == NULL)
 		return -ENOMEM;
-	url = gcs_url(gb, path, "");
+	/* Only what stat needs: fields=name,size,generation,updated,crc32c */
+	url = gcs_url(gb, path,
+		      "fields=name%2Csize%2Cgeneration%2Cupdated%2Ccrc32c");
 	if (url == NULL)
 		goto out;
 	req.url = url;

@@ -104,7 +104,9 @@ int gcs_object_parse(const char *body, size_t len, struct gcs_object *obj,
 
 /* Pulls the reason (error.errors[0].reason, else error.status) and the
  * message (error.message) out of a JSON API error body into reason and
- * msg, truncated to fit; both "" when the body says nothing usable. */
+ * msg, truncated to fit, non-ASCII as '?'; a body that is plain text (not
+ * JSON, not HTML) gives its first line as msg. Both "" when the body says
+ * nothing usable. */
 void gcs_error_parse(const char *body, size_t len, char *reason,
 		     size_t reason_cap, char *msg, size_t msg_cap);
 

@@ -292,10 +292,25 @@ void gcs_error_parse(const char *body, size_t len, char *reason,
 		if (r == NULL || r[0] == '\0')
 			r = json_string_value(json_object_get(err, "status"));
 		m = json_string_value(json_object_get(err, "message"));
+		gcs_copy(reason, reason_cap, r);
+		gcs_copy(msg, msg_cap, m);
+	} else if (root == NULL && body[0] != '<' && body[0] != '{') {
+		/* Not JSON: a proxy's or the emulator's plain text ("No
+		 * such object: b/k"); its first line is the message. HTML
+		 * pages say nothing worth a log line. */
+		size_t n = 0;
+
+		while (n < len && body[n] != '\r' && body[n] != '\n')
+			n++;
+
+		if (n > 0 && msg_cap > 0) {
+			if (n >= msg_cap)
+				n = msg_cap - 1;
+			memcpy(msg, body, n);
+			msg[n] = '\0';
+		}
 	}
 	/* Only printable ASCII reaches the log: the body is the server's. */
-	gcs_copy(reason, reason_cap, r);
-	gcs_copy(msg, msg_cap, m);
 	for (; reason_cap > 0 && *reason; reason++)
 		if (*reason < 0x20 || *reason > 0x7e)
 			*reason = '?';

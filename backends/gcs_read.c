@@ -217,8 +217,10 @@ static int gcs_read_check(void *arg, struct http_response *resp)
 	return 0;
 }
 
-/* After a 404 for a pinned generation: was the object replaced (-ESTALE)
- * or deleted (-ENOENT)? One metadata request tells. */
+/* After a 404 for a pinned generation: was the object replaced? One
+ * metadata request tells: -ESTALE (now holds its generation) if it was, 0
+ * if the 404 stands (no object, or the same generation), or the
+ * metadata request's own failure. */
 static int gcs_read_gone(struct gcs_backend *gb, const char *key,
 			 size_t key_len, const char *what, const char *gen,
 			 size_t gen_len, char *now, size_t now_cap)
@@ -226,13 +228,15 @@ static int gcs_read_gone(struct gcs_backend *gb, const char *key,
 	struct gcs_object o = { 0 };
 	int rc = gcs_metadata(gb, key, key_len, what, 1, &o);
 
+	if (rc == -ENOENT)
+		return 0;
 	if (rc < 0)
 		return rc;
 	snprintf(now, now_cap, "%s", o.generation);
 	free(o.name);
 	if (strlen(o.generation) == gen_len &&
 	    memcmp(o.generation, gen, gen_len) == 0)
-		return -EIO; /* a 404 for a generation that exists */
+		return 0;
 	return -ESTALE;
 }
 
@@ -292,9 +296,12 @@ int gcs_read(struct backend *be, const char *key, size_t key_len,
 	req.url = url;
 	req.what = what;
 	rc = http_perform(gb->http, &req, &resp);
-	if (rc == 0 && resp.status == 404 && etag != NULL)
+	if (rc == 0 && resp.status == 404 && etag != NULL) {
 		rc = gcs_read_gone(gb, key, key_len, what, etag, etag_len, now,
 				   sizeof(now));
+		if (rc == 0) /* the read's own 404 says why */
+			rc = gcs_fail(what, "read", &resp, 0);
+	}
 	if (rc == -ESTALE) {
 		char key_stale[1300];
 

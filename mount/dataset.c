@@ -9,7 +9,8 @@
 
 #include "util/log.h"
 
-/* Reads a manifest stored as an object ("s3://bucket/dir/name.tsv"): opens
+/* Reads a manifest stored as an object ("s3://bucket/dir/name.tsv" or
+ * "gs://bucket/dir/name.tsv", the etag then being the generation): opens
  * a backend on the object's directory with the [source] options, stats the
  * object and reads it whole (pinned to the etag stat saw, so a manifest
  * replaced mid-read fails instead of mixing versions), then parses it. */

@@ -60,22 +60,25 @@ static const char usage_main[] =
 	"exit codes: 0 ok, 1 runtime failure, 2 usage or config error\n";
 
 static const char usage_manifest[] =
-	"usage: shardfs manifest URL [-o FILE] [S3 options]\n"
+	"usage: shardfs manifest URL [-o FILE] [S3/GCS options]\n"
 	"\n"
-	"Lists every object under URL (an absolute directory path or "
-	"s3://bucket/prefix/)\n"
-	"and writes the canonical manifest to FILE (default: standard "
-	"output). Prints\n"
-	"the object count, bytes, skipped keys and the sha256 digest to pin "
+	"Lists every object under URL (an absolute directory path, "
+	"s3://bucket/prefix/ or\n"
+	"gs://bucket/prefix/) and writes the canonical manifest to FILE "
+	"(default: standard\n"
+	"output). Prints the object count, bytes, skipped keys and the "
+	"sha256 digest to pin\n"
 	"in configs.\n"
 	"\n"
-	"S3 options (as [source] in a config):\n"
+	"S3/GCS options (as [source] in a config):\n"
 	"  --endpoint URL        S3-compatible endpoint, e.g. "
 	"http://127.0.0.1:9000\n"
-	"                        (default: $AWS_ENDPOINT_URL, else AWS)\n"
-	"  --region R            region (default: $AWS_REGION, else "
+	"                        (default: $AWS_ENDPOINT_URL, else AWS);\n"
+	"                        for gs://, the JSON API endpoint (default:\n"
+	"                        $STORAGE_EMULATOR_HOST, else Google)\n"
+	"  --region R            S3 region (default: $AWS_REGION, else "
 	"us-east-1)\n"
-	"  --addressing A        auto, path or virtual (default auto)\n"
+	"  --addressing A        S3: auto, path or virtual (default auto)\n"
 	"  --anonymous           send unsigned requests (public buckets)\n";
 
 static const char usage_plan[] =

@@ -1,0 +1,315 @@
+#!/usr/bin/env bash
+# The GCS backend against a real GCS JSON API (the Firebase Storage
+# emulator, pinned, on 127.0.0.1; see gcs/): listings and manifests (odd
+# names, many pages, folder placeholders), the rank views of the
+# foundation checked as for posix and S3 (union, disjoint, byte-identical,
+# listing = plan = reference implementation) for several plans, reached
+# through STORAGE_EMULATOR_HOST and through [source] endpoint + anonymous,
+# pinned manifests stored at gs://, a replaced object (a new generation)
+# read as EIO, never new bytes, and a missing object logged with key,
+# status and reason. Through a fault proxy (gcs/fault_proxy.py): real
+# paging with pages of 3, a repeated page token, a restarted listing, an
+# endless run of empty pages and a malformed page all fail the listing
+# with a clear error; 503s are retried; 403, a body that is not its
+# crc32c and a 206 naming another range read as EIO, logged with the key.
+#
+# Paging: the suite uploads 2,345 objects, so the listing crosses three
+# pages of the 1,000 objects shardfs asks for, the page size real GCS is
+# listed with; no test knob changes what the backend sends.
+SUITE=gcs
+. "$(dirname "$0")/lib.sh"
+. "$HERE/gcs/gcs_emulator.sh"
+
+# Nothing from the machine's own Google setup may leak in, and nothing may
+# reach a real metadata server or token endpoint.
+unset STORAGE_EMULATOR_HOST GOOGLE_APPLICATION_CREDENTIALS GOOGLE_CLOUD_PROJECT
+export CLOUDSDK_CONFIG=$T/no-gcloud
+export GCE_METADATA_HOST=127.0.0.1:1
+export HOME=$T/home
+mkdir -p "$HOME"
+
+BUCKET=shardfs-test
+if ! command -v node >/dev/null || ! gcs_install; then
+	fail "gcs emulator install (npm ci)"
+	finish
+fi
+if ! gcs_start "$T/gcsdata"; then
+	fail "gcs emulator start"
+	finish
+fi
+EP=$GCS_EP
+EMU=127.0.0.1:$GCS_PORT
+upload_tree() { /usr/bin/python3 "$HERE/gcs/gcs_upload.py" "$EP" "$BUCKET" "$1" "$2"; }
+
+# --- data -----------------------------------------------------------------
+SRC=$T/src
+make_dataset "$SRC" 200
+mkdir -p "$SRC/odd dir/deep/er"
+printf 'space' >"$SRC/odd dir/sp ace.bin"
+printf 'unicode' >"$SRC/odd dir/ünï cødé.bin"
+printf 'plus' >"$SRC/odd dir/a+b.bin"
+printf 'percent' >"$SRC/odd dir/100%.txt"
+printf 'hash' >"$SRC/odd dir/tag#1.bin"
+printf 'question' >"$SRC/odd dir/what?.bin"
+printf 'equals' >"$SRC/odd dir/k=v&x.bin"
+printf 'mix' >"$SRC/odd dir/%2F+ =~é#?.bin"
+printf 'nested' >"$SRC/odd dir/deep/er/x y.bin"
+head -c 3000000 /dev/urandom >"$SRC/odd dir/big.bin"
+check "upload the dataset to the emulator" upload_tree ds/ "$SRC"
+# A folder placeholder as the console makes them: skipped by the
+# manifest, like S3's directory markers.
+printf '' >"$T/empty"
+check "upload a folder placeholder" gcs_upload "$BUCKET" "ds/odd dir/deep/" "$T/empty"
+
+# --- manifests -------------------------------------------------------------
+"$SHARDFS" manifest "$SRC" -o "$T/posix.tsv" >/dev/null 2>&1
+STORAGE_EMULATOR_HOST=$EMU "$SHARDFS" manifest "gs://$BUCKET/ds/" \
+	-o "$T/gs.tsv" >"$T/gs.out" 2>"$T/gs.err"
+check "manifest gs:// (STORAGE_EMULATOR_HOST) exits 0" test $? -eq 0
+check "gs:// manifest has the source's keys and sizes" bash -c \
+	"cmp -s <(tail -n +2 '$T/posix.tsv' | cut -f1,2) <(tail -n +2 '$T/gs.tsv' | cut -f1,2)"
+check "gs:// manifest carries generations as etags" bash -c \
+	"! tail -n +2 '$T/gs.tsv' | cut -f3 | grep -qvE '^[0-9]{1,19}\$'"
+check "the folder placeholder is skipped and counted" bash -c \
+	"grep -q '^skipped_keys 1\$' '$T/gs.out' && ! grep -qF 'deep/	' '$T/gs.tsv'"
+check "odd names are listed as they are (space, unicode, +, %, #, ?, =)" bash -c \
+	"grep -qF 'odd dir/sp ace.bin' '$T/gs.tsv' && grep -qF 'odd dir/ünï cødé.bin' '$T/gs.tsv' && grep -qF 'odd dir/a+b.bin' '$T/gs.tsv' && grep -qF 'odd dir/100%25.txt' '$T/gs.tsv' && grep -qF 'odd dir/tag#1.bin' '$T/gs.tsv' && grep -qF 'odd dir/what?.bin' '$T/gs.tsv' && grep -qF 'odd dir/%252F+ =~é#?.bin' '$T/gs.tsv' && grep -qF 'odd dir/deep/er/x y.bin' '$T/gs.tsv'"
+check "manifest to stdout equals -o FILE" bash -c \
+	"STORAGE_EMULATOR_HOST=http://$EMU/ '$SHARDFS' manifest gs://$BUCKET/ds 2>/dev/null | cmp -s - '$T/gs.tsv'"
+"$SHARDFS" manifest "gs://$BUCKET/ds/" --endpoint "$EP" --anonymous \
+	-o "$T/anon.tsv" >/dev/null 2>"$T/anon.err"
+check "--endpoint with --anonymous lists the same" cmp -s "$T/anon.tsv" "$T/gs.tsv"
+"$SHARDFS" manifest "gs://$BUCKET/ds/" --endpoint "$EP" >/dev/null 2>"$T/nocreds.err"
+check "without credentials, anonymous or the emulator: exit 1, says why" bash -c \
+	"test $? -eq 1 && grep -qi 'credentials' '$T/nocreds.err'"
+STORAGE_EMULATOR_HOST=$EMU "$SHARDFS" manifest "gs://$BUCKET/ds/odd dir/" \
+	-o "$T/sub.tsv" >/dev/null 2>&1
+check "a prefix with a space lists only its keys, relative to it" test \
+	"$(tail -n +2 "$T/sub.tsv" | cut -f1 | LC_ALL=C sort | tr '\n' '|')" = \
+	"$(cd "$SRC/odd dir" && find . -type f | sed 's|^\./||; s/%/%25/g' | LC_ALL=C sort | tr '\n' '|')"
+
+# More than 1,000 objects: several pages of objects.list.
+MANY=$T/many
+mkdir -p "$MANY"
+/usr/bin/python3 - "$MANY" <<'PY'
+import os, sys
+for i in range(2345):
+    with open(os.path.join(sys.argv[1], "k%05d.bin" % i), "wb") as f:
+        f.write(b"x" * (i % 7))
+PY
+check "upload 2,345 objects" upload_tree many/ "$MANY"
+STORAGE_EMULATOR_HOST=$EMU "$SHARDFS" manifest "gs://$BUCKET/many/" \
+	-o "$T/many.tsv" >"$T/many.out" 2>&1
+check "2,345 objects over 3 pages: all listed once" bash -c \
+	"grep -q '^objects 2345\$' '$T/many.out' && test \"\$(tail -n +2 '$T/many.tsv' | cut -f1 | tr '\n' ' ')\" = \"\$(cd '$MANY' && ls | LC_ALL=C sort | tr '\n' ' ')\""
+
+# --- mounts: the foundation's properties over gs:// --------------------------
+conf() { # conf FILE [section.key=value...]
+	local f=$1; shift
+	{
+		echo "[source]"
+		echo "url = gs://$BUCKET/ds/"
+		local kv
+		for kv in "$@"; do
+			case $kv in source.*) kv=${kv#source.}; echo "${kv%%=*} = ${kv#*=}" ;; esac
+		done
+		echo "[shard]"
+		for kv in "$@"; do
+			case $kv in source.*) ;; *) echo "${kv%%=*} = ${kv#*=}" ;; esac
+		done
+		echo "[cache]"
+		echo "dir = $T/cache"
+	} >"$f"
+}
+M=$T/mnt
+C=$T/c.conf
+# The last plan reaches the emulator through [source] endpoint and
+# anonymous = true instead of STORAGE_EMULATOR_HOST.
+for c in "4 shuffle strided pad 0 0 env" "3 none contiguous none 0 0 env" \
+	"4 shuffle bytes none 5 1 conf"; do
+	read -r W ORDER LAYOUT BALANCE SEED EPOCH HOW <<<"$c"
+	name="gs W=$W $ORDER $LAYOUT $BALANCE seed=$SEED epoch=$EPOCH ($HOW)"
+	if [ "$HOW" = env ]; then
+		conf "$C" world_size=$W order=$ORDER layout=$LAYOUT \
+			balance=$BALANCE seed=$SEED epoch=$EPOCH
+		export STORAGE_EMULATOR_HOST=$EMU
+	else
+		conf "$C" world_size=$W order=$ORDER layout=$LAYOUT \
+			balance=$BALANCE seed=$SEED epoch=$EPOCH \
+			"source.endpoint=$EP" source.anonymous=true
+	fi
+	mount_shardfs "$C" "$M"
+	mrc=$?
+	unset STORAGE_EMULATOR_HOST
+	if [ $mrc -ne 0 ]; then
+		fail "$name: mount"
+		continue
+	fi
+	if /usr/bin/python3 "$HERE/verify_mount.py" "$M" "$SRC" >"$T/verify.out"; then
+		ok "$name: union, disjoint, byte-identical, listing = order"
+	else
+		fail "$name: verify" "$(head -5 "$T/verify.out")"
+	fi
+	bad=""
+	for ((r = 0; r < W; r++)); do
+		/usr/bin/python3 "$HERE/shardspec.py" "$M/.shardfs/manifest.tsv" \
+			--world-size "$W" --seed "$SEED" --epoch "$EPOCH" \
+			--order "$ORDER" --layout "$LAYOUT" --balance "$BALANCE" \
+			--rank $r >"$T/spec.$r" || bad="$bad spec$r"
+		cmp -s "$T/spec.$r" "$M/.shardfs/rank-$r.order" || bad="$bad ref$r"
+	done
+	if [ -z "$bad" ]; then
+		ok "$name: rank-R.order = reference implementation"
+	else
+		fail "$name: orders" "mismatch at:$bad"
+	fi
+	check "$name: manifest.tsv = shardfs manifest gs://" cmp -s "$M/.shardfs/manifest.tsv" "$T/gs.tsv"
+	check "$name: clean unmount" umount_shardfs "$M"
+done
+
+export STORAGE_EMULATOR_HOST=$EMU
+conf "$C" world_size=2
+mount_shardfs "$C" "$M" -o "cache.dir=$T/cache-reads" || fail "mount for reads"
+check "odd names read back byte-identical" bash -c \
+	"cd '$SRC' && find 'odd dir' -type f | while IFS= read -r f; do g=\$(ls -d '$M'/rank-*/\"\$f\" 2>/dev/null); [ -n \"\$g\" ] && cmp -s \"\$f\" \"\$g\" || exit 1; done"
+check "8 parallel readers get identical bytes" bash -c \
+	"cd '$M' && find rank-* -type f -print0 | xargs -0 -P 8 -n 16 sh -c 'for f; do cmp -s \"\$f\" \"$SRC/\${f#rank-*/}\" || exit 1; done' _"
+big=$(cd "$M" && ls -d rank-*/"odd dir"/big.bin)
+check "unaligned ranged reads (dd skip/count) are exact" bash -c \
+	"dd if='$M/$big' bs=4097 skip=123 count=77 status=none | cmp -s - <(dd if='$SRC/odd dir/big.bin' bs=4097 skip=123 count=77 status=none)"
+check "files carry the object's updated time" bash -c \
+	"t=\$(stat -c %Y '$M/$big'); now=\$(date +%s); [ \$t -gt \$((now - 600)) ] && [ \$t -le \$((now + 5)) ]"
+check "unmount" umount_shardfs "$M"
+
+# --- a pinned manifest stored at gs:// ---------------------------------------
+digest=$(awk '$1 == "sha256" {print $2}' "$T/gs.out")
+check "upload the manifest" gcs_upload "$BUCKET" "pins/ds v1#.tsv" "$T/gs.tsv"
+conf "$C" world_size=3 "source.manifest=gs://$BUCKET/pins/ds v1#.tsv" \
+	"source.manifest_sha256=$digest"
+"$SHARDFS" plan "$C" >"$T/pplan" 2>"$T/pplan.err"
+check "plan loads a manifest from gs:// and checks its pin" \
+	grep -q "^manifest_sha256 $digest\$" "$T/pplan"
+if mount_shardfs "$C" "$M"; then
+	check "mount from a gs:// manifest verifies" \
+		/usr/bin/python3 "$HERE/verify_mount.py" "$M" "$SRC"
+	check "unmount" umount_shardfs "$M"
+else
+	fail "mount from a gs:// manifest"
+fi
+conf "$C" world_size=3 "source.manifest=gs://$BUCKET/pins/missing.tsv"
+"$SHARDFS" plan "$C" >/dev/null 2>"$T/err"
+check "a missing gs:// manifest fails and names it" bash -c \
+	"test $? -ne 0 && grep -q 'pins/missing.tsv' '$T/err'"
+
+# --- errors: mapped and logged once ----------------------------------------
+{
+	head -1 "$T/gs.tsv"
+	tail -n +2 "$T/gs.tsv"
+	printf 'zz-ghost.bin\t5\t1700000000000000\t0\n'
+} >"$T/ghost.tsv"
+conf "$C" world_size=1 "source.manifest=$T/ghost.tsv"
+mount_shardfs "$C" "$M" -v || fail "mount with a ghost key"
+cat "$M/rank-0/zz-ghost.bin" >/dev/null 2>"$T/ghost.err"
+check "an object missing from the bucket reads as EIO" grep -q 'Input/output error' "$T/ghost.err"
+errors=$(awk '$1 == "shardfs_read_errors_total" {print $2}' "$M/.shardfs/stats")
+# The emulator's 404 body is plain text, not the JSON API's error object:
+# its first line stands in for the reason (check_gcs covers the JSON).
+check "the 404 is logged with key, status and the server's reason, once ($errors failed reads)" test \
+	"$(grep -c "gs://$BUCKET/ds/zz-ghost.bin: read: HTTP 404: No such object: $BUCKET/ds/zz-ghost.bin (after 1 try)" "$LAST_LOG")" -eq 1 -a "${errors:-0}" -ge 1
+check "unmount" umount_shardfs "$M"
+
+# An object replaced after the manifest was made: a new generation. The
+# emulator serves the current generation whatever the request pins, so
+# this exercises shardfs' own check of x-goog-generation.
+conf "$C" world_size=1
+mount_shardfs "$C" "$M" -o "cache.dir=$T/cache-change" || fail "mount for a replaced object"
+victim="train/n00000003/000003.JPEG"
+printf 'new content' >"$T/new"
+gcs_upload "$BUCKET" "ds/$victim" "$T/new"
+check "an object replaced since the manifest reads as EIO, not new bytes" bash -c \
+	"! cat '$M/rank-0/$victim' >/dev/null 2>'$T/stale.err' && grep -q 'Input/output error' '$T/stale.err'"
+check "the change is logged with the key and both generations" \
+	grep -qE "gs://$BUCKET/ds/$victim: changed since the manifest was made \(generation [0-9]+, now [0-9]+\)" "$LAST_LOG"
+gcs_upload "$BUCKET" "ds/$victim" "$SRC/$victim"
+check "the same bytes uploaded again are still a new generation: EIO" bash -c \
+	"! cat '$M/rank-0/$victim' >/dev/null 2>/dev/null"
+check "other objects still read" cmp -s "$M/rank-0/odd dir/big.bin" "$SRC/odd dir/big.bin"
+check "unmount" umount_shardfs "$M"
+check "no Authorization header or token in any log" bash -c \
+	"! grep -l -i -e 'Authorization' -e 'Bearer' '$T'/*.err '$LAST_LOG'"
+
+# --- faults, through a proxy in front of the emulator -------------------------
+FP_LOG=$T/fault.log
+/usr/bin/python3 "$HERE/gcs/fault_proxy.py" "$T/fault.port" "$FP_LOG" "$GCS_PORT" \
+	2>"$T/fault.err" &
+PIDS+=("$!")
+for _ in $(seq 100); do [ -s "$T/fault.port" ] && break; sleep 0.1; done
+FEP=http://127.0.0.1:$(cat "$T/fault.port" 2>/dev/null)
+unset STORAGE_EMULATOR_HOST
+# fmanifest PREFIX: `shardfs manifest` through the proxy; output in
+# $T/f.tsv, log in $T/f.err, exit status in $frc.
+fmanifest() {
+	"$SHARDFS" manifest "gs://$BUCKET/$1" --endpoint "$FEP" --anonymous \
+		-o "$T/f.tsv" >"$T/f.out" 2>"$T/f.err"
+	frc=$?
+}
+LS=$T/listsets
+for d in small loop restart badpage; do
+	mkdir -p "$LS/$d"
+	for i in $(seq 10); do printf '%s' "$d$i" >"$LS/$d/o$i.bin"; done
+	upload_tree "$d/" "$LS/$d" || fail "upload $d/"
+done
+fmanifest small/
+check "pages of 3 objects (4 pages): all 10 listed once, as in one page" bash -c \
+	"test $frc -eq 0 && grep -q '^objects 10\$' '$T/f.out' && test \$(grep -c 'prefix=small' '$FP_LOG') -eq 4"
+fmanifest loop/
+check "a page token that repeats fails the listing, saying so" bash -c \
+	"test $frc -eq 1 && grep -q 'gs://$BUCKET/loop/: list: page 2 repeats an earlier page token' '$T/f.err'"
+fmanifest restart/
+check "a listing that restarts (unknown token) fails, never duplicates keys" bash -c \
+	"test $frc -eq 1 && grep -q 'gs://$BUCKET/restart/: list: page 2 starts with the name an earlier page started with' '$T/f.err'"
+fmanifest empty/
+check "pages without objects but with a token are bounded" bash -c \
+	"test $frc -eq 1 && grep -q 'gs://$BUCKET/empty/: list: 1001 pages in a row without objects' '$T/f.err'"
+fmanifest badpage/
+check "a malformed page fails the listing, naming what was wrong" bash -c \
+	"test $frc -eq 1 && grep -q 'gs://$BUCKET/badpage/: list: malformed objects.list answer (page 1): item 0: size is not a decimal string' '$T/f.err'"
+
+F=$T/faults
+mkdir -p "$F"
+for n in flaky denied badcrc ok; do head -c 5000 /dev/urandom >"$F/$n.bin"; done
+head -c 3000000 /dev/urandom >"$F/badrange.bin"
+upload_tree ds2/ "$F" || fail "upload ds2/"
+STORAGE_EMULATOR_HOST=$EMU "$SHARDFS" manifest "gs://$BUCKET/ds2/" -o "$T/ds2.tsv" >/dev/null 2>&1
+{
+	echo "[source]"
+	echo "url = gs://$BUCKET/ds2/"
+	echo "manifest = $T/ds2.tsv"
+	echo "endpoint = $FEP"
+	echo "anonymous = true"
+	echo "retries = 2"
+	echo "[shard]"
+	echo "world_size = 1"
+	echo "[cache]"
+	echo "dir = $T/cache-faults"
+} >"$C"
+if mount_shardfs "$C" "$M"; then
+	check "503 backendError twice, then the bytes (retried)" cmp -s "$M/rank-0/flaky.bin" "$F/flaky.bin"
+	check "403 forbidden reads as EIO" bash -c "! cat '$M/rank-0/denied.bin' >/dev/null 2>&1"
+	check "403 is logged with key, status, reason and message" \
+		grep -q "gs://$BUCKET/ds2/denied.bin: read: HTTP 403 forbidden: anonymous caller does not have storage.objects.get access" "$LAST_LOG"
+	check "a body that is not its x-goog-hash crc32c reads as EIO" bash -c \
+		"! cat '$M/rank-0/badcrc.bin' >/dev/null 2>&1"
+	check "the crc32c mismatch is logged with the key, retried" \
+		grep -qE "gs://$BUCKET/ds2/badcrc.bin.*3 tries.*crc32c [0-9a-f]{8} is not x-goog-hash's" "$LAST_LOG"
+	check "a 206 naming another range reads as EIO" bash -c \
+		"! cat '$M/rank-0/badrange.bin' >/dev/null 2>&1"
+	check "the wrong Content-Range is logged with the key" \
+		grep -q "gs://$BUCKET/ds2/badrange.bin.*Content-Range bytes 1-" "$LAST_LOG"
+	check "other objects read through the proxy" cmp -s "$M/rank-0/ok.bin" "$F/ok.bin"
+	check "unmount" umount_shardfs "$M"
+else
+	fail "mount through the fault proxy"
+fi
+
+finish
