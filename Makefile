@@ -137,6 +137,8 @@ FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS := $(FUZZ_SRCS:tests/fuzz/%.c=$(FUZZ_B)/%)
 FUZZ_SECONDS ?= 300
 FUZZ_SMOKE_SECONDS ?= 6
+# fuzz_gcs_creds links the GCS credential documents too.
+FUZZ_OBJS += $(FUZZ_B)/backends/gcs_jwt.o
 
 $(FUZZ_B)/.flags: FORCE
 	@mkdir -p $(FUZZ_B)

@@ -1,16 +1,61 @@
 /*
- * gcs_creds: see gcs_creds.h. This first part holds the shared token
- * object and reports that no credential source is configured; the chain
- * itself (key files, gcloud's ADC file, the metadata server, the refresh
- * thread) comes next.
+ * gcs_creds: see gcs_creds.h. The chain is resolved once at open; the
+ * source that answered is remembered and asked again by the refresh
+ * thread, so a refresh never switches to a different identity. A key file
+ * is parsed once and kept in memory (the private key included): a refresh
+ * does not depend on the file staying where it was.
+ *
+ * The metadata server is probed last and briefly: off Google Cloud nothing
+ * answers at metadata.google.internal, and a mount must learn that within
+ * about GCS_MD_PROBE_DEADLINE_MS, not a TCP timeout. Once it answered, its
+ * refreshes get the usual retries.
  */
 #include "backends/gcs_creds.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <time.h>
 
+#include "backends/gcs_jwt.h"
+#include "backends/http.h"
 #include "util/log.h"
+
+#define GCS_REFRESH_AHEAD_S 300
+#define GCS_RETRY_MIN_S 5
+#define GCS_RETRY_MAX_S 60
+/* The metadata probe at mount: one attempt, 1 s to connect (DNS
+ * included), 2 s in all. A refresh of a chosen metadata source: 2 retries
+ * within 10 s. */
+#define GCS_MD_CONNECT_MS 1000
+#define GCS_MD_PROBE_DEADLINE_MS 2000
+#define GCS_MD_REFRESH_DEADLINE_MS 10000
+/* The token endpoint: 2 retries within 10 s. This also bounds how long
+ * stopping the provider can wait for a refresh in flight. */
+#define GCS_TOKEN_DEADLINE_MS 10000
+
+enum gcs_creds_source {
+	GCS_SRC_ENV_FILE = 0, /* GOOGLE_APPLICATION_CREDENTIALS */
+	GCS_SRC_GCLOUD_FILE,  /* gcloud's application_default_credentials */
+	GCS_SRC_METADATA,     /* GCE/GKE metadata server */
+};
+
+struct gcs_creds_provider {
+	struct http_pool *http; /* borrowed */
+	enum gcs_creds_source source;
+	struct gcs_jwt_key *key; /* the file's key, or NULL: metadata */
+	char *what;		 /* names the source in logs; no secret */
+	pthread_mutex_t lock;	 /* protects cur and stop; the only lock */
+	pthread_cond_t cond;	 /* signalled (under lock) on stop */
+	struct gcs_token *cur;	 /* protected by lock; never NULL */
+	int stop;		 /* protected by lock */
+	int have_thread;
+	pthread_t thread;
+};
 
 struct gcs_token *gcs_token_new(const char *access_token, int64_t expires)
 {
@@ -37,24 +82,540 @@ void gcs_token_put(struct gcs_token *t)
 	free(t);
 }
 
+struct gcs_token *gcs_creds_get(struct gcs_creds_provider *p)
+{
+	struct gcs_token *t;
+
+	pthread_mutex_lock(&p->lock);
+	t = p->cur;
+	__atomic_add_fetch(&t->refs, 1, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&p->lock);
+	return t;
+}
+
+static const char *env(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v != NULL && v[0] != '\0' ? v : NULL;
+}
+
+static void wipe_free(char *s)
+{
+	if (s != NULL) {
+		explicit_bzero(s, strlen(s));
+		free(s);
+	}
+}
+
+/* Reads a whole small file. Returns 0, -errno of open/read, -EFBIG. */
+static int read_small_file(const char *path, char **out, size_t *len)
+{
+	FILE *f = fopen(path, "re");
+	char *buf;
+	size_t n;
+	int rc = 0;
+
+	if (f == NULL)
+		return -errno;
+	buf = malloc(GCS_JWT_FILE_MAX + 1);
+	if (buf == NULL) {
+		fclose(f);
+		return -ENOMEM;
+	}
+	n = fread(buf, 1, GCS_JWT_FILE_MAX + 1, f);
+	if (ferror(f))
+		rc = errno ? -errno : -EIO;
+	else if (n > GCS_JWT_FILE_MAX)
+		rc = -EFBIG;
+	fclose(f);
+	if (rc < 0) {
+		explicit_bzero(buf, n);
+		free(buf);
+		return rc;
+	}
+	*out = buf;
+	*len = n;
+	return 0;
+}
+
+/* Plain http carries the assertion or the refresh token in clear: only
+ * to a loopback address (a test's or a local proxy's endpoint). */
+static int token_uri_ok(const char *uri)
+{
+	static const char *const ok[] = {
+		"http://127.",
+		"http://localhost:",
+		"http://localhost/",
+		"http://[::1]",
+	};
+	size_t i;
+
+	if (strncasecmp(uri, "https://", 8) == 0)
+		return 1;
+	for (i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
+		if (strncasecmp(uri, ok[i], strlen(ok[i])) == 0)
+			return 1;
+	return 0;
+}
+
+/* Parses a token reply; logs why it is unusable, naming the source. */
+static int token_from_reply(const struct http_response *resp, const char *what,
+			    struct gcs_token **out)
+{
+	char *tok = NULL, why[128];
+	int64_t expires;
+	int rc;
+
+	rc = gcs_jwt_token_parse(resp->body ? resp->body : "", resp->body_len,
+				 (int64_t)time(NULL), &tok, &expires, why,
+				 sizeof(why));
+	if (rc == -EBADMSG) {
+		log_msg(LOG_ERR, "gcs: %s: unusable token reply: %s", what,
+			why);
+		return -EACCES;
+	}
+	if (rc < 0)
+		return rc;
+	*out = gcs_token_new(tok, expires);
+	wipe_free(tok);
+	return *out ? 0 : -ENOMEM;
+}
+
+/* The OAuth2 error code of a non-2xx token reply ({"error": "..."}),
+ * which names the problem (invalid_grant, ...) without a secret. */
+static void oauth_error(const struct http_response *resp, char *buf, size_t cap)
+{
+	const char *p = resp->body ? strstr(resp->body, "\"error\"") : NULL;
+	size_t n = 0;
+
+	buf[0] = '\0';
+	if (p == NULL)
+		return;
+	p = strchr(p + 7, '"');
+	if (p == NULL)
+		return;
+	p++;
+	while (n + 1 < cap && p[n] != '\0' && p[n] != '"' &&
+	       strchr("abcdefghijklmnopqrstuvwxyz_", p[n]) != NULL) {
+		buf[n] = p[n];
+		n++;
+	}
+	buf[n] = '\0';
+}
+
+static int add_form_header(void *arg, struct curl_slist **headers)
+{
+	struct curl_slist *n;
+
+	(void)arg;
+	n = curl_slist_append(*headers, "Content-Type: "
+					"application/x-www-form-urlencoded");
+	if (n == NULL)
+		return -ENOMEM;
+	*headers = n;
+	return 0;
+}
+
+/* Exchanges a key file's grant at its token_uri. */
+static int from_key(struct gcs_creds_provider *p, struct gcs_token **out)
+{
+	struct http_request req = { 0 };
+	struct http_response resp = { 0 };
+	char *body = NULL, code[48];
+	int rc;
+
+	rc = gcs_jwt_token_request(p->key, (int64_t)time(NULL), &body);
+	if (rc < 0) {
+		if (rc != -ENOMEM)
+			log_msg(LOG_ERR, "gcs: %s: cannot sign the JWT",
+				p->what);
+		return rc == -ENOMEM ? rc : -EACCES;
+	}
+	req.method = "POST";
+	req.url = p->key->token_uri;
+	req.what = "gcs token endpoint";
+	req.body = body;
+	req.body_len = strlen(body);
+	req.prepare = add_form_header;
+	req.max_body = 1024 * 1024;
+	req.deadline_ms = GCS_TOKEN_DEADLINE_MS;
+	req.retries = 2;
+	rc = http_perform(p->http, &req, &resp);
+	wipe_free(body);
+	if (rc < 0) {
+		log_msg(LOG_ERR, "gcs: %s: the token endpoint did not answer",
+			p->what);
+		rc = rc == -ENOMEM ? rc : -EACCES;
+	} else if (resp.status != 200) {
+		oauth_error(&resp, code, sizeof(code));
+		log_msg(LOG_ERR,
+			"gcs: %s: the token endpoint said HTTP %ld%s%s",
+			p->what, resp.status, code[0] ? " " : "", code);
+		rc = -EACCES;
+	} else {
+		rc = token_from_reply(&resp, p->what, out);
+	}
+	if (resp.body != NULL)
+		explicit_bzero(resp.body, resp.body_len);
+	http_response_fini(&resp);
+	return rc;
+}
+
+static int add_metadata_flavor(void *arg, struct curl_slist **headers)
+{
+	struct curl_slist *n;
+
+	(void)arg;
+	n = curl_slist_append(*headers, "Metadata-Flavor: Google");
+	if (n == NULL)
+		return -ENOMEM;
+	*headers = n;
+	return 0;
+}
+
+/* Notes whether the reply says Metadata-Flavor: Google, as every reply of
+ * a real metadata server does: a 200 without it is some other server (a
+ * captive portal, a proxy) answering for metadata.google.internal. */
+static void note_flavor(void *arg, const char *name, size_t name_len,
+			const char *value, size_t value_len)
+{
+	int *flavor = arg;
+
+	if (name == NULL)
+		*flavor = 0;
+	else if (name_len == 15 &&
+		 strncasecmp(name, "Metadata-Flavor", 15) == 0)
+		*flavor = value_len == 6 && strncmp(value, "Google", 6) == 0;
+}
+
+/* The default service account's token from the metadata server. chosen:
+ * it answered before (a refresh), so it gets retries and every failure is
+ * -EACCES; otherwise no answer (or one without Metadata-Flavor) means "not
+ * on Google Cloud": -ENOENT, while a metadata server that refuses a token
+ * is -EACCES. */
+static int from_metadata(struct gcs_creds_provider *p, int chosen,
+			 struct gcs_token **out)
+{
+	const char *host = env("GCE_METADATA_HOST");
+	struct http_request req = { 0 };
+	struct http_response resp = { 0 };
+	char *url = NULL;
+	int rc, flavor = 0;
+
+	if (host == NULL)
+		host = "metadata.google.internal";
+	if (strpbrk(host, "/?#@ ") != NULL) {
+		log_msg(LOG_ERR, "gcs: GCE_METADATA_HOST must be host[:port]");
+		return -EACCES;
+	}
+	if (asprintf(&url,
+		     "http://%s/computeMetadata/v1/instance/service-accounts/"
+		     "default/token",
+		     host) < 0)
+		return -ENOMEM;
+	req.method = "GET";
+	req.url = url;
+	req.what = "gcs metadata server";
+	req.prepare = add_metadata_flavor;
+	req.on_header = note_flavor;
+	req.header_arg = &flavor;
+	req.max_body = 1024 * 1024;
+	req.connect_timeout_ms = GCS_MD_CONNECT_MS;
+	req.total_timeout_ms = GCS_MD_PROBE_DEADLINE_MS;
+	req.deadline_ms =
+		chosen ? GCS_MD_REFRESH_DEADLINE_MS : GCS_MD_PROBE_DEADLINE_MS;
+	req.retries = chosen ? 2 : 0;
+	rc = http_perform(p->http, &req, &resp);
+	free(url);
+	if (rc == 0 && !flavor) {
+		log_msg(chosen ? LOG_ERR : LOG_WARNING,
+			"gcs: %s answered without Metadata-Flavor: Google: "
+			"not a metadata server",
+			host);
+		rc = -ENOENT;
+	} else if (rc == 0 && resp.status != 200) {
+		/* A metadata server that answers but will not give a
+		 * token: an error, not "not on Google Cloud". */
+		log_msg(LOG_ERR,
+			"gcs: the metadata server at %s said HTTP %ld%s", host,
+			resp.status,
+			resp.status == 404 ? " (no service account on this "
+					     "instance?)"
+					   : "");
+		rc = -EACCES;
+	} else if (rc == 0) {
+		rc = token_from_reply(&resp, p->what, out);
+	} else if (rc != -ENOMEM) {
+		log_msg(chosen ? LOG_ERR : LOG_INFO,
+			"gcs: no metadata server answered at %s", host);
+		rc = -ENOENT;
+	}
+	if (resp.body != NULL)
+		explicit_bzero(resp.body, resp.body_len);
+	http_response_fini(&resp);
+	if (rc == -ENOENT && chosen)
+		rc = -EACCES;
+	return rc;
+}
+
+/* Loads the credential file at path into p->key and names the source.
+ * Returns 0, -ENOENT when the file does not exist and may be absent
+ * (gcloud's), -EACCES (logged, naming the file and what is wrong),
+ * -ENOMEM. */
+static int load_file(struct gcs_creds_provider *p, const char *path,
+		     const char *label, int may_be_absent)
+{
+	char *text = NULL, why[160];
+	size_t len = 0;
+	int rc;
+
+	rc = read_small_file(path, &text, &len);
+	if (rc == -ENOENT && may_be_absent)
+		return -ENOENT;
+	if (rc == -ENOMEM)
+		return rc;
+	if (rc == -EFBIG) {
+		log_msg(LOG_ERR,
+			"gcs: %s %s: larger than %d bytes: not a "
+			"credential file",
+			label, path, GCS_JWT_FILE_MAX);
+		return -EACCES;
+	}
+	if (rc < 0) {
+		log_msg(LOG_ERR, "gcs: %s %s: %s", label, path, strerror(-rc));
+		return -EACCES;
+	}
+	rc = gcs_jwt_key_parse(text, len, &p->key, why, sizeof(why));
+	explicit_bzero(text, len);
+	free(text);
+	if (rc == -ENOMEM)
+		return rc;
+	if (rc < 0) {
+		log_msg(LOG_ERR, "gcs: %s %s: %s", label, path, why);
+		return -EACCES;
+	}
+	if (!token_uri_ok(p->key->token_uri)) {
+		log_msg(LOG_ERR,
+			"gcs: %s %s: token_uri must be https (plain http "
+			"only to a loopback address)",
+			label, path);
+		return -EACCES;
+	}
+	if (p->key->type == GCS_JWT_SERVICE_ACCOUNT)
+		rc = asprintf(&p->what, "service account key %s (%s)", path,
+			      p->key->client_email);
+	else
+		rc = asprintf(&p->what, "authorized user credentials %s", path);
+	if (rc < 0) {
+		p->what = NULL;
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* gcloud's ADC file: $CLOUDSDK_CONFIG, else ~/.config/gcloud. */
+static int gcloud_path(char **out)
+{
+	const char *dir = env("CLOUDSDK_CONFIG");
+	int rc;
+
+	if (dir != NULL)
+		rc = asprintf(out, "%s/application_default_credentials.json",
+			      dir);
+	else if (env("HOME") != NULL)
+		rc = asprintf(out,
+			      "%s/.config/gcloud/"
+			      "application_default_credentials.json",
+			      env("HOME"));
+	else
+		return -ENOENT;
+	if (rc < 0) {
+		*out = NULL;
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* Runs the chain: picks the first configured source and gets a token from
+ * it. Returns 0 (p->source, p->key, p->what set), -EACCES (logged),
+ * -ENOMEM. */
+static int resolve(struct gcs_creds_provider *p, struct gcs_token **out)
+{
+	const char *named = env("GOOGLE_APPLICATION_CREDENTIALS");
+	char *path = NULL;
+	int rc;
+
+	if (named != NULL) {
+		p->source = GCS_SRC_ENV_FILE;
+		rc = load_file(p, named, "GOOGLE_APPLICATION_CREDENTIALS", 0);
+		return rc < 0 ? rc : from_key(p, out);
+	}
+	rc = gcloud_path(&path);
+	if (rc == -ENOMEM)
+		return rc;
+	if (rc == 0) {
+		rc = load_file(p, path, "gcloud's ADC file", 1);
+		free(path);
+		if (rc != -ENOENT) {
+			p->source = GCS_SRC_GCLOUD_FILE;
+			return rc < 0 ? rc : from_key(p, out);
+		}
+	}
+	p->source = GCS_SRC_METADATA;
+	if (asprintf(&p->what, "the metadata server at %s",
+		     env("GCE_METADATA_HOST")
+			     ? env("GCE_METADATA_HOST")
+			     : "metadata.google.internal") < 0) {
+		p->what = NULL;
+		return -ENOMEM;
+	}
+	rc = from_metadata(p, 0, out);
+	if (rc == -ENOENT) {
+		log_msg(LOG_ERR,
+			"gcs: no Google credentials: GOOGLE_APPLICATION_"
+			"CREDENTIALS is not set, gcloud's ADC file is absent "
+			"and no metadata server answered; set anonymous = "
+			"true in [source] for a public bucket");
+		rc = -EACCES;
+	}
+	return rc;
+}
+
+static int refetch(struct gcs_creds_provider *p, struct gcs_token **out)
+{
+	return p->source == GCS_SRC_METADATA ? from_metadata(p, 1, out)
+					     : from_key(p, out);
+}
+
+/* When to refresh: 5 minutes ahead, or halfway for short lifetimes. */
+static int64_t refresh_at(const struct gcs_token *t, int64_t now)
+{
+	int64_t left = t->expires - now;
+
+	if (left <= 1)
+		return now + 1;
+	return left > 2 * GCS_REFRESH_AHEAD_S ? t->expires - GCS_REFRESH_AHEAD_S
+					      : now + left / 2;
+}
+
+static void *refresh_main(void *arg)
+{
+	struct gcs_creds_provider *p = arg;
+	unsigned backoff = GCS_RETRY_MIN_S;
+	struct gcs_token *t;
+	int64_t when;
+	int rc;
+
+	pthread_setname_np(pthread_self(), "shardfs-gcscred");
+	pthread_mutex_lock(&p->lock);
+	when = refresh_at(p->cur, time(NULL));
+	for (;;) {
+		struct timespec ts = { .tv_sec = (time_t)when };
+
+		while (!p->stop && time(NULL) < when)
+			if (pthread_cond_timedwait(&p->cond, &p->lock, &ts) ==
+			    ETIMEDOUT)
+				break;
+		if (p->stop)
+			break;
+		if (time(NULL) < when)
+			continue;
+		/* Readers keep the current token while the network works. */
+		pthread_mutex_unlock(&p->lock);
+		t = NULL;
+		rc = refetch(p, &t);
+		pthread_mutex_lock(&p->lock);
+		if (rc == 0) {
+			struct gcs_token *old = p->cur;
+
+			p->cur = t;
+			log_msg(LOG_INFO,
+				"gcs: access token refreshed from %s, valid "
+				"for %lld s",
+				p->what, (long long)(t->expires - time(NULL)));
+			gcs_token_put(old);
+			backoff = GCS_RETRY_MIN_S;
+			when = refresh_at(t, time(NULL));
+		} else {
+			log_msg(LOG_WARNING,
+				"gcs: access token refresh from %s failed; "
+				"keeping the current token, retrying in %u s",
+				p->what, backoff);
+			when = time(NULL) + backoff;
+			if (backoff < GCS_RETRY_MAX_S)
+				backoff *= 2;
+		}
+	}
+	pthread_mutex_unlock(&p->lock);
+	return NULL;
+}
+
+static void provider_free_fields(struct gcs_creds_provider *p)
+{
+	gcs_jwt_key_free(p->key);
+	free(p->what);
+	free(p);
+}
+
 int gcs_creds_provider_new(struct http_pool *http,
 			   struct gcs_creds_provider **out)
 {
-	(void)http;
-	*out = NULL;
-	log_msg(LOG_ERR, "gcs: no Google credentials found (set "
-			 "GOOGLE_APPLICATION_CREDENTIALS, or anonymous = true "
-			 "for a public bucket)");
-	return -EACCES;
+	struct gcs_creds_provider *p = calloc(1, sizeof(*p));
+	struct gcs_token *t = NULL;
+	pthread_condattr_t ca;
+	sigset_t block, old;
+	int rc;
+
+	if (p == NULL)
+		return -ENOMEM;
+	p->http = http;
+	rc = resolve(p, &t);
+	if (rc < 0) {
+		provider_free_fields(p);
+		return rc == -ENOMEM ? rc : -EACCES;
+	}
+	log_msg(LOG_INFO, "gcs: credentials from %s, token valid for %lld s",
+		p->what, (long long)(t->expires - time(NULL)));
+	p->cur = t;
+	pthread_mutex_init(&p->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_REALTIME);
+	pthread_cond_init(&p->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	/* Every token expires, so there is always a refresh thread. It must
+	 * leave SIGTERM, SIGINT and SIGHUP to the main thread; it inherits
+	 * this mask. */
+	sigemptyset(&block);
+	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &block, &old);
+	rc = pthread_create(&p->thread, NULL, refresh_main, p);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc != 0) {
+		log_msg(LOG_ERR, "gcs: cannot start the token refresh thread");
+		gcs_creds_provider_free(p);
+		return -ENOMEM;
+	}
+	p->have_thread = 1;
+	*out = p;
+	return 0;
 }
 
 void gcs_creds_provider_free(struct gcs_creds_provider *p)
 {
-	(void)p;
-}
-
-struct gcs_token *gcs_creds_get(struct gcs_creds_provider *p)
-{
-	(void)p;
-	return NULL;
+	if (p == NULL)
+		return;
+	if (p->have_thread) {
+		pthread_mutex_lock(&p->lock);
+		p->stop = 1;
+		pthread_cond_broadcast(&p->cond);
+		pthread_mutex_unlock(&p->lock);
+		pthread_join(p->thread, NULL);
+	}
+	pthread_cond_destroy(&p->cond);
+	pthread_mutex_destroy(&p->lock);
+	gcs_token_put(p->cur);
+	provider_free_fields(p);
 }

@@ -14,8 +14,11 @@
  *   2. gcloud's ADC file, $CLOUDSDK_CONFIG or ~/.config/gcloud, then
  *      application_default_credentials.json (same two types);
  *   3. the GCE/GKE metadata server: GCE_METADATA_HOST (host[:port]) or
- *      metadata.google.internal, header Metadata-Flavor: Google, the token
- *      of the default service account.
+ *      metadata.google.internal, header Metadata-Flavor: Google (and the
+ *      reply must carry it too), the token of the default service account;
+ *      probed once with 1 s to connect and 2 s in all, so a mount off
+ *      Google Cloud fails fast.
+ * A key file's token_uri must be https, or http to a loopback address.
  * Anonymous access (anonymous = true, or STORAGE_EMULATOR_HOST set) does
  * not use a provider at all: the backend then sends no Authorization.
  *
@@ -23,7 +26,10 @@
  * never wait on the network: they take a reference to the current
  * immutable token under a mutex held for a pointer copy. A failed refresh
  * keeps the old token (it may still be valid) and is retried with
- * backoff. The log says which source answered, never a token or a key.
+ * backoff. A refresh request is bounded (10 s), and so is how long
+ * gcs_creds_provider_free() may wait for one in flight. The log says which
+ * source answered, never a token or a key. The key-file and token-reply
+ * documents are parsed in gcs_jwt.h.
  */
 #ifndef SHARDFS_GCS_CREDS_H
 #define SHARDFS_GCS_CREDS_H

@@ -21,6 +21,9 @@ PKGS="$PKGS liblmdb-dev zlib1g-dev"
 # manifests; Slurm (slurmctld, slurmd, munge) runs the cluster test.
 PKGS="$PKGS libsystemd-dev libmicrohttpd-dev systemd groff-base man-db \
 python3-prometheus-client python3-yaml slurm-wlm munge"
+# GCS credentials: the fake token endpoint (tests/integration/gcs) verifies
+# the RS256 JWT with PyJWT and cryptography.
+PKGS="$PKGS python3-jwt python3-cryptography"
 # Fuzzing (tests/fuzz, part of check): clang 14 and its libFuzzer runtime.
 PKGS="$PKGS clang libclang-rt-14-dev"
 command -v node >/dev/null 2>&1 || PKGS="$PKGS nodejs"
