@@ -14,14 +14,43 @@
 GCS_SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 GCS_DIR=${GCS_DIR:-$(cd "$GCS_SRC/../../.." && pwd)/build/gcs-emulator}
 
-# gcs_install: npm ci into $GCS_DIR unless already current.
-gcs_install() {
-	local major
+# The Node that runs the emulator: firebase-tools 15 needs Node >= 20, and
+# Debian 12's nodejs is 18. With an older node on PATH, gcs_install fetches
+# Node 20 from the npm registry (package node-linux-<arch>, pinned) into
+# $GCS_DIR/node20 and the emulator runs under it; the system node is left
+# alone.
+GCS_NODE=node
+GCS_NODE_VERSION=20.20.2
+
+# gcs_node: sets GCS_NODE to a Node >= 20, fetching one if needed.
+gcs_node() {
+	local major arch
 	major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null)
-	if [ "${major:-0}" -lt 20 ]; then
-		echo "gcs emulator: firebase-tools 15 needs Node >= 20 (found ${major:-none})" >&2
-		return 1
+	if [ "${major:-0}" -ge 20 ]; then
+		GCS_NODE=node
+		return 0
 	fi
+	case $(uname -m) in
+	x86_64) arch=x64 ;;
+	aarch64) arch=arm64 ;;
+	*)
+		echo "gcs emulator: Node >= 20 needed (found ${major:-none}) and none on npm for $(uname -m)" >&2
+		return 1
+		;;
+	esac
+	GCS_NODE=$GCS_DIR/node20/node_modules/node-linux-$arch/bin/node
+	[ -x "$GCS_NODE" ] && [ "$("$GCS_NODE" --version)" = "v$GCS_NODE_VERSION" ] && return 0
+	echo "gcs emulator: node is ${major:-absent}, firebase-tools 15 needs >= 20: fetching node-linux-$arch@$GCS_NODE_VERSION from npm" >&2
+	mkdir -p "$GCS_DIR/node20" &&
+		(cd "$GCS_DIR/node20" && npm install --no-save --ignore-scripts --no-audit --no-fund \
+			--loglevel=error "node-linux-$arch@$GCS_NODE_VERSION" >"$T/gcs-node.log" 2>&1) &&
+		[ -x "$GCS_NODE" ] || { cat "$T/gcs-node.log" >&2; return 1; }
+}
+
+# gcs_install: a Node >= 20 (gcs_node), then npm ci into $GCS_DIR unless
+# already current.
+gcs_install() {
+	gcs_node || return 1
 	mkdir -p "$GCS_DIR" || return 1
 	if [ -f "$GCS_DIR/node_modules/firebase-tools/lib/emulator/storage/index.js" ] &&
 		cmp -s "$GCS_SRC/package-lock.json" "$GCS_DIR/package-lock.json"; then
@@ -47,7 +76,7 @@ gcs_start() {
 	GCS_LOG=$T/gcs-emulator.${#PIDS[@]}.log
 	mkdir -p "$data/tmp"
 	(cd "$data" && TMPDIR=$data/tmp NODE_PATH=$GCS_DIR/node_modules \
-		exec node "$GCS_SRC/emulator.js" "$GCS_PORT") >"$GCS_LOG" 2>&1 &
+		exec "$GCS_NODE" "$GCS_SRC/emulator.js" "$GCS_PORT") >"$GCS_LOG" 2>&1 &
 	GCS_PID=$!
 	PIDS+=("$GCS_PID")
 	GCS_EP=http://127.0.0.1:$GCS_PORT
