@@ -16,7 +16,9 @@ One run:
      files of BENCH_GCS_LARGE_MIB MiB) and uploads them (objects.insert,
      one kept-alive connection);
   3. measures on the same emulator and data:
-       raw curl     GETs of ?alt=media, 1 and 8 connections, no auth
+       raw curl     GETs of ?alt=media, 1 and 8 connections, no auth: plain
+                    ones, and those shardfs makes (generation, Range): the
+                    emulator serves a ranged GET much slower
        shardfs      url = gs://..., STORAGE_EMULATOR_HOST; disk cache, and
                     [cache] enabled = false
        rclone       mount of a `google cloud storage` remote with
@@ -36,7 +38,7 @@ keeps that cost near one whole read per chunk of 8 MiB.
 
 Environment knobs: bench.py's (SHARDFS, BENCH_REPS, BENCH_EXTRA_REPS,
 BENCH_SMALL_FILES, BENCH_LARGE_FILES, BENCH_COMPUTE_MS, BENCH_KEEP), plus
-BENCH_GCS_LARGE_MIB [16], BENCH_GCS_TARGETS [raw,local,shardfs,
+BENCH_GCS_LARGE_MIB [16], BENCH_GCS_TARGETS [raw,raw-ranged,local,shardfs,
 shardfs-nocache,rclone-off,rclone-full], BENCH_GCS_OUT
 [docs/BENCHMARKS-gcs.md; "-" = do not write].
 
@@ -75,6 +77,49 @@ def gcs_object_url(ctx, dataset, key):
     name = "%s/%s" % (B.PREFIX[dataset], key)
     return "%s/storage/v1/b/%s/o/%s?alt=media" % (
         ctx.ep, B.BUCKET, urllib.parse.quote(name, safe="-._~"))
+
+
+def list_generations(port):
+    """{object name: generation} of the bucket (objects.list, all pages)."""
+    import json
+    gens, token = {}, ""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    while True:
+        c.request("GET", "/storage/v1/b/%s/o?maxResults=1000%s" % (
+            B.BUCKET, "&pageToken=" + urllib.parse.quote(token, safe="") if token else ""))
+        r = c.getresponse()
+        page = json.loads(r.read())
+        for it in page.get("items", []):
+            gens[it["name"]] = it["generation"]
+        token = page.get("nextPageToken")
+        if not token:
+            break
+    c.close()
+    return gens
+
+
+CHUNK = 8 << 20  # shardfs' default [cache] chunk_size
+
+
+def shardfs_requests(ctx):
+    """The GETs shardfs (disk cache, default chunk size) makes for one
+    object: its generation pinned, a Range per chunk of up to 8 MiB."""
+    def requests(dataset, key):
+        name = "%s/%s" % (B.PREFIX[dataset], key)
+        url = "%s&generation=%s" % (gcs_object_url(ctx, dataset, key), ctx.gens[name])
+        size = ctx.sizes[dataset][key]
+        return [(url, ["Range: bytes=%d-%d" % (a, min(a + CHUNK, size) - 1)])
+                for a in range(0, size, CHUNK)]
+    return requests
+
+
+def bench_raw_ranged(ctx, res, rnd):
+    """Raw curl making shardfs' requests: the emulator's price of a ranged
+    GET, which plain GETs (the raw row) do not pay."""
+    req = shardfs_requests(ctx)
+    for phase, conns in (("s1_cold_shuf", 1), ("s8_cold_shuf", 8)):
+        res.add("raw-ranged", phase, B.curl_pass(ctx, ctx.shuf, "small", conns, req))
+    res.add("raw-ranged", "l_cold", B.curl_pass(ctx, ctx.keys["large"], "large", 1, req))
 
 
 def ensure_debs():
@@ -166,6 +211,12 @@ def rclone_probe(ctx):
     return None
 
 
+def vs_ranged(res):
+    return ", ".join("%s %s" % (B.PHASE[ph][1], B.ratio(res.med("shardfs", ph),
+                                                         res.med("raw-ranged", ph)))
+                     for ph in ("s1_cold_shuf", "s8_cold_shuf", "l_cold"))
+
+
 def write_report(ctx, res, targets, tabs, wall, noise, path):
     abs_table, ratio_table, noise_table, spreads, trainer = tabs
     mc = ctx.machine
@@ -196,6 +247,13 @@ average); large: MB/s (10^6 bytes); trainer: seconds. 1r / 8r = 1 / 8
 concurrent readers.
 
 {abs}
+
+"raw curl, shardfs' requests" makes the GETs shardfs makes: the
+generation pinned and a `Range` header (the whole of a small file, chunks
+of 8 MiB of a large one). The emulator serves a ranged GET much slower than
+a plain one (it reads the whole object for it), so this row, not the plain
+raw row, is the server's limit for shardfs here. shardfs (disk cache) ÷
+raw curl with shardfs' requests: {vsranged}.
 
 Ratios (of the medians above). "raw 1-conn" is one curl connection, "raw
 8-conn" eight, "raw 1-stream" one curl GET after another over the large
@@ -254,6 +312,8 @@ remount), with:
 - Raw curl: one `curl` process, `GET /storage/v1/b/{bucket}/o/NAME?alt=media`
   (NAME percent-encoded, `/` as `%2F`), no credentials, keep-alive;
   `--parallel --parallel-immediate --parallel-max 8` for 8 connections.
+  "shardfs' requests" adds `&generation=G` and `Range: bytes=A-B` (the
+  whole object for a small file; 8 MiB chunks of a large one).
 - shardfs: `url = gs://{bucket}/small/train/` (or `large/`),
   `STORAGE_EMULATOR_HOST=127.0.0.1:PORT` in its environment (no
   credentials), `[shard] world_size = 1` (4 for the trainer){cachenote};
@@ -270,6 +330,7 @@ remount), with:
         avg=statistics.mean(ctx.sizes["small"].values()), abs=abs_table,
         ratio=ratio_table, ntr=len(ctx.trainer_keys), cms=ctx.compute_ms, trainer=trainer,
         mounts=mounts.rstrip(", ") or "—", rclone=ctx.rclone_note,
+        vsranged=vs_ranged(res),
         sstats=B.stats_rows(ctx, res, targets), errs=errs,
         nproc=mc["nproc"], cpu=mc["cpu"], mem=mc["mem"], os=mc["os"], kernel=mc["kernel"],
         node=mc["node"], rclone_v=mc["rclone"], curl=mc["curl"], fuse=mc["fuse"],
@@ -305,7 +366,7 @@ def main():
     n_small = B.env_int("BENCH_SMALL_FILES", 2000)
     n_large = B.env_int("BENCH_LARGE_FILES", 8)
     want = os.environ.get("BENCH_GCS_TARGETS", "") or \
-        "raw,local,shardfs,shardfs-nocache,rclone-off,rclone-full"
+        "raw,raw-ranged,local,shardfs,shardfs-nocache,rclone-off,rclone-full"
     want = [w.strip() for w in want.split(",") if w.strip()]
     out_path = os.environ.get("BENCH_GCS_OUT") or os.path.join(REPO, "docs", "BENCHMARKS-gcs.md")
 
@@ -348,6 +409,7 @@ def main():
         print("bench-gcs: datasets generated and uploaded in %.0f s" % (
             time.perf_counter() - t0), flush=True)
 
+        ctx.gens = list_generations(port)
         ctx.cache_keys = ""
         ctx.cache_keys = B.probe_cache_keys(ctx)
         ctx.keys = {ds: sorted(ctx.sizes[ds]) for ds in ("small", "large")}
@@ -375,7 +437,7 @@ def main():
                                "points at itself.")
 
         all_targets = {
-            "raw": None, "local": B.Local(ctx), "shardfs": B.Shardfs(ctx, True),
+            "raw": None, "raw-ranged": None, "local": B.Local(ctx), "shardfs": B.Shardfs(ctx, True),
             "shardfs-nocache": B.Shardfs(ctx, False),
             "rclone-off": B.Rclone(ctx, "off"), "rclone-full": B.Rclone(ctx, "full")}
         if ctx.cache_keys != "dir+enabled":
@@ -387,7 +449,9 @@ def main():
             t = all_targets[w]
             if t is None:
                 t = B.Target(ctx)
-                t.name, t.label, t.is_fuse = "raw", "raw curl (server limit)", False
+                t.name, t.is_fuse = w, False
+                t.label = {"raw": "raw curl, plain GETs",
+                           "raw-ranged": "raw curl, shardfs' requests (server limit)"}[w]
             targets.append(t)
 
         res = B.Results()
@@ -399,6 +463,8 @@ def main():
             for t in targets:
                 if t.name == "raw":
                     B.bench_raw(ctx, res, rnd)
+                elif t.name == "raw-ranged":
+                    bench_raw_ranged(ctx, res, rnd)
                 else:
                     B.bench_target(ctx, res, t, rnd)
         c1 = B.cpu_times()
@@ -417,6 +483,7 @@ def main():
         print(tabs[1])
         print()
         print("Trainer: " + tabs[4])
+        print("shardfs ÷ raw curl with shardfs' requests: " + vs_ranged(res))
         print("rclone: " + ctx.rclone_note)
         print("Spread of repeated cells:")
         print(tabs[2])
