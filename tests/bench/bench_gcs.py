@@ -17,8 +17,8 @@ One run:
      one kept-alive connection);
   3. measures on the same emulator and data:
        raw curl     GETs of ?alt=media, 1 and 8 connections, no auth: plain
-                    ones, and those shardfs makes (generation, Range): the
-                    emulator serves a ranged GET much slower
+                    ones, and those shardfs makes (generation, Range; the
+                    emulator reads the whole object for a range)
        shardfs      url = gs://..., STORAGE_EMULATOR_HOST; disk cache, and
                     [cache] enabled = false
        rclone       mount of a `google cloud storage` remote with
@@ -250,10 +250,11 @@ concurrent readers.
 
 "raw curl, shardfs' requests" makes the GETs shardfs makes: the
 generation pinned and a `Range` header (the whole of a small file, chunks
-of 8 MiB of a large one). The emulator serves a ranged GET much slower than
-a plain one (it reads the whole object for it), so this row, not the plain
-raw row, is the server's limit for shardfs here. shardfs (disk cache) ÷
-raw curl with shardfs' requests: {vsranged}.
+of 8 MiB of a large one). The emulator answers a ranged GET from a read of
+the whole object, so a large object fetched in chunks costs it one whole
+read per chunk (compare the two raw rows' large cells); this row is the
+server's limit for shardfs here. shardfs (disk cache) ÷ raw curl with
+shardfs' requests: {vsranged}.
 
 Ratios (of the medians above). "raw 1-conn" is one curl connection, "raw
 8-conn" eight, "raw 1-stream" one curl GET after another over the large
