@@ -372,7 +372,9 @@ int gcs_metadata(struct gcs_backend *gb, const char *key, size_t key_len,
 	path = gcs_object_path(gb->bucket, gb->prefix, key, key_len);
 	if (path == NULL)
 		return -ENOMEM;
-	url = gcs_url(gb, path, "");
+	/* Only what stat needs: fields=name,size,generation,updated,crc32c */
+	url = gcs_url(gb, path,
+		      "fields=name%2Csize%2Cgeneration%2Cupdated%2Ccrc32c");
 	if (url == NULL)
 		goto out;
 	req.url = url;
@@ -504,12 +506,16 @@ static int gcs_open(const char *url, const struct backend_options *opts,
 		if (rc < 0)
 			goto err;
 	}
-	log_msg(LOG_DEBUG, "gs://%s/%s: %s%s", gb->bucket, gb->prefix,
-		gb->ep.base,
-		gb->creds ? ""
-		: gb->ep.emulator
-			? ", emulator (STORAGE_EMULATOR_HOST): no credentials"
-			: ", anonymous");
+	/* Said at info level: a variable left over from testing would
+	 * otherwise silently strip the credentials from real requests. */
+	if (gb->ep.emulator)
+		log_msg(LOG_INFO,
+			"gs://%s/%s: STORAGE_EMULATOR_HOST is set: requests to "
+			"%s carry no credentials",
+			gb->bucket, gb->prefix, gb->ep.base);
+	else
+		log_msg(LOG_DEBUG, "gs://%s/%s: %s%s", gb->bucket, gb->prefix,
+			gb->ep.base, gb->creds ? "" : ", anonymous");
 	*out = &gb->base;
 	return 0;
 err:

@@ -31,7 +31,6 @@ struct gcs_read_ctx {
 	char got_gen[GCS_GENERATION_MAX + 8];
 	uint32_t hash_crc;
 	bool has_hash;
-	bool bad_hash;
 	/* While the reply is the whole object and has a crc32c: */
 	bool crc_on;
 	uint32_t crc;
@@ -46,7 +45,7 @@ static void gcs_read_header(void *arg, const char *name, size_t name_len,
 
 	if (name == NULL) { /* a new reply: forget the last one */
 		rc->got_gen[0] = '\0';
-		rc->has_hash = rc->bad_hash = false;
+		rc->has_hash = false;
 		return;
 	}
 	if (value_len >= sizeof(v))
@@ -63,14 +62,13 @@ static void gcs_read_header(void *arg, const char *name, size_t name_len,
 	} else if (name_len == 11 &&
 		   strncasecmp(name, "x-goog-hash", 11) == 0) {
 		uint32_t c;
-		int r = gcs_hash_crc32c(v, &c);
 
-		/* The header may come once per hash (crc32c, md5). */
-		if (r == 0) {
+		/* The header may come once per hash (crc32c, md5). One we
+		 * cannot read gives no verdict, as no header would: the
+		 * length and range checks still hold. */
+		if (gcs_hash_crc32c(v, &c) == 0) {
 			rc->hash_crc = c;
 			rc->has_hash = true;
-		} else if (r == -EINVAL) {
-			rc->bad_hash = true;
 		}
 	}
 }
@@ -93,10 +91,6 @@ static int gcs_reply_check(struct gcs_read_ctx *rc, struct http_response *resp)
 		if (strlen(rc->got_gen) != rc->gen_len ||
 		    memcmp(rc->got_gen, rc->gen, rc->gen_len) != 0)
 			return -ESTALE;
-	}
-	if (rc->bad_hash) {
-		http_response_why(resp, "a malformed x-goog-hash crc32c");
-		return -EAGAIN;
 	}
 	if (resp->status == 206) {
 		if (resp->range_start < 0) {

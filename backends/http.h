@@ -1,7 +1,7 @@
 /*
- * http: the HTTP layer the object-store backends share (S3 today, GCS
- * later): a pool of libcurl easy handles, one request per handle at a time,
- * and one retry loop with capped exponential backoff and full jitter.
+ * http: the HTTP layer the object-store backends share (S3 and GCS): a
+ * pool of libcurl easy handles, one request per handle at a time, and one
+ * retry loop with capped exponential backoff and full jitter.
  *
  * Why a free list of easy handles rather than one handle per thread: FUSE
  * threads come and go, and an easy handle keeps its own connection cache,

@@ -9,6 +9,8 @@ python3 clang-format"
 # S3 backend: libcurl, expat (XML), jansson (credential JSON); its tests use
 # awscli to upload, botocore to cross-check SigV4, and Node for s3rver (the
 # machine image ships Node 20; Debian's nodejs + npm only when it has none).
+# The GCS suite's emulator (firebase-tools 15, tests/integration/gcs) needs
+# Node 20 or later: Debian 12's nodejs 18 is too old for it.
 PKGS="$PKGS libcurl4-openssl-dev libexpat1-dev libjansson-dev awscli \
 python3-botocore"
 # Cache: LMDB (index) and zlib (CRC32).

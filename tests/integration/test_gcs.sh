@@ -7,7 +7,14 @@
 # through STORAGE_EMULATOR_HOST and through [source] endpoint + anonymous,
 # pinned manifests stored at gs://, a replaced object (a new generation)
 # read as EIO, never new bytes, and a missing object logged with key,
-# status and reason.
+# status and reason. Through a fault proxy (gcs/fault_proxy.py): real
+# paging with pages of 3, a repeated page token, a restarted listing, an
+# endless run of empty pages and a malformed page all fail the listing
+# with a clear error; 503s are retried; 403, a body that is not its
+# crc32c and a 206 naming another range read as EIO, logged with the key;
+# real GCS's 404 for a replaced generation is told from a deletion. The
+# disk cache (a remount reads everything with zero GETs) and the order
+# prefetcher (files fetched before they are opened) over gs:// too.
 #
 # Paging: the suite uploads 2,345 objects, so the listing crosses three
 # pages of the 1,000 objects shardfs asks for, the page size real GCS is
@@ -233,5 +240,164 @@ check "other objects still read" cmp -s "$M/rank-0/odd dir/big.bin" "$SRC/odd di
 check "unmount" umount_shardfs "$M"
 check "no Authorization header or token in any log" bash -c \
 	"! grep -l -i -e 'Authorization' -e 'Bearer' '$T'/*.err '$LAST_LOG'"
+
+# --- faults, through a proxy in front of the emulator -------------------------
+FP_LOG=$T/fault.log
+/usr/bin/python3 "$HERE/gcs/fault_proxy.py" "$T/fault.port" "$FP_LOG" "$GCS_PORT" \
+	2>"$T/fault.err" &
+PIDS+=("$!")
+for _ in $(seq 100); do [ -s "$T/fault.port" ] && break; sleep 0.1; done
+FEP=http://127.0.0.1:$(cat "$T/fault.port" 2>/dev/null)
+unset STORAGE_EMULATOR_HOST
+# fmanifest PREFIX: `shardfs manifest` through the proxy; output in
+# $T/f.tsv, log in $T/f.err, exit status in $frc.
+fmanifest() {
+	"$SHARDFS" manifest "gs://$BUCKET/$1" --endpoint "$FEP" --anonymous \
+		-o "$T/f.tsv" >"$T/f.out" 2>"$T/f.err"
+	frc=$?
+}
+LS=$T/listsets
+for d in small loop restart badpage; do
+	mkdir -p "$LS/$d"
+	for i in $(seq 10); do printf '%s' "$d$i" >"$LS/$d/o$i.bin"; done
+	upload_tree "$d/" "$LS/$d" || fail "upload $d/"
+done
+fmanifest small/
+check "pages of 3 objects (4 pages): all 10 listed once, as in one page" bash -c \
+	"test $frc -eq 0 && grep -q '^objects 10\$' '$T/f.out' && test \$(grep -c 'prefix=small' '$FP_LOG') -eq 4"
+fmanifest loop/
+check "a page token that repeats fails the listing, saying so" bash -c \
+	"test $frc -eq 1 && grep -q 'gs://$BUCKET/loop/: list: page 2 repeats an earlier page token' '$T/f.err'"
+fmanifest restart/
+check "a listing that restarts (unknown token) fails, never duplicates keys" bash -c \
+	"test $frc -eq 1 && grep -q 'gs://$BUCKET/restart/: list: page 2 starts with the name an earlier page started with' '$T/f.err'"
+fmanifest empty/
+check "pages without objects but with a token are bounded" bash -c \
+	"test $frc -eq 1 && grep -q 'gs://$BUCKET/empty/: list: 1001 pages in a row without objects' '$T/f.err'"
+fmanifest badpage/
+check "a malformed page fails the listing, naming what was wrong" bash -c \
+	"test $frc -eq 1 && grep -q 'gs://$BUCKET/badpage/: list: malformed objects.list answer (page 1): item 0: size is not a decimal string' '$T/f.err'"
+
+F=$T/faults
+mkdir -p "$F"
+for n in flaky denied badcrc realgen-same realgen realgen-gone ok; do head -c 5000 /dev/urandom >"$F/$n.bin"; done
+head -c 3000000 /dev/urandom >"$F/badrange.bin"
+upload_tree ds2/ "$F" || fail "upload ds2/"
+STORAGE_EMULATOR_HOST=$EMU "$SHARDFS" manifest "gs://$BUCKET/ds2/" -o "$T/ds2.tsv" >/dev/null 2>&1
+{
+	echo "[source]"
+	echo "url = gs://$BUCKET/ds2/"
+	echo "manifest = $T/ds2.tsv"
+	echo "endpoint = $FEP"
+	echo "anonymous = true"
+	echo "retries = 2"
+	echo "[shard]"
+	echo "world_size = 1"
+	echo "[cache]"
+	echo "dir = $T/cache-faults"
+} >"$C"
+# Replaced and deleted before the mount: the prefetcher may read any of
+# them as soon as another is opened.
+gcs_upload "$BUCKET" ds2/realgen.bin "$F/ok.bin"
+curl -s -X DELETE -o /dev/null "$EP/storage/v1/b/$BUCKET/o/ds2%2Frealgen-gone.bin"
+if mount_shardfs "$C" "$M"; then
+	check "a pinned generation that real GCS still has reads (realgen)" \
+		cmp -s "$M/rank-0/realgen-same.bin" "$F/realgen-same.bin"
+	check "after a replacement, real GCS's 404 for the old generation reads as EIO" bash -c \
+		"! cat '$M/rank-0/realgen.bin' >/dev/null 2>&1"
+	check "and is told from a deletion by the object's metadata: logged as changed" \
+		grep -qE "gs://$BUCKET/ds2/realgen.bin: changed since the manifest was made \(generation [0-9]+, now [0-9]+\)" "$LAST_LOG"
+	check "a deleted object (404, and no metadata) reads as EIO" bash -c \
+		"! cat '$M/rank-0/realgen-gone.bin' >/dev/null 2>&1"
+	check "the deletion is logged as the read's 404 with its reason" \
+		grep -q "gs://$BUCKET/ds2/realgen-gone.bin: read: HTTP 404 notFound: No such object: ds2/realgen-gone.bin#" "$LAST_LOG"
+	check "503 backendError twice, then the bytes (retried)" cmp -s "$M/rank-0/flaky.bin" "$F/flaky.bin"
+	check "403 forbidden reads as EIO" bash -c "! cat '$M/rank-0/denied.bin' >/dev/null 2>&1"
+	check "403 is logged with key, status, reason and message" \
+		grep -q "gs://$BUCKET/ds2/denied.bin: read: HTTP 403 forbidden: anonymous caller does not have storage.objects.get access" "$LAST_LOG"
+	check "a body that is not its x-goog-hash crc32c reads as EIO" bash -c \
+		"! cat '$M/rank-0/badcrc.bin' >/dev/null 2>&1"
+	check "the crc32c mismatch is logged with the key, retried" \
+		grep -qE "gs://$BUCKET/ds2/badcrc.bin.*3 tries.*crc32c [0-9a-f]{8} is not x-goog-hash's" "$LAST_LOG"
+	check "a 206 naming another range reads as EIO" bash -c \
+		"! cat '$M/rank-0/badrange.bin' >/dev/null 2>&1"
+	check "the wrong Content-Range is logged with the key" \
+		grep -q "gs://$BUCKET/ds2/badrange.bin.*Content-Range bytes 1-" "$LAST_LOG"
+	check "other objects read through the proxy" cmp -s "$M/rank-0/ok.bin" "$F/ok.bin"
+	check "unmount" umount_shardfs "$M"
+else
+	fail "mount through the fault proxy"
+fi
+
+# --- the cache and the prefetcher over gs:// ----------------------------------
+# Through the proxy (no faults for these names), whose log shows every
+# request the emulator answered.
+media_gets() { grep -c "^GET /storage/v1/b/$BUCKET/o/ds%2F[^ ]*alt=media" "$FP_LOG"; }
+# enc_key KEY: a manifest key (escaped as in the .order files) as it
+# appears, fully percent-encoded, in a request path.
+enc_key() { /usr/bin/python3 -c 'import sys, urllib.parse as u; print(u.quote(u.unquote(sys.argv[1]), safe="-._~"))' "$1"; }
+# The objects as they are now (one was replaced above, with its old bytes).
+STORAGE_EMULATOR_HOST=$EMU "$SHARDFS" manifest "gs://$BUCKET/ds/" -o "$T/now.tsv" >/dev/null 2>&1
+cconf() { # cconf CACHEDIR [prefetch.files=N]
+	{
+		echo "[source]"
+		echo "url = gs://$BUCKET/ds/"
+		echo "manifest = $T/now.tsv"
+		echo "endpoint = $FEP"
+		echo "anonymous = true"
+		echo "[shard]"
+		echo "world_size = 1"
+		echo "[cache]"
+		echo "dir = $1"
+		echo "size = 1G"
+		echo "[prefetch]"
+		echo "files = ${2:-0}"
+	} >"$C"
+}
+cconf "$T/cache-gs"
+if mount_shardfs "$C" "$M"; then
+	: >"$FP_LOG"
+	check "cold: every file byte-identical through the cache" \
+		/usr/bin/python3 "$HERE/verify_mount.py" "$M" "$SRC"
+	cold=$(media_gets)
+	check "cold: the reads went to the store ($cold GETs)" test "$cold" -gt 0
+	check "unmount" umount_shardfs "$M"
+fi
+cconf "$T/cache-gs"
+if mount_shardfs "$C" "$M"; then
+	: >"$FP_LOG"
+	check "remount: every file byte-identical" \
+		/usr/bin/python3 "$HERE/verify_mount.py" "$M" "$SRC"
+	check "remount: all from the disk cache, zero GETs ($(media_gets))" test "$(media_gets)" -eq 0
+	check "unmount" umount_shardfs "$M"
+fi
+cconf "$T/cache-gs-prefetch" 8
+if mount_shardfs "$C" "$M"; then
+	mapfile -t ORDER <"$M/.shardfs/rank-0.order"
+	: >"$FP_LOG"
+	ahead_fetched() { # a file after position $1, not yet opened, was fetched
+		local q
+		for q in $(seq $(($1 + 1)) $(($1 + 3))); do
+			[ "$q" -lt "${#ORDER[@]}" ] || continue
+			grep -qF "GET /storage/v1/b/$BUCKET/o/ds%2F$(enc_key "${ORDER[$q]}")?" "$FP_LOG" && return 0
+		done
+		return 1
+	}
+	wait_for() { # wait_for SECONDS CMD...: polls CMD until it succeeds or the bound passes
+		local n=$(($1 * 10)); shift
+		while [ $n -gt 0 ]; do "$@" && return 0; sleep 0.1; n=$((n - 1)); done
+		"$@"
+	}
+	seen_ahead=0
+	for p in 0 1 2; do
+		cat "$M/rank-0/$(/usr/bin/python3 -c 'import sys, urllib.parse as u; print(u.unquote(sys.argv[1]))' "${ORDER[$p]}")" >/dev/null
+		wait_for 10 ahead_fetched "$p" && seen_ahead=$((seen_ahead + 1))
+	done
+	check "prefetch: after opening file p, files p+1.. came from gs:// before they were opened ($seen_ahead of 3)" \
+		test "$seen_ahead" -eq 3
+	check "prefetch: every file byte-identical" \
+		/usr/bin/python3 "$HERE/verify_mount.py" "$M" "$SRC"
+	check "unmount" umount_shardfs "$M"
+fi
 
 finish

@@ -16,6 +16,12 @@ GCS_DIR=${GCS_DIR:-$(cd "$GCS_SRC/../../.." && pwd)/build/gcs-emulator}
 
 # gcs_install: npm ci into $GCS_DIR unless already current.
 gcs_install() {
+	local major
+	major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null)
+	if [ "${major:-0}" -lt 20 ]; then
+		echo "gcs emulator: firebase-tools 15 needs Node >= 20 (found ${major:-none})" >&2
+		return 1
+	fi
 	mkdir -p "$GCS_DIR" || return 1
 	if [ -f "$GCS_DIR/node_modules/firebase-tools/lib/emulator/storage/index.js" ] &&
 		cmp -s "$GCS_SRC/package-lock.json" "$GCS_DIR/package-lock.json"; then

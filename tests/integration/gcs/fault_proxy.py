@@ -1,0 +1,172 @@
+#!/usr/bin/python3
+"""An HTTP proxy in front of the GCS emulator that injects the faults a
+GCS client must survive or report, for test_gcs.sh. Binds 127.0.0.1 only.
+
+    fault_proxy.py PORT_FILE LOG_FILE UPSTREAM_PORT
+
+Writes its port to PORT_FILE once listening. By object name (decoded):
+  ...flaky...     the first 2 requests (per URL) get 503 backendError
+  ...denied...    every request gets 403 forbidden (JSON API error body)
+  ...badcrc...    media replies arrive with their last byte flipped
+                  (headers, x-goog-hash included, unchanged)
+  ...realgen...   a media request pinned to a generation that is not the
+                  current one gets 404 notFound, as real GCS answers
+                  (the emulator serves the current generation instead)
+  ...badrange...  206 replies name a Content-Range one byte later (its
+                  end kept inside the object)
+By listing prefix (the prefix= parameter, decoded):
+  ...small...     pages of 3 objects (maxResults rewritten): real paging
+  ...loop...      pages of 3, and every page's nextPageToken is the same
+  ...restart...   pages of 3, every page a new nextPageToken, and the
+                  pageToken sent upstream one the emulator does not know
+                  (so it restarts the listing from its first object)
+  ...empty...     no items ever, a new nextPageToken every page
+  ...badpage...   the first item's size is a JSON number, not a string
+Everything else is forwarded unchanged. Each request appends
+"METHOD PATH -> STATUS" to LOG_FILE.
+"""
+import http.client
+import http.server
+import json
+import os
+import sys
+import threading
+import urllib.parse
+
+
+def main():
+    port_file, log_file, upstream = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    lock = threading.Lock()
+    seen = {}
+    empty_pages = [0]
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, fmt, *a):
+            pass
+
+        def log(self, status):
+            with lock, open(log_file, "a") as f:
+                f.write("%s %s -> %d\n" % (self.command, self.path, status))
+
+        def reply(self, status, body, headers=()):
+            self.send_response(status)
+            for k, v in headers:
+                self.send_header(k, v)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            self.log(status)
+
+        def json_error(self, status, reason, message):
+            body = json.dumps({"error": {"code": status, "message": message,
+                                         "errors": [{"reason": reason,
+                                                     "message": message}]}})
+            self.reply(status, body.encode(),
+                       [("Content-Type", "application/json")])
+
+        def forward(self, path):
+            conn = http.client.HTTPConnection("127.0.0.1", upstream, timeout=60)
+            headers = {k: v for k, v in self.headers.items()
+                       if k.lower() not in ("host", "connection")}
+            conn.request(self.command, path, headers=headers)
+            r = conn.getresponse()
+            body = r.read()
+            hdrs = [(k, v) for k, v in r.getheaders()
+                    if k.lower() not in ("content-length", "connection",
+                                         "transfer-encoding", "keep-alive")]
+            conn.close()
+            return r.status, hdrs, body
+
+        def do_GET(self):
+            u = urllib.parse.urlsplit(self.path)
+            q = urllib.parse.parse_qsl(u.query, keep_blank_values=True)
+            parts = u.path.split("/")
+            # /storage/v1/b/B/o[/NAME]
+            is_list = len(parts) == 6 and parts[5] == "o"
+            name = urllib.parse.unquote(parts[6]) if len(parts) > 6 else ""
+            with lock:
+                n = seen.get(self.path, 0)
+                seen[self.path] = n + 1
+            if is_list:
+                return self.list(u, q)
+            if "denied" in name:
+                return self.json_error(
+                    403, "forbidden",
+                    "anonymous caller does not have storage.objects.get "
+                    "access to the object")
+            gen = dict(q).get("generation")
+            if "realgen" in name and gen is not None:
+                # Real GCS serves only generations that exist: a pinned
+                # generation that was replaced is a 404 (the emulator
+                # ignores the parameter and serves the current one).
+                status, _, meta = self.forward(u.path)
+                if status != 200 or json.loads(meta).get("generation") != gen:
+                    return self.json_error(
+                        404, "notFound",
+                        "No such object: %s#%s" % (name, gen))
+            if "flaky" in name and n < 2:
+                return self.json_error(503, "backendError",
+                                       "Backend Error")
+            status, hdrs, body = self.forward(self.path)
+            if "badcrc" in name and status in (200, 206) and body:
+                body = body[:-1] + bytes([body[-1] ^ 1])
+            if "badrange" in name and status == 206:
+                fixed = []
+                for k, v in hdrs:
+                    if k.lower() == "content-range":
+                        a, rest = v[len("bytes "):].split("-", 1)
+                        b, total = rest.split("/")
+                        # One byte later, kept inside the object.
+                        b2 = int(b) + 1 if int(b) + 1 < int(total) else int(b)
+                        v = "bytes %d-%d/%s" % (int(a) + 1, b2, total)
+                    fixed.append((k, v))
+                hdrs = fixed
+            self.reply(status, body, hdrs)
+
+        def list(self, u, q):
+            prefix = dict(q).get("prefix", "")
+            small = any(s in prefix for s in ("small", "loop", "restart"))
+            if "empty" in prefix:
+                with lock:
+                    empty_pages[0] += 1
+                    tok = "e%d" % empty_pages[0]
+                return self.reply(200, json.dumps(
+                    {"kind": "storage#objects", "nextPageToken": tok}).encode(),
+                    [("Content-Type", "application/json")])
+            q2 = []
+            for k, v in q:
+                if k == "maxResults" and small:
+                    v = "3"
+                if k == "pageToken" and "restart" in prefix:
+                    v = "no-such-token"
+                q2.append((k, v))
+            path = u.path + "?" + urllib.parse.urlencode(q2, quote_via=urllib.parse.quote)
+            status, hdrs, body = self.forward(path)
+            if status == 200 and any(s in prefix for s in ("loop", "restart", "badpage")):
+                page = json.loads(body)
+                if "loop" in prefix and "nextPageToken" in page:
+                    page["nextPageToken"] = "the-same-token"
+                if "restart" in prefix and "nextPageToken" in page:
+                    # A new token every page: only the names show that
+                    # the listing went back to its start.
+                    with lock:
+                        empty_pages[0] += 1
+                        page["nextPageToken"] += "|%d" % empty_pages[0]
+                if "badpage" in prefix and page.get("items"):
+                    page["items"][0]["size"] = int(page["items"][0]["size"])
+                body = json.dumps(page).encode()
+            self.reply(status, body, hdrs)
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    srv.daemon_threads = True
+    tmp = port_file + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(str(srv.server_address[1]))
+    os.rename(tmp, port_file)
+    srv.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
