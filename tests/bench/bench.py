@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """Read benchmark (issue 5, item 5): shardfs against its peers on one S3 server.
 
-`make bench` runs this after scale.sh. It is not part of `make check`.
+`make bench` runs this after scale.sh, and bench_gcs.py (the same phases on
+the GCS emulator, with this file's machinery) after it. It is not part of
+`make check`.
 
 One run:
   1. installs what is missing (Debian s3fs, rclone, awscli, curl; s3rver by
@@ -442,11 +444,16 @@ class Shardfs(Target):
         return out
 
 
+def s3_source_lines(ctx, dataset):
+    return ["url = s3://%s/%s/" % (BUCKET, PREFIX[dataset]),
+            "endpoint = %s" % ctx.ep,
+            "addressing = path"]
+
+
 def shardfs_conf(ctx, dataset, world, cache_dir, cache_on):
-    lines = ["[source]",
-             "url = s3://%s/%s/" % (BUCKET, PREFIX[dataset]),
-             "endpoint = %s" % ctx.ep,
-             "addressing = path",
+    # ctx.source_lines: the [source] keys of the store measured (S3 here,
+    # GCS in bench_gcs.py).
+    lines = ["[source]"] + ctx.source_lines(ctx, dataset) + [
              "[shard]",
              "world_size = %d" % world]
     if ctx.cache_keys and cache_dir:
@@ -475,7 +482,8 @@ class Rclone(Target):
 
     def argv(self, dataset, world):
         return ["rclone", "mount", "--config", self.ctx.rclone_conf,
-                "s3r:%s/%s" % (BUCKET, PREFIX[dataset]), self.mnt, "--read-only",
+                "%s:%s/%s" % (self.ctx.rclone_remote, BUCKET, PREFIX[dataset]), self.mnt,
+                "--read-only",
                 "--vfs-cache-mode", self.mode, "--cache-dir", self.cache_dir]
 
 
@@ -572,16 +580,37 @@ def read_pass(ctx, tgt, keys, dataset, readers, world=1, compute_ms=0):
     return r
 
 
-def curl_pass(ctx, keys, dataset, conns):
-    """GETs of keys with `conns` connections in one curl process (SigV4)."""
+def s3_object_url(ctx, dataset, key):
+    return "%s/%s/%s/%s" % (ctx.ep, BUCKET, PREFIX[dataset], key)
+
+
+S3_CURL_AUTH = ["--aws-sigv4", "aws:amz:us-east-1:s3", "--user", "S3RVER:S3RVER",
+                "-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD"]
+
+
+def curl_pass(ctx, keys, dataset, conns, requests=None):
+    """GETs of keys with `conns` connections in one curl process
+    (ctx.object_url, with ctx.curl_auth: SigV4 for S3, none for the GCS
+    emulator). requests(dataset, key), if given, lists the (url, [header])
+    GETs that fetch one key instead (ranged ones answer 206)."""
     cfg = os.path.join(ctx.env.tmp, "curl.cfg")
+    wout = "%{http_code} %{size_download}\\n"
+    sep = ""
     with open(cfg, "w") as f:
         for k in keys:
-            f.write('url = "%s/%s/%s/%s"\noutput = "/dev/null"\n' % (
-                ctx.ep, BUCKET, PREFIX[dataset], k))
-    argv = ["curl", "-sS", "--aws-sigv4", "aws:amz:us-east-1:s3",
-            "--user", "S3RVER:S3RVER", "-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD",
-            "-w", "%{http_code} %{size_download}\\n", "-K", cfg]
+            if not requests:
+                f.write('url = "%s"\noutput = "/dev/null"\n' % ctx.object_url(ctx, dataset, k))
+                continue
+            # Headers are per request: each is its own operation ("next"),
+            # which resets the options but keeps the connections.
+            for url, headers in requests(dataset, k):
+                f.write('%surl = "%s"\noutput = "/dev/null"\nsilent\nshow-error\n'
+                        'write-out = "%s"\n' % (sep, url, wout))
+                for h in headers:
+                    f.write('header = "%s"\n' % h)
+                sep = "next\n"
+    argv = ["curl", "-sS"] + ctx.curl_auth + (["-K", cfg] if requests else
+                                              ["-w", wout, "-K", cfg])
     if conns > 1:
         argv[1:1] = ["--parallel", "--parallel-immediate", "--parallel-max", str(conns)]
     ctx.meter.wait_quiet()
@@ -591,13 +620,14 @@ def curl_pass(ctx, keys, dataset, conns):
     wall = time.perf_counter() - t0
     foreign = ctx.meter.foreign()
     codes = [line.split() for line in cp.stdout.splitlines() if line.strip()]
-    nbytes = sum(int(c[1]) for c in codes if c[0] == "200")
-    bad = [c for c in codes if c[0] != "200"]
+    ok = ("200", "206") if requests else ("200",)
+    nbytes = sum(int(c[1]) for c in codes if c[0] in ok)
+    bad = [c for c in codes if c[0] not in ok]
     r = {"wall_s": wall, "files": len(codes) - len(bad), "bytes": nbytes, "n": len(keys),
          "foreign": foreign}
     want = sum(ctx.sizes[dataset][k] for k in keys)
     if cp.returncode != 0 or bad or nbytes != want:
-        r["error"] = "curl rc %d, %d non-200, %d of %d bytes: %s" % (
+        r["error"] = "curl rc %d, %d failed, %d of %d bytes: %s" % (
             cp.returncode, len(bad), nbytes, want, cp.stderr[-300:])
     return r
 
@@ -808,24 +838,28 @@ def tables(ctx, res, targets):
         out.append("| " + " | ".join(row) + " |")
     abs_table = "\n".join(out)
 
-    # 2. Ratios: to raw, to s3fs, and the targets of issue 5.
+    # 2. Ratios: to raw, to the peer (s3fs; rclone, cache off, over GCS),
+    # and the targets of issue 5 (those against s3fs only over S3).
+    peer = ctx.peer
+    pl = label.get(peer, peer)
+    goal = (lambda g: " (goal %s)" % g) if peer == "s3fs" else (lambda g: "")
     compute = statistics.median(res.compute) if res.compute else None
     raw_tr8 = statistics.median(res.extra["raw_trainer8"]) if res.extra.get("raw_trainer8") else None
     bound = max(compute, raw_tr8) if compute is not None and raw_tr8 is not None else None
     rhead = ["target",
              "small 1r cold ×raw 1-conn",
-             "small 1r cold ×s3fs",
+             "small 1r cold ×%s" % pl,
              "small 1r cold, rank order ×raw 1-conn (goal ≥ 2)",
-             "small 1r cold, rank order ×s3fs (goal ≥ 4)",
+             "small 1r cold, rank order ×%s%s" % (pl, goal("≥ 4")),
              "small 1r cold, rank order ×raw 8-conn (the server's limit)",
              "small 8r cold ×raw 8-conn (goal ≥ 0.9)",
-             "small 8r cold ×s3fs",
+             "small 8r cold ×%s" % pl,
              "small 1r warm ×raw 1-conn",
-             "small 1r warm ×s3fs",
+             "small 1r warm ×%s" % pl,
              "small 1r warm ×local warm (goal ≥ 0.7)",
              "small 8r warm ×local warm ¹",
              "large cold ×raw 1-stream (goal ≥ 1.2)",
-             "large cold ×s3fs (goal ≥ 1)",
+             "large cold ×%s%s" % (pl, goal("≥ 1")),
              "trainer wall ÷ max(compute, server read) (goal ≤ 1.15)"]
     out = ["| " + " | ".join(rhead) + " |", "|" + "---|" * len(rhead)]
     for n in names:
@@ -833,18 +867,18 @@ def tables(ctx, res, targets):
         tw = m("tr_wall")
         row = [label[n],
                ratio(m("s1_cold_shuf"), res.med("raw", "s1_cold_shuf")),
-               ratio(m("s1_cold_shuf"), res.med("s3fs", "s1_cold_shuf")),
+               ratio(m("s1_cold_shuf"), res.med(peer, "s1_cold_shuf")),
                ratio(m("s1_cold_rank"), res.med("raw", "s1_cold_shuf")),
-               ratio(m("s1_cold_rank"), res.med("s3fs", "s1_cold_rank")),
+               ratio(m("s1_cold_rank"), res.med(peer, "s1_cold_rank")),
                ratio(m("s1_cold_rank"), res.med("raw", "s8_cold_shuf")),
                ratio(m("s8_cold_shuf"), res.med("raw", "s8_cold_shuf")),
-               ratio(m("s8_cold_shuf"), res.med("s3fs", "s8_cold_shuf")),
+               ratio(m("s8_cold_shuf"), res.med(peer, "s8_cold_shuf")),
                ratio(m("s1_warm"), res.med("raw", "s1_cold_shuf")),
-               ratio(m("s1_warm"), res.med("s3fs", "s1_warm")),
+               ratio(m("s1_warm"), res.med(peer, "s1_warm")),
                ratio(m("s1_warm"), res.med("local", "s1_warm")),
                ratio(m("s8_warm"), res.med("local", "s8_warm")),
                ratio(m("l_cold"), res.med("raw", "l_cold")),
-               ratio(m("l_cold"), res.med("s3fs", "l_cold")),
+               ratio(m("l_cold"), res.med(peer, "l_cold")),
                ratio(tw, bound) if n != "raw" else "—"]
         out.append("| " + " | ".join(row) + " |")
     ratio_table = "\n".join(out)
@@ -920,11 +954,8 @@ def cpu_times():
             "steal": v[7] if len(v) > 7 else 0}
 
 
-def write_report(ctx, res, targets, tabs, wall, noise, path):
-    abs_table, ratio_table, noise_table, spreads, trainer = tabs
-    mc = ctx.machine
-    git = sh("git -C %s rev-parse --short HEAD" % REPO)
-    dirty = sh("git -C %s status --porcelain | wc -l" % REPO)
+def stats_rows(ctx, res, targets):
+    """shardfs' own counters of each pass, as table rows."""
     sstats = ""
     for n in [t.name for t in targets]:
         for ph in PHASES:
@@ -939,6 +970,15 @@ def write_report(ctx, res, targets, tabs, wall, noise, path):
                 n, ph[1], st["backend_requests_total"], st.get("backend_bytes_total", 0),
                 st.get("backend_bytes_total", 0) / want, st.get("cache_hits_total", "—"),
                 st.get("cache_misses_total", "—"))
+    return sstats
+
+
+def write_report(ctx, res, targets, tabs, wall, noise, path):
+    abs_table, ratio_table, noise_table, spreads, trainer = tabs
+    mc = ctx.machine
+    git = sh("git -C %s rev-parse --short HEAD" % REPO)
+    dirty = sh("git -C %s status --porcelain | wc -l" % REPO)
+    sstats = stats_rows(ctx, res, targets)
     errs = "".join("- %s, %s: %s\n" % (t, PHASE[p][1] if p in PHASE else p, m)
                    for t, p, m in res.errors) or "none\n"
     mounts = "".join("%s %.2f s, " % (t.label, statistics.median(t.mount_times))
@@ -949,7 +989,8 @@ def write_report(ctx, res, targets, tabs, wall, noise, path):
 
 Written by `make bench` (`tests/bench/bench.py`); do not edit by hand, rerun.
 The first part of `make bench` (`tests/bench/scale.sh`, manifest scale) is in
-the README.
+the README; its GCS phase (`tests/bench/bench_gcs.py`) in
+[BENCHMARKS-gcs.md](BENCHMARKS-gcs.md).
 
 Run of {date}, shardfs commit `{git}` ({dirty} paths differed from that commit
 in the working tree: the binary measured, `{exe}` built {built}, may include
@@ -1111,6 +1152,8 @@ def main_bench():
     if os.geteuid() != 0:
         raise SystemExit("bench: run as root (FUSE mounts, apt-get)")
     ctx = Ctx()
+    ctx.source_lines, ctx.object_url = s3_source_lines, s3_object_url
+    ctx.curl_auth, ctx.rclone_remote, ctx.peer = S3_CURL_AUTH, "s3r", "s3fs"
     ctx.reps = env_int("BENCH_REPS", 3)
     ctx.extra_reps = min(env_int("BENCH_EXTRA_REPS", 1), ctx.reps)
     ctx.compute_ms = env_int("BENCH_COMPUTE_MS", 2)

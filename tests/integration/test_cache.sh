@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The node-local disk cache (docs/DESIGN.md §8) with evidence from the
-# server: s3rver behind a small counting proxy (countproxy.py) that logs
-# every request, so "zero GETs" means the server saw none.
+# server: s3rver (with SOURCE=gcs, as test_cache_gcs.sh runs it, the GCS
+# emulator; see source.sh) behind a small counting proxy (countproxy.py)
+# that logs every request, so "zero GETs" means the server saw none.
 #
 # Covered: a remount reads the same data with zero object GETs; warm fills
 # what a mount then reads; two daemons on one cache dir at once, then a
@@ -17,7 +18,7 @@
 # (check_cache_store) and by the bench (tests/bench/cache.sh).
 SUITE=cache
 . "$(dirname "$0")/lib.sh"
-. "$HERE/s3/s3rver.sh"
+. "$HERE/source.sh"
 
 TMPFS=$T/tmpfs
 cache_cleanup() {
@@ -25,13 +26,11 @@ cache_cleanup() {
 }
 trap 'cache_cleanup; cleanup' EXIT
 
-s3_suite_start bkt
-
-# --- the counting proxy ------------------------------------------------------
-countproxy_start
+# The server behind the counting proxy.
+src_suite_start bkt
 # Object GETs (not listings) the server answered since the last reset.
-gets() { grep -c "^GET /$BUCKET/ds/" "$GETLOG"; }
-gets_of() { grep -c "^GET /$BUCKET/ds/$1 " "$GETLOG"; }
+gets() { reqlog | grep -c "^GET /$BUCKET/ds/"; }
+gets_of() { reqlog | grep -c "^GET /$BUCKET/ds/$1 "; }
 reset_gets() { : >"$GETLOG"; }
 
 # --- data: ImageNet-like small files plus a few multi-chunk ones -------------
@@ -40,9 +39,8 @@ make_dataset "$SRC" 240
 head -c $((9 << 20)) /dev/urandom >"$SRC/big1.bin"
 head -c $((17 << 20)) /dev/urandom >"$SRC/big2.bin"
 head -c $((3 << 20)) /dev/urandom >"$SRC/mid.bin"
-check "upload the dataset" aws_s3 cp --recursive "$SRC" "s3://$BUCKET/ds/"
-"$SHARDFS" manifest "s3://$BUCKET/ds/" --endpoint "$EP" -o "$T/m1.tsv" \
-	>/dev/null 2>"$T/manifest.err"
+check "upload the dataset" src_upload "$SRC" ds
+src_manifest ds/ -o "$T/m1.tsv" >/dev/null 2>"$T/manifest.err"
 check "manifest through the proxy" test -s "$T/m1.tsv"
 TOTAL=$(find "$SRC" -type f -printf '%s\n' | awk '{s += $1} END {print s}')
 
@@ -53,8 +51,7 @@ conf() {
 	local kv sec
 	{
 		echo "[source]"
-		echo "url = s3://$BUCKET/ds/"
-		echo "endpoint = $EP"
+		src_conf ds/
 		echo "manifest = ${MANIFEST:-$T/m1.tsv}"
 		for sec in shard cache; do
 			echo "[$sec]"
@@ -232,7 +229,7 @@ check "corrupted blob: detected and counted" test "$(stat_of "$M" cache_crc_fail
 # The dropped chunk is fetched again (a chunk larger than 2 MiB may be split
 # into several ranged GETs), so: at least one GET,
 check "corrupted blob: refetched from the server ($(gets) GETs of one object)" bash -c \
-	"test $(gets) -ge 1 && test \$(grep '^GET ' '$GETLOG' | cut -d' ' -f2 | sort -u | wc -l) -eq 1"
+	"test $(gets) -ge 1 && test $(reqlog | grep '^GET ' | cut -d' ' -f2 | sort -u | wc -l) -eq 1"
 check "corrupted blob: logged" grep -q 'failed its check' "$LAST_LOG"
 check "unmount 6" umount_shardfs "$M"
 check "clean again after the refetch" "$SHARDFS" cache verify "$CD"
@@ -245,10 +242,10 @@ head -c $((1 << 20)) "$M/rank-0/big2.bin" >/dev/null # caches chunk 0 only
 check "unmount 7" umount_shardfs "$M"
 cp "$SRC/big2.bin" "$T/big2.old"
 head -c $((17 << 20)) /dev/urandom >"$SRC/big2.bin"
-aws_s3 cp "$SRC/big2.bin" "s3://$BUCKET/ds/big2.bin"
+src_upload_file "$SRC/big2.bin" ds/big2.bin
 MANIFEST=$T/m2.tsv
-"$SHARDFS" manifest "s3://$BUCKET/ds/" --endpoint "$EP" -o "$T/m2.tsv" >/dev/null 2>&1
-check "the new manifest has a new ETag for big2.bin" bash -c \
+src_manifest ds/ -o "$T/m2.tsv" >/dev/null 2>&1
+check "the new manifest has a new ETag (GCS: generation) for big2.bin" bash -c \
 	"! cmp -s <(grep '^big2.bin' '$T/m1.tsv') <(grep '^big2.bin' '$T/m2.tsv')"
 conf "$C" "$CD"
 mount_shardfs "$C" "$M" || fail "mount 7 new manifest"
@@ -267,8 +264,8 @@ check "old manifest: what was returned is a prefix of the old object only" bash 
 	"cmp -s '$T/big2.read' <(head -c \$(stat -c %s '$T/big2.read') '$T/big2.old')"
 check "unmount 7c" umount_shardfs "$M"
 cp "$T/big2.old" "$SRC/big2.bin" # m1 and SRC agree again for the tests below
-aws_s3 cp "$SRC/big2.bin" "s3://$BUCKET/ds/big2.bin"
-"$SHARDFS" manifest "s3://$BUCKET/ds/" --endpoint "$EP" -o "$T/m1.tsv" >/dev/null 2>&1
+src_upload_file "$SRC/big2.bin" ds/big2.bin
+src_manifest ds/ -o "$T/m1.tsv" >/dev/null 2>&1
 
 # --- 8. a full filesystem ----------------------------------------------------------
 mkdir -p "$TMPFS"

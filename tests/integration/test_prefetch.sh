@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The fetch engine and the prefetcher (docs/DESIGN.md §8) with evidence from
-# the server: s3rver behind the counting proxy (countproxy.py), which logs
-# every request with the bytes it answered.
+# the server: s3rver (with SOURCE=gcs, as test_prefetch_gcs.sh runs it, the
+# GCS emulator; see source.sh) behind the counting proxy (countproxy.py),
+# which logs every request with the bytes it answered.
 #
 # Covered: ten concurrent readers of one cold large file fetch each byte
 # once (single-flight); a reader walking rank 0 in its order finds the next
@@ -17,17 +18,15 @@
 # polls for it, up to a bound, and only the outcome counts.
 SUITE=prefetch
 . "$(dirname "$0")/lib.sh"
-. "$HERE/s3/s3rver.sh"
+. "$HERE/source.sh"
 
-s3_suite_start bkt
-
-# --- the counting proxy ------------------------------------------------------
-countproxy_start
+# The server behind the counting proxy.
+src_suite_start bkt
 reset_gets() { : >"$GETLOG"; }
-gets_of() { grep -c "^GET /$BUCKET/ds/$1 " "$GETLOG"; }
+gets_of() { reqlog | grep -c "^GET /$BUCKET/ds/$1 "; }
 # Bytes the server sent for object GETs of one key.
 get_bytes_of() {
-	awk -v p="/$BUCKET/ds/$1" '$1 == "GET" && $2 == p {s += $4} END {print s + 0}' "$GETLOG"
+	reqlog | awk -v p="/$BUCKET/ds/$1" '$1 == "GET" && $2 == p {s += $4} END {print s + 0}'
 }
 
 # --- data ----------------------------------------------------------------------
@@ -36,12 +35,10 @@ mkdir -p "$SRC/s" "$SRC/m"
 head -c $((40 << 20)) /dev/urandom >"$SRC/big.bin"
 for i in $(seq -w 0 47); do head -c 65536 /dev/urandom >"$SRC/s/$i.bin"; done
 for i in $(seq -w 0 63); do head -c $((1 << 20)) /dev/urandom >"$SRC/m/$i.bin"; done
-check "upload the dataset" aws_s3 cp --recursive "$SRC" "s3://$BUCKET/ds/"
-"$SHARDFS" manifest "s3://$BUCKET/ds/" --endpoint "$EP" -o "$T/m.tsv" \
-	>/dev/null 2>"$T/manifest.err"
+check "upload the dataset" src_upload "$SRC" ds
+src_manifest ds/ -o "$T/m.tsv" >/dev/null 2>"$T/manifest.err"
 check "manifest through the proxy" test -s "$T/m.tsv"
-"$SHARDFS" manifest "s3://$BUCKET/ds/s/" --endpoint "$EP" -o "$T/ms.tsv" \
-	>/dev/null 2>"$T/manifest.err"
+src_manifest ds/s/ -o "$T/ms.tsv" >/dev/null 2>"$T/manifest.err"
 check "manifest of the small files" test -s "$T/ms.tsv"
 
 # conf FILE CACHEDIR [section.key=value...]: pinned manifest, so every GET
@@ -51,8 +48,7 @@ conf() {
 	local kv sec
 	{
 		echo "[source]"
-		echo "url = s3://$BUCKET/${PREFIX:-ds/}"
-		echo "endpoint = $EP"
+		src_conf "${PREFIX:-ds/}"
 		echo "manifest = ${MANIFEST:-$T/m.tsv}"
 		for sec in shard cache prefetch; do
 			echo "[$sec]"
@@ -128,10 +124,10 @@ check "b: after opening file p, the server had sent files p+1.. before they were
 	test $seen_ahead -eq 5
 hits=$(stat_of "$M" prefetch_hits_total)
 check "b: prefetch hits counted ($hits)" test "$hits" -gt 0
-check "b: each small file fetched at most once" bash -c \
-	"test \$(grep -c '^GET /$BUCKET/ds/s/' '$GETLOG') -le 48"
+check "b: each small file fetched at most once" \
+	test "$(reqlog | grep -c "^GET /$BUCKET/ds/s/")" -le 48
 # Keep-alive: connections are reused, never one per GET.
-nconn=$(awk '$1 == "GET" {print $5}' "$GETLOG" | sort -u | wc -l)
+nconn=$(reqlog | awk '$1 == "GET" {print $5}' | sort -u | wc -l)
 check "b: $(grep -c '^GET ' "$GETLOG") GETs came over $nconn connections (prefetch.connections = 4)" \
 	test "$nconn" -ge 1 -a "$nconn" -le 4
 check "unmount b" umount_shardfs "$M"
