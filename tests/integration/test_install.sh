@@ -33,6 +33,7 @@ for PREFIX in /usr/local /opt/shardfs; do
 		"$D$PREFIX/share/man/man5/shardfs.conf.5:644" \
 		"$D$PREFIX/share/doc/shardfs/examples/s3.conf:644" \
 		"$D$PREFIX/share/doc/shardfs/examples/nfs.conf:644" \
+		"$D$PREFIX/share/doc/shardfs/examples/gcs.conf:644" \
 		"$D$PREFIX/share/doc/shardfs/examples/fstab:644" \
 		"$D$PREFIX/share/doc/shardfs/examples/mnt-imagenet.mount:644"; do
 		check "PREFIX=$PREFIX: ${f%:*} mode ${f##*:} (got $(mode "${f%:*}"))" \
