@@ -354,10 +354,10 @@ if mount_shardfs "$C" "$M"; then
 		grep -qE "gs://$BUCKET/ds2/nolength.bin.*3 tries.*200 of -1 bytes" "$LAST_LOG"
 	check "a 206 body one byte longer than its range reads as EIO" eio longbody.bin
 	check "the long 206 is logged with the key, retried" \
-		grep -qE "gs://$BUCKET/ds2/longbody.bin.*3 tries" "$LAST_LOG"
+		grep -qE "gs://$BUCKET/ds2/longbody.bin.*3 tries.* body bytes for a range of" "$LAST_LOG"
 	check "a 206 body one byte shorter than its range reads as EIO" eio shortbody.bin
 	check "the short 206 is logged with the key, retried" \
-		grep -qE "gs://$BUCKET/ds2/shortbody.bin.*3 tries" "$LAST_LOG"
+		grep -qE "gs://$BUCKET/ds2/shortbody.bin.*3 tries.* bytes in the reply" "$LAST_LOG"
 	check "a pinned read whose reply has no x-goog-generation reads as EIO" eio nogen.bin
 	check "the missing x-goog-generation is logged with the key, retried" \
 		grep -qE "gs://$BUCKET/ds2/nogen.bin.*3 tries.*no x-goog-generation" "$LAST_LOG"
