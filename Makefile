@@ -110,8 +110,14 @@ deps:
 check: deps
 	@$(MAKE) --no-print-directory unit integration fuzz-smoke
 
+# Some suites start servers on 127.0.0.1 (check_gcs_creds): no proxy from
+# the environment may stand between them and libcurl.
+UNIT_ENV := env -u http_proxy -u https_proxy -u HTTP_PROXY -u HTTPS_PROXY \
+	-u ALL_PROXY -u all_proxy NO_PROXY=127.0.0.1,localhost,::1 \
+	no_proxy=127.0.0.1,localhost,::1
+
 unit: $(UNIT_BINS)
-	@rc=0; for t in $(UNIT_BINS); do $$t || rc=1; done; exit $$rc
+	@rc=0; for t in $(UNIT_BINS); do $(UNIT_ENV) $$t || rc=1; done; exit $$rc
 
 integration: $(B)/shardfs
 	@SHARDFS=$(CURDIR)/$(B)/shardfs tests/integration/run.sh

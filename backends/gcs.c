@@ -12,7 +12,9 @@
  * x-goog-generation is checked too (a reply without it is retried), and
  * no byte of another generation reaches the caller's buffer. Status,
  * Content-Range and length are checked exactly as for S3; a reply that is
- * the whole object is checked against its x-goog-hash crc32c.
+ * the whole object is checked against its x-goog-hash crc32c. Media GETs
+ * send "Accept-Encoding: gzip" so that an object stored gzip-encoded is
+ * served as stored rather than transcoded (see gcs_prepare).
  *
  * A changed object is -ESTALE, as the backend contract says and as S3
  * does: the cache passes it on and the FUSE layer answers EIO, so readers
@@ -20,7 +22,8 @@
  *
  * Credentials: none with anonymous = true or STORAGE_EMULATOR_HOST set;
  * otherwise every attempt carries "Authorization: Bearer" with the current
- * token of gcs_creds (refreshed in the background). Neither the header nor
+ * token of gcs_creds (refreshed in the background), and the endpoint must
+ * be https or a literal loopback address (gcs_endpoint_token_ok). Neither the header nor
  * URLs are logged. Failures are logged once, in gcs_fail(), with the key,
  * the HTTP status and the JSON error's reason.
  *
@@ -76,10 +79,10 @@ int gcs_fail(const char *what, const char *op, const struct http_response *resp,
 	return err;
 }
 
-static int append(struct curl_slist **list, const char *fmt, ...)
+static int gcs_append(struct curl_slist **list, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
-static int append(struct curl_slist **list, const char *fmt, ...)
+static int gcs_append(struct curl_slist **list, const char *fmt, ...)
 {
 	struct curl_slist *n;
 	va_list ap;
@@ -108,18 +111,25 @@ int gcs_prepare(void *arg, struct curl_slist **headers)
 	struct gcs_token *t;
 	int rc = 0;
 
+	/* Media GETs ask for gzip: an object stored with Content-Encoding:
+	 * gzip is then served as stored (its listed size, Range honoured,
+	 * x-goog-hash matching) instead of decompressed whole without a
+	 * length. The raw header, not CURLOPT_ACCEPT_ENCODING: curl must
+	 * hand over the stored bytes, not decode them. */
 	if (c->range != NULL)
-		rc = append(headers, "Range: %s", c->range);
+		rc = gcs_append(headers, "Range: %s", c->range);
+	if (rc == 0 && c->range != NULL)
+		rc = gcs_append(headers, "Accept-Encoding: gzip");
 	if (rc == 0)
-		rc = append(headers, "Accept:");
+		rc = gcs_append(headers, "Accept:");
 	if (rc < 0 || c->gb->creds == NULL)
 		return rc;
 	t = gcs_creds_get(c->gb->creds);
 	if (t->access_token == NULL || t->access_token[0] == '\0')
 		rc = -EACCES;
 	else
-		rc = append(headers, "Authorization: Bearer %s",
-			    t->access_token);
+		rc = gcs_append(headers, "Authorization: Bearer %s",
+				t->access_token);
 	gcs_token_put(t);
 	return rc;
 }
@@ -136,11 +146,14 @@ char *gcs_url(const struct gcs_backend *gb, const char *path, const char *query)
 
 /* list */
 
-/* A listing must end: a page token seen before, or a page that starts
- * with the first name of an earlier page (the emulator restarts on a
- * token it does not know), is a server going round in circles. Pages with
- * no items but a token are legal, but not this many in a row; and no
- * listing needs more pages than this (a billion objects). */
+/* A listing must end and list each object once. GCS lists names in
+ * strictly increasing byte order, across pages too, so a name that does
+ * not come after the last one is a server that repeated, restarted (the
+ * emulator does on a token it does not know) or reordered the listing:
+ * checked per name in gcs_list_emit(). A page token seen before is a
+ * loop even on pages without objects; such pages are legal, but not this
+ * many in a row; and no listing needs more pages than this (a billion
+ * objects). */
 #define GCS_LIST_PAGES_MAX 1000000u
 #define GCS_LIST_EMPTY_MAX 1000u
 
@@ -216,45 +229,61 @@ static int gcs_list_progress(struct gcs_seen *seen, const char *what,
 		if (r < 0)
 			return r;
 	}
-	if (page->count > 0) {
-		/* Names and tokens hash into one set, names marked (the
-		 * emulator's tokens are names). */
-		r = gcs_seen_add(seen, fnv_hash(page->objects[0].name,
-						page->objects[0].name_len) ^
-					       0x6e616d65u);
-		if (r == 1) {
-			log_msg(LOG_ERR,
-				"%s: list: page %u starts with the name an "
-				"earlier page started with; the server "
-				"restarted or repeated the listing",
-				what, pages);
-			return -EIO;
-		}
-		if (r < 0)
-			return r;
-	}
 	return 0;
 }
 
-/* Hands one page's objects to cb. */
+/* The last name handed on, across pages. */
+struct gcs_list_last {
+	char *name; /* NULL before the first */
+	size_t len, cap;
+};
+
+/* Hands page number pages' objects to cb: each must start with full (the
+ * listing's prefix) and come strictly after the one before. */
 static int gcs_list_emit(struct gcs_backend *gb, const char *what,
+			 const char *full, unsigned pages,
+			 struct gcs_list_last *last,
 			 const struct gcs_list_page *page, backend_list_cb cb,
 			 void *arg)
 {
-	size_t plen = strlen(gb->prefix), i;
+	size_t plen = strlen(gb->prefix), flen = strlen(full), i;
 	int rc = 0;
 
 	for (i = 0; i < page->count && rc == 0; i++) {
 		const struct gcs_object *o = &page->objects[i];
 		struct backend_object obj;
+		size_t n;
 
-		if (o->name_len < plen || memcmp(o->name, gb->prefix, plen)) {
+		if (o->name_len < flen || memcmp(o->name, full, flen)) {
 			log_msg(LOG_ERR,
-				"%s: list: an object outside the prefix in the "
-				"answer",
-				what);
+				"%s: list: page %u: an object outside the "
+				"prefix in the answer",
+				what, pages);
 			return -EIO;
 		}
+		n = o->name_len < last->len ? o->name_len : last->len;
+		if (last->name != NULL &&
+		    (memcmp(o->name, last->name, n) < 0 ||
+		     (memcmp(o->name, last->name, n) == 0 &&
+		      o->name_len <= last->len))) {
+			log_msg(LOG_ERR,
+				"%s: list: page %u: '%.*s' does not come after "
+				"'%.*s'; the server repeated, restarted or "
+				"reordered the listing",
+				what, pages, (int)o->name_len, o->name,
+				(int)last->len, last->name);
+			return -EIO;
+		}
+		if (o->name_len + 1 > last->cap) {
+			char *p = realloc(last->name, o->name_len + 1);
+
+			if (p == NULL)
+				return -ENOMEM;
+			last->name = p;
+			last->cap = o->name_len + 1;
+		}
+		memcpy(last->name, o->name, o->name_len);
+		last->len = o->name_len;
 		if (o->name_len == plen)
 			continue; /* the prefix's own folder placeholder */
 		/* Other names ending in '/' (placeholders the console
@@ -277,6 +306,7 @@ static int gcs_list(struct backend *be, const char *prefix, backend_list_cb cb,
 	struct gcs_backend *gb = (struct gcs_backend *)be;
 	struct gcs_req_ctx ctx = { .gb = gb };
 	struct gcs_seen seen = { 0 };
+	struct gcs_list_last last = { 0 };
 	struct gcs_list_page page = { 0 };
 	struct http_response resp = { 0 };
 	char *full = NULL, *token = NULL, *query = NULL, *url = NULL;
@@ -327,7 +357,8 @@ static int gcs_list(struct backend *be, const char *prefix, backend_list_cb cb,
 		pages++;
 		rc = gcs_list_progress(&seen, what, pages, &empty_run, &page);
 		if (rc == 0)
-			rc = gcs_list_emit(gb, what, &page, cb, arg);
+			rc = gcs_list_emit(gb, what, full, pages, &last, &page,
+					   cb, arg);
 		free(token);
 		token = page.next_token;
 		page.next_token = NULL;
@@ -341,6 +372,7 @@ static int gcs_list(struct backend *be, const char *prefix, backend_list_cb cb,
 	}
 	log_msg(LOG_DEBUG, "%s: listed %u pages", what, pages);
 	free(seen.slot);
+	free(last.name);
 	gcs_list_page_fini(&page);
 	http_response_fini(&resp);
 	free(query);
@@ -502,6 +534,19 @@ static int gcs_open(const char *url, const struct backend_options *opts,
 	if (rc < 0)
 		goto err;
 	if ((opts == NULL || !opts->anonymous) && !gb->ep.emulator) {
+		/* Checked before any request, the credential chain's
+		 * included: a bearer token over plain http is readable by
+		 * anyone on the way. */
+		if (!gcs_endpoint_token_ok(gb->ep.base)) {
+			log_msg(LOG_ERR,
+				"gs://%s: [source] endpoint %s is plain http "
+				"to a host that is not loopback: credentials "
+				"would travel in clear text; use https:// or "
+				"anonymous = true",
+				gb->bucket, gb->ep.base);
+			rc = -EINVAL;
+			goto err;
+		}
 		rc = gcs_creds_provider_new(gb->http, &gb->creds);
 		if (rc < 0)
 			goto err;

@@ -52,6 +52,12 @@ int gcs_endpoint_resolve(const char *endpoint, const char *emulator_host,
 /* Frees what ep owns; safe to call twice. */
 void gcs_endpoint_fini(struct gcs_endpoint *ep);
 
+/* Whether a bearer token may be sent to url ("scheme://authority[/]"):
+ * https, or http to a literal loopback host (127.0.0.0/8, ::1) or
+ * "localhost", where nothing crosses a network. Anything else, user info
+ * included, is false: a token over plain http is readable on the way. */
+bool gcs_endpoint_token_ok(const char *url);
+
 /* s[0..len) with every byte but A-Za-z0-9-._~ as %XX ('/' too, as the
  * JSON API wants object names in a path). Returns a malloc'd string or
  * NULL when out of memory. */

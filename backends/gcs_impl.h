@@ -23,7 +23,7 @@ struct gcs_backend {
 /* What gcs_prepare() adds to a request. */
 struct gcs_req_ctx {
 	struct gcs_backend *gb;
-	const char *range; /* "bytes=a-b" or NULL */
+	const char *range; /* "bytes=a-b" for a media GET, or NULL */
 };
 
 /* "gs://BUCKET/PREFIXKEY" for logs; malloc'd or NULL. */
@@ -34,8 +34,8 @@ char *gcs_url(const struct gcs_backend *gb, const char *path,
 	      const char *query);
 
 /* The http_prepare_cb of every GCS request (arg: struct gcs_req_ctx):
- * Range if set, and with credentials "Authorization: Bearer" with the
- * current token. */
+ * Range and "Accept-Encoding: gzip" if range is set, and with
+ * credentials "Authorization: Bearer" with the current token. */
 int gcs_prepare(void *arg, struct curl_slist **headers);
 
 /* Logs a final non-2xx answer once (per status and object) with what,

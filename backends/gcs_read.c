@@ -54,11 +54,13 @@ static void gcs_read_header(void *arg, const char *name, size_t name_len,
 	v[value_len] = '\0';
 	if (name_len == 17 && strncasecmp(name, "x-goog-generation", 17) == 0) {
 		/* One too long to be a generation is kept as "?", which
-		 * matches none. */
-		if (value_len < GCS_GENERATION_MAX)
-			memcpy(rc->got_gen, v, value_len + 1);
-		else
+		 * matches none; so are two that disagree (neither can be
+		 * trusted to name the bytes). */
+		if (value_len >= GCS_GENERATION_MAX ||
+		    (rc->got_gen[0] != '\0' && strcmp(rc->got_gen, v) != 0))
 			strcpy(rc->got_gen, "?");
+		else
+			memcpy(rc->got_gen, v, value_len + 1);
 	} else if (name_len == 11 &&
 		   strncasecmp(name, "x-goog-hash", 11) == 0) {
 		uint32_t c;

@@ -5,7 +5,10 @@
  */
 #include "backends/gcs.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -215,4 +218,66 @@ int gcs_error_errno(long status, const char *reason)
 			if (strcmp(reason, reasons[i].reason) == 0)
 				return reasons[i].err;
 	return http_status_errno(status);
+}
+
+/* Whether host[0..len) is a literal loopback address or "localhost".
+ * Only literal forms: a name (say 127.0.0.1.nip.io) resolves wherever
+ * its owner likes, and 0x7f.1 or 2130706433 are not worth the doubt. */
+static bool gcs_host_loopback(const char *host, size_t len)
+{
+	char h[64];
+	struct in6_addr a6;
+	struct in_addr a4;
+
+	if (len == 0 || len >= sizeof(h))
+		return false;
+	memcpy(h, host, len);
+	h[len] = '\0';
+	if (strcasecmp(h, "localhost") == 0)
+		return true;
+	if (h[0] == '[') {
+		if (h[len - 1] != ']')
+			return false;
+		h[len - 1] = '\0';
+		return inet_pton(AF_INET6, h + 1, &a6) == 1 &&
+		       IN6_IS_ADDR_LOOPBACK(&a6);
+	}
+	return inet_pton(AF_INET, h, &a4) == 1 &&
+	       (ntohl(a4.s_addr) >> 24) == 127;
+}
+
+bool gcs_endpoint_token_ok(const char *url)
+{
+	const char *auth, *end, *port;
+
+	if (strncasecmp(url, "https://", 8) == 0)
+		return true;
+	if (strncasecmp(url, "http://", 7) != 0)
+		return false;
+	auth = url + 7;
+	end = auth + strcspn(auth, "/?#");
+	/* User info would make the host whatever follows the '@'; it is
+	 * never needed here, so any '@' is refused. */
+	if (memchr(auth, '@', (size_t)(end - auth)) != NULL)
+		return false;
+	if (auth[0] == '[') {
+		port = memchr(auth, ']', (size_t)(end - auth));
+		if (port == NULL)
+			return false;
+		port++;
+	} else {
+		port = memchr(auth, ':', (size_t)(end - auth));
+		if (port == NULL)
+			port = end;
+	}
+	if (port != end) {
+		const char *p;
+
+		if (port[0] != ':' || port + 1 == end)
+			return false;
+		for (p = port + 1; p < end; p++)
+			if (*p < '0' || *p > '9')
+				return false;
+	}
+	return gcs_host_loopback(auth, (size_t)(port - auth));
 }

@@ -7,6 +7,12 @@
 
 set -u
 
+# Every server a suite talks to is on this machine: a proxy from the
+# environment (curl and libcurl honour these, even for 127.0.0.1) would
+# put another server between the test and what it tests.
+unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY ALL_PROXY all_proxy
+export NO_PROXY=127.0.0.1,localhost,::1 no_proxy=127.0.0.1,localhost,::1
+
 : "${SHARDFS:?SHARDFS must point at the shardfs binary}"
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 T=$(mktemp -d "${TMPDIR:-/tmp}/shardfs-test.XXXXXX")

@@ -10,9 +10,14 @@
 # status and reason. Through a fault proxy (gcs/fault_proxy.py): real
 # paging with pages of 3, a repeated page token, a restarted listing, an
 # endless run of empty pages and a malformed page all fail the listing
-# with a clear error; 503s are retried; 403, a body that is not its
-# crc32c and a 206 naming another range read as EIO, logged with the key;
-# real GCS's 404 for a replaced generation is told from a deletion. The
+# with a clear error, as does a page out of name order; 503s are retried;
+# 403, a body that is not its crc32c, a 206 naming another range or with
+# a body longer or shorter than it, a 200 without Content-Length, a
+# pinned reply without x-goog-generation or with two that disagree read
+# as EIO, logged with the key; an object GCS would transcode (stored
+# gzip-encoded) reads byte-identical, with Range; real GCS's 404 for a
+# replaced generation is told from a deletion. Credentials never go to a
+# plain-http endpoint that is not loopback. The
 # disk cache (a remount reads everything with zero GETs) and the order
 # prefetcher (files fetched before they are opened) over gs:// too.
 #
@@ -85,6 +90,14 @@ check "--endpoint with --anonymous lists the same" cmp -s "$T/anon.tsv" "$T/gs.t
 "$SHARDFS" manifest "gs://$BUCKET/ds/" --endpoint "$EP" >/dev/null 2>"$T/nocreds.err"
 check "without credentials, anonymous or the emulator: exit 1, says why" bash -c \
 	"test $? -eq 1 && grep -qi 'credentials' '$T/nocreds.err'"
+# A bearer token never goes over plain http to a host that is not
+# loopback: refused at open, before any request (these names resolve
+# nowhere here, and nothing is asked of them).
+for ep in http://127.0.0.1.nip.io:1 http://shardfs-nowhere.invalid; do
+	"$SHARDFS" manifest "gs://$BUCKET/ds/" --endpoint "$ep" >/dev/null 2>"$T/clear.err"
+	check "credentials with endpoint $ep: refused before any request, says use https or anonymous" bash -c \
+		"test $? -ne 0 && grep -q 'endpoint' '$T/clear.err' && grep -q 'https://' '$T/clear.err' && grep -q 'anonymous = true' '$T/clear.err' && ! grep -q metadata '$T/clear.err'"
+done
 STORAGE_EMULATOR_HOST=$EMU "$SHARDFS" manifest "gs://$BUCKET/ds/odd dir/" \
 	-o "$T/sub.tsv" >/dev/null 2>&1
 check "a prefix with a space lists only its keys, relative to it" test \
@@ -257,7 +270,7 @@ fmanifest() {
 	frc=$?
 }
 LS=$T/listsets
-for d in small loop restart badpage; do
+for d in small loop restart badpage unordered; do
 	mkdir -p "$LS/$d"
 	for i in $(seq 10); do printf '%s' "$d$i" >"$LS/$d/o$i.bin"; done
 	upload_tree "$d/" "$LS/$d" || fail "upload $d/"
@@ -270,7 +283,10 @@ check "a page token that repeats fails the listing, saying so" bash -c \
 	"test $frc -eq 1 && grep -q 'gs://$BUCKET/loop/: list: page 2 repeats an earlier page token' '$T/f.err'"
 fmanifest restart/
 check "a listing that restarts (unknown token) fails, never duplicates keys" bash -c \
-	"test $frc -eq 1 && grep -q 'gs://$BUCKET/restart/: list: page 2 starts with the name an earlier page started with' '$T/f.err'"
+	"test $frc -eq 1 && grep -q \"gs://$BUCKET/restart/: list: page 2: 'restart/o1.bin' does not come after 'restart/o2.bin'\" '$T/f.err'"
+fmanifest unordered/
+check "a page whose names are out of order fails the listing, naming the page" bash -c \
+	"test $frc -eq 1 && grep -q \"gs://$BUCKET/unordered/: list: page 2: 'unordered/o3.bin' does not come after 'unordered/o4.bin'\" '$T/f.err'"
 fmanifest empty/
 check "pages without objects but with a token are bounded" bash -c \
 	"test $frc -eq 1 && grep -q 'gs://$BUCKET/empty/: list: 1001 pages in a row without objects' '$T/f.err'"
@@ -280,8 +296,10 @@ check "a malformed page fails the listing, naming what was wrong" bash -c \
 
 F=$T/faults
 mkdir -p "$F"
-for n in flaky denied badcrc realgen-same realgen realgen-gone ok; do head -c 5000 /dev/urandom >"$F/$n.bin"; done
-head -c 3000000 /dev/urandom >"$F/badrange.bin"
+for n in flaky denied badcrc realgen-same realgen realgen-gone ok nolength nogen dupgen; do
+	head -c 5000 /dev/urandom >"$F/$n.bin"
+done
+for n in badrange gzipped longbody shortbody; do head -c 3000000 /dev/urandom >"$F/$n.bin"; done
 upload_tree ds2/ "$F" || fail "upload ds2/"
 STORAGE_EMULATOR_HOST=$EMU "$SHARDFS" manifest "gs://$BUCKET/ds2/" -o "$T/ds2.tsv" >/dev/null 2>&1
 {
@@ -323,6 +341,29 @@ if mount_shardfs "$C" "$M"; then
 		"! cat '$M/rank-0/badrange.bin' >/dev/null 2>&1"
 	check "the wrong Content-Range is logged with the key" \
 		grep -q "gs://$BUCKET/ds2/badrange.bin.*Content-Range bytes 1-" "$LAST_LOG"
+	# eio NAME: reading NAME fails with EIO (no bytes, wrong or right).
+	eio() { ! cat "$M/rank-0/$1" >/dev/null 2>"$T/eio.err" && grep -q 'Input/output error' "$T/eio.err"; }
+	check "an object stored gzip-encoded (GCS transcodes it unless asked for gzip) reads byte-identical" \
+		cmp -s "$M/rank-0/gzipped.bin" "$F/gzipped.bin"
+	check "gzip-encoded: unaligned ranged reads are exact" bash -c \
+		"dd if='$M/rank-0/gzipped.bin' bs=4097 skip=123 count=77 status=none | cmp -s - <(dd if='$F/gzipped.bin' bs=4097 skip=123 count=77 status=none)"
+	check "gzip-encoded: served as stored, with Range (206s, no transcoded 200)" bash -c \
+		"grep -q 'ds2%2Fgzipped.bin?.* -> 206' '$FP_LOG' && ! grep -q 'ds2%2Fgzipped.bin?.* -> 200' '$FP_LOG'"
+	check "a 200 without Content-Length reads as EIO" eio nolength.bin
+	check "the 200 without Content-Length is logged with the key, retried" \
+		grep -qE "gs://$BUCKET/ds2/nolength.bin.*3 tries.*200 of -1 bytes" "$LAST_LOG"
+	check "a 206 body one byte longer than its range reads as EIO" eio longbody.bin
+	check "the long 206 is logged with the key, retried" \
+		grep -qE "gs://$BUCKET/ds2/longbody.bin.*3 tries.* body bytes for a range of" "$LAST_LOG"
+	check "a 206 body one byte shorter than its range reads as EIO" eio shortbody.bin
+	check "the short 206 is logged with the key, retried" \
+		grep -qE "gs://$BUCKET/ds2/shortbody.bin.*3 tries.* bytes in the reply" "$LAST_LOG"
+	check "a pinned read whose reply has no x-goog-generation reads as EIO" eio nogen.bin
+	check "the missing x-goog-generation is logged with the key, retried" \
+		grep -qE "gs://$BUCKET/ds2/nogen.bin.*3 tries.*no x-goog-generation" "$LAST_LOG"
+	check "two x-goog-generation headers that disagree read as EIO (the last does not win)" eio dupgen.bin
+	check "the conflict is logged with the key as a change" \
+		grep -qE "gs://$BUCKET/ds2/dupgen.bin: changed since the manifest was made" "$LAST_LOG"
 	check "other objects read through the proxy" cmp -s "$M/rank-0/ok.bin" "$F/ok.bin"
 	check "unmount" umount_shardfs "$M"
 else

@@ -116,6 +116,53 @@ START_TEST(test_endpoint)
 }
 END_TEST
 
+START_TEST(test_endpoint_token_ok)
+{
+	static const char *const ok[] = {
+		"https://storage.googleapis.com",
+		"HTTPS://h.example:443/",
+		"http://127.0.0.1:9199",
+		"http://127.1.2.3",
+		"http://127.0.0.1/",
+		"http://localhost:4443",
+		"HTTP://LocalHost",
+		"http://[::1]:4443",
+		"http://[0:0:0:0:0:0:0:1]",
+	};
+	static const char *const bad[] = {
+		"http://10.0.0.1:80",
+		"http://storage.googleapis.com",
+		"http://127.evil.example",
+		"http://127.0.0.1.nip.io:1",
+		"http://localhost.evil.example",
+		"http://localhostx",
+		"http://user@127.0.0.1",
+		"http://127.0.0.1@evil.example",
+		"http://127.0.0.1:1@evil.example",
+		"http://evil.example#@127.0.0.1",
+		"http://[::2]",
+		"http://[::1",
+		"http://[::1]x",
+		"http://[::ffff:10.0.0.1]",
+		"http://127.0.0.1:80x",
+		"http://127.0.0.1:",
+		"http://0x7f.0.0.1",
+		"http://2130706433",
+		"http://127.0.0.256",
+		"http://",
+		"ftp://127.0.0.1",
+		"127.0.0.1:9199",
+		"",
+	};
+	size_t i;
+
+	for (i = 0; i < ARRAY_LEN(ok); i++)
+		ck_assert_msg(gcs_endpoint_token_ok(ok[i]), "%s", ok[i]);
+	for (i = 0; i < ARRAY_LEN(bad); i++)
+		ck_assert_msg(!gcs_endpoint_token_ok(bad[i]), "%s", bad[i]);
+}
+END_TEST
+
 /* --- names and queries --------------------------------------------------- */
 
 START_TEST(test_encode)
@@ -470,6 +517,7 @@ int main(void)
 	const struct unit_case cases[] = {
 		{ "url_parse", test_url_parse },
 		{ "endpoint", test_endpoint },
+		{ "endpoint_token_ok", test_endpoint_token_ok },
 		{ "encode", test_encode },
 		{ "object_path", test_object_path },
 		{ "list_query", test_list_query },

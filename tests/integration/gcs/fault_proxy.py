@@ -14,6 +14,20 @@ Writes its port to PORT_FILE once listening. By object name (decoded):
                   (the emulator serves the current generation instead)
   ...badrange...  206 replies name a Content-Range one byte later (its
                   end kept inside the object)
+  ...gzipped...   plays real GCS's decompressive transcoding of an object
+                  stored with Content-Encoding: gzip: a media request
+                  without "Accept-Encoding: gzip" gets a chunked 200 with
+                  no Content-Length, Range ignored, and other bytes (the
+                  "decompressed" object); with it, the stored bytes pass
+                  through (Range honoured), marked Content-Encoding: gzip
+  ...nolength...  media replies are a chunked 200 of the whole object (the
+                  Range dropped upstream), with no Content-Length
+  ...longbody...  206 replies arrive chunked with one byte more than the
+                  range (headers unchanged)
+  ...shortbody... 206 replies arrive chunked with one byte less
+  ...nogen...     media replies lose their x-goog-generation header
+  ...dupgen...    media replies carry two x-goog-generation headers: a
+                  wrong one first, then the real one
 By listing prefix (the prefix= parameter, decoded):
   ...small...     pages of 3 objects (maxResults rewritten): real paging
   ...loop...      pages of 3, and every page's nextPageToken is the same
@@ -22,6 +36,7 @@ By listing prefix (the prefix= parameter, decoded):
                   (so it restarts the listing from its first object)
   ...empty...     no items ever, a new nextPageToken every page
   ...badpage...   the first item's size is a JSON number, not a string
+  ...unordered... pages of 3, the first two items of page 2 swapped
 Everything else is forwarded unchanged. Each request appends
 "METHOD PATH -> STATUS" to LOG_FILE.
 """
@@ -59,6 +74,18 @@ def main():
             self.wfile.write(body)
             self.log(status)
 
+        def reply_chunked(self, status, body, headers=()):
+            # No Content-Length: the body's end is the last chunk's.
+            self.send_response(status)
+            for k, v in headers:
+                self.send_header(k, v)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            if body:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(body), body))
+            self.wfile.write(b"0\r\n\r\n")
+            self.log(status)
+
         def json_error(self, status, reason, message):
             body = json.dumps({"error": {"code": status, "message": message,
                                          "errors": [{"reason": reason,
@@ -66,10 +93,10 @@ def main():
             self.reply(status, body.encode(),
                        [("Content-Type", "application/json")])
 
-        def forward(self, path):
+        def forward(self, path, drop=()):
             conn = http.client.HTTPConnection("127.0.0.1", upstream, timeout=60)
             headers = {k: v for k, v in self.headers.items()
-                       if k.lower() not in ("host", "connection")}
+                       if k.lower() not in ("host", "connection") + drop}
             conn.request(self.command, path, headers=headers)
             r = conn.getresponse()
             body = r.read()
@@ -109,7 +136,35 @@ def main():
             if "flaky" in name and n < 2:
                 return self.json_error(503, "backendError",
                                        "Backend Error")
+            media = dict(q).get("alt") == "media"
+            if "gzipped" in name and media:
+                ae = self.headers.get_all("Accept-Encoding") or []
+                if not any("gzip" in v.lower() for v in ae):
+                    # Transcoded: the whole object decompressed, so
+                    # neither the stored bytes nor their length.
+                    status, hdrs, body = self.forward(self.path,
+                                                      ("range",))
+                    hdrs = [(k, v) for k, v in hdrs
+                            if k.lower() not in ("content-range",
+                                                 "x-goog-hash")]
+                    return self.reply_chunked(status, body * 2 + b"!",
+                                              hdrs)
+                status, hdrs, body = self.forward(self.path)
+                return self.reply(status, body,
+                                  hdrs + [("Content-Encoding", "gzip")])
+            if "nolength" in name and media:
+                status, hdrs, body = self.forward(self.path, ("range",))
+                return self.reply_chunked(status, body, hdrs)
             status, hdrs, body = self.forward(self.path)
+            if media and status == 206 and ("longbody" in name or
+                                            "shortbody" in name):
+                body = body + b"+" if "longbody" in name else body[:-1]
+                return self.reply_chunked(status, body, hdrs)
+            if media and "nogen" in name:
+                hdrs = [(k, v) for k, v in hdrs
+                        if k.lower() != "x-goog-generation"]
+            if media and "dupgen" in name:
+                hdrs = [("x-goog-generation", "1")] + hdrs
             if "badcrc" in name and status in (200, 206) and body:
                 body = body[:-1] + bytes([body[-1] ^ 1])
             if "badrange" in name and status == 206:
@@ -127,7 +182,8 @@ def main():
 
         def list(self, u, q):
             prefix = dict(q).get("prefix", "")
-            small = any(s in prefix for s in ("small", "loop", "restart"))
+            small = any(s in prefix
+                        for s in ("small", "loop", "restart", "unordered"))
             if "empty" in prefix:
                 with lock:
                     empty_pages[0] += 1
@@ -144,7 +200,8 @@ def main():
                 q2.append((k, v))
             path = u.path + "?" + urllib.parse.urlencode(q2, quote_via=urllib.parse.quote)
             status, hdrs, body = self.forward(path)
-            if status == 200 and any(s in prefix for s in ("loop", "restart", "badpage")):
+            if status == 200 and any(s in prefix for s in ("loop", "restart", "badpage",
+                                                         "unordered")):
                 page = json.loads(body)
                 if "loop" in prefix and "nextPageToken" in page:
                     page["nextPageToken"] = "the-same-token"
@@ -156,6 +213,14 @@ def main():
                         page["nextPageToken"] += "|%d" % empty_pages[0]
                 if "badpage" in prefix and page.get("items"):
                     page["items"][0]["size"] = int(page["items"][0]["size"])
+                if ("unordered" in prefix and "pageToken" in dict(q) and
+                        len(page.get("items", [])) >= 2):
+                    with lock:
+                        first = "unordered2" not in seen
+                        seen["unordered2"] = 1
+                    if first:
+                        it = page["items"]
+                        it[0], it[1] = it[1], it[0]
                 body = json.dumps(page).encode()
             self.reply(status, body, hdrs)
 
