@@ -770,6 +770,12 @@ START_TEST(test_token_uri_not_loopback)
 		"http://10.1.2.3/token",
 		"not a url",
 	};
+	static const char *const good[] = {
+		"http://127.0.0.2:9/token",
+		"http://localhost:9/token",
+		"http://[::1]:9/token",
+		"HTTP://127.1.2.3:9/token",
+	};
 	struct http_pool_options o = { 0 };
 	struct http_pool *http;
 	struct gcs_creds_provider *p = (void *)0x1;
@@ -797,6 +803,17 @@ START_TEST(test_token_uri_not_loopback)
 				      strstr(le.last, "10.1.2.3") == NULL,
 			      "%s: the error quotes the value: %s", bad[i],
 			      le.last);
+	}
+	/* Real loopback forms pass the check and are asked (a closed
+	 * port: the endpoint does not answer). */
+	for (i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		t = sa_json("service_account", EMAIL, pem, "kid-1", good[i]);
+		write_file(path, t);
+		free(t);
+		ck_assert_int_eq(gcs_creds_provider_new(http, &p), -EACCES);
+		log_errors_get(&le);
+		ck_assert_msg(strstr(le.last, "did not answer") != NULL,
+			      "%s: last error: %s", good[i], le.last);
 	}
 	http_pool_free(http);
 	free(pem);
