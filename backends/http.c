@@ -521,10 +521,13 @@ static int setup(struct http_pool *pool, struct attempt *a,
 		SET(CURLOPT_NOBODY, 1L);
 	} else if (strcmp(req->method, "POST") == 0 ||
 		   strcmp(req->method, "PUT") == 0) {
-		/* Not COPYPOSTFIELDS: curl would free its copy unwiped, and
-		 * a token request's body is a secret the caller wipes. The
-		 * body lives until http_perform returns, after the
-		 * transfer; pool_put's reset drops the pointer. */
+		/* Not COPYPOSTFIELDS: curl would keep a copy until the
+		 * handle is reset and free it unwiped, and a token
+		 * request's body is a secret the caller wipes. The body
+		 * lives until http_perform returns, after the transfer;
+		 * pool_put's reset drops the pointer. (curl 7.88 still
+		 * appends a small body to its request buffer for the send,
+		 * a transient copy out of our reach.) */
 		SET(CURLOPT_POSTFIELDS, req->body ? req->body : "");
 		SET(CURLOPT_POSTFIELDSIZE, (long)req->body_len);
 		if (strcmp(req->method, "PUT") == 0)
