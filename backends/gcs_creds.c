@@ -12,14 +12,19 @@
  */
 #include "backends/gcs_creds.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "backends/gcs_jwt.h"
 #include "backends/http.h"
@@ -49,7 +54,9 @@ struct gcs_creds_provider {
 	enum gcs_creds_source source;
 	struct gcs_jwt_key *key; /* the file's key, or NULL: metadata */
 	char *what;		 /* names the source in logs; no secret */
-	pthread_mutex_t lock;	 /* protects cur and stop; the only lock */
+	bool token_no_proxy;	 /* the token_uri is loopback: no proxy */
+	pthread_mutex_t lock;	 /* protects cur and stop; the only lock,
+				    never held across I/O or logging */
 	pthread_cond_t cond;	 /* signalled (under lock) on stop */
 	struct gcs_token *cur;	 /* protected by lock; never NULL */
 	int stop;		 /* protected by lock */
@@ -93,44 +100,51 @@ struct gcs_token *gcs_creds_get(struct gcs_creds_provider *p)
 	return t;
 }
 
-static const char *env(const char *name)
+static const char *gcs_creds_env(const char *name)
 {
 	const char *v = getenv(name);
 
 	return v != NULL && v[0] != '\0' ? v : NULL;
 }
 
-static void wipe_free(char *s)
+/* Reads a whole small regular file. Opened non-blocking and checked
+ * before any read: a FIFO, a device or a directory named as a credential
+ * file must fail at once, not block the mount. Returns 0, -errno of
+ * open/read, -EFBIG, -EINVAL (not a regular file). */
+static int gcs_creds_read_small_file(const char *path, char **out, size_t *len)
 {
-	if (s != NULL) {
-		explicit_bzero(s, strlen(s));
-		free(s);
-	}
-}
-
-/* Reads a whole small file. Returns 0, -errno of open/read, -EFBIG. */
-static int read_small_file(const char *path, char **out, size_t *len)
-{
-	FILE *f = fopen(path, "re");
-	char *buf;
-	size_t n;
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+	struct stat st;
+	char *buf = NULL;
+	size_t n = 0;
+	ssize_t r;
 	int rc = 0;
 
-	if (f == NULL)
+	if (fd < 0)
 		return -errno;
-	buf = malloc(GCS_JWT_FILE_MAX + 1);
-	if (buf == NULL) {
-		fclose(f);
-		return -ENOMEM;
+	if (fstat(fd, &st) != 0)
+		rc = -errno;
+	else if (!S_ISREG(st.st_mode))
+		rc = -EINVAL;
+	else if ((buf = malloc(GCS_JWT_FILE_MAX + 1)) == NULL)
+		rc = -ENOMEM;
+	while (rc == 0 && n <= GCS_JWT_FILE_MAX) {
+		r = read(fd, buf + n, GCS_JWT_FILE_MAX + 1 - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			rc = -errno;
+		else if (r == 0)
+			break;
+		else
+			n += (size_t)r;
 	}
-	n = fread(buf, 1, GCS_JWT_FILE_MAX + 1, f);
-	if (ferror(f))
-		rc = errno ? -errno : -EIO;
-	else if (n > GCS_JWT_FILE_MAX)
+	if (rc == 0 && n > GCS_JWT_FILE_MAX)
 		rc = -EFBIG;
-	fclose(f);
+	close(fd);
 	if (rc < 0) {
-		explicit_bzero(buf, n);
+		if (buf != NULL)
+			explicit_bzero(buf, n);
 		free(buf);
 		return rc;
 	}
@@ -139,29 +153,65 @@ static int read_small_file(const char *path, char **out, size_t *len)
 	return 0;
 }
 
-/* Plain http carries the assertion or the refresh token in clear: only
- * to a loopback address (a test's or a local proxy's endpoint). */
-static int token_uri_ok(const char *uri)
+/* localhost, a literal 127.0.0.0/8 address or [::1], as CURLU gives the
+ * host (IPv6 in brackets). A DNS name such as 127.evil.example is not. */
+static bool gcs_creds_loopback_host(const char *host)
 {
-	static const char *const ok[] = {
-		"http://127.",
-		"http://localhost:",
-		"http://localhost/",
-		"http://[::1]",
-	};
-	size_t i;
+	struct in6_addr a6;
+	struct in_addr a4;
+	char buf[64];
+	size_t n = strlen(host);
 
-	if (strncasecmp(uri, "https://", 8) == 0)
-		return 1;
-	for (i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
-		if (strncasecmp(uri, ok[i], strlen(ok[i])) == 0)
-			return 1;
-	return 0;
+	if (strcasecmp(host, "localhost") == 0)
+		return true;
+	if (inet_pton(AF_INET, host, &a4) == 1)
+		return (ntohl(a4.s_addr) >> 24) == 127;
+	if (n < 3 || n - 2 >= sizeof(buf) || host[0] != '[' ||
+	    host[n - 1] != ']')
+		return false;
+	memcpy(buf, host + 1, n - 2);
+	buf[n - 2] = '\0';
+	return inet_pton(AF_INET6, buf, &a6) == 1 &&
+	       memcmp(&a6, &in6addr_loopback, sizeof(a6)) == 0;
+}
+
+/* Plain http carries the assertion or the refresh token in clear: only
+ * to a loopback host (a test's or a local proxy's endpoint). The URL is
+ * parsed as libcurl will parse it for the request, so user info
+ * (http://127.0.0.1@evil.example/) cannot hide the real host; user info
+ * is refused outright. Returns 1 (ok; *loopback set), 0 (refused),
+ * -ENOMEM. */
+static int gcs_creds_token_uri_ok(const char *uri, bool *loopback)
+{
+	CURLU *u = curl_url();
+	char *scheme = NULL, *host = NULL, *part = NULL;
+	int ok = 0;
+
+	if (u == NULL)
+		return -ENOMEM;
+	if (curl_url_set(u, CURLUPART_URL, uri, 0) != CURLUE_OK ||
+	    curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
+	    curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK)
+		goto out;
+	if (curl_url_get(u, CURLUPART_USER, &part, 0) != CURLUE_NO_USER ||
+	    curl_url_get(u, CURLUPART_PASSWORD, &part, 0) !=
+		    CURLUE_NO_PASSWORD ||
+	    curl_url_get(u, CURLUPART_OPTIONS, &part, 0) != CURLUE_NO_OPTIONS)
+		goto out;
+	*loopback = gcs_creds_loopback_host(host);
+	ok = strcasecmp(scheme, "https") == 0 ||
+	     (strcasecmp(scheme, "http") == 0 && *loopback);
+out:
+	curl_free(part);
+	curl_free(host);
+	curl_free(scheme);
+	curl_url_cleanup(u);
+	return ok;
 }
 
 /* Parses a token reply; logs why it is unusable, naming the source. */
-static int token_from_reply(const struct http_response *resp, const char *what,
-			    struct gcs_token **out)
+static int gcs_creds_token_from_reply(const struct http_response *resp,
+				      const char *what, struct gcs_token **out)
 {
 	char *tok = NULL, why[128];
 	int64_t expires;
@@ -178,13 +228,14 @@ static int token_from_reply(const struct http_response *resp, const char *what,
 	if (rc < 0)
 		return rc;
 	*out = gcs_token_new(tok, expires);
-	wipe_free(tok);
+	gcs_jwt_wipe_free(tok);
 	return *out ? 0 : -ENOMEM;
 }
 
 /* The OAuth2 error code of a non-2xx token reply ({"error": "..."}),
  * which names the problem (invalid_grant, ...) without a secret. */
-static void oauth_error(const struct http_response *resp, char *buf, size_t cap)
+static void gcs_creds_oauth_error(const struct http_response *resp, char *buf,
+				  size_t cap)
 {
 	const char *p = resp->body ? strstr(resp->body, "\"error\"") : NULL;
 	size_t n = 0;
@@ -204,7 +255,7 @@ static void oauth_error(const struct http_response *resp, char *buf, size_t cap)
 	buf[n] = '\0';
 }
 
-static int add_form_header(void *arg, struct curl_slist **headers)
+static int gcs_creds_add_form_header(void *arg, struct curl_slist **headers)
 {
 	struct curl_slist *n;
 
@@ -218,7 +269,8 @@ static int add_form_header(void *arg, struct curl_slist **headers)
 }
 
 /* Exchanges a key file's grant at its token_uri. */
-static int from_key(struct gcs_creds_provider *p, struct gcs_token **out)
+static int gcs_creds_from_key(struct gcs_creds_provider *p,
+			      struct gcs_token **out)
 {
 	struct http_request req = { 0 };
 	struct http_response resp = { 0 };
@@ -237,24 +289,29 @@ static int from_key(struct gcs_creds_provider *p, struct gcs_token **out)
 	req.what = "gcs token endpoint";
 	req.body = body;
 	req.body_len = strlen(body);
-	req.prepare = add_form_header;
+	req.prepare = gcs_creds_add_form_header;
 	req.max_body = 1024 * 1024;
 	req.deadline_ms = GCS_TOKEN_DEADLINE_MS;
 	req.retries = 2;
+	/* A loopback endpoint is reached directly: a proxy of the
+	 * machine would see the grant in clear. */
+	req.no_proxy = p->token_no_proxy;
+	req.quiet = true; /* logged below, once */
 	rc = http_perform(p->http, &req, &resp);
-	wipe_free(body);
+	gcs_jwt_wipe_free(body);
 	if (rc < 0) {
-		log_msg(LOG_ERR, "gcs: %s: the token endpoint did not answer",
-			p->what);
+		log_msg(LOG_ERR,
+			"gcs: %s: the token endpoint did not answer (%s)",
+			p->what, resp.why[0] ? resp.why : strerror(-rc));
 		rc = rc == -ENOMEM ? rc : -EACCES;
 	} else if (resp.status != 200) {
-		oauth_error(&resp, code, sizeof(code));
+		gcs_creds_oauth_error(&resp, code, sizeof(code));
 		log_msg(LOG_ERR,
 			"gcs: %s: the token endpoint said HTTP %ld%s%s",
 			p->what, resp.status, code[0] ? " " : "", code);
 		rc = -EACCES;
 	} else {
-		rc = token_from_reply(&resp, p->what, out);
+		rc = gcs_creds_token_from_reply(&resp, p->what, out);
 	}
 	if (resp.body != NULL)
 		explicit_bzero(resp.body, resp.body_len);
@@ -262,7 +319,7 @@ static int from_key(struct gcs_creds_provider *p, struct gcs_token **out)
 	return rc;
 }
 
-static int add_metadata_flavor(void *arg, struct curl_slist **headers)
+static int gcs_creds_add_metadata_flavor(void *arg, struct curl_slist **headers)
 {
 	struct curl_slist *n;
 
@@ -277,8 +334,8 @@ static int add_metadata_flavor(void *arg, struct curl_slist **headers)
 /* Notes whether the reply says Metadata-Flavor: Google, as every reply of
  * a real metadata server does: a 200 without it is some other server (a
  * captive portal, a proxy) answering for metadata.google.internal. */
-static void note_flavor(void *arg, const char *name, size_t name_len,
-			const char *value, size_t value_len)
+static void gcs_creds_note_flavor(void *arg, const char *name, size_t name_len,
+				  const char *value, size_t value_len)
 {
 	int *flavor = arg;
 
@@ -294,10 +351,10 @@ static void note_flavor(void *arg, const char *name, size_t name_len,
  * -EACCES; otherwise no answer (or one without Metadata-Flavor) means "not
  * on Google Cloud": -ENOENT, while a metadata server that refuses a token
  * is -EACCES. */
-static int from_metadata(struct gcs_creds_provider *p, int chosen,
-			 struct gcs_token **out)
+static int gcs_creds_from_metadata(struct gcs_creds_provider *p, int chosen,
+				   struct gcs_token **out)
 {
-	const char *host = env("GCE_METADATA_HOST");
+	const char *host = gcs_creds_env("GCE_METADATA_HOST");
 	struct http_request req = { 0 };
 	struct http_response resp = { 0 };
 	char *url = NULL;
@@ -317,8 +374,8 @@ static int from_metadata(struct gcs_creds_provider *p, int chosen,
 	req.method = "GET";
 	req.url = url;
 	req.what = "gcs metadata server";
-	req.prepare = add_metadata_flavor;
-	req.on_header = note_flavor;
+	req.prepare = gcs_creds_add_metadata_flavor;
+	req.on_header = gcs_creds_note_flavor;
 	req.header_arg = &flavor;
 	req.max_body = 1024 * 1024;
 	req.connect_timeout_ms = GCS_MD_CONNECT_MS;
@@ -326,6 +383,11 @@ static int from_metadata(struct gcs_creds_provider *p, int chosen,
 	req.deadline_ms =
 		chosen ? GCS_MD_REFRESH_DEADLINE_MS : GCS_MD_PROBE_DEADLINE_MS;
 	req.retries = chosen ? 2 : 0;
+	/* The metadata server is link-local by definition: through a proxy
+	 * its answer would be the proxy's idea of this machine's identity,
+	 * and the token would cross it in clear. */
+	req.no_proxy = true;
+	req.quiet = true; /* logged below, once */
 	rc = http_perform(p->http, &req, &resp);
 	free(url);
 	if (rc == 0 && !flavor) {
@@ -345,10 +407,11 @@ static int from_metadata(struct gcs_creds_provider *p, int chosen,
 					   : "");
 		rc = -EACCES;
 	} else if (rc == 0) {
-		rc = token_from_reply(&resp, p->what, out);
+		rc = gcs_creds_token_from_reply(&resp, p->what, out);
 	} else if (rc != -ENOMEM) {
 		log_msg(chosen ? LOG_ERR : LOG_INFO,
-			"gcs: no metadata server answered at %s", host);
+			"gcs: no metadata server answered at %s (%s)", host,
+			resp.why[0] ? resp.why : strerror(-rc));
 		rc = -ENOENT;
 	}
 	if (resp.body != NULL)
@@ -363,14 +426,14 @@ static int from_metadata(struct gcs_creds_provider *p, int chosen,
  * Returns 0, -ENOENT when the file does not exist and may be absent
  * (gcloud's), -EACCES (logged, naming the file and what is wrong),
  * -ENOMEM. */
-static int load_file(struct gcs_creds_provider *p, const char *path,
-		     const char *label, int may_be_absent)
+static int gcs_creds_load_file(struct gcs_creds_provider *p, const char *path,
+			       const char *label, int may_be_absent)
 {
 	char *text = NULL, why[160];
 	size_t len = 0;
 	int rc;
 
-	rc = read_small_file(path, &text, &len);
+	rc = gcs_creds_read_small_file(path, &text, &len);
 	if (rc == -ENOENT && may_be_absent)
 		return -ENOENT;
 	if (rc == -ENOMEM)
@@ -380,6 +443,10 @@ static int load_file(struct gcs_creds_provider *p, const char *path,
 			"gcs: %s %s: larger than %d bytes: not a "
 			"credential file",
 			label, path, GCS_JWT_FILE_MAX);
+		return -EACCES;
+	}
+	if (rc == -EINVAL) {
+		log_msg(LOG_ERR, "gcs: %s %s: not a regular file", label, path);
 		return -EACCES;
 	}
 	if (rc < 0) {
@@ -395,10 +462,15 @@ static int load_file(struct gcs_creds_provider *p, const char *path,
 		log_msg(LOG_ERR, "gcs: %s %s: %s", label, path, why);
 		return -EACCES;
 	}
-	if (!token_uri_ok(p->key->token_uri)) {
+	rc = gcs_creds_token_uri_ok(p->key->token_uri, &p->token_no_proxy);
+	if (rc < 0)
+		return rc;
+	if (rc == 0) {
+		/* Never the value: it may hold user info. */
 		log_msg(LOG_ERR,
-			"gcs: %s %s: token_uri must be https (plain http "
-			"only to a loopback address)",
+			"gcs: %s %s: token_uri must be an https URL (plain "
+			"http only to localhost, 127.0.0.0/8 or [::1]) without "
+			"user info",
 			label, path);
 		return -EACCES;
 	}
@@ -415,19 +487,19 @@ static int load_file(struct gcs_creds_provider *p, const char *path,
 }
 
 /* gcloud's ADC file: $CLOUDSDK_CONFIG, else ~/.config/gcloud. */
-static int gcloud_path(char **out)
+static int gcs_creds_gcloud_path(char **out)
 {
-	const char *dir = env("CLOUDSDK_CONFIG");
+	const char *dir = gcs_creds_env("CLOUDSDK_CONFIG");
 	int rc;
 
 	if (dir != NULL)
 		rc = asprintf(out, "%s/application_default_credentials.json",
 			      dir);
-	else if (env("HOME") != NULL)
+	else if (gcs_creds_env("HOME") != NULL)
 		rc = asprintf(out,
 			      "%s/.config/gcloud/"
 			      "application_default_credentials.json",
-			      env("HOME"));
+			      gcs_creds_env("HOME"));
 	else
 		return -ENOENT;
 	if (rc < 0) {
@@ -440,37 +512,39 @@ static int gcloud_path(char **out)
 /* Runs the chain: picks the first configured source and gets a token from
  * it. Returns 0 (p->source, p->key, p->what set), -EACCES (logged),
  * -ENOMEM. */
-static int resolve(struct gcs_creds_provider *p, struct gcs_token **out)
+static int gcs_creds_resolve(struct gcs_creds_provider *p,
+			     struct gcs_token **out)
 {
-	const char *named = env("GOOGLE_APPLICATION_CREDENTIALS");
+	const char *named = gcs_creds_env("GOOGLE_APPLICATION_CREDENTIALS");
 	char *path = NULL;
 	int rc;
 
 	if (named != NULL) {
 		p->source = GCS_SRC_ENV_FILE;
-		rc = load_file(p, named, "GOOGLE_APPLICATION_CREDENTIALS", 0);
-		return rc < 0 ? rc : from_key(p, out);
+		rc = gcs_creds_load_file(p, named,
+					 "GOOGLE_APPLICATION_CREDENTIALS", 0);
+		return rc < 0 ? rc : gcs_creds_from_key(p, out);
 	}
-	rc = gcloud_path(&path);
+	rc = gcs_creds_gcloud_path(&path);
 	if (rc == -ENOMEM)
 		return rc;
 	if (rc == 0) {
-		rc = load_file(p, path, "gcloud's ADC file", 1);
+		rc = gcs_creds_load_file(p, path, "gcloud's ADC file", 1);
 		free(path);
 		if (rc != -ENOENT) {
 			p->source = GCS_SRC_GCLOUD_FILE;
-			return rc < 0 ? rc : from_key(p, out);
+			return rc < 0 ? rc : gcs_creds_from_key(p, out);
 		}
 	}
 	p->source = GCS_SRC_METADATA;
 	if (asprintf(&p->what, "the metadata server at %s",
-		     env("GCE_METADATA_HOST")
-			     ? env("GCE_METADATA_HOST")
+		     gcs_creds_env("GCE_METADATA_HOST")
+			     ? gcs_creds_env("GCE_METADATA_HOST")
 			     : "metadata.google.internal") < 0) {
 		p->what = NULL;
 		return -ENOMEM;
 	}
-	rc = from_metadata(p, 0, out);
+	rc = gcs_creds_from_metadata(p, 0, out);
 	if (rc == -ENOENT) {
 		log_msg(LOG_ERR,
 			"gcs: no Google credentials: GOOGLE_APPLICATION_"
@@ -482,76 +556,97 @@ static int resolve(struct gcs_creds_provider *p, struct gcs_token **out)
 	return rc;
 }
 
-static int refetch(struct gcs_creds_provider *p, struct gcs_token **out)
+static int gcs_creds_refetch(struct gcs_creds_provider *p,
+			     struct gcs_token **out)
 {
-	return p->source == GCS_SRC_METADATA ? from_metadata(p, 1, out)
-					     : from_key(p, out);
+	return p->source == GCS_SRC_METADATA
+		       ? gcs_creds_from_metadata(p, 1, out)
+		       : gcs_creds_from_key(p, out);
 }
 
-/* When to refresh: 5 minutes ahead, or halfway for short lifetimes. */
-static int64_t refresh_at(const struct gcs_token *t, int64_t now)
+/* Seconds on CLOCK_MONOTONIC: refreshes are scheduled on it, so a step
+ * of the wall clock (NTP, an admin) can neither delay a refresh past the
+ * token's expiry nor fire a burst of them. Tokens keep expires in unix
+ * seconds for reporting; only the delay is taken from it. */
+static int64_t gcs_creds_mono_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec;
+}
+
+/* Seconds from now until the refresh: 5 minutes ahead of expiry, or
+ * halfway for short lifetimes. */
+static int64_t gcs_creds_refresh_in(const struct gcs_token *t, int64_t now)
 {
 	int64_t left = t->expires - now;
 
 	if (left <= 1)
-		return now + 1;
-	return left > 2 * GCS_REFRESH_AHEAD_S ? t->expires - GCS_REFRESH_AHEAD_S
-					      : now + left / 2;
+		return 1;
+	return left > 2 * GCS_REFRESH_AHEAD_S ? left - GCS_REFRESH_AHEAD_S
+					      : left / 2;
 }
 
-static void *refresh_main(void *arg)
+/* The lock is held only to wait and to swap the token, never across the
+ * network or a log line. */
+static void *gcs_creds_refresh_main(void *arg)
 {
 	struct gcs_creds_provider *p = arg;
 	unsigned backoff = GCS_RETRY_MIN_S;
-	struct gcs_token *t;
-	int64_t when;
-	int rc;
+	struct gcs_token *t, *old;
+	int64_t when, valid;
+	int rc, stop;
 
 	pthread_setname_np(pthread_self(), "shardfs-gcscred");
 	pthread_mutex_lock(&p->lock);
-	when = refresh_at(p->cur, time(NULL));
+	when = gcs_creds_mono_s() + gcs_creds_refresh_in(p->cur, time(NULL));
+	pthread_mutex_unlock(&p->lock);
 	for (;;) {
 		struct timespec ts = { .tv_sec = (time_t)when };
 
-		while (!p->stop && time(NULL) < when)
+		pthread_mutex_lock(&p->lock);
+		while (!p->stop && gcs_creds_mono_s() < when)
 			if (pthread_cond_timedwait(&p->cond, &p->lock, &ts) ==
 			    ETIMEDOUT)
 				break;
-		if (p->stop)
+		stop = p->stop;
+		pthread_mutex_unlock(&p->lock);
+		if (stop)
 			break;
-		if (time(NULL) < when)
+		if (gcs_creds_mono_s() < when)
 			continue;
 		/* Readers keep the current token while the network works. */
-		pthread_mutex_unlock(&p->lock);
 		t = NULL;
-		rc = refetch(p, &t);
-		pthread_mutex_lock(&p->lock);
+		rc = gcs_creds_refetch(p, &t);
 		if (rc == 0) {
-			struct gcs_token *old = p->cur;
-
+			valid = t->expires - time(NULL);
+			when = gcs_creds_mono_s() +
+			       gcs_creds_refresh_in(t, time(NULL));
+			pthread_mutex_lock(&p->lock);
+			old = p->cur;
 			p->cur = t;
+			pthread_mutex_unlock(&p->lock);
+			gcs_token_put(old);
 			log_msg(LOG_INFO,
 				"gcs: access token refreshed from %s, valid "
 				"for %lld s",
-				p->what, (long long)(t->expires - time(NULL)));
-			gcs_token_put(old);
+				p->what, (long long)valid);
 			backoff = GCS_RETRY_MIN_S;
-			when = refresh_at(t, time(NULL));
 		} else {
 			log_msg(LOG_WARNING,
 				"gcs: access token refresh from %s failed; "
 				"keeping the current token, retrying in %u s",
 				p->what, backoff);
-			when = time(NULL) + backoff;
+			when = gcs_creds_mono_s() + backoff;
 			if (backoff < GCS_RETRY_MAX_S)
 				backoff *= 2;
 		}
 	}
-	pthread_mutex_unlock(&p->lock);
 	return NULL;
 }
 
-static void provider_free_fields(struct gcs_creds_provider *p)
+static void gcs_creds_provider_free_fields(struct gcs_creds_provider *p)
 {
 	gcs_jwt_key_free(p->key);
 	free(p->what);
@@ -570,9 +665,9 @@ int gcs_creds_provider_new(struct http_pool *http,
 	if (p == NULL)
 		return -ENOMEM;
 	p->http = http;
-	rc = resolve(p, &t);
+	rc = gcs_creds_resolve(p, &t);
 	if (rc < 0) {
-		provider_free_fields(p);
+		gcs_creds_provider_free_fields(p);
 		return rc == -ENOMEM ? rc : -EACCES;
 	}
 	log_msg(LOG_INFO, "gcs: credentials from %s, token valid for %lld s",
@@ -580,7 +675,8 @@ int gcs_creds_provider_new(struct http_pool *http,
 	p->cur = t;
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_REALTIME);
+	/* The refresh thread's deadlines are CLOCK_MONOTONIC seconds. */
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&p->cond, &ca);
 	pthread_condattr_destroy(&ca);
 	/* Every token expires, so there is always a refresh thread. It must
@@ -591,7 +687,7 @@ int gcs_creds_provider_new(struct http_pool *http,
 	sigaddset(&block, SIGINT);
 	sigaddset(&block, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &block, &old);
-	rc = pthread_create(&p->thread, NULL, refresh_main, p);
+	rc = pthread_create(&p->thread, NULL, gcs_creds_refresh_main, p);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (rc != 0) {
 		log_msg(LOG_ERR, "gcs: cannot start the token refresh thread");
@@ -617,5 +713,5 @@ void gcs_creds_provider_free(struct gcs_creds_provider *p)
 	pthread_cond_destroy(&p->cond);
 	pthread_mutex_destroy(&p->lock);
 	gcs_token_put(p->cur);
-	provider_free_fields(p);
+	gcs_creds_provider_free_fields(p);
 }

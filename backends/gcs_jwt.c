@@ -15,7 +15,7 @@
 #include <string.h>
 #include <strings.h>
 
-static void wipe_free(char *s)
+void gcs_jwt_wipe_free(char *s)
 {
 	if (s != NULL) {
 		explicit_bzero(s, strlen(s));
@@ -27,20 +27,20 @@ void gcs_jwt_key_free(struct gcs_jwt_key *k)
 {
 	if (k == NULL)
 		return;
-	wipe_free(k->token_uri);
-	wipe_free(k->client_email);
-	wipe_free(k->private_key_id);
+	gcs_jwt_wipe_free(k->token_uri);
+	gcs_jwt_wipe_free(k->client_email);
+	gcs_jwt_wipe_free(k->private_key_id);
 	EVP_PKEY_free(k->pkey);
-	wipe_free(k->client_id);
-	wipe_free(k->client_secret);
-	wipe_free(k->refresh_token);
+	gcs_jwt_wipe_free(k->client_id);
+	gcs_jwt_wipe_free(k->client_secret);
+	gcs_jwt_wipe_free(k->refresh_token);
 	free(k);
 }
 
 /* Copies the string field name of root into *dst. Returns 0, -EBADMSG
  * (missing, not a string, or empty when required), -ENOMEM. */
-static int take(json_t *root, const char *name, int required, char **dst,
-		char *why, size_t cap)
+static int gcs_jwt_take(json_t *root, const char *name, int required,
+			char **dst, char *why, size_t cap)
 {
 	json_t *v = json_object_get(root, name);
 
@@ -62,15 +62,15 @@ static int take(json_t *root, const char *name, int required, char **dst,
 }
 
 /* A type worth naming in an error: a short identifier, not a secret. */
-static int plain_word(const char *s)
+static int gcs_jwt_plain_word(const char *s)
 {
 	size_t n = strspn(s, "abcdefghijklmnopqrstuvwxyz_");
 
 	return n > 0 && n <= 40 && s[n] == '\0';
 }
 
-static int load_pkey(struct gcs_jwt_key *k, const char *pem, char *why,
-		     size_t cap)
+static int gcs_jwt_load_pkey(struct gcs_jwt_key *k, const char *pem, char *why,
+			     size_t cap)
 {
 	BIO *bio = BIO_new_mem_buf(pem, (int)strlen(pem));
 	EVP_PKEY *pk;
@@ -133,31 +133,34 @@ int gcs_jwt_key_parse(const char *text, size_t len, struct gcs_jwt_key **out,
 		rc = -EBADMSG;
 	} else if (strcmp(type, "service_account") == 0) {
 		k->type = GCS_JWT_SERVICE_ACCOUNT;
-		rc = take(root, "client_email", 1, &k->client_email, why, cap);
-		if (rc == 0)
-			rc = take(root, "private_key", 1, &pem, why, cap);
-		if (rc == 0)
-			rc = take(root, "private_key_id", 0, &k->private_key_id,
+		rc = gcs_jwt_take(root, "client_email", 1, &k->client_email,
 				  why, cap);
 		if (rc == 0)
-			rc = take(root, "token_uri", 0, &k->token_uri, why,
-				  cap);
+			rc = gcs_jwt_take(root, "private_key", 1, &pem, why,
+					  cap);
 		if (rc == 0)
-			rc = load_pkey(k, pem, why, cap);
+			rc = gcs_jwt_take(root, "private_key_id", 0,
+					  &k->private_key_id, why, cap);
+		if (rc == 0)
+			rc = gcs_jwt_take(root, "token_uri", 0, &k->token_uri,
+					  why, cap);
+		if (rc == 0)
+			rc = gcs_jwt_load_pkey(k, pem, why, cap);
 	} else if (strcmp(type, "authorized_user") == 0) {
 		k->type = GCS_JWT_AUTHORIZED_USER;
-		rc = take(root, "client_id", 1, &k->client_id, why, cap);
-		if (rc == 0)
-			rc = take(root, "client_secret", 1, &k->client_secret,
-				  why, cap);
-		if (rc == 0)
-			rc = take(root, "refresh_token", 1, &k->refresh_token,
-				  why, cap);
-		if (rc == 0)
-			rc = take(root, "token_uri", 0, &k->token_uri, why,
+		rc = gcs_jwt_take(root, "client_id", 1, &k->client_id, why,
 				  cap);
+		if (rc == 0)
+			rc = gcs_jwt_take(root, "client_secret", 1,
+					  &k->client_secret, why, cap);
+		if (rc == 0)
+			rc = gcs_jwt_take(root, "refresh_token", 1,
+					  &k->refresh_token, why, cap);
+		if (rc == 0)
+			rc = gcs_jwt_take(root, "token_uri", 0, &k->token_uri,
+					  why, cap);
 	} else {
-		if (plain_word(type))
+		if (gcs_jwt_plain_word(type))
 			snprintf(why, cap,
 				 "type \"%s\" is not supported (only "
 				 "service_account and authorized_user)",
@@ -173,7 +176,7 @@ int gcs_jwt_key_parse(const char *text, size_t len, struct gcs_jwt_key **out,
 		if (k->token_uri == NULL)
 			rc = -ENOMEM;
 	}
-	wipe_free(pem);
+	gcs_jwt_wipe_free(pem);
 	json_decref(root);
 	if (rc < 0) {
 		gcs_jwt_key_free(k);
@@ -220,7 +223,7 @@ char *gcs_jwt_b64url(const unsigned char *data, size_t len)
 }
 
 /* base64url of a JSON object's compact text. */
-static char *b64_json(json_t *obj)
+static char *gcs_jwt_b64_json(json_t *obj)
 {
 	char *text =
 		obj ? json_dumps(obj, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
@@ -234,8 +237,8 @@ static char *b64_json(json_t *obj)
 }
 
 /* RS256: an RSASSA-PKCS1-v1_5 signature over SHA-256 of input. */
-static int rs256(EVP_PKEY *pk, const char *input, unsigned char **sig,
-		 size_t *sig_len)
+static int gcs_jwt_rs256(EVP_PKEY *pk, const char *input, unsigned char **sig,
+			 size_t *sig_len)
 {
 	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
 	int rc = -EIO;
@@ -287,8 +290,8 @@ int gcs_jwt_sign(const struct gcs_jwt_key *k, const char *scope, int64_t iat,
 			   "scope", scope, "aud", k->token_uri, "iat",
 			   (json_int_t)iat, "exp",
 			   (json_int_t)(iat + GCS_JWT_LIFETIME_S));
-	h64 = b64_json(head);
-	c64 = b64_json(claims);
+	h64 = gcs_jwt_b64_json(head);
+	c64 = gcs_jwt_b64_json(claims);
 	json_decref(head);
 	json_decref(claims);
 	if (h64 == NULL || c64 == NULL ||
@@ -296,7 +299,7 @@ int gcs_jwt_sign(const struct gcs_jwt_key *k, const char *scope, int64_t iat,
 		input = NULL;
 		goto out;
 	}
-	rc = rs256(k->pkey, input, &sig, &sig_len);
+	rc = gcs_jwt_rs256(k->pkey, input, &sig, &sig_len);
 	if (rc < 0)
 		goto out;
 	s64 = gcs_jwt_b64url(sig, sig_len);
@@ -306,67 +309,95 @@ int gcs_jwt_sign(const struct gcs_jwt_key *k, const char *scope, int64_t iat,
 	}
 	rc = 0;
 out:
+	/* The signature is the secret half of the assertion: wipe every
+	 * copy before it goes back to the allocator. */
 	free(h64);
 	free(c64);
-	free(input);
+	gcs_jwt_wipe_free(input);
+	if (sig != NULL)
+		explicit_bzero(sig, sig_len);
 	free(sig);
-	free(s64);
+	gcs_jwt_wipe_free(s64);
 	return rc;
 }
 
-/* Appends name=value, the value percent-encoded (RFC 3986 unreserved
- * characters kept), to f. */
-static void form_add(FILE *f, const char *name, const char *value, int first)
+/* Appends name=value (after a '&' unless first), the value
+ * percent-encoded (RFC 3986 unreserved characters kept), at dst + *pos;
+ * with dst NULL only counts, so the body is sized before it is written
+ * and never reallocated (a realloc would leave secret copies behind). */
+static void gcs_jwt_form_add(char *dst, size_t *pos, const char *name,
+			     const char *value)
 {
+	static const char hex[] = "0123456789ABCDEF";
 	const unsigned char *v;
+	size_t n = *pos;
 
-	fprintf(f, "%s%s=", first ? "" : "&", name);
+	if (n > 0) {
+		if (dst != NULL)
+			dst[n] = '&';
+		n++;
+	}
+	for (; *name != '\0'; name++, n++)
+		if (dst != NULL)
+			dst[n] = *name;
+	if (dst != NULL)
+		dst[n] = '=';
+	n++;
 	for (v = (const unsigned char *)value; *v != '\0'; v++) {
 		if ((*v >= 'A' && *v <= 'Z') || (*v >= 'a' && *v <= 'z') ||
-		    (*v >= '0' && *v <= '9') || strchr("-._~", *v) != NULL)
-			fputc(*v, f);
-		else
-			fprintf(f, "%%%02X", *v);
+		    (*v >= '0' && *v <= '9') || strchr("-._~", *v) != NULL) {
+			if (dst != NULL)
+				dst[n] = (char)*v;
+			n++;
+		} else {
+			if (dst != NULL) {
+				dst[n] = '%';
+				dst[n + 1] = hex[*v >> 4];
+				dst[n + 2] = hex[*v & 15];
+			}
+			n += 3;
+		}
 	}
+	*pos = n;
 }
 
 int gcs_jwt_token_request(const struct gcs_jwt_key *k, int64_t now, char **out)
 {
-	char *jwt = NULL, *body = NULL;
-	size_t len = 0;
-	FILE *f;
+	const char *f[8];
+	char *jwt = NULL, *body;
+	size_t nf = 0, len = 0, i;
 	int rc;
 
 	if (k->type == GCS_JWT_SERVICE_ACCOUNT) {
 		rc = gcs_jwt_sign(k, GCS_JWT_SCOPE, now, &jwt);
 		if (rc < 0)
 			return rc;
-	}
-	f = open_memstream(&body, &len);
-	if (f == NULL) {
-		wipe_free(jwt);
-		return -ENOMEM;
-	}
-	if (k->type == GCS_JWT_SERVICE_ACCOUNT) {
-		form_add(f, "grant_type",
-			 "urn:ietf:params:oauth:grant-type:jwt-bearer", 1);
-		form_add(f, "assertion", jwt, 0);
+		f[nf++] = "grant_type";
+		f[nf++] = "urn:ietf:params:oauth:grant-type:jwt-bearer";
+		f[nf++] = "assertion";
+		f[nf++] = jwt;
 	} else {
-		form_add(f, "grant_type", "refresh_token", 1);
-		form_add(f, "client_id", k->client_id, 0);
-		form_add(f, "client_secret", k->client_secret, 0);
-		form_add(f, "refresh_token", k->refresh_token, 0);
+		f[nf++] = "grant_type";
+		f[nf++] = "refresh_token";
+		f[nf++] = "client_id";
+		f[nf++] = k->client_id;
+		f[nf++] = "client_secret";
+		f[nf++] = k->client_secret;
+		f[nf++] = "refresh_token";
+		f[nf++] = k->refresh_token;
 	}
-	rc = ferror(f) ? -ENOMEM : 0;
-	if (fclose(f) != 0)
-		rc = -ENOMEM;
-	wipe_free(jwt);
-	if (rc < 0) {
-		if (body != NULL)
-			explicit_bzero(body, len);
-		free(body);
-		return rc;
+	for (i = 0; i < nf; i += 2)
+		gcs_jwt_form_add(NULL, &len, f[i], f[i + 1]);
+	body = malloc(len + 1);
+	if (body != NULL) {
+		len = 0;
+		for (i = 0; i < nf; i += 2)
+			gcs_jwt_form_add(body, &len, f[i], f[i + 1]);
+		body[len] = '\0';
 	}
+	gcs_jwt_wipe_free(jwt);
+	if (body == NULL)
+		return -ENOMEM;
 	*out = body;
 	return 0;
 }

@@ -512,12 +512,24 @@ static int setup(struct http_pool *pool, struct attempt *a,
 	SET(CURLOPT_HTTPHEADER, headers);
 	if (pool->opts.ca_bundle != NULL)
 		SET(CURLOPT_CAINFO, pool->opts.ca_bundle);
+	/* Set either way: a handle renewed or reused within this request
+	 * must not keep another request's choice (pool_put's reset clears
+	 * it between requests too). NULL goes back to the environment's
+	 * no_proxy. */
+	SET(CURLOPT_NOPROXY, req->no_proxy ? "*" : NULL);
 	if (strcmp(req->method, "HEAD") == 0) {
 		SET(CURLOPT_NOBODY, 1L);
 	} else if (strcmp(req->method, "POST") == 0 ||
 		   strcmp(req->method, "PUT") == 0) {
+		/* Not COPYPOSTFIELDS: curl would keep a copy until the
+		 * handle is reset and free it unwiped, and a token
+		 * request's body is a secret the caller wipes. The body
+		 * lives until http_perform returns, after the transfer;
+		 * pool_put's reset drops the pointer. (curl 7.88 still
+		 * appends a small body to its request buffer for the send,
+		 * a transient copy out of our reach.) */
+		SET(CURLOPT_POSTFIELDS, req->body ? req->body : "");
 		SET(CURLOPT_POSTFIELDSIZE, (long)req->body_len);
-		SET(CURLOPT_COPYPOSTFIELDS, req->body ? req->body : "");
 		if (strcmp(req->method, "PUT") == 0)
 			SET(CURLOPT_CUSTOMREQUEST, "PUT");
 	} else if (strcmp(req->method, "GET") != 0) {
@@ -629,8 +641,12 @@ int http_perform(struct http_pool *pool, const struct http_request *req,
 			break;
 		}
 		if (cc != CURLE_OK && !rejected && !curl_retryable(cc)) {
-			log_msg(LOG_ERR, "%s: %s %s", req->what, req->method,
+			log_msg(req->quiet ? LOG_DEBUG : LOG_ERR, "%s: %s %s",
+				req->what, req->method,
 				errbuf[0] ? errbuf : curl_easy_strerror(cc));
+			http_response_why(resp, "%s",
+					  errbuf[0] ? errbuf
+						    : curl_easy_strerror(cc));
 			rc = -EIO;
 			break;
 		}
@@ -681,7 +697,17 @@ int http_perform(struct http_pool *pool, const struct http_request *req,
 
 				snprintf(key, sizeof(key), "failed %s",
 					 req->what);
-				if (!log_limit(key, &quiet))
+				http_response_why(resp, "%u tries: %s",
+						  attempts, last);
+				if (req->quiet)
+					log_msg(LOG_DEBUG,
+						"%s: %s failed after %u tries "
+						"in %.1f s: %s",
+						req->what, req->method,
+						attempts,
+						(double)(now - start) / 1000,
+						last);
+				else if (!log_limit(key, &quiet))
 					log_msg(LOG_ERR,
 						"%s: %s failed after %u tries "
 						"in %.1f s: %s%s",

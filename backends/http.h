@@ -101,7 +101,10 @@ typedef int (*http_prepare_cb)(void *arg, struct curl_slist **headers);
 /* Called with each response header of an attempt, name and value trimmed
  * (not NUL-terminated), and with name NULL when a response starts (each
  * attempt, and again after an interim 1xx), so the caller forgets what an
- * earlier one said. For headers the response struct does not keep. */
+ * earlier one said. The trailers of a chunked reply come here too, after
+ * the body (libcurl passes them to its header callback): a caller that
+ * trusts a header only before the body must say so itself. For headers
+ * the response struct does not keep. */
 typedef void (*http_header_cb)(void *arg, const char *name, size_t name_len,
 			       const char *value, size_t value_len);
 
@@ -128,6 +131,14 @@ struct http_request {
 	unsigned total_timeout_ms;   /* 0: none beyond the above */
 	unsigned deadline_ms;	     /* 0: the pool's */
 	int retries;		     /* < 0: the pool's */
+	/* Never through a proxy (CURLOPT_NOPROXY "*"), whatever
+	 * http_proxy says: for the metadata server and loopback token
+	 * endpoints, whose answers are identities and whose replies carry
+	 * tokens in clear. */
+	bool no_proxy;
+	/* The caller logs the failure itself: the final failure is logged
+	 * here at LOG_DEBUG only, so a failure is logged once. */
+	bool quiet;
 	/* The failure hold (see above): set for a ranged read of what,
 	 * with its range. */
 	bool hold;
@@ -150,7 +161,9 @@ struct http_response {
 	/* 2xx body bytes this attempt delivered before the current on_body
 	 * call; 0 marks a fresh attempt (a retry starts over). */
 	uint64_t body_seen;
-	/* Why the last attempt's reply was rejected, "" if it was not. */
+	/* Why the last attempt's reply was rejected, "" if it was not;
+	 * after -EIO from http_perform, why the request failed (no URL),
+	 * for a caller that logs it itself (quiet). */
 	char why[160];
 	/* private: */
 	size_t body_cap;
@@ -164,7 +177,8 @@ struct http_response {
  * errno when no usable answer came: -EIO after transport failures or
  * rejected replies once the budget or the deadline is spent (logged here
  * once, with req->what, the tries, the time and the last reason, never the
- * URL), the callbacks' errno, -EFBIG, -ENOMEM. resp is always initialised
+ * URL; at LOG_DEBUG when req->quiet), the callbacks' errno, -EFBIG,
+ * -ENOMEM. resp is always initialised
  * and must be released with http_response_fini(). */
 int http_perform(struct http_pool *pool, const struct http_request *req,
 		 struct http_response *resp);

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,6 +25,7 @@
 #include "backends/gcs_jwt.h"
 #include "backends/http.h"
 #include "tests/unit/unit.h"
+#include "util/log.h"
 
 #define EMAIL "reader@test-project.iam.gserviceaccount.com"
 #define TOKEN_URI "http://127.0.0.1:9/token"
@@ -753,6 +755,209 @@ START_TEST(test_refresh_servers)
 }
 END_TEST
 
+/* A token_uri that only looks like loopback: user info before the host,
+ * or a DNS name starting with 127. Refused before anything is sent, with
+ * an error naming the file and the key, never the value. */
+START_TEST(test_token_uri_not_loopback)
+{
+	static const char *const bad[] = {
+		"http://127.0.0.1@evil.example/token",
+		"http://localhost:80@evil.example/",
+		"http://127.evil.example/",
+		"http://user@127.0.0.1/token",
+		"http://[::1]@evil.example/",
+		"ftp://127.0.0.1/token",
+		"http://10.1.2.3/token",
+		"not a url",
+	};
+	static const char *const good[] = {
+		"http://127.0.0.2:9/token",
+		"http://localhost:9/token",
+		"http://[::1]:9/token",
+		"HTTP://127.1.2.3:9/token",
+	};
+	struct http_pool_options o = { 0 };
+	struct http_pool *http;
+	struct gcs_creds_provider *p = (void *)0x1;
+	struct log_errors le;
+	char *pem, path[256], *t;
+	EVP_PKEY *pk = new_key(0, &pem);
+	size_t i;
+
+	ck_assert_int_eq(http_global_init(), 0);
+	ck_assert_int_eq(http_pool_new(&o, &http), 0);
+	clear_google_env();
+	snprintf(path, sizeof(path), "%s/sa-uri.json", tmpdir);
+	setenv("GOOGLE_APPLICATION_CREDENTIALS", path, 1);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		t = sa_json("service_account", EMAIL, pem, "kid-1", bad[i]);
+		write_file(path, t);
+		free(t);
+		ck_assert_int_eq(gcs_creds_provider_new(http, &p), -EACCES);
+		ck_assert_ptr_eq(p, (void *)0x1);
+		log_errors_get(&le);
+		ck_assert_msg(strstr(le.last, path) != NULL &&
+				      strstr(le.last, "token_uri") != NULL,
+			      "%s: last error: %s", bad[i], le.last);
+		ck_assert_msg(strstr(le.last, "evil") == NULL &&
+				      strstr(le.last, "10.1.2.3") == NULL,
+			      "%s: the error quotes the value: %s", bad[i],
+			      le.last);
+	}
+	/* Real loopback forms pass the check and are asked (a closed
+	 * port: the endpoint does not answer). */
+	for (i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		t = sa_json("service_account", EMAIL, pem, "kid-1", good[i]);
+		write_file(path, t);
+		free(t);
+		ck_assert_int_eq(gcs_creds_provider_new(http, &p), -EACCES);
+		log_errors_get(&le);
+		ck_assert_msg(strstr(le.last, "did not answer") != NULL,
+			      "%s: last error: %s", good[i], le.last);
+	}
+	http_pool_free(http);
+	free(pem);
+	EVP_PKEY_free(pk);
+}
+END_TEST
+
+/* Off Google Cloud with nothing configured: exactly one error line, the
+ * chain's, not the HTTP layer's as well. */
+START_TEST(test_no_credentials_one_error)
+{
+	struct http_pool_options o = { 0 };
+	struct http_pool *http;
+	struct gcs_creds_provider *p = (void *)0x1;
+	struct log_errors before, after;
+
+	ck_assert_int_eq(http_global_init(), 0);
+	ck_assert_int_eq(http_pool_new(&o, &http), 0);
+	clear_google_env();
+	log_errors_get(&before);
+	ck_assert_int_eq(gcs_creds_provider_new(http, &p), -EACCES);
+	log_errors_get(&after);
+	ck_assert_msg(after.errors - before.errors == 1,
+		      "%llu error lines, the last: %s",
+		      after.errors - before.errors, after.last);
+	ck_assert_ptr_nonnull(strstr(after.last, "no Google credentials"));
+	http_pool_free(http);
+}
+END_TEST
+
+/* A FIFO as GOOGLE_APPLICATION_CREDENTIALS (no writer) must fail at once
+ * with an error naming it, not block the mount forever. The chain runs in
+ * a child, bounded by 30 s. */
+START_TEST(test_credentials_fifo)
+{
+	char path[256];
+	pid_t pid;
+	int i, status = -1;
+
+	clear_google_env();
+	snprintf(path, sizeof(path), "%s/creds.fifo", tmpdir);
+	ck_assert_int_eq(mkfifo(path, 0600), 0);
+	setenv("GOOGLE_APPLICATION_CREDENTIALS", path, 1);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct http_pool_options o = { 0 };
+		struct http_pool *http;
+		struct gcs_creds_provider *p;
+		struct log_errors le;
+		int rc;
+
+		if (http_global_init() < 0 || http_pool_new(&o, &http) < 0)
+			_exit(3);
+		rc = gcs_creds_provider_new(http, &p);
+		log_errors_get(&le);
+		_exit(rc == -EACCES && strstr(le.last, path) != NULL &&
+				      strstr(le.last, "not a regular file") !=
+					      NULL
+			      ? 0
+			      : 1);
+	}
+	for (i = 0; i < 300; i++) {
+		if (waitpid(pid, &status, WNOHANG) == pid)
+			break;
+		usleep(100000);
+	}
+	if (i == 300) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		ck_abort_msg("the chain blocked on a FIFO for 30 s");
+	}
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "the chain did not refuse the FIFO with a clear error "
+		      "(status %d)",
+		      status);
+}
+END_TEST
+
+/* The machine's http_proxy must not carry a metadata or a loopback token
+ * request: a proxy would see the token in clear and could answer with a
+ * stranger's identity (Metadata-Flavor forwarded). curl proxies even
+ * 127.0.0.1 unless told not to. */
+START_TEST(test_proxy_bypassed)
+{
+	struct http_pool_options o = { 0 };
+	struct http_pool *http;
+	struct gcs_creds_provider *p;
+	struct gcs_token *t;
+	char pub[256], sa[256], md[32], px[64], *pem;
+	EVP_PKEY *pk = new_key(0, &pem);
+	const char *tok_args[] = { "--public-key", pub, "--email", EMAIL,
+				   NULL };
+	pid_t tok_pid, md_pid, px_pid;
+	int tok_port, md_port, px_port;
+
+	clear_google_env();
+	snprintf(pub, sizeof(pub), "%s/pub.pem", tmpdir);
+	write_pubkey(pk, pub);
+	tok_port =
+		start_server("token_server.py", "ptoken", tok_args, &tok_pid);
+	md_port = start_server("metadata_server.py", "pmd", NULL, &md_pid);
+	px_port = start_server("record_proxy.py", "proxy", NULL, &px_pid);
+	snprintf(px, sizeof(px), "http://127.0.0.1:%d", px_port);
+	setenv("http_proxy", px, 1);
+	setenv("HTTPS_PROXY", px, 1);
+	unsetenv("no_proxy");
+	unsetenv("NO_PROXY");
+	ck_assert_int_eq(http_global_init(), 0);
+	ck_assert_int_eq(http_pool_new(&o, &http), 0);
+
+	snprintf(md, sizeof(md), "127.0.0.1:%d", md_port);
+	setenv("GCE_METADATA_HOST", md, 1);
+	ck_assert_int_eq(gcs_creds_provider_new(http, &p), 0);
+	t = gcs_creds_get(p);
+	ck_assert_msg(strncmp(t->access_token, "ya29.fake-md-", 13) == 0,
+		      "token %s", t->access_token);
+	gcs_token_put(t);
+	gcs_creds_provider_free(p);
+
+	snprintf(sa, sizeof(sa), "%s/sa.json", tmpdir);
+	write_sa_file(sa, pem, tok_port);
+	setenv("GOOGLE_APPLICATION_CREDENTIALS", sa, 1);
+	ck_assert_int_eq(gcs_creds_provider_new(http, &p), 0);
+	t = gcs_creds_get(p);
+	ck_assert_msg(strncmp(t->access_token, "ya29.fake-sa-", 13) == 0,
+		      "token %s", t->access_token);
+	gcs_token_put(t);
+	gcs_creds_provider_free(p);
+
+	ck_assert_int_eq(log_count("proxy", "\"method\""), 0);
+	ck_assert_int_eq(log_count("pmd", "\"flavor\": \"Google\""), 1);
+	ck_assert_int_eq(log_count("ptoken", "\"ok\": true"), 1);
+	unsetenv("http_proxy");
+	unsetenv("HTTPS_PROXY");
+	http_pool_free(http);
+	stop_server(tok_pid);
+	stop_server(md_pid);
+	stop_server(px_pid);
+	free(pem);
+	EVP_PKEY_free(pk);
+}
+END_TEST
+
 START_TEST(test_token_refs)
 {
 	struct gcs_token *t = gcs_token_new("abc", 42);
@@ -779,6 +984,10 @@ int main(void)
 		{ "token_refs", test_token_refs },
 		{ "chain_order_servers", test_chain_order_servers },
 		{ "refresh_servers", test_refresh_servers },
+		{ "token_uri_not_loopback", test_token_uri_not_loopback },
+		{ "no_credentials_one_error", test_no_credentials_one_error },
+		{ "credentials_fifo", test_credentials_fifo },
+		{ "proxy_bypassed", test_proxy_bypassed },
 	};
 
 	return unit_run_in_tmpdir(unit_suite("gcs_creds", cases,
