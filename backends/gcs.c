@@ -146,14 +146,15 @@ char *gcs_url(const struct gcs_backend *gb, const char *path, const char *query)
 
 /* list */
 
-/* A listing must end and list each object once. GCS lists names in
- * strictly increasing byte order, across pages too, so a name that does
- * not come after the last one is a server that repeated, restarted (the
- * emulator does on a token it does not know) or reordered the listing:
- * checked per name in gcs_list_emit(). A page token seen before is a
- * loop even on pages without objects; such pages are legal, but not this
- * many in a row; and no listing needs more pages than this (a billion
- * objects). */
+/* A listing must end and list each object once: a page token seen
+ * before, or a page that starts with the first name of an earlier page
+ * (the emulator restarts on a token it does not know), is a server going
+ * round in circles. Pages with no items but a token are legal, but not
+ * this many in a row; and no listing needs more pages than this (a
+ * billion objects). Names are not required to come in order: GCS lists
+ * them sorted, but the emulator sorts by UTF-16 code units, not bytes,
+ * and order does not matter to the manifest, which sorts them and
+ * rejects a name listed twice (manifest_finish). */
 #define GCS_LIST_PAGES_MAX 1000000u
 #define GCS_LIST_EMPTY_MAX 1000u
 
@@ -229,20 +230,30 @@ static int gcs_list_progress(struct gcs_seen *seen, const char *what,
 		if (r < 0)
 			return r;
 	}
+	if (page->count > 0) {
+		/* Names and tokens hash into one set, names marked (the
+		 * emulator's tokens are names). */
+		r = gcs_seen_add(seen, fnv_hash(page->objects[0].name,
+						page->objects[0].name_len) ^
+					       0x6e616d65u);
+		if (r == 1) {
+			log_msg(LOG_ERR,
+				"%s: list: page %u starts with the name an "
+				"earlier page started with; the server "
+				"restarted or repeated the listing",
+				what, pages);
+			return -EIO;
+		}
+		if (r < 0)
+			return r;
+	}
 	return 0;
 }
 
-/* The last name handed on, across pages. */
-struct gcs_list_last {
-	char *name; /* NULL before the first */
-	size_t len, cap;
-};
-
 /* Hands page number pages' objects to cb: each must start with full (the
- * listing's prefix) and come strictly after the one before. */
+ * listing's prefix). */
 static int gcs_list_emit(struct gcs_backend *gb, const char *what,
 			 const char *full, unsigned pages,
-			 struct gcs_list_last *last,
 			 const struct gcs_list_page *page, backend_list_cb cb,
 			 void *arg)
 {
@@ -252,7 +263,6 @@ static int gcs_list_emit(struct gcs_backend *gb, const char *what,
 	for (i = 0; i < page->count && rc == 0; i++) {
 		const struct gcs_object *o = &page->objects[i];
 		struct backend_object obj;
-		size_t n;
 
 		if (o->name_len < flen || memcmp(o->name, full, flen)) {
 			log_msg(LOG_ERR,
@@ -261,29 +271,6 @@ static int gcs_list_emit(struct gcs_backend *gb, const char *what,
 				what, pages);
 			return -EIO;
 		}
-		n = o->name_len < last->len ? o->name_len : last->len;
-		if (last->name != NULL &&
-		    (memcmp(o->name, last->name, n) < 0 ||
-		     (memcmp(o->name, last->name, n) == 0 &&
-		      o->name_len <= last->len))) {
-			log_msg(LOG_ERR,
-				"%s: list: page %u: '%.*s' does not come after "
-				"'%.*s'; the server repeated, restarted or "
-				"reordered the listing",
-				what, pages, (int)o->name_len, o->name,
-				(int)last->len, last->name);
-			return -EIO;
-		}
-		if (o->name_len + 1 > last->cap) {
-			char *p = realloc(last->name, o->name_len + 1);
-
-			if (p == NULL)
-				return -ENOMEM;
-			last->name = p;
-			last->cap = o->name_len + 1;
-		}
-		memcpy(last->name, o->name, o->name_len);
-		last->len = o->name_len;
 		if (o->name_len == plen)
 			continue; /* the prefix's own folder placeholder */
 		/* Other names ending in '/' (placeholders the console
@@ -306,7 +293,6 @@ static int gcs_list(struct backend *be, const char *prefix, backend_list_cb cb,
 	struct gcs_backend *gb = (struct gcs_backend *)be;
 	struct gcs_req_ctx ctx = { .gb = gb };
 	struct gcs_seen seen = { 0 };
-	struct gcs_list_last last = { 0 };
 	struct gcs_list_page page = { 0 };
 	struct http_response resp = { 0 };
 	char *full = NULL, *token = NULL, *query = NULL, *url = NULL;
@@ -326,7 +312,8 @@ static int gcs_list(struct backend *be, const char *prefix, backend_list_cb cb,
 					    .prepare = gcs_prepare,
 					    .prepare_arg = &ctx,
 					    .max_body = 64 * 1024 * 1024,
-					    .retries = -1 };
+					    .retries = -1,
+					    .no_proxy = gb->no_proxy };
 
 		rc = -ENOMEM;
 		query = gcs_list_query(full, token, GCS_LIST_PAGE);
@@ -357,8 +344,8 @@ static int gcs_list(struct backend *be, const char *prefix, backend_list_cb cb,
 		pages++;
 		rc = gcs_list_progress(&seen, what, pages, &empty_run, &page);
 		if (rc == 0)
-			rc = gcs_list_emit(gb, what, full, pages, &last, &page,
-					   cb, arg);
+			rc = gcs_list_emit(gb, what, full, pages, &page, cb,
+					   arg);
 		free(token);
 		token = page.next_token;
 		page.next_token = NULL;
@@ -372,7 +359,6 @@ static int gcs_list(struct backend *be, const char *prefix, backend_list_cb cb,
 	}
 	log_msg(LOG_DEBUG, "%s: listed %u pages", what, pages);
 	free(seen.slot);
-	free(last.name);
 	gcs_list_page_fini(&page);
 	http_response_fini(&resp);
 	free(query);
@@ -396,7 +382,8 @@ int gcs_metadata(struct gcs_backend *gb, const char *key, size_t key_len,
 				    .what = what,
 				    .prepare = gcs_prepare,
 				    .prepare_arg = &ctx,
-				    .retries = -1 };
+				    .retries = -1,
+				    .no_proxy = gb->no_proxy };
 	char *path, *url = NULL, why[160];
 	size_t plen = strlen(gb->prefix);
 	int rc = -ENOMEM;
@@ -523,6 +510,9 @@ static int gcs_open(const char *url, const struct backend_options *opts,
 		goto err;
 	}
 	free(enc);
+	/* gcs_endpoint_token_ok() passes plain http only to loopback. */
+	gb->no_proxy = strncasecmp(gb->ep.base, "http://", 7) == 0 &&
+		       gcs_endpoint_token_ok(gb->ep.base);
 	rc = http_global_init();
 	if (rc < 0)
 		goto err;

@@ -7,6 +7,8 @@
 
 #include <stddef.h>
 
+#include <stdbool.h>
+
 #include "backends/gcs.h"
 #include "backends/http.h"
 
@@ -18,6 +20,10 @@ struct gcs_backend {
 	struct gcs_endpoint ep;
 	struct http_pool *http;
 	struct gcs_creds_provider *creds; /* NULL: no Authorization */
+	/* The endpoint is plain http to a loopback address: requests go
+	 * straight there, never through an environment proxy (which would
+	 * see a bearer token in clear, and cannot reach our loopback). */
+	bool no_proxy;
 };
 
 /* What gcs_prepare() adds to a request. */

@@ -53,9 +53,9 @@ static void gcs_read_header(void *arg, const char *name, size_t name_len,
 	memcpy(v, value, value_len);
 	v[value_len] = '\0';
 	if (name_len == 17 && strncasecmp(name, "x-goog-generation", 17) == 0) {
-		/* One too long to be a generation is kept as "?", which
-		 * matches none; so are two that disagree (neither can be
-		 * trusted to name the bytes). */
+		/* One too long to be a generation is kept as "?"; so are
+		 * two that disagree (neither can be trusted to name the
+		 * bytes). gcs_reply_check() rejects "?" as a bad reply. */
 		if (value_len >= GCS_GENERATION_MAX ||
 		    (rc->got_gen[0] != '\0' && strcmp(rc->got_gen, v) != 0))
 			strcpy(rc->got_gen, "?");
@@ -88,6 +88,12 @@ static int gcs_reply_check(struct gcs_read_ctx *rc, struct http_response *resp)
 		if (rc->got_gen[0] == '\0') {
 			http_response_why(resp,
 					  "no x-goog-generation in the reply");
+			return -EAGAIN;
+		}
+		if (strcmp(rc->got_gen, "?") == 0) {
+			http_response_why(resp,
+					  "x-goog-generation too long or "
+					  "given twice with different values");
 			return -EAGAIN;
 		}
 		if (strlen(rc->got_gen) != rc->gen_len ||
@@ -263,7 +269,8 @@ int gcs_read(struct backend *be, const char *key, size_t key_len,
 				    .retries = -1,
 				    .hold = true,
 				    .range_offset = offset,
-				    .range_len = len };
+				    .range_len = len,
+				    .no_proxy = gb->no_proxy };
 	int rc = -ENOMEM;
 
 	if (len == 0) {

@@ -62,6 +62,10 @@ printf 'question' >"$SRC/odd dir/what?.bin"
 printf 'equals' >"$SRC/odd dir/k=v&x.bin"
 printf 'mix' >"$SRC/odd dir/%2F+ =~é#?.bin"
 printf 'nested' >"$SRC/odd dir/deep/er/x y.bin"
+# The emulator lists these in UTF-16 order (U+1F600 first), GCS and the
+# manifest in byte order (U+FF21 first).
+printf 'wide' >"$SRC/odd dir/Ａ wide.bin"
+printf 'emoji' >"$SRC/odd dir/😀 emoji.bin"
 head -c 3000000 /dev/urandom >"$SRC/odd dir/big.bin"
 check "upload the dataset to the emulator" upload_tree ds/ "$SRC"
 # A folder placeholder as the console makes them: skipped by the
@@ -81,12 +85,19 @@ check "gs:// manifest carries generations as etags" bash -c \
 check "the folder placeholder is skipped and counted" bash -c \
 	"grep -q '^skipped_keys 1\$' '$T/gs.out' && ! grep -qF 'deep/	' '$T/gs.tsv'"
 check "odd names are listed as they are (space, unicode, +, %, #, ?, =)" bash -c \
-	"grep -qF 'odd dir/sp ace.bin' '$T/gs.tsv' && grep -qF 'odd dir/ünï cødé.bin' '$T/gs.tsv' && grep -qF 'odd dir/a+b.bin' '$T/gs.tsv' && grep -qF 'odd dir/100%25.txt' '$T/gs.tsv' && grep -qF 'odd dir/tag#1.bin' '$T/gs.tsv' && grep -qF 'odd dir/what?.bin' '$T/gs.tsv' && grep -qF 'odd dir/%252F+ =~é#?.bin' '$T/gs.tsv' && grep -qF 'odd dir/deep/er/x y.bin' '$T/gs.tsv'"
+	"grep -qF 'odd dir/sp ace.bin' '$T/gs.tsv' && grep -qF 'odd dir/ünï cødé.bin' '$T/gs.tsv' && grep -qF 'odd dir/a+b.bin' '$T/gs.tsv' && grep -qF 'odd dir/100%25.txt' '$T/gs.tsv' && grep -qF 'odd dir/tag#1.bin' '$T/gs.tsv' && grep -qF 'odd dir/what?.bin' '$T/gs.tsv' && grep -qF 'odd dir/%252F+ =~é#?.bin' '$T/gs.tsv' && grep -qF 'odd dir/deep/er/x y.bin' '$T/gs.tsv' && grep -qF 'odd dir/Ａ wide.bin' '$T/gs.tsv' && grep -qF 'odd dir/😀 emoji.bin' '$T/gs.tsv'"
 check "manifest to stdout equals -o FILE" bash -c \
 	"STORAGE_EMULATOR_HOST=http://$EMU/ '$SHARDFS' manifest gs://$BUCKET/ds 2>/dev/null | cmp -s - '$T/gs.tsv'"
 "$SHARDFS" manifest "gs://$BUCKET/ds/" --endpoint "$EP" --anonymous \
 	-o "$T/anon.tsv" >/dev/null 2>"$T/anon.err"
 check "--endpoint with --anonymous lists the same" cmp -s "$T/anon.tsv" "$T/gs.tsv"
+# A plain-http loopback endpoint is never reached through an environment
+# proxy (it would see a bearer token in clear; here: a closed port).
+# lib.sh exports NO_PROXY for the suites; this command must not have it.
+env -u NO_PROXY -u no_proxy http_proxy=http://127.0.0.1:9 ALL_PROXY=http://127.0.0.1:9 \
+	"$SHARDFS" manifest "gs://$BUCKET/ds/" --endpoint "$EP" --anonymous \
+	-o "$T/px.tsv" >/dev/null 2>"$T/px.err"
+check "a loopback endpoint bypasses http_proxy/ALL_PROXY" cmp -s "$T/px.tsv" "$T/gs.tsv"
 "$SHARDFS" manifest "gs://$BUCKET/ds/" --endpoint "$EP" >/dev/null 2>"$T/nocreds.err"
 check "without credentials, anonymous or the emulator: exit 1, says why" bash -c \
 	"test $? -eq 1 && grep -qi 'credentials' '$T/nocreds.err'"
@@ -283,10 +294,12 @@ check "a page token that repeats fails the listing, saying so" bash -c \
 	"test $frc -eq 1 && grep -q 'gs://$BUCKET/loop/: list: page 2 repeats an earlier page token' '$T/f.err'"
 fmanifest restart/
 check "a listing that restarts (unknown token) fails, never duplicates keys" bash -c \
-	"test $frc -eq 1 && grep -q \"gs://$BUCKET/restart/: list: page 2: 'restart/o1.bin' does not come after 'restart/o2.bin'\" '$T/f.err'"
+	"test $frc -eq 1 && grep -q 'gs://$BUCKET/restart/: list: page 2 starts with the name an earlier page started with' '$T/f.err'"
 fmanifest unordered/
-check "a page whose names are out of order fails the listing, naming the page" bash -c \
-	"test $frc -eq 1 && grep -q \"gs://$BUCKET/unordered/: list: page 2: 'unordered/o3.bin' does not come after 'unordered/o4.bin'\" '$T/f.err'"
+# Order is not required: the emulator sorts by UTF-16 code units, not
+# bytes (see the U+FF21 / U+1F600 names above), and the manifest sorts.
+check "a page whose names are out of order still lists every object once" bash -c \
+	"test $frc -eq 0 && grep -q '^objects 10\$' '$T/f.out' && test \$(tail -n +2 '$T/f.tsv' | cut -f1 | sort -u | wc -l) -eq 10"
 fmanifest empty/
 check "pages without objects but with a token are bounded" bash -c \
 	"test $frc -eq 1 && grep -q 'gs://$BUCKET/empty/: list: 1001 pages in a row without objects' '$T/f.err'"
@@ -362,8 +375,8 @@ if mount_shardfs "$C" "$M"; then
 	check "the missing x-goog-generation is logged with the key, retried" \
 		grep -qE "gs://$BUCKET/ds2/nogen.bin.*3 tries.*no x-goog-generation" "$LAST_LOG"
 	check "two x-goog-generation headers that disagree read as EIO (the last does not win)" eio dupgen.bin
-	check "the conflict is logged with the key as a change" \
-		grep -qE "gs://$BUCKET/ds2/dupgen.bin: changed since the manifest was made" "$LAST_LOG"
+	check "the conflict is a bad reply: retried, logged with the key, not taken for a change" \
+		bash -c "grep -qE 'gs://$BUCKET/ds2/dupgen.bin.*3 tries.*given twice with different values' '$LAST_LOG' && ! grep -q 'dupgen.bin: changed since' '$LAST_LOG'"
 	check "other objects read through the proxy" cmp -s "$M/rank-0/ok.bin" "$F/ok.bin"
 	check "unmount" umount_shardfs "$M"
 else
