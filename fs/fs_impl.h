@@ -69,6 +69,10 @@ struct ctrl_text {
 struct ctrl_handle {
 	const struct ctrl_text *text;
 	struct ctrl_text snapshot; /* stats: owned by the handle */
+	/* In its generation's open_ctrl list: a RELEASE the kernel never
+	 * sends (a lazily unmounted mount whose last file closes as the
+	 * connection goes) leaves the handle to gen_free(). */
+	struct ctrl_handle *prev, *next;
 };
 
 struct fs_gen {
@@ -86,9 +90,10 @@ struct fs_gen {
 
 	/* Immutable control texts, built on first use. Slots: 0 manifest,
 	 * 1 plan, 2 + r rank r's order. */
-	pthread_mutex_t ctrl_lock; /* protects ctrl[] */
+	pthread_mutex_t ctrl_lock; /* protects ctrl[] and open_ctrl */
 	struct ctrl_text **ctrl;
 	size_t n_ctrl;
+	struct ctrl_handle *open_ctrl; /* open control files' handles */
 
 	uint64_t refs; /* atomic; see the file comment */
 	/* Atomic: lookups and readdirplus of the root working on this

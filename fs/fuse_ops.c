@@ -506,13 +506,23 @@ static void object_of(struct fs_gen *g, uint32_t item, struct cache_object *obj)
 }
 
 /* Frees what fs_op_open() put in fi->fh. */
-static void handle_free(const struct view_node *n, struct fuse_file_info *fi)
+static void handle_free(struct fs_gen *g, const struct view_node *n,
+			struct fuse_file_info *fi)
 {
 	if (n->kind == VIEW_CTRL) {
 		struct ctrl_handle *h = (struct ctrl_handle *)(uintptr_t)fi->fh;
 
-		if (h != NULL)
-			free(h->snapshot.buf);
+		if (h == NULL)
+			return;
+		pthread_mutex_lock(&g->ctrl_lock);
+		if (h->prev != NULL)
+			h->prev->next = h->next;
+		else
+			g->open_ctrl = h->next;
+		if (h->next != NULL)
+			h->next->prev = h->prev;
+		pthread_mutex_unlock(&g->ctrl_lock);
+		free(h->snapshot.buf);
 		free(h);
 	} else {
 		cache_file_close((struct cache_file *)(uintptr_t)fi->fh);
@@ -589,6 +599,12 @@ static void fs_op_open(fuse_req_t req, fuse_ino_t ino,
 			fuse_reply_err(req, -rc);
 			return;
 		}
+		pthread_mutex_lock(&g->ctrl_lock);
+		h->next = g->open_ctrl;
+		if (h->next != NULL)
+			h->next->prev = h;
+		g->open_ctrl = h;
+		pthread_mutex_unlock(&g->ctrl_lock);
 		fi->fh = (uint64_t)(uintptr_t)h;
 	} else {
 		uint32_t item = n->u.item;
@@ -613,7 +629,7 @@ static void fs_op_open(fuse_req_t req, fuse_ino_t ino,
 	if (fuse_reply_open(req, fi) != 0) {
 		/* The opener went away (interrupted): no release follows. */
 		__atomic_sub_fetch(&fs->open_files, 1, __ATOMIC_RELAXED);
-		handle_free(n, fi);
+		handle_free(g, n, fi);
 		fs_gen_put(fs, g, 1);
 	}
 	/* After the reply: the opener goes on while the next files of its
@@ -720,7 +736,7 @@ static void fs_op_release(fuse_req_t req, fuse_ino_t ino,
 	struct fs_gen *g = node_of(fs, ino, &n);
 
 	if (g != NULL) {
-		handle_free(n, fi);
+		handle_free(g, n, fi);
 		/* The request's reference and the handle's. */
 		fs_gen_put(fs, g, 2);
 	}

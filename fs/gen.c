@@ -57,6 +57,13 @@ static void gen_free(struct fs_gen *g)
 		free(g->ctrl[i]);
 	}
 	free(g->ctrl);
+	while (g->open_ctrl != NULL) {
+		struct ctrl_handle *h = g->open_ctrl;
+
+		g->open_ctrl = h->next;
+		free(h->snapshot.buf);
+		free(h);
+	}
 	free(g->item_rank);
 	free(g->item_pos);
 	pthread_mutex_destroy(&g->ctrl_lock);

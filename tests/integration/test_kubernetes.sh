@@ -87,6 +87,10 @@ if mount_shardfs "$CONF" "$M" -o "source.url=$SRC,cache.dir=$T/cache"; then
 	rc=0
 	wait "$pid" || rc=$?
 	check "a busy mount: the daemon exits 0 once the file is closed (exit $rc)" test $rc -eq 0
+	if [ "$rc" -ne 0 ]; then
+		echo "# the daemon's log:"
+		sed 's/^/#   /' "$LAST_LOG"
+	fi
 else
 	fail "the ConfigMap's config mounts (busy)"
 fi
