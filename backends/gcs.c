@@ -34,7 +34,6 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,7 +42,7 @@
 #include "backends/gcs_creds.h"
 #include "backends/gcs_impl.h"
 #include "backends/http.h"
-#include "util/fnv.h"
+#include "backends/objstore.h"
 #include "util/log.h"
 
 /* Requests */
@@ -57,50 +56,18 @@ char *gcs_what(const struct gcs_backend *gb, const char *key)
 	return what;
 }
 
-/* Logs a final non-2xx answer once (per status and object, see
- * log_limit) and returns its errno. */
+/* Logs a final non-2xx answer once, with the JSON error's reason, and
+ * returns its errno. */
 int gcs_fail(const char *what, const char *op, const struct http_response *resp,
 	     int quiet_enoent)
 {
-	char reason[128], msg[256], limit_key[1300];
-	int err;
+	char reason[128], msg[256];
 
 	gcs_error_parse(resp->body, resp->body_len, reason, sizeof(reason), msg,
 			sizeof(msg));
-	err = gcs_error_errno(resp->status, reason);
-	if (err == -ENOENT && quiet_enoent)
-		return err;
-	snprintf(limit_key, sizeof(limit_key), "%ld %s", resp->status, what);
-	if (log_limit(limit_key, NULL))
-		return err;
-	log_msg(LOG_ERR, "%s: %s: HTTP %ld%s%s%s%s (after %u %s)", what, op,
-		resp->status, reason[0] ? " " : "", reason, msg[0] ? ": " : "",
-		msg, resp->attempts, resp->attempts == 1 ? "try" : "tries");
-	return err;
-}
-
-static int gcs_append(struct curl_slist **list, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-
-static int gcs_append(struct curl_slist **list, const char *fmt, ...)
-{
-	struct curl_slist *n;
-	va_list ap;
-	char *line;
-	int rc;
-
-	va_start(ap, fmt);
-	rc = vasprintf(&line, fmt, ap);
-	va_end(ap);
-	if (rc < 0)
-		return -ENOMEM;
-	n = curl_slist_append(*list, line);
-	explicit_bzero(line, strlen(line));
-	free(line);
-	if (n == NULL)
-		return -ENOMEM;
-	*list = n;
-	return 0;
+	return objstore_fail_log(what, op, resp,
+				 gcs_error_errno(resp->status, reason),
+				 quiet_enoent, reason, msg);
 }
 
 /* Adds Range and, with credentials, the current token; run before every
@@ -117,138 +84,30 @@ int gcs_prepare(void *arg, struct curl_slist **headers)
 	 * length. The raw header, not CURLOPT_ACCEPT_ENCODING: curl must
 	 * hand over the stored bytes, not decode them. */
 	if (c->range != NULL)
-		rc = gcs_append(headers, "Range: %s", c->range);
+		rc = objstore_header(headers, "Range: %s", c->range);
 	if (rc == 0 && c->range != NULL)
-		rc = gcs_append(headers, "Accept-Encoding: gzip");
+		rc = objstore_header(headers, "Accept-Encoding: gzip");
 	if (rc == 0)
-		rc = gcs_append(headers, "Accept:");
+		rc = objstore_header(headers, "Accept:");
 	if (rc < 0 || c->gb->creds == NULL)
 		return rc;
 	t = gcs_creds_get(c->gb->creds);
 	if (t->access_token == NULL || t->access_token[0] == '\0')
 		rc = -EACCES;
 	else
-		rc = gcs_append(headers, "Authorization: Bearer %s",
-				t->access_token);
+		rc = objstore_header(headers, "Authorization: Bearer %s",
+				     t->access_token);
 	gcs_token_put(t);
 	return rc;
 }
 
-char *gcs_url(const struct gcs_backend *gb, const char *path, const char *query)
-{
-	char *url;
-
-	if (asprintf(&url, "%s%s%s%s", gb->ep.base, path, query[0] ? "?" : "",
-		     query) < 0)
-		return NULL;
-	return url;
-}
-
 /* list */
 
-/* A listing must end and list each object once: a page token seen
- * before, or a page that starts with the first name of an earlier page
- * (the emulator restarts on a token it does not know), is a server going
- * round in circles. Pages with no items but a token are legal, but not
- * this many in a row; and no listing needs more pages than this (a
- * billion objects). Names are not required to come in order: GCS lists
- * them sorted, but the emulator sorts by UTF-16 code units, not bytes,
- * and order does not matter to the manifest, which sorts them and
- * rejects a name listed twice (manifest_finish). */
-#define GCS_LIST_PAGES_MAX 1000000u
-#define GCS_LIST_EMPTY_MAX 1000u
-
-/* A set of 64-bit hashes (open addressing, 0 marks a free slot). */
-struct gcs_seen {
-	uint64_t *slot;
-	size_t cap, n;
-};
-
-/* Adds h; returns 1 if it was there already, 0 if added, -ENOMEM. */
-static int gcs_seen_add(struct gcs_seen *s, uint64_t h)
-{
-	size_t i, k;
-
-	h |= 1; /* never 0 */
-	if (2 * (s->n + 1) > s->cap) {
-		size_t cap = s->cap ? 2 * s->cap : 64;
-		uint64_t *slot = calloc(cap, sizeof(*slot));
-
-		if (slot == NULL)
-			return -ENOMEM;
-		for (k = 0; k < s->cap; k++) {
-			if (s->slot[k] == 0)
-				continue;
-			for (i = s->slot[k] & (cap - 1); slot[i] != 0;
-			     i = (i + 1) & (cap - 1))
-				;
-			slot[i] = s->slot[k];
-		}
-		free(s->slot);
-		s->slot = slot;
-		s->cap = cap;
-	}
-	for (i = h & (s->cap - 1); s->slot[i] != 0; i = (i + 1) & (s->cap - 1))
-		if (s->slot[i] == h)
-			return 1;
-	s->slot[i] = h;
-	s->n++;
-	return 0;
-}
-
-/* Checks that page number pages (1-based) moves on. Returns 0, -EIO
- * (logged) or -ENOMEM. */
-static int gcs_list_progress(struct gcs_seen *seen, const char *what,
-			     unsigned pages, unsigned *empty_run,
-			     const struct gcs_list_page *page)
-{
-	int r;
-
-	if (pages > GCS_LIST_PAGES_MAX) {
-		log_msg(LOG_ERR, "%s: list: more than %u pages; giving up",
-			what, GCS_LIST_PAGES_MAX);
-		return -EIO;
-	}
-	*empty_run = page->count == 0 ? *empty_run + 1 : 0;
-	if (*empty_run > GCS_LIST_EMPTY_MAX) {
-		log_msg(LOG_ERR,
-			"%s: list: %u pages in a row without objects but with "
-			"a page token; giving up",
-			what, *empty_run);
-		return -EIO;
-	}
-	if (page->next_token != NULL) {
-		r = gcs_seen_add(seen, fnv_hash(page->next_token,
-						strlen(page->next_token)));
-		if (r == 1) {
-			log_msg(LOG_ERR,
-				"%s: list: page %u repeats an earlier page "
-				"token; the server repeats itself",
-				what, pages);
-			return -EIO;
-		}
-		if (r < 0)
-			return r;
-	}
-	if (page->count > 0) {
-		/* Names and tokens hash into one set, names marked (the
-		 * emulator's tokens are names). */
-		r = gcs_seen_add(seen, fnv_hash(page->objects[0].name,
-						page->objects[0].name_len) ^
-					       0x6e616d65u);
-		if (r == 1) {
-			log_msg(LOG_ERR,
-				"%s: list: page %u starts with the name an "
-				"earlier page started with; the server "
-				"restarted or repeated the listing",
-				what, pages);
-			return -EIO;
-		}
-		if (r < 0)
-			return r;
-	}
-	return 0;
-}
+/* A listing must end and list each object once (objstore_list_page).
+ * Names are not required to come in order: GCS lists them sorted, but
+ * the emulator sorts by UTF-16 code units, not bytes, and order does not
+ * matter to the manifest, which sorts them and rejects a name listed
+ * twice (manifest_finish). */
 
 /* Hands page number pages' objects to cb: each must start with full (the
  * listing's prefix). */
@@ -287,18 +146,83 @@ static int gcs_list_emit(struct gcs_backend *gb, const char *what,
 	return rc;
 }
 
+/* A listing of gs://BUCKET/full. */
+struct gcs_list_ctx {
+	struct gcs_backend *gb;
+	const char *what, *full;
+	backend_list_cb cb;
+	void *arg;
+};
+
+static char *gcs_list_url(void *arg, const char *token)
+{
+	struct gcs_list_ctx *lc = arg;
+	char *query = gcs_list_query(lc->full, token, GCS_LIST_PAGE), *url;
+
+	if (query == NULL)
+		return NULL;
+	url = objstore_url(lc->gb->ep.base, lc->gb->bucket_path, query);
+	free(query);
+	return url;
+}
+
+static int gcs_list_page(void *arg, const struct http_response *resp,
+			 struct objstore_list_guard *guard, char **next)
+{
+	struct gcs_list_ctx *lc = arg;
+	struct gcs_list_page page = { 0 };
+	char why[160];
+	int rc;
+
+	rc = gcs_list_parse(resp->body, resp->body_len, &page, why,
+			    sizeof(why));
+	if (rc < 0) {
+		if (rc == -EBADMSG)
+			log_msg(LOG_ERR,
+				"%s: list: malformed objects.list answer "
+				"(page %u): %s",
+				lc->what, guard->pages + 1, why);
+		return rc == -ENOMEM ? rc : -EIO;
+	}
+	rc = objstore_list_page(guard, lc->what, page.next_token, page.count,
+				page.count ? page.objects[0].name : NULL,
+				page.count ? page.objects[0].name_len : 0);
+	if (rc == 0)
+		rc = gcs_list_emit(lc->gb, lc->what, lc->full, guard->pages,
+				   &page, lc->cb, lc->arg);
+	if (rc == 0) {
+		*next = page.next_token;
+		page.next_token = NULL;
+	}
+	gcs_list_page_fini(&page);
+	return rc;
+}
+
 static int gcs_list(struct backend *be, const char *prefix, backend_list_cb cb,
 		    void *arg)
 {
 	struct gcs_backend *gb = (struct gcs_backend *)be;
 	struct gcs_req_ctx ctx = { .gb = gb };
-	struct gcs_seen seen = { 0 };
-	struct gcs_list_page page = { 0 };
-	struct http_response resp = { 0 };
-	char *full = NULL, *token = NULL, *query = NULL, *url = NULL;
-	char *what = NULL, why[160];
-	unsigned pages = 0, empty_run = 0;
-	int rc = -ENOMEM;
+	struct gcs_list_ctx lc = { .gb = gb, .cb = cb, .arg = arg };
+	struct objstore_lister l = {
+		.http = gb->http,
+		.req = { .method = "GET",
+			 .prepare = gcs_prepare,
+			 .prepare_arg = &ctx,
+			 .max_body = 64 * 1024 * 1024,
+			 .retries = -1,
+			 .no_proxy = gb->no_proxy },
+		.fail = gcs_fail,
+		.guard = { .token_name = "page token",
+			   .item_name = "name",
+			   .restart = "the server restarted or repeated the "
+				      "listing" },
+		.page_url = gcs_list_url,
+		.page = gcs_list_page,
+		.arg = &lc,
+	};
+	char *full = NULL, *what = NULL;
+	int rc;
 
 	if (asprintf(&full, "%s%s", gb->prefix, prefix) < 0)
 		return -ENOMEM;
@@ -306,64 +230,9 @@ static int gcs_list(struct backend *be, const char *prefix, backend_list_cb cb,
 		free(full);
 		return -ENOMEM;
 	}
-	for (;;) {
-		struct http_request req = { .method = "GET",
-					    .what = what,
-					    .prepare = gcs_prepare,
-					    .prepare_arg = &ctx,
-					    .max_body = 64 * 1024 * 1024,
-					    .retries = -1,
-					    .no_proxy = gb->no_proxy };
-
-		rc = -ENOMEM;
-		query = gcs_list_query(full, token, GCS_LIST_PAGE);
-		if (query == NULL)
-			break;
-		url = gcs_url(gb, gb->bucket_path, query);
-		if (url == NULL)
-			break;
-		req.url = url;
-		rc = http_perform(gb->http, &req, &resp);
-		if (rc < 0)
-			break;
-		if (resp.status != 200) {
-			rc = gcs_fail(what, "list", &resp, 0);
-			break;
-		}
-		rc = gcs_list_parse(resp.body, resp.body_len, &page, why,
-				    sizeof(why));
-		if (rc < 0) {
-			if (rc == -EBADMSG)
-				log_msg(LOG_ERR,
-					"%s: list: malformed objects.list "
-					"answer (page %u): %s",
-					what, pages + 1, why);
-			rc = rc == -ENOMEM ? rc : -EIO;
-			break;
-		}
-		pages++;
-		rc = gcs_list_progress(&seen, what, pages, &empty_run, &page);
-		if (rc == 0)
-			rc = gcs_list_emit(gb, what, full, pages, &page, cb,
-					   arg);
-		free(token);
-		token = page.next_token;
-		page.next_token = NULL;
-		gcs_list_page_fini(&page);
-		http_response_fini(&resp);
-		free(query);
-		free(url);
-		query = url = NULL;
-		if (rc != 0 || token == NULL)
-			break;
-	}
-	log_msg(LOG_DEBUG, "%s: listed %u pages", what, pages);
-	free(seen.slot);
-	gcs_list_page_fini(&page);
-	http_response_fini(&resp);
-	free(query);
-	free(url);
-	free(token);
+	lc.what = l.what = what;
+	lc.full = full;
+	rc = objstore_list_run(&l);
 	free(full);
 	free(what);
 	return rc;
@@ -392,8 +261,9 @@ int gcs_metadata(struct gcs_backend *gb, const char *key, size_t key_len,
 	if (path == NULL)
 		return -ENOMEM;
 	/* Only what stat needs: fields=name,size,generation,updated,crc32c */
-	url = gcs_url(gb, path,
-		      "fields=name%2Csize%2Cgeneration%2Cupdated%2Ccrc32c");
+	url = objstore_url(
+		gb->ep.base, path,
+		"fields=name%2Csize%2Cgeneration%2Cupdated%2Ccrc32c");
 	if (url == NULL)
 		goto out;
 	req.url = url;
@@ -516,10 +386,7 @@ static int gcs_open(const char *url, const struct backend_options *opts,
 	rc = http_global_init();
 	if (rc < 0)
 		goto err;
-	ho.connect_timeout_ms = opts ? opts->connect_timeout_ms : 0;
-	ho.request_timeout_ms = opts ? opts->request_timeout_ms : 0;
-	ho.deadline_ms = opts ? opts->read_timeout_ms : 0;
-	ho.retries = opts && opts->retries >= 0 ? (unsigned)opts->retries : 5;
+	objstore_pool_options(opts, &ho);
 	rc = http_pool_new(&ho, &gb->http);
 	if (rc < 0)
 		goto err;

@@ -35,10 +35,6 @@ struct gcs_req_ctx {
 /* "gs://BUCKET/PREFIXKEY" for logs; malloc'd or NULL. */
 char *gcs_what(const struct gcs_backend *gb, const char *key);
 
-/* The base URL + path + "?" query; malloc'd or NULL. */
-char *gcs_url(const struct gcs_backend *gb, const char *path,
-	      const char *query);
-
 /* The http_prepare_cb of every GCS request (arg: struct gcs_req_ctx):
  * Range and "Accept-Encoding: gzip" if range is set, and with
  * credentials "Authorization: Bearer" with the current token. */

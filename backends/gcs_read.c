@@ -16,17 +16,14 @@
 
 #include "backends/gcs.h"
 #include "backends/gcs_impl.h"
+#include "backends/objstore.h"
 #include "util/crc32c.h"
 #include "util/log.h"
 
 struct gcs_read_ctx {
+	struct objstore_range range;
 	const char *gen; /* pinned generation, or NULL */
 	size_t gen_len;
-	uint64_t offset;
-	size_t len;
-	char *buf;
-	size_t filled; /* contiguous bytes from offset */
-	uint64_t pos;  /* object position of the next body byte */
 	/* From this attempt's headers: */
 	char got_gen[GCS_GENERATION_MAX + 8];
 	uint32_t hash_crc;
@@ -34,7 +31,6 @@ struct gcs_read_ctx {
 	/* While the reply is the whole object and has a crc32c: */
 	bool crc_on;
 	uint32_t crc;
-	uint64_t total; /* the object's size per the reply */
 };
 
 static void gcs_read_header(void *arg, const char *name, size_t name_len,
@@ -76,14 +72,11 @@ static void gcs_read_header(void *arg, const char *name, size_t name_len,
 }
 
 /* The checks on a reply's status line and headers, before any byte of it
- * is used: the pinned generation, and exactly the range asked for (a 206
- * naming it, or a 200 holding the whole object past its end). Returns 0,
- * -ESTALE (another generation: final) or -EAGAIN (a wrong reply:
- * retried). */
+ * is used: the pinned generation, then the range (objstore_range_reply).
+ * Returns 0, -ESTALE (another generation: final) or -EAGAIN (a wrong
+ * reply: retried). */
 static int gcs_reply_check(struct gcs_read_ctx *rc, struct http_response *resp)
 {
-	uint64_t end = rc->offset + rc->len;
-
 	if (rc->gen != NULL) {
 		if (rc->got_gen[0] == '\0') {
 			http_response_why(resp,
@@ -100,92 +93,35 @@ static int gcs_reply_check(struct gcs_read_ctx *rc, struct http_response *resp)
 		    memcmp(rc->got_gen, rc->gen, rc->gen_len) != 0)
 			return -ESTALE;
 	}
-	if (resp->status == 206) {
-		if (resp->range_start < 0) {
-			http_response_why(resp,
-					  "206 without a valid Content-Range");
-			return -EAGAIN;
-		}
-		if ((uint64_t)resp->range_start != rc->offset ||
-		    (uint64_t)resp->range_end != end - 1) {
-			http_response_why(resp,
-					  "Content-Range bytes %" PRId64
-					  "-%" PRId64 " for a request of bytes "
-					  "%" PRIu64 "-%" PRIu64,
-					  resp->range_start, resp->range_end,
-					  rc->offset, end - 1);
-			return -EAGAIN;
-		}
-		if (resp->content_length >= 0 &&
-		    (uint64_t)resp->content_length != rc->len) {
-			http_response_why(resp,
-					  "Content-Length %" PRId64
-					  " for a range of %zu bytes",
-					  resp->content_length, rc->len);
-			return -EAGAIN;
-		}
-		rc->total = resp->range_total >= 0 ? (uint64_t)resp->range_total
-						   : 0;
-		return 0;
-	}
-	if (resp->status == 200) {
-		if (resp->content_length < 0 ||
-		    (uint64_t)resp->content_length < end) {
-			http_response_why(resp,
-					  "200 of %" PRId64 " bytes for bytes "
-					  "%" PRIu64 "-%" PRIu64,
-					  resp->content_length, rc->offset,
-					  end - 1);
-			return -EAGAIN;
-		}
-		rc->total = (uint64_t)resp->content_length;
-		return 0;
-	}
-	http_response_why(resp, "status %ld for a range", resp->status);
-	return -EAGAIN;
+	return objstore_range_reply(&rc->range, resp);
 }
 
 static int gcs_read_body(void *arg, struct http_response *resp,
 			 const char *data, size_t len)
 {
 	struct gcs_read_ctx *rc = arg;
-	uint64_t end = rc->offset + rc->len;
-	int r;
+	const struct objstore_range *r = &rc->range;
+	int ret;
 
 	/* A retry delivers the body again from its start. */
 	if (resp->body_seen == 0) {
-		r = gcs_reply_check(rc, resp);
-		if (r < 0)
-			return r;
-		rc->pos = resp->status == 206 ? rc->offset : 0;
-		rc->filled = 0;
+		ret = gcs_reply_check(rc, resp);
+		if (ret < 0)
+			return ret;
 		/* The hash is the whole object's: it checks a reply that
-		 * carries the whole object (a 200 not cut short below, or
-		 * a 206 of all of it). */
-		rc->crc_on = rc->has_hash && rc->pos == 0 &&
-			     (resp->status == 200 ? rc->total == end
-						  : rc->total == rc->len);
+		 * carries the whole object (a 200 not cut short, or a 206
+		 * of all of it: one that starts at 0). */
+		rc->crc_on = rc->has_hash && r->pos == 0 &&
+			     r->total == r->offset + r->len;
 		rc->crc = 0;
-	}
-	if (rc->pos + len > rc->offset && rc->pos < end) {
-		uint64_t from = rc->pos > rc->offset ? rc->pos : rc->offset;
-		uint64_t to = rc->pos + len < end ? rc->pos + len : end;
-
-		memcpy(rc->buf + (from - rc->offset), data + (from - rc->pos),
-		       (size_t)(to - from));
-		rc->filled = (size_t)(to - rc->offset);
 	}
 	if (rc->crc_on)
 		rc->crc = crc32c_update(rc->crc, data, len);
-	rc->pos += len;
-	/* Stopping a transfer closes its connection: stop early only when
-	 * a 200 goes on past the range (the emulator's answer to a range
-	 * it does not serve). */
-	return rc->pos >= end && resp->status == 200 && rc->total > end ? 1 : 0;
+	return objstore_range_body(&rc->range, resp, data, len);
 }
 
-/* The checks once a reply is complete: every byte asked for arrived, no
- * more than the framing said, and a whole object matches its crc32c. */
+/* The checks once a reply is complete (objstore_range_complete), and a
+ * whole object against its crc32c. */
 static int gcs_read_check(void *arg, struct http_response *resp)
 {
 	struct gcs_read_ctx *rc = arg;
@@ -195,21 +131,13 @@ static int gcs_read_check(void *arg, struct http_response *resp)
 		r = gcs_reply_check(rc, resp);
 		if (r < 0)
 			return r;
-		rc->filled = 0;
 		rc->crc_on = false;
 	}
-	if (rc->filled != rc->len) {
-		http_response_why(resp, "%zu of %zu bytes in the reply",
-				  rc->filled, rc->len);
-		return -EAGAIN;
-	}
-	if (resp->status == 206 && resp->body_seen != rc->len) {
-		http_response_why(resp,
-				  "%" PRIu64 " body bytes for a range of %zu",
-				  resp->body_seen, rc->len);
-		return -EAGAIN;
-	}
-	if (rc->crc_on && rc->pos == rc->total && rc->crc != rc->hash_crc) {
+	r = objstore_range_complete(&rc->range, resp);
+	if (r < 0)
+		return r;
+	if (rc->crc_on && rc->range.pos == rc->range.total &&
+	    rc->crc != rc->hash_crc) {
 		http_response_why(resp,
 				  "the body's crc32c %08x is not x-goog-hash's "
 				  "%08x",
@@ -248,28 +176,15 @@ int gcs_read(struct backend *be, const char *key, size_t key_len,
 {
 	struct gcs_backend *gb = (struct gcs_backend *)be;
 	struct http_response resp = { 0 };
-	struct gcs_read_ctx ctx = { .gen = etag,
-				    .gen_len = etag_len,
-				    .offset = offset,
-				    .len = len,
-				    .buf = buf };
-	char range[64], now[GCS_GENERATION_MAX + 8] = "";
+	struct gcs_read_ctx ctx = { .gen = etag, .gen_len = etag_len };
+	char now[GCS_GENERATION_MAX + 8] = "";
 	char *path, *query = NULL, *url = NULL, *what = NULL, *gen = NULL;
-	struct gcs_req_ctx rq = { .gb = gb, .range = range };
+	struct gcs_req_ctx rq = { .gb = gb };
 	struct http_request req = { .method = "GET",
 				    .prepare = gcs_prepare,
 				    .prepare_arg = &rq,
 				    .on_header = gcs_read_header,
 				    .header_arg = &ctx,
-				    .on_body = gcs_read_body,
-				    .body_arg = &ctx,
-				    .check = gcs_read_check,
-				    .check_arg = &ctx,
-				    .expect_bytes = len,
-				    .retries = -1,
-				    .hold = true,
-				    .range_offset = offset,
-				    .range_len = len,
 				    .no_proxy = gb->no_proxy };
 	int rc = -ENOMEM;
 
@@ -277,8 +192,9 @@ int gcs_read(struct backend *be, const char *key, size_t key_len,
 		*nread = 0;
 		return 0;
 	}
-	snprintf(range, sizeof(range), "bytes=%" PRIu64 "-%" PRIu64, offset,
-		 offset + len - 1);
+	objstore_range_init(&ctx.range, offset, len, buf, &req, gcs_read_body,
+			    gcs_read_check, &ctx);
+	rq.range = ctx.range.header;
 	path = gcs_object_path(gb->bucket, gb->prefix, key, key_len);
 	if (path == NULL)
 		return -ENOMEM;
@@ -292,7 +208,7 @@ int gcs_read(struct backend *be, const char *key, size_t key_len,
 	} else if ((query = strdup("alt=media")) == NULL) {
 		goto out;
 	}
-	url = gcs_url(gb, path, query);
+	url = objstore_url(gb->ep.base, path, query);
 	what = gcs_what(gb, key);
 	if (url == NULL || what == NULL)
 		goto out;
@@ -305,45 +221,15 @@ int gcs_read(struct backend *be, const char *key, size_t key_len,
 		if (rc == 0) /* the read's own 404 says why */
 			rc = gcs_fail(what, "read", &resp, 0);
 	}
-	if (rc == -ESTALE) {
-		char key_stale[1300];
-
-		/* Its own key: an earlier failure of another kind must not
-		 * keep this one out of the log. */
-		snprintf(key_stale, sizeof(key_stale), "stale %s", what);
-		if (!log_limit(key_stale, NULL))
-			log_msg(LOG_ERR,
-				"%s: changed since the manifest was made "
-				"(generation %.*s, now %s)",
-				what, (int)etag_len, etag,
-				now[0]		 ? now
-				: ctx.got_gen[0] ? ctx.got_gen
-						 : "unknown");
-		goto out;
-	}
-	if (rc < 0)
-		goto out;
-	if (resp.status == 416) {
-		log_msg(LOG_ERR,
-			"%s: bytes %" PRIu64 "-%" PRIu64 " are past the "
-			"object's end: it is shorter than the manifest says",
-			what, offset, offset + len - 1);
-		rc = -EIO;
-		goto out;
-	}
-	if (resp.status < 200 || resp.status >= 300) {
-		rc = gcs_fail(what, "read", &resp, 0);
-		goto out;
-	}
-	/* http_perform() accepted the reply only through gcs_read_check(),
-	 * or stopped it once gcs_read_body() had every byte. */
-	if (ctx.filled != len) {
-		log_msg(LOG_ERR, "%s: %zu of %zu bytes at %" PRIu64, what,
-			ctx.filled, len, offset);
-		rc = -EIO;
-		goto out;
-	}
-	*nread = len;
+	if (rc == -ESTALE)
+		objstore_log_stale(what, "generation", etag, etag_len,
+				   now[0]	    ? now
+				   : ctx.got_gen[0] ? ctx.got_gen
+						    : "unknown");
+	if (rc == 0)
+		rc = objstore_range_result(&ctx.range, what, &resp, gcs_fail);
+	if (rc == 0)
+		*nread = len;
 out:
 	http_response_fini(&resp);
 	free(what);

@@ -15,6 +15,7 @@
 #include <strings.h>
 
 #include "backends/http.h"
+#include "backends/objstore.h"
 
 static int gcs_bucket_char(char c)
 {
@@ -22,43 +23,24 @@ static int gcs_bucket_char(char c)
 	       c == '_' || c == '.';
 }
 
+/* 3 to 222 of a-z 0-9 - _ ., starting and ending with a letter or
+ * digit. */
+static int gcs_bucket_ok(const char *b, size_t len)
+{
+	size_t i;
+
+	if (len < 3 || len > 222)
+		return 0;
+	for (i = 0; i < len; i++)
+		if (!gcs_bucket_char(b[i]))
+			return 0;
+	return b[0] != '-' && b[0] != '_' && b[0] != '.' && b[len - 1] != '-' &&
+	       b[len - 1] != '_' && b[len - 1] != '.';
+}
+
 int gcs_url_parse(const char *url, char **bucket, char **prefix)
 {
-	const char *b, *slash;
-	size_t blen, plen, i;
-	char *bk, *px;
-
-	if (strncmp(url, "gs://", 5) != 0)
-		return -EINVAL;
-	b = url + 5;
-	slash = strchr(b, '/');
-	blen = slash ? (size_t)(slash - b) : strlen(b);
-	if (blen < 3 || blen > 222)
-		return -EINVAL;
-	for (i = 0; i < blen; i++)
-		if (!gcs_bucket_char(b[i]))
-			return -EINVAL;
-	if (!gcs_bucket_char(b[0]) || b[0] == '-' || b[0] == '_' ||
-	    b[0] == '.' || b[blen - 1] == '-' || b[blen - 1] == '_' ||
-	    b[blen - 1] == '.')
-		return -EINVAL;
-	bk = strndup(b, blen);
-	if (bk == NULL)
-		return -ENOMEM;
-	plen = slash ? strlen(slash + 1) : 0;
-	px = malloc(plen + 2);
-	if (px == NULL) {
-		free(bk);
-		return -ENOMEM;
-	}
-	if (plen > 0)
-		memcpy(px, slash + 1, plen);
-	if (plen > 0 && px[plen - 1] != '/')
-		px[plen++] = '/';
-	px[plen] = '\0';
-	*bucket = bk;
-	*prefix = px;
-	return 0;
+	return objstore_url_split(url, "gs://", gcs_bucket_ok, bucket, prefix);
 }
 
 void gcs_endpoint_fini(struct gcs_endpoint *ep)
@@ -121,27 +103,7 @@ int gcs_endpoint_resolve(const char *endpoint, const char *emulator_host,
 
 char *gcs_encode(const char *s, size_t len)
 {
-	static const char hex[] = "0123456789ABCDEF";
-	char *out = malloc(3 * len + 1), *o = out;
-	size_t i;
-
-	if (out == NULL)
-		return NULL;
-	for (i = 0; i < len; i++) {
-		unsigned char c = (unsigned char)s[i];
-
-		if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-		    (c >= '0' && c <= '9') || c == '-' || c == '.' ||
-		    c == '_' || c == '~') {
-			*o++ = (char)c;
-		} else {
-			*o++ = '%';
-			*o++ = hex[c >> 4];
-			*o++ = hex[c & 15];
-		}
-	}
-	*o = '\0';
-	return out;
+	return objstore_uri_encode(s, len, 0);
 }
 
 char *gcs_object_path(const char *bucket, const char *prefix, const char *key,

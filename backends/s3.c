@@ -35,6 +35,7 @@
 #include <time.h>
 
 #include "backends/http.h"
+#include "backends/objstore.h"
 #include "backends/s3_creds.h"
 #include "backends/s3_sign.h"
 #include "backends/s3_xml.h"
@@ -55,45 +56,25 @@ struct s3_backend {
 
 /* Pure parts (s3.h) */
 
-static int valid_bucket_char(char c)
+/* 1 to 255 of a-z A-Z 0-9 - . _ (legacy names included). */
+static int s3_bucket_ok(const char *b, size_t len)
 {
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-	       (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_';
+	size_t i;
+
+	if (len == 0 || len > 255)
+		return 0;
+	for (i = 0; i < len; i++)
+		if (!((b[i] >= 'a' && b[i] <= 'z') ||
+		      (b[i] >= 'A' && b[i] <= 'Z') ||
+		      (b[i] >= '0' && b[i] <= '9') || b[i] == '-' ||
+		      b[i] == '.' || b[i] == '_'))
+			return 0;
+	return 1;
 }
 
 int s3_url_parse(const char *url, char **bucket, char **prefix)
 {
-	const char *b, *slash;
-	size_t blen, plen, i;
-	char *bk, *px;
-
-	if (strncmp(url, "s3://", 5) != 0)
-		return -EINVAL;
-	b = url + 5;
-	slash = strchr(b, '/');
-	blen = slash ? (size_t)(slash - b) : strlen(b);
-	if (blen == 0 || blen > 255)
-		return -EINVAL;
-	for (i = 0; i < blen; i++)
-		if (!valid_bucket_char(b[i]))
-			return -EINVAL;
-	bk = strndup(b, blen);
-	if (bk == NULL)
-		return -ENOMEM;
-	plen = slash ? strlen(slash + 1) : 0;
-	px = malloc(plen + 2);
-	if (px == NULL) {
-		free(bk);
-		return -ENOMEM;
-	}
-	if (plen > 0)
-		memcpy(px, slash + 1, plen);
-	if (plen > 0 && px[plen - 1] != '/')
-		px[plen++] = '/';
-	px[plen] = '\0';
-	*bucket = bk;
-	*prefix = px;
-	return 0;
+	return objstore_url_split(url, "s3://", s3_bucket_ok, bucket, prefix);
 }
 
 void s3_endpoint_fini(struct s3_endpoint *ep)
@@ -264,26 +245,18 @@ int s3_error_errno(long status, const char *code)
 
 /* Requests */
 
-/* Logs a final non-2xx answer once and returns its errno. */
-static int s3_fail(struct s3_backend *sb, const char *op, const char *key,
+/* Logs a final non-2xx answer once, with S3's error code, and returns
+ * its errno (an objstore_fail_cb). */
+static int s3_fail(const char *what, const char *op,
 		   const struct http_response *resp, int quiet_enoent)
 {
-	char code[128], msg[256], what[1200], limit_key[1240];
-	int err;
+	char code[128], msg[256];
 
 	s3_xml_error_parse(resp->body, resp->body_len, code, sizeof(code), msg,
 			   sizeof(msg));
-	err = s3_error_errno(resp->status, code);
-	if (err == -ENOENT && quiet_enoent)
-		return err;
-	snprintf(what, sizeof(what), "s3://%s/%s", sb->bucket, key);
-	snprintf(limit_key, sizeof(limit_key), "%ld %s", resp->status, what);
-	if (log_limit(limit_key, NULL))
-		return err;
-	log_msg(LOG_ERR, "%s: %s: HTTP %ld%s%s%s%s (after %u %s)", what, op,
-		resp->status, code[0] ? " " : "", code, msg[0] ? ": " : "", msg,
-		resp->attempts, resp->attempts == 1 ? "try" : "tries");
-	return err;
+	return objstore_fail_log(what, op, resp,
+				 s3_error_errno(resp->status, code),
+				 quiet_enoent, code, msg);
 }
 
 struct sign_ctx {
@@ -294,30 +267,6 @@ struct sign_ctx {
 	const char *range; /* "bytes=a-b" or NULL */
 	const char *if_match;
 };
-
-static int append(struct curl_slist **list, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-
-static int append(struct curl_slist **list, const char *fmt, ...)
-{
-	struct curl_slist *n;
-	va_list ap;
-	char *line;
-	int rc;
-
-	va_start(ap, fmt);
-	rc = vasprintf(&line, fmt, ap);
-	va_end(ap);
-	if (rc < 0)
-		return -ENOMEM;
-	n = curl_slist_append(*list, line);
-	explicit_bzero(line, strlen(line));
-	free(line);
-	if (n == NULL)
-		return -ENOMEM;
-	*list = n;
-	return 0;
-}
 
 int s3_authorization(const struct s3_endpoint *ep, const char *region,
 		     const struct s3_creds *creds, const char *method,
@@ -362,14 +311,14 @@ static int sign_prepare(void *arg, struct curl_slist **headers)
 	char date[17], auth[S3_AUTH_MAX];
 	int rc;
 
-	rc = append(headers, "Host: %s", sb->ep.host);
+	rc = objstore_header(headers, "Host: %s", sb->ep.host);
 	if (rc == 0 && sc->range != NULL)
-		rc = append(headers, "Range: %s", sc->range);
+		rc = objstore_header(headers, "Range: %s", sc->range);
 	if (rc == 0 && sc->if_match != NULL)
-		rc = append(headers, "If-Match: %s", sc->if_match);
+		rc = objstore_header(headers, "If-Match: %s", sc->if_match);
 	/* curl's default "Accept: *" is noise S3 does not need. */
 	if (rc == 0)
-		rc = append(headers, "Accept:");
+		rc = objstore_header(headers, "Accept:");
 	if (rc < 0 || sb->creds == NULL)
 		return rc;
 	c = s3_creds_get(sb->creds);
@@ -377,15 +326,15 @@ static int sign_prepare(void *arg, struct curl_slist **headers)
 	rc = s3_authorization(&sb->ep, sb->region, c, sc->method, sc->path,
 			      sc->query, date, auth, sizeof(auth));
 	if (rc == 0)
-		rc = append(headers, "x-amz-content-sha256: %s",
-			    S3_EMPTY_SHA256);
+		rc = objstore_header(headers, "x-amz-content-sha256: %s",
+				     S3_EMPTY_SHA256);
 	if (rc == 0)
-		rc = append(headers, "x-amz-date: %s", date);
+		rc = objstore_header(headers, "x-amz-date: %s", date);
 	if (rc == 0 && c->session_token != NULL)
-		rc = append(headers, "x-amz-security-token: %s",
-			    c->session_token);
+		rc = objstore_header(headers, "x-amz-security-token: %s",
+				     c->session_token);
 	if (rc == 0)
-		rc = append(headers, "Authorization: %s", auth);
+		rc = objstore_header(headers, "Authorization: %s", auth);
 	explicit_bzero(auth, sizeof(auth));
 	s3_creds_put(c);
 	return rc;
@@ -410,121 +359,123 @@ char *s3_object_path(const struct s3_endpoint *ep, const char *prefix,
 	return path;
 }
 
-static char *make_url(struct s3_backend *sb, const char *path,
-		      const char *query)
-{
-	char *url;
-
-	if (asprintf(&url, "%s%s%s%s", sb->ep.base, path, query[0] ? "?" : "",
-		     query) < 0)
-		return NULL;
-	return url;
-}
-
 /* list */
 
-/* A listing must end: a continuation token seen before, or a page that
- * starts with the first key of an earlier page, is a server going round
- * in circles, and no real listing needs more than this many pages (a
- * billion keys; pin a manifest long before that). */
-#define S3_LIST_PAGES_MAX 1000000u
-
-/* A set of 64-bit hashes (open addressing, 0 marks a free slot). */
-struct s3_seen {
-	uint64_t *slot;
-	size_t cap, n;
-};
-
-/* Adds h; returns 1 if it was there already, 0 if added, -ENOMEM. */
-static int s3_seen_add(struct s3_seen *s, uint64_t h)
+/* Hands a page's objects to cb: each must start with the source prefix. */
+static int s3_list_emit(struct s3_backend *sb, const char *what,
+			const struct s3_xml_list_page *page, backend_list_cb cb,
+			void *arg)
 {
-	size_t i;
+	size_t plen = strlen(sb->prefix), i;
+	int rc = 0;
 
-	if (2 * (s->n + 1) > s->cap) {
-		size_t cap = s->cap ? 2 * s->cap : 64, k;
-		uint64_t *slot = calloc(cap, sizeof(*slot));
+	for (i = 0; i < page->count && rc == 0; i++) {
+		const struct s3_xml_object *o = &page->objects[i];
+		struct backend_object obj;
 
-		if (slot == NULL)
-			return -ENOMEM;
-		for (k = 0; k < s->cap; k++) {
-			if (s->slot[k] == 0)
-				continue;
-			for (i = s->slot[k] & (cap - 1); slot[i] != 0;
-			     i = (i + 1) & (cap - 1))
-				;
-			slot[i] = s->slot[k];
+		if (o->key_len < plen ||
+		    memcmp(o->key, sb->prefix, plen) != 0) {
+			log_msg(LOG_ERR,
+				"%s: list: key outside the prefix in the "
+				"answer",
+				what);
+			return -EIO;
 		}
-		free(s->slot);
-		s->slot = slot;
-		s->cap = cap;
+		if (o->key_len == plen)
+			continue; /* the prefix's own marker */
+		obj.key = o->key + plen;
+		obj.key_len = o->key_len - plen;
+		obj.size = o->size;
+		obj.etag = o->etag;
+		obj.etag_len = strlen(o->etag);
+		obj.mtime_ns = o->mtime_ns;
+		rc = cb(arg, &obj);
 	}
-	for (i = h & (s->cap - 1); s->slot[i] != 0; i = (i + 1) & (s->cap - 1))
-		if (s->slot[i] == h)
-			return 1;
-	s->slot[i] = h;
-	s->n++;
-	return 0;
+	return rc;
 }
 
-/* Checks that page number pages (1-based) of a listing moves on: its
- * first key and its continuation token are new. Returns 0 or -EIO
- * (logged), -ENOMEM. */
-static int s3_list_progress(struct s3_seen *seen, const char *what,
-			    unsigned pages, const struct s3_xml_list_page *page)
-{
-	int r;
+/* A listing of s3://BUCKET/full. */
+struct s3_list_ctx {
+	struct s3_backend *sb;
+	struct sign_ctx sc;
+	char *query; /* the current page's, signed as sc.query */
+	const char *what, *full;
+	backend_list_cb cb;
+	void *arg;
+};
 
-	if (pages > S3_LIST_PAGES_MAX) {
-		log_msg(LOG_ERR, "%s: list: more than %u pages; giving up",
-			what, S3_LIST_PAGES_MAX);
-		return -EIO;
-	}
-	if (page->truncated && page->next_token != NULL) {
-		r = s3_seen_add(seen, fnv_hash(page->next_token,
-					       strlen(page->next_token)));
-		if (r == 1) {
+static char *s3_list_url(void *arg, const char *token)
+{
+	struct s3_list_ctx *lc = arg;
+
+	free(lc->query);
+	lc->query = s3_list_query(lc->full, token);
+	lc->sc.query = lc->query;
+	if (lc->query == NULL)
+		return NULL;
+	return objstore_url(lc->sb->ep.base, lc->sc.path, lc->query);
+}
+
+static int s3_list_page(void *arg, const struct http_response *resp,
+			struct objstore_list_guard *guard, char **next)
+{
+	struct s3_list_ctx *lc = arg;
+	struct s3_xml_list_page page = { 0 };
+	int rc;
+
+	rc = s3_xml_list_parse(resp->body, resp->body_len, &page);
+	if (rc < 0) {
+		if (rc == -EBADMSG)
 			log_msg(LOG_ERR,
-				"%s: list: page %u repeats an earlier "
-				"continuation token; the server repeats "
-				"itself",
-				what, pages);
-			return -EIO;
-		}
-		if (r < 0)
-			return r;
+				"%s: list: malformed ListObjectsV2 answer "
+				"(page %u)",
+				lc->what, guard->pages + 1);
+		return rc == -ENOMEM ? rc : -EIO;
 	}
-	if (page->count > 0) {
-		/* Keys and tokens hash into one set: a clash between a key
-		 * and a token is as unlikely as any other 64-bit clash. */
-		r = s3_seen_add(seen, fnv_hash(page->objects[0].key,
-					       page->objects[0].key_len) ^
-					      0x6b6579u);
-		if (r == 1) {
+	rc = objstore_list_page(
+		guard, lc->what, page.truncated ? page.next_token : NULL,
+		page.count, page.count ? page.objects[0].key : NULL,
+		page.count ? page.objects[0].key_len : 0);
+	if (rc == 0)
+		rc = s3_list_emit(lc->sb, lc->what, &page, lc->cb, lc->arg);
+	if (rc == 0 && page.truncated) {
+		if (page.next_token == NULL || page.count == 0) {
 			log_msg(LOG_ERR,
-				"%s: list: page %u starts with the key an "
-				"earlier page started with; the server "
-				"repeats itself",
-				what, pages);
-			return -EIO;
+				"%s: list: truncated page %u without a "
+				"continuation token",
+				lc->what, guard->pages);
+			rc = -EIO;
+		} else {
+			*next = page.next_token;
+			page.next_token = NULL;
 		}
-		if (r < 0)
-			return r;
 	}
-	return 0;
+	s3_xml_list_page_fini(&page);
+	return rc;
 }
 
 static int s3_list(struct backend *be, const char *prefix, backend_list_cb cb,
 		   void *arg)
 {
-	struct s3_seen seen = { 0 };
 	struct s3_backend *sb = (struct s3_backend *)be;
-	size_t plen = strlen(sb->prefix), i;
-	struct s3_xml_list_page page = { 0 };
-	struct http_response resp = { 0 };
-	char *full = NULL, *token = NULL, *query = NULL, *url = NULL, *what;
-	const char *path = sb->ep.path_prefix[0] ? sb->ep.path_prefix : "/";
-	unsigned pages = 0;
-	int rc = -ENOMEM;
+	struct s3_list_ctx lc = { .sb = sb, .cb = cb, .arg = arg };
+	struct objstore_lister l = {
+		.http = sb->http,
+		.req = { .method = "GET",
+			 .prepare = sign_prepare,
+			 .prepare_arg = &lc.sc,
+			 .max_body = 64 * 1024 * 1024,
+			 .retries = -1 },
+		.fail = s3_fail,
+		.guard = { .token_name = "continuation token",
+			   .item_name = "key",
+			   .restart = "the server repeats itself" },
+		.page_url = s3_list_url,
+		.page = s3_list_page,
+		.arg = &lc,
+	};
+	char *full = NULL, *what = NULL;
+	int rc;
 
 	if (asprintf(&full, "%s%s", sb->prefix, prefix) < 0)
 		return -ENOMEM;
@@ -532,97 +483,15 @@ static int s3_list(struct backend *be, const char *prefix, backend_list_cb cb,
 		free(full);
 		return -ENOMEM;
 	}
-	for (;;) {
-		struct sign_ctx sc = { .sb = sb,
-				       .method = "GET",
-				       .path = path };
-		struct http_request req = { .method = "GET",
-					    .what = what,
-					    .prepare = sign_prepare,
-					    .prepare_arg = &sc,
-					    .max_body = 64 * 1024 * 1024,
-					    .retries = -1 };
-
-		rc = -ENOMEM; /* a page listed before set rc to 0 */
-		query = s3_list_query(full, token);
-		if (query == NULL)
-			break;
-		url = make_url(sb, path, query);
-		if (url == NULL)
-			break;
-		sc.query = query;
-		req.url = url;
-		rc = http_perform(sb->http, &req, &resp);
-		if (rc < 0)
-			break;
-		if (resp.status != 200) {
-			rc = s3_fail(sb, "list", full, &resp, 0);
-			break;
-		}
-		rc = s3_xml_list_parse(resp.body, resp.body_len, &page);
-		if (rc < 0) {
-			if (rc == -EBADMSG)
-				log_msg(LOG_ERR,
-					"%s: list: malformed ListObjectsV2 "
-					"answer (page %u)",
-					what, pages + 1);
-			rc = rc == -ENOMEM ? rc : -EIO;
-			break;
-		}
-		pages++;
-		rc = s3_list_progress(&seen, what, pages, &page);
-		for (i = 0; i < page.count && rc == 0; i++) {
-			struct s3_xml_object *o = &page.objects[i];
-			struct backend_object obj;
-
-			if (o->key_len < plen ||
-			    memcmp(o->key, sb->prefix, plen) != 0) {
-				log_msg(LOG_ERR,
-					"%s: list: key outside the "
-					"prefix in the answer",
-					what);
-				rc = -EIO;
-				break;
-			}
-			if (o->key_len == plen)
-				continue; /* the prefix's own marker */
-			obj.key = o->key + plen;
-			obj.key_len = o->key_len - plen;
-			obj.size = o->size;
-			obj.etag = o->etag;
-			obj.etag_len = strlen(o->etag);
-			obj.mtime_ns = o->mtime_ns;
-			rc = cb(arg, &obj);
-		}
-		free(token);
-		token = NULL;
-		if (rc == 0 && page.truncated) {
-			if (page.next_token == NULL || page.count == 0) {
-				log_msg(LOG_ERR,
-					"%s: list: truncated page %u without "
-					"a continuation token",
-					what, pages);
-				rc = -EIO;
-			} else {
-				token = page.next_token;
-				page.next_token = NULL;
-			}
-		}
-		s3_xml_list_page_fini(&page);
-		http_response_fini(&resp);
-		free(query);
-		free(url);
-		query = url = NULL;
-		if (rc != 0 || token == NULL)
-			break;
-	}
-	log_msg(LOG_DEBUG, "%s: listed %u pages", what, pages);
-	free(seen.slot);
-	s3_xml_list_page_fini(&page);
-	http_response_fini(&resp);
-	free(query);
-	free(url);
-	free(token);
+	lc.sc = (struct sign_ctx){
+		.sb = sb,
+		.method = "GET",
+		.path = sb->ep.path_prefix[0] ? sb->ep.path_prefix : "/",
+	};
+	lc.what = l.what = what;
+	lc.full = full;
+	rc = objstore_list_run(&l);
+	free(lc.query);
 	free(full);
 	free(what);
 	return rc;
@@ -647,7 +516,7 @@ static int s3_stat(struct backend *be, const char *key, size_t key_len,
 	path = s3_object_path(&sb->ep, sb->prefix, key, key_len);
 	if (path == NULL)
 		return -ENOMEM;
-	url = make_url(sb, path, "");
+	url = objstore_url(sb->ep.base, path, "");
 	if (url == NULL ||
 	    asprintf(&what, "s3://%s/%s%s", sb->bucket, sb->prefix, key) < 0) {
 		what = NULL;
@@ -660,8 +529,7 @@ static int s3_stat(struct backend *be, const char *key, size_t key_len,
 	if (rc < 0)
 		goto out;
 	if (resp.status != 200) {
-		rc = s3_fail(sb, "stat", what + 6 + strlen(sb->bucket), &resp,
-			     1);
+		rc = s3_fail(what, "stat", &resp, 1);
 		goto out;
 	}
 	elen = strlen(resp.etag);
@@ -690,23 +558,11 @@ out:
 #define S3_MD5_MAX (UINT64_C(8) << 20)
 
 struct read_ctx {
+	struct objstore_range range;
 	const char *etag; /* expected, or NULL */
 	size_t etag_len;
-	uint64_t offset;
-	size_t len;
-	char *buf;
-	size_t filled;	 /* contiguous bytes from offset */
-	uint64_t pos;	 /* object position of the next body byte */
 	EVP_MD_CTX *md5; /* while the reply is a whole object to check */
-	int stale;
 };
-
-static int etag_differs(const struct read_ctx *rc, const char *got)
-{
-	return rc->etag != NULL && got[0] != '\0' &&
-	       (strlen(got) != rc->etag_len ||
-		memcmp(got, rc->etag, rc->etag_len) != 0);
-}
 
 /* Is etag a single-part S3 ETag, "<32 hex digits>", the object's MD5? */
 static bool etag_is_md5(const char *etag, size_t len)
@@ -722,77 +578,32 @@ static bool etag_is_md5(const char *etag, size_t len)
 }
 
 /* The checks on a reply's status line and headers, before any byte of it
- * is used: the pinned version, and exactly the range asked for (a 206
- * naming it, or a 200 holding the whole object past its end). Returns 0,
- * -ESTALE (another version: final) or -EAGAIN (a wrong reply: retried). */
+ * is used: the pinned version, then the range (objstore_range_reply).
+ * Returns 0, -ESTALE (another version: final) or -EAGAIN (a wrong reply:
+ * retried). */
 static int read_reply_check(struct read_ctx *rc, struct http_response *resp)
 {
-	uint64_t end = rc->offset + rc->len;
-
 	if (rc->etag != NULL && resp->etag[0] == '\0') {
 		/* Without it the version cannot be told: a server that
 		 * ignores If-Match could be sending any. */
 		http_response_why(resp, "no ETag in the reply");
 		return -EAGAIN;
 	}
-	if (etag_differs(rc, resp->etag)) {
-		rc->stale = 1;
+	if (rc->etag != NULL && (strlen(resp->etag) != rc->etag_len ||
+				 memcmp(resp->etag, rc->etag, rc->etag_len)))
 		return -ESTALE;
-	}
-	if (resp->status == 206) {
-		if (resp->range_start < 0) {
-			http_response_why(resp,
-					  "206 without a valid Content-Range");
-			return -EAGAIN;
-		}
-		if ((uint64_t)resp->range_start != rc->offset ||
-		    (uint64_t)resp->range_end != end - 1) {
-			http_response_why(resp,
-					  "Content-Range bytes %" PRId64
-					  "-%" PRId64 " for a request of bytes "
-					  "%" PRIu64 "-%" PRIu64,
-					  resp->range_start, resp->range_end,
-					  rc->offset, end - 1);
-			return -EAGAIN;
-		}
-		if (resp->content_length >= 0 &&
-		    (uint64_t)resp->content_length != rc->len) {
-			http_response_why(resp,
-					  "Content-Length %" PRId64
-					  " for a range of %zu bytes",
-					  resp->content_length, rc->len);
-			return -EAGAIN;
-		}
-		return 0;
-	}
-	if (resp->status == 200) {
-		if (resp->content_length < 0 ||
-		    (uint64_t)resp->content_length < end) {
-			http_response_why(resp,
-					  "200 of %" PRId64 " bytes for bytes "
-					  "%" PRIu64 "-%" PRIu64,
-					  resp->content_length, rc->offset,
-					  end - 1);
-			return -EAGAIN;
-		}
-		return 0;
-	}
-	http_response_why(resp, "status %ld for a range", resp->status);
-	return -EAGAIN;
+	return objstore_range_reply(&rc->range, resp);
 }
 
 /* Starts an MD5 of the reply when it is the whole object under a
  * single-part ETag. */
-static void read_md5_start(struct read_ctx *rc,
-			   const struct http_response *resp)
+static void read_md5_start(struct read_ctx *rc)
 {
-	uint64_t total = resp->status == 206 ? (uint64_t)resp->range_total
-					     : (uint64_t)resp->content_length;
+	const struct objstore_range *r = &rc->range;
 
 	EVP_MD_CTX_free(rc->md5);
 	rc->md5 = NULL;
-	if (rc->offset != 0 || total != rc->len || rc->len > S3_MD5_MAX ||
-	    (resp->status == 206 && resp->range_total < 0) ||
+	if (r->offset != 0 || r->total != r->len || r->len > S3_MD5_MAX ||
 	    !etag_is_md5(rc->etag, rc->etag_len))
 		return;
 	rc->md5 = EVP_MD_CTX_new();
@@ -807,7 +618,6 @@ static int read_body(void *arg, struct http_response *resp, const char *data,
 		     size_t len)
 {
 	struct read_ctx *rc = arg;
-	uint64_t end = rc->offset + rc->len;
 	int r;
 
 	/* A retry delivers the body again from its start. */
@@ -815,34 +625,17 @@ static int read_body(void *arg, struct http_response *resp, const char *data,
 		r = read_reply_check(rc, resp);
 		if (r < 0)
 			return r;
-		rc->pos = resp->status == 206 ? rc->offset : 0;
-		rc->filled = 0;
-		read_md5_start(rc, resp);
-	}
-	if (rc->pos + len > rc->offset && rc->pos < end) {
-		uint64_t from = rc->pos > rc->offset ? rc->pos : rc->offset;
-		uint64_t to = rc->pos + len < end ? rc->pos + len : end;
-
-		memcpy(rc->buf + (from - rc->offset), data + (from - rc->pos),
-		       (size_t)(to - from));
-		rc->filled = (size_t)(to - rc->offset);
+		read_md5_start(rc);
 	}
 	if (rc->md5 != NULL && EVP_DigestUpdate(rc->md5, data, len) != 1) {
 		EVP_MD_CTX_free(rc->md5);
 		rc->md5 = NULL;
 	}
-	rc->pos += len;
-	/* Stopping a transfer closes its connection: stop early only when
-	 * a 200 goes on past the range; an answer to the range, or the
-	 * whole object asked for, ends by itself. */
-	return rc->pos >= end && resp->status == 200 &&
-			       (uint64_t)resp->content_length > end
-		       ? 1
-		       : 0;
+	return objstore_range_body(&rc->range, resp, data, len);
 }
 
-/* The checks once a reply is complete: every byte asked for arrived, no
- * more than the framing said, and a whole object matches its MD5. */
+/* The checks once a reply is complete (objstore_range_complete), and a
+ * whole object against its MD5. */
 static int read_check(void *arg, struct http_response *resp)
 {
 	struct read_ctx *rc = arg;
@@ -855,21 +648,10 @@ static int read_check(void *arg, struct http_response *resp)
 		r = read_reply_check(rc, resp);
 		if (r < 0)
 			return r;
-		rc->filled = 0;
 	}
-	if (rc->filled != rc->len) {
-		http_response_why(resp, "%zu of %zu bytes in the reply",
-				  rc->filled, rc->len);
-		return -EAGAIN;
-	}
-	if (resp->status == 206 && resp->body_seen != rc->len) {
-		http_response_why(resp,
-				  "%" PRIu64 " body bytes for a range of %zu",
-				  resp->body_seen, rc->len);
-		return -EAGAIN;
-	}
-	if (rc->md5 == NULL)
-		return 0;
+	r = objstore_range_complete(&rc->range, resp);
+	if (r < 0 || rc->md5 == NULL)
+		return r;
 	r = EVP_DigestFinal_ex(rc->md5, md, &md_len);
 	EVP_MD_CTX_free(rc->md5);
 	rc->md5 = NULL;
@@ -892,35 +674,21 @@ static int s3_read(struct backend *be, const char *key, size_t key_len,
 {
 	struct s3_backend *sb = (struct s3_backend *)be;
 	struct http_response resp = { 0 };
-	struct read_ctx ctx = { .etag = etag,
-				.etag_len = etag_len,
-				.offset = offset,
-				.len = len,
-				.buf = buf };
-	char range[64], *etag_z = NULL, *path, *url = NULL, *what = NULL;
-	struct sign_ctx sc = {
-		.sb = sb, .method = "GET", .query = "", .range = range
-	};
+	struct read_ctx ctx = { .etag = etag, .etag_len = etag_len };
+	char *etag_z = NULL, *path, *url = NULL, *what = NULL;
+	struct sign_ctx sc = { .sb = sb, .method = "GET", .query = "" };
 	struct http_request req = { .method = "GET",
 				    .prepare = sign_prepare,
-				    .prepare_arg = &sc,
-				    .on_body = read_body,
-				    .body_arg = &ctx,
-				    .check = read_check,
-				    .check_arg = &ctx,
-				    .expect_bytes = len,
-				    .retries = -1,
-				    .hold = true,
-				    .range_offset = offset,
-				    .range_len = len };
+				    .prepare_arg = &sc };
 	int rc = -ENOMEM;
 
 	if (len == 0) {
 		*nread = 0;
 		return 0;
 	}
-	snprintf(range, sizeof(range), "bytes=%" PRIu64 "-%" PRIu64, offset,
-		 offset + len - 1);
+	objstore_range_init(&ctx.range, offset, len, buf, &req, read_body,
+			    read_check, &ctx);
+	sc.range = ctx.range.header;
 	path = s3_object_path(&sb->ep, sb->prefix, key, key_len);
 	if (path == NULL)
 		return -ENOMEM;
@@ -930,7 +698,7 @@ static int s3_read(struct backend *be, const char *key, size_t key_len,
 			goto out;
 		sc.if_match = etag_z;
 	}
-	url = make_url(sb, path, "");
+	url = objstore_url(sb->ep.base, path, "");
 	if (url == NULL ||
 	    asprintf(&what, "s3://%s/%s%s", sb->bucket, sb->prefix, key) < 0) {
 		what = NULL;
@@ -940,43 +708,12 @@ static int s3_read(struct backend *be, const char *key, size_t key_len,
 	req.url = url;
 	req.what = what;
 	rc = http_perform(sb->http, &req, &resp);
-	if (rc == -ESTALE) {
-		char key_stale[1300];
-
-		/* Its own key: an earlier failure of another kind must not
-		 * keep this one out of the log. */
-		snprintf(key_stale, sizeof(key_stale), "stale %s", what);
-		if (!log_limit(key_stale, NULL))
-			log_msg(LOG_ERR,
-				"%s: changed since the manifest was made "
-				"(etag %.*s, now %s)",
-				what, (int)etag_len, etag, resp.etag);
-		goto out;
-	}
-	if (rc < 0)
-		goto out;
-	if (resp.status == 416) {
-		log_msg(LOG_ERR,
-			"%s: bytes %" PRIu64 "-%" PRIu64 " are past the "
-			"object's end: it is shorter than the manifest says",
-			what, offset, offset + len - 1);
-		rc = -EIO;
-		goto out;
-	}
-	if (resp.status < 200 || resp.status >= 300) {
-		rc = s3_fail(sb, "read", what + 6 + strlen(sb->bucket), &resp,
-			     0);
-		goto out;
-	}
-	/* http_perform() accepted the reply only through read_check(), or
-	 * stopped it once read_body() had every byte. */
-	if (ctx.filled != len) {
-		log_msg(LOG_ERR, "%s: %zu of %zu bytes at %" PRIu64, what,
-			ctx.filled, len, offset);
-		rc = -EIO;
-		goto out;
-	}
-	*nread = len;
+	if (rc == -ESTALE)
+		objstore_log_stale(what, "etag", etag, etag_len, resp.etag);
+	if (rc == 0)
+		rc = objstore_range_result(&ctx.range, what, &resp, s3_fail);
+	if (rc == 0)
+		*nread = len;
 out:
 	EVP_MD_CTX_free(ctx.md5);
 	http_response_fini(&resp);
@@ -1055,10 +792,7 @@ static int s3_open(const char *url, const struct backend_options *opts,
 	rc = http_global_init();
 	if (rc < 0)
 		goto err;
-	ho.connect_timeout_ms = opts ? opts->connect_timeout_ms : 0;
-	ho.request_timeout_ms = opts ? opts->request_timeout_ms : 0;
-	ho.deadline_ms = opts ? opts->read_timeout_ms : 0;
-	ho.retries = opts && opts->retries >= 0 ? (unsigned)opts->retries : 5;
+	objstore_pool_options(opts, &ho);
 	ho.ca_bundle = getenv("AWS_CA_BUNDLE");
 	if (ho.ca_bundle != NULL && ho.ca_bundle[0] == '\0')
 		ho.ca_bundle = NULL;

@@ -13,36 +13,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SIGN_HEADERS_MAX 16
+#include "backends/objstore.h"
 
-static int unreserved(unsigned char c)
-{
-	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-	       (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_' ||
-	       c == '~';
-}
+#define SIGN_HEADERS_MAX 16
 
 char *s3_uri_encode(const char *s, size_t len, int keep_slash)
 {
-	static const char hex[] = "0123456789ABCDEF";
-	char *out = malloc(len * 3 + 1), *o = out;
-	size_t i;
-
-	if (out == NULL)
-		return NULL;
-	for (i = 0; i < len; i++) {
-		unsigned char c = (unsigned char)s[i];
-
-		if (unreserved(c) || (keep_slash && c == '/')) {
-			*o++ = (char)c;
-		} else {
-			*o++ = '%';
-			*o++ = hex[c >> 4];
-			*o++ = hex[c & 15];
-		}
-	}
-	*o = '\0';
-	return out;
+	return objstore_uri_encode(s, len, keep_slash);
 }
 
 void s3_amz_date(time_t t, char out[17])

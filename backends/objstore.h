@@ -1,0 +1,169 @@
+/*
+ * objstore: what the object-store backends (S3 in s3*.c, GCS in gcs*.c)
+ * share above the HTTP layer, so that both follow one rule where their
+ * logic is the same: source URLs and percent-encoding, request headers
+ * and URLs, the failure log, the guard that makes a listing end, and the
+ * checks on a ranged read's reply (DESIGN §9). What differs per store
+ * (bucket names, the version pin, error codes, checksums) stays in the
+ * backend and is passed in.
+ *
+ * Only backends/ includes this header (it names libcurl types).
+ */
+#ifndef SHARDFS_OBJSTORE_H
+#define SHARDFS_OBJSTORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backends/backend.h"
+#include "backends/http.h"
+
+/* Splits "SCHEMEbucket[/prefix]" (scheme e.g. "s3://") into a malloc'd
+ * bucket and a malloc'd prefix that is "" or ends in '/'. bucket_ok
+ * judges the bucket name (not NUL-terminated). Returns 0, -EINVAL (not
+ * this scheme, or a bad bucket) or -ENOMEM; out-params untouched on
+ * failure. */
+int objstore_url_split(const char *url, const char *scheme,
+		       int (*bucket_ok)(const char *b, size_t len),
+		       char **bucket, char **prefix);
+
+/* Percent-encodes s[0..len) as RFC 3986 wants (unreserved characters
+ * kept, '/' too if keep_slash). Returns a malloc'd string or NULL. */
+char *objstore_uri_encode(const char *s, size_t len, int keep_slash);
+
+/* base + path + "?" + query (no "?" when query is ""); malloc'd or
+ * NULL. */
+char *objstore_url(const char *base, const char *path, const char *query);
+
+/* Appends a printf-formatted header line to *list. The formatted line is
+ * wiped before it is freed (it may hold a token). Returns 0 or
+ * -ENOMEM. */
+int objstore_header(struct curl_slist **list, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* The pool options every object-store backend takes from [source]. */
+void objstore_pool_options(const struct backend_options *opts,
+			   struct http_pool_options *ho);
+
+/* Logs a final non-2xx answer once per status and object (log_limit)
+ * as "what: op: HTTP status CODE: MSG (after N tries)" and returns err,
+ * the errno the backend mapped it to; -ENOENT is not logged if
+ * quiet_enoent. code and msg are the service's, "" if none. */
+int objstore_fail_log(const char *what, const char *op,
+		      const struct http_response *resp, int err,
+		      int quiet_enoent, const char *code, const char *msg);
+
+/* A backend's failure logger: parses the service's error, maps it to
+ * errno, logs it with objstore_fail_log() and returns the errno. */
+typedef int (*objstore_fail_cb)(const char *what, const char *op,
+				const struct http_response *resp,
+				int quiet_enoent);
+
+/* Listing */
+
+/* A listing must end: a page token seen before, or a page that starts
+ * with the first name of an earlier page (a server that restarts on a
+ * token it does not know), is a server going round in circles. Pages
+ * with no objects but a token are legal, but not GUARD_EMPTY_MAX in a
+ * row; and no listing needs more than GUARD_PAGES_MAX pages (a billion
+ * objects). */
+#define OBJSTORE_LIST_PAGES_MAX 1000000u
+#define OBJSTORE_LIST_EMPTY_MAX 1000u
+
+struct objstore_list_guard {
+	/* Set by the caller, for the messages: */
+	const char *token_name; /* e.g. "continuation token" */
+	const char *item_name;	/* e.g. "key" */
+	const char *restart;	/* why a repeated first item, e.g. "the
+				   server repeats itself" */
+	/* private: a set of 64-bit hashes (open addressing, 0 free) */
+	uint64_t *slot;
+	size_t cap, n;
+	unsigned pages, empty_run;
+};
+
+/* Counts a page (guard->pages is then its 1-based number) and checks that
+ * it moves on: token (the next page's, or NULL on the last page) and the
+ * first item's name first[0..first_len) (if count > 0) are new. Returns
+ * 0, -EIO (logged with what) or -ENOMEM. */
+int objstore_list_page(struct objstore_list_guard *guard, const char *what,
+		       const char *token, size_t count, const char *first,
+		       size_t first_len);
+
+/* A listing: objstore_list_run() asks for one page after another until
+ * a page names no next one, with the guard above. */
+struct objstore_lister {
+	const char *what; /* names the listing in logs */
+	struct http_pool *http;
+	struct http_request req; /* every page's fields but url and what */
+	objstore_fail_cb fail;	 /* for a non-200 answer */
+	struct objstore_list_guard guard;
+	/* The URL of the page after token (NULL: the first page), malloc'd;
+	 * NULL for -ENOMEM. */
+	char *(*page_url)(void *arg, const char *token);
+	/* Takes page guard.pages + 1's 200 answer: parses it, counts and
+	 * checks it with objstore_list_page(guard, ...), hands its objects
+	 * on, and sets *next to the next page's token (malloc'd) or NULL.
+	 * Returns 0 or a negative errno, logged. */
+	int (*page)(void *arg, const struct http_response *resp,
+		    struct objstore_list_guard *guard, char **next);
+	void *arg;
+};
+
+/* Runs the listing. Returns 0, or the first errno a page or the request
+ * gave (logged). Frees what the guard holds. */
+int objstore_list_run(struct objstore_lister *l);
+
+/* Ranged reads */
+
+/* A ranged read into a caller's buffer; no byte outside [offset,
+ * offset + len) of the object reaches buf. */
+struct objstore_range {
+	uint64_t offset;
+	size_t len;
+	char *buf;
+	size_t filled;	 /* contiguous bytes from offset */
+	uint64_t pos;	 /* object position of the next body byte */
+	uint64_t total;	 /* the object's size per the reply, 0 unknown */
+	char header[64]; /* "bytes=a-b" */
+};
+
+/* Sets up r for len > 0 bytes at offset into buf, and req's fields for a
+ * ranged read (body and check callbacks with arg, hold, the expected
+ * size, the pool's retries). */
+void objstore_range_init(struct objstore_range *r, uint64_t offset, size_t len,
+			 void *buf, struct http_request *req,
+			 http_body_cb on_body, http_check_cb check, void *arg);
+
+/* The checks on a reply's status line and headers once the backend has
+ * checked the version: exactly the range asked for (a 206 naming it, or
+ * a 200 holding the whole object past its end). Starts the body over
+ * (pos, filled) and sets total. Returns 0 or -EAGAIN (why said). */
+int objstore_range_reply(struct objstore_range *r, struct http_response *resp);
+
+/* Copies the part of a body piece that falls in the range into buf.
+ * Returns 1 when the transfer can stop (a 200 going on past the range:
+ * stopping closes the connection, so an answer that ends by itself is
+ * left to), else 0. */
+int objstore_range_body(struct objstore_range *r,
+			const struct http_response *resp, const char *data,
+			size_t len);
+
+/* The checks once a reply is complete: every byte asked for arrived, and
+ * a 206 held no more than the range. Returns 0 or -EAGAIN (why said). */
+int objstore_range_complete(const struct objstore_range *r,
+			    struct http_response *resp);
+
+/* After http_perform() returned 0: logs a 416 (the object is shorter than
+ * the manifest says) and a reply short of the range, hands another
+ * non-2xx to fail. Returns 0 when buf holds the range, else the errno. */
+int objstore_range_result(const struct objstore_range *r, const char *what,
+			  const struct http_response *resp,
+			  objstore_fail_cb fail);
+
+/* Logs, once per object, that what changed since the manifest was made:
+ * "(<version_name> want, now now)". */
+void objstore_log_stale(const char *what, const char *version_name,
+			const char *want, size_t want_len, const char *now);
+
+#endif
