@@ -76,19 +76,16 @@ int gcs_prepare(void *arg, struct curl_slist **headers)
 {
 	struct gcs_req_ctx *c = arg;
 	struct gcs_token *t;
-	int rc = 0;
+	int rc;
 
 	/* Media GETs ask for gzip: an object stored with Content-Encoding:
 	 * gzip is then served as stored (its listed size, Range honoured,
 	 * x-goog-hash matching) instead of decompressed whole without a
 	 * length. The raw header, not CURLOPT_ACCEPT_ENCODING: curl must
 	 * hand over the stored bytes, not decode them. */
-	if (c->range != NULL)
-		rc = objstore_header(headers, "Range: %s", c->range);
+	rc = objstore_headers_common(headers, c->range);
 	if (rc == 0 && c->range != NULL)
 		rc = objstore_header(headers, "Accept-Encoding: gzip");
-	if (rc == 0)
-		rc = objstore_header(headers, "Accept:");
 	if (rc < 0 || c->gb->creds == NULL)
 		return rc;
 	t = gcs_creds_get(c->gb->creds);
@@ -121,7 +118,6 @@ static int gcs_list_emit(struct gcs_backend *gb, const char *what,
 
 	for (i = 0; i < page->count && rc == 0; i++) {
 		const struct gcs_object *o = &page->objects[i];
-		struct backend_object obj;
 
 		if (o->name_len < flen || memcmp(o->name, full, flen)) {
 			log_msg(LOG_ERR,
@@ -130,18 +126,11 @@ static int gcs_list_emit(struct gcs_backend *gb, const char *what,
 				what, pages);
 			return -EIO;
 		}
-		if (o->name_len == plen)
-			continue; /* the prefix's own folder placeholder */
-		/* Other names ending in '/' (placeholders the console
-		 * makes) go on: the manifest counts them as skipped, as
-		 * for S3. */
-		obj.key = o->name + plen;
-		obj.key_len = o->name_len - plen;
-		obj.size = o->size;
-		obj.etag = o->generation;
-		obj.etag_len = strlen(o->generation);
-		obj.mtime_ns = o->mtime_ns;
-		rc = cb(arg, &obj);
+		/* The prefix's own folder placeholder is skipped; other
+		 * names ending in '/' (placeholders the console makes) go
+		 * on: the manifest counts them as skipped, as for S3. */
+		rc = objstore_list_object(cb, arg, plen, o->name, o->name_len,
+					  o->size, o->generation, o->mtime_ns);
 	}
 	return rc;
 }

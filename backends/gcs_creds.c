@@ -16,7 +16,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +26,7 @@
 #include <unistd.h>
 
 #include "backends/gcs_jwt.h"
+#include "backends/objstore.h"
 #include "backends/http.h"
 #include "util/log.h"
 
@@ -55,13 +55,10 @@ struct gcs_creds_provider {
 	struct gcs_jwt_key *key; /* the file's key, or NULL: metadata */
 	char *what;		 /* names the source in logs; no secret */
 	bool token_no_proxy;	 /* the token_uri is loopback: no proxy */
-	pthread_mutex_t lock;	 /* protects cur and stop; the only lock,
-				    never held across I/O or logging */
-	pthread_cond_t cond;	 /* signalled (under lock) on stop */
-	struct gcs_token *cur;	 /* protected by lock; never NULL */
-	int stop;		 /* protected by lock */
-	int have_thread;
-	pthread_t thread;
+	/* The refresh thread; its lock protects cur, and its cond waits
+	 * are CLOCK_MONOTONIC seconds. */
+	struct objstore_worker w;
+	struct gcs_token *cur; /* protected by w.lock; never NULL */
 };
 
 struct gcs_token *gcs_token_new(const char *access_token, int64_t expires)
@@ -93,10 +90,10 @@ struct gcs_token *gcs_creds_get(struct gcs_creds_provider *p)
 {
 	struct gcs_token *t;
 
-	pthread_mutex_lock(&p->lock);
+	pthread_mutex_lock(&p->w.lock);
 	t = p->cur;
 	__atomic_add_fetch(&t->refs, 1, __ATOMIC_RELAXED);
-	pthread_mutex_unlock(&p->lock);
+	pthread_mutex_unlock(&p->w.lock);
 	return t;
 }
 
@@ -599,19 +596,19 @@ static void *gcs_creds_refresh_main(void *arg)
 	int rc, stop;
 
 	pthread_setname_np(pthread_self(), "shardfs-gcscred");
-	pthread_mutex_lock(&p->lock);
+	pthread_mutex_lock(&p->w.lock);
 	when = gcs_creds_mono_s() + gcs_creds_refresh_in(p->cur, time(NULL));
-	pthread_mutex_unlock(&p->lock);
+	pthread_mutex_unlock(&p->w.lock);
 	for (;;) {
 		struct timespec ts = { .tv_sec = (time_t)when };
 
-		pthread_mutex_lock(&p->lock);
-		while (!p->stop && gcs_creds_mono_s() < when)
-			if (pthread_cond_timedwait(&p->cond, &p->lock, &ts) ==
-			    ETIMEDOUT)
+		pthread_mutex_lock(&p->w.lock);
+		while (!p->w.stop && gcs_creds_mono_s() < when)
+			if (pthread_cond_timedwait(&p->w.cond, &p->w.lock,
+						   &ts) == ETIMEDOUT)
 				break;
-		stop = p->stop;
-		pthread_mutex_unlock(&p->lock);
+		stop = p->w.stop;
+		pthread_mutex_unlock(&p->w.lock);
 		if (stop)
 			break;
 		if (gcs_creds_mono_s() < when)
@@ -623,10 +620,10 @@ static void *gcs_creds_refresh_main(void *arg)
 			valid = t->expires - time(NULL);
 			when = gcs_creds_mono_s() +
 			       gcs_creds_refresh_in(t, time(NULL));
-			pthread_mutex_lock(&p->lock);
+			pthread_mutex_lock(&p->w.lock);
 			old = p->cur;
 			p->cur = t;
-			pthread_mutex_unlock(&p->lock);
+			pthread_mutex_unlock(&p->w.lock);
 			gcs_token_put(old);
 			log_msg(LOG_INFO,
 				"gcs: access token refreshed from %s, valid "
@@ -658,8 +655,6 @@ int gcs_creds_provider_new(struct http_pool *http,
 {
 	struct gcs_creds_provider *p = calloc(1, sizeof(*p));
 	struct gcs_token *t = NULL;
-	pthread_condattr_t ca;
-	sigset_t block, old;
 	int rc;
 
 	if (p == NULL)
@@ -673,28 +668,14 @@ int gcs_creds_provider_new(struct http_pool *http,
 	log_msg(LOG_INFO, "gcs: credentials from %s, token valid for %lld s",
 		p->what, (long long)(t->expires - time(NULL)));
 	p->cur = t;
-	pthread_mutex_init(&p->lock, NULL);
-	pthread_condattr_init(&ca);
-	/* The refresh thread's deadlines are CLOCK_MONOTONIC seconds. */
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&p->cond, &ca);
-	pthread_condattr_destroy(&ca);
-	/* Every token expires, so there is always a refresh thread. It must
-	 * leave SIGTERM, SIGINT and SIGHUP to the main thread; it inherits
-	 * this mask. */
-	sigemptyset(&block);
-	sigaddset(&block, SIGTERM);
-	sigaddset(&block, SIGINT);
-	sigaddset(&block, SIGHUP);
-	pthread_sigmask(SIG_BLOCK, &block, &old);
-	rc = pthread_create(&p->thread, NULL, gcs_creds_refresh_main, p);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (rc != 0) {
+	objstore_worker_init(&p->w, CLOCK_MONOTONIC);
+	/* Every token expires, so there is always a refresh thread. */
+	rc = objstore_worker_start(&p->w, gcs_creds_refresh_main, p);
+	if (rc < 0) {
 		log_msg(LOG_ERR, "gcs: cannot start the token refresh thread");
 		gcs_creds_provider_free(p);
 		return -ENOMEM;
 	}
-	p->have_thread = 1;
 	*out = p;
 	return 0;
 }
@@ -703,15 +684,7 @@ void gcs_creds_provider_free(struct gcs_creds_provider *p)
 {
 	if (p == NULL)
 		return;
-	if (p->have_thread) {
-		pthread_mutex_lock(&p->lock);
-		p->stop = 1;
-		pthread_cond_broadcast(&p->cond);
-		pthread_mutex_unlock(&p->lock);
-		pthread_join(p->thread, NULL);
-	}
-	pthread_cond_destroy(&p->cond);
-	pthread_mutex_destroy(&p->lock);
+	objstore_worker_fini(&p->w);
 	gcs_token_put(p->cur);
 	gcs_creds_provider_free_fields(p);
 }

@@ -150,10 +150,7 @@ char *gcs_list_query(const char *prefix, const char *token,
 
 int gcs_error_errno(long status, const char *reason)
 {
-	static const struct {
-		const char *reason;
-		int err;
-	} reasons[] = {
+	static const struct objstore_code reasons[] = {
 		{ "notFound", -ENOENT },
 		{ "NOT_FOUND", -ENOENT },
 		{ "forbidden", -EACCES },
@@ -171,15 +168,9 @@ int gcs_error_errno(long status, const char *reason)
 		{ "backendError", -EIO },
 		{ "internalError", -EIO },
 	};
-	size_t i;
 
-	if (status >= 200 && status < 300)
-		return 0;
-	if (reason != NULL && reason[0] != '\0')
-		for (i = 0; i < sizeof(reasons) / sizeof(reasons[0]); i++)
-			if (strcmp(reason, reasons[i].reason) == 0)
-				return reasons[i].err;
-	return http_status_errno(status);
+	return objstore_error_errno(status, reason, reasons,
+				    sizeof(reasons) / sizeof(reasons[0]));
 }
 
 /* Whether host[0..len) is a literal loopback address or "localhost".

@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,6 +108,29 @@ int objstore_header(struct curl_slist **list, const char *fmt, ...)
 	return 0;
 }
 
+int objstore_headers_common(struct curl_slist **list, const char *range)
+{
+	int rc = 0;
+
+	if (range != NULL)
+		rc = objstore_header(list, "Range: %s", range);
+	return rc == 0 ? objstore_header(list, "Accept:") : rc;
+}
+
+int objstore_error_errno(long status, const char *code,
+			 const struct objstore_code *table, size_t n)
+{
+	size_t i;
+
+	if (status >= 200 && status < 300)
+		return 0;
+	if (code != NULL && code[0] != '\0')
+		for (i = 0; i < n; i++)
+			if (strcmp(code, table[i].code) == 0)
+				return table[i].err;
+	return http_status_errno(status);
+}
+
 void objstore_pool_options(const struct backend_options *opts,
 			   struct http_pool_options *ho)
 {
@@ -131,6 +155,55 @@ int objstore_fail_log(const char *what, const char *op,
 		resp->status, code[0] ? " " : "", code, msg[0] ? ": " : "", msg,
 		resp->attempts, resp->attempts == 1 ? "try" : "tries");
 	return err;
+}
+
+/* Credential refresh */
+
+void objstore_worker_init(struct objstore_worker *w, clockid_t clock)
+{
+	pthread_condattr_t ca;
+
+	pthread_mutex_init(&w->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, clock);
+	pthread_cond_init(&w->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	w->stop = 0;
+	w->have_thread = false;
+}
+
+int objstore_worker_start(struct objstore_worker *w, void *(*fn)(void *),
+			  void *arg)
+{
+	sigset_t block, old;
+	int rc;
+
+	/* The thread inherits this mask. */
+	sigemptyset(&block);
+	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &block, &old);
+	rc = pthread_create(&w->thread, NULL, fn, arg);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc != 0)
+		return -rc;
+	w->have_thread = true;
+	return 0;
+}
+
+void objstore_worker_fini(struct objstore_worker *w)
+{
+	if (w->have_thread) {
+		pthread_mutex_lock(&w->lock);
+		w->stop = 1;
+		pthread_cond_broadcast(&w->cond);
+		pthread_mutex_unlock(&w->lock);
+		pthread_join(w->thread, NULL);
+		w->have_thread = false;
+	}
+	pthread_cond_destroy(&w->cond);
+	pthread_mutex_destroy(&w->lock);
 }
 
 /* Listing */
@@ -215,6 +288,22 @@ int objstore_list_page(struct objstore_list_guard *g, const char *what,
 			return r;
 	}
 	return 0;
+}
+
+int objstore_list_object(backend_list_cb cb, void *arg, size_t plen,
+			 const char *name, size_t name_len, uint64_t size,
+			 const char *etag, int64_t mtime_ns)
+{
+	struct backend_object obj = {
+		.key = name + plen,
+		.key_len = name_len - plen,
+		.size = size,
+		.etag = etag,
+		.etag_len = strlen(etag),
+		.mtime_ns = mtime_ns,
+	};
+
+	return name_len == plen ? 0 : cb(arg, &obj);
 }
 
 int objstore_list_run(struct objstore_lister *l)

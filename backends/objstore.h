@@ -12,8 +12,11 @@
 #ifndef SHARDFS_OBJSTORE_H
 #define SHARDFS_OBJSTORE_H
 
+#include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "backends/backend.h"
 #include "backends/http.h"
@@ -41,6 +44,22 @@ char *objstore_url(const char *base, const char *path, const char *query);
 int objstore_header(struct curl_slist **list, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/* Appends "Range: range" (if range is not NULL) and an empty "Accept:"
+ * (curl's default "Accept: *" is noise no store needs). Returns 0 or
+ * -ENOMEM. */
+int objstore_headers_common(struct curl_slist **list, const char *range);
+
+/* One entry of a service's error-code table. */
+struct objstore_code {
+	const char *code;
+	int err;
+};
+
+/* The errno a final status means: 0 for 2xx, else the entry for code in
+ * table (n entries), else http_status_errno(status). */
+int objstore_error_errno(long status, const char *code,
+			 const struct objstore_code *table, size_t n);
+
 /* The pool options every object-store backend takes from [source]. */
 void objstore_pool_options(const struct backend_options *opts,
 			   struct http_pool_options *ho);
@@ -58,6 +77,32 @@ int objstore_fail_log(const char *what, const char *op,
 typedef int (*objstore_fail_cb)(const char *what, const char *op,
 				const struct http_response *resp,
 				int quiet_enoent);
+
+/* Credential refresh */
+
+/* A credential provider's refresh thread, with the one lock it shares
+ * with the provider's readers and the condition that wakes it to stop. */
+struct objstore_worker {
+	pthread_mutex_t lock; /* the provider's only lock, never held across
+				 I/O or logging */
+	pthread_cond_t cond;  /* on the clock given to init; signalled
+				 (under lock) on stop */
+	int stop;	      /* protected by lock */
+	bool have_thread;
+	pthread_t thread;
+};
+
+/* Sets up lock and cond (cond's waits on clock). */
+void objstore_worker_init(struct objstore_worker *w, clockid_t clock);
+
+/* Starts fn(arg) with SIGTERM, SIGINT and SIGHUP blocked: they belong to
+ * the main thread (docs/STYLE.md). Returns 0 or a negative errno. */
+int objstore_worker_start(struct objstore_worker *w, void *(*fn)(void *),
+			  void *arg);
+
+/* Stops the thread if it runs (stop set and signalled, then joined) and
+ * destroys lock and cond. */
+void objstore_worker_fini(struct objstore_worker *w);
 
 /* Listing */
 
@@ -109,6 +154,13 @@ struct objstore_lister {
 		    struct objstore_list_guard *guard, char **next);
 	void *arg;
 };
+
+/* Hands one listed object to cb: name[0..name_len) starts with the
+ * source prefix (plen bytes), which is cut off; the prefix's own marker
+ * (the name that is the prefix) is skipped. Returns cb's answer or 0. */
+int objstore_list_object(backend_list_cb cb, void *arg, size_t plen,
+			 const char *name, size_t name_len, uint64_t size,
+			 const char *etag, int64_t mtime_ns);
 
 /* Runs the listing. Returns 0, or the first errno a page or the request
  * gave (logged). Frees what the guard holds. */

@@ -26,7 +26,6 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <openssl/evp.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,7 +38,6 @@
 #include "backends/s3_creds.h"
 #include "backends/s3_sign.h"
 #include "backends/s3_xml.h"
-#include "util/fnv.h"
 #include "util/log.h"
 
 #define S3_AUTH_MAX 1024
@@ -212,10 +210,7 @@ char *s3_list_query(const char *prefix, const char *token)
 
 int s3_error_errno(long status, const char *code)
 {
-	static const struct {
-		const char *code;
-		int err;
-	} codes[] = {
+	static const struct objstore_code codes[] = {
 		{ "NoSuchKey", -ENOENT },
 		{ "NoSuchBucket", -ENOENT },
 		{ "AccessDenied", -EACCES },
@@ -232,15 +227,9 @@ int s3_error_errno(long status, const char *code)
 		{ "ServiceUnavailable", -EIO },
 		{ "RequestTimeout", -EIO },
 	};
-	size_t i;
 
-	if (status >= 200 && status < 300)
-		return 0;
-	if (code != NULL && code[0] != '\0')
-		for (i = 0; i < sizeof(codes) / sizeof(codes[0]); i++)
-			if (strcmp(code, codes[i].code) == 0)
-				return codes[i].err;
-	return http_status_errno(status);
+	return objstore_error_errno(status, code, codes,
+				    sizeof(codes) / sizeof(codes[0]));
 }
 
 /* Requests */
@@ -312,13 +301,10 @@ static int sign_prepare(void *arg, struct curl_slist **headers)
 	int rc;
 
 	rc = objstore_header(headers, "Host: %s", sb->ep.host);
-	if (rc == 0 && sc->range != NULL)
-		rc = objstore_header(headers, "Range: %s", sc->range);
 	if (rc == 0 && sc->if_match != NULL)
 		rc = objstore_header(headers, "If-Match: %s", sc->if_match);
-	/* curl's default "Accept: *" is noise S3 does not need. */
 	if (rc == 0)
-		rc = objstore_header(headers, "Accept:");
+		rc = objstore_headers_common(headers, sc->range);
 	if (rc < 0 || sb->creds == NULL)
 		return rc;
 	c = s3_creds_get(sb->creds);
@@ -371,7 +357,6 @@ static int s3_list_emit(struct s3_backend *sb, const char *what,
 
 	for (i = 0; i < page->count && rc == 0; i++) {
 		const struct s3_xml_object *o = &page->objects[i];
-		struct backend_object obj;
 
 		if (o->key_len < plen ||
 		    memcmp(o->key, sb->prefix, plen) != 0) {
@@ -381,15 +366,8 @@ static int s3_list_emit(struct s3_backend *sb, const char *what,
 				what);
 			return -EIO;
 		}
-		if (o->key_len == plen)
-			continue; /* the prefix's own marker */
-		obj.key = o->key + plen;
-		obj.key_len = o->key_len - plen;
-		obj.size = o->size;
-		obj.etag = o->etag;
-		obj.etag_len = strlen(o->etag);
-		obj.mtime_ns = o->mtime_ns;
-		rc = cb(arg, &obj);
+		rc = objstore_list_object(cb, arg, plen, o->key, o->key_len,
+					  o->size, o->etag, o->mtime_ns);
 	}
 	return rc;
 }
@@ -499,6 +477,38 @@ static int s3_list(struct backend *be, const char *prefix, backend_list_cb cb,
 
 /* stat */
 
+/* What a request for one object owns: its path (signed as sent), URL and
+ * name for logs. */
+struct s3_obj_req {
+	char *path, *url, *what;
+};
+
+static void s3_obj_req_fini(struct s3_obj_req *o)
+{
+	free(o->what);
+	free(o->url);
+	free(o->path);
+}
+
+/* Points sc and req at prefix + key. Returns 0 or -ENOMEM; o is to be
+ * freed with s3_obj_req_fini() either way. */
+static int s3_obj_req(struct s3_backend *sb, const char *key, size_t key_len,
+		      struct sign_ctx *sc, struct http_request *req,
+		      struct s3_obj_req *o)
+{
+	o->path = s3_object_path(&sb->ep, sb->prefix, key, key_len);
+	o->url = o->path ? objstore_url(sb->ep.base, o->path, "") : NULL;
+	if (o->url == NULL || asprintf(&o->what, "s3://%s/%s%s", sb->bucket,
+				       sb->prefix, key) < 0) {
+		o->what = NULL;
+		return -ENOMEM;
+	}
+	sc->path = o->path;
+	req->url = o->url;
+	req->what = o->what;
+	return 0;
+}
+
 static int s3_stat(struct backend *be, const char *key, size_t key_len,
 		   struct backend_stat *st)
 {
@@ -509,27 +519,17 @@ static int s3_stat(struct backend *be, const char *key, size_t key_len,
 				    .prepare = sign_prepare,
 				    .prepare_arg = &sc,
 				    .retries = -1 };
-	char *path, *url = NULL, *what = NULL;
+	struct s3_obj_req o = { 0 };
 	size_t elen;
-	int rc = -ENOMEM;
+	int rc;
 
-	path = s3_object_path(&sb->ep, sb->prefix, key, key_len);
-	if (path == NULL)
-		return -ENOMEM;
-	url = objstore_url(sb->ep.base, path, "");
-	if (url == NULL ||
-	    asprintf(&what, "s3://%s/%s%s", sb->bucket, sb->prefix, key) < 0) {
-		what = NULL;
-		goto out;
-	}
-	sc.path = path;
-	req.url = url;
-	req.what = what;
-	rc = http_perform(sb->http, &req, &resp);
+	rc = s3_obj_req(sb, key, key_len, &sc, &req, &o);
+	if (rc == 0)
+		rc = http_perform(sb->http, &req, &resp);
 	if (rc < 0)
 		goto out;
 	if (resp.status != 200) {
-		rc = s3_fail(what, "stat", &resp, 1);
+		rc = s3_fail(o.what, "stat", &resp, 1);
 		goto out;
 	}
 	elen = strlen(resp.etag);
@@ -544,9 +544,7 @@ static int s3_stat(struct backend *be, const char *key, size_t key_len,
 	rc = 0;
 out:
 	http_response_fini(&resp);
-	free(what);
-	free(url);
-	free(path);
+	s3_obj_req_fini(&o);
 	return rc;
 }
 
@@ -675,7 +673,8 @@ static int s3_read(struct backend *be, const char *key, size_t key_len,
 	struct s3_backend *sb = (struct s3_backend *)be;
 	struct http_response resp = { 0 };
 	struct read_ctx ctx = { .etag = etag, .etag_len = etag_len };
-	char *etag_z = NULL, *path, *url = NULL, *what = NULL;
+	struct s3_obj_req o = { 0 };
+	char *etag_z = NULL;
 	struct sign_ctx sc = { .sb = sb, .method = "GET", .query = "" };
 	struct http_request req = { .method = "GET",
 				    .prepare = sign_prepare,
@@ -689,38 +688,25 @@ static int s3_read(struct backend *be, const char *key, size_t key_len,
 	objstore_range_init(&ctx.range, offset, len, buf, &req, read_body,
 			    read_check, &ctx);
 	sc.range = ctx.range.header;
-	path = s3_object_path(&sb->ep, sb->prefix, key, key_len);
-	if (path == NULL)
-		return -ENOMEM;
 	if (etag != NULL) {
 		etag_z = strndup(etag, etag_len);
 		if (etag_z == NULL)
-			goto out;
+			return -ENOMEM;
 		sc.if_match = etag_z;
 	}
-	url = objstore_url(sb->ep.base, path, "");
-	if (url == NULL ||
-	    asprintf(&what, "s3://%s/%s%s", sb->bucket, sb->prefix, key) < 0) {
-		what = NULL;
-		goto out;
-	}
-	sc.path = path;
-	req.url = url;
-	req.what = what;
-	rc = http_perform(sb->http, &req, &resp);
-	if (rc == -ESTALE)
-		objstore_log_stale(what, "etag", etag, etag_len, resp.etag);
+	rc = s3_obj_req(sb, key, key_len, &sc, &req, &o);
 	if (rc == 0)
-		rc = objstore_range_result(&ctx.range, what, &resp, s3_fail);
+		rc = http_perform(sb->http, &req, &resp);
+	if (rc == -ESTALE)
+		objstore_log_stale(o.what, "etag", etag, etag_len, resp.etag);
+	if (rc == 0)
+		rc = objstore_range_result(&ctx.range, o.what, &resp, s3_fail);
 	if (rc == 0)
 		*nread = len;
-out:
 	EVP_MD_CTX_free(ctx.md5);
 	http_response_fini(&resp);
-	free(what);
-	free(url);
+	s3_obj_req_fini(&o);
 	free(etag_z);
-	free(path);
 	return rc;
 }
 

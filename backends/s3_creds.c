@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <jansson.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +16,7 @@
 #include <unistd.h>
 
 #include "backends/http.h"
+#include "backends/objstore.h"
 #include "backends/s3_sign.h"
 #include "backends/s3_xml.h"
 #include "util/log.h"
@@ -46,12 +46,10 @@ struct s3_creds_provider {
 	struct http_pool *http; /* borrowed */
 	char *region;
 	enum creds_source source;
-	pthread_mutex_t lock; /* protects cur, stop; order: only lock */
-	pthread_cond_t cond;
-	struct s3_creds *cur; /* protected by lock */
-	int stop;	      /* protected by lock */
-	int have_thread;
-	pthread_t thread;
+	/* The refresh thread, if the credentials expire; its lock (the
+	 * only one) protects cur, and its cond waits on CLOCK_REALTIME. */
+	struct objstore_worker w;
+	struct s3_creds *cur; /* protected by w.lock */
 };
 
 struct s3_creds *s3_creds_new(const char *access_key, const char *secret_key,
@@ -101,10 +99,10 @@ struct s3_creds *s3_creds_get(struct s3_creds_provider *p)
 {
 	struct s3_creds *c;
 
-	pthread_mutex_lock(&p->lock);
+	pthread_mutex_lock(&p->w.lock);
 	c = p->cur;
 	__atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED);
-	pthread_mutex_unlock(&p->lock);
+	pthread_mutex_unlock(&p->w.lock);
 	return c;
 }
 
@@ -714,23 +712,23 @@ static void *refresh_main(void *arg)
 	int rc;
 
 	pthread_setname_np(pthread_self(), "shardfs-creds");
-	pthread_mutex_lock(&p->lock);
+	pthread_mutex_lock(&p->w.lock);
 	when = refresh_at(p->cur, time(NULL));
 	for (;;) {
 		struct timespec ts = { .tv_sec = (time_t)when };
 
-		while (!p->stop && time(NULL) < when)
-			if (pthread_cond_timedwait(&p->cond, &p->lock, &ts) ==
-			    ETIMEDOUT)
+		while (!p->w.stop && time(NULL) < when)
+			if (pthread_cond_timedwait(&p->w.cond, &p->w.lock,
+						   &ts) == ETIMEDOUT)
 				break;
-		if (p->stop)
+		if (p->w.stop)
 			break;
 		if (time(NULL) < when)
 			continue;
-		pthread_mutex_unlock(&p->lock);
+		pthread_mutex_unlock(&p->w.lock);
 		c = NULL;
 		rc = fetch_source(p, p->source, 1, &c);
-		pthread_mutex_lock(&p->lock);
+		pthread_mutex_lock(&p->w.lock);
 		if (rc == 0) {
 			struct s3_creds *old = p->cur;
 
@@ -754,7 +752,7 @@ static void *refresh_main(void *arg)
 				backoff *= 2;
 		}
 	}
-	pthread_mutex_unlock(&p->lock);
+	pthread_mutex_unlock(&p->w.lock);
 	return NULL;
 }
 
@@ -763,8 +761,6 @@ int s3_creds_provider_new(struct http_pool *http, const char *region,
 {
 	struct s3_creds_provider *p = calloc(1, sizeof(*p));
 	struct s3_creds *c = NULL;
-	pthread_condattr_t ca;
-	sigset_t block, old;
 	int rc = -ENOENT, s;
 
 	if (p == NULL)
@@ -796,29 +792,13 @@ int s3_creds_provider_new(struct http_pool *http, const char *region,
 		source_names[p->source], c->access_key,
 		c->expires ? ", temporary" : "");
 	p->cur = c;
-	pthread_mutex_init(&p->lock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_REALTIME);
-	pthread_cond_init(&p->cond, &ca);
-	pthread_condattr_destroy(&ca);
-	if (c->expires != 0) {
-		/* The helper thread must leave SIGTERM, SIGINT and SIGHUP
-		 * to the main thread; it inherits this mask. */
-		sigemptyset(&block);
-		sigaddset(&block, SIGTERM);
-		sigaddset(&block, SIGINT);
-		sigaddset(&block, SIGHUP);
-		pthread_sigmask(SIG_BLOCK, &block, &old);
-		rc = pthread_create(&p->thread, NULL, refresh_main, p);
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
-		if (rc != 0) {
-			log_msg(LOG_ERR, "cannot start the credentials "
-					 "refresh thread");
-			p->have_thread = 0;
-			s3_creds_provider_free(p);
-			return -ENOMEM;
-		}
-		p->have_thread = 1;
+	objstore_worker_init(&p->w, CLOCK_REALTIME);
+	if (c->expires != 0 &&
+	    objstore_worker_start(&p->w, refresh_main, p) < 0) {
+		log_msg(LOG_ERR, "cannot start the credentials "
+				 "refresh thread");
+		s3_creds_provider_free(p);
+		return -ENOMEM;
 	}
 	*out = p;
 	return 0;
@@ -828,15 +808,7 @@ void s3_creds_provider_free(struct s3_creds_provider *p)
 {
 	if (p == NULL)
 		return;
-	if (p->have_thread) {
-		pthread_mutex_lock(&p->lock);
-		p->stop = 1;
-		pthread_cond_broadcast(&p->cond);
-		pthread_mutex_unlock(&p->lock);
-		pthread_join(p->thread, NULL);
-	}
-	pthread_cond_destroy(&p->cond);
-	pthread_mutex_destroy(&p->lock);
+	objstore_worker_fini(&p->w);
 	s3_creds_put(p->cur);
 	free(p->region);
 	free(p);
