@@ -65,9 +65,8 @@ int gcs_fail(const char *what, const char *op, const struct http_response *resp,
 
 	gcs_error_parse(resp->body, resp->body_len, reason, sizeof(reason), msg,
 			sizeof(msg));
-	return objstore_fail_log(what, op, resp,
-				 gcs_error_errno(resp->status, reason),
-				 quiet_enoent, reason, msg);
+	return objstore_fail_log(what, op, resp, quiet_enoent, gcs_error_errno,
+				 reason, msg);
 }
 
 /* Adds Range and, with credentials, the current token; run before every

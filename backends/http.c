@@ -699,16 +699,11 @@ int http_perform(struct http_pool *pool, const struct http_request *req,
 					 req->what);
 				http_response_why(resp, "%u tries: %s",
 						  attempts, last);
-				if (req->quiet)
-					log_msg(LOG_DEBUG,
-						"%s: %s failed after %u tries "
-						"in %.1f s: %s",
-						req->what, req->method,
-						attempts,
-						(double)(now - start) / 1000,
-						last);
-				else if (!log_limit(key, &quiet))
-					log_msg(LOG_ERR,
+				/* A quiet request's caller logs it: here
+				 * only at LOG_DEBUG, and never limited. */
+				if (req->quiet || !log_limit(key, &quiet))
+					log_msg(req->quiet ? LOG_DEBUG
+							   : LOG_ERR,
 						"%s: %s failed after %u tries "
 						"in %.1f s: %s%s",
 						req->what, req->method,

@@ -141,9 +141,10 @@ void objstore_pool_options(const struct backend_options *opts,
 }
 
 int objstore_fail_log(const char *what, const char *op,
-		      const struct http_response *resp, int err,
-		      int quiet_enoent, const char *code, const char *msg)
+		      const struct http_response *resp, int quiet_enoent,
+		      objstore_errno_cb map, const char *code, const char *msg)
 {
+	int err = map(resp->status, code);
 	char limit_key[1300];
 
 	if (err == -ENOENT && quiet_enoent)

@@ -64,13 +64,16 @@ int objstore_error_errno(long status, const char *code,
 void objstore_pool_options(const struct backend_options *opts,
 			   struct http_pool_options *ho);
 
+/* A service's map from a final status and its error code to errno. */
+typedef int (*objstore_errno_cb)(long status, const char *code);
+
 /* Logs a final non-2xx answer once per status and object (log_limit)
- * as "what: op: HTTP status CODE: MSG (after N tries)" and returns err,
- * the errno the backend mapped it to; -ENOENT is not logged if
- * quiet_enoent. code and msg are the service's, "" if none. */
+ * as "what: op: HTTP status CODE: MSG (after N tries)" and returns the
+ * errno map gives it; -ENOENT is not logged if quiet_enoent. code and msg
+ * are the service's, "" if none. */
 int objstore_fail_log(const char *what, const char *op,
-		      const struct http_response *resp, int err,
-		      int quiet_enoent, const char *code, const char *msg);
+		      const struct http_response *resp, int quiet_enoent,
+		      objstore_errno_cb map, const char *code, const char *msg);
 
 /* A backend's failure logger: parses the service's error, maps it to
  * errno, logs it with objstore_fail_log() and returns the errno. */

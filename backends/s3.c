@@ -243,9 +243,8 @@ static int s3_fail(const char *what, const char *op,
 
 	s3_xml_error_parse(resp->body, resp->body_len, code, sizeof(code), msg,
 			   sizeof(msg));
-	return objstore_fail_log(what, op, resp,
-				 s3_error_errno(resp->status, code),
-				 quiet_enoent, code, msg);
+	return objstore_fail_log(what, op, resp, quiet_enoent, s3_error_errno,
+				 code, msg);
 }
 
 struct sign_ctx {
