@@ -264,94 +264,96 @@ struct status_info {
 	unsigned long long last_time;
 };
 
+/* The counters and gauges of the JSON form: section (NULL: the top
+ * level), key, and the metric it is read from. */
+static const struct status_field {
+	const char *section, *key, *metric;
+} status_fields[] = {
+	{ NULL, "world_size", "shardfs_world_size" },
+	{ NULL, "objects", "shardfs_served_objects" },
+	{ NULL, "bytes", "shardfs_served_bytes" },
+	{ NULL, "manifest_objects", "shardfs_manifest_items" },
+	{ NULL, "manifest_bytes", "shardfs_manifest_bytes" },
+	{ NULL, "uptime_seconds", "shardfs_uptime_seconds" },
+	{ NULL, "open_files", "shardfs_open_files" },
+	{ "reads", "count", "shardfs_reads_total" },
+	{ "reads", "bytes", "shardfs_read_bytes_total" },
+	{ "reads", "errors", "shardfs_read_errors_total" },
+	{ "backend", "requests", "shardfs_backend_requests_total" },
+	{ "backend", "bytes", "shardfs_backend_bytes_total" },
+	{ "backend", "errors", "shardfs_backend_errors_total" },
+	{ "backend", "inflight", "shardfs_backend_inflight" },
+	{ "cache", "hits", "shardfs_cache_hits_total" },
+	{ "cache", "misses", "shardfs_cache_misses_total" },
+	{ "cache", "bytes_from_cache", "shardfs_cache_bytes_from_cache_total" },
+	{ "cache", "live_bytes", "shardfs_cache_live_bytes" },
+	{ "cache", "budget_bytes", "shardfs_cache_budget_bytes" },
+	{ "prefetch", "depth_files", "shardfs_prefetch_depth_files" },
+	{ "prefetch", "hits", "shardfs_prefetch_hits_total" },
+	{ "prefetch", "misses", "shardfs_prefetch_misses_total" },
+	{ "prefetch", "issued", "shardfs_prefetch_issued_total" },
+	{ "prefetch", "refused", "shardfs_prefetch_refused_total" },
+	{ "memory", "in_use_bytes", "shardfs_memory_in_use_bytes" },
+	{ "memory", "high_water_bytes", "shardfs_memory_high_water_bytes" },
+	{ "memory", "budget_bytes", "shardfs_memory_budget_bytes" },
+	{ "errors", "logged", "shardfs_log_errors_total" },
+	{ "errors", "warnings", "shardfs_log_warnings_total" },
+};
+
+/* o's member key, an object created if there is none yet; NULL on
+ * failure. */
+static json_t *json_section(json_t *o, const char *key)
+{
+	json_t *sec = json_object_get(o, key);
+
+	if (sec == NULL) {
+		sec = json_object();
+		if (json_object_set_new(o, key, sec) < 0)
+			return NULL;
+	}
+	return sec;
+}
+
 static int report_json(const struct status_info *in)
 {
-	const char *mp = in->mp, *version = in->version, *spec = in->spec;
-	const char *plan = in->plan, *mdig = in->mdig, *last = in->last;
 	const struct status_snap *s = in->s, *a = in->a, *b = in->b;
-	json_t *ranks = in->ranks;
-	int cache_on = in->cache_on;
-	double cache_hr = in->cache_hr, pf_hr = in->pf_hr;
-	unsigned long long last_time = in->last_time;
-	json_t *o = json_pack(
-		"{s:s, s:s?, s:s?, s:s?, s:s?, s:I, s:O, s:I, s:I, "
-		"s:I, s:I, s:I, s:I}",
-		"mountpoint", mp, "version", version, "shard_spec", spec,
-		"plan_sha256", plan, "manifest_sha256", mdig, "world_size",
-		(json_int_t)v(s, "shardfs_world_size"), "ranks", ranks,
-		"objects", (json_int_t)v(s, "shardfs_served_objects"), "bytes",
-		(json_int_t)v(s, "shardfs_served_bytes"), "manifest_objects",
-		(json_int_t)v(s, "shardfs_manifest_items"), "manifest_bytes",
-		(json_int_t)v(s, "shardfs_manifest_bytes"), "uptime_seconds",
-		(json_int_t)v(s, "shardfs_uptime_seconds"), "open_files",
-		(json_int_t)v(s, "shardfs_open_files"));
-	json_t *rates = json_null();
+	json_t *o = json_pack("{s:s, s:s?, s:s?, s:s?, s:s?, s:O}",
+			      "mountpoint", in->mp, "version", in->version,
+			      "shard_spec", in->spec, "plan_sha256", in->plan,
+			      "manifest_sha256", in->mdig, "ranks", in->ranks);
+	json_t *rates = json_null(), *sec;
 	char *dump;
+	size_t i;
 
-	if (o == NULL) {
+	if (o == NULL)
 		return EXIT_RUNTIME;
+	for (i = 0; i < sizeof(status_fields) / sizeof(status_fields[0]); i++) {
+		const struct status_field *f = &status_fields[i];
+
+		sec = f->section ? json_section(o, f->section) : o;
+		if (sec != NULL)
+			json_object_set_new(
+				sec, f->key,
+				json_integer((json_int_t)v(s, f->metric)));
 	}
-	json_object_set_new(
-		o, "reads",
-		json_pack("{s:I, s:I, s:I}", "count",
-			  (json_int_t)v(s, "shardfs_reads_total"), "bytes",
-			  (json_int_t)v(s, "shardfs_read_bytes_total"),
-			  "errors",
-			  (json_int_t)v(s, "shardfs_read_errors_total")));
-	json_object_set_new(
-		o, "backend",
-		json_pack("{s:I, s:I, s:I, s:I}", "requests",
-			  (json_int_t)v(s, "shardfs_backend_requests_total"),
-			  "bytes",
-			  (json_int_t)v(s, "shardfs_backend_bytes_total"),
-			  "errors",
-			  (json_int_t)v(s, "shardfs_backend_errors_total"),
-			  "inflight",
-			  (json_int_t)v(s, "shardfs_backend_inflight")));
-	json_object_set_new(
-		o, "cache",
-		json_pack("{s:b, s:I, s:I, s:o, s:I, s:I, s:I}", "enabled",
-			  cache_on, "hits",
-			  (json_int_t)v(s, "shardfs_cache_hits_total"),
-			  "misses",
-			  (json_int_t)v(s, "shardfs_cache_misses_total"),
-			  "hit_rate", json_ratio(cache_hr), "bytes_from_cache",
-			  (json_int_t)v(s, "shardfs_cache_bytes_from_cache_"
-					   "total"),
-			  "live_bytes",
-			  (json_int_t)v(s, "shardfs_cache_live_bytes"),
-			  "budget_bytes",
-			  (json_int_t)v(s, "shardfs_cache_budget_bytes")));
-	json_object_set_new(
-		o, "prefetch",
-		json_pack("{s:I, s:I, s:I, s:o, s:I, s:I}", "depth_files",
-			  (json_int_t)v(s, "shardfs_prefetch_depth_files"),
-			  "hits",
-			  (json_int_t)v(s, "shardfs_prefetch_hits_total"),
-			  "misses",
-			  (json_int_t)v(s, "shardfs_prefetch_misses_total"),
-			  "hit_rate", json_ratio(pf_hr), "issued",
-			  (json_int_t)v(s, "shardfs_prefetch_issued_total"),
-			  "refused",
-			  (json_int_t)v(s, "shardfs_prefetch_refused_total")));
-	json_object_set_new(
-		o, "memory",
-		json_pack("{s:I, s:I, s:I}", "in_use_bytes",
-			  (json_int_t)v(s, "shardfs_memory_in_use_bytes"),
-			  "high_water_bytes",
-			  (json_int_t)v(s, "shardfs_memory_high_water_bytes"),
-			  "budget_bytes",
-			  (json_int_t)v(s, "shardfs_memory_budget_bytes")));
-	json_object_set_new(
-		o, "errors",
-		json_pack("{s:I, s:I, s:o, s:o}", "logged",
-			  (json_int_t)v(s, "shardfs_log_errors_total"),
-			  "warnings",
-			  (json_int_t)v(s, "shardfs_log_warnings_total"),
-			  "last_error", last ? json_string(last) : json_null(),
-			  "last_error_time",
-			  last_time ? json_integer((json_int_t)last_time)
-				    : json_null()));
+	sec = json_section(o, "cache");
+	if (sec != NULL) {
+		json_object_set_new(sec, "enabled", json_boolean(in->cache_on));
+		json_object_set_new(sec, "hit_rate", json_ratio(in->cache_hr));
+	}
+	sec = json_section(o, "prefetch");
+	if (sec != NULL)
+		json_object_set_new(sec, "hit_rate", json_ratio(in->pf_hr));
+	sec = json_section(o, "errors");
+	if (sec != NULL) {
+		json_object_set_new(sec, "last_error",
+				    in->last ? json_string(in->last)
+					     : json_null());
+		json_object_set_new(
+			sec, "last_error_time",
+			in->last_time ? json_integer((json_int_t)in->last_time)
+				      : json_null());
+	}
 	if (b != NULL)
 		rates = json_pack(
 			"{s:f, s:f, s:f, s:f, s:f}", "interval_seconds",
