@@ -309,15 +309,11 @@ int cmd_mount(int argc, char **argv, bool helper_form)
 		case 'q':
 			log_set_level(LOG_WARNING);
 			break;
-		case 'h':
-			fputs(usage_mount, stdout);
-			rc = EXIT_OK;
-			goto out;
 		case 'o':
 			opt_args[n_opt_args++] = optarg;
 			break;
 		default:
-			fputs(usage_mount, stderr);
+			rc = cmd_option_other(c, usage_mount);
 			goto out;
 		}
 	}

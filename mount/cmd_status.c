@@ -224,19 +224,12 @@ int cmd_status(int argc, char **argv)
 					"seconds from 0 to 3600",
 					optarg);
 			break;
-		case 'h':
-			fputs(usage_status, stdout);
-			return EXIT_OK;
 		default:
-			fputs(usage_status, stderr);
-			return EXIT_USAGE;
+			return cmd_option_other(c, usage_status);
 		}
 	}
-	if (argc - optind != 1)
-		return cmd_usage_error(usage_status, "%s",
-				       argc - optind < 1
-					       ? "status: MOUNTPOINT missing"
-					       : "status: too many arguments");
+	if (cmd_operands(argc, 1, usage_status, "status", "MOUNTPOINT"))
+		return EXIT_USAGE;
 	abs = mountpoint_abspath(argv[optind]);
 	if (abs == NULL) {
 		fprintf(stderr, "shardfs: status: %s: %s\n", argv[optind],

@@ -99,20 +99,13 @@ int cmd_unmount(int argc, char **argv)
 		case 'S':
 			stale_only = true;
 			break;
-		case 'h':
-			fputs(usage_unmount, stdout);
-			return EXIT_OK;
 		default:
-			fputs(usage_unmount, stderr);
-			return EXIT_USAGE;
+			return cmd_option_other(c, usage_unmount);
 		}
 	}
-	if (argc - optind != 1)
-		return cmd_usage_error(usage_unmount, "%s",
-				       argc - optind < 1
-					       ? "unmount: CONFIG or "
-						 "MOUNTPOINT missing"
-					       : "unmount: too many arguments");
+	if (cmd_operands(argc, 1, usage_unmount, "unmount",
+			 "CONFIG or MOUNTPOINT"))
+		return EXIT_USAGE;
 	rc = unmount_target(argv[optind], &cfg, &path);
 	if (rc != 0)
 		goto out;

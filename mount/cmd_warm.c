@@ -277,23 +277,16 @@ int cmd_warm(int argc, char **argv)
 	unsigned long jobs = 8;
 	char *end;
 	uint64_t r, world;
-	char err[1024];
 	int c, rc = EXIT_USAGE;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "r:j:qo:h", longopts, NULL)) !=
 	       -1) {
 		switch (c) {
-		case 'r': {
-			const char **v = realloc(rank_args, (n_rank_args + 1) *
-								    sizeof(*v));
-
-			if (v == NULL)
+		case 'r':
+			if (cmd_args_push(&rank_args, &n_rank_args, optarg) < 0)
 				goto out;
-			rank_args = v;
-			rank_args[n_rank_args++] = optarg;
 			break;
-		}
 		case 'j':
 			errno = 0;
 			jobs = strtoul(optarg, &end, 10);
@@ -314,26 +307,14 @@ int cmd_warm(int argc, char **argv)
 			if (overrides_parse(&ov, optarg) < 0)
 				goto out;
 			break;
-		case 'h':
-			fputs(usage_warm, stdout);
-			rc = EXIT_OK;
-			goto out;
 		default:
-			fputs(usage_warm, stderr);
+			rc = cmd_option_other(c, usage_warm);
 			goto out;
 		}
 	}
-	if (argc - optind != 1) {
-		fprintf(stderr, "shardfs: warm: %s\n%s",
-			argc - optind < 1 ? "CONFIG missing"
-					  : "too many arguments",
-			usage_warm);
+	if (cmd_operands(argc, 1, usage_warm, "warm", "CONFIG") ||
+	    cmd_load_config(argv[optind], &ov, &cfg))
 		goto out;
-	}
-	if (config_load(argv[optind], ov.v, ov.n, &cfg, err, sizeof(err)) < 0) {
-		fprintf(stderr, "shardfs: %s\n", err);
-		goto out;
-	}
 	world = cfg->shard.spec.world_size;
 	sel = calloc((size_t)world, sizeof(*sel));
 	if (sel == NULL) {

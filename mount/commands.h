@@ -41,6 +41,21 @@ int cmd_load_config(const char *path, const struct overrides *o,
  * EXIT_USAGE. */
 int cmd_usage_error(const char *usage, const char *fmt, const char *arg);
 
+/* The end of an option switch: for 'h', prints usage to stdout and
+ * returns EXIT_OK; for any other option (getopt has said what is wrong
+ * with it), prints usage to stderr and returns EXIT_USAGE. */
+int cmd_option_other(int c, const char *usage);
+
+/* Checks that want operands follow the options (argv[optind..argc)).
+ * Returns 0, or prints "shardfs: CMD: WHAT missing" or "shardfs: CMD: too
+ * many arguments" and usage to stderr and returns EXIT_USAGE. */
+int cmd_operands(int argc, int want, const char *usage, const char *cmd,
+		 const char *what);
+
+/* Appends arg (borrowed) to the array *v of *n, for an option that may
+ * be repeated. Returns 0 or -ENOMEM (then *v and *n are unchanged). */
+int cmd_args_push(const char ***v, size_t *n, const char *arg);
+
 /* helper_form: argv is mount(8)'s "shardfs CONFIG MOUNTPOINT -o OPTS". */
 int cmd_mount(int argc, char **argv, bool helper_form);
 int cmd_warm(int argc, char **argv);

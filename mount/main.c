@@ -211,19 +211,12 @@ static int cmd_manifest(int argc, char **argv)
 		case 'N':
 			opts.anonymous = 1;
 			break;
-		case 'h':
-			fputs(usage_manifest, stdout);
-			return EXIT_OK;
 		default:
-			fputs(usage_manifest, stderr);
-			return EXIT_USAGE;
+			return cmd_option_other(c, usage_manifest);
 		}
 	}
-	if (argc - optind != 1)
-		return cmd_usage_error(
-			usage_manifest, "%s",
-			argc - optind < 1 ? "manifest: URL missing"
-					  : "manifest: too many arguments");
+	if (cmd_operands(argc, 1, usage_manifest, "manifest", "URL"))
+		return EXIT_USAGE;
 	rc = backend_open(argv[optind], &opts, &be);
 	if (rc == -EPROTONOSUPPORT || rc == -EINVAL) {
 		backend_close(be);
@@ -330,7 +323,7 @@ static int cmd_plan(int argc, char **argv)
 	struct config *cfg = NULL;
 	struct dataset *ds = NULL;
 	struct plan_ranks pr = { 0 };
-	const char **rank_args = NULL, **grown;
+	const char **rank_args = NULL;
 	size_t n_rank_args = 0, i;
 	int c, rc = EXIT_USAGE;
 
@@ -338,36 +331,24 @@ static int cmd_plan(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "r:o:h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'r':
-			grown = realloc(rank_args,
-					(n_rank_args + 1) * sizeof(*grown));
-			if (grown == NULL) {
+			if (cmd_args_push(&rank_args, &n_rank_args, optarg) <
+			    0) {
 				rc = EXIT_RUNTIME;
 				goto out;
 			}
-			rank_args = grown;
-			rank_args[n_rank_args++] = optarg;
 			break;
 		case 'o':
 			if (overrides_parse(&ov, optarg) < 0)
 				goto out;
 			break;
-		case 'h':
-			fputs(usage_plan, stdout);
-			rc = EXIT_OK;
-			goto out;
 		default:
-			fputs(usage_plan, stderr);
+			rc = cmd_option_other(c, usage_plan);
 			goto out;
 		}
 	}
-	if (argc - optind != 1) {
-		rc = cmd_usage_error(usage_plan, "%s",
-				     argc - optind < 1
-					     ? "plan: CONFIG missing"
-					     : "plan: too many arguments");
-		goto out;
-	}
-	rc = cmd_load_config(argv[optind], &ov, &cfg);
+	rc = cmd_operands(argc, 1, usage_plan, "plan", "CONFIG");
+	if (rc == 0)
+		rc = cmd_load_config(argv[optind], &ov, &cfg);
 	if (rc != 0)
 		goto out;
 	for (i = 0; i < n_rank_args; i++) {
