@@ -132,19 +132,9 @@ int cmd_unmount(int argc, char **argv)
 		rc = EXIT_OK;
 		goto out;
 	}
-	if (mi.dead && !mountpoint_is_shardfs(mi.fstype)) {
-		mountpoint_refuse_foreign(&mi);
-		goto out;
-	}
-	if (mi.dead) {
-		if (mountpoint_unmount(&mi, true) < 0)
-			goto out;
-		log_msg(LOG_WARNING,
-			"%s was a dead FUSE mount (%s from %s), left by a "
-			"daemon that crashed or was killed; unmounted it "
-			"lazily",
-			mi.path, mi.fstype, mi.source);
-		rc = EXIT_OK;
+	c = mountpoint_recover_dead(&mi);
+	if (c != 0) {
+		rc = c == 1 ? EXIT_OK : EXIT_RUNTIME;
 		goto out;
 	}
 	if (mi.hung &&

@@ -183,20 +183,12 @@ int ini_parse(FILE *fp, const char *file, ini_handler on_key, void *user,
 		value = lskip(value);
 		if (*value == '"') {
 			end = strchr(value + 1, '"');
-			if (!end) {
-				rc = ini_fail(&r, -EINVAL,
-					      "%s:%u: [%s] %s = %s: no closing "
-					      "quote",
-					      file, r.line, section, name,
-					      value);
-				goto out;
-			}
-			if (!only_comment(end + 1)) {
-				rc = ini_fail(&r, -EINVAL,
-					      "%s:%u: [%s] %s = %s: text after "
-					      "the closing quote",
-					      file, r.line, section, name,
-					      value);
+			if (end == NULL || !only_comment(end + 1)) {
+				rc = ini_fail(
+					&r, -EINVAL, "%s:%u: [%s] %s = %s: %s",
+					file, r.line, section, name, value,
+					end ? "text after the closing quote"
+					    : "no closing quote");
 				goto out;
 			}
 			*end = '\0';

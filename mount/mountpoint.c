@@ -119,40 +119,34 @@ int mountpoint_child_run(int (*fn)(int fd, const void *arg), const void *arg,
 			break;
 		}
 		r = poll(&pfd, 1, (int)(left * 1000) + 1);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0) {
-			rc = -errno;
-			break;
-		}
-		if (r == 0)
-			continue;
-		if (cap - used < 65536) {
-			size_t ncap = cap ? 2 * cap : 65536 + 1;
-			char *g;
+		if (r > 0) {
+			if (cap - used < 65536) {
+				size_t ncap = cap ? 2 * cap : 65536 + 1;
+				char *g;
 
-			if (cap > 0 && cap >= max) {
-				rc = -EFBIG;
-				break;
+				if (cap > 0 && cap >= max) {
+					rc = -EFBIG;
+					break;
+				}
+				g = realloc(buf, ncap);
+				if (g == NULL) {
+					rc = -ENOMEM;
+					break;
+				}
+				buf = g;
+				cap = ncap;
 			}
-			g = realloc(buf, ncap);
-			if (g == NULL) {
-				rc = -ENOMEM;
-				break;
-			}
-			buf = g;
-			cap = ncap;
+			r = read(fds[0], buf + used, cap - used - 1);
+			if (r == 0)
+				break; /* the child is done */
+			if (r > 0)
+				used += (size_t)r;
 		}
-		r = read(fds[0], buf + used, cap - used - 1);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0) {
+		/* r == 0 from poll: look at the deadline again. */
+		if (r < 0 && errno != EINTR) {
 			rc = -errno;
 			break;
 		}
-		if (r == 0)
-			break; /* the child is done */
-		used += (size_t)r;
 	}
 	close(fds[0]);
 	if (rc < 0) {
@@ -384,6 +378,27 @@ static int dir_has_entries(const char *dir)
 	return found;
 }
 
+int mountpoint_recover_dead(const struct mountpoint_info *mi)
+{
+	int rc;
+
+	if (!mi->dead)
+		return 0;
+	if (!mountpoint_is_shardfs(mi->fstype)) {
+		mountpoint_refuse_foreign(mi);
+		return -EBUSY;
+	}
+	rc = mountpoint_unmount(mi, true);
+	if (rc < 0)
+		return rc;
+	log_msg(LOG_WARNING,
+		"%s was a dead FUSE mount (%s from %s: Transport endpoint is "
+		"not connected), left by a daemon that crashed or was killed; "
+		"unmounted it lazily",
+		mi->path, mi->fstype, mi->source);
+	return 1;
+}
+
 int mountpoint_prepare(const char *path, bool nonempty)
 {
 	struct mountpoint_info mi;
@@ -402,19 +417,10 @@ int mountpoint_prepare(const char *path, bool nonempty)
 			mi.path, path);
 		return -ELOOP;
 	}
-	if (mi.dead && !mountpoint_is_shardfs(mi.fstype)) {
-		mountpoint_refuse_foreign(&mi);
-		return -EBUSY;
-	}
-	if (mi.dead) {
-		rc = mountpoint_unmount(&mi, true);
-		if (rc < 0)
-			return rc;
-		log_msg(LOG_WARNING,
-			"%s was a dead FUSE mount (%s from %s: Transport "
-			"endpoint is not connected), left by a daemon that "
-			"crashed or was killed; unmounted it lazily",
-			mi.path, mi.fstype, mi.source);
+	rc = mountpoint_recover_dead(&mi);
+	if (rc < 0)
+		return rc;
+	if (rc == 1) {
 		rc = mountpoint_inspect(path, &mi);
 		if (rc < 0) {
 			log_msg(LOG_ERR, "mountpoint %s: %s", path,

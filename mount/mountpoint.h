@@ -80,6 +80,13 @@ bool mountpoint_is_fuse(const char *fstype);
  * do. */
 int mountpoint_unmount(const struct mountpoint_info *info, bool lazy);
 
+/* If mi is a dead FUSE mount: a shardfs one is unmounted lazily and
+ * logged; one of another type is refused (logged, with the command to
+ * remove it by hand: mountpoint_refuse_foreign). Returns 1 if it was
+ * dead and is gone, 0 if it is not dead, or a negative errno (logged;
+ * -EBUSY for one not ours). */
+int mountpoint_recover_dead(const struct mountpoint_info *mi);
+
 /* Before a mount at path: a dead shardfs mount there is unmounted lazily
  * (logged); a dead FUSE mount of another type, a hung mount, a symlink,
  * a live mount there, a non-directory, and (unless nonempty) a
