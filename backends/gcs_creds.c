@@ -225,7 +225,7 @@ static int gcs_creds_token_from_reply(const struct http_response *resp,
 	if (rc < 0)
 		return rc;
 	*out = gcs_token_new(tok, expires);
-	gcs_jwt_wipe_free(tok);
+	objstore_wipe_free(tok);
 	return *out ? 0 : -ENOMEM;
 }
 
@@ -295,7 +295,7 @@ static int gcs_creds_from_key(struct gcs_creds_provider *p,
 	req.no_proxy = p->token_no_proxy;
 	req.quiet = true; /* logged below, once */
 	rc = http_perform(p->http, &req, &resp);
-	gcs_jwt_wipe_free(body);
+	objstore_wipe_free(body);
 	if (rc < 0) {
 		log_msg(LOG_ERR,
 			"gcs: %s: the token endpoint did not answer (%s)",

@@ -15,25 +15,19 @@
 #include <string.h>
 #include <strings.h>
 
-void gcs_jwt_wipe_free(char *s)
-{
-	if (s != NULL) {
-		explicit_bzero(s, strlen(s));
-		free(s);
-	}
-}
+#include "backends/objstore.h"
 
 void gcs_jwt_key_free(struct gcs_jwt_key *k)
 {
 	if (k == NULL)
 		return;
-	gcs_jwt_wipe_free(k->token_uri);
-	gcs_jwt_wipe_free(k->client_email);
-	gcs_jwt_wipe_free(k->private_key_id);
+	objstore_wipe_free(k->token_uri);
+	objstore_wipe_free(k->client_email);
+	objstore_wipe_free(k->private_key_id);
 	EVP_PKEY_free(k->pkey);
-	gcs_jwt_wipe_free(k->client_id);
-	gcs_jwt_wipe_free(k->client_secret);
-	gcs_jwt_wipe_free(k->refresh_token);
+	objstore_wipe_free(k->client_id);
+	objstore_wipe_free(k->client_secret);
+	objstore_wipe_free(k->refresh_token);
 	free(k);
 }
 
@@ -176,7 +170,7 @@ int gcs_jwt_key_parse(const char *text, size_t len, struct gcs_jwt_key **out,
 		if (k->token_uri == NULL)
 			rc = -ENOMEM;
 	}
-	gcs_jwt_wipe_free(pem);
+	objstore_wipe_free(pem);
 	json_decref(root);
 	if (rc < 0) {
 		gcs_jwt_key_free(k);
@@ -313,11 +307,11 @@ out:
 	 * copy before it goes back to the allocator. */
 	free(h64);
 	free(c64);
-	gcs_jwt_wipe_free(input);
+	objstore_wipe_free(input);
 	if (sig != NULL)
 		explicit_bzero(sig, sig_len);
 	free(sig);
-	gcs_jwt_wipe_free(s64);
+	objstore_wipe_free(s64);
 	return rc;
 }
 
@@ -395,7 +389,7 @@ int gcs_jwt_token_request(const struct gcs_jwt_key *k, int64_t now, char **out)
 			gcs_jwt_form_add(body, &len, f[i], f[i + 1]);
 		body[len] = '\0';
 	}
-	gcs_jwt_wipe_free(jwt);
+	objstore_wipe_free(jwt);
 	if (body == NULL)
 		return -ENOMEM;
 	*out = body;

@@ -81,10 +81,6 @@ int gcs_jwt_sign(const struct gcs_jwt_key *k, const char *scope, int64_t iat,
  * or the errors of gcs_jwt_sign. */
 int gcs_jwt_token_request(const struct gcs_jwt_key *k, int64_t now, char **out);
 
-/* Wipes a NUL-terminated secret and frees it. NULL is a no-op. The one
- * copy for gcs_jwt.c and gcs_creds.c. */
-void gcs_jwt_wipe_free(char *s);
-
 /* Base64url without padding of len bytes. Returns a malloc'd string or
  * NULL when out of memory. */
 char *gcs_jwt_b64url(const unsigned char *data, size_t len);

@@ -131,6 +131,14 @@ int objstore_error_errno(long status, const char *code,
 	return http_status_errno(status);
 }
 
+void objstore_wipe_free(char *s)
+{
+	if (s != NULL) {
+		explicit_bzero(s, strlen(s));
+		free(s);
+	}
+}
+
 void objstore_pool_options(const struct backend_options *opts,
 			   struct http_pool_options *ho)
 {

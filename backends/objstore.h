@@ -60,6 +60,10 @@ struct objstore_code {
 int objstore_error_errno(long status, const char *code,
 			 const struct objstore_code *table, size_t n);
 
+/* Wipes s (a secret: a key, a token, a request body holding one) and
+ * frees it; NULL is a no-op. */
+void objstore_wipe_free(char *s);
+
 /* The pool options every object-store backend takes from [source]. */
 void objstore_pool_options(const struct backend_options *opts,
 			   struct http_pool_options *ho);

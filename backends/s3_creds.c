@@ -75,23 +75,15 @@ struct s3_creds *s3_creds_new(const char *access_key, const char *secret_key,
 	return c;
 }
 
-static void wipe_free(char *s)
-{
-	if (s != NULL) {
-		explicit_bzero(s, strlen(s));
-		free(s);
-	}
-}
-
 void s3_creds_put(struct s3_creds *c)
 {
 	if (c == NULL)
 		return;
 	if (__atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) != 0)
 		return;
-	wipe_free(c->access_key);
-	wipe_free(c->secret_key);
-	wipe_free(c->session_token);
+	objstore_wipe_free(c->access_key);
+	objstore_wipe_free(c->secret_key);
+	objstore_wipe_free(c->session_token);
 	free(c);
 }
 
@@ -167,7 +159,7 @@ int s3_creds_parse_ini(const char *text, size_t len, const char *profile,
 				dst = &tok;
 			if (dst == NULL)
 				continue;
-			wipe_free(*dst);
+			objstore_wipe_free(*dst);
 			*dst = strndup(vs, (size_t)(ve - vs));
 			if (*dst == NULL) {
 				rc = -ENOMEM;
@@ -186,9 +178,9 @@ int s3_creds_parse_ini(const char *text, size_t len, const char *profile,
 	*out = s3_creds_new(ak, sk, tok, 0);
 	rc = *out ? 0 : -ENOMEM;
 out:
-	wipe_free(ak);
-	wipe_free(sk);
-	wipe_free(tok);
+	objstore_wipe_free(ak);
+	objstore_wipe_free(sk);
+	objstore_wipe_free(tok);
 	return rc;
 }
 
@@ -456,20 +448,10 @@ struct auth_header {
 static int add_header(void *arg, struct curl_slist **headers)
 {
 	const struct auth_header *h = arg;
-	struct curl_slist *n;
-	char *line;
 
 	if (h == NULL || h->value == NULL)
 		return 0;
-	if (asprintf(&line, "%s: %s", h->name, h->value) < 0)
-		return -ENOMEM;
-	n = curl_slist_append(*headers, line);
-	explicit_bzero(line, strlen(line));
-	free(line);
-	if (n == NULL)
-		return -ENOMEM;
-	*headers = n;
-	return 0;
+	return objstore_header(headers, "%s: %s", h->name, h->value);
 }
 
 /* GETs url (with one optional header) and returns the 200 body. */

@@ -66,20 +66,6 @@ static double now_mono(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* "12.3 MiB" */
-static void human(char *buf, size_t len, double v)
-{
-	static const char *const unit[] = { "B",   "KiB", "MiB",
-					    "GiB", "TiB", "PiB" };
-	int u = 0;
-
-	while (v >= 1024 && u < 5) {
-		v /= 1024;
-		u++;
-	}
-	snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", v, unit[u]);
-}
-
 static void eta_text(char *buf, size_t len, double seconds)
 {
 	unsigned long s;
@@ -112,9 +98,9 @@ static void progress_show(struct progress *p, bool final)
 	if (!final && t - p->last < (p->tty ? BAR_INTERVAL : PLAIN_INTERVAL))
 		return;
 	p->last = t;
-	human(done, sizeof(done), (double)p->bytes_done);
-	human(total, sizeof(total), (double)p->bytes_total);
-	human(r, sizeof(r), rate);
+	cmd_human_bytes(done, sizeof(done), (double)p->bytes_done);
+	cmd_human_bytes(total, sizeof(total), (double)p->bytes_total);
+	cmd_human_bytes(r, sizeof(r), rate);
 	eta_text(eta, sizeof(eta),
 		 rate > 0 ? (double)(p->bytes_total - p->bytes_done) / rate
 			  : -1);

@@ -1,7 +1,7 @@
 /*
  * cmdline: the command-line handling every subcommand shares (see
- * commands.h): the end of an option switch, the operand count, and
- * options that may be repeated.
+ * commands.h): the end of an option switch, the operand count,
+ * options that may be repeated, and sizes for people.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -45,4 +45,17 @@ int cmd_args_push(const char ***v, size_t *n, const char *arg)
 	grown[(*n)++] = arg;
 	*v = grown;
 	return 0;
+}
+
+void cmd_human_bytes(char *buf, size_t cap, double b)
+{
+	static const char *const unit[] = { "B",   "KiB", "MiB",
+					    "GiB", "TiB", "PiB" };
+	int u = 0;
+
+	while (b >= 1024 && u < 5) {
+		b /= 1024;
+		u++;
+	}
+	snprintf(buf, cap, u ? "%.1f %s" : "%.0f %s", b, unit[u]);
 }

@@ -56,6 +56,10 @@ int cmd_operands(int argc, int want, const char *usage, const char *cmd,
  * be repeated. Returns 0 or -ENOMEM (then *v and *n are unchanged). */
 int cmd_args_push(const char ***v, size_t *n, const char *arg);
 
+/* Writes b bytes for people into buf: "512 B", "12.3 MiB" (KiB to PiB,
+ * powers of 1024). */
+void cmd_human_bytes(char *buf, size_t cap, double b);
+
 /* helper_form: argv is mount(8)'s "shardfs CONFIG MOUNTPOINT -o OPTS". */
 int cmd_mount(int argc, char **argv, bool helper_form);
 int cmd_warm(int argc, char **argv);

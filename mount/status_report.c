@@ -228,22 +228,6 @@ static json_t *json_ratio(double r)
 	return isnan(r) ? json_null() : json_real(r);
 }
 
-static void human_bytes(char *buf, size_t cap, double b)
-{
-	static const char *const unit[] = { "B",   "KiB", "MiB",
-					    "GiB", "TiB", "PiB" };
-	int u = 0;
-
-	while (b >= 1024 && u < 5) {
-		b /= 1024;
-		u++;
-	}
-	if (u == 0)
-		snprintf(buf, cap, "%.0f B", b);
-	else
-		snprintf(buf, cap, "%.1f %s", b, unit[u]);
-}
-
 static void human_pct(char *buf, size_t cap, double r)
 {
 	if (isnan(r))
@@ -389,35 +373,37 @@ static void report_text(const struct status_info *in)
 	printf("%-10s %s\n", "manifest", in->mdig ? in->mdig : "?");
 	printf("%-10s %s of world_size %llu\n", "ranks",
 	       in->rtext[0] ? in->rtext : "none", v(s, "shardfs_world_size"));
-	human_bytes(b1, sizeof(b1), (double)v(s, "shardfs_served_bytes"));
+	cmd_human_bytes(b1, sizeof(b1), (double)v(s, "shardfs_served_bytes"));
 	printf("%-10s %llu files, %s (%llu bytes)\n", "objects",
 	       v(s, "shardfs_served_objects"), b1,
 	       v(s, "shardfs_served_bytes"));
-	human_bytes(b1, sizeof(b1), (double)v(s, "shardfs_read_bytes_total"));
+	cmd_human_bytes(b1, sizeof(b1),
+			(double)v(s, "shardfs_read_bytes_total"));
 	printf("%-10s %llu, %s, %llu errors; %llu files open\n", "reads",
 	       v(s, "shardfs_reads_total"), b1,
 	       v(s, "shardfs_read_errors_total"), v(s, "shardfs_open_files"));
 	if (b != NULL) {
-		human_bytes(b1, sizeof(b1),
-			    rate(a, b, "shardfs_backend_bytes_total"));
-		human_bytes(b2, sizeof(b2),
-			    rate(a, b, "shardfs_cache_bytes_from_cache_total"));
+		cmd_human_bytes(b1, sizeof(b1),
+				rate(a, b, "shardfs_backend_bytes_total"));
+		cmd_human_bytes(
+			b2, sizeof(b2),
+			rate(a, b, "shardfs_cache_bytes_from_cache_total"));
 		printf("%-10s %s/s from the backend, %s/s from the "
 		       "cache, %.0f reads/s (over %.1f s)\n",
 		       "rates", b1, b2, rate(a, b, "shardfs_reads_total"),
 		       b->time - a->time);
 	}
-	human_bytes(b1, sizeof(b1),
-		    (double)v(s, "shardfs_backend_bytes_total"));
+	cmd_human_bytes(b1, sizeof(b1),
+			(double)v(s, "shardfs_backend_bytes_total"));
 	printf("%-10s %llu requests, %s, %llu errors\n", "backend",
 	       v(s, "shardfs_backend_requests_total"), b1,
 	       v(s, "shardfs_backend_errors_total"));
 	if (in->cache_on) {
 		human_pct(p1, sizeof(p1), cache_hr);
-		human_bytes(b1, sizeof(b1),
-			    (double)v(s, "shardfs_cache_live_bytes"));
-		human_bytes(b2, sizeof(b2),
-			    (double)v(s, "shardfs_cache_budget_bytes"));
+		cmd_human_bytes(b1, sizeof(b1),
+				(double)v(s, "shardfs_cache_live_bytes"));
+		cmd_human_bytes(b2, sizeof(b2),
+				(double)v(s, "shardfs_cache_budget_bytes"));
 		printf("%-10s hit rate %s (%llu hits, %llu misses), "
 		       "%s of %s\n",
 		       "cache", p1, v(s, "shardfs_cache_hits_total"),
@@ -431,10 +417,10 @@ static void report_text(const struct status_info *in)
 	       "prefetch", v(s, "shardfs_prefetch_depth_files"), p1,
 	       v(s, "shardfs_prefetch_hits_total"),
 	       v(s, "shardfs_prefetch_misses_total"));
-	human_bytes(b1, sizeof(b1),
-		    (double)v(s, "shardfs_memory_in_use_bytes"));
-	human_bytes(b2, sizeof(b2),
-		    (double)v(s, "shardfs_memory_budget_bytes"));
+	cmd_human_bytes(b1, sizeof(b1),
+			(double)v(s, "shardfs_memory_in_use_bytes"));
+	cmd_human_bytes(b2, sizeof(b2),
+			(double)v(s, "shardfs_memory_budget_bytes"));
 	printf("%-10s %s in use of %s\n", "memory", b1, b2);
 	printf("%-10s %llu errors, %llu warnings logged\n", "errors",
 	       v(s, "shardfs_log_errors_total"),
