@@ -377,34 +377,55 @@ out:
 	return rc;
 }
 
+static int cmd_mount_plain(int argc, char **argv)
+{
+	return cmd_mount(argc, argv, false);
+}
+
+/* The subcommands, for dispatch and for help. */
+static const struct command {
+	const char *name;
+	const char *usage;
+	int (*run)(int argc, char **argv);
+} commands[] = {
+	{ "mount", usage_mount, cmd_mount_plain },
+	{ "manifest", usage_manifest, cmd_manifest },
+	{ "plan", usage_plan, cmd_plan },
+	{ "warm", usage_warm, cmd_warm },
+	{ "cache", usage_cache, cmd_cache },
+	{ "unmount", usage_unmount, cmd_unmount },
+	{ "status", usage_status, cmd_status },
+};
+
+static const struct command *command_find(const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (strcmp(name, commands[i].name) == 0)
+			return &commands[i];
+	return NULL;
+}
+
 static int cmd_help(int argc, char **argv)
 {
-	const char *topic = argc > 1 ? argv[1] : NULL;
+	const struct command *c;
 
-	if (topic == NULL)
+	if (argc <= 1) {
 		fputs(usage_main, stdout);
-	else if (strcmp(topic, "mount") == 0)
-		fputs(usage_mount, stdout);
-	else if (strcmp(topic, "manifest") == 0)
-		fputs(usage_manifest, stdout);
-	else if (strcmp(topic, "plan") == 0)
-		fputs(usage_plan, stdout);
-	else if (strcmp(topic, "warm") == 0)
-		fputs(usage_warm, stdout);
-	else if (strcmp(topic, "cache") == 0)
-		fputs(usage_cache, stdout);
-	else if (strcmp(topic, "unmount") == 0)
-		fputs(usage_unmount, stdout);
-	else if (strcmp(topic, "status") == 0)
-		fputs(usage_status, stdout);
-	else
+		return EXIT_OK;
+	}
+	c = command_find(argv[1]);
+	if (c == NULL)
 		return cmd_usage_error(usage_main, "help: unknown command '%s'",
-				       topic);
+				       argv[1]);
+	fputs(c->usage, stdout);
 	return EXIT_OK;
 }
 
 int main(int argc, char **argv)
 {
+	const struct command *c;
 	const char *cmd;
 
 	log_init("shardfs");
@@ -422,20 +443,9 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(cmd, "help") == 0)
 		return cmd_help(argc - 1, argv + 1);
-	if (strcmp(cmd, "mount") == 0)
-		return cmd_mount(argc - 1, argv + 1, false);
-	if (strcmp(cmd, "manifest") == 0)
-		return cmd_manifest(argc - 1, argv + 1);
-	if (strcmp(cmd, "plan") == 0)
-		return cmd_plan(argc - 1, argv + 1);
-	if (strcmp(cmd, "warm") == 0)
-		return cmd_warm(argc - 1, argv + 1);
-	if (strcmp(cmd, "cache") == 0)
-		return cmd_cache(argc - 1, argv + 1);
-	if (strcmp(cmd, "unmount") == 0)
-		return cmd_unmount(argc - 1, argv + 1);
-	if (strcmp(cmd, "status") == 0)
-		return cmd_status(argc - 1, argv + 1);
+	c = command_find(cmd);
+	if (c != NULL)
+		return c->run(argc - 1, argv + 1);
 	/* mount(8) runs "shardfs CONFIG MOUNTPOINT -o OPTS". */
 	if (cmd[0] != '-' && strchr(cmd, '/') != NULL)
 		return cmd_mount(argc, argv, true);
