@@ -81,8 +81,7 @@ void gcs_token_put(struct gcs_token *t)
 {
 	if (t == NULL || __atomic_sub_fetch(&t->refs, 1, __ATOMIC_ACQ_REL) > 0)
 		return;
-	explicit_bzero(t->access_token, strlen(t->access_token));
-	free(t->access_token);
+	objstore_wipe_free(t->access_token);
 	free(t);
 }
 
