@@ -105,35 +105,6 @@ int gcs_prepare(void *arg, struct curl_slist **headers)
  * matter to the manifest, which sorts them and rejects a name listed
  * twice (manifest_finish). */
 
-/* Hands page number pages' objects to cb: each must start with full (the
- * listing's prefix). */
-static int gcs_list_emit(struct gcs_backend *gb, const char *what,
-			 const char *full, unsigned pages,
-			 const struct gcs_list_page *page, backend_list_cb cb,
-			 void *arg)
-{
-	size_t plen = strlen(gb->prefix), flen = strlen(full), i;
-	int rc = 0;
-
-	for (i = 0; i < page->count && rc == 0; i++) {
-		const struct gcs_object *o = &page->objects[i];
-
-		if (o->name_len < flen || memcmp(o->name, full, flen)) {
-			log_msg(LOG_ERR,
-				"%s: list: page %u: an object outside the "
-				"prefix in the answer",
-				what, pages);
-			return -EIO;
-		}
-		/* The prefix's own folder placeholder is skipped; other
-		 * names ending in '/' (placeholders the console makes) go
-		 * on: the manifest counts them as skipped, as for S3. */
-		rc = objstore_list_object(cb, arg, plen, o->name, o->name_len,
-					  o->size, o->generation, o->mtime_ns);
-	}
-	return rc;
-}
-
 /* A listing of gs://BUCKET/full. */
 struct gcs_list_ctx {
 	struct gcs_backend *gb;
@@ -159,7 +130,9 @@ static int gcs_list_page(void *arg, const struct http_response *resp,
 {
 	struct gcs_list_ctx *lc = arg;
 	struct gcs_list_page page = { 0 };
+	struct objstore_list_scope sc;
 	char why[160];
+	size_t i;
 	int rc;
 
 	rc = gcs_list_parse(resp->body, resp->body_len, &page, why,
@@ -172,12 +145,20 @@ static int gcs_list_page(void *arg, const struct http_response *resp,
 				lc->what, guard->pages + 1, why);
 		return rc == -ENOMEM ? rc : -EIO;
 	}
+	objstore_list_scope_init(&sc, lc->what, guard->pages + 1, lc->full,
+				 strlen(lc->gb->prefix), lc->cb, lc->arg);
 	rc = objstore_list_page(guard, lc->what, page.next_token, page.count,
 				page.count ? page.objects[0].name : NULL,
 				page.count ? page.objects[0].name_len : 0);
-	if (rc == 0)
-		rc = gcs_list_emit(lc->gb, lc->what, lc->full, guard->pages,
-				   &page, lc->cb, lc->arg);
+	/* The prefix's own folder placeholder is skipped; other names
+	 * ending in '/' (placeholders the console makes) go on: the
+	 * manifest counts them as skipped, as for S3. */
+	for (i = 0; i < page.count && rc == 0; i++) {
+		const struct gcs_object *o = &page.objects[i];
+
+		rc = objstore_list_object(&sc, o->name, o->name_len, o->size,
+					  o->generation, o->mtime_ns);
+	}
 	if (rc == 0) {
 		*next = page.next_token;
 		page.next_token = NULL;

@@ -299,20 +299,40 @@ int objstore_list_page(struct objstore_list_guard *g, const char *what,
 	return 0;
 }
 
-int objstore_list_object(backend_list_cb cb, void *arg, size_t plen,
-			 const char *name, size_t name_len, uint64_t size,
-			 const char *etag, int64_t mtime_ns)
+void objstore_list_scope_init(struct objstore_list_scope *sc, const char *what,
+			      unsigned page, const char *must, size_t plen,
+			      backend_list_cb cb, void *arg)
+{
+	sc->what = what;
+	sc->page = page;
+	sc->must = must;
+	sc->must_len = strlen(must);
+	sc->plen = plen;
+	sc->cb = cb;
+	sc->arg = arg;
+}
+
+int objstore_list_object(const struct objstore_list_scope *sc, const char *name,
+			 size_t name_len, uint64_t size, const char *etag,
+			 int64_t mtime_ns)
 {
 	struct backend_object obj = {
-		.key = name + plen,
-		.key_len = name_len - plen,
+		.key = name + sc->plen,
+		.key_len = name_len - sc->plen,
 		.size = size,
 		.etag = etag,
 		.etag_len = strlen(etag),
 		.mtime_ns = mtime_ns,
 	};
 
-	return name_len == plen ? 0 : cb(arg, &obj);
+	if (name_len < sc->must_len || memcmp(name, sc->must, sc->must_len)) {
+		log_msg(LOG_ERR,
+			"%s: list: page %u: an object outside the prefix in "
+			"the answer",
+			sc->what, sc->page);
+		return -EIO;
+	}
+	return name_len == sc->plen ? 0 : sc->cb(sc->arg, &obj);
 }
 
 int objstore_list_run(struct objstore_lister *l)

@@ -162,12 +162,30 @@ struct objstore_lister {
 	void *arg;
 };
 
-/* Hands one listed object to cb: name[0..name_len) starts with the
- * source prefix (plen bytes), which is cut off; the prefix's own marker
- * (the name that is the prefix) is skipped. Returns cb's answer or 0. */
-int objstore_list_object(backend_list_cb cb, void *arg, size_t plen,
-			 const char *name, size_t name_len, uint64_t size,
-			 const char *etag, int64_t mtime_ns);
+/* Where the objects of one listed page go. */
+struct objstore_list_scope {
+	const char *what; /* names the listing in logs */
+	unsigned page;	  /* the page's number, from 1 */
+	const char *must; /* every name in the answer starts with this */
+	size_t must_len;
+	size_t plen; /* the source prefix's length, cut off every name */
+	backend_list_cb cb;
+	void *arg;
+};
+
+/* Sets up sc for page number page of the listing what: names must
+ * start with must, and lose the first plen bytes (the source prefix). */
+void objstore_list_scope_init(struct objstore_list_scope *sc, const char *what,
+			      unsigned page, const char *must, size_t plen,
+			      backend_list_cb cb, void *arg);
+
+/* Hands one listed object to sc->cb, its name without the source
+ * prefix; the prefix's own marker (the name that is the prefix) is
+ * skipped. Returns cb's answer, 0, or -EIO (logged) for a name that does
+ * not start with sc->must. */
+int objstore_list_object(const struct objstore_list_scope *sc, const char *name,
+			 size_t name_len, uint64_t size, const char *etag,
+			 int64_t mtime_ns);
 
 /* Runs the listing. Returns 0, or the first errno a page or the request
  * gave (logged). Frees what the guard holds. */

@@ -346,31 +346,6 @@ char *s3_object_path(const struct s3_endpoint *ep, const char *prefix,
 
 /* list */
 
-/* Hands a page's objects to cb: each must start with the source prefix. */
-static int s3_list_emit(struct s3_backend *sb, const char *what,
-			const struct s3_xml_list_page *page, backend_list_cb cb,
-			void *arg)
-{
-	size_t plen = strlen(sb->prefix), i;
-	int rc = 0;
-
-	for (i = 0; i < page->count && rc == 0; i++) {
-		const struct s3_xml_object *o = &page->objects[i];
-
-		if (o->key_len < plen ||
-		    memcmp(o->key, sb->prefix, plen) != 0) {
-			log_msg(LOG_ERR,
-				"%s: list: key outside the prefix in the "
-				"answer",
-				what);
-			return -EIO;
-		}
-		rc = objstore_list_object(cb, arg, plen, o->key, o->key_len,
-					  o->size, o->etag, o->mtime_ns);
-	}
-	return rc;
-}
-
 /* A listing of s3://BUCKET/full. */
 struct s3_list_ctx {
 	struct s3_backend *sb;
@@ -398,6 +373,8 @@ static int s3_list_page(void *arg, const struct http_response *resp,
 {
 	struct s3_list_ctx *lc = arg;
 	struct s3_xml_list_page page = { 0 };
+	struct objstore_list_scope sc;
+	size_t i;
 	int rc;
 
 	rc = s3_xml_list_parse(resp->body, resp->body_len, &page);
@@ -409,12 +386,19 @@ static int s3_list_page(void *arg, const struct http_response *resp,
 				lc->what, guard->pages + 1);
 		return rc == -ENOMEM ? rc : -EIO;
 	}
+	objstore_list_scope_init(&sc, lc->what, guard->pages + 1,
+				 lc->sb->prefix, strlen(lc->sb->prefix), lc->cb,
+				 lc->arg);
 	rc = objstore_list_page(
 		guard, lc->what, page.truncated ? page.next_token : NULL,
 		page.count, page.count ? page.objects[0].key : NULL,
 		page.count ? page.objects[0].key_len : 0);
-	if (rc == 0)
-		rc = s3_list_emit(lc->sb, lc->what, &page, lc->cb, lc->arg);
+	for (i = 0; i < page.count && rc == 0; i++) {
+		const struct s3_xml_object *o = &page.objects[i];
+
+		rc = objstore_list_object(&sc, o->key, o->key_len, o->size,
+					  o->etag, o->mtime_ns);
+	}
 	if (rc == 0 && page.truncated) {
 		if (page.next_token == NULL || page.count == 0) {
 			log_msg(LOG_ERR,
