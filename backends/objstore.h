@@ -2,7 +2,8 @@
  * objstore: what the object-store backends (S3 in s3*.c, GCS in gcs*.c)
  * share above the HTTP layer, so that both follow one rule where their
  * logic is the same: source URLs and percent-encoding, request headers
- * and URLs, the failure log, the guard that makes a listing end, and the
+ * and URLs, wiping secrets, the failure log, the credential refresh
+ * thread, the listing loop and the guard that makes it end, and the
  * checks on a ranged read's reply (DESIGN §9). What differs per store
  * (bucket names, the version pin, error codes, checksums) stays in the
  * backend and is passed in.
