@@ -64,9 +64,10 @@ BENCH_LARGE_FILES [8], BENCH_LARGE_MIB [64], BENCH_COMPUTE_MS [2],
 BENCH_TARGETS [all: raw,local,shardfs,shardfs-nocache,s3fs,rclone-off,
 rclone-full], BENCH_OUT [docs/BENCHMARKS.md; "-" = do not write],
 BENCH_KEEP [0; 1 keeps the temp dir]; for the latency phases
-BENCH_LATENCIES [0,20,50], BENCH_SLOW_FILES [200: the small keys raw curl's
+BENCH_LATENCIES [0,20,50], BENCH_SLOW_FILES [100: the small keys raw curl's
 1 connection and s3fs/rclone 1r read at latency; 8r 4x that],
-BENCH_LAT_LARGE_FILES [4: large files read at latency], BENCH_LAT_PEERS
+BENCH_LAT_LARGE_FILES [4: large files read at latency], BENCH_LAT_NOCACHE [1:
+also shardfs with the cache off, 1r, for diagnosis], BENCH_LAT_PEERS
 [s3fs,rclone-off], BENCH_NOTE [a line for the report's header, e.g. that the
 machine was loaded].
 
@@ -1070,7 +1071,7 @@ uncommitted changes), {wall:.0f} s for bench.py (phases: {phases}{lats}).
 Subsets for quick iterations (environment of `make bench`, see the top of
 `tests/bench/bench.py`): `BENCH_PHASES` = comma list of scale, cache, peers,
 latency, gcs (default all); `BENCH_LATENCIES` [0,20,50] (ms);
-`BENCH_SMALL_FILES` [2000]; `BENCH_SLOW_FILES` [200]; `BENCH_REPS` [1];
+`BENCH_SMALL_FILES` [2000]; `BENCH_SLOW_FILES` [100]; `BENCH_REPS` [1];
 `BENCH_OUT=-` to leave this file alone. For example
 `BENCH_PHASES=latency BENCH_LATENCIES=20 make bench` (about 3 minutes).
 
@@ -1141,7 +1142,8 @@ latency, gcs (default all); `BENCH_LATENCIES` [0,20,50] (ms);
   burns CPU slows the server too.
 """).replace("{results}", results).format(
         latency=latency_md, phases=",".join(phases),
-        lats=(", latencies %s ms" % ",".join(map(str, ctx.latencies))) if "latency" in phases else "",
+        lats=(", latencies %s ms" % ",".join(map(str, ctx.latencies))
+              if "latency" in phases else ""),
         note=os.environ.get("BENCH_NOTE", ""),
         date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), git=git, dirty=dirty,
         exe=ctx.shardfs_src,
@@ -1227,7 +1229,7 @@ def main_bench():
                                   "peers,latency").split(",") if w.strip()]
     ctx.latencies = sorted({int(x) for x in (os.environ.get("BENCH_LATENCIES", "") or
                                              "0,20,50").split(",") if x.strip()})
-    ctx.slow_files = env_int("BENCH_SLOW_FILES", 200)
+    ctx.slow_files = env_int("BENCH_SLOW_FILES", 100)
     ctx.lat_large_files = env_int("BENCH_LAT_LARGE_FILES", 4)
     lat_peers = [w.strip() for w in (os.environ.get("BENCH_LAT_PEERS", "") or
                                      "s3fs,rclone-off").split(",") if w.strip()]
@@ -1333,6 +1335,8 @@ def main_bench():
         lat_md, lat_rows = "", []
         if "latency" in phases:
             ctx.lat_shardfs = Shardfs(ctx, True)
+            ctx.lat_nocache = (Shardfs(ctx, False) if ctx.cache_keys == "dir+enabled" and
+                               os.environ.get("BENCH_LAT_NOCACHE", "1") != "0" else None)
             ctx.lat_peers = [S3fs(ctx), Rclone(ctx, "off")]
             ctx.lat_peers = [p for p in ctx.lat_peers if p.name in lat_peers]
             lat = latency.run(sys.modules[__name__], ctx)

@@ -44,8 +44,10 @@ class Sampler:
 
     KEYS = ("backend_inflight", "prefetch_depth_files", "memory_in_use_bytes")
 
-    def __init__(self, tgt):
+    def __init__(self, tgt, pids=()):
         self.tgt = tgt
+        self.pids = pids  # whose CPU time the pass is charged: daemon, server
+        self.cpu = None
         self.samples = {k: [] for k in self.KEYS}
         self.stop = threading.Event()
         self.th = threading.Thread(target=self.loop, daemon=True)
@@ -60,12 +62,15 @@ class Sampler:
                     self.samples[k].append(st[k])
 
     def __enter__(self):
+        self.cpu0 = [cpu_s(p) for p in self.pids]
         self.th.start()
         return self
 
     def __exit__(self, *exc):
         self.stop.set()
         self.th.join()
+        self.cpu = [None if a is None or b is None else b - a
+                    for a, b in zip(self.cpu0, [cpu_s(p) for p in self.pids])]
 
     def summary(self):
         out = {}
@@ -73,6 +78,16 @@ class Sampler:
             if v:
                 out[k] = (statistics.mean(v), max(v))
         return out
+
+
+def cpu_s(pid):
+    """User + system CPU seconds of a live process."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def vm_kib(pid, field):
@@ -158,13 +173,14 @@ def one_latency(B, ctx, lat, L, local, lowest):
 
     def sf_pass(phase, keys, dataset, readers, unit, world=1, compute_ms=0):
         before = sf.stats() or {}
-        with Sampler(sf) as smp:
+        with Sampler(sf, (sf.proc.pid, ctx.s3p.pid)) as smp:
             r = B.read_pass(ctx, sf, keys, dataset, readers, world, compute_ms)
         after = sf.stats() or {}
         delta = {k: after[k] - before.get(k, 0) for k in after}
         v = note("shardfs", phase, r, unit)
         if v is not None:
-            lat.profile.append((L, phase, v, unit, smp.summary(), delta))
+            lat.profile.append((L, phase, v, unit, smp.summary(), delta,
+                                smp.cpu + [r["wall_s"]]))
             lat.gets[(L, phase)] = delta.get("backend_requests_total")
         return r
 
@@ -189,6 +205,12 @@ def one_latency(B, ctx, lat, L, local, lowest):
     if lowest:
         session(lambda: sf_pass("s1_remount", rank, "small", 1, "files/s"), "small", cold=False)
     session(lambda: sf_pass("s8_rank", rank, "small", 8, "files/s"), "small")
+    # Diagnosis: the same 1r pass without the disk cache (what the store
+    # path costs).
+    nc = ctx.lat_nocache
+    if nc is not None:
+        session(lambda: note(nc.name, "s1_rank", B.read_pass(ctx, nc, rank, "small", 1),
+                             "files/s"), "small", tgt=nc)
     session(lambda: sf_pass("l1", large, "large", 1, "MB/s"), "large")
 
     def trainer():
@@ -335,8 +357,8 @@ def markdown(B, ctx, lat):
                "Small files: files/s; large: MB/s; trainer: seconds. Raw curl 1 connection, "
                "s3fs and rclone 1r read the first %d keys of the rank order, their 8r the "
                "first %d (they are slow at latency); everything else reads all %d small "
-               "files, and the first %d large files (of %d MiB). 8r and 64r take the next path from one list in rank order. Time "
-               "per latency: %s.\n" % (
+               "files, and the first %d large files (of %d MiB). 8r and 64r take the next "
+               "path from one list in rank order. Time per latency: %s.\n" % (
                    ctx.slow_files, 4 * ctx.slow_files, len(ctx.rank),
                    min(ctx.lat_large_files, len(ctx.keys["large"])), ctx.large_mib,
                    ", ".join("%d ms %.0f s" % (L, lat.walls[L]) for L in lats if L in lat.walls)))
@@ -346,6 +368,8 @@ def markdown(B, ctx, lat):
              ("raw curl, large, 8 streams (MB/s)", "raw", "l8", "MB/s"),
              ("shardfs, small 1r rank order cold (files/s)", "shardfs", "s1_rank", "files/s"),
              ("shardfs, small 8r cold (files/s)", "shardfs", "s8_rank", "files/s"),
+             ("shardfs, cache off, small 1r rank order (files/s) ²", "shardfs-nocache",
+              "s1_rank", "files/s"),
              ("shardfs, small %dr cold (files/s)" % RSS_READERS, "shardfs", "s64_rank",
               "files/s"),
              ("shardfs, large seq cold (MB/s)", "shardfs", "l1", "MB/s"),
@@ -376,6 +400,8 @@ def markdown(B, ctx, lat):
         bound, comp, server = trainer_bound(ctx, lat, L)
         tr.append("%d ms: compute %s s, server-limited read %s s" % (L, f(comp, "s"),
                                                                    f(server, "s")))
+    out.append("² Not a target: `[cache] enabled = false`, to tell the disk cache's store "
+               "path from the fetch path.\n")
     out.append("Trainer: rank 0 of world_size 4 (%d files), one reader, %d ms of compute "
                "(sleep) after each file; the server-limited read time is those files at raw "
                "curl's best files/s at that latency. %s.\n" % (
@@ -396,22 +422,24 @@ def markdown(B, ctx, lat):
     out.append("### Where the time goes: shardfs' gauges during each pass\n")
     out.append("Sampled from `.shardfs/stats` every 0.2 s while the pass ran (mean / max); "
                "GETs = backend_requests_total during the pass. A pass shorter than 0.2 s has "
-               "no samples.\n")
+               "no samples. CPU: seconds of CPU the shardfs daemon and s3rver used during "
+               "the pass, and the pass's wall time (2 cores in all).\n")
     out.append("| latency (ms) | phase | result | GETs | backend_inflight | "
                "prefetch_depth_files | memory_in_use (MiB) | prefetch hits / misses / "
-               "refused | direct_reads |")
-    out.append("|---|---|---|---|---|---|---|---|---|")
-    for L, ph, v, unit, smp, d in lat.profile:
+               "refused | direct_reads | CPU s: shardfs / s3rver / wall |")
+    out.append("|---|---|---|---|---|---|---|---|---|---|")
+    for L, ph, v, unit, smp, d, cpu in lat.profile:
         def mm(k, scale=1):
             if k not in smp:
                 return "—"
             return "%.1f / %.0f" % (smp[k][0] / scale, smp[k][1] / scale)
-        out.append("| %d | %s | %s %s | %s | %s | %s | %s | %s / %s / %s | %s |" % (
+        out.append("| %d | %s | %s %s | %s | %s | %s | %s | %s / %s / %s | %s | %s |" % (
             L, ph, f(v, unit), unit, d.get("backend_requests_total", "—"),
             mm("backend_inflight"), mm("prefetch_depth_files"),
             mm("memory_in_use_bytes", 2**20), d.get("prefetch_hits_total", "—"),
             d.get("prefetch_misses_total", "—"), d.get("prefetch_refused_total", "—"),
-            d.get("direct_reads_total", "—")))
+            d.get("direct_reads_total", "—"),
+            " / ".join("—" if c is None else "%.2f" % c for c in cpu)))
     out.append("")
     if lat.errors:
         out.append("Errors in the latency phases:\n")
