@@ -15,6 +15,9 @@ every request, no CPU), then measures, in one round:
                file); 64 readers cold, with the daemon's peak RSS (VmHWM);
                at the lowest latency also the warm second pass and the warm
                pass after a remount (with the GETs it made) against local disk
+  shardfs, cache off
+               small 1 reader in rank order on the first SLOW_FILES keys (a
+               diagnosis: the fetch path without the disk cache's store path)
   local disk   at the lowest latency: small 1 reader cold and warm, large warm
   s3fs, rclone (cache off)
                small 1 reader in rank order on the first SLOW_FILES keys,
@@ -209,7 +212,7 @@ def one_latency(B, ctx, lat, L, local, lowest):
     # path costs).
     nc = ctx.lat_nocache
     if nc is not None:
-        session(lambda: note(nc.name, "s1_rank", B.read_pass(ctx, nc, rank, "small", 1),
+        session(lambda: note(nc.name, "s1_rank", B.read_pass(ctx, nc, slow, "small", 1),
                              "files/s"), "small", tgt=nc)
     session(lambda: sf_pass("l1", large, "large", 1, "MB/s"), "large")
 
@@ -355,8 +358,8 @@ def markdown(B, ctx, lat):
     out.append("s3rver with a fixed delay before every request "
                "(`tests/integration/s3/s3rver_delay.js`, `S3RVER_DELAY_MS`), one round. "
                "Small files: files/s; large: MB/s; trainer: seconds. Raw curl 1 connection, "
-               "s3fs and rclone 1r read the first %d keys of the rank order, their 8r the "
-               "first %d (they are slow at latency); everything else reads all %d small "
+               "shardfs with the cache off, s3fs and rclone 1r read the first %d keys of the "
+               "rank order, their 8r the first %d (they are slow at latency); everything else reads all %d small "
                "files, and the first %d large files (of %d MiB). 8r and 64r take the next "
                "path from one list in rank order. Time per latency: %s.\n" % (
                    ctx.slow_files, 4 * ctx.slow_files, len(ctx.rank),
