@@ -359,9 +359,10 @@ def markdown(B, ctx, lat):
                "(`tests/integration/s3/s3rver_delay.js`, `S3RVER_DELAY_MS`), one round. "
                "Small files: files/s; large: MB/s; trainer: seconds. Raw curl 1 connection, "
                "shardfs with the cache off, s3fs and rclone 1r read the first %d keys of the "
-               "rank order, their 8r the first %d (they are slow at latency); everything else reads all %d small "
-               "files, and the first %d large files (of %d MiB). 8r and 64r take the next "
-               "path from one list in rank order. Time per latency: %s.\n" % (
+               "rank order, their 8r the first %d (they are slow at latency); everything "
+               "else reads all %d small files, and the first %d large files (of %d MiB). "
+               "8r and 64r take the next path from one list in rank order. Time per "
+               "latency: %s.\n" % (
                    ctx.slow_files, 4 * ctx.slow_files, len(ctx.rank),
                    min(ctx.lat_large_files, len(ctx.keys["large"])), ctx.large_mib,
                    ", ".join("%d ms %.0f s" % (L, lat.walls[L]) for L in lats if L in lat.walls)))
