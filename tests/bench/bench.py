@@ -1144,7 +1144,7 @@ latency, gcs (default all); `BENCH_LATENCIES` [0,20,50] (ms);
         latency=latency_md, phases=",".join(phases),
         lats=(", latencies %s ms" % ",".join(map(str, ctx.latencies))
               if "latency" in phases else ""),
-        note=os.environ.get("BENCH_NOTE", ""),
+        note=(os.environ.get("BENCH_NOTE", "") + "\n") if os.environ.get("BENCH_NOTE") else "",
         date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), git=git, dirty=dirty,
         exe=ctx.shardfs_src,
         built=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(ctx.shardfs_built)),
