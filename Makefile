@@ -4,7 +4,8 @@
 #   make check      install missing packages, build, run every unit and
 #                   integration suite
 #   make demo       build and mount a generated demo dataset
-#   make bench      benchmarks (not part of check)
+#   make bench      benchmarks (not part of check; ~25 min; subsets:
+#                   BENCH_PHASES=latency BENCH_LATENCIES=20 make bench)
 #   make SAN=1 ...  the same under ASan + UBSan (a flags stamp rebuilds)
 #   make SAN=thread ...
 #                   the same under ThreadSanitizer (-O1); the daemon in the

@@ -1,9 +1,30 @@
 #!/usr/bin/python3
-"""Read benchmark (issue 5, item 5): shardfs against its peers on one S3 server.
+"""Read benchmark (issue 5, item 5; issue 12, item 3): shardfs against its
+peers on one S3 server, without and with store latency.
 
-`make bench` runs this after scale.sh, and bench_gcs.py (the same phases on
-the GCS emulator, with this file's machinery) after it. It is not part of
-`make check`.
+`make bench` (tests/bench/run.sh) runs scale.sh, cache.sh, this file and
+bench_gcs.py (the peers phases on the GCS emulator, with this file's
+machinery). It is not part of `make check`. About 25 minutes on 2 cores.
+
+Quick subsets (environment of `make bench` or of this file):
+  BENCH_PHASES     comma list of scale, cache, peers, latency, gcs [all];
+                   this file runs peers and latency, run.sh the others
+  BENCH_LATENCIES  delays in ms for the latency phases [0,20,50]
+  e.g. `BENCH_PHASES=latency BENCH_LATENCIES=20 make bench` (about 3 min),
+  `BENCH_PHASES=latency BENCH_LATENCIES=20 BENCH_OUT=- tests/bench/bench.py`.
+
+The latency phases (latency.py) restart s3rver through
+tests/integration/s3/s3rver_delay.js (S3RVER_DELAY_MS, a timer before every
+request) at each latency and measure, in one round, raw curl at 1-128
+connections, shardfs (disk cache, default config: small 1r rank order, 8r,
+64r with the daemon's peak RSS, large sequential, the trainer; warm and
+warm after remount with local disk at the lowest latency), s3fs and rclone
+(cache off); then the targets table of issue 12 (ratios, met or missed) and
+a profile of shardfs' gauges during each pass. The peers phases below are
+the older table (issue 5), now one round by default (BENCH_REPS was 3) to
+keep `make bench` near 25 minutes.
+
+The peers phases:
 
 One run:
   1. installs what is missing (Debian s3fs, rclone, awscli, curl; s3rver by
@@ -38,11 +59,17 @@ targets alike. The machine is shared: every pass records how much CPU other
 processes took meanwhile (CpuMeter), and waits a little for quiet first.
 
 Environment knobs (defaults in brackets): SHARDFS [build/shardfs],
-BENCH_REPS [3], BENCH_EXTRA_REPS [1], BENCH_SMALL_FILES [2000],
+BENCH_REPS [1], BENCH_EXTRA_REPS [1], BENCH_SMALL_FILES [2000],
 BENCH_LARGE_FILES [8], BENCH_LARGE_MIB [64], BENCH_COMPUTE_MS [2],
 BENCH_TARGETS [all: raw,local,shardfs,shardfs-nocache,s3fs,rclone-off,
 rclone-full], BENCH_OUT [docs/BENCHMARKS.md; "-" = do not write],
-BENCH_KEEP [0; 1 keeps the temp dir].
+BENCH_KEEP [0; 1 keeps the temp dir]; for the latency phases
+BENCH_LATENCIES [0,20,50], BENCH_SLOW_FILES [100: the small keys raw curl's
+1 connection and s3fs/rclone 1r read at latency; 8r 4x that],
+BENCH_LAT_LARGE_FILES [4: large files read at latency], BENCH_LAT_NOCACHE [1:
+also shardfs with the cache off, 1r, for diagnosis], BENCH_LAT_PEERS
+[s3fs,rclone-off], BENCH_NOTE [a line for the report's header, e.g. that the
+machine was loaded].
 
 Everything started is stopped by PID, every mount unmounted and the temp dir
 removed on exit, also on an error or a signal. Nothing here contacts anything
@@ -64,6 +91,8 @@ import sys
 import tempfile
 import threading
 import time
+
+import latency
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUCKET = "bench"
@@ -265,15 +294,22 @@ def free_port():
     return port
 
 
-def s3rver_start(env, js):
+def s3rver_start(env, js, delay_ms=None, launcher=None):
+    """Starts s3rver on the run's data dir (kept across restarts). With
+    launcher (tests/integration/s3/s3rver_delay.js), through it with
+    S3RVER_DELAY_MS=delay_ms: a fixed delay before every request."""
     import urllib.request
     port = free_port()
     data = os.path.join(env.tmp, "s3data")
-    os.makedirs(data)
-    p = env.spawn(["node", "--openssl-legacy-provider", js, "-d", data,
+    os.makedirs(data, exist_ok=True)
+    pre, kw = [], {}
+    if launcher:
+        pre = [launcher]
+        kw["env"] = dict(os.environ, S3RVER_DELAY_MS=str(delay_ms or 0))
+    p = env.spawn(["node", "--openssl-legacy-provider"] + pre + [js, "-d", data,
                    "-a", "127.0.0.1", "-p", str(port), "-s",
                    "--service-endpoint", "localhost",
-                   "--configure-bucket", BUCKET], "s3rver")
+                   "--configure-bucket", BUCKET], "s3rver", **kw)
     ep = "http://127.0.0.1:%d" % port
     for _ in range(100):
         try:
@@ -973,30 +1009,7 @@ def stats_rows(ctx, res, targets):
     return sstats
 
 
-def write_report(ctx, res, targets, tabs, wall, noise, path):
-    abs_table, ratio_table, noise_table, spreads, trainer = tabs
-    mc = ctx.machine
-    git = sh("git -C %s rev-parse --short HEAD" % REPO)
-    dirty = sh("git -C %s status --porcelain | wc -l" % REPO)
-    sstats = stats_rows(ctx, res, targets)
-    errs = "".join("- %s, %s: %s\n" % (t, PHASE[p][1] if p in PHASE else p, m)
-                   for t, p, m in res.errors) or "none\n"
-    mounts = "".join("%s %.2f s, " % (t.label, statistics.median(t.mount_times))
-                     for t in targets if t.mount_times)
-    avg_small = statistics.mean(ctx.sizes["small"].values())
-    fall = [f for fs in res.foreign.values() for f in fs]
-    text = """# Benchmarks
-
-Written by `make bench` (`tests/bench/bench.py`); do not edit by hand, rerun.
-The first part of `make bench` (`tests/bench/scale.sh`, manifest scale) is in
-the README; its GCS phase (`tests/bench/bench_gcs.py`) in
-[BENCHMARKS-gcs.md](BENCHMARKS-gcs.md).
-
-Run of {date}, shardfs commit `{git}` ({dirty} paths differed from that commit
-in the working tree: the binary measured, `{exe}` built {built}, may include
-uncommitted changes), {wall:.0f} s for the whole run.
-
-## Results
+RESULTS_TMPL = """## Results (peers)
 
 Medians of {reps} rounds for the phases without ¹, {extra} round(s) for those
 with ¹. Small files: files/s (1 file = {avg:.0f} bytes on average); large:
@@ -1026,7 +1039,43 @@ Time to mount (median, small dataset, until a listing of the root answers):
 ### Errors
 
 {errs}
-## Machine and noise
+"""
+
+
+def write_report(ctx, res, targets, tabs, wall, noise, path, latency_md="",
+                 phases=("peers",)):
+    abs_table, ratio_table, noise_table, spreads, trainer = tabs
+    mc = ctx.machine
+    git = sh("git -C %s rev-parse --short HEAD" % REPO)
+    dirty = sh("git -C %s status --porcelain | wc -l" % REPO)
+    sstats = stats_rows(ctx, res, targets)
+    errs = "".join("- %s, %s: %s\n" % (t, PHASE[p][1] if p in PHASE else p, m)
+                   for t, p, m in res.errors) or "none\n"
+    mounts = "".join("%s %.2f s, " % (t.label, statistics.median(t.mount_times))
+                     for t in targets if t.mount_times)
+    avg_small = statistics.mean(ctx.sizes["small"].values())
+    fall = [f for fs in res.foreign.values() for f in fs]
+    results = ("## Results (peers)\n\nNot run (`BENCH_PHASES`).\n\n" if "peers" not in phases
+               else RESULTS_TMPL)
+    text = ("""# Benchmarks
+
+Written by `make bench` (`tests/bench/bench.py`); do not edit by hand, rerun.
+The first part of `make bench` (`tests/bench/scale.sh`, manifest scale) is in
+the README; its GCS phase (`tests/bench/bench_gcs.py`) in
+[BENCHMARKS-gcs.md](BENCHMARKS-gcs.md).
+
+Run of {date}, shardfs commit `{git}` ({dirty} paths differed from that commit
+in the working tree: the binary measured, `{exe}` built {built}, may include
+uncommitted changes), {wall:.0f} s for bench.py (phases: {phases}{lats}).
+{note}
+Subsets for quick iterations (environment of `make bench`, see the top of
+`tests/bench/bench.py`): `BENCH_PHASES` = comma list of scale, cache, peers,
+latency, gcs (default all); `BENCH_LATENCIES` [0,20,50] (ms);
+`BENCH_SMALL_FILES` [2000]; `BENCH_SLOW_FILES` [100]; `BENCH_REPS` [1];
+`BENCH_OUT=-` to leave this file alone. For example
+`BENCH_PHASES=latency BENCH_LATENCIES=20 make bench` (about 3 minutes).
+
+{latency}{results}## Machine and noise
 
 - {nproc} cores, {cpu}, {mem} RAM, {os}, kernel {kernel}
 - s3rver 3.7.1 on Node {node} (one process, `--openssl-legacy-provider`), on
@@ -1091,7 +1140,11 @@ Time to mount (median, small dataset, until a listing of the root answers):
 - All traffic is loopback; the server (one Node process, about one core)
   and the FUSE daemon and the readers share the 2 cores, so a daemon that
   burns CPU slows the server too.
-""".format(
+""").replace("{results}", results).format(
+        latency=latency_md, phases=",".join(phases),
+        lats=(", latencies %s ms" % ",".join(map(str, ctx.latencies))
+              if "latency" in phases else ""),
+        note=(os.environ.get("BENCH_NOTE", "") + "\n") if os.environ.get("BENCH_NOTE") else "",
         date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), git=git, dirty=dirty,
         exe=ctx.shardfs_src,
         built=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(ctx.shardfs_built)),
@@ -1124,6 +1177,14 @@ Time to mount (median, small dataset, until a listing of the root answers):
 # ---------------------------------------------------------------------------
 
 
+def write_rclone_conf(ctx):
+    ctx.rclone_conf = os.path.join(ctx.env.tmp, "rclone.conf")
+    with open(ctx.rclone_conf, "w") as f:
+        f.write("[s3r]\ntype = s3\nprovider = Other\naccess_key_id = S3RVER\n"
+                "secret_access_key = S3RVER\nendpoint = %s\nregion = us-east-1\n"
+                "force_path_style = true\n" % ctx.ep)
+
+
 def probe_cache_keys(ctx):
     """Which [cache] keys this build of shardfs accepts."""
     for keys in ("dir+enabled", "dir"):
@@ -1154,7 +1215,7 @@ def main_bench():
     ctx = Ctx()
     ctx.source_lines, ctx.object_url = s3_source_lines, s3_object_url
     ctx.curl_auth, ctx.rclone_remote, ctx.peer = S3_CURL_AUTH, "s3r", "s3fs"
-    ctx.reps = env_int("BENCH_REPS", 3)
+    ctx.reps = env_int("BENCH_REPS", 1)
     ctx.extra_reps = min(env_int("BENCH_EXTRA_REPS", 1), ctx.reps)
     ctx.compute_ms = env_int("BENCH_COMPUTE_MS", 2)
     ctx.large_mib = env_int("BENCH_LARGE_MIB", 64)
@@ -1164,6 +1225,17 @@ def main_bench():
         "raw,local,shardfs,shardfs-nocache,s3fs,rclone-off,rclone-full"
     want = [w.strip() for w in want.split(",") if w.strip()]
     out_path = os.environ.get("BENCH_OUT") or os.path.join(REPO, "docs", "BENCHMARKS.md")
+    phases = [w.strip() for w in (os.environ.get("BENCH_PHASES", "") or
+                                  "peers,latency").split(",") if w.strip()]
+    ctx.latencies = sorted({int(x) for x in (os.environ.get("BENCH_LATENCIES", "") or
+                                             "0,20,50").split(",") if x.strip()})
+    ctx.slow_files = env_int("BENCH_SLOW_FILES", 100)
+    ctx.lat_large_files = env_int("BENCH_LAT_LARGE_FILES", 4)
+    lat_peers = [w.strip() for w in (os.environ.get("BENCH_LAT_PEERS", "") or
+                                     "s3fs,rclone-off").split(",") if w.strip()]
+    if "peers" not in phases and "latency" not in phases:
+        print("bench: BENCH_PHASES names neither peers nor latency: nothing for bench.py")
+        return 0
 
     # Nothing from the machine's AWS setup leaks in; nothing ever asks a
     # metadata service (169.254.169.254).
@@ -1197,9 +1269,10 @@ def main_bench():
         ctx.shardfs_built = os.stat(built).st_mtime
         ctx.shardfs = os.path.join(env.tmp, "shardfs")
         shutil.copy2(built, ctx.shardfs)
-        js = s3rver_install(env)
-        s3p, ctx.ep = s3rver_start(env, js)
-        print("bench: s3rver on %s (pid %d), temp dir %s" % (ctx.ep, s3p.pid, env.tmp), flush=True)
+        ctx.s3rver_js = js = s3rver_install(env)
+        ctx.s3p, ctx.ep = s3rver_start(env, js)
+        print("bench: s3rver on %s (pid %d), temp dir %s" % (
+            ctx.ep, ctx.s3p.pid, env.tmp), flush=True)
 
         ctx.data = os.path.join(env.tmp, "data")
         t0 = time.perf_counter()
@@ -1230,11 +1303,7 @@ def main_bench():
         with open(ctx.s3fs_passwd, "w") as f:
             f.write("S3RVER:S3RVER\n")
         os.chmod(ctx.s3fs_passwd, 0o600)
-        ctx.rclone_conf = os.path.join(env.tmp, "rclone.conf")
-        with open(ctx.rclone_conf, "w") as f:
-            f.write("[s3r]\ntype = s3\nprovider = Other\naccess_key_id = S3RVER\n"
-                    "secret_access_key = S3RVER\nendpoint = %s\nregion = us-east-1\n"
-                    "force_path_style = true\n" % ctx.ep)
+        write_rclone_conf(ctx)
 
         all_targets = {
             "raw": None, "local": Local(ctx), "shardfs": Shardfs(ctx, True),
@@ -1255,7 +1324,7 @@ def main_bench():
         res = Results()
         c0 = cpu_times()
         run_meter.start()
-        for rnd in range(ctx.reps):
+        for rnd in range(ctx.reps if "peers" in phases else 0):
             print("bench: round %d of %d (%.0f s so far)" % (
                 rnd + 1, ctx.reps, time.perf_counter() - t_start), flush=True)
             for t in targets:
@@ -1263,29 +1332,44 @@ def main_bench():
                     bench_raw(ctx, res, rnd)
                 else:
                     bench_target(ctx, res, t, rnd)
+        lat_md, lat_rows = "", []
+        if "latency" in phases:
+            ctx.lat_shardfs = Shardfs(ctx, True)
+            ctx.lat_nocache = (Shardfs(ctx, False) if ctx.cache_keys == "dir+enabled" and
+                               os.environ.get("BENCH_LAT_NOCACHE", "1") != "0" else None)
+            ctx.lat_peers = [S3fs(ctx), Rclone(ctx, "off")]
+            ctx.lat_peers = [p for p in ctx.lat_peers if p.name in lat_peers]
+            lat = latency.run(sys.modules[__name__], ctx)
+            lat_md, lat_rows = latency.markdown(sys.modules[__name__], ctx, lat)
         c1 = cpu_times()
 
         foreign = run_meter.foreign()
-        env.stop(s3p)
+        env.stop(ctx.s3p)
         wall = time.perf_counter() - t_start
         total = sum(c1[k] - c0[k] for k in ("busy", "idle", "steal"))
         noise = {"la0": la0, "la1": sh("cut -d' ' -f1-3 /proc/loadavg"),
                  "foreign": 100 * foreign,
                  "steal": 100 * (c1["steal"] - c0["steal"]) / total if total else 0}
         tabs = tables(ctx, res, targets)
-        print()
-        print(tabs[0])
-        print()
-        print(tabs[1])
-        print()
-        print("Trainer: " + tabs[4])
-        print("Spread of repeated cells:")
-        print(tabs[2])
+        if "peers" in phases:
+            print()
+            print(tabs[0])
+            print()
+            print(tabs[1])
+            print()
+            print("Trainer: " + tabs[4])
+            print("Spread of repeated cells:")
+            print(tabs[2])
         if res.errors:
             print("\nErrors:")
             for t, p, m in res.errors:
                 print("  %s, %s: %s" % (t, p, m))
-        write_report(ctx, res, targets, tabs, wall, noise, out_path)
+        if lat_rows:
+            print("\nTargets (issue 12):")
+            for what, L, e, r, goal, ok in lat_rows:
+                print("  %3d ms  %-75s %-32s %5s  %-6s %s" % (L, what, e, r, goal, ok))
+        write_report(ctx, res, targets, tabs, wall, noise, out_path, latency_md=lat_md,
+                     phases=phases)
         print("bench: %.0f s" % wall)
         return 0
     except KeyboardInterrupt:

@@ -360,7 +360,7 @@ def main():
     ctx = B.Ctx()
     ctx.source_lines, ctx.object_url = gcs_source_lines, gcs_object_url
     ctx.curl_auth, ctx.rclone_remote, ctx.peer = [], "gcs", "rclone-off"
-    ctx.reps = B.env_int("BENCH_REPS", 3)
+    ctx.reps = B.env_int("BENCH_REPS", 1)
     ctx.extra_reps = min(B.env_int("BENCH_EXTRA_REPS", 1), ctx.reps)
     ctx.compute_ms = B.env_int("BENCH_COMPUTE_MS", 2)
     ctx.large_mib = B.env_int("BENCH_GCS_LARGE_MIB", 16)

@@ -1,12 +1,28 @@
 #!/usr/bin/env bash
-# make bench: every benchmark. Not part of make check.
+# make bench: every benchmark. Not part of make check. About 25 minutes on
+# 2 cores. BENCH_PHASES (comma list of scale, cache, peers, latency, gcs;
+# default all) runs a subset, BENCH_LATENCIES (ms, default 0,20,50) the
+# latency phases at fewer delays, e.g.
+#   BENCH_PHASES=latency BENCH_LATENCIES=20 make bench
+# (more knobs at the top of bench.py).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
-"$HERE/scale.sh"
-"$HERE/cache.sh"
-# Reads through shardfs, s3fs, rclone, raw curl and local disk on one s3rver;
-# writes docs/BENCHMARKS.md (about 10 minutes).
-/usr/bin/python3 "$HERE/bench.py"
-# The same targets and phases on the GCS emulator, with raw curl and rclone's
-# GCS backend as peers; writes docs/BENCHMARKS-gcs.md (about 10-20 minutes).
-/usr/bin/python3 "$HERE/bench_gcs.py"
+PHASES=",${BENCH_PHASES:-scale,cache,peers,latency,gcs},"
+for p in ${PHASES//,/ }; do
+	case $p in scale | cache | peers | latency | gcs) ;;
+	*) echo "run.sh: unknown phase '$p' in BENCH_PHASES (scale, cache, peers, latency, gcs)" >&2; exit 2 ;;
+	esac
+done
+want() { [[ $PHASES == *",$1,"* ]]; }
+if want scale; then "$HERE/scale.sh"; fi
+if want cache; then "$HERE/cache.sh"; fi
+# Reads through shardfs, s3fs, rclone, raw curl and local disk on one s3rver,
+# without (peers) and with (latency) a delay before every request; writes
+# docs/BENCHMARKS.md.
+if want peers || want latency; then
+	BENCH_PHASES=$(echo "$PHASES" | tr ',' '\n' | grep -xE 'peers|latency' | paste -sd, -) \
+		/usr/bin/python3 "$HERE/bench.py"
+fi
+# The peers phases on the GCS emulator, with raw curl and rclone's GCS
+# backend as peers; writes docs/BENCHMARKS-gcs.md.
+if want gcs; then /usr/bin/python3 "$HERE/bench_gcs.py"; fi
