@@ -16,7 +16,6 @@
 
 #include <openssl/evp.h>
 
-#include "backends/posix.h"
 #include "util/log.h"
 
 #define ARENA_CHUNK (1u << 20)
@@ -220,8 +219,7 @@ static int key_check(const char *key, size_t len)
 	return -1;
 }
 
-/* The key as the manifest file writes it, for messages; NULL on ENOMEM. */
-static char *escaped_copy(const char *s, size_t len)
+char *manifest_escaped_copy(const char *s, size_t len)
 {
 	char *buf = NULL;
 	size_t n = 0;
@@ -248,7 +246,7 @@ static void log_skip(struct manifest *m, const struct manifest_entry *e,
 
 	if (++m->skipped[reason] > SKIP_LOG_MAX || log_threshold < LOG_WARNING)
 		return;
-	key = escaped_copy(e->key, e->key_len);
+	key = manifest_escaped_copy(e->key, e->key_len);
 	log_msg(LOG_WARNING, "manifest: skipping key '%s': %s", key ? key : "?",
 		manifest_skip_name(reason));
 	free(key);
@@ -384,7 +382,7 @@ int manifest_finish(struct manifest *m)
 
 		if (a->key_len == b->key_len &&
 		    memcmp(a->key, b->key, a->key_len) == 0) {
-			char *key = escaped_copy(a->key, a->key_len);
+			char *key = manifest_escaped_copy(a->key, a->key_len);
 
 			log_msg(LOG_ERR, "manifest: duplicate key '%s'",
 				key ? key : "?");
@@ -426,41 +424,6 @@ static int finish_into(struct manifest *m, int rc, struct manifest **out)
 	}
 	*out = m;
 	return 0;
-}
-
-static int add_listed(void *arg, const struct backend_object *obj)
-{
-	int rc = manifest_add(arg, obj->key, obj->key_len, obj->size, obj->etag,
-			      obj->etag_len, obj->mtime_ns);
-
-	if (rc == -EFBIG) {
-		char *key = escaped_copy(obj->key, obj->key_len);
-
-		log_msg(LOG_ERR,
-			"manifest: object '%s': size %llu is over "
-			"2^63-1 (the largest file size)",
-			key ? key : "?", (unsigned long long)obj->size);
-		free(key);
-	}
-	return rc;
-}
-
-int manifest_from_backend(struct backend *be, struct manifest **out)
-{
-	struct manifest *m = manifest_new();
-	uint64_t refused = backend_posix_links_refused(be);
-	int rc;
-
-	if (m == NULL)
-		return -ENOMEM;
-	rc = be->ops->list(be, "", add_listed, m);
-	/* The backend logged each by name; here they are counted with the
-	 * other keys that cannot be served. */
-	m->skipped[MANIFEST_SKIP_LINK_OUTSIDE] +=
-		backend_posix_links_refused(be) - refused;
-	if (rc == -ENOMEM)
-		log_msg(LOG_ERR, "manifest: out of memory while listing");
-	return finish_into(m, rc, out);
 }
 
 static int hexval(int c)

@@ -230,7 +230,7 @@ static int cmd_manifest(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	if (rc == 0)
-		rc = manifest_from_backend(be, &m);
+		rc = dataset_list_manifest(be, &m);
 	if (rc == 0) {
 		if (output != NULL && strcmp(output, "-") != 0) {
 			rc = write_manifest_file(m, output);
