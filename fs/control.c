@@ -12,6 +12,8 @@
 /* Only the version macro: the library itself stays behind backends/. */
 #include <curl/curlver.h>
 #include <fuse_lowlevel.h>
+
+#include "util/hex.h"
 #include <openssl/evp.h>
 
 static uint64_t rank_bytes(const struct manifest *m,
@@ -139,17 +141,12 @@ static bool memo_matches(const struct manifest *m,
 
 static int sha256_hex(const void *buf, size_t len, char hex[65])
 {
-	static const char digits[] = "0123456789abcdef";
 	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int n = 0, i;
+	unsigned int n = 0;
 
 	if (EVP_Digest(buf, len, md, &n, EVP_sha256(), NULL) != 1 || n != 32)
 		return -EIO;
-	for (i = 0; i < n; i++) {
-		hex[2 * i] = digits[md[i] >> 4];
-		hex[2 * i + 1] = digits[md[i] & 15];
-	}
-	hex[64] = '\0';
+	hex_encode(md, n, hex);
 	return 0;
 }
 

@@ -35,7 +35,9 @@
 
 #include "fs/control.h"
 #include "fs/fs_impl.h"
+#include "util/dlist.h"
 #include "util/log.h"
+#include "util/str.h"
 
 static struct fs *fs_of(fuse_req_t req)
 {
@@ -515,12 +517,7 @@ static void handle_free(struct fs_gen *g, const struct view_node *n,
 		if (h == NULL)
 			return;
 		pthread_mutex_lock(&g->ctrl_lock);
-		if (h->prev != NULL)
-			h->prev->next = h->next;
-		else
-			g->open_ctrl = h->next;
-		if (h->next != NULL)
-			h->next->prev = h->prev;
+		DLIST_UNLINK(g->open_ctrl, h);
 		pthread_mutex_unlock(&g->ctrl_lock);
 		free(h->snapshot.buf);
 		free(h);
@@ -600,10 +597,7 @@ static void fs_op_open(fuse_req_t req, fuse_ino_t ino,
 			return;
 		}
 		pthread_mutex_lock(&g->ctrl_lock);
-		h->next = g->open_ctrl;
-		if (h->next != NULL)
-			h->next->prev = h;
-		g->open_ctrl = h;
+		DLIST_PUSH(g->open_ctrl, h);
 		pthread_mutex_unlock(&g->ctrl_lock);
 		fi->fh = (uint64_t)(uintptr_t)h;
 	} else {
@@ -679,13 +673,12 @@ static void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		/* The kernel may deliver the reply, let the reader close the
 		 * file and send RELEASE (which frees the snapshot) before
 		 * fuse_reply_buf() returns here: reply from a copy. */
-		copy = malloc(len ? len : 1);
+		copy = str_memdup(t->buf + off, len);
 		if (copy == NULL) {
 			fs_gen_put(fs, g, 1);
 			fuse_reply_err(req, ENOMEM);
 			return;
 		}
-		memcpy(copy, t->buf + off, len);
 		fs_gen_put(fs, g, 1);
 		fuse_reply_buf(req, copy, len);
 		free(copy);

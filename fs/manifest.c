@@ -16,6 +16,7 @@
 
 #include <openssl/evp.h>
 
+#include "util/hex.h"
 #include "util/log.h"
 
 #define ARENA_CHUNK (1u << 20)
@@ -331,7 +332,6 @@ static void put_le64(unsigned char *p, uint64_t v)
 
 static int manifest_digest(struct manifest *m)
 {
-	static const char hex[] = "0123456789abcdef";
 	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
 	unsigned char le[8], md[32];
 	unsigned int md_len = 0;
@@ -357,11 +357,7 @@ static int manifest_digest(struct manifest *m)
 	EVP_MD_CTX_free(ctx);
 	if (!ok || md_len != 32)
 		return -EIO;
-	for (i = 0; i < 32; i++) {
-		m->digest[2 * i] = hex[md[i] >> 4];
-		m->digest[2 * i + 1] = hex[md[i] & 15];
-	}
-	m->digest[64] = '\0';
+	hex_encode(md, sizeof(md), m->digest);
 	return 0;
 }
 

@@ -19,6 +19,7 @@
 
 #include "fs/fs_impl.h"
 #include "util/log.h"
+#include "util/thread.h"
 
 /* libfuse's own messages go through our log. */
 static void fs_fuse_log(enum fuse_log_level level, const char *fmt, va_list ap)
@@ -192,22 +193,6 @@ void fs_signals_early(void)
 	sigaction(SIGHUP, &sa, NULL);
 }
 
-/* Threads of ours leave the signals to the FUSE loop's threads. */
-static int fs_thread_start(pthread_t *thr, void *(*fn)(void *), void *arg)
-{
-	sigset_t block, old;
-	int rc;
-
-	sigemptyset(&block);
-	sigaddset(&block, SIGHUP);
-	sigaddset(&block, SIGINT);
-	sigaddset(&block, SIGTERM);
-	pthread_sigmask(SIG_BLOCK, &block, &old);
-	rc = pthread_create(thr, NULL, fn, arg);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	return -rc;
-}
-
 /* A stat() of the mountpoint goes through the kernel to this daemon's
  * loop: when it returns, the mount answers. */
 static void *fs_ready_main(void *arg)
@@ -261,7 +246,7 @@ static int fs_watch_start(struct fs_watch *w)
 	if (w->hooks->reload != NULL) {
 		if (sem_init(&w->reload_sem, 0, 0) != 0)
 			return -errno;
-		rc = fs_thread_start(&w->reload_thr, fs_reload_main, w);
+		rc = thread_start(&w->reload_thr, fs_reload_main, w);
 		if (rc < 0) {
 			sem_destroy(&w->reload_sem);
 			return rc;
@@ -274,7 +259,7 @@ static int fs_watch_start(struct fs_watch *w)
 		__atomic_store_n(&fs_hup_sem, &w->reload_sem, __ATOMIC_RELEASE);
 		fs_hup_post(); /* a SIGHUP while the mount was being set up */
 	}
-	rc = fs_thread_start(&w->ready_thr, fs_ready_main, w);
+	rc = thread_start(&w->ready_thr, fs_ready_main, w);
 	if (rc < 0)
 		return rc;
 	w->ready_started = true;

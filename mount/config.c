@@ -32,8 +32,9 @@
 
 #include <arpa/inet.h>
 
-#include "fs/ranks.h"
 #include "mount/ini.h"
+#include "util/ranks.h"
+#include "util/str.h"
 
 #define GIB (UINT64_C(1) << 30)
 #define MIB (UINT64_C(1) << 20)
@@ -300,18 +301,6 @@ static void append(char *buf, size_t len, const char *fmt, ...)
 	va_end(ap);
 }
 
-static char *trim(char *s)
-{
-	char *end;
-
-	while (isspace((unsigned char)*s))
-		s++;
-	end = s + strlen(s);
-	while (end > s && isspace((unsigned char)end[-1]))
-		*--end = '\0';
-	return s;
-}
-
 /* Decimal, or hex after "0x" when hex is set. No sign, space or other
  * base: strtoull alone would take "-1", " 1" and "010" (as octal with base
  * 0). Returns 0, -EINVAL (not a number) or -ERANGE (over 64 bits). */
@@ -533,13 +522,6 @@ static void names_reason(const struct name_value *names, char *why,
 		       : names[i + 1].name ? ","
 					   : " or",
 		       names[i].name);
-}
-
-static const char *skip_space(const char *s)
-{
-	while (isspace((unsigned char)*s))
-		s++;
-	return s;
 }
 
 static int store_string(char **field, const char *value)
@@ -776,7 +758,7 @@ static int key_set(struct config *cfg, const struct key *k, const char *value,
 
 		/* Empty is every rank here; the command line has no such
 		 * spelling, so ranks_parse() refuses it. */
-		if (*skip_space(value)) {
+		if (*str_skip_space(value)) {
 			rc = ranks_parse(value, &r, &n, why, whylen);
 			if (rc)
 				return rc;
@@ -920,10 +902,10 @@ static int apply_override(struct load *ld, const char *arg)
 	if (dot) {
 		*eq = '\0';
 		*dot = '\0';
-		section = trim(copy);
-		name = trim(dot + 1);
+		section = str_trim(copy);
+		name = str_trim(dot + 1);
 		if (*section && *name)
-			config_apply(ld, &o, section, name, trim(eq + 1));
+			config_apply(ld, &o, section, name, str_trim(eq + 1));
 		else
 			dot = NULL;
 	}

@@ -18,7 +18,7 @@
  * and so is an indented line after a key (inih, used before, appended it
  * to that key's value). An empty value unsets the optional
  * string keys (endpoint, manifest, manifest_sha256, mount path) and
- * selects every rank for ranks, whose grammar is fs/ranks.h's. Names are case-sensitive; booleans
+ * selects every rank for ranks, whose grammar is util/ranks.h's. Names are case-sensitive; booleans
  * (true/false, yes/no, on/off, 1/0) and enum values are not. Integers are
  * decimal without sign; seed and epoch also take 0x hex.
  */
@@ -30,8 +30,8 @@
 #include <stdint.h>
 
 #include "backends/backend.h"
-#include "fs/ranks.h"
 #include "fs/shard.h"
+#include "util/ranks.h"
 
 #define CONFIG_WORLD_SIZE_MAX 1048576
 

@@ -24,13 +24,13 @@
 #include "cache/cache.h"
 #include "fs/control.h"
 #include "fs/fs.h"
-#include "fs/ranks.h"
 #include "fs/view.h"
 #include "mount/commands.h"
 #include "mount/config.h"
 #include "mount/dataset.h"
 #include "mount/overrides.h"
 #include "util/log.h"
+#include "util/ranks.h"
 
 static const char usage_main[] =
 	"usage: shardfs COMMAND [ARGS]\n"
@@ -108,6 +108,30 @@ int cmd_load_config(const char *path, const struct overrides *o,
 		fprintf(stderr, "shardfs: %s\n", err);
 		return EXIT_USAGE;
 	}
+	return 0;
+}
+
+int cmd_rank_arg(const char *cmd, const char *arg, uint64_t world,
+		 struct ranks_range **out, size_t *n_out)
+{
+	char why[256];
+	size_t n = 0;
+	int rc = ranks_parse(arg, out, &n, why, sizeof(why));
+
+	if (rc == 0) {
+		rc = ranks_check_world(*out, n, world, why, sizeof(why));
+		if (rc < 0) {
+			free(*out);
+			*out = NULL;
+		}
+	}
+	if (rc < 0) {
+		if (rc != -ENOMEM)
+			fprintf(stderr, "shardfs: %s: --rank %s: %s\n", cmd,
+				arg, why);
+		return rc;
+	}
+	*n_out = n;
 	return 0;
 }
 
@@ -260,20 +284,11 @@ static int plan_add_ranks(struct plan_ranks *pr, const char *arg,
 			  uint64_t world)
 {
 	struct ranks_range *r = NULL, *all;
-	char why[256];
 	size_t n = 0;
-	int rc;
+	int rc = cmd_rank_arg("plan", arg, world, &r, &n);
 
-	rc = ranks_parse(arg, &r, &n, why, sizeof(why));
-	if (rc == 0)
-		rc = ranks_check_world(r, n, world, why, sizeof(why));
-	if (rc < 0) {
-		if (rc != -ENOMEM)
-			fprintf(stderr, "shardfs: plan: --rank %s: %s\n", arg,
-				why);
-		free(r);
+	if (rc < 0)
 		return rc;
-	}
 	all = realloc(pr->r, (pr->n + n) * sizeof(*all));
 	if (all == NULL) {
 		free(r);

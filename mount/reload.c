@@ -17,10 +17,10 @@
 #include <string.h>
 
 #include "fs/control.h"
-#include "fs/ranks.h"
 #include "fs/view.h"
 #include "mount/dataset.h"
 #include "util/log.h"
+#include "util/ranks.h"
 
 struct reload_gen {
 	struct config *cfg;

@@ -1,0 +1,154 @@
+/*
+ * check_util: the small shared helpers of util/ (hex.h, str.h, thread.h,
+ * dlist.h) through their headers.
+ */
+#include <check.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/dlist.h"
+#include "util/hex.h"
+#include "util/str.h"
+#include "util/thread.h"
+#include "tests/unit/unit.h"
+
+START_TEST(test_hex_encode)
+{
+	const uint8_t b[] = { 0x00, 0x01, 0x7f, 0x80, 0xab, 0xff };
+	char out[2 * sizeof(b) + 1];
+
+	memset(out, 'x', sizeof(out));
+	hex_encode(b, sizeof(b), out);
+	ck_assert_str_eq(out, "00017f80abff");
+	hex_encode(b, 0, out);
+	ck_assert_str_eq(out, "");
+}
+END_TEST
+
+START_TEST(test_str_memdup)
+{
+	char *s = str_memdup("abc\0def", 7);
+
+	ck_assert_ptr_nonnull(s);
+	ck_assert_mem_eq(s, "abc\0def", 7);
+	ck_assert_int_eq(s[7], '\0');
+	free(s);
+	s = str_memdup(NULL, 0);
+	ck_assert_ptr_nonnull(s);
+	ck_assert_str_eq(s, "");
+	free(s);
+}
+END_TEST
+
+START_TEST(test_str_trim)
+{
+	char a[] = " \t key = v \r\n";
+	char b[] = "   ";
+	char c[] = "x";
+	const char *text = "\t a b \r", *s = text, *e = text + strlen(text);
+
+	ck_assert_str_eq(str_trim(a), "key = v");
+	ck_assert_str_eq(str_trim(b), "");
+	ck_assert_str_eq(str_trim(c), "x");
+	ck_assert_str_eq(str_skip_space("  y "), "y ");
+	str_trim_span(&s, &e);
+	ck_assert_int_eq((int)(e - s), 3);
+	ck_assert_mem_eq(s, "a b", 3);
+	s = e = text + 1;
+	str_trim_span(&s, &e);
+	ck_assert_ptr_eq(s, e);
+}
+END_TEST
+
+static void *blocked_main(void *arg)
+{
+	sigset_t *mask = arg;
+
+	pthread_sigmask(SIG_BLOCK, NULL, mask);
+	return NULL;
+}
+
+/* The new thread has SIGHUP, SIGINT and SIGTERM blocked; the caller's
+ * mask is as it was. */
+START_TEST(test_thread_start_blocks)
+{
+	sigset_t before, after, in_thread;
+	pthread_t t;
+
+	pthread_sigmask(SIG_BLOCK, NULL, &before);
+	ck_assert(!sigismember(&before, SIGTERM));
+	ck_assert_int_eq(thread_start(&t, blocked_main, &in_thread), 0);
+	pthread_join(t, NULL);
+	pthread_sigmask(SIG_BLOCK, NULL, &after);
+	ck_assert(sigismember(&in_thread, SIGHUP));
+	ck_assert(sigismember(&in_thread, SIGINT));
+	ck_assert(sigismember(&in_thread, SIGTERM));
+	ck_assert(!sigismember(&in_thread, SIGPIPE));
+	ck_assert(!sigismember(&after, SIGTERM));
+	ck_assert(!sigismember(&after, SIGHUP));
+
+	thread_block_signals(SIGPIPE, &before);
+	pthread_sigmask(SIG_BLOCK, NULL, &after);
+	ck_assert(sigismember(&after, SIGPIPE));
+	ck_assert(sigismember(&after, SIGINT));
+	pthread_sigmask(SIG_SETMASK, &before, NULL);
+	pthread_sigmask(SIG_BLOCK, NULL, &after);
+	ck_assert(!sigismember(&after, SIGPIPE));
+}
+END_TEST
+
+struct node {
+	struct node *prev, *next;
+	int v;
+};
+
+static void expect_list(struct node *head, const char *want)
+{
+	char got[16];
+	size_t n = 0;
+	struct node *p, *prev = NULL;
+
+	for (p = head; p != NULL; prev = p, p = p->next) {
+		ck_assert_ptr_eq(p->prev, prev);
+		got[n++] = (char)('0' + p->v);
+	}
+	got[n] = '\0';
+	ck_assert_str_eq(got, want);
+}
+
+START_TEST(test_dlist)
+{
+	struct node n[4] = { { .v = 0 }, { .v = 1 }, { .v = 2 }, { .v = 3 } };
+	struct node *head = NULL;
+	int i;
+
+	for (i = 0; i < 4; i++)
+		DLIST_PUSH(head, &n[i]);
+	expect_list(head, "3210");
+	DLIST_UNLINK(head, &n[2]); /* middle */
+	expect_list(head, "310");
+	DLIST_UNLINK(head, &n[3]); /* first */
+	expect_list(head, "10");
+	DLIST_UNLINK(head, &n[0]); /* last */
+	expect_list(head, "1");
+	DLIST_UNLINK(head, &n[1]);
+	ck_assert_ptr_null(head);
+}
+END_TEST
+
+int main(void)
+{
+	const struct unit_case cases[] = {
+		{ "hex_encode", test_hex_encode },
+		{ "str_memdup", test_str_memdup },
+		{ "str_trim", test_str_trim },
+		{ "thread_start_blocks", test_thread_start_blocks },
+		{ "dlist", test_dlist },
+	};
+
+	return unit_run(
+		unit_suite("util", cases, sizeof(cases) / sizeof(cases[0])));
+}
