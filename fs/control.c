@@ -13,8 +13,7 @@
 #include <curl/curlver.h>
 #include <fuse_lowlevel.h>
 
-#include "util/hex.h"
-#include <openssl/evp.h>
+#include "util/sha256.h"
 
 static uint64_t rank_bytes(const struct manifest *m,
 			   const struct shard_plan *plan, uint64_t r)
@@ -137,17 +136,6 @@ static bool memo_matches(const struct manifest *m,
 	       memo.spec.order == spec->order &&
 	       memo.spec.layout == spec->layout &&
 	       memo.spec.balance == spec->balance;
-}
-
-static int sha256_hex(const void *buf, size_t len, char hex[65])
-{
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int n = 0;
-
-	if (EVP_Digest(buf, len, md, &n, EVP_sha256(), NULL) != 1 || n != 32)
-		return -EIO;
-	hex_encode(md, n, hex);
-	return 0;
 }
 
 /* Fills the memo for m and spec; memo_lock held. */

@@ -14,10 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <openssl/evp.h>
-
 #include "util/hex.h"
 #include "util/log.h"
+#include "util/sha256.h"
 
 #define ARENA_CHUNK (1u << 20)
 #define ARENA_FIRST (16u << 10)
@@ -332,31 +331,35 @@ static void put_le64(unsigned char *p, uint64_t v)
 
 static int manifest_digest(struct manifest *m)
 {
-	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-	unsigned char le[8], md[32];
-	unsigned int md_len = 0;
+	struct sha256 *ctx = sha256_new();
+	unsigned char le[8];
+	uint8_t md[SHA256_LEN];
 	size_t i;
-	int ok;
+	int rc = 0;
 
 	if (ctx == NULL)
 		return -ENOMEM;
-	ok = EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
-	for (i = 0; ok && i < m->count; i++) {
+	for (i = 0; rc == 0 && i < m->count; i++) {
 		const struct manifest_entry *e = &m->entries[i];
 
 		put_le64(le, e->key_len);
-		ok = EVP_DigestUpdate(ctx, le, 8) &&
-		     EVP_DigestUpdate(ctx, e->key, e->key_len);
+		rc = sha256_update(ctx, le, 8);
+		if (rc == 0)
+			rc = sha256_update(ctx, e->key, e->key_len);
 		put_le64(le, e->size);
-		ok = ok && EVP_DigestUpdate(ctx, le, 8);
+		if (rc == 0)
+			rc = sha256_update(ctx, le, 8);
 		put_le64(le, e->etag_len);
-		ok = ok && EVP_DigestUpdate(ctx, le, 8) &&
-		     EVP_DigestUpdate(ctx, e->etag, e->etag_len);
+		if (rc == 0)
+			rc = sha256_update(ctx, le, 8);
+		if (rc == 0)
+			rc = sha256_update(ctx, e->etag, e->etag_len);
 	}
-	ok = ok && EVP_DigestFinal_ex(ctx, md, &md_len);
-	EVP_MD_CTX_free(ctx);
-	if (!ok || md_len != 32)
-		return -EIO;
+	if (rc == 0)
+		rc = sha256_final(ctx, md);
+	sha256_free(ctx);
+	if (rc < 0)
+		return rc;
 	hex_encode(md, sizeof(md), m->digest);
 	return 0;
 }

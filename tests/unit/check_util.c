@@ -1,6 +1,6 @@
 /*
- * check_util: the small shared helpers of util/ (hex.h, str.h, thread.h,
- * dlist.h) through their headers.
+ * check_util: the small shared helpers of util/ (hex.h, sha256.h, str.h,
+ * thread.h, dlist.h) through their headers.
  */
 #include <check.h>
 #include <pthread.h>
@@ -11,6 +11,7 @@
 
 #include "util/dlist.h"
 #include "util/hex.h"
+#include "util/sha256.h"
 #include "util/str.h"
 #include "util/thread.h"
 #include "tests/unit/unit.h"
@@ -25,6 +26,43 @@ START_TEST(test_hex_encode)
 	ck_assert_str_eq(out, "00017f80abff");
 	hex_encode(b, 0, out);
 	ck_assert_str_eq(out, "");
+}
+END_TEST
+
+/* FIPS 180-2's vectors, one-shot and fed in pieces. */
+START_TEST(test_sha256)
+{
+	static const char abc_hex[] = "ba7816bf8f01cfea414140de5dae2223"
+				      "b00361a396177a9cb410ff61f20015ad";
+	static const char two[] =
+		"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+	uint8_t md[SHA256_LEN], md2[SHA256_LEN];
+	char hex[SHA256_HEX_LEN + 1];
+	struct sha256 *s;
+	size_t i;
+
+	ck_assert_int_eq(sha256_hex("abc", 3, hex), 0);
+	ck_assert_str_eq(hex, abc_hex);
+	ck_assert_int_eq(sha256_hex("", 0, hex), 0);
+	ck_assert_str_eq(hex, "e3b0c44298fc1c149afbf4c8996fb924"
+			      "27ae41e4649b934ca495991b7852b855");
+	ck_assert_int_eq(sha256(two, strlen(two), md), 0);
+	hex_encode(md, sizeof(md), hex);
+	ck_assert_str_eq(hex, "248d6a61d20638b8e5c026930c3e6039"
+			      "a33ce45964ff2167f6ecedd419db06c1");
+
+	s = sha256_new();
+	ck_assert_ptr_nonnull(s);
+	for (i = 0; i < strlen(two); i += 5)
+		ck_assert_int_eq(sha256_update(s, two + i,
+					       strlen(two) - i < 5
+						       ? strlen(two) - i
+						       : 5),
+				 0);
+	ck_assert_int_eq(sha256_final(s, md2), 0);
+	sha256_free(s);
+	ck_assert_mem_eq(md, md2, SHA256_LEN);
+	sha256_free(NULL);
 }
 END_TEST
 
@@ -143,6 +181,7 @@ int main(void)
 {
 	const struct unit_case cases[] = {
 		{ "hex_encode", test_hex_encode },
+		{ "sha256", test_sha256 },
 		{ "str_memdup", test_str_memdup },
 		{ "str_trim", test_str_trim },
 		{ "thread_start_blocks", test_thread_start_blocks },
