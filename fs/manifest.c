@@ -412,8 +412,7 @@ int manifest_finish(struct manifest *m)
 	return 0;
 }
 
-/* Finishes m if rc is 0 and hands it to *out, else frees it. */
-static int finish_into(struct manifest *m, int rc, struct manifest **out)
+int manifest_finish_into(struct manifest *m, int rc, struct manifest **out)
 {
 	if (rc == 0)
 		rc = manifest_finish(m);
@@ -625,7 +624,7 @@ static int manifest_read_stream(const char *name, FILE *f,
 	free(line);
 	if (why != NULL)
 		log_msg(LOG_ERR, "%s:%zu: %s", name, lineno, why);
-	return finish_into(m, rc, out);
+	return manifest_finish_into(m, rc, out);
 }
 
 int manifest_load(const char *path, struct manifest **out)

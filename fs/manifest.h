@@ -78,6 +78,11 @@ int manifest_add(struct manifest *m, const char *key, size_t key_len,
  * the sizes add up to more than MANIFEST_SIZE_MAX (logged), -ENOMEM. */
 int manifest_finish(struct manifest *m);
 
+/* The end of every builder: if rc is 0, finishes m and hands it to *out;
+ * else, or if finishing fails, frees m. Returns rc or manifest_finish()'s
+ * error. */
+int manifest_finish_into(struct manifest *m, int rc, struct manifest **out);
+
 /* Reads a manifest file (path, or "-" for stdin) into a finished manifest.
  * Malformed input (a size over MANIFEST_SIZE_MAX included) is -EINVAL,
  * logged as "PATH:LINE: reason"; manifest_finish()'s errors pass through. Errors

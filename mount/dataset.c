@@ -42,14 +42,7 @@ int dataset_list_manifest(struct backend *be, struct manifest **out)
 		backend_posix_links_refused(be) - refused;
 	if (rc == -ENOMEM)
 		log_msg(LOG_ERR, "manifest: out of memory while listing");
-	if (rc == 0)
-		rc = manifest_finish(m);
-	if (rc < 0) {
-		manifest_free(m);
-		return rc;
-	}
-	*out = m;
-	return 0;
+	return manifest_finish_into(m, rc, out);
 }
 
 /* Reads a manifest stored as an object ("s3://bucket/dir/name.tsv" or
