@@ -188,6 +188,22 @@ static int write_manifest_file(const struct manifest *m, const char *path)
 	return rc;
 }
 
+/* --addressing: the config's names ([source] addressing), exactly as
+ * spelled there. Returns 0 or -EINVAL. */
+static int manifest_addressing(const char *s, enum backend_addressing *out)
+{
+	const char *name;
+	int a;
+
+	for (a = 0; (name = config_addressing_name(a)) != NULL; a++) {
+		if (strcmp(s, name) == 0) {
+			*out = (enum backend_addressing)a;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
 static int cmd_manifest(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -218,13 +234,7 @@ static int cmd_manifest(int argc, char **argv)
 			opts.region = optarg;
 			break;
 		case 'A':
-			if (strcmp(optarg, "auto") == 0)
-				opts.addressing = BACKEND_ADDRESSING_AUTO;
-			else if (strcmp(optarg, "path") == 0)
-				opts.addressing = BACKEND_ADDRESSING_PATH;
-			else if (strcmp(optarg, "virtual") == 0)
-				opts.addressing = BACKEND_ADDRESSING_VIRTUAL;
-			else
+			if (manifest_addressing(optarg, &opts.addressing) < 0)
 				return cmd_usage_error(
 					usage_manifest,
 					"manifest: --addressing "
