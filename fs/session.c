@@ -19,6 +19,7 @@
 
 #include "fs/fs_impl.h"
 #include "util/log.h"
+#include "util/str.h"
 #include "util/thread.h"
 
 /* libfuse's own messages go through our log. */
@@ -88,24 +89,6 @@ static void raise_readahead(const char *mountpoint)
 		FS_IO_SIZE / 1024);
 }
 
-/* Undoes mountinfo's octal escapes (\040 for a space, and so on) in place. */
-static void mountinfo_unescape(char *s)
-{
-	char *o = s;
-
-	for (; *s != '\0'; s++) {
-		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' &&
-		    s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
-			*o++ = (char)((s[1] - '0') << 6 | (s[2] - '0') << 3 |
-				      (s[3] - '0'));
-			s += 3;
-		} else {
-			*o++ = *s;
-		}
-	}
-	*o = '\0';
-}
-
 /* Finds in /proc/self/mountinfo the device ("major:minor") of the newest
  * mount at mountpoint (want == NULL), or whether a mount of device want is
  * still there, at mountpoint if not NULL (compared as given, never
@@ -127,7 +110,7 @@ static int mountinfo_find(const char *mountpoint, const char *want, char *dev,
 	while (fgets(line, sizeof(line), f) != NULL) {
 		if (sscanf(line, "%*s %*s %63s %*s %4095s", d, m) != 2)
 			continue;
-		mountinfo_unescape(m);
+		str_unescape_octal(m);
 		/* With want, the path must match too: once our mount is
 		 * gone its anonymous device number is free, and a mount
 		 * made meanwhile by another process may have it. */

@@ -24,4 +24,9 @@ char *str_trim(char *s);
 /* Trims spaces at both ends of [*s, *e) by moving *s and *e. */
 void str_trim_span(const char **s, const char **e);
 
+/* Undoes the kernel's octal escapes in place (/proc/self/mountinfo and
+ * /proc/mounts write a space as \040, and so on: \ and three octal digits,
+ * the first 0-3); anything else is kept as is. */
+void str_unescape_octal(char *s);
+
 #endif

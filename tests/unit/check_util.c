@@ -101,6 +101,18 @@ START_TEST(test_str_trim)
 }
 END_TEST
 
+START_TEST(test_str_unescape_octal)
+{
+	char a[] = "/mnt/a\\040b\\011c\\134d";
+	char b[] = "x\\04y\\400z\\";
+
+	str_unescape_octal(a);
+	ck_assert_str_eq(a, "/mnt/a b\tc\\d");
+	str_unescape_octal(b); /* not escapes: kept */
+	ck_assert_str_eq(b, "x\\04y\\400z\\");
+}
+END_TEST
+
 static void *blocked_main(void *arg)
 {
 	sigset_t *mask = arg;
@@ -184,6 +196,7 @@ int main(void)
 		{ "sha256", test_sha256 },
 		{ "str_memdup", test_str_memdup },
 		{ "str_trim", test_str_trim },
+		{ "str_unescape_octal", test_str_unescape_octal },
 		{ "thread_start_blocks", test_thread_start_blocks },
 		{ "dlist", test_dlist },
 	};
