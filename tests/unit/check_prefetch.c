@@ -206,6 +206,18 @@ static void expect_none(struct opened r)
 	ck_assert_uint_gt(r.from, r.to);
 }
 
+/* Opens pos and checks the outcome: hit, miss, the depth after it and
+ * the positions asked for [from, to]. */
+static void expect_open(struct prefetch_order *o, uint64_t pos, bool hit,
+			bool miss, unsigned depth, uint64_t from, uint64_t to)
+{
+	struct opened r = open_pos(o, pos, 32);
+
+	ck_assert(r.hit == hit && r.miss == miss);
+	ck_assert_uint_eq(o->depth, depth);
+	expect_asked(r, from, to);
+}
+
 /* The first open asks for PREFETCH_DEPTH_START positions after it (or the
  * limit, if smaller); limit 0 asks for nothing. */
 START_TEST(test_order_start)
@@ -234,29 +246,16 @@ END_TEST
 START_TEST(test_order_hits_double)
 {
 	struct prefetch_order o;
-	struct opened r;
 	uint64_t pos;
 
 	memset(&o, 0, sizeof(o));
 	open_pos(&o, 0, 32); /* asks 1..4 */
-	r = open_pos(&o, 1, 32);
-	ck_assert(r.hit && !r.miss);
-	ck_assert_uint_eq(o.depth, 8);
-	expect_asked(r, 5, 9);
-	r = open_pos(&o, 2, 32);
-	ck_assert(r.hit);
-	ck_assert_uint_eq(o.depth, 16);
-	expect_asked(r, 10, 18);
-	r = open_pos(&o, 3, 32);
-	ck_assert_uint_eq(o.depth, 32);
-	expect_asked(r, 19, 35);
-	for (pos = 4; pos < 100; pos++) {
-		r = open_pos(&o, pos, 32);
-		ck_assert(r.hit && !r.miss);
-		ck_assert_uint_eq(o.depth, 32);
-		/* one new position each open: the window slides */
-		expect_asked(r, pos + 32, pos + 32);
-	}
+	expect_open(&o, 1, true, false, 8, 5, 9);
+	expect_open(&o, 2, true, false, 16, 10, 18);
+	expect_open(&o, 3, true, false, 32, 19, 35);
+	/* One new position each open: the window slides. */
+	for (pos = 4; pos < 100; pos++)
+		expect_open(&o, pos, true, false, 32, pos + 32, pos + 32);
 }
 END_TEST
 
@@ -278,14 +277,8 @@ START_TEST(test_order_miss_halves)
 	ck_assert(!r.hit && !r.miss);
 	ck_assert_uint_eq(o.depth, 16);
 
-	r = open_pos(&o, 1000, 32);
-	ck_assert(!r.hit && r.miss);
-	ck_assert_uint_eq(o.depth, 8);
-	expect_asked(r, 1001, 1008);
-	r = open_pos(&o, 50, 32);
-	ck_assert(r.miss);
-	ck_assert_uint_eq(o.depth, 4);
-	expect_asked(r, 51, 54);
+	expect_open(&o, 1000, false, true, 8, 1001, 1008);
+	expect_open(&o, 50, false, true, 4, 51, 54);
 }
 END_TEST
 
@@ -319,14 +312,8 @@ START_TEST(test_order_probe_at_depth_zero)
 	expect_asked(r, pos + 1, pos + 1);
 	ck_assert_uint_eq(o.depth, 0);
 
-	r = open_pos(&o, pos + 1, 32);
-	ck_assert(r.hit && !r.miss);
-	ck_assert_uint_eq(o.depth, 1);
-	expect_asked(r, pos + 2, pos + 2);
-	r = open_pos(&o, pos + 2, 32);
-	ck_assert(r.hit);
-	ck_assert_uint_eq(o.depth, 2);
-	expect_asked(r, pos + 3, pos + 4);
+	expect_open(&o, pos + 1, true, false, 1, pos + 2, pos + 2);
+	expect_open(&o, pos + 2, true, false, 2, pos + 3, pos + 4);
 }
 END_TEST
 
