@@ -137,8 +137,9 @@ FUZZ_CFLAGS = $(WARN) -Wno-missing-field-initializers -O1 -g $(FUZZ_SAN) \
 # more fails to link, naming the missing symbol.
 FUZZ_LIB_SRCS := util/log.c backends/http.c backends/posix.c backends/s3_creds.c \
 	backends/s3_sign.c backends/s3_xml.c fs/manifest.c fs/shard.c \
-	fs/view.c fs/ranks.c mount/config.c mount/ini.c mount/overrides.c
+	fs/view.c util/ranks.c mount/config.c mount/ini.c mount/overrides.c
 FUZZ_LIB_SRCS += backends/gcs_json.c backends/objstore.c
+FUZZ_LIB_SRCS += util/hex.c util/sha256.c util/str.c
 FUZZ_OBJS := $(FUZZ_LIB_SRCS:%.c=$(FUZZ_B)/%.o)
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS := $(FUZZ_SRCS:tests/fuzz/%.c=$(FUZZ_B)/%)

@@ -1,5 +1,10 @@
 /*
- * control: see control.h.
+ * control: see control.h; and the .shardfs/ files of a mounted generation
+ * (fs_impl.h): manifest.tsv, plan and rank-R.order never change, so their
+ * text is built on first use (getattr or open) and kept in the generation;
+ * stats is written anew at each open into a snapshot its handle owns.
+ * Every open handle is listed in its generation, so one whose RELEASE
+ * never comes is freed with the generation.
  */
 #include "fs/control.h"
 
@@ -12,7 +17,10 @@
 /* Only the version macro: the library itself stays behind backends/. */
 #include <curl/curlver.h>
 #include <fuse_lowlevel.h>
-#include <openssl/evp.h>
+
+#include "fs/fs_impl.h"
+#include "util/dlist.h"
+#include "util/sha256.h"
 
 static uint64_t rank_bytes(const struct manifest *m,
 			   const struct shard_plan *plan, uint64_t r)
@@ -135,22 +143,6 @@ static bool memo_matches(const struct manifest *m,
 	       memo.spec.order == spec->order &&
 	       memo.spec.layout == spec->layout &&
 	       memo.spec.balance == spec->balance;
-}
-
-static int sha256_hex(const void *buf, size_t len, char hex[65])
-{
-	static const char digits[] = "0123456789abcdef";
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int n = 0, i;
-
-	if (EVP_Digest(buf, len, md, &n, EVP_sha256(), NULL) != 1 || n != 32)
-		return -EIO;
-	for (i = 0; i < n; i++) {
-		hex[2 * i] = digits[md[i] >> 4];
-		hex[2 * i + 1] = digits[md[i] & 15];
-	}
-	hex[64] = '\0';
-	return 0;
 }
 
 /* Fills the memo for m and spec; memo_lock held. */
@@ -513,4 +505,177 @@ int control_write_stats(FILE *f, const struct manifest *m,
 	}
 	write_log(f, &st->log);
 	return ferror(f) ? -EIO : 0;
+}
+
+static size_t ctrl_slot(const struct view_node *n)
+{
+	switch (n->ctrl) {
+	case VIEW_CTRL_MANIFEST:
+		return 0;
+	case VIEW_CTRL_PLAN:
+		return 1;
+	default:
+		return 2 + n->u.rank;
+	}
+}
+
+int fs_stats_write(struct fs *fs, FILE *f)
+{
+	struct control_stats st = { 0 };
+	struct cache_stats cs;
+	struct timespec now;
+	struct fs_gen *g;
+	int rc;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	cache_stats_get(fs->cache, &cs);
+	st.uptime_seconds = (uint64_t)(now.tv_sec - fs->start_mono.tv_sec);
+	st.open_files = __atomic_load_n(&fs->open_files, __ATOMIC_RELAXED);
+	st.reads = __atomic_load_n(&fs->reads, __ATOMIC_RELAXED);
+	st.read_bytes = __atomic_load_n(&fs->read_bytes, __ATOMIC_RELAXED);
+	st.read_errors = __atomic_load_n(&fs->read_errors, __ATOMIC_RELAXED);
+	st.backend_reads = cs.backend_reads;
+	st.backend_bytes = cs.backend_bytes;
+	st.backend_errors = cs.backend_errors;
+	st.cache = cs;
+	log_errors_get(&st.log);
+	g = fs_gen_current(fs);
+	st.generation = g->id; /* the same tree as the rest of the text */
+	rc = control_write_stats(f, g->d.manifest, g->d.spec, g->d.plan,
+				 g->d.view, &st);
+	fs_gen_put(fs, g, 1);
+	return rc;
+}
+
+static int ctrl_generate(struct fs *fs, struct fs_gen *g,
+			 const struct view_node *n, struct ctrl_text *out)
+{
+	FILE *f;
+	int rc;
+
+	out->buf = NULL;
+	out->len = 0;
+	f = open_memstream(&out->buf, &out->len);
+	if (f == NULL)
+		return -ENOMEM;
+	switch (n->ctrl) {
+	case VIEW_CTRL_MANIFEST:
+		rc = manifest_write(g->d.manifest, f);
+		break;
+	case VIEW_CTRL_PLAN:
+		rc = control_write_plan(f, g->d.manifest, g->d.spec, g->d.plan);
+		break;
+	case VIEW_CTRL_ORDER:
+		rc = control_write_order(f, g->d.manifest, g->d.plan,
+					 n->u.rank);
+		break;
+	default:
+		rc = fs_stats_write(fs, f);
+		break;
+	}
+	if (fclose(f) != 0 && rc == 0)
+		rc = -ENOMEM;
+	if (rc < 0) {
+		free(out->buf);
+		out->buf = NULL;
+		out->len = 0;
+	}
+	return rc;
+}
+
+/* The kept text of an immutable control file, built on first use. */
+static int ctrl_get(struct fs *fs, struct fs_gen *g, const struct view_node *n,
+		    const struct ctrl_text **out)
+{
+	size_t slot = ctrl_slot(n);
+	struct ctrl_text *t;
+	int rc = 0;
+
+	pthread_mutex_lock(&g->ctrl_lock);
+	t = g->ctrl[slot];
+	if (t == NULL) {
+		t = malloc(sizeof(*t));
+		if (t == NULL)
+			rc = -ENOMEM;
+		else if ((rc = ctrl_generate(fs, g, n, t)) < 0)
+			free(t);
+		else
+			g->ctrl[slot] = t;
+	}
+	pthread_mutex_unlock(&g->ctrl_lock);
+	if (rc == 0)
+		*out = t;
+	return rc;
+}
+
+int control_file_size(struct fs *fs, struct fs_gen *g,
+		      const struct view_node *n, uint64_t *size)
+{
+	const struct ctrl_text *t;
+	int rc;
+
+	if (n->ctrl == VIEW_CTRL_STATS) {
+		*size = 0;
+		return 0;
+	}
+	rc = ctrl_get(fs, g, n, &t);
+	if (rc == 0)
+		*size = t->len;
+	return rc;
+}
+
+int control_file_open(struct fs *fs, struct fs_gen *g,
+		      const struct view_node *n, struct ctrl_handle **out,
+		      bool *snapshot)
+{
+	struct ctrl_handle *h = calloc(1, sizeof(*h));
+	int rc;
+
+	if (h == NULL)
+		return -ENOMEM;
+	*snapshot = n->ctrl == VIEW_CTRL_STATS;
+	if (*snapshot) {
+		rc = ctrl_generate(fs, g, n, &h->snapshot);
+		h->text = &h->snapshot;
+	} else {
+		rc = ctrl_get(fs, g, n, &h->text);
+	}
+	if (rc < 0) {
+		free(h);
+		return rc;
+	}
+	pthread_mutex_lock(&g->ctrl_lock);
+	DLIST_PUSH(g->open_ctrl, h);
+	pthread_mutex_unlock(&g->ctrl_lock);
+	*out = h;
+	return 0;
+}
+
+void control_file_close(struct fs_gen *g, struct ctrl_handle *h)
+{
+	if (h == NULL)
+		return;
+	pthread_mutex_lock(&g->ctrl_lock);
+	DLIST_UNLINK(g->open_ctrl, h);
+	pthread_mutex_unlock(&g->ctrl_lock);
+	free(h->snapshot.buf);
+	free(h);
+}
+
+void control_files_free(struct fs_gen *g)
+{
+	for (size_t i = 0; g->ctrl != NULL && i < g->n_ctrl; i++) {
+		if (g->ctrl[i] != NULL)
+			free(g->ctrl[i]->buf);
+		free(g->ctrl[i]);
+	}
+	free(g->ctrl);
+	g->ctrl = NULL;
+	while (g->open_ctrl != NULL) {
+		struct ctrl_handle *h = g->open_ctrl;
+
+		g->open_ctrl = h->next;
+		free(h->snapshot.buf);
+		free(h);
+	}
 }

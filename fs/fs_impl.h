@@ -164,6 +164,23 @@ void fs_gen_put(struct fs *fs, struct fs_gen *g, uint64_t n);
 /* Number of generations not yet freed (tests, stats). */
 size_t fs_gen_count(struct fs *fs);
 
+/* control.c: the .shardfs/ files of generation g (node n, kind VIEW_CTRL).
+ * The size of n's text: its kept text's (built on first use), 0 for stats.
+ * Returns 0, or -ENOMEM building the text. */
+int control_file_size(struct fs *fs, struct fs_gen *g,
+		      const struct view_node *n, uint64_t *size);
+/* Opens n: a handle on its kept text, or for stats (*snapshot true) on a
+ * text written now that the handle owns; listed in g->open_ctrl. Returns 0
+ * and sets *out, or -ENOMEM. */
+int control_file_open(struct fs *fs, struct fs_gen *g,
+		      const struct view_node *n, struct ctrl_handle **out,
+		      bool *snapshot);
+/* Unlists and frees h (NULL: nothing). */
+void control_file_close(struct fs_gen *g, struct ctrl_handle *h);
+/* Frees g's kept texts and every handle still listed (g is being freed:
+ * no request runs on it). */
+void control_files_free(struct fs_gen *g);
+
 /* The prefetcher's order callback (ctx: the fs). Orders are
  * gen id << 32 | rank (FS_ORDER), so a reload never mixes two plans. */
 #define FS_ORDER(gen_id, rank) ((uint64_t)(gen_id) << 32 | (uint64_t)(rank))

@@ -8,10 +8,9 @@
  * entries are counted as references until the kernel FORGETs them; open
  * handles until release. Every handler replies exactly once.
  *
- * Control files: manifest.tsv, plan and rank-R.order never change, so their
- * text is built on first use (getattr or open), kept, and served with
- * keep_cache; stats is rebuilt at each open into a handle-owned snapshot and
- * served with direct_io, so its st_size of 0 does not truncate reads.
+ * Control files (their texts, kept or snapshotted, and their handles are
+ * control.c's): kept texts are served with keep_cache; the stats snapshot
+ * with direct_io, so its st_size of 0 does not truncate reads.
  *
  * Longer than 700 lines because the 25 handlers of one lowlevel ops table
  * belong together; the generation bookkeeping they share lives in gen.c.
@@ -36,6 +35,7 @@
 #include "fs/control.h"
 #include "fs/fs_impl.h"
 #include "util/log.h"
+#include "util/str.h"
 
 static struct fs *fs_of(fuse_req_t req)
 {
@@ -66,111 +66,10 @@ static fuse_ino_t ino_of(const struct fs_gen *g, const struct view_node *n)
 	return FS_INO(g->id, view_ino(g->d.view, n));
 }
 
-static size_t ctrl_slot(const struct view_node *n)
-{
-	switch (n->ctrl) {
-	case VIEW_CTRL_MANIFEST:
-		return 0;
-	case VIEW_CTRL_PLAN:
-		return 1;
-	default:
-		return 2 + n->u.rank;
-	}
-}
-
-int fs_stats_write(struct fs *fs, FILE *f)
-{
-	struct control_stats st = { 0 };
-	struct cache_stats cs;
-	struct timespec now;
-	struct fs_gen *g;
-	int rc;
-
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	cache_stats_get(fs->cache, &cs);
-	st.uptime_seconds = (uint64_t)(now.tv_sec - fs->start_mono.tv_sec);
-	st.open_files = __atomic_load_n(&fs->open_files, __ATOMIC_RELAXED);
-	st.reads = __atomic_load_n(&fs->reads, __ATOMIC_RELAXED);
-	st.read_bytes = __atomic_load_n(&fs->read_bytes, __ATOMIC_RELAXED);
-	st.read_errors = __atomic_load_n(&fs->read_errors, __ATOMIC_RELAXED);
-	st.backend_reads = cs.backend_reads;
-	st.backend_bytes = cs.backend_bytes;
-	st.backend_errors = cs.backend_errors;
-	st.cache = cs;
-	log_errors_get(&st.log);
-	g = fs_gen_current(fs);
-	st.generation = g->id; /* the same tree as the rest of the text */
-	rc = control_write_stats(f, g->d.manifest, g->d.spec, g->d.plan,
-				 g->d.view, &st);
-	fs_gen_put(fs, g, 1);
-	return rc;
-}
-
-static int ctrl_generate(struct fs *fs, struct fs_gen *g,
-			 const struct view_node *n, struct ctrl_text *out)
-{
-	FILE *f;
-	int rc;
-
-	out->buf = NULL;
-	out->len = 0;
-	f = open_memstream(&out->buf, &out->len);
-	if (f == NULL)
-		return -ENOMEM;
-	switch (n->ctrl) {
-	case VIEW_CTRL_MANIFEST:
-		rc = manifest_write(g->d.manifest, f);
-		break;
-	case VIEW_CTRL_PLAN:
-		rc = control_write_plan(f, g->d.manifest, g->d.spec, g->d.plan);
-		break;
-	case VIEW_CTRL_ORDER:
-		rc = control_write_order(f, g->d.manifest, g->d.plan,
-					 n->u.rank);
-		break;
-	default:
-		rc = fs_stats_write(fs, f);
-		break;
-	}
-	if (fclose(f) != 0 && rc == 0)
-		rc = -ENOMEM;
-	if (rc < 0) {
-		free(out->buf);
-		out->buf = NULL;
-		out->len = 0;
-	}
-	return rc;
-}
-
-/* The kept text of an immutable control file, built on first use. */
-static int ctrl_get(struct fs *fs, struct fs_gen *g, const struct view_node *n,
-		    const struct ctrl_text **out)
-{
-	size_t slot = ctrl_slot(n);
-	struct ctrl_text *t;
-	int rc = 0;
-
-	pthread_mutex_lock(&g->ctrl_lock);
-	t = g->ctrl[slot];
-	if (t == NULL) {
-		t = malloc(sizeof(*t));
-		if (t == NULL)
-			rc = -ENOMEM;
-		else if ((rc = ctrl_generate(fs, g, n, t)) < 0)
-			free(t);
-		else
-			g->ctrl[slot] = t;
-	}
-	pthread_mutex_unlock(&g->ctrl_lock);
-	if (rc == 0)
-		*out = t;
-	return rc;
-}
-
 static int fill_attr(struct fs *fs, struct fs_gen *g, const struct view_node *n,
 		     struct stat *st)
 {
-	const struct ctrl_text *t;
+	uint64_t size;
 	int rc;
 
 	memset(st, 0, sizeof(*st));
@@ -201,12 +100,10 @@ static int fill_attr(struct fs *fs, struct fs_gen *g, const struct view_node *n,
 	default:
 		st->st_mode = S_IFREG | 0444;
 		st->st_mtim = fs->mount_time;
-		if (n->ctrl != VIEW_CTRL_STATS) {
-			rc = ctrl_get(fs, g, n, &t);
-			if (rc < 0)
-				return rc;
-			st->st_size = (off_t)t->len;
-		}
+		rc = control_file_size(fs, g, n, &size);
+		if (rc < 0)
+			return rc;
+		st->st_size = (off_t)size;
 		break;
 	}
 	st->st_blocks = (st->st_size + 511) / 512;
@@ -510,20 +407,7 @@ static void handle_free(struct fs_gen *g, const struct view_node *n,
 			struct fuse_file_info *fi)
 {
 	if (n->kind == VIEW_CTRL) {
-		struct ctrl_handle *h = (struct ctrl_handle *)(uintptr_t)fi->fh;
-
-		if (h == NULL)
-			return;
-		pthread_mutex_lock(&g->ctrl_lock);
-		if (h->prev != NULL)
-			h->prev->next = h->next;
-		else
-			g->open_ctrl = h->next;
-		if (h->next != NULL)
-			h->next->prev = h->prev;
-		pthread_mutex_unlock(&g->ctrl_lock);
-		free(h->snapshot.buf);
-		free(h);
+		control_file_close(g, (struct ctrl_handle *)(uintptr_t)fi->fh);
 	} else {
 		cache_file_close((struct cache_file *)(uintptr_t)fi->fh);
 	}
@@ -579,32 +463,19 @@ static void fs_op_open(fuse_req_t req, fuse_ino_t ino,
 	}
 	fi->fh = 0;
 	if (n->kind == VIEW_CTRL) {
-		h = calloc(1, sizeof(*h));
-		if (h == NULL) {
-			fs_gen_put(fs, g, 1);
-			fuse_reply_err(req, ENOMEM);
-			return;
-		}
-		if (n->ctrl == VIEW_CTRL_STATS) {
-			rc = ctrl_generate(fs, g, n, &h->snapshot);
-			h->text = &h->snapshot;
-			fi->direct_io = 1;
-		} else {
-			rc = ctrl_get(fs, g, n, &h->text);
-			fi->keep_cache = 1;
-		}
+		bool snapshot;
+
+		rc = control_file_open(fs, g, n, &h, &snapshot);
 		if (rc < 0) {
-			free(h);
 			fs_gen_put(fs, g, 1);
 			fuse_reply_err(req, -rc);
 			return;
 		}
-		pthread_mutex_lock(&g->ctrl_lock);
-		h->next = g->open_ctrl;
-		if (h->next != NULL)
-			h->next->prev = h;
-		g->open_ctrl = h;
-		pthread_mutex_unlock(&g->ctrl_lock);
+		/* stats has st_size 0: direct_io, or reads would stop there. */
+		if (snapshot)
+			fi->direct_io = 1;
+		else
+			fi->keep_cache = 1;
 		fi->fh = (uint64_t)(uintptr_t)h;
 	} else {
 		uint32_t item = n->u.item;
@@ -679,13 +550,12 @@ static void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		/* The kernel may deliver the reply, let the reader close the
 		 * file and send RELEASE (which frees the snapshot) before
 		 * fuse_reply_buf() returns here: reply from a copy. */
-		copy = malloc(len ? len : 1);
+		copy = str_memdup(t->buf + off, len);
 		if (copy == NULL) {
 			fs_gen_put(fs, g, 1);
 			fuse_reply_err(req, ENOMEM);
 			return;
 		}
-		memcpy(copy, t->buf + off, len);
 		fs_gen_put(fs, g, 1);
 		fuse_reply_buf(req, copy, len);
 		free(copy);

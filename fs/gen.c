@@ -51,19 +51,7 @@ static void gen_free(struct fs_gen *g)
 {
 	if (g == NULL)
 		return;
-	for (size_t i = 0; g->ctrl != NULL && i < g->n_ctrl; i++) {
-		if (g->ctrl[i] != NULL)
-			free(g->ctrl[i]->buf);
-		free(g->ctrl[i]);
-	}
-	free(g->ctrl);
-	while (g->open_ctrl != NULL) {
-		struct ctrl_handle *h = g->open_ctrl;
-
-		g->open_ctrl = h->next;
-		free(h->snapshot.buf);
-		free(h);
-	}
+	control_files_free(g);
 	free(g->item_rank);
 	free(g->item_pos);
 	pthread_mutex_destroy(&g->ctrl_lock);

@@ -14,10 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <openssl/evp.h>
-
-#include "backends/posix.h"
+#include "util/hex.h"
 #include "util/log.h"
+#include "util/sha256.h"
 
 #define ARENA_CHUNK (1u << 20)
 #define ARENA_FIRST (16u << 10)
@@ -220,8 +219,7 @@ static int key_check(const char *key, size_t len)
 	return -1;
 }
 
-/* The key as the manifest file writes it, for messages; NULL on ENOMEM. */
-static char *escaped_copy(const char *s, size_t len)
+char *manifest_escaped_copy(const char *s, size_t len)
 {
 	char *buf = NULL;
 	size_t n = 0;
@@ -248,7 +246,7 @@ static void log_skip(struct manifest *m, const struct manifest_entry *e,
 
 	if (++m->skipped[reason] > SKIP_LOG_MAX || log_threshold < LOG_WARNING)
 		return;
-	key = escaped_copy(e->key, e->key_len);
+	key = manifest_escaped_copy(e->key, e->key_len);
 	log_msg(LOG_WARNING, "manifest: skipping key '%s': %s", key ? key : "?",
 		manifest_skip_name(reason));
 	free(key);
@@ -333,37 +331,36 @@ static void put_le64(unsigned char *p, uint64_t v)
 
 static int manifest_digest(struct manifest *m)
 {
-	static const char hex[] = "0123456789abcdef";
-	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-	unsigned char le[8], md[32];
-	unsigned int md_len = 0;
+	struct sha256 *ctx = sha256_new();
+	unsigned char le[8];
+	uint8_t md[SHA256_LEN];
 	size_t i;
-	int ok;
+	int rc = 0;
 
 	if (ctx == NULL)
 		return -ENOMEM;
-	ok = EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
-	for (i = 0; ok && i < m->count; i++) {
+	for (i = 0; rc == 0 && i < m->count; i++) {
 		const struct manifest_entry *e = &m->entries[i];
 
 		put_le64(le, e->key_len);
-		ok = EVP_DigestUpdate(ctx, le, 8) &&
-		     EVP_DigestUpdate(ctx, e->key, e->key_len);
+		rc = sha256_update(ctx, le, 8);
+		if (rc == 0)
+			rc = sha256_update(ctx, e->key, e->key_len);
 		put_le64(le, e->size);
-		ok = ok && EVP_DigestUpdate(ctx, le, 8);
+		if (rc == 0)
+			rc = sha256_update(ctx, le, 8);
 		put_le64(le, e->etag_len);
-		ok = ok && EVP_DigestUpdate(ctx, le, 8) &&
-		     EVP_DigestUpdate(ctx, e->etag, e->etag_len);
+		if (rc == 0)
+			rc = sha256_update(ctx, le, 8);
+		if (rc == 0)
+			rc = sha256_update(ctx, e->etag, e->etag_len);
 	}
-	ok = ok && EVP_DigestFinal_ex(ctx, md, &md_len);
-	EVP_MD_CTX_free(ctx);
-	if (!ok || md_len != 32)
-		return -EIO;
-	for (i = 0; i < 32; i++) {
-		m->digest[2 * i] = hex[md[i] >> 4];
-		m->digest[2 * i + 1] = hex[md[i] & 15];
-	}
-	m->digest[64] = '\0';
+	if (rc == 0)
+		rc = sha256_final(ctx, md);
+	sha256_free(ctx);
+	if (rc < 0)
+		return rc;
+	hex_encode(md, sizeof(md), m->digest);
 	return 0;
 }
 
@@ -384,7 +381,7 @@ int manifest_finish(struct manifest *m)
 
 		if (a->key_len == b->key_len &&
 		    memcmp(a->key, b->key, a->key_len) == 0) {
-			char *key = escaped_copy(a->key, a->key_len);
+			char *key = manifest_escaped_copy(a->key, a->key_len);
 
 			log_msg(LOG_ERR, "manifest: duplicate key '%s'",
 				key ? key : "?");
@@ -415,8 +412,7 @@ int manifest_finish(struct manifest *m)
 	return 0;
 }
 
-/* Finishes m if rc is 0 and hands it to *out, else frees it. */
-static int finish_into(struct manifest *m, int rc, struct manifest **out)
+int manifest_finish_into(struct manifest *m, int rc, struct manifest **out)
 {
 	if (rc == 0)
 		rc = manifest_finish(m);
@@ -426,41 +422,6 @@ static int finish_into(struct manifest *m, int rc, struct manifest **out)
 	}
 	*out = m;
 	return 0;
-}
-
-static int add_listed(void *arg, const struct backend_object *obj)
-{
-	int rc = manifest_add(arg, obj->key, obj->key_len, obj->size, obj->etag,
-			      obj->etag_len, obj->mtime_ns);
-
-	if (rc == -EFBIG) {
-		char *key = escaped_copy(obj->key, obj->key_len);
-
-		log_msg(LOG_ERR,
-			"manifest: object '%s': size %llu is over "
-			"2^63-1 (the largest file size)",
-			key ? key : "?", (unsigned long long)obj->size);
-		free(key);
-	}
-	return rc;
-}
-
-int manifest_from_backend(struct backend *be, struct manifest **out)
-{
-	struct manifest *m = manifest_new();
-	uint64_t refused = backend_posix_links_refused(be);
-	int rc;
-
-	if (m == NULL)
-		return -ENOMEM;
-	rc = be->ops->list(be, "", add_listed, m);
-	/* The backend logged each by name; here they are counted with the
-	 * other keys that cannot be served. */
-	m->skipped[MANIFEST_SKIP_LINK_OUTSIDE] +=
-		backend_posix_links_refused(be) - refused;
-	if (rc == -ENOMEM)
-		log_msg(LOG_ERR, "manifest: out of memory while listing");
-	return finish_into(m, rc, out);
 }
 
 static int hexval(int c)
@@ -663,7 +624,7 @@ static int manifest_read_stream(const char *name, FILE *f,
 	free(line);
 	if (why != NULL)
 		log_msg(LOG_ERR, "%s:%zu: %s", name, lineno, why);
-	return finish_into(m, rc, out);
+	return manifest_finish_into(m, rc, out);
 }
 
 int manifest_load(const char *path, struct manifest **out)

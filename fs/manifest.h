@@ -18,8 +18,6 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "backends/backend.h"
-
 #define MANIFEST_HEADER "# shardfs-manifest v1"
 
 /* The largest object size, and the largest total of all sizes: off_t's
@@ -80,10 +78,10 @@ int manifest_add(struct manifest *m, const char *key, size_t key_len,
  * the sizes add up to more than MANIFEST_SIZE_MAX (logged), -ENOMEM. */
 int manifest_finish(struct manifest *m);
 
-/* Lists every object of a backend into a finished manifest; symlinks a
- * posix backend refused count as MANIFEST_SKIP_LINK_OUTSIDE. Returns 0 and
- * sets *out, or the backend's error, or manifest_finish()'s. */
-int manifest_from_backend(struct backend *be, struct manifest **out);
+/* The end of every builder: if rc is 0, finishes m and hands it to *out;
+ * else, or if finishing fails, frees m. Returns rc or manifest_finish()'s
+ * error. */
+int manifest_finish_into(struct manifest *m, int rc, struct manifest **out);
 
 /* Reads a manifest file (path, or "-" for stdin) into a finished manifest.
  * Malformed input (a size over MANIFEST_SIZE_MAX included) is -EINVAL,
@@ -101,6 +99,10 @@ int manifest_write(const struct manifest *m, FILE *f);
 /* Writes bytes escaped as in the manifest: %, TAB, LF, CR and bytes below
  * 0x20 as %XX (uppercase hex), everything else as is. Returns 0 or -EIO. */
 int manifest_write_escaped(FILE *f, const char *s, size_t len);
+
+/* A malloc'ed copy of s[0..len) escaped as manifest_write_escaped() does,
+ * for messages that name a key. Returns NULL when out of memory. */
+char *manifest_escaped_copy(const char *s, size_t len);
 
 /* Decodes an escaped field in place; returns the new length, or -EINVAL on
  * a malformed %XX sequence. */

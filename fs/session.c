@@ -19,6 +19,8 @@
 
 #include "fs/fs_impl.h"
 #include "util/log.h"
+#include "util/str.h"
+#include "util/thread.h"
 
 /* libfuse's own messages go through our log. */
 static void fs_fuse_log(enum fuse_log_level level, const char *fmt, va_list ap)
@@ -87,24 +89,6 @@ static void raise_readahead(const char *mountpoint)
 		FS_IO_SIZE / 1024);
 }
 
-/* Undoes mountinfo's octal escapes (\040 for a space, and so on) in place. */
-static void mountinfo_unescape(char *s)
-{
-	char *o = s;
-
-	for (; *s != '\0'; s++) {
-		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' &&
-		    s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
-			*o++ = (char)((s[1] - '0') << 6 | (s[2] - '0') << 3 |
-				      (s[3] - '0'));
-			s += 3;
-		} else {
-			*o++ = *s;
-		}
-	}
-	*o = '\0';
-}
-
 /* Finds in /proc/self/mountinfo the device ("major:minor") of the newest
  * mount at mountpoint (want == NULL), or whether a mount of device want is
  * still there, at mountpoint if not NULL (compared as given, never
@@ -126,7 +110,7 @@ static int mountinfo_find(const char *mountpoint, const char *want, char *dev,
 	while (fgets(line, sizeof(line), f) != NULL) {
 		if (sscanf(line, "%*s %*s %63s %*s %4095s", d, m) != 2)
 			continue;
-		mountinfo_unescape(m);
+		str_unescape_octal(m);
 		/* With want, the path must match too: once our mount is
 		 * gone its anonymous device number is free, and a mount
 		 * made meanwhile by another process may have it. */
@@ -192,22 +176,6 @@ void fs_signals_early(void)
 	sigaction(SIGHUP, &sa, NULL);
 }
 
-/* Threads of ours leave the signals to the FUSE loop's threads. */
-static int fs_thread_start(pthread_t *thr, void *(*fn)(void *), void *arg)
-{
-	sigset_t block, old;
-	int rc;
-
-	sigemptyset(&block);
-	sigaddset(&block, SIGHUP);
-	sigaddset(&block, SIGINT);
-	sigaddset(&block, SIGTERM);
-	pthread_sigmask(SIG_BLOCK, &block, &old);
-	rc = pthread_create(thr, NULL, fn, arg);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	return -rc;
-}
-
 /* A stat() of the mountpoint goes through the kernel to this daemon's
  * loop: when it returns, the mount answers. */
 static void *fs_ready_main(void *arg)
@@ -261,7 +229,7 @@ static int fs_watch_start(struct fs_watch *w)
 	if (w->hooks->reload != NULL) {
 		if (sem_init(&w->reload_sem, 0, 0) != 0)
 			return -errno;
-		rc = fs_thread_start(&w->reload_thr, fs_reload_main, w);
+		rc = thread_start(&w->reload_thr, fs_reload_main, w);
 		if (rc < 0) {
 			sem_destroy(&w->reload_sem);
 			return rc;
@@ -274,7 +242,7 @@ static int fs_watch_start(struct fs_watch *w)
 		__atomic_store_n(&fs_hup_sem, &w->reload_sem, __ATOMIC_RELEASE);
 		fs_hup_post(); /* a SIGHUP while the mount was being set up */
 	}
-	rc = fs_thread_start(&w->ready_thr, fs_ready_main, w);
+	rc = thread_start(&w->ready_thr, fs_ready_main, w);
 	if (rc < 0)
 		return rc;
 	w->ready_started = true;

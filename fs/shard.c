@@ -68,41 +68,35 @@ uint64_t shard_bounded(uint64_t *state, uint64_t n)
 	return (uint64_t)(m >> 64);
 }
 
+const char *const shard_order_names[] = { "shuffle", "none", NULL };
+const char *const shard_layout_names[] = { "strided", "contiguous", "bytes",
+					   NULL };
+const char *const shard_balance_names[] = { "none", "drop", "pad", NULL };
+
+/* names[v] for v within the NULL-terminated names, else NULL. */
+static const char *shard_name(const char *const *names, unsigned v)
+{
+	unsigned i;
+
+	for (i = 0; names[i] != NULL; i++)
+		if (i == v)
+			return names[i];
+	return NULL;
+}
+
 const char *shard_order_name(enum shard_order o)
 {
-	switch (o) {
-	case SHARD_ORDER_SHUFFLE:
-		return "shuffle";
-	case SHARD_ORDER_NONE:
-		return "none";
-	}
-	return NULL;
+	return shard_name(shard_order_names, (unsigned)o);
 }
 
 const char *shard_layout_name(enum shard_layout l)
 {
-	switch (l) {
-	case SHARD_LAYOUT_STRIDED:
-		return "strided";
-	case SHARD_LAYOUT_CONTIGUOUS:
-		return "contiguous";
-	case SHARD_LAYOUT_BYTES:
-		return "bytes";
-	}
-	return NULL;
+	return shard_name(shard_layout_names, (unsigned)l);
 }
 
 const char *shard_balance_name(enum shard_balance b)
 {
-	switch (b) {
-	case SHARD_BALANCE_NONE:
-		return "none";
-	case SHARD_BALANCE_DROP:
-		return "drop";
-	case SHARD_BALANCE_PAD:
-		return "pad";
-	}
-	return NULL;
+	return shard_name(shard_balance_names, (unsigned)b);
 }
 
 const char *shard_spec_check(const struct shard_spec *spec)

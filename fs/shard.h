@@ -56,8 +56,14 @@ uint64_t shard_derive(const uint64_t *v, size_t n);
  * n >= 1 (n = 0 returns 0). */
 uint64_t shard_bounded(uint64_t *state, uint64_t n);
 
-/* Names for the enums, as written in the config and the plan file; NULL
- * for a value out of range (shard_spec_check rejects those). */
+/* Names for the enums, as written in the config and the plan file: the
+ * name of value v is names[v]; NULL-terminated. */
+extern const char *const shard_order_names[];
+extern const char *const shard_layout_names[];
+extern const char *const shard_balance_names[];
+
+/* The same by value; NULL for a value out of range (shard_spec_check
+ * rejects those). */
 const char *shard_order_name(enum shard_order o);
 const char *shard_layout_name(enum shard_layout l);
 const char *shard_balance_name(enum shard_balance b);

@@ -22,10 +22,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fs/ranks.h"
 #include "mount/dataset.h"
 #include "mount/overrides.h"
 #include "util/log.h"
+#include "util/ranks.h"
 
 #define PLAIN_INTERVAL 5.0 /* seconds between plain progress lines */
 #define BAR_INTERVAL 0.2
@@ -211,27 +211,17 @@ static int warm_run(struct warm_job *j, unsigned long jobs, struct progress *p)
 	return 0;
 }
 
-/* "0,2,4-7" into sel[0..world). Returns 0 or -EINVAL. */
 /* Marks the ranks of one --rank argument in sel[0..world); prints the
- * error (fs/ranks.h's words, as plan and [shard] ranks give them). */
+ * error (util/ranks.h's words, as plan and [shard] ranks give them). */
 static int warm_select(const char *arg, uint64_t world, bool *sel)
 {
 	struct ranks_range *r = NULL;
-	char why[256];
 	size_t n = 0, i;
 	uint64_t k;
-	int rc;
+	int rc = cmd_rank_arg("warm", arg, world, &r, &n);
 
-	rc = ranks_parse(arg, &r, &n, why, sizeof(why));
-	if (rc == 0)
-		rc = ranks_check_world(r, n, world, why, sizeof(why));
-	if (rc < 0) {
-		if (rc != -ENOMEM)
-			fprintf(stderr, "shardfs: warm: --rank %s: %s\n", arg,
-				why);
-		free(r);
+	if (rc < 0)
 		return rc;
-	}
 	for (i = 0; i < n; i++)
 		for (k = r[i].lo; k <= r[i].hi; k++)
 			sel[k] = true;

@@ -19,6 +19,8 @@
 #include "cache/cache.h"
 #include "mount/config.h"
 #include "mount/overrides.h"
+#include "util/exit.h"
+#include "util/ranks.h"
 
 /* Opens the read path for cfg over be (borrowed): the disk cache in
  * [cache] dir when cache.enabled, else a pass-through. If the disk cache
@@ -30,12 +32,17 @@
 int mount_cache_open(const struct config *cfg, struct backend *be,
 		     struct cache **out);
 
-enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
-
 /* Loads CONFIG with the -o overrides; prints the error and returns
  * EXIT_USAGE on failure, else 0. */
 int cmd_load_config(const char *path, const struct overrides *o,
 		    struct config **cfg);
+
+/* One --rank argument of subcommand cmd: its ranks, each below world.
+ * Returns 0 and sets *out (free() it) and *n_out; or prints
+ * "shardfs: CMD: --rank ARG: reason" and returns -EINVAL or -ERANGE; or
+ * -ENOMEM. */
+int cmd_rank_arg(const char *cmd, const char *arg, uint64_t world,
+		 struct ranks_range **out, size_t *n_out);
 
 /* Prints "shardfs: " fmt (with arg) and usage to stderr; returns
  * EXIT_USAGE. */

@@ -2,8 +2,12 @@
  * config: the INI file of one dataset mount, then "-o section.key=value"
  * overrides, then the checks that involve several keys (docs/DESIGN.md §6).
  *
- * One table, keys[], describes every key: section, name, value type, bounds
- * and field. The file's handler and the overrides both go through
+ * One table, keys[], describes every key in one row: section, name, value
+ * type, field, bounds, default, enum names and whether a reload applies
+ * it (redis' config table is the model). The enum names of [shard] are the
+ * plan's own (fs/shard.c); config_free(), reloads (config_key_format(),
+ * config_key_copy()) and `shardfs manifest --addressing` work from the
+ * table too, so nothing about a key is written twice. The file's handler and the overrides both go through
  * config_apply(), so a value is checked the same way wherever it comes
  * from. Each key remembers where it was last set (a line, an override or
  * the default), so that a cross-key check can name the key it rejects.
@@ -32,8 +36,9 @@
 
 #include <arpa/inet.h>
 
-#include "fs/ranks.h"
 #include "mount/ini.h"
+#include "util/ranks.h"
+#include "util/str.h"
 
 #define GIB (UINT64_C(1) << 30)
 #define MIB (UINT64_C(1) << 20)
@@ -52,10 +57,7 @@ enum value_type {
 	VAL_SIZE, /* uint64_t field, bytes */
 	VAL_CACHE_SIZE,
 	VAL_RANKS,
-	VAL_ADDRESSING,
-	VAL_ORDER,
-	VAL_LAYOUT,
-	VAL_BALANCE,
+	VAL_ENUM, /* an int-sized enum field; value v is named names[v] */
 };
 
 struct key {
@@ -68,6 +70,8 @@ struct key {
 	bool optional;	   /* string keys: an empty value unsets the key */
 	const char *def;   /* the default, as a user would write it; NULL:
 			    * unset (url is required, ranks means all) */
+	const char *const *names; /* VAL_ENUM: NULL-terminated */
+	bool restart;		  /* a reload keeps the running value */
 };
 
 /* Indices into keys[]; also the order in which messages list them. */
@@ -110,32 +114,52 @@ enum {
 
 #define FIELD(f) offsetof(struct config, f)
 
+/* Enum fields are stored as int (see key_set). */
+_Static_assert(sizeof(enum backend_addressing) == sizeof(int), "enum size");
+_Static_assert(sizeof(enum shard_order) == sizeof(int), "enum size");
+_Static_assert(sizeof(enum shard_layout) == sizeof(int), "enum size");
+_Static_assert(sizeof(enum shard_balance) == sizeof(int), "enum size");
+
+static const char *const addressing_names[] = { "auto", "path", "virtual",
+						NULL };
+
+/* One row per key: section, name, type, field, bounds, default, enum
+ * names, and whether a reload applies it. The defaults are the ones
+ * shardfs.conf(5) shows (check_config compares them). Restart keys: the
+ * backend the cache reads through ([source] but the manifest, its pin and
+ * allow_empty), the cache and the prefetcher (sized and opened once), the
+ * mount itself, the log and the metrics endpoint (set up at start). */
 static const struct key keys[KEY_COUNT] = {
-	[KEY_URL] = { "source", "url", VAL_SOURCE_URL, FIELD(source.url) },
+	[KEY_URL] = { "source", "url", VAL_SOURCE_URL, FIELD(source.url),
+		      .restart = true },
 	[KEY_ENDPOINT] = { "source", "endpoint", VAL_HTTP_URL,
-			   FIELD(source.endpoint), .optional = true },
+			   FIELD(source.endpoint), .optional = true,
+			   .restart = true },
 	[KEY_REGION] = { "source", "region", VAL_REGION, FIELD(source.region),
-			 .def = "us-east-1" },
-	[KEY_ADDRESSING] = { "source", "addressing", VAL_ADDRESSING,
-			     .def = "auto" },
+			 .def = "us-east-1", .restart = true },
+	[KEY_ADDRESSING] = { "source", "addressing", VAL_ENUM,
+			     FIELD(source.addressing), .def = "auto",
+			     .names = addressing_names, .restart = true },
 	[KEY_MANIFEST] = { "source", "manifest", VAL_MANIFEST,
 			   FIELD(source.manifest), .optional = true },
 	[KEY_MANIFEST_SHA256] = { "source", "manifest_sha256", VAL_SHA256,
 				  FIELD(source.manifest_sha256),
 				  .optional = true },
 	[KEY_ANONYMOUS] = { "source", "anonymous", VAL_BOOL,
-			    FIELD(source.anonymous), .def = "false" },
+			    FIELD(source.anonymous), .def = "false",
+			    .restart = true },
 	[KEY_CONNECT_TIMEOUT_MS] = { "source", "connect_timeout_ms", VAL_UINT,
 				     FIELD(source.connect_timeout_ms), 1,
-				     UINT_MAX, .def = "5000" },
+				     UINT_MAX, .def = "5000", .restart = true },
 	[KEY_REQUEST_TIMEOUT_MS] = { "source", "request_timeout_ms", VAL_UINT,
 				     FIELD(source.request_timeout_ms), 1,
-				     UINT_MAX, .def = "10000" },
+				     UINT_MAX, .def = "10000",
+				     .restart = true },
 	[KEY_READ_TIMEOUT_MS] = { "source", "read_timeout_ms", VAL_UINT,
 				  FIELD(source.read_timeout_ms), 100, 3600000,
-				  .def = "30000" },
+				  .def = "30000", .restart = true },
 	[KEY_RETRIES] = { "source", "retries", VAL_UINT, FIELD(source.retries),
-			  0, 100, .def = "5" },
+			  0, 100, .def = "5", .restart = true },
 	[KEY_ALLOW_EMPTY] = { "source", "allow_empty", VAL_BOOL,
 			      FIELD(source.allow_empty), .def = "false" },
 	[KEY_WORLD_SIZE] = { "shard", "world_size", VAL_U64,
@@ -146,81 +170,67 @@ static const struct key keys[KEY_COUNT] = {
 		       UINT64_MAX, .hex = true, .def = "0" },
 	[KEY_EPOCH] = { "shard", "epoch", VAL_U64, FIELD(shard.spec.epoch), 0,
 			UINT64_MAX, .hex = true, .def = "0" },
-	[KEY_ORDER] = { "shard", "order", VAL_ORDER, .def = "shuffle" },
-	[KEY_LAYOUT] = { "shard", "layout", VAL_LAYOUT, .def = "strided" },
-	[KEY_BALANCE] = { "shard", "balance", VAL_BALANCE, .def = "none" },
+	[KEY_ORDER] = { "shard", "order", VAL_ENUM, FIELD(shard.spec.order),
+			.def = "shuffle", .names = shard_order_names },
+	[KEY_LAYOUT] = { "shard", "layout", VAL_ENUM, FIELD(shard.spec.layout),
+			 .def = "strided", .names = shard_layout_names },
+	[KEY_BALANCE] = { "shard", "balance", VAL_ENUM,
+			  FIELD(shard.spec.balance), .def = "none",
+			  .names = shard_balance_names },
 	[KEY_CACHE_DIR] = { "cache", "dir", VAL_PATH, FIELD(cache.dir),
-			    .def = "/var/cache/shardfs" },
-	[KEY_CACHE_SIZE] = { "cache", "size", VAL_CACHE_SIZE, .def = "10G" },
+			    .def = "/var/cache/shardfs", .restart = true },
+	/* Two fields: size_bytes or size_percent. */
+	[KEY_CACHE_SIZE] = { "cache", "size", VAL_CACHE_SIZE, .def = "10G",
+			     .restart = true },
 	[KEY_CACHE_ENABLED] = { "cache", "enabled", VAL_BOOL,
-				FIELD(cache.enabled), .def = "true" },
+				FIELD(cache.enabled), .def = "true",
+				.restart = true },
 	/* Larger values belong in blob files, not in LMDB pages. */
 	[KEY_CACHE_INLINE_MAX] = { "cache", "inline_max", VAL_SIZE,
 				   FIELD(cache.inline_max), 0, MIB,
-				   .def = "256K" },
+				   .def = "256K", .restart = true },
 	/* At least one CRC block (64 KiB) per chunk. */
 	[KEY_CACHE_CHUNK_SIZE] = { "cache", "chunk_size", VAL_SIZE,
 				   FIELD(cache.chunk_size), 64 << 10, GIB,
-				   .def = "8M" },
+				   .def = "8M", .restart = true },
 	[KEY_CACHE_FSYNC] = { "cache", "fsync", VAL_BOOL, FIELD(cache.fsync),
-			      .def = "false" },
+			      .def = "false", .restart = true },
 	/* 0 files ahead is how prefetch is turned off. */
 	[KEY_PREFETCH_FILES] = { "prefetch", "files", VAL_UINT,
 				 FIELD(prefetch.files), 0, UINT_MAX,
-				 .def = "32" },
+				 .def = "32", .restart = true },
 	/* Reads are buffered from the same budget, so 0 would stall them. */
 	[KEY_PREFETCH_MEMORY] = { "prefetch", "memory", VAL_SIZE,
 				  FIELD(prefetch.memory), 1, UINT64_MAX,
-				  .def = "512M" },
+				  .def = "512M", .restart = true },
 	[KEY_PREFETCH_CONNECTIONS] = { "prefetch", "connections", VAL_UINT,
 				       FIELD(prefetch.connections), 1, 1024,
-				       .def = "64" },
+				       .def = "64", .restart = true },
 	[KEY_MOUNT_PATH] = { "mount", "path", VAL_PATH, FIELD(mount.path),
-			     .optional = true },
+			     .optional = true, .restart = true },
 	[KEY_ALLOW_OTHER] = { "mount", "allow_other", VAL_BOOL,
-			      FIELD(mount.allow_other), .def = "false" },
+			      FIELD(mount.allow_other), .def = "false",
+			      .restart = true },
 	[KEY_NONEMPTY] = { "mount", "nonempty", VAL_BOOL, FIELD(mount.nonempty),
-			   .def = "false" },
+			   .def = "false", .restart = true },
 	[KEY_LOG_FILE] = { "log", "file", VAL_PATH, FIELD(log.file),
-			   .optional = true },
+			   .optional = true, .restart = true },
 	[KEY_METRICS_LISTEN] = { "metrics", "listen", VAL_LISTEN,
-				 FIELD(metrics.listen), .optional = true },
+				 FIELD(metrics.listen), .optional = true,
+				 .restart = true },
 };
 
 static const char *const sections[] = { "source", "shard", "cache",  "prefetch",
 					"mount",  "log",   "metrics" };
 
-struct name_value {
-	const char *name;
-	int value;
-};
-
-static const struct name_value addressing_names[] = {
-	{ "auto", BACKEND_ADDRESSING_AUTO },
-	{ "path", BACKEND_ADDRESSING_PATH },
-	{ "virtual", BACKEND_ADDRESSING_VIRTUAL },
-	{ NULL, 0 },
-};
-
-static const struct name_value order_names[] = {
-	{ "shuffle", SHARD_ORDER_SHUFFLE },
-	{ "none", SHARD_ORDER_NONE },
-	{ NULL, 0 },
-};
-
-static const struct name_value layout_names[] = {
-	{ "strided", SHARD_LAYOUT_STRIDED },
-	{ "contiguous", SHARD_LAYOUT_CONTIGUOUS },
-	{ "bytes", SHARD_LAYOUT_BYTES },
-	{ NULL, 0 },
-};
-
-static const struct name_value balance_names[] = {
-	{ "none", SHARD_BALANCE_NONE },
-	{ "drop", SHARD_BALANCE_DROP },
-	{ "pad", SHARD_BALANCE_PAD },
-	{ NULL, 0 },
-};
+const char *config_addressing_name(enum backend_addressing a)
+{
+	return (unsigned)a < sizeof(addressing_names) /
+					       sizeof(addressing_names[0]) -
+				       1
+		       ? addressing_names[a]
+		       : NULL;
+}
 
 /* Where a key got its current value. */
 struct origin {
@@ -298,18 +308,6 @@ static void append(char *buf, size_t len, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(buf + used, len - used, fmt, ap);
 	va_end(ap);
-}
-
-static char *trim(char *s)
-{
-	char *end;
-
-	while (isspace((unsigned char)*s))
-		s++;
-	end = s + strlen(s);
-	while (end > s && isspace((unsigned char)end[-1]))
-		*--end = '\0';
-	return s;
 }
 
 /* Decimal, or hex after "0x" when hex is set. No sign, space or other
@@ -510,36 +508,47 @@ static bool sha256_valid(const char *s)
 	return s[64] == '\0';
 }
 
-static bool parse_name(const struct name_value *names, const char *s, int *out)
+static bool parse_name(const char *const *names, const char *s, int *out)
 {
-	for (; names->name; names++) {
-		if (!strcasecmp(s, names->name)) {
-			*out = names->value;
+	int v;
+
+	for (v = 0; names[v] != NULL; v++) {
+		if (!strcasecmp(s, names[v])) {
+			*out = v;
 			return true;
 		}
 	}
 	return false;
 }
 
-static void names_reason(const struct name_value *names, char *why,
-			 size_t whylen)
+static void names_reason(const char *const *names, char *why, size_t whylen)
 {
-	size_t i;
+	int v;
 
 	snprintf(why, whylen, "must be one of");
-	for (i = 0; names[i].name; i++)
+	for (v = 0; names[v] != NULL; v++)
 		append(why, whylen, "%s %s",
-		       !i		   ? ""
-		       : names[i + 1].name ? ","
-					   : " or",
-		       names[i].name);
+		       !v	      ? ""
+		       : names[v + 1] ? ","
+				      : " or",
+		       names[v]);
 }
 
-static const char *skip_space(const char *s)
+/* The types whose field is a char * (NULL: unset). */
+static bool key_is_string(const struct key *k)
 {
-	while (isspace((unsigned char)*s))
-		s++;
-	return s;
+	switch (k->type) {
+	case VAL_SOURCE_URL:
+	case VAL_MANIFEST:
+	case VAL_HTTP_URL:
+	case VAL_REGION:
+	case VAL_SHA256:
+	case VAL_PATH:
+	case VAL_LISTEN:
+		return true;
+	default:
+		return false;
+	}
 }
 
 static int store_string(char **field, const char *value)
@@ -615,47 +624,6 @@ static int set_cache_size(struct config *cfg, const char *value, char *why,
 	}
 	cfg->cache.size_bytes = v;
 	cfg->cache.size_percent = 0;
-	return 0;
-}
-
-static int set_enum(struct config *cfg, enum value_type type, const char *value,
-		    char *why, size_t whylen)
-{
-	const struct name_value *names;
-	int e;
-
-	switch (type) {
-	case VAL_ADDRESSING:
-		names = addressing_names;
-		break;
-	case VAL_ORDER:
-		names = order_names;
-		break;
-	case VAL_LAYOUT:
-		names = layout_names;
-		break;
-	default:
-		names = balance_names;
-		break;
-	}
-	if (!parse_name(names, value, &e)) {
-		names_reason(names, why, whylen);
-		return -EINVAL;
-	}
-	switch (type) {
-	case VAL_ADDRESSING:
-		cfg->source.addressing = (enum backend_addressing)e;
-		break;
-	case VAL_ORDER:
-		cfg->shard.spec.order = (enum shard_order)e;
-		break;
-	case VAL_LAYOUT:
-		cfg->shard.spec.layout = (enum shard_layout)e;
-		break;
-	default:
-		cfg->shard.spec.balance = (enum shard_balance)e;
-		break;
-	}
 	return 0;
 }
 
@@ -776,7 +744,7 @@ static int key_set(struct config *cfg, const struct key *k, const char *value,
 
 		/* Empty is every rank here; the command line has no such
 		 * spelling, so ranks_parse() refuses it. */
-		if (*skip_space(value)) {
+		if (*str_skip_space(value)) {
 			rc = ranks_parse(value, &r, &n, why, whylen);
 			if (rc)
 				return rc;
@@ -786,11 +754,16 @@ static int key_set(struct config *cfg, const struct key *k, const char *value,
 		cfg->shard.n_ranks = n;
 		return 0;
 	}
-	case VAL_ADDRESSING:
-	case VAL_ORDER:
-	case VAL_LAYOUT:
-	case VAL_BALANCE:
-		return set_enum(cfg, k->type, value, why, whylen);
+	case VAL_ENUM: {
+		int e;
+
+		if (!parse_name(k->names, value, &e)) {
+			names_reason(k->names, why, whylen);
+			return -EINVAL;
+		}
+		*(int *)field = e;
+		return 0;
+	}
 	}
 	return -EINVAL;
 }
@@ -920,10 +893,10 @@ static int apply_override(struct load *ld, const char *arg)
 	if (dot) {
 		*eq = '\0';
 		*dot = '\0';
-		section = trim(copy);
-		name = trim(dot + 1);
+		section = str_trim(copy);
+		name = str_trim(dot + 1);
 		if (*section && *name)
-			config_apply(ld, &o, section, name, trim(eq + 1));
+			config_apply(ld, &o, section, name, str_trim(eq + 1));
 		else
 			dot = NULL;
 	}
@@ -1110,19 +1083,15 @@ void config_backend_options(const struct config *cfg,
 
 void config_free(struct config *cfg)
 {
+	size_t i;
+
 	if (!cfg)
 		return;
+	for (i = 0; i < KEY_COUNT; i++)
+		if (key_is_string(&keys[i]))
+			free(*(char **)(void *)((char *)cfg + keys[i].offset));
 	free(cfg->file);
-	free(cfg->source.url);
-	free(cfg->source.endpoint);
-	free(cfg->source.region);
-	free(cfg->source.manifest);
-	free(cfg->source.manifest_sha256);
-	free(cfg->log.file);
-	free(cfg->metrics.listen);
 	free(cfg->shard.ranks);
-	free(cfg->cache.dir);
-	free(cfg->mount.path);
 	free(cfg);
 }
 
@@ -1147,5 +1116,99 @@ int config_key_at(size_t i, struct config_key_info *out)
 	out->section = keys[i].section;
 	out->name = keys[i].name;
 	out->default_text = keys[i].def;
+	out->restart = keys[i].restart;
+	return 0;
+}
+
+int config_key_format(const struct config *cfg, size_t i, char *buf, size_t len)
+{
+	const struct key *k = &keys[i < KEY_COUNT ? i : 0];
+	const void *field = (const char *)cfg + k->offset;
+
+	if (i >= KEY_COUNT || len == 0)
+		return -EINVAL;
+	if (key_is_string(k)) {
+		const char *s = *(char *const *)field;
+
+		snprintf(buf, len, "\"%s\"", s != NULL ? s : "");
+		return 0;
+	}
+	switch (k->type) {
+	case VAL_BOOL:
+		snprintf(buf, len, "%s",
+			 *(const bool *)field ? "true" : "false");
+		break;
+	case VAL_UINT:
+		snprintf(buf, len, "%u", *(const unsigned *)field);
+		break;
+	case VAL_U64:
+	case VAL_SIZE:
+		snprintf(buf, len, "%" PRIu64, *(const uint64_t *)field);
+		break;
+	case VAL_CACHE_SIZE:
+		if (cfg->cache.size_percent != 0)
+			snprintf(buf, len, "%u%%", cfg->cache.size_percent);
+		else
+			snprintf(buf, len, "%" PRIu64, cfg->cache.size_bytes);
+		break;
+	case VAL_ENUM: {
+		int v = *(const int *)field, n = 0;
+
+		while (k->names[n] != NULL)
+			n++;
+		snprintf(buf, len, "%s", v >= 0 && v < n ? k->names[v] : "?");
+		break;
+	}
+	default: /* VAL_RANKS */
+		ranks_format(cfg->shard.ranks, cfg->shard.n_ranks, buf, len);
+		break;
+	}
+	return 0;
+}
+
+int config_key_copy(struct config *dst, const struct config *src, size_t i)
+{
+	const struct key *k = &keys[i < KEY_COUNT ? i : 0];
+	const void *from = (const char *)src + k->offset;
+	void *to = (char *)dst + k->offset;
+
+	if (i >= KEY_COUNT)
+		return -EINVAL;
+	if (key_is_string(k))
+		return store_string(to, *(char *const *)from);
+	switch (k->type) {
+	case VAL_BOOL:
+		*(bool *)to = *(const bool *)from;
+		break;
+	case VAL_UINT:
+		*(unsigned *)to = *(const unsigned *)from;
+		break;
+	case VAL_U64:
+	case VAL_SIZE:
+		*(uint64_t *)to = *(const uint64_t *)from;
+		break;
+	case VAL_CACHE_SIZE:
+		dst->cache.size_bytes = src->cache.size_bytes;
+		dst->cache.size_percent = src->cache.size_percent;
+		break;
+	case VAL_ENUM:
+		*(int *)to = *(const int *)from;
+		break;
+	default: { /* VAL_RANKS */
+		struct ranks_range *r = NULL;
+		size_t n = src->shard.n_ranks;
+
+		if (src->shard.ranks != NULL) {
+			r = malloc(n * sizeof(*r));
+			if (r == NULL)
+				return -ENOMEM;
+			memcpy(r, src->shard.ranks, n * sizeof(*r));
+		}
+		free(dst->shard.ranks);
+		dst->shard.ranks = r;
+		dst->shard.n_ranks = n;
+		break;
+	}
+	}
 	return 0;
 }

@@ -18,7 +18,7 @@
  * and so is an indented line after a key (inih, used before, appended it
  * to that key's value). An empty value unsets the optional
  * string keys (endpoint, manifest, manifest_sha256, mount path) and
- * selects every rank for ranks, whose grammar is fs/ranks.h's. Names are case-sensitive; booleans
+ * selects every rank for ranks, whose grammar is util/ranks.h's. Names are case-sensitive; booleans
  * (true/false, yes/no, on/off, 1/0) and enum values are not. Integers are
  * decimal without sign; seed and epoch also take 0x hex.
  */
@@ -30,57 +30,60 @@
 #include <stdint.h>
 
 #include "backends/backend.h"
-#include "fs/ranks.h"
 #include "fs/shard.h"
+#include "util/ranks.h"
 
 #define CONFIG_WORLD_SIZE_MAX 1048576
 
+/* The parsed values. Defaults, bounds and enum names are in one place:
+ * the key table in config.c (one row per key), which shardfs.conf(5)
+ * follows. */
 struct config {
 	char *file; /* the config file's path, for messages */
 
 	struct {
 		char *url;	/* required: s3://, gs:// or absolute path */
 		char *endpoint; /* NULL: backend default */
-		char *region;	/* default "us-east-1" */
-		enum backend_addressing addressing; /* default auto */
+		char *region;
+		enum backend_addressing addressing;
 		char *manifest;	       /* pinned manifest path/URL or NULL */
 		char *manifest_sha256; /* 64 lowercase hex digits or NULL */
-		bool anonymous;	       /* default false: use credentials */
-		unsigned connect_timeout_ms; /* default 5000 */
-		unsigned request_timeout_ms; /* default 10000 */
-		unsigned read_timeout_ms;    /* default 30000 */
-		unsigned retries;	     /* default 5 */
-		bool allow_empty; /* default false: listing 0 objects fails */
+		bool anonymous;	       /* false: use credentials */
+		unsigned connect_timeout_ms;
+		unsigned request_timeout_ms;
+		unsigned read_timeout_ms;
+		unsigned retries;
+		bool allow_empty; /* false: listing 0 objects fails */
 	} source;
 
 	struct {
-		struct shard_spec spec; /* world_size default 1, seed 0, ... */
+		struct shard_spec spec;
 		/* sorted, overlapping and adjacent ranges merged; NULL = all */
 		struct ranks_range *ranks;
 		size_t n_ranks;
 	} shard;
 
 	struct {
-		char *dir;	       /* default "/var/cache/shardfs" */
+		char *dir;
 		uint64_t size_bytes;   /* 0 when given as a percentage */
 		unsigned size_percent; /* 1..100 of the filesystem, 0 when
-					* given in bytes (default 10 GiB) */
-		bool enabled;	       /* default true; false reads through */
-		uint64_t inline_max;   /* default 256 KiB, at most 1 MiB */
-		uint64_t chunk_size;   /* default 8 MiB, 64 KiB .. 1 GiB */
-		bool fsync;	       /* default false: fsync blobs */
+					* given in bytes */
+		bool enabled;	       /* false reads through */
+		uint64_t inline_max;
+		uint64_t chunk_size;
+		bool fsync; /* true: fsync blobs */
 	} cache;
 
 	struct {
-		unsigned files;	      /* default 32; 0 turns prefetch off */
-		uint64_t memory;      /* default 512 MiB, >= 1 */
-		unsigned connections; /* default 64, 1..1024 */
+		unsigned files; /* 0 turns prefetch off */
+		uint64_t memory;
+		unsigned connections;
 	} prefetch;
 
 	struct {
-		char *path;	  /* NULL: must come from the command line */
-		bool allow_other; /* default false */
-		bool nonempty;	  /* default false: refuse a non-empty dir */
+		char *path; /* NULL: must come from the command line */
+		bool allow_other;
+		bool nonempty; /* false: refuse a non-empty dir */
 	} mount;
 	struct {
 		char *file; /* NULL: a background mount logs to syslog */
@@ -120,18 +123,35 @@ bool config_rank_selected(const struct config *cfg, uint64_t r);
  * not fit in 64 bits; *out untouched). */
 int config_parse_size(const char *s, uint64_t *out);
 
-/* The key table, for shardfs.conf(5)'s drift check: every key's section,
- * name and default as a user writes it (NULL: none; url is required, ranks
- * selects all). Strings are static. */
+/* The key table, for shardfs.conf(5)'s drift check and reloads: every
+ * key's section, name, default as a user writes it (NULL: none; url is
+ * required, ranks selects all) and whether a reload keeps the running
+ * value (restart: true) or applies the new one. Strings are static. */
 struct config_key_info {
 	const char *section;
 	const char *name;
 	const char *default_text;
+	bool restart;
 };
 
 size_t config_key_count(void);
 
 /* Fills *out for key i < config_key_count(); returns 0 or -EINVAL. */
 int config_key_at(size_t i, struct config_key_info *out);
+
+/* Writes key i's value in cfg to buf (always terminated) as the config
+ * spells it: strings quoted ("" when unset), booleans true or false,
+ * numbers in decimal, enums by name, [cache] size as N% or bytes, ranks
+ * in their grammar. Returns 0 or -EINVAL (i out of range). */
+int config_key_format(const struct config *cfg, size_t i, char *buf,
+		      size_t len);
+
+/* Sets key i in dst to its value in src. Returns 0, -EINVAL (i out of
+ * range) or -ENOMEM (dst unchanged then). */
+int config_key_copy(struct config *dst, const struct config *src, size_t i);
+
+/* [source] addressing's name for a ("auto", "path", "virtual"), NULL for
+ * a value that has none. */
+const char *config_addressing_name(enum backend_addressing a);
 
 #endif

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util/exit.h"
 #include "util/log.h"
 
 /* The child's end of the pipe; -1 in a process that did not fork, and
@@ -42,7 +43,7 @@ static int daemon_wait(pid_t child, int fd)
 				"loading takes longer",
 				DAEMON_SERVE_WAIT_S, (int)child);
 			kill(child, SIGTERM);
-			return 1;
+			return EXIT_RUNTIME;
 		}
 		n = poll(&p, 1, left_ms);
 		if (n < 0 && errno == EINTR)
@@ -50,7 +51,7 @@ static int daemon_wait(pid_t child, int fd)
 		if (n < 0) {
 			log_msg(LOG_ERR, "waiting for the mount: %s",
 				strerror(errno));
-			return 1;
+			return EXIT_RUNTIME;
 		}
 		if (n == 0)
 			continue;
@@ -58,18 +59,18 @@ static int daemon_wait(pid_t child, int fd)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n == 1 && c == 'S')
-			return 0;
+			return EXIT_OK;
 		break; /* end of file: the child is gone */
 	}
 	while (waitpid(child, &status, 0) < 0)
 		if (errno != EINTR)
-			return 1;
+			return EXIT_RUNTIME;
 	if (WIFEXITED(status) && WEXITSTATUS(status) != 0)
 		return WEXITSTATUS(status);
 	if (WIFSIGNALED(status))
 		log_msg(LOG_ERR, "the mount's process ended by signal %d",
 			WTERMSIG(status));
-	return 1;
+	return EXIT_RUNTIME;
 }
 
 /* Closes every descriptor above stderr but keep1 and keep2 (-1: none):
@@ -102,7 +103,7 @@ int daemon_fork(void)
 	if (pipe2(fds, O_CLOEXEC) != 0) {
 		log_msg(LOG_ERR, "cannot start the background mount: %s",
 			strerror(errno));
-		return 1;
+		return EXIT_RUNTIME;
 	}
 	/* Lines written before the fork must not be written twice. */
 	fflush(NULL);
@@ -112,7 +113,7 @@ int daemon_fork(void)
 			strerror(errno));
 		close(fds[0]);
 		close(fds[1]);
-		return 1;
+		return EXIT_RUNTIME;
 	}
 	if (pid > 0) {
 		close(fds[1]);

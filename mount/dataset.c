@@ -7,7 +7,43 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/posix.h"
 #include "util/log.h"
+
+static int dataset_add_listed(void *arg, const struct backend_object *obj)
+{
+	int rc = manifest_add(arg, obj->key, obj->key_len, obj->size, obj->etag,
+			      obj->etag_len, obj->mtime_ns);
+
+	if (rc == -EFBIG) {
+		char *key = manifest_escaped_copy(obj->key, obj->key_len);
+
+		log_msg(LOG_ERR,
+			"manifest: object '%s': size %llu is over "
+			"2^63-1 (the largest file size)",
+			key ? key : "?", (unsigned long long)obj->size);
+		free(key);
+	}
+	return rc;
+}
+
+int dataset_list_manifest(struct backend *be, struct manifest **out)
+{
+	struct manifest *m = manifest_new();
+	uint64_t refused = backend_posix_links_refused(be);
+	int rc;
+
+	if (m == NULL)
+		return -ENOMEM;
+	rc = be->ops->list(be, "", dataset_add_listed, m);
+	/* The backend logged each by name; here they are counted with the
+	 * other keys that cannot be served. */
+	m->skipped[MANIFEST_SKIP_LINK_OUTSIDE] +=
+		backend_posix_links_refused(be) - refused;
+	if (rc == -ENOMEM)
+		log_msg(LOG_ERR, "manifest: out of memory while listing");
+	return manifest_finish_into(m, rc, out);
+}
 
 /* Reads a manifest stored as an object ("s3://bucket/dir/name.tsv" or
  * "gs://bucket/dir/name.tsv", the etag then being the generation): opens
@@ -142,7 +178,7 @@ int dataset_load(const struct config *cfg, bool need_backend,
 			goto err;
 		}
 	} else {
-		rc = manifest_from_backend(ds->backend, &ds->manifest);
+		rc = dataset_list_manifest(ds->backend, &ds->manifest);
 		if (rc < 0) {
 			log_msg(LOG_ERR, "cannot list %s", cfg->source.url);
 			goto err;

@@ -29,6 +29,12 @@ struct dataset {
 int dataset_load(const struct config *cfg, bool need_backend,
 		 struct dataset **out);
 
+/* Lists every object of be into a finished manifest; symlinks a posix
+ * backend refused count as MANIFEST_SKIP_LINK_OUTSIDE. Here, not in fs/,
+ * because it drives a backend (fs/ includes nothing from backends/).
+ * Returns 0 and sets *out, or the backend's error, or manifest_finish()'s. */
+int dataset_list_manifest(struct backend *be, struct manifest **out);
+
 /* Frees ds; NULL is a no-op. */
 void dataset_free(struct dataset *ds);
 

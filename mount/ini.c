@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/str.h"
+
 struct ini_reader {
 	FILE *fp;
 	const char *file;
@@ -65,21 +67,6 @@ static int ini_read_line(struct ini_reader *r, size_t *len)
 	return 1;
 }
 
-static char *lskip(char *s)
-{
-	while (isspace((unsigned char)*s))
-		s++;
-	return s;
-}
-
-static void rstrip(char *s)
-{
-	char *end = s + strlen(s);
-
-	while (end > s && isspace((unsigned char)end[-1]))
-		*--end = '\0';
-}
-
 static bool is_comment(char c)
 {
 	return c == '#' || c == ';';
@@ -101,7 +88,7 @@ static void cut_comment(char *s, bool at_blank)
 /* Nothing, or only a comment, left in s. */
 static bool only_comment(const char *s)
 {
-	s = lskip((char *)s);
+	s = str_skip_space((char *)s);
 	return !*s || is_comment(*s);
 }
 
@@ -136,13 +123,13 @@ int ini_parse(FILE *fp, const char *file, ini_handler on_key, void *user,
 		if (r.line == 1 && !strncmp(line, "\xEF\xBB\xBF", 3))
 			line += 3;
 		indented = isspace((unsigned char)line[0]);
-		s = lskip(line);
-		rstrip(s);
+		s = str_skip_space(line);
+		str_rstrip(s);
 		if (!*s || is_comment(*s))
 			continue;
 		if (indented && prev_name) {
 			cut_comment(s, false);
-			rstrip(s);
+			str_rstrip(s);
 			rc = ini_fail(&r, -EINVAL,
 				      "%s:%u: %s: indented line would "
 				      "continue the value of [%s] %s; remove "
@@ -155,8 +142,8 @@ int ini_parse(FILE *fp, const char *file, ini_handler on_key, void *user,
 			if (!end || !only_comment(end + 1))
 				goto syntax;
 			*end = '\0';
-			name = lskip(s + 1);
-			rstrip(name);
+			name = str_skip_space(s + 1);
+			str_rstrip(name);
 			if (!*name)
 				goto syntax;
 			free(section);
@@ -175,12 +162,12 @@ int ini_parse(FILE *fp, const char *file, ini_handler on_key, void *user,
 		value = sep + 1;
 		*sep = '\0';
 		name = s;
-		rstrip(name);
+		str_rstrip(name);
 		if (!*name)
 			goto syntax;
 		/* A comment right after '=' needs a blank first, as in inih:
 		 * "manifest =; x" keeps "; x" (and fails as a manifest). */
-		value = lskip(value);
+		value = str_skip_space(value);
 		if (*value == '"') {
 			end = strchr(value + 1, '"');
 			if (end == NULL || !only_comment(end + 1)) {
@@ -195,7 +182,7 @@ int ini_parse(FILE *fp, const char *file, ini_handler on_key, void *user,
 			value++;
 		} else {
 			cut_comment(value, value > sep + 1);
-			rstrip(value);
+			str_rstrip(value);
 		}
 		free(prev_name);
 		prev_name = strdup(name);

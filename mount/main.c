@@ -24,13 +24,13 @@
 #include "cache/cache.h"
 #include "fs/control.h"
 #include "fs/fs.h"
-#include "fs/ranks.h"
 #include "fs/view.h"
 #include "mount/commands.h"
 #include "mount/config.h"
 #include "mount/dataset.h"
 #include "mount/overrides.h"
 #include "util/log.h"
+#include "util/ranks.h"
 
 static const char usage_main[] =
 	"usage: shardfs COMMAND [ARGS]\n"
@@ -111,6 +111,30 @@ int cmd_load_config(const char *path, const struct overrides *o,
 	return 0;
 }
 
+int cmd_rank_arg(const char *cmd, const char *arg, uint64_t world,
+		 struct ranks_range **out, size_t *n_out)
+{
+	char why[256];
+	size_t n = 0;
+	int rc = ranks_parse(arg, out, &n, why, sizeof(why));
+
+	if (rc == 0) {
+		rc = ranks_check_world(*out, n, world, why, sizeof(why));
+		if (rc < 0) {
+			free(*out);
+			*out = NULL;
+		}
+	}
+	if (rc < 0) {
+		if (rc != -ENOMEM)
+			fprintf(stderr, "shardfs: %s: --rank %s: %s\n", cmd,
+				arg, why);
+		return rc;
+	}
+	*n_out = n;
+	return 0;
+}
+
 int cmd_usage_error(const char *usage, const char *fmt, const char *arg)
 {
 	fprintf(stderr, "shardfs: ");
@@ -164,6 +188,22 @@ static int write_manifest_file(const struct manifest *m, const char *path)
 	return rc;
 }
 
+/* --addressing: the config's names ([source] addressing), exactly as
+ * spelled there. Returns 0 or -EINVAL. */
+static int manifest_addressing(const char *s, enum backend_addressing *out)
+{
+	const char *name;
+	int a;
+
+	for (a = 0; (name = config_addressing_name(a)) != NULL; a++) {
+		if (strcmp(s, name) == 0) {
+			*out = (enum backend_addressing)a;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
 static int cmd_manifest(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -194,13 +234,7 @@ static int cmd_manifest(int argc, char **argv)
 			opts.region = optarg;
 			break;
 		case 'A':
-			if (strcmp(optarg, "auto") == 0)
-				opts.addressing = BACKEND_ADDRESSING_AUTO;
-			else if (strcmp(optarg, "path") == 0)
-				opts.addressing = BACKEND_ADDRESSING_PATH;
-			else if (strcmp(optarg, "virtual") == 0)
-				opts.addressing = BACKEND_ADDRESSING_VIRTUAL;
-			else
+			if (manifest_addressing(optarg, &opts.addressing) < 0)
 				return cmd_usage_error(
 					usage_manifest,
 					"manifest: --addressing "
@@ -223,7 +257,7 @@ static int cmd_manifest(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	if (rc == 0)
-		rc = manifest_from_backend(be, &m);
+		rc = dataset_list_manifest(be, &m);
 	if (rc == 0) {
 		if (output != NULL && strcmp(output, "-") != 0) {
 			rc = write_manifest_file(m, output);
@@ -253,20 +287,11 @@ static int plan_add_ranks(struct plan_ranks *pr, const char *arg,
 			  uint64_t world)
 {
 	struct ranks_range *r = NULL, *all;
-	char why[256];
 	size_t n = 0;
-	int rc;
+	int rc = cmd_rank_arg("plan", arg, world, &r, &n);
 
-	rc = ranks_parse(arg, &r, &n, why, sizeof(why));
-	if (rc == 0)
-		rc = ranks_check_world(r, n, world, why, sizeof(why));
-	if (rc < 0) {
-		if (rc != -ENOMEM)
-			fprintf(stderr, "shardfs: plan: --rank %s: %s\n", arg,
-				why);
-		free(r);
+	if (rc < 0)
 		return rc;
-	}
 	all = realloc(pr->r, (pr->n + n) * sizeof(*all));
 	if (all == NULL) {
 		free(r);

@@ -24,6 +24,7 @@
 #include <microhttpd.h>
 
 #include "util/log.h"
+#include "util/thread.h"
 
 #define METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
@@ -204,7 +205,7 @@ static void metrics_log(void *cls, const char *fmt, va_list ap)
 int metrics_start(const char *listen, struct fs *fs, struct metrics **out)
 {
 	struct sockaddr_storage ss;
-	sigset_t block, old;
+	sigset_t old;
 	struct metrics *m;
 	socklen_t len = 0;
 	int fd, rc;
@@ -230,12 +231,7 @@ int metrics_start(const char *listen, struct fs *fs, struct metrics **out)
 	}
 	/* The library's thread inherits this mask: signals stay with the
 	 * threads that handle them. */
-	sigemptyset(&block);
-	sigaddset(&block, SIGTERM);
-	sigaddset(&block, SIGINT);
-	sigaddset(&block, SIGHUP);
-	sigaddset(&block, SIGPIPE);
-	pthread_sigmask(SIG_BLOCK, &block, &old);
+	thread_block_signals(SIGPIPE, &old);
 	m->daemon = MHD_start_daemon(
 		MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
 			MHD_USE_ERROR_LOG |

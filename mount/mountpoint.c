@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "util/log.h"
+#include "util/str.h"
 
 bool mountpoint_is_fuse(const char *fstype)
 {
@@ -199,24 +200,6 @@ int mountpoint_probe(const char *path, int timeout_s)
 				    NULL);
 }
 
-/* Undoes mountinfo's octal escapes (\040 for a space, and so on). */
-static void unescape(char *s)
-{
-	char *o = s;
-
-	for (; *s != '\0'; s++) {
-		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' &&
-		    s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
-			*o++ = (char)((s[1] - '0') << 6 | (s[2] - '0') << 3 |
-				      (s[3] - '0'));
-			s += 3;
-		} else {
-			*o++ = *s;
-		}
-	}
-	*o = '\0';
-}
-
 /* mountinfo: "ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [TAGS...] - TYPE
  * SOURCE SUPEROPTS". The last line for a path is the mount on top. */
 static int mountinfo_lookup(struct mountpoint_info *mi)
@@ -233,10 +216,10 @@ static int mountinfo_lookup(struct mountpoint_info *mi)
 		sep = strstr(line, " - ");
 		if (sep == NULL || sscanf(sep, " - %63s %255s", type, src) != 2)
 			continue;
-		unescape(mnt);
+		str_unescape_octal(mnt);
 		if (strcmp(mnt, mi->path) != 0)
 			continue;
-		unescape(src);
+		str_unescape_octal(src);
 		mi->mounted = true;
 		snprintf(mi->fstype, sizeof(mi->fstype), "%s", type);
 		snprintf(mi->source, sizeof(mi->source), "%s", src);

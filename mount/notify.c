@@ -24,6 +24,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "util/log.h"
+#include "util/thread.h"
 
 static void notify_send(const char *what, int rc)
 {
@@ -127,7 +128,6 @@ int notify_ticker_start(const char *mountpoint, notify_status_fn status,
 			void *arg, struct notify_ticker **out)
 {
 	struct notify_ticker *t = calloc(1, sizeof(*t));
-	sigset_t block, old;
 	uint64_t wd = 0;
 	pthread_condattr_t ca;
 	int rc;
@@ -150,14 +150,7 @@ int notify_ticker_start(const char *mountpoint, notify_status_fn status,
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&t->cond, &ca);
 	pthread_condattr_destroy(&ca);
-	/* Signals belong to the main thread (docs/STYLE.md). */
-	sigemptyset(&block);
-	sigaddset(&block, SIGTERM);
-	sigaddset(&block, SIGINT);
-	sigaddset(&block, SIGHUP);
-	pthread_sigmask(SIG_BLOCK, &block, &old);
-	rc = -pthread_create(&t->thr, NULL, notify_ticker_main, t);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	rc = thread_start(&t->thr, notify_ticker_main, t);
 	if (rc < 0) {
 		log_msg(LOG_ERR, "cannot start the status thread: %s",
 			strerror(-rc));

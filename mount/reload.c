@@ -17,10 +17,10 @@
 #include <string.h>
 
 #include "fs/control.h"
-#include "fs/ranks.h"
 #include "fs/view.h"
 #include "mount/dataset.h"
 #include "util/log.h"
+#include "util/ranks.h"
 
 struct reload_gen {
 	struct config *cfg;
@@ -44,158 +44,35 @@ static void reload_gen_release(void *owner)
 	reload_gen_free(owner);
 }
 
-/* The keys that need a restart: the backend the cache reads through
- * ([source] except the manifest and its pin), the cache and the
- * prefetcher (sized and opened once), the mount itself, the log and the
- * metrics endpoint (set up at start). */
-enum key_type { KEY_STR, KEY_BOOL, KEY_UINT, KEY_U64, KEY_ADDRESSING };
-
-static const struct restart_key {
-	const char *name;
-	enum key_type type;
-	size_t off;
-} restart_keys[] = {
-#define K(name, type, field)                                                   \
-	{                                                                      \
-		name, type, offsetof(struct config, field)                     \
-	}
-	K("source.url", KEY_STR, source.url),
-	K("source.endpoint", KEY_STR, source.endpoint),
-	K("source.region", KEY_STR, source.region),
-	K("source.addressing", KEY_ADDRESSING, source.addressing),
-	K("source.anonymous", KEY_BOOL, source.anonymous),
-	K("source.connect_timeout_ms", KEY_UINT, source.connect_timeout_ms),
-	K("source.request_timeout_ms", KEY_UINT, source.request_timeout_ms),
-	K("source.read_timeout_ms", KEY_UINT, source.read_timeout_ms),
-	K("source.retries", KEY_UINT, source.retries),
-	K("cache.dir", KEY_STR, cache.dir),
-	/* cache.size: two fields, below */
-	K("cache.enabled", KEY_BOOL, cache.enabled),
-	K("cache.inline_max", KEY_U64, cache.inline_max),
-	K("cache.chunk_size", KEY_U64, cache.chunk_size),
-	K("cache.fsync", KEY_BOOL, cache.fsync),
-	K("prefetch.files", KEY_UINT, prefetch.files),
-	K("prefetch.memory", KEY_U64, prefetch.memory),
-	K("prefetch.connections", KEY_UINT, prefetch.connections),
-	K("mount.path", KEY_STR, mount.path),
-	K("mount.allow_other", KEY_BOOL, mount.allow_other),
-	K("mount.nonempty", KEY_BOOL, mount.nonempty),
-	K("log.file", KEY_STR, log.file),
-	K("metrics.listen", KEY_STR, metrics.listen),
-#undef K
-};
-
-/* The value of k in cfg as the config would spell it ("" when unset). */
-static void key_format(const struct config *cfg, const struct restart_key *k,
-		       char *buf, size_t len)
-{
-	const char *p = (const char *)cfg + k->off;
-
-	switch (k->type) {
-	case KEY_STR: {
-		const char *s = *(char *const *)(const void *)p;
-
-		snprintf(buf, len, "\"%s\"", s != NULL ? s : "");
-		break;
-	}
-	case KEY_BOOL:
-		snprintf(buf, len, "%s",
-			 *(const bool *)(const void *)p ? "true" : "false");
-		break;
-	case KEY_UINT:
-		snprintf(buf, len, "%u", *(const unsigned *)(const void *)p);
-		break;
-	case KEY_U64:
-		snprintf(buf, len, "%" PRIu64,
-			 *(const uint64_t *)(const void *)p);
-		break;
-	case KEY_ADDRESSING: {
-		static const char *const names[] = { "auto", "path",
-						     "virtual" };
-		unsigned a = *(const enum backend_addressing *)(const void *)p;
-
-		snprintf(buf, len, "%s", a < 3 ? names[a] : "?");
-		break;
-	}
-	}
-}
-
-static void cache_size_format(const struct config *cfg, char *buf, size_t len)
-{
-	if (cfg->cache.size_percent != 0)
-		snprintf(buf, len, "%u%%", cfg->cache.size_percent);
-	else
-		snprintf(buf, len, "%" PRIu64, cfg->cache.size_bytes);
-}
-
-static void restart_warn(const char *name, const char *keep, const char *now)
+static void restart_warn(const char *section, const char *name,
+			 const char *keep, const char *now)
 {
 	log_msg(LOG_WARNING,
-		"reload: %s changed: needs a restart; keeping %s (the config "
-		"now says %s)",
-		name, keep, now);
+		"reload: %s.%s changed: needs a restart; keeping %s (the "
+		"config now says %s)",
+		section, name, keep, now);
 }
 
-/* Sets k in next to its value in running. Returns 0 or -ENOMEM. */
-static int key_keep(const struct config *running, struct config *next,
-		    const struct restart_key *k)
-{
-	const char *from = (const char *)running + k->off;
-	char *to = (char *)next + k->off;
-	size_t size;
-
-	switch (k->type) {
-	case KEY_STR: {
-		const char *s = *(char *const *)(const void *)from;
-		char *copy = NULL;
-
-		if (s != NULL && (copy = strdup(s)) == NULL)
-			return -ENOMEM;
-		free(*(char **)(void *)to);
-		*(char **)(void *)to = copy;
-		return 0;
-	}
-	case KEY_BOOL:
-		size = sizeof(bool);
-		break;
-	case KEY_UINT:
-		size = sizeof(unsigned);
-		break;
-	case KEY_U64:
-		size = sizeof(uint64_t);
-		break;
-	default:
-		size = sizeof(enum backend_addressing);
-		break;
-	}
-	memcpy(to, from, size);
-	return 0;
-}
-
+/* The keys that need a restart are marked so in the config's key table
+ * (mount/config.c says why each). */
 int mount_reload_keep_restart_keys(const struct config *running,
 				   struct config *next)
 {
+	struct config_key_info key;
 	char a[512], b[512];
 	int n = 0;
 
-	for (size_t i = 0; i < sizeof(restart_keys) / sizeof(restart_keys[0]);
-	     i++) {
-		key_format(running, &restart_keys[i], a, sizeof(a));
-		key_format(next, &restart_keys[i], b, sizeof(b));
+	for (size_t i = 0; i < config_key_count(); i++) {
+		if (config_key_at(i, &key) < 0 || !key.restart)
+			continue;
+		config_key_format(running, i, a, sizeof(a));
+		config_key_format(next, i, b, sizeof(b));
 		if (strcmp(a, b) == 0)
 			continue;
-		restart_warn(restart_keys[i].name, a, b);
+		restart_warn(key.section, key.name, a, b);
 		n++;
-		if (key_keep(running, next, &restart_keys[i]) < 0)
+		if (config_key_copy(next, running, i) < 0)
 			return -ENOMEM;
-	}
-	cache_size_format(running, a, sizeof(a));
-	cache_size_format(next, b, sizeof(b));
-	if (strcmp(a, b) != 0) {
-		restart_warn("cache.size", a, b);
-		n++;
-		next->cache.size_bytes = running->cache.size_bytes;
-		next->cache.size_percent = running->cache.size_percent;
 	}
 	return n;
 }

@@ -32,6 +32,7 @@
 
 #include "backends/backend.h"
 #include "cache/cache.h"
+#include "tests/unit/unit.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -1248,37 +1249,22 @@ static Suite *cache_store_suite(void)
 	return s;
 }
 
-static int remove_entry(const char *path, const struct stat *st, int flag,
-			struct FTW *ftw)
+/* A failed test in a forked child never unmounted its tmpfs. */
+static void cache_store_umount(const char *dir)
 {
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
-int main(void)
-{
-	char dir[] = "/tmp/check_cache_store.XXXXXX";
 	char tmpfs[4200];
-	SRunner *sr;
-	int failed;
 
-	if (!mkdtemp(dir)) {
-		perror("mkdtemp");
-		return EXIT_FAILURE;
-	}
-	root = dir;
-	sr = srunner_create(cache_store_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	/* A failed test in a forked child never unmounted its tmpfs. */
 	snprintf(tmpfs, sizeof(tmpfs), "%s/tmpfs", dir);
 	umount2(tmpfs, MNT_DETACH);
 	snprintf(tmpfs, sizeof(tmpfs), "%s/tmpfs2", dir);
 	umount2(tmpfs, MNT_DETACH);
-	if (nftw(dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS))
-		perror(dir);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
+
+int main(void)
+{
+	static char dir[64];
+
+	root = dir; /* filled in before any test runs */
+	return unit_main(cache_store_suite(), "/tmp/check_cache_store.XXXXXX",
+			 dir, sizeof(dir), cache_store_umount);
 }

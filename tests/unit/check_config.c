@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "mount/config.h"
+#include "tests/unit/unit.h"
 
 static const char *tmpdir;
 static char conf_path[4096];
@@ -1327,32 +1328,11 @@ static Suite *config_suite(void)
 	return s;
 }
 
-static int remove_entry(const char *path, const struct stat *st, int flag,
-			struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	chmod(path, 0700);
-	return remove(path);
-}
-
 int main(void)
 {
-	char dir[] = "/tmp/check_config.XXXXXX";
-	SRunner *sr;
-	int failed;
+	static char dir[64];
 
-	if (!mkdtemp(dir)) {
-		perror("mkdtemp");
-		return EXIT_FAILURE;
-	}
-	tmpdir = dir;
-	sr = srunner_create(config_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	if (nftw(dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS))
-		perror(dir);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	tmpdir = dir; /* filled in before any test runs */
+	return unit_run_in_tmpdir(config_suite(), "/tmp/check_config.XXXXXX",
+				  dir, sizeof(dir));
 }

@@ -24,6 +24,7 @@
 #include "fs/shard.h"
 #include "fs/view.h"
 #include "util/log.h"
+#include "tests/unit/unit.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -755,13 +756,7 @@ static Suite *control_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(control_suite());
-	int failed;
-
 	/* Skipped keys are logged as warnings; the tests count them. */
 	log_set_level(LOG_ERR - 1);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return unit_run(control_suite());
 }

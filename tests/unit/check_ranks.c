@@ -1,5 +1,5 @@
 /*
- * Unit tests for fs/ranks: the rank-list grammar shared by [shard] ranks,
+ * Unit tests for util/ranks: the rank-list grammar shared by [shard] ranks,
  * `shardfs plan --rank` and `shardfs warm --rank`: good lists (spaces,
  * overlaps and adjacent ranges merged), every error with its exact words,
  * the world_size check, lookup and counting.
@@ -10,7 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fs/ranks.h"
+#include "util/ranks.h"
+#include "tests/unit/unit.h"
 
 #define LIST_WHY "not a list of ranks and ranges such as 0,2,8-15"
 
@@ -172,11 +173,5 @@ static Suite *ranks_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(ranks_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return unit_run(ranks_suite());
 }

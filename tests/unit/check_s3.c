@@ -25,6 +25,7 @@
 #include "backends/s3_creds.h"
 #include "backends/s3_sign.h"
 #include "backends/s3_xml.h"
+#include "tests/unit/unit.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define EX_AK "AKIAIOSFODNN7EXAMPLE"
@@ -892,11 +893,5 @@ static Suite *s3_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(s3_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return unit_run(s3_suite());
 }

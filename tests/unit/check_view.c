@@ -21,6 +21,7 @@
 #include "fs/manifest.h"
 #include "fs/shard.h"
 #include "util/log.h"
+#include "tests/unit/unit.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -835,13 +836,7 @@ static Suite *view_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(view_suite());
-	int failed;
-
 	/* Random trees skip file-vs-directory keys, logging each. */
 	log_set_level(LOG_ERR - 1);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return unit_run(view_suite());
 }

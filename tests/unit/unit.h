@@ -34,18 +34,6 @@ static inline Suite *unit_suite(const char *name, const struct unit_case *c,
 	return s;
 }
 
-/* Runs s (and frees it); returns the process exit status. */
-static inline int unit_run(Suite *s)
-{
-	SRunner *sr = srunner_create(s);
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
-
 static inline int unit_rm_entry(const char *path, const struct stat *sb,
 				int flag, struct FTW *ftw)
 {
@@ -55,25 +43,50 @@ static inline int unit_rm_entry(const char *path, const struct stat *sb,
 	return remove(path);
 }
 
+/* The one Check runner of every unit binary: runs s (and frees it) in
+ * Check's default fork mode, printing Check's summary line; returns the
+ * process exit status. With template (a mkdtemp pattern) it first creates
+ * dir from it (dir holds cap bytes), and afterwards, whatever the outcome,
+ * calls before_rm(dir) if given (to undo what a failed forked test left,
+ * e.g. a mount) and removes dir. */
+static inline int unit_main(Suite *s, const char *template, char *dir,
+			    size_t cap, void (*before_rm)(const char *dir))
+{
+	SRunner *sr = srunner_create(s); /* owns s from here */
+	int failed;
+
+	if (template != NULL) {
+		snprintf(dir, cap, "%s", template);
+		if (mkdtemp(dir) == NULL) {
+			perror("mkdtemp");
+			srunner_free(sr);
+			return EXIT_FAILURE;
+		}
+	}
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	if (template != NULL) {
+		if (before_rm != NULL)
+			before_rm(dir);
+		if (nftw(dir, unit_rm_entry, 16, FTW_DEPTH | FTW_PHYS))
+			perror(dir);
+	}
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
+
+/* Runs s (and frees it); returns the process exit status. */
+static inline int unit_run(Suite *s)
+{
+	return unit_main(s, NULL, NULL, 0, NULL);
+}
+
 /* Creates dir from template (a mkdtemp pattern, dir holds cap bytes), runs
  * the suite s, removes dir. Returns the process exit status. */
 static inline int unit_run_in_tmpdir(Suite *s, const char *template, char *dir,
 				     size_t cap)
 {
-	SRunner *sr = srunner_create(s); /* owns s from here */
-	int failed;
-
-	snprintf(dir, cap, "%s", template);
-	if (mkdtemp(dir) == NULL) {
-		perror("mkdtemp");
-		srunner_free(sr);
-		return EXIT_FAILURE;
-	}
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	nftw(dir, unit_rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return unit_main(s, template, dir, cap, NULL);
 }
 
 #endif

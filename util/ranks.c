@@ -2,7 +2,7 @@
  * ranks: see ranks.h. One pass to count items (the array's size), one to
  * scan them, then a sort and a merge.
  */
-#include "fs/ranks.h"
+#include "util/ranks.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -11,12 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *skip_space(const char *s)
-{
-	while (isspace((unsigned char)*s))
-		s++;
-	return s;
-}
+#include "util/str.h"
 
 /* Digits only: a rank has no hex, sign or space inside. */
 static int scan_rank(const char **p, uint64_t *out)
@@ -64,7 +59,7 @@ int ranks_parse(const char *s, struct ranks_range **out, size_t *n_out,
 	size_t n = 0, cap = 1, i, m;
 	int rc;
 
-	if (!s || !*skip_space(s)) {
+	if (!s || !*str_skip_space(s)) {
 		if (whylen)
 			snprintf(why, whylen, "empty rank list");
 		return -EINVAL;
@@ -77,18 +72,18 @@ int ranks_parse(const char *s, struct ranks_range **out, size_t *n_out,
 	for (p = s;;) {
 		uint64_t lo, hi;
 
-		p = skip_space(p);
+		p = str_skip_space(p);
 		rc = scan_rank(&p, &lo);
 		if (rc)
 			goto bad;
-		p = skip_space(p);
+		p = str_skip_space(p);
 		hi = lo;
 		if (*p == '-') {
-			p = skip_space(p + 1);
+			p = str_skip_space(p + 1);
 			rc = scan_rank(&p, &hi);
 			if (rc)
 				goto bad;
-			p = skip_space(p);
+			p = str_skip_space(p);
 			if (hi < lo) {
 				if (whylen)
 					snprintf(why, whylen,

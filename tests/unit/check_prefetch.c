@@ -1,0 +1,364 @@
+/*
+ * check_prefetch: the prefetcher's pure state machines (cache/prefetch.h),
+ * driven through their header: the read-ahead window within a file
+ * (growth, cap, seek restart, slack, size) and the depth across files of
+ * an order (start, doubling on hits, halving on misses, the probe at
+ * depth 0, stopped asking). No I/O, no clock: every outcome is exact.
+ */
+#include <check.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "cache/prefetch.h"
+#include "tests/unit/unit.h"
+
+#define KIB (UINT64_C(1) << 10)
+#define MIB (UINT64_C(1) << 20)
+#define BIG (UINT64_C(1) << 40) /* an object no test reaches the end of */
+
+struct range {
+	uint64_t from, to;
+};
+
+static struct range win_read(struct prefetch_window *w, uint64_t off,
+			     uint64_t len, uint64_t size, uint64_t cap)
+{
+	struct range r;
+
+	prefetch_window_read(w, off, len, size, cap, &r.from, &r.to);
+	return r;
+}
+
+/* The first read opens a window of PREFETCH_WINDOW_MIN past its end. */
+START_TEST(test_window_first_read)
+{
+	struct prefetch_window w = { 0 };
+	struct range r = win_read(&w, 0, 128 * KIB, BIG, 16 * MIB);
+
+	ck_assert_uint_eq(w.window, PREFETCH_WINDOW_MIN);
+	ck_assert_uint_eq(r.from, 128 * KIB);
+	ck_assert_uint_eq(r.to, 128 * KIB + PREFETCH_WINDOW_MIN);
+}
+END_TEST
+
+/* The window doubles only once another PREFETCH_WINDOW_MIN has been read
+ * sequentially since it last grew, not at every request; and what is
+ * asked for continues where the last range ended (nothing asked twice). */
+START_TEST(test_window_growth)
+{
+	struct prefetch_window w = { 0 };
+	const uint64_t req = 128 * KIB;
+	uint64_t off = 0, ahead;
+	struct range r = win_read(&w, off, req, BIG, 16 * MIB);
+	int i;
+
+	ahead = r.to;
+	/* 8 more requests: 1 MiB read since the first one's end. */
+	for (i = 0; i < 7; i++) {
+		off += req;
+		r = win_read(&w, off, req, BIG, 16 * MIB);
+		ck_assert_uint_eq(w.window, PREFETCH_WINDOW_MIN);
+		ck_assert_uint_eq(r.from, ahead);
+		ck_assert_uint_eq(r.to, off + req + PREFETCH_WINDOW_MIN);
+		ahead = r.to;
+	}
+	off += req; /* ends 1 MiB past where the window started */
+	r = win_read(&w, off, req, BIG, 16 * MIB);
+	ck_assert_uint_eq(w.window, 2 * PREFETCH_WINDOW_MIN);
+	ck_assert_uint_eq(r.from, ahead);
+	ck_assert_uint_eq(r.to, off + req + 2 * PREFETCH_WINDOW_MIN);
+	/* The next growth needs another 1 MiB from here. */
+	off += req;
+	r = win_read(&w, off, req, BIG, 16 * MIB);
+	ck_assert_uint_eq(w.window, 2 * PREFETCH_WINDOW_MIN);
+}
+END_TEST
+
+/* The window never passes the cap, and a cap below the minimum is the
+ * minimum. */
+START_TEST(test_window_cap)
+{
+	struct prefetch_window w = { 0 };
+	uint64_t off;
+	struct range r;
+
+	for (off = 0; off < 256 * MIB; off += MIB) {
+		r = win_read(&w, off, MIB, BIG, 4 * MIB);
+		ck_assert_uint_le(w.window, 4 * MIB);
+	}
+	ck_assert_uint_eq(w.window, 4 * MIB);
+	ck_assert_uint_eq(r.to, off + 4 * MIB);
+
+	memset(&w, 0, sizeof(w));
+	for (off = 0; off < 64 * MIB; off += MIB)
+		win_read(&w, off, MIB, BIG, 1);
+	ck_assert_uint_eq(w.window, PREFETCH_WINDOW_MIN);
+}
+END_TEST
+
+/* A read far from the last one is a seek: the window restarts at the
+ * minimum, past the seek read's end. */
+START_TEST(test_window_seek_restarts)
+{
+	struct prefetch_window w = { 0 };
+	uint64_t off;
+	struct range r;
+
+	for (off = 0; off < 32 * MIB; off += MIB)
+		win_read(&w, off, MIB, BIG, 64 * MIB);
+	ck_assert_uint_gt(w.window, PREFETCH_WINDOW_MIN);
+
+	off = 32 * MIB + PREFETCH_SLACK + 1 + 100 * MIB;
+	r = win_read(&w, off, 64 * KIB, BIG, 64 * MIB);
+	ck_assert_uint_eq(w.window, PREFETCH_WINDOW_MIN);
+	ck_assert_uint_eq(r.from, off + 64 * KIB);
+	ck_assert_uint_eq(r.to, off + 64 * KIB + PREFETCH_WINDOW_MIN);
+
+	/* Backwards beyond the slack is a seek too. */
+	for (off = 0; off < 32 * MIB; off += MIB)
+		win_read(&w, off, MIB, BIG, 64 * MIB);
+	ck_assert_uint_gt(w.window, PREFETCH_WINDOW_MIN);
+	r = win_read(&w, 0, MIB, BIG, 64 * MIB);
+	ck_assert_uint_eq(w.window, PREFETCH_WINDOW_MIN);
+	ck_assert_uint_eq(r.from, MIB);
+	ck_assert_uint_eq(r.to, MIB + PREFETCH_WINDOW_MIN);
+}
+END_TEST
+
+/* Within PREFETCH_SLACK either side of the last read's end, a read is
+ * sequential (the kernel's concurrent requests arrive out of order): the
+ * window is kept. One byte beyond is a seek. */
+START_TEST(test_window_slack)
+{
+	const uint64_t cap = 64 * MIB;
+	struct prefetch_window w;
+	uint64_t off, next, win;
+
+	memset(&w, 0, sizeof(w));
+	for (off = 0; off < 16 * MIB; off += MIB)
+		win_read(&w, off, MIB, BIG, cap);
+	next = w.next;
+	win = w.window;
+	ck_assert_uint_gt(win, PREFETCH_WINDOW_MIN);
+
+	win_read(&w, next + PREFETCH_SLACK, 4 * KIB, BIG, cap);
+	ck_assert_uint_ge(w.window, win);
+
+	memset(&w, 0, sizeof(w));
+	for (off = 0; off < 16 * MIB; off += MIB)
+		win_read(&w, off, MIB, BIG, cap);
+	win_read(&w, next - PREFETCH_SLACK, 4 * KIB, BIG, cap);
+	ck_assert_uint_eq(w.window, win);
+	ck_assert_uint_eq(w.next, next); /* a read behind does not move it */
+
+	memset(&w, 0, sizeof(w));
+	for (off = 0; off < 16 * MIB; off += MIB)
+		win_read(&w, off, MIB, BIG, cap);
+	win_read(&w, next + PREFETCH_SLACK + 1, 4 * KIB, BIG, cap);
+	ck_assert_uint_eq(w.window, PREFETCH_WINDOW_MIN);
+
+	memset(&w, 0, sizeof(w));
+	for (off = 0; off < 16 * MIB; off += MIB)
+		win_read(&w, off, MIB, BIG, cap);
+	win_read(&w, next - PREFETCH_SLACK - 1, 4 * KIB, BIG, cap);
+	ck_assert_uint_eq(w.window, PREFETCH_WINDOW_MIN);
+}
+END_TEST
+
+/* Nothing past the object's end is asked for; at the end, nothing. */
+START_TEST(test_window_size)
+{
+	struct prefetch_window w = { 0 };
+	struct range r = win_read(&w, 0, 64 * KIB, 300 * KIB, 16 * MIB);
+
+	ck_assert_uint_eq(r.from, 64 * KIB);
+	ck_assert_uint_eq(r.to, 300 * KIB);
+	r = win_read(&w, 64 * KIB, 64 * KIB, 300 * KIB, 16 * MIB);
+	ck_assert_uint_ge(r.from, r.to);
+	r = win_read(&w, 128 * KIB, 172 * KIB, 300 * KIB, 16 * MIB);
+	ck_assert_uint_ge(r.from, r.to);
+}
+END_TEST
+
+struct opened {
+	bool hit, miss;
+	uint64_t from, to;
+};
+
+static struct opened open_pos(struct prefetch_order *o, uint64_t pos,
+			      unsigned limit)
+{
+	struct opened r;
+
+	prefetch_order_open(o, pos, limit, &r.hit, &r.miss, &r.from, &r.to);
+	return r;
+}
+
+static void expect_asked(struct opened r, uint64_t from, uint64_t to)
+{
+	ck_assert_uint_eq(r.from, from);
+	ck_assert_uint_eq(r.to, to);
+}
+
+static void expect_none(struct opened r)
+{
+	ck_assert_uint_gt(r.from, r.to);
+}
+
+/* Opens pos and checks the outcome: hit, miss, the depth after it and
+ * the positions asked for [from, to]. */
+static void expect_open(struct prefetch_order *o, uint64_t pos, bool hit,
+			bool miss, unsigned depth, uint64_t from, uint64_t to)
+{
+	struct opened r = open_pos(o, pos, 32);
+
+	ck_assert(r.hit == hit && r.miss == miss);
+	ck_assert_uint_eq(o->depth, depth);
+	expect_asked(r, from, to);
+}
+
+/* The first open asks for PREFETCH_DEPTH_START positions after it (or the
+ * limit, if smaller); limit 0 asks for nothing. */
+START_TEST(test_order_start)
+{
+	struct prefetch_order o;
+	struct opened r;
+
+	memset(&o, 0, sizeof(o));
+	r = open_pos(&o, 10, 32);
+	ck_assert(!r.hit && !r.miss);
+	expect_asked(r, 11, 10 + PREFETCH_DEPTH_START);
+
+	memset(&o, 0, sizeof(o));
+	r = open_pos(&o, 10, 2);
+	expect_asked(r, 11, 12);
+
+	memset(&o, 0, sizeof(o));
+	r = open_pos(&o, 10, 0);
+	ck_assert(!r.hit && !r.miss);
+	expect_none(r);
+}
+END_TEST
+
+/* Each open in the range asked for is a hit and doubles the depth up to
+ * the limit; only positions not asked for yet are asked for. */
+START_TEST(test_order_hits_double)
+{
+	struct prefetch_order o;
+	uint64_t pos;
+
+	memset(&o, 0, sizeof(o));
+	open_pos(&o, 0, 32); /* asks 1..4 */
+	expect_open(&o, 1, true, false, 8, 5, 9);
+	expect_open(&o, 2, true, false, 16, 10, 18);
+	expect_open(&o, 3, true, false, 32, 19, 35);
+	/* One new position each open: the window slides. */
+	for (pos = 4; pos < 100; pos++)
+		expect_open(&o, pos, true, false, 32, pos + 32, pos + 32);
+}
+END_TEST
+
+/* An open outside the range asked for is a miss and halves the depth;
+ * what is asked for starts after the new position. Opening the same
+ * position again is neither. */
+START_TEST(test_order_miss_halves)
+{
+	struct prefetch_order o;
+	struct opened r;
+
+	memset(&o, 0, sizeof(o));
+	open_pos(&o, 0, 32);
+	open_pos(&o, 1, 32);
+	open_pos(&o, 2, 32); /* depth 16, asked up to 18 */
+	ck_assert_uint_eq(o.depth, 16);
+
+	r = open_pos(&o, 2, 32);
+	ck_assert(!r.hit && !r.miss);
+	ck_assert_uint_eq(o.depth, 16);
+
+	expect_open(&o, 1000, false, true, 8, 1001, 1008);
+	expect_open(&o, 50, false, true, 4, 51, 54);
+}
+END_TEST
+
+/* Misses bring the depth to 0: then nothing is asked for except one
+ * position every PREFETCH_PROBE opens; a hit on the probe brings the
+ * depth back to 1, and further hits double it again. */
+START_TEST(test_order_probe_at_depth_zero)
+{
+	struct prefetch_order o;
+	struct opened r;
+	uint64_t pos = 0;
+	int i;
+
+	memset(&o, 0, sizeof(o));
+	open_pos(&o, pos, 32); /* depth 4 */
+	while (o.depth > 0) {
+		pos += 100;
+		r = open_pos(&o, pos, 32);
+		ck_assert(r.miss);
+	}
+	/* The open that reached depth 0 is the first of the probe period. */
+	expect_none(r);
+	for (i = 1; i < PREFETCH_PROBE - 1; i++) {
+		pos += 100;
+		r = open_pos(&o, pos, 32);
+		ck_assert(!r.hit);
+		expect_none(r);
+	}
+	pos += 100;
+	r = open_pos(&o, pos, 32);
+	expect_asked(r, pos + 1, pos + 1);
+	ck_assert_uint_eq(o.depth, 0);
+
+	expect_open(&o, pos + 1, true, false, 1, pos + 2, pos + 2);
+	expect_open(&o, pos + 2, true, false, 2, pos + 3, pos + 4);
+}
+END_TEST
+
+/* When asking stopped before position p (memory), the next open asks from
+ * p again, not from past what was asked. */
+START_TEST(test_order_stopped)
+{
+	struct prefetch_order o;
+	struct opened r;
+
+	memset(&o, 0, sizeof(o));
+	open_pos(&o, 0, 32);			 /* asks 1..4 */
+	expect_asked(open_pos(&o, 1, 32), 5, 9); /* depth 8 */
+	prefetch_order_stopped(&o, 7);
+	r = open_pos(&o, 2, 32); /* depth 16: 3..18, 3..6 asked */
+	expect_asked(r, 7, 18);
+
+	/* Stopped before the range's start: all of it again. */
+	prefetch_order_stopped(&o, 0);
+	r = open_pos(&o, 3, 32);
+	expect_asked(r, 4, 35);
+
+	/* Stopped past what was asked: no change. */
+	prefetch_order_stopped(&o, 1000);
+	r = open_pos(&o, 4, 32);
+	expect_asked(r, 36, 36);
+}
+END_TEST
+
+int main(void)
+{
+	const struct unit_case cases[] = {
+		{ "window_first_read", test_window_first_read },
+		{ "window_growth", test_window_growth },
+		{ "window_cap", test_window_cap },
+		{ "window_seek_restarts", test_window_seek_restarts },
+		{ "window_slack", test_window_slack },
+		{ "window_size", test_window_size },
+		{ "order_start", test_order_start },
+		{ "order_hits_double", test_order_hits_double },
+		{ "order_miss_halves", test_order_miss_halves },
+		{ "order_probe_at_depth_zero", test_order_probe_at_depth_zero },
+		{ "order_stopped", test_order_stopped },
+	};
+
+	return unit_run(unit_suite("prefetch", cases,
+				   sizeof(cases) / sizeof(cases[0])));
+}

@@ -1,0 +1,206 @@
+/*
+ * check_util: the small shared helpers of util/ (hex.h, sha256.h, str.h,
+ * thread.h, dlist.h) through their headers.
+ */
+#include <check.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/dlist.h"
+#include "util/hex.h"
+#include "util/sha256.h"
+#include "util/str.h"
+#include "util/thread.h"
+#include "tests/unit/unit.h"
+
+START_TEST(test_hex_encode)
+{
+	const uint8_t b[] = { 0x00, 0x01, 0x7f, 0x80, 0xab, 0xff };
+	char out[2 * sizeof(b) + 1];
+
+	memset(out, 'x', sizeof(out));
+	hex_encode(b, sizeof(b), out);
+	ck_assert_str_eq(out, "00017f80abff");
+	hex_encode(b, 0, out);
+	ck_assert_str_eq(out, "");
+}
+END_TEST
+
+/* FIPS 180-2's vectors, one-shot and fed in pieces. */
+START_TEST(test_sha256)
+{
+	static const char abc_hex[] = "ba7816bf8f01cfea414140de5dae2223"
+				      "b00361a396177a9cb410ff61f20015ad";
+	static const char two[] =
+		"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+	uint8_t md[SHA256_LEN], md2[SHA256_LEN];
+	char hex[SHA256_HEX_LEN + 1];
+	struct sha256 *s;
+	size_t i;
+
+	ck_assert_int_eq(sha256_hex("abc", 3, hex), 0);
+	ck_assert_str_eq(hex, abc_hex);
+	ck_assert_int_eq(sha256_hex("", 0, hex), 0);
+	ck_assert_str_eq(hex, "e3b0c44298fc1c149afbf4c8996fb924"
+			      "27ae41e4649b934ca495991b7852b855");
+	ck_assert_int_eq(sha256(two, strlen(two), md), 0);
+	hex_encode(md, sizeof(md), hex);
+	ck_assert_str_eq(hex, "248d6a61d20638b8e5c026930c3e6039"
+			      "a33ce45964ff2167f6ecedd419db06c1");
+
+	s = sha256_new();
+	ck_assert_ptr_nonnull(s);
+	for (i = 0; i < strlen(two); i += 5)
+		ck_assert_int_eq(sha256_update(s, two + i,
+					       strlen(two) - i < 5
+						       ? strlen(two) - i
+						       : 5),
+				 0);
+	ck_assert_int_eq(sha256_final(s, md2), 0);
+	sha256_free(s);
+	ck_assert_mem_eq(md, md2, SHA256_LEN);
+	sha256_free(NULL);
+}
+END_TEST
+
+START_TEST(test_str_memdup)
+{
+	char *s = str_memdup("abc\0def", 7);
+
+	ck_assert_ptr_nonnull(s);
+	ck_assert_mem_eq(s, "abc\0def", 7);
+	ck_assert_int_eq(s[7], '\0');
+	free(s);
+	s = str_memdup(NULL, 0);
+	ck_assert_ptr_nonnull(s);
+	ck_assert_str_eq(s, "");
+	free(s);
+}
+END_TEST
+
+START_TEST(test_str_trim)
+{
+	char a[] = " \t key = v \r\n";
+	char b[] = "   ";
+	char c[] = "x";
+	const char *text = "\t a b \r", *s = text, *e = text + strlen(text);
+
+	ck_assert_str_eq(str_trim(a), "key = v");
+	ck_assert_str_eq(str_trim(b), "");
+	ck_assert_str_eq(str_trim(c), "x");
+	ck_assert_str_eq(str_skip_space("  y "), "y ");
+	str_trim_span(&s, &e);
+	ck_assert_int_eq((int)(e - s), 3);
+	ck_assert_mem_eq(s, "a b", 3);
+	s = e = text + 1;
+	str_trim_span(&s, &e);
+	ck_assert_ptr_eq(s, e);
+}
+END_TEST
+
+START_TEST(test_str_unescape_octal)
+{
+	char a[] = "/mnt/a\\040b\\011c\\134d";
+	char b[] = "x\\04y\\400z\\";
+
+	str_unescape_octal(a);
+	ck_assert_str_eq(a, "/mnt/a b\tc\\d");
+	str_unescape_octal(b); /* not escapes: kept */
+	ck_assert_str_eq(b, "x\\04y\\400z\\");
+}
+END_TEST
+
+static void *blocked_main(void *arg)
+{
+	sigset_t *mask = arg;
+
+	pthread_sigmask(SIG_BLOCK, NULL, mask);
+	return NULL;
+}
+
+/* The new thread has SIGHUP, SIGINT and SIGTERM blocked; the caller's
+ * mask is as it was. */
+START_TEST(test_thread_start_blocks)
+{
+	sigset_t before, after, in_thread;
+	pthread_t t;
+
+	pthread_sigmask(SIG_BLOCK, NULL, &before);
+	ck_assert(!sigismember(&before, SIGTERM));
+	ck_assert_int_eq(thread_start(&t, blocked_main, &in_thread), 0);
+	pthread_join(t, NULL);
+	pthread_sigmask(SIG_BLOCK, NULL, &after);
+	ck_assert(sigismember(&in_thread, SIGHUP));
+	ck_assert(sigismember(&in_thread, SIGINT));
+	ck_assert(sigismember(&in_thread, SIGTERM));
+	ck_assert(!sigismember(&in_thread, SIGPIPE));
+	ck_assert(!sigismember(&after, SIGTERM));
+	ck_assert(!sigismember(&after, SIGHUP));
+
+	thread_block_signals(SIGPIPE, &before);
+	pthread_sigmask(SIG_BLOCK, NULL, &after);
+	ck_assert(sigismember(&after, SIGPIPE));
+	ck_assert(sigismember(&after, SIGINT));
+	pthread_sigmask(SIG_SETMASK, &before, NULL);
+	pthread_sigmask(SIG_BLOCK, NULL, &after);
+	ck_assert(!sigismember(&after, SIGPIPE));
+}
+END_TEST
+
+struct node {
+	struct node *prev, *next;
+	int v;
+};
+
+static void expect_list(struct node *head, const char *want)
+{
+	char got[16];
+	size_t n = 0;
+	struct node *p, *prev = NULL;
+
+	for (p = head; p != NULL; prev = p, p = p->next) {
+		ck_assert_ptr_eq(p->prev, prev);
+		got[n++] = (char)('0' + p->v);
+	}
+	got[n] = '\0';
+	ck_assert_str_eq(got, want);
+}
+
+START_TEST(test_dlist)
+{
+	struct node n[4] = { { .v = 0 }, { .v = 1 }, { .v = 2 }, { .v = 3 } };
+	struct node *head = NULL;
+	int i;
+
+	for (i = 0; i < 4; i++)
+		DLIST_PUSH(head, &n[i]);
+	expect_list(head, "3210");
+	DLIST_UNLINK(head, &n[2]); /* middle */
+	expect_list(head, "310");
+	DLIST_UNLINK(head, &n[3]); /* first */
+	expect_list(head, "10");
+	DLIST_UNLINK(head, &n[0]); /* last */
+	expect_list(head, "1");
+	DLIST_UNLINK(head, &n[1]);
+	ck_assert_ptr_null(head);
+}
+END_TEST
+
+int main(void)
+{
+	const struct unit_case cases[] = {
+		{ "hex_encode", test_hex_encode },
+		{ "sha256", test_sha256 },
+		{ "str_memdup", test_str_memdup },
+		{ "str_trim", test_str_trim },
+		{ "str_unescape_octal", test_str_unescape_octal },
+		{ "thread_start_blocks", test_thread_start_blocks },
+		{ "dlist", test_dlist },
+	};
+
+	return unit_run(
+		unit_suite("util", cases, sizeof(cases) / sizeof(cases[0])));
+}

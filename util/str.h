@@ -1,0 +1,32 @@
+/*
+ * str: small string and memory helpers every layer needs. "Space" is
+ * isspace() in the C locale: space, \t, \n, \v, \f, \r.
+ */
+#ifndef SHARDFS_UTIL_STR_H
+#define SHARDFS_UTIL_STR_H
+
+#include <stddef.h>
+
+/* A malloc'ed copy of p[0..n) followed by a NUL (so a copy of text is a
+ * C string, and n == 0 still gives a pointer to free). Returns NULL when
+ * out of memory. */
+char *str_memdup(const void *p, size_t n);
+
+/* s past its leading spaces (as strchr, the result is s's own memory). */
+char *str_skip_space(const char *s);
+
+/* Cuts the trailing spaces of s in place. */
+void str_rstrip(char *s);
+
+/* Both: returns s past its leading spaces, with the trailing ones cut. */
+char *str_trim(char *s);
+
+/* Trims spaces at both ends of [*s, *e) by moving *s and *e. */
+void str_trim_span(const char **s, const char **e);
+
+/* Undoes the kernel's octal escapes in place (/proc/self/mountinfo and
+ * /proc/mounts write a space as \040, and so on: \ and three octal digits,
+ * the first 0-3); anything else is kept as is. */
+void str_unescape_octal(char *s);
+
+#endif
