@@ -139,7 +139,7 @@ FUZZ_LIB_SRCS := util/log.c backends/http.c backends/posix.c backends/s3_creds.c
 	backends/s3_sign.c backends/s3_xml.c fs/manifest.c fs/shard.c \
 	fs/view.c util/ranks.c mount/config.c mount/ini.c mount/overrides.c
 FUZZ_LIB_SRCS += backends/gcs_json.c backends/objstore.c
-FUZZ_LIB_SRCS += util/hex.c util/sha256.c util/str.c
+FUZZ_LIB_SRCS += util/hex.c util/sha256.c util/str.c util/thread.c
 FUZZ_OBJS := $(FUZZ_LIB_SRCS:%.c=$(FUZZ_B)/%.o)
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS := $(FUZZ_SRCS:tests/fuzz/%.c=$(FUZZ_B)/%)

@@ -19,6 +19,7 @@
 
 #include "util/fnv.h"
 #include "util/log.h"
+#include "util/str.h"
 
 #define HTTP_IDLE_MAX 128		/* idle handles kept; more are freed */
 #define HTTP_ERROR_BODY_MAX (64 * 1024) /* enough for any S3 <Error> */
@@ -295,17 +296,6 @@ struct attempt {
 	CURL *h;
 };
 
-static void trim(const char **v, size_t *len)
-{
-	while (*len > 0 && (**v == ' ' || **v == '\t')) {
-		(*v)++;
-		(*len)--;
-	}
-	while (*len > 0 && ((*v)[*len - 1] == '\r' || (*v)[*len - 1] == '\n' ||
-			    (*v)[*len - 1] == ' ' || (*v)[*len - 1] == '\t'))
-		(*len)--;
-}
-
 /* Parses "bytes FIRST-LAST/TOTAL", or with a star for an unknown total,
  * exactly (every number in range, nothing after it) into r's range
  * fields. */
@@ -345,7 +335,7 @@ static size_t on_header(char *data, size_t size, size_t n, void *arg)
 	struct attempt *a = arg;
 	struct http_response *r = a->resp;
 	size_t len = size * n, vlen;
-	const char *colon = memchr(data, ':', len), *v;
+	const char *colon = memchr(data, ':', len), *v, *vend;
 
 	if (len >= 5 && strncmp(data, "HTTP/", 5) == 0) {
 		/* A new status line (e.g. after 100 Continue): forget
@@ -360,8 +350,9 @@ static size_t on_header(char *data, size_t size, size_t n, void *arg)
 	if (colon == NULL)
 		return len;
 	v = colon + 1;
-	vlen = len - (size_t)(v - data);
-	trim(&v, &vlen);
+	vend = data + len;
+	str_trim_span(&v, &vend);
+	vlen = (size_t)(vend - v);
 	if (a->req->on_header != NULL)
 		a->req->on_header(a->req->header_arg, data,
 				  (size_t)(colon - data), v, vlen);

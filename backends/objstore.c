@@ -17,6 +17,7 @@
 
 #include "util/fnv.h"
 #include "util/log.h"
+#include "util/thread.h"
 
 int objstore_url_split(const char *url, const char *scheme,
 		       int (*bucket_ok)(const char *b, size_t len),
@@ -184,19 +185,11 @@ void objstore_worker_init(struct objstore_worker *w, clockid_t clock)
 int objstore_worker_start(struct objstore_worker *w, void *(*fn)(void *),
 			  void *arg)
 {
-	sigset_t block, old;
 	int rc;
 
-	/* The thread inherits this mask. */
-	sigemptyset(&block);
-	sigaddset(&block, SIGTERM);
-	sigaddset(&block, SIGINT);
-	sigaddset(&block, SIGHUP);
-	pthread_sigmask(SIG_BLOCK, &block, &old);
-	rc = pthread_create(&w->thread, NULL, fn, arg);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (rc != 0)
-		return -rc;
+	rc = thread_start(&w->thread, fn, arg);
+	if (rc < 0)
+		return rc;
 	w->have_thread = true;
 	return 0;
 }

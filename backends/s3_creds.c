@@ -17,6 +17,7 @@
 
 #include "backends/http.h"
 #include "backends/objstore.h"
+#include "util/str.h"
 #include "backends/s3_sign.h"
 #include "backends/s3_xml.h"
 #include "util/log.h"
@@ -100,15 +101,6 @@ struct s3_creds *s3_creds_get(struct s3_creds_provider *p)
 
 /* Parsing */
 
-static void trim(const char **s, const char **e)
-{
-	while (*s < *e && (**s == ' ' || **s == '\t'))
-		(*s)++;
-	while (*e > *s &&
-	       ((*e)[-1] == ' ' || (*e)[-1] == '\t' || (*e)[-1] == '\r'))
-		(*e)--;
-}
-
 int s3_creds_parse_ini(const char *text, size_t len, const char *profile,
 		       struct s3_creds **out)
 {
@@ -121,7 +113,7 @@ int s3_creds_parse_ini(const char *text, size_t len, const char *profile,
 		const char *le = nl ? nl : end, *s = p, *e = le, *eq;
 
 		p = nl ? nl + 1 : end;
-		trim(&s, &e);
+		str_trim_span(&s, &e);
 		if (s == e || *s == '#' || *s == ';')
 			continue;
 		if (*s == '[') {
@@ -129,7 +121,7 @@ int s3_creds_parse_ini(const char *text, size_t len, const char *profile,
 
 			if (ne > ns && ne[-1] == ']')
 				ne--;
-			trim(&ns, &ne);
+			str_trim_span(&ns, &ne);
 			in_profile =
 				strlen(profile) == (size_t)(ne - ns) &&
 				strncmp(ns, profile, (size_t)(ne - ns)) == 0;
@@ -145,8 +137,8 @@ int s3_creds_parse_ini(const char *text, size_t len, const char *profile,
 			const char *ks = s, *ke = eq, *vs = eq + 1, *ve = e;
 			char **dst = NULL;
 
-			trim(&ks, &ke);
-			trim(&vs, &ve);
+			str_trim_span(&ks, &ke);
+			str_trim_span(&vs, &ve);
 			if ((size_t)(ke - ks) == 17 &&
 			    strncasecmp(ks, "aws_access_key_id", 17) == 0)
 				dst = &ak;

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "backends/objstore.h"
+#include "util/hex.h"
 
 #define SIGN_HEADERS_MAX 16
 
@@ -28,18 +29,6 @@ void s3_amz_date(time_t t, char out[17])
 
 	gmtime_r(&t, &tm);
 	strftime(out, 17, "%Y%m%dT%H%M%SZ", &tm);
-}
-
-static void to_hex(const unsigned char *d, size_t n, char *out)
-{
-	static const char hex[] = "0123456789abcdef";
-	size_t i;
-
-	for (i = 0; i < n; i++) {
-		out[2 * i] = hex[d[i] >> 4];
-		out[2 * i + 1] = hex[d[i] & 15];
-	}
-	out[2 * n] = '\0';
 }
 
 static int hmac(const unsigned char *key, size_t key_len, const char *msg,
@@ -97,7 +86,7 @@ int s3_sign_v4(const struct s3_sign_request *req, char *out, size_t out_cap)
 	if (fclose(f) != 0)
 		goto out;
 	SHA256((const unsigned char *)canon, canon_len, digest);
-	to_hex(digest, sizeof(digest), cr_hash);
+	hex_encode(digest, sizeof(digest), cr_hash);
 
 	/* String to sign. */
 	n = snprintf(scope, sizeof(scope), "%s/%s/%s/aws4_request", date,
@@ -124,7 +113,7 @@ int s3_sign_v4(const struct s3_sign_request *req, char *out, size_t out_cap)
 	    hmac(k, 32, "aws4_request", 12, k) < 0 ||
 	    hmac(k, 32, sts, strlen(sts), digest) < 0)
 		goto out;
-	to_hex(digest, 32, sig);
+	hex_encode(digest, 32, sig);
 
 	n = snprintf(out, out_cap,
 		     "AWS4-HMAC-SHA256 Credential=%s/%s, SignedHeaders=%s, "

@@ -11,6 +11,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "util/str.h"
+
 #define XML_DEPTH_MAX 16
 #define XML_NS_SEP '\x01'
 
@@ -249,17 +251,6 @@ static int in_contents(const struct xml_doc *d, int depth, const char *name)
 	return st->in_contents && depth == 3 && at(d, depth, "Contents", name);
 }
 
-static char *dup_text(const char *text, size_t len)
-{
-	char *p = malloc(len + 1);
-
-	if (p != NULL) {
-		memcpy(p, text, len);
-		p[len] = '\0';
-	}
-	return p;
-}
-
 static int list_end(struct xml_doc *d, int depth, const char *name,
 		    const char *text, size_t len)
 {
@@ -271,14 +262,14 @@ static int list_end(struct xml_doc *d, int depth, const char *name,
 		pg->truncated = len == 4 && strncmp(text, "true", 4) == 0;
 	} else if (depth == 2 && strcmp(name, "NextContinuationToken") == 0) {
 		free(pg->next_token);
-		pg->next_token = dup_text(text, len);
+		pg->next_token = str_memdup(text, len);
 		if (pg->next_token == NULL)
 			return -ENOMEM;
 	} else if (depth == 2 && strcmp(name, "EncodingType") == 0) {
 		pg->url_encoded = len == 3 && strncmp(text, "url", 3) == 0;
 	} else if (in_contents(d, depth, "Key")) {
 		free(st->cur.key);
-		st->cur.key = dup_text(text, len);
+		st->cur.key = str_memdup(text, len);
 		if (st->cur.key == NULL)
 			return -ENOMEM;
 		st->cur.key_len = len;
@@ -293,7 +284,7 @@ static int list_end(struct xml_doc *d, int depth, const char *name,
 		st->have_size = 1;
 	} else if (in_contents(d, depth, "ETag")) {
 		free(st->cur.etag);
-		st->cur.etag = dup_text(text, len);
+		st->cur.etag = str_memdup(text, len);
 		if (st->cur.etag == NULL)
 			return -ENOMEM;
 	} else if (in_contents(d, depth, "LastModified")) {
@@ -310,7 +301,7 @@ static int list_end(struct xml_doc *d, int depth, const char *name,
 			return -EBADMSG;
 		}
 		if (st->cur.etag == NULL) {
-			st->cur.etag = dup_text("", 0);
+			st->cur.etag = str_memdup("", 0);
 			if (st->cur.etag == NULL)
 				return -ENOMEM;
 		}
@@ -447,7 +438,7 @@ static int sts_end(struct xml_doc *d, int depth, const char *name,
 	if (dst == NULL)
 		return 0;
 	free(*dst);
-	*dst = dup_text(text, len);
+	*dst = str_memdup(text, len);
 	return *dst ? 0 : -ENOMEM;
 }
 
