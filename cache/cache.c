@@ -68,10 +68,10 @@ void cache_stats_get(struct cache *c, struct cache_stats *out)
 	struct fetch_stats fs;
 
 	memset(out, 0, sizeof(*out));
-	out->backend_reads = stat_load(&c->backend_reads);
-	out->backend_bytes = stat_load(&c->backend_bytes);
-	out->backend_errors = stat_load(&c->backend_errors);
 	fetch_stats_get(c->fetch, &fs);
+	out->backend_reads = fs.backend_reads;
+	out->backend_bytes = fs.backend_bytes;
+	out->backend_errors = fs.backend_errors;
 	out->singleflight_waits = fs.singleflight_waits;
 	out->prefetch_issued = stat_load(&c->pf_issued);
 	out->prefetch_bytes = stat_load(&c->pf_bytes);
@@ -119,9 +119,8 @@ static struct cache *cache_alloc(struct backend *be)
 
 	if (c == NULL)
 		return NULL;
-	c->be = be;
 	c->owners_fd = -1;
-	if (fetch_new(0, 0, read_backend, read_fetch_done, c, &c->fetch) < 0) {
+	if (fetch_new(be, 0, 0, read_fetch_done, c, &c->fetch) < 0) {
 		free(c);
 		return NULL;
 	}

@@ -132,8 +132,8 @@ struct order_slot {
 };
 
 struct cache {
-	struct backend *be;
-	/* Every backend request goes through it; created with the cache. */
+	/* Every backend request goes through it; created with the cache, it
+	 * owns the (borrowed) backend and counts its requests. */
 	struct fetch *fetch;
 
 	/* The prefetcher. pf_lock protects order_fn, order_ctx and
@@ -155,9 +155,6 @@ struct cache {
 	struct cache_file *files;
 
 	/* Relaxed atomics: statistics only. */
-	uint64_t backend_reads;
-	uint64_t backend_bytes;
-	uint64_t backend_errors;
 	uint64_t hits;
 	uint64_t misses;
 	uint64_t bytes_from_cache;
@@ -363,10 +360,8 @@ int store_file_open(const char *path, int flags);
 /* Whether chunk hash (identity id) is queued or indexed. */
 bool read_chunk_present(struct cache *c, const uint8_t *hash, const uint8_t *id,
 			size_t id_len);
-/* The fetch engine's read and done callbacks (ctx: the cache). */
-int read_backend(void *ctx, const char *key, size_t key_len, const char *etag,
-		 size_t etag_len, uint64_t offset, size_t len, void *buf,
-		 size_t *nread);
+/* The fetch engine's done callback (ctx: the cache): a whole chunk goes to
+ * the disk cache. */
 void read_fetch_done(void *ctx, const uint8_t *hash, const uint8_t *id,
 		     size_t id_len, const uint8_t *data, uint64_t len);
 /* The engine's request for chunk n of obj. */

@@ -215,27 +215,6 @@ bool read_chunk_present(struct cache *c, const uint8_t *hash, const uint8_t *id,
 	return a.present;
 }
 
-/* The fetch engine's read function: one backend request, counted. */
-int read_backend(void *ctx, const char *key, size_t key_len, const char *etag,
-		 size_t etag_len, uint64_t offset, size_t len, void *buf,
-		 size_t *nread)
-{
-	struct cache *c = ctx;
-	int rc;
-
-	if (c->be == NULL)
-		return -ENXIO;
-	stat_add(&c->backend_reads, 1);
-	rc = c->be->ops->read(c->be, key, key_len, etag, etag_len, offset, len,
-			      buf, nread);
-	if (rc < 0) {
-		stat_add(&c->backend_errors, 1);
-		return rc;
-	}
-	stat_add(&c->backend_bytes, *nread);
-	return 0;
-}
-
 /* The fetch engine's completion: a whole chunk goes to the disk cache. */
 void read_fetch_done(void *ctx, const uint8_t *hash, const uint8_t *id,
 		     size_t id_len, const uint8_t *data, uint64_t len)
@@ -293,8 +272,8 @@ static ssize_t read_through(struct cache *c, const struct cache_object *obj,
 			(unsigned long long)offset);
 		return rc;
 	}
-	rc = read_backend(c, obj->key, obj->key_len, obj->etag, obj->etag_len,
-			  offset, len, buf, &nread);
+	rc = fetch_backend_read(c->fetch, obj->key, obj->key_len, obj->etag,
+				obj->etag_len, offset, len, buf, &nread);
 	fetch_slot_release(c->fetch);
 	if (rc < 0)
 		return rc;
