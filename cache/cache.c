@@ -120,7 +120,7 @@ static struct cache *cache_alloc(struct backend *be)
 	if (c == NULL)
 		return NULL;
 	c->owners_fd = -1;
-	if (fetch_new(be, 0, 0, read_fetch_done, c, &c->fetch) < 0) {
+	if (fetch_new(be, 0, 0, store_fetch_done, c, &c->fetch) < 0) {
 		free(c);
 		return NULL;
 	}

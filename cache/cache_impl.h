@@ -348,6 +348,10 @@ void store_chunk(struct cache *c, const uint8_t *hash, const uint8_t *id,
 int store_pending_find(struct cache *c, const uint8_t *hash, const uint8_t *id,
 		       size_t id_len, uint64_t chunk_len, uint64_t off,
 		       size_t len, void *dst, struct entry *e);
+/* The fetch engine's done callback (ctx: the cache): a chunk fetched
+ * whole goes to the disk cache (store_chunk()). */
+void store_fetch_done(void *ctx, const uint8_t *hash, const uint8_t *id,
+		      size_t id_len, const uint8_t *data, uint64_t len);
 /* Keeps a queued chunk found bad from being indexed. */
 void store_pending_drop(struct cache *c, const uint8_t *hash);
 /* Directories 0700 and files 0600 of the cache, whatever the umask. */
@@ -357,20 +361,28 @@ int store_file_open(const char *path, int flags);
 
 /* ---- read.c ---- */
 
-/* Whether chunk hash (identity id) is queued or indexed. */
-bool read_chunk_present(struct cache *c, const uint8_t *hash, const uint8_t *id,
-			size_t id_len);
-/* The fetch engine's done callback (ctx: the cache): a whole chunk goes to
- * the disk cache. */
-void read_fetch_done(void *ctx, const uint8_t *hash, const uint8_t *id,
-		     size_t id_len, const uint8_t *data, uint64_t len);
-/* The engine's request for chunk n of obj. */
-void read_request_of(const struct cache *c, const struct cache_object *obj,
-		     uint64_t n, uint64_t chunk_len, const uint8_t *hash,
-		     const uint8_t *id, size_t id_len, struct fetch_request *r);
+/* Chunk n of an object, named once for every step of a read: its
+ * identity, hash, and the engine's request (which points into it, so a
+ * read_chunk does not move while used). */
+struct read_chunk {
+	uint64_t n;   /* chunk number */
+	uint64_t len; /* its bytes */
+	uint8_t hash[HASH_LEN];
+	uint8_t *id; /* the identity, malloc'd */
+	size_t id_len;
+	struct fetch_request r;
+};
+
 /* Bytes of chunk n of obj. */
 uint64_t read_chunk_len(const struct cache *c, const struct cache_object *obj,
 			uint64_t n);
+/* Names chunk n of obj (obj's strings borrowed while ch is used). Returns
+ * 0 or -ENOMEM. Free with read_chunk_release(). */
+int read_chunk_name(const struct cache *c, const struct cache_object *obj,
+		    uint64_t n, struct read_chunk *ch);
+void read_chunk_release(struct read_chunk *ch);
+/* Whether chunk ch is queued or indexed (not read, not checked). */
+bool read_chunk_present(struct cache *c, const struct read_chunk *ch);
 
 /* ---- maint.c ---- */
 

@@ -34,32 +34,28 @@ void cache_set_order(struct cache *c, cache_order_fn fn, void *ctx)
 static int prefetch_chunk(struct cache *c, const struct cache_object *obj,
 			  uint64_t n)
 {
-	uint64_t clen = read_chunk_len(c, obj, n);
-	uint8_t hash[HASH_LEN], *id = NULL;
-	struct fetch_request r;
+	struct read_chunk ch;
 	uint64_t epoch;
-	size_t id_len;
 	int rc, tries;
 
-	if (entry_ident_build(c, obj, n, &id, &id_len, hash) < 0)
+	if (read_chunk_name(c, obj, n, &ch) < 0)
 		return -ENOBUFS;
-	read_request_of(c, obj, n, clen, hash, id, id_len, &r);
 	for (tries = 0;; tries++) {
 		/* See fetch_epoch(); after a few rounds, without it. */
-		epoch = tries < 3 ? fetch_epoch(c->fetch, hash)
+		epoch = tries < 3 ? fetch_epoch(c->fetch, ch.hash)
 				  : FETCH_NO_EPOCH;
 		rc = 1;
-		if (fetch_in_flight(c->fetch, &r) ||
-		    read_chunk_present(c, hash, id, id_len))
+		if (fetch_in_flight(c->fetch, &ch.r) ||
+		    read_chunk_present(c, &ch))
 			break;
-		rc = fetch_prefetch(c->fetch, &r, epoch);
+		rc = fetch_prefetch(c->fetch, &ch.r, epoch);
 		if (rc != -EAGAIN)
 			break;
 	}
-	free(id);
+	read_chunk_release(&ch);
 	if (rc == 0) {
 		stat_add(&c->pf_issued, 1);
-		stat_add(&c->pf_bytes, clen);
+		stat_add(&c->pf_bytes, ch.len);
 	}
 	return rc == -ENOBUFS || rc == -ENOMEM ? -ENOBUFS : 0;
 }
@@ -186,9 +182,7 @@ ssize_t cache_file_read_ready(struct cache_file *f, uint64_t offset, size_t len,
 	struct cache *c = f->c;
 	const struct cache_object *obj = &f->obj;
 	uint64_t n, clen, in_off;
-	uint8_t hash[HASH_LEN], *id = NULL;
-	struct fetch_request r;
-	size_t id_len;
+	struct read_chunk ch;
 	ssize_t got;
 
 	if (!c->disk || len == 0 || offset >= obj->size ||
@@ -199,12 +193,11 @@ ssize_t cache_file_read_ready(struct cache_file *f, uint64_t offset, size_t len,
 	in_off = offset - n * c->chunk_size;
 	if (len > clen - in_off)
 		return -ENOENT; /* past its chunk */
-	got = entry_ident_build(c, obj, n, &id, &id_len, hash);
+	got = read_chunk_name(c, obj, n, &ch);
 	if (got < 0)
 		return got;
-	read_request_of(c, obj, n, clen, hash, id, id_len, &r);
-	got = fetch_peek(c->fetch, &r, in_off, len, buf);
-	free(id);
+	got = fetch_peek(c->fetch, &ch.r, in_off, len, buf);
+	read_chunk_release(&ch);
 	if (got >= 0) {
 		stat_add(&c->hits, 1);
 		stat_add(&c->bytes_from_cache, (uint64_t)got);

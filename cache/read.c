@@ -1,9 +1,17 @@
 /*
- * read: the reader (docs/DESIGN.md §1). One chunk's part is served from a
- * fetch in flight or a retained chunk, else from the committer's queue or
- * the index (store_pending_find(), then LMDB, then the blob), else fetched
- * through the engine, which stores it. cache_read() and cache_fill() cut
- * a request into chunks; a pass-through cache reads straight through.
+ * read: the reader (docs/DESIGN.md §1). One chunk's part is looked for in
+ * this order, and the first place that has it answers:
+ *   1. in flight or retained in the fetch engine (fetch_join()): a
+ *      prefetched chunk is served from memory, no index, no CRC pass;
+ *   2. queued for the committer (store_pending_find()): stored, no row yet;
+ *   3. the index: inline bytes in LMDB, or the blob file, CRC-checked
+ *      (a bad entry is dropped and counted, then refetched);
+ *   4. fetched through the engine (fetch_get()), which stores the whole
+ *      chunk through store_fetch_done() before it leaves the engine.
+ * Between 1 and 4 the engine's epoch (fetch_epoch()) closes the race with
+ * a fetch that stores the chunk after 2-3 missed it. read_chunk() is that
+ * sequence; cache_read() cuts a request into chunks, cache_fill() makes
+ * sure chunks are stored; a pass-through cache reads straight through.
  */
 #include "cache/cache_impl.h"
 
@@ -14,6 +22,44 @@
 #include <unistd.h>
 
 #include "util/log.h"
+
+/* Bytes of chunk n of obj. */
+uint64_t read_chunk_len(const struct cache *c, const struct cache_object *obj,
+			uint64_t n)
+{
+	uint64_t cstart = n * c->chunk_size;
+
+	return obj->size - cstart < c->chunk_size ? obj->size - cstart
+						  : c->chunk_size;
+}
+
+int read_chunk_name(const struct cache *c, const struct cache_object *obj,
+		    uint64_t n, struct read_chunk *ch)
+{
+	int rc;
+
+	ch->n = n;
+	ch->len = read_chunk_len(c, obj, n);
+	rc = entry_ident_build(c, obj, n, &ch->id, &ch->id_len, ch->hash);
+	if (rc < 0)
+		return rc;
+	ch->r.hash = ch->hash;
+	ch->r.id = ch->id;
+	ch->r.id_len = ch->id_len;
+	ch->r.key = obj->key;
+	ch->r.key_len = obj->key_len;
+	ch->r.etag = obj->etag;
+	ch->r.etag_len = obj->etag_len;
+	ch->r.offset = n * c->chunk_size;
+	ch->r.len = ch->len;
+	return 0;
+}
+
+void read_chunk_release(struct read_chunk *ch)
+{
+	free(ch->id);
+	ch->id = NULL;
+}
 
 struct lookup_args {
 	const uint8_t *hash, *id;
@@ -26,7 +72,7 @@ struct lookup_args {
 	int ret; /* LOOKUP_*: LOOKUP_BLOB to read the blob of *e */
 };
 
-/* The index part of chunk_lookup(): copies an inline entry's bytes. */
+/* The index part of read_lookup(): copies an inline entry's bytes. */
 static int lookup_index(struct cache *c, void *arg)
 {
 	struct lookup_args *a = arg;
@@ -72,12 +118,15 @@ out:
 	return rc == MDB_NOTFOUND ? 0 : rc;
 }
 
-/* Serves [off, off + len) of a cached chunk of chunk_len bytes into dst.
- * A bad entry (CRC mismatch, short blob) is dropped and counted. */
-static int chunk_lookup(struct cache *c, const uint8_t *hash, const uint8_t *id,
-			size_t id_len, uint64_t chunk_len, uint64_t off,
-			size_t len, void *dst)
+/* Steps 2 and 3: serves [off, off + len) of chunk ch from the queue or the
+ * index into dst. A bad entry (CRC mismatch, short blob) is dropped and
+ * counted. Returns LOOKUP_HIT or LOOKUP_MISS (or LOOKUP_BAD: a miss). */
+static int read_lookup(struct cache *c, const struct read_chunk *ch,
+		       uint64_t off, size_t len, void *dst)
 {
+	const uint8_t *hash = ch->hash, *id = ch->id;
+	size_t id_len = ch->id_len;
+	uint64_t chunk_len = ch->len;
 	struct entry e = { .crcs = NULL };
 	uint32_t b0 = (uint32_t)(off / CACHE_CRC_BLOCK);
 	uint32_t b1 = (uint32_t)((off + len - 1) / CACHE_CRC_BLOCK);
@@ -196,10 +245,10 @@ static int present_index(struct cache *c, void *arg)
 	return rc == MDB_NOTFOUND ? 0 : rc;
 }
 
-bool read_chunk_present(struct cache *c, const uint8_t *hash, const uint8_t *id,
-			size_t id_len)
+bool read_chunk_present(struct cache *c, const struct read_chunk *ch)
 {
-	struct present_args a = { hash, id, id_len, false };
+	const uint8_t *hash = ch->hash;
+	struct present_args a = { hash, ch->id, ch->id_len, false };
 	bool present = false;
 	struct pending *p;
 
@@ -213,48 +262,6 @@ bool read_chunk_present(struct cache *c, const uint8_t *hash, const uint8_t *id,
 		return true;
 	index_guarded(c, present_index, &a);
 	return a.present;
-}
-
-/* The fetch engine's completion: a whole chunk goes to the disk cache. */
-void read_fetch_done(void *ctx, const uint8_t *hash, const uint8_t *id,
-		     size_t id_len, const uint8_t *data, uint64_t len)
-{
-	struct cache *c = ctx;
-
-	if (c->disk)
-		store_chunk(c, hash, id, id_len, data, len);
-}
-
-void read_request_of(const struct cache *c, const struct cache_object *obj,
-		     uint64_t n, uint64_t chunk_len, const uint8_t *hash,
-		     const uint8_t *id, size_t id_len, struct fetch_request *r)
-{
-	r->hash = hash;
-	r->id = id;
-	r->id_len = id_len;
-	r->key = obj->key;
-	r->key_len = obj->key_len;
-	r->etag = obj->etag;
-	r->etag_len = obj->etag_len;
-	r->offset = n * c->chunk_size;
-	r->len = chunk_len;
-}
-
-/* Fetches chunk n of obj (chunk_len bytes) through the engine, which
- * stores it, or joins its fetch in flight. With dst, copies [off, off +
- * len) into it (or, short of memory, reads just those bytes into it: see
- * fetch_get()). Returns len, -EAGAIN when the chunk may have been stored
- * since epoch was read (look it up again), or an error (-EIO when the
- * backend returned fewer bytes than asked). */
-static ssize_t chunk_fetch(struct cache *c, const struct cache_object *obj,
-			   uint64_t n, uint64_t chunk_len, const uint8_t *hash,
-			   const uint8_t *id, size_t id_len, uint64_t epoch,
-			   uint64_t off, size_t len, void *dst)
-{
-	struct fetch_request r;
-
-	read_request_of(c, obj, n, chunk_len, hash, id, id_len, &r);
-	return fetch_get(c->fetch, &r, epoch, off, dst != NULL ? len : 0, dst);
 }
 
 static ssize_t read_through(struct cache *c, const struct cache_object *obj,
@@ -289,36 +296,21 @@ static ssize_t read_through(struct cache *c, const struct cache_object *obj,
 	return (ssize_t)len;
 }
 
-/* Bytes of chunk n of obj. */
-uint64_t read_chunk_len(const struct cache *c, const struct cache_object *obj,
-			uint64_t n)
-{
-	uint64_t cstart = n * c->chunk_size;
-
-	return obj->size - cstart < c->chunk_size ? obj->size - cstart
-						  : c->chunk_size;
-}
-
-/* Tries to serve one chunk's part from the disk cache, else fetches it
- * (once, however many readers want it at once). */
-static ssize_t chunk_read(struct cache *c, const struct cache_object *obj,
+/* Step 1, then 2-4 until one answers: [in_off, in_off + want) of chunk n
+ * of obj into dst (once, however many readers want it at once). Returns
+ * want or a negative errno. */
+static ssize_t read_chunk(struct cache *c, const struct cache_object *obj,
 			  uint64_t n, uint64_t in_off, size_t want, void *dst)
 {
-	uint64_t clen = read_chunk_len(c, obj, n);
-	uint8_t hash[HASH_LEN], *id = NULL;
-	struct fetch_request r;
+	struct read_chunk ch;
 	bool ready;
-	size_t id_len;
 	ssize_t got;
 	int rc, tries;
 
-	rc = entry_ident_build(c, obj, n, &id, &id_len, hash);
+	rc = read_chunk_name(c, obj, n, &ch);
 	if (rc < 0)
 		return rc;
-	/* In flight or retained first: a prefetched chunk is served from
-	 * memory, without the index or a CRC pass. */
-	read_request_of(c, obj, n, clen, hash, id, id_len, &r);
-	got = fetch_join(c->fetch, &r, in_off, want, dst, &ready);
+	got = fetch_join(c->fetch, &ch.r, in_off, want, dst, &ready);
 	if (got != -ENOENT) {
 		if (ready && got >= 0) {
 			stat_add(&c->hits, 1);
@@ -326,30 +318,32 @@ static ssize_t chunk_read(struct cache *c, const struct cache_object *obj,
 		} else {
 			stat_add(&c->misses, 1);
 		}
-		free(id);
+		read_chunk_release(&ch);
 		return got;
 	}
 	for (tries = 0;; tries++) {
 		/* Read before the lookup: see fetch_epoch(). After a few
 		 * rounds (a busy table), fetch without the check. */
-		uint64_t epoch = tries < 3 ? fetch_epoch(c->fetch, hash)
+		uint64_t epoch = tries < 3 ? fetch_epoch(c->fetch, ch.hash)
 					   : FETCH_NO_EPOCH;
 
-		if (chunk_lookup(c, hash, id, id_len, clen, in_off, want,
-				 dst) == LOOKUP_HIT) {
+		if (read_lookup(c, &ch, in_off, want, dst) == LOOKUP_HIT) {
 			stat_add(&c->hits, 1);
 			stat_add(&c->bytes_from_cache, want);
 			got = (ssize_t)want;
 			break;
 		}
-		got = chunk_fetch(c, obj, n, clen, hash, id, id_len, epoch,
-				  in_off, want, dst);
+		/* The engine fetches it (or joins a fetch in flight) and
+		 * stores it; short of memory it reads just these bytes into
+		 * dst (see fetch_get()). -EAGAIN: it may have been stored
+		 * since epoch was read: look again. */
+		got = fetch_get(c->fetch, &ch.r, epoch, in_off, want, dst);
 		if (got != -EAGAIN) {
 			stat_add(&c->misses, 1);
 			break;
 		}
 	}
-	free(id);
+	read_chunk_release(&ch);
 	return got;
 }
 
@@ -373,7 +367,7 @@ ssize_t cache_read(struct cache *c, const struct cache_object *obj,
 				      : len - done;
 		ssize_t got;
 
-		got = chunk_read(c, obj, n, in_off, want,
+		got = read_chunk(c, obj, n, in_off, want,
 				 (uint8_t *)buf + done);
 		if (got == -ENOMEM && done == 0) /* cannot even name it */
 			return read_through(c, obj, offset, len, buf);
@@ -405,35 +399,28 @@ int cache_fill(struct cache *c, const struct cache_object *obj,
 	if (!c->disk)
 		return 0;
 	for (n = 0; n * c->chunk_size < obj->size; n++) {
-		uint64_t cstart = n * c->chunk_size;
-		uint64_t clen = obj->size - cstart < c->chunk_size
-					? obj->size - cstart
-					: c->chunk_size;
-		uint8_t hash[HASH_LEN], *id = NULL;
-		size_t id_len;
+		struct read_chunk ch;
+		uint64_t epoch;
 		ssize_t got;
 		int rc;
 
-		uint64_t epoch;
-
-		rc = entry_ident_build(c, obj, n, &id, &id_len, hash);
+		rc = read_chunk_name(c, obj, n, &ch);
 		if (rc < 0)
 			return rc;
 		do {
-			epoch = fetch_epoch(c->fetch, hash); /* see there */
+			epoch = fetch_epoch(c->fetch, ch.hash); /* see there */
 			got = 1;
-			if (read_chunk_present(c, hash, id, id_len))
+			if (read_chunk_present(c, &ch))
 				break;
-			got = chunk_fetch(c, obj, n, clen, hash, id, id_len,
-					  epoch, 0, 0, NULL);
+			got = fetch_get(c->fetch, &ch.r, epoch, 0, 0, NULL);
 		} while (got == -EAGAIN);
-		free(id);
+		read_chunk_release(&ch);
 		if (got == 1)
 			continue;
 		stat_add(&c->misses, 1);
 		if (got < 0)
 			return (int)got;
-		total += clen;
+		total += ch.len;
 	}
 	if (fetched != NULL)
 		*fetched = total;

@@ -429,6 +429,15 @@ void store_chunk(struct cache *c, const uint8_t *hash, const uint8_t *id,
 	}
 }
 
+void store_fetch_done(void *ctx, const uint8_t *hash, const uint8_t *id,
+		      size_t id_len, const uint8_t *data, uint64_t len)
+{
+	struct cache *c = ctx;
+
+	if (c->disk)
+		store_chunk(c, hash, id, id_len, data, len);
+}
+
 /* Serves [off, off + len) of a chunk still queued for indexing. Returns
  * LOOKUP_HIT (copied), LOOKUP_MISS (not queued), or LOOKUP_BLOB with e
  * filled for the caller to read the blob. */
