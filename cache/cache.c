@@ -247,16 +247,8 @@ int cache_open(const struct cache_options *opts, struct backend *be,
 	c->env_pid = getpid();
 	c->disk = true;
 	c->opened = true;
-	if (!inspect) {
-		uint64_t meta[2] = { c->budget, c->chunk_size };
-
-		index_guarded(c, index_meta_record, meta);
-		maint_cleanup_tmp(c, alone);
-		if (index_guarded(c, maint_cleanup_rows_run, &alone) == 0)
-			maint_cleanup_blobs(c, alone);
-		if (c->budget > 0 && index_live_bytes(c) > c->budget)
-			evict_to(c, c->budget / 10 * 9);
-	}
+	if (!inspect)
+		maint_at_open(c, alone);
 	if (alone)
 		flock(c->owners_fd, LOCK_SH);
 	free(sub);

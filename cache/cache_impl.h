@@ -392,10 +392,10 @@ void maint_perms_tighten(struct cache *c);
 int maint_lock_file_prepare(const char *path);
 /* Takes owners.lock (LOCK_SH or LOCK_EX), giving up after a while. */
 int maint_owners_lock(struct cache *c, const char *path, int op);
-/* Cleanup at open: tmp files, rows without blobs (for guarded, arg: bool
- * alone), blobs without rows. */
-void maint_cleanup_tmp(struct cache *c, bool alone);
-int maint_cleanup_rows_run(struct cache *c, void *arg);
-void maint_cleanup_blobs(struct cache *c, bool alone);
+/* Cleanup at open (not for inspection): records the budget and chunk
+ * size, removes tmp files, drops rows without blobs, removes blobs without
+ * rows (all of them when alone, else only those of dead writers or older
+ * than an hour), and evicts down to the budget. */
+void maint_at_open(struct cache *c, bool alone);
 
 #endif

@@ -121,7 +121,7 @@ static bool file_old(const struct stat *st)
 }
 
 /* Removes tmp files of writers that are gone. */
-void maint_cleanup_tmp(struct cache *c, bool alone)
+static void maint_cleanup_tmp(struct cache *c, bool alone)
 {
 	char *dir = NULL;
 	struct dirent *de;
@@ -156,7 +156,7 @@ void maint_cleanup_tmp(struct cache *c, bool alone)
 /* Drops rows whose blob is missing; when alone, also recounts live bytes
  * (it cannot drift, but this heals a foreign or damaged index). Returns
  * an LMDB error of the scan (damage is noticed here first). */
-int maint_cleanup_rows_run(struct cache *c, void *arg)
+static int maint_cleanup_rows_run(struct cache *c, void *arg)
 {
 	bool alone = *(const bool *)arg;
 	uint8_t(*gone)[HASH_LEN] = NULL;
@@ -283,16 +283,20 @@ static bool blob_referenced(struct cache *c, const char *name)
 	return a.found;
 }
 
-/* Removes blobs without rows (when not alone, only old ones). */
-void maint_cleanup_blobs(struct cache *c, bool alone)
+/* Calls fn(c, d, name, arg) for every file in DIR/blobs/XX/ (XX: two
+ * characters, so not tmp/), d being its open directory; names starting
+ * with a dot are skipped. Returns 0 or -ENOMEM; a directory that cannot be
+ * opened is skipped. */
+typedef void (*blob_fn)(struct cache *c, DIR *d, const char *name, void *arg);
+
+static int blobs_walk(struct cache *c, blob_fn fn, void *arg)
 {
 	char *root = NULL;
 	struct dirent *sub;
-	size_t removed = 0;
 	DIR *top;
 
 	if (asprintf(&root, "%s/blobs", c->dir) < 0)
-		return;
+		return -ENOMEM;
 	top = opendir(root);
 	while (top != NULL && (sub = readdir(top)) != NULL) {
 		struct dirent *de;
@@ -310,28 +314,57 @@ void maint_cleanup_blobs(struct cache *c, bool alone)
 			close(fd);
 			continue;
 		}
-		while ((de = readdir(d)) != NULL) {
-			struct stat st;
-
-			if (de->d_name[0] == '.')
-				continue;
-			if (blob_referenced(c, de->d_name))
-				continue;
-			if (!alone &&
-			    (fstatat(dirfd(d), de->d_name, &st, 0) != 0 ||
-			     !file_old(&st)))
-				continue;
-			if (unlinkat(dirfd(d), de->d_name, 0) == 0)
-				removed++;
-		}
+		while ((de = readdir(d)) != NULL)
+			if (de->d_name[0] != '.')
+				fn(c, d, de->d_name, arg);
 		closedir(d);
 	}
 	if (top != NULL)
 		closedir(top);
-	if (removed > 0)
-		log_msg(LOG_INFO, "cache %s: removed %zu blobs without rows",
-			c->dir, removed);
 	free(root);
+	return 0;
+}
+
+struct orphan_args {
+	bool alone;
+	size_t removed;
+};
+
+static void orphan_remove(struct cache *c, DIR *d, const char *name, void *arg)
+{
+	struct orphan_args *a = arg;
+	struct stat st;
+
+	if (blob_referenced(c, name))
+		return;
+	if (!a->alone &&
+	    (fstatat(dirfd(d), name, &st, 0) != 0 || !file_old(&st)))
+		return;
+	if (unlinkat(dirfd(d), name, 0) == 0)
+		a->removed++;
+}
+
+/* Removes blobs without rows (when not alone, only old ones). */
+static void maint_cleanup_blobs(struct cache *c, bool alone)
+{
+	struct orphan_args a = { .alone = alone, .removed = 0 };
+
+	blobs_walk(c, orphan_remove, &a);
+	if (a.removed > 0)
+		log_msg(LOG_INFO, "cache %s: removed %zu blobs without rows",
+			c->dir, a.removed);
+}
+
+void maint_at_open(struct cache *c, bool alone)
+{
+	uint64_t meta[2] = { c->budget, c->chunk_size };
+
+	index_guarded(c, index_meta_record, meta);
+	maint_cleanup_tmp(c, alone);
+	if (index_guarded(c, maint_cleanup_rows_run, &alone) == 0)
+		maint_cleanup_blobs(c, alone);
+	if (c->budget > 0 && index_live_bytes(c) > c->budget)
+		evict_to(c, c->budget / 10 * 9);
 }
 
 static int info_run(struct cache *c, void *arg)
@@ -566,9 +599,15 @@ static int clear_run(struct cache *c, void *arg)
 	return rc;
 }
 
+static void blob_remove(struct cache *c, DIR *d, const char *name, void *arg)
+{
+	(void)c;
+	(void)arg;
+	unlinkat(dirfd(d), name, 0);
+}
+
 int cache_clear(struct cache *c)
 {
-	char *root = NULL;
 	struct dirent *sub;
 	DIR *top;
 	int rc;
@@ -582,33 +621,8 @@ int cache_clear(struct cache *c)
 	rc = index_guarded(c, clear_run, NULL);
 	if (rc != 0)
 		return index_errno(rc);
-	if (asprintf(&root, "%s/blobs", c->dir) < 0)
+	if (blobs_walk(c, blob_remove, NULL) < 0)
 		return -ENOMEM;
-	top = opendir(root);
-	while (top != NULL && (sub = readdir(top)) != NULL) {
-		struct dirent *de;
-		DIR *d;
-		int fd;
-
-		if (strlen(sub->d_name) != 2 || !strcmp(sub->d_name, ".."))
-			continue;
-		fd = openat(dirfd(top), sub->d_name,
-			    O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (fd < 0)
-			continue;
-		d = fdopendir(fd);
-		if (d == NULL) {
-			close(fd);
-			continue;
-		}
-		while ((de = readdir(d)) != NULL)
-			if (de->d_name[0] != '.')
-				unlinkat(dirfd(d), de->d_name, 0);
-		closedir(d);
-	}
-	if (top != NULL)
-		closedir(top);
-	free(root);
 	top = opendir(c->dir);
 	while (top != NULL && (sub = readdir(top)) != NULL)
 		if (!strncmp(sub->d_name, "index.mdb.corrupt-", 18))
