@@ -18,7 +18,6 @@
 #include "util/log.h"
 
 #define WARN_SECONDS 60
-#define PREFETCH_FILES_DEFAULT 32
 
 /* Logs at most once a minute: a full disk would otherwise log per read. */
 void cache_warn_limited(struct cache *c, const char *what, int rc)
@@ -48,15 +47,11 @@ void cache_set_fetch_options(struct cache *c,
 	fetch_set_wait(c->fetch, o->wait_ms);
 	fetch_stats_get(c->fetch, &fs); /* the budget, defaults applied */
 	memory = fs.memory_budget;
-	/* Read-ahead and the committer's queue of inline bytes live in
-	 * the same budget: neither may take more than a quarter of it. */
-	cap = memory / 4;
-	if (cap > PREFETCH_WINDOW_MAX)
-		cap = PREFETCH_WINDOW_MAX;
-	if (cap < PREFETCH_WINDOW_MIN)
-		cap = PREFETCH_WINDOW_MIN;
+	cap = prefetch_window_cap(memory);
 	__atomic_store_n(&c->ra_cap, cap, __ATOMIC_RELAXED);
 	__atomic_store_n(&c->pf_files, o->files, __ATOMIC_RELAXED);
+	/* The committer's queue of inline bytes lives in the same budget as
+	 * read-ahead: at most a quarter of it (see prefetch_window_cap()). */
 	pthread_mutex_lock(&c->q_lock);
 	c->q_max = memory / 4 < QUEUE_BYTES_MAX ? memory / 4 : QUEUE_BYTES_MAX;
 	pthread_cond_broadcast(&c->q_idle);

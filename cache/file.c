@@ -154,7 +154,7 @@ ssize_t cache_file_read(struct cache_file *f, uint64_t offset, size_t len,
 {
 	struct cache *c = f->c;
 	const struct cache_object *obj = &f->obj;
-	uint64_t from, to, n, last, end;
+	uint64_t from, to, n, first, last, end;
 
 	if (!c->disk || offset >= obj->size || len == 0)
 		return cache_read(c, obj, offset, len, buf);
@@ -165,14 +165,10 @@ ssize_t cache_file_read(struct cache_file *f, uint64_t offset, size_t len,
 			     &from, &to);
 	__atomic_store_n(&c->ra_window, f->win.window, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&f->lock);
-	/* Chunks the window reaches past the ones this read fetches. */
-	n = (end - 1) / c->chunk_size + 1;
-	if (from / c->chunk_size > n)
-		n = from / c->chunk_size;
-	last = from < to ? (to - 1) / c->chunk_size : 0;
-	for (; from < to && n <= last; n++)
-		if (prefetch_chunk(c, obj, n) < 0)
-			break;
+	if (prefetch_window_chunks(end, from, to, c->chunk_size, &first, &last))
+		for (n = first; n <= last; n++)
+			if (prefetch_chunk(c, obj, n) < 0)
+				break;
 	return cache_read(c, obj, offset, len, buf);
 }
 
