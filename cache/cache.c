@@ -94,7 +94,7 @@ void cache_stats_get(struct cache *c, struct cache_stats *out)
 	out->budget_bytes = c->budget;
 }
 
-static int budget_compute(const struct cache_options *o, uint64_t *out)
+static int cache_budget_compute(const struct cache_options *o, uint64_t *out)
 {
 	struct statvfs sv;
 
@@ -147,7 +147,7 @@ int cache_new(struct backend *be, struct cache **out)
 
 /* Whether DIR holds an index we may read but not write (a read-only
  * mount, or a directory without write permission for us). */
-static bool dir_readonly(const char *dir, const char *index)
+static bool cache_dir_readonly(const char *dir, const char *index)
 {
 	struct stat st;
 
@@ -191,7 +191,7 @@ int cache_open(const struct cache_options *opts, struct backend *be,
 	}
 	c->index_path = path;
 	path = NULL;
-	c->readonly = dir_readonly(opts->dir, c->index_path);
+	c->readonly = cache_dir_readonly(opts->dir, c->index_path);
 	if (c->readonly) {
 		inspect = true; /* no cleanup, no eviction */
 		log_msg(LOG_WARNING,
@@ -218,7 +218,7 @@ int cache_open(const struct cache_options *opts, struct backend *be,
 		}
 		maint_perms_tighten(c);
 	}
-	rc = budget_compute(opts, &c->budget);
+	rc = cache_budget_compute(opts, &c->budget);
 	if (rc < 0)
 		goto fail_dir;
 	rc = store_file_open(sub, c->readonly ? O_RDONLY : O_RDWR | O_CREAT);

@@ -13,14 +13,14 @@
 
 /* ---- access times ------------------------------------------------------- */
 
-struct touch_args {
+struct evict_touch_args {
 	struct touch *t;
 	size_t n;
 };
 
-static int touches_write(struct cache *c, void *arg)
+static int evict_touches_run(struct cache *c, void *arg)
 {
-	struct touch_args *a = arg;
+	struct evict_touch_args *a = arg;
 	struct touch *t = a->t;
 	size_t n = a->n, i;
 	MDB_txn *txn;
@@ -62,7 +62,7 @@ static int touches_write(struct cache *c, void *arg)
 
 void evict_touches_flush(struct cache *c)
 {
-	struct touch_args a;
+	struct evict_touch_args a;
 	struct touch *t;
 	size_t n;
 	int rc;
@@ -80,7 +80,7 @@ void evict_touches_flush(struct cache *c)
 	}
 	a.t = t;
 	a.n = n;
-	rc = index_guarded(c, touches_write, &a);
+	rc = index_guarded(c, evict_touches_run, &a);
 	if (rc != 0 && rc != MDB_PANIC)
 		cache_warn_limited(c, "cannot record access times", rc);
 	free(t);
@@ -127,7 +127,7 @@ struct blob_ref {
 	uint64_t blob_id;
 };
 
-static int victim_cmp(const void *a, const void *b)
+static int evict_victim_cmp(const void *a, const void *b)
 {
 	const struct victim *x = a, *y = b;
 
@@ -187,7 +187,7 @@ static int evict_run(struct cache *c, void *arg)
 	index_txn_end(txn, false);
 	if (n == 0)
 		goto out;
-	qsort(v, n, sizeof(*v), victim_cmp);
+	qsort(v, n, sizeof(*v), evict_victim_cmp);
 	unlink_list = malloc(n * sizeof(*unlink_list));
 	if (unlink_list == NULL)
 		goto out;

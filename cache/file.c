@@ -31,8 +31,8 @@ void cache_set_order(struct cache *c, cache_order_fn fn, void *ctx)
 /* Queues chunk n of obj ahead of readers unless it is cached or in
  * flight. Returns 0 (queued or nothing to do) or -ENOBUFS (no memory for
  * prefetching now: stop). */
-static int prefetch_chunk(struct cache *c, const struct cache_object *obj,
-			  uint64_t n)
+static int file_prefetch_chunk(struct cache *c, const struct cache_object *obj,
+			       uint64_t n)
 {
 	struct read_chunk ch;
 	uint64_t epoch;
@@ -117,7 +117,7 @@ void cache_order_open(struct cache *c, uint64_t order, uint64_t pos)
 			continue;
 		/* The first chunk: a whole small file, or the start of a
 		 * large one, whose reads then read ahead. */
-		if (prefetch_chunk(c, &next, 0) < 0) {
+		if (file_prefetch_chunk(c, &next, 0) < 0) {
 			pthread_mutex_lock(&c->pf_lock);
 			for (i = 0; i < c->n_orders; i++)
 				if (c->orders[i].order == order)
@@ -167,7 +167,7 @@ ssize_t cache_file_read(struct cache_file *f, uint64_t offset, size_t len,
 	pthread_mutex_unlock(&f->lock);
 	if (prefetch_window_chunks(end, from, to, c->chunk_size, &first, &last))
 		for (n = first; n <= last; n++)
-			if (prefetch_chunk(c, obj, n) < 0)
+			if (file_prefetch_chunk(c, obj, n) < 0)
 				break;
 	return cache_read(c, obj, offset, len, buf);
 }

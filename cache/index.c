@@ -32,14 +32,14 @@
 /* LMDB returns errno values (positive) and its own codes MDB_KEYEXIST
  * (-30799) .. MDB_LAST_ERRCODE; the code here also passes negative errno
  * values. One place turns any of them into text and into an errno. */
-static bool mdb_code(int rc)
+static bool index_mdb_code(int rc)
 {
 	return rc >= MDB_KEYEXIST && rc <= MDB_LAST_ERRCODE;
 }
 
 const char *index_strerror(int rc)
 {
-	if (mdb_code(rc))
+	if (index_mdb_code(rc))
 		return mdb_strerror(rc);
 	return strerror(rc < 0 ? -rc : rc);
 }
@@ -57,7 +57,7 @@ int index_errno(int rc)
 {
 	if (rc == 0)
 		return 0;
-	if (!mdb_code(rc))
+	if (!index_mdb_code(rc))
 		return rc < 0 ? rc : -rc;
 	switch (rc) {
 	case MDB_MAP_FULL:
@@ -111,15 +111,15 @@ bool index_ok(const struct cache *c)
 
 typedef int (*guard_fn)(struct cache *c, void *arg);
 
-struct guard_call {
+struct index_guard_call {
 	struct cache *c;
 	guard_fn fn;
 	void *arg;
 };
 
-static int guard_trampoline(void *arg)
+static int index_guard_trampoline(void *arg)
 {
-	struct guard_call *g = arg;
+	struct index_guard_call *g = arg;
 
 	return g->fn(g->c, g->arg);
 }
@@ -129,12 +129,12 @@ static int guard_trampoline(void *arg)
  * MDB_PANIC after a fault. */
 int index_guarded(struct cache *c, guard_fn fn, void *arg)
 {
-	struct guard_call g = { c, fn, arg };
+	struct index_guard_call g = { c, fn, arg };
 	int rc = 0, sig;
 
 	if (!index_ok(c))
 		return MDB_PANIC;
-	sig = fault_guard_call(guard_trampoline, &g, &rc);
+	sig = fault_guard_call(index_guard_trampoline, &g, &rc);
 	if (sig == 0) {
 		if (index_damaged(rc))
 			index_broken(c, mdb_strerror(rc));
@@ -154,14 +154,14 @@ int index_guarded(struct cache *c, guard_fn fn, void *arg)
 
 /* LMDB checks some of its pages with assertions, then abort()s: inside a
  * guarded call that is damage like a fault. */
-static void mdb_assert_cb(MDB_env *env, const char *msg)
+static void index_assert_cb(MDB_env *env, const char *msg)
 {
 	(void)env;
 	log_msg(LOG_ERR, "cache: LMDB: %s", msg);
 	fault_guard_jump(SIGABRT); /* returns only when not guarded */
 }
 
-static int env_open(struct cache *c, const char *path);
+static int index_env_open(struct cache *c, const char *path);
 
 /* The environment for this process, or NULL when it cannot be opened
  * (logged; the caller reads uncached). */
@@ -191,7 +191,7 @@ MDB_env *index_env(struct cache *c)
 		c->q_drainers = 0;
 		c->q_busy = false;
 		c->committer_running = false;
-		rc = env_open(c, c->index_path);
+		rc = index_env_open(c, c->index_path);
 		if (rc != 0)
 			log_msg(LOG_WARNING,
 				"cache %s: cannot open the index %s: %s; "
@@ -285,7 +285,7 @@ int index_live_add(MDB_txn *txn, const struct cache *c, int64_t delta)
 	return index_meta_put(txn, c, "live_bytes", live);
 }
 
-static int live_bytes_read(struct cache *c, void *arg)
+static int index_live_bytes_run(struct cache *c, void *arg)
 {
 	MDB_txn *txn;
 	int rc = index_txn_begin(c, MDB_RDONLY, &txn);
@@ -301,7 +301,7 @@ uint64_t index_live_bytes(struct cache *c)
 {
 	uint64_t live = 0;
 
-	if (index_guarded(c, live_bytes_read, &live) != 0)
+	if (index_guarded(c, index_live_bytes_run, &live) != 0)
 		return 0;
 	return live;
 }
@@ -347,16 +347,16 @@ int index_row_delete(MDB_txn *txn, struct cache *c, const uint8_t *hash,
 	return index_live_add(txn, c, -(int64_t)h.length);
 }
 
-struct drop_args {
+struct index_drop_args {
 	const uint8_t *hash, *id;
 	size_t id_len;
 	bool blob;
 	uint64_t blob_id;
 };
 
-static int entry_drop_txn(struct cache *c, void *arg)
+static int index_entry_drop_run(struct cache *c, void *arg)
 {
-	struct drop_args *a = arg;
+	struct index_drop_args *a = arg;
 	MDB_txn *txn;
 	int rc;
 
@@ -376,19 +376,19 @@ static int entry_drop_txn(struct cache *c, void *arg)
 void index_entry_drop(struct cache *c, const uint8_t *hash, const uint8_t *id,
 		      size_t id_len)
 {
-	struct drop_args a = { .hash = hash, .id = id, .id_len = id_len };
+	struct index_drop_args a = { .hash = hash, .id = id, .id_len = id_len };
 	int rc;
 
 	if (c->readonly)
 		return;
-	rc = index_guarded(c, entry_drop_txn, &a);
+	rc = index_guarded(c, index_entry_drop_run, &a);
 	if (rc == 0 && a.blob)
 		store_blob_unlink(c, hash, a.blob_id);
 	else if (rc != 0 && rc != MDB_NOTFOUND && rc != MDB_PANIC)
 		cache_warn_limited(c, "cannot drop an entry", rc);
 }
 
-static int dbis_open(struct cache *c, void *arg)
+static int index_dbis_open(struct cache *c, void *arg)
 {
 	unsigned flags = c->readonly ? 0 : MDB_CREATE;
 	MDB_txn *txn;
@@ -422,7 +422,7 @@ void index_env_close(struct cache *c)
 
 /* Opens the environment at path and its databases. Returns 0 or an LMDB
  * code (an errno value or MDB_*), logged by the caller. */
-static int env_open(struct cache *c, const char *path)
+static int index_env_open(struct cache *c, const char *path)
 {
 	unsigned flags =
 		MDB_NOSUBDIR | MDB_NOTLS | MDB_NORDAHEAD | MDB_NOMETASYNC;
@@ -437,7 +437,7 @@ static int env_open(struct cache *c, const char *path)
 			return rc;
 		}
 		mdb_env_set_maxdbs(c->env, 4);
-		mdb_env_set_assert(c->env, mdb_assert_cb);
+		mdb_env_set_assert(c->env, index_assert_cb);
 		mdb_env_set_mapsize(c->env, (size_t)MAP_SIZE);
 		mdb_env_set_maxreaders(c->env, MAX_READERS);
 		/* NOMETASYNC: each commit syncs its data pages but not the
@@ -457,7 +457,7 @@ static int env_open(struct cache *c, const char *path)
 	}
 	if (!c->readonly)
 		mdb_reader_check(c->env, NULL);
-	rc = index_guarded(c, dbis_open, NULL);
+	rc = index_guarded(c, index_dbis_open, NULL);
 	if (rc != 0)
 		index_env_close(c);
 	return rc;
@@ -465,7 +465,7 @@ static int env_open(struct cache *c, const char *path)
 
 /* The deep check of the open index, in a read transaction so that the
  * pages it walks stay put while other processes write. */
-struct deep_args {
+struct index_deep_args {
 	int fd;
 	char *why;
 	size_t why_len;
@@ -474,7 +474,7 @@ struct deep_args {
 
 static int index_deep_run(struct cache *c, void *arg)
 {
-	struct deep_args *a = arg;
+	struct index_deep_args *a = arg;
 	MDB_txn *txn;
 	int rc, tries;
 
@@ -529,7 +529,8 @@ int index_open(struct cache *c, bool may_move)
 	int attempt, rc, fd;
 
 	for (attempt = 0; attempt < 2; attempt++) {
-		struct deep_args a = { .why = why, .why_len = sizeof(why) };
+		struct index_deep_args a = { .why = why,
+					     .why_len = sizeof(why) };
 
 		why[0] = '\0';
 		fd = open(c->index_path, O_RDONLY | O_CLOEXEC);
@@ -541,7 +542,7 @@ int index_open(struct cache *c, bool may_move)
 		}
 		rc = fd < 0 ? 0 : index_check_meta(fd, why, sizeof(why));
 		if (rc == 0) {
-			rc = env_open(c, c->index_path);
+			rc = index_env_open(c, c->index_path);
 			if (rc == MDB_PANIC) /* a fault: the guard said why */
 				snprintf(why, sizeof(why), "a fault in LMDB");
 			else if (index_damaged(rc))

@@ -28,8 +28,8 @@
 #define ORPHAN_GRACE_SECONDS 3600
 #define LOCK_WAIT_SECONDS 10 /* most an open waits for owners.lock */
 
-static int tighten_one(const char *path, const struct stat *st, int type,
-		       struct FTW *ftw)
+static int maint_tighten_one(const char *path, const struct stat *st, int type,
+			     struct FTW *ftw)
 {
 	(void)ftw;
 	if ((type == FTW_F || type == FTW_D) && st->st_uid == geteuid() &&
@@ -57,7 +57,7 @@ void maint_perms_tighten(struct cache *c)
 	free(index);
 	if (!loose)
 		return;
-	nftw(c->dir, tighten_one, 16, FTW_PHYS | FTW_MOUNT);
+	nftw(c->dir, maint_tighten_one, 16, FTW_PHYS | FTW_MOUNT);
 	log_msg(LOG_WARNING,
 		"cache %s was readable by other users (mode %04o): made it "
 		"0700 and its files 0600",
@@ -115,7 +115,7 @@ int maint_owners_lock(struct cache *c, const char *path, int op)
 	return -ETIMEDOUT;
 }
 
-static bool file_old(const struct stat *st)
+static bool maint_file_old(const struct stat *st)
 {
 	return (uint64_t)st->st_mtime + ORPHAN_GRACE_SECONDS < now_seconds();
 }
@@ -142,7 +142,7 @@ static void maint_cleanup_tmp(struct cache *c, bool alone)
 		if (!alone) {
 			if (fstatat(dirfd(d), de->d_name, &st, 0) != 0)
 				continue;
-			if (!file_old(&st) && pid > 0 &&
+			if (!maint_file_old(&st) && pid > 0 &&
 			    !(kill((pid_t)pid, 0) != 0 && errno == ESRCH))
 				continue;
 		}
@@ -242,15 +242,15 @@ out:
 
 /* Whether a file in blobs/XX/ is the blob of a row: its name is
  * HASH.BLOBID and the row of HASH holds that blob id. */
-struct ref_args {
+struct maint_ref_args {
 	uint8_t hash[HASH_LEN];
 	uint64_t blob_id;
 	bool found;
 };
 
-static int blob_referenced_run(struct cache *c, void *arg)
+static int maint_blob_referenced_run(struct cache *c, void *arg)
 {
-	struct ref_args *a = arg;
+	struct maint_ref_args *a = arg;
 	MDB_val k = { HASH_LEN, a->hash }, v;
 	struct entry_hdr h;
 	MDB_txn *txn;
@@ -267,9 +267,9 @@ static int blob_referenced_run(struct cache *c, void *arg)
 	return rc == MDB_NOTFOUND ? 0 : rc;
 }
 
-static bool blob_referenced(struct cache *c, const char *name)
+static bool maint_blob_referenced(struct cache *c, const char *name)
 {
-	struct ref_args a = { .found = false };
+	struct maint_ref_args a = { .found = false };
 	char *end;
 
 	if (strlen(name) != 2 * HASH_LEN + 17 || name[2 * HASH_LEN] != '.' ||
@@ -278,7 +278,7 @@ static bool blob_referenced(struct cache *c, const char *name)
 	a.blob_id = strtoull(name + 2 * HASH_LEN + 1, &end, 16);
 	if (*end != '\0')
 		return false;
-	if (index_guarded(c, blob_referenced_run, &a) != 0)
+	if (index_guarded(c, maint_blob_referenced_run, &a) != 0)
 		return true; /* when in doubt, keep the blob */
 	return a.found;
 }
@@ -289,7 +289,7 @@ static bool blob_referenced(struct cache *c, const char *name)
  * opened is skipped. */
 typedef void (*blob_fn)(struct cache *c, DIR *d, const char *name, void *arg);
 
-static int blobs_walk(struct cache *c, blob_fn fn, void *arg)
+static int maint_blobs_walk(struct cache *c, blob_fn fn, void *arg)
 {
 	char *root = NULL;
 	struct dirent *sub;
@@ -325,20 +325,21 @@ static int blobs_walk(struct cache *c, blob_fn fn, void *arg)
 	return 0;
 }
 
-struct orphan_args {
+struct maint_orphan_args {
 	bool alone;
 	size_t removed;
 };
 
-static void orphan_remove(struct cache *c, DIR *d, const char *name, void *arg)
+static void maint_orphan_remove(struct cache *c, DIR *d, const char *name,
+				void *arg)
 {
-	struct orphan_args *a = arg;
+	struct maint_orphan_args *a = arg;
 	struct stat st;
 
-	if (blob_referenced(c, name))
+	if (maint_blob_referenced(c, name))
 		return;
 	if (!a->alone &&
-	    (fstatat(dirfd(d), name, &st, 0) != 0 || !file_old(&st)))
+	    (fstatat(dirfd(d), name, &st, 0) != 0 || !maint_file_old(&st)))
 		return;
 	if (unlinkat(dirfd(d), name, 0) == 0)
 		a->removed++;
@@ -347,9 +348,9 @@ static void orphan_remove(struct cache *c, DIR *d, const char *name, void *arg)
 /* Removes blobs without rows (when not alone, only old ones). */
 static void maint_cleanup_blobs(struct cache *c, bool alone)
 {
-	struct orphan_args a = { .alone = alone, .removed = 0 };
+	struct maint_orphan_args a = { .alone = alone, .removed = 0 };
 
-	blobs_walk(c, orphan_remove, &a);
+	maint_blobs_walk(c, maint_orphan_remove, &a);
 	if (a.removed > 0)
 		log_msg(LOG_INFO, "cache %s: removed %zu blobs without rows",
 			c->dir, a.removed);
@@ -367,7 +368,7 @@ void maint_at_open(struct cache *c, bool alone)
 		evict_to(c, c->budget / 10 * 9);
 }
 
-static int info_run(struct cache *c, void *arg)
+static int maint_info_run(struct cache *c, void *arg)
 {
 	struct cache_info *out = arg;
 	MDB_cursor *cur;
@@ -413,7 +414,7 @@ int cache_info(struct cache *c, struct cache_info *out)
 	if (!c->disk)
 		return -EINVAL;
 	store_drain(c);
-	if (index_guarded(c, info_run, out) != 0)
+	if (index_guarded(c, maint_info_run, out) != 0)
 		return -EIO; /* logged */
 	if (asprintf(&path, "%s/index.mdb", c->dir) >= 0) {
 		if (stat(path, &st) == 0)
@@ -424,8 +425,9 @@ int cache_info(struct cache *c, struct cache_info *out)
 }
 
 /* Checks one entry; returns NULL if good, else the reason. */
-static const char *entry_check(struct cache *c, MDB_txn *txn, const MDB_val *k,
-			       const MDB_val *v, struct entry *e)
+static const char *maint_entry_check(struct cache *c, MDB_txn *txn,
+				     const MDB_val *k, const MDB_val *v,
+				     struct entry *e)
 {
 	uint8_t hash[HASH_LEN], *buf;
 	const uint8_t *id;
@@ -483,7 +485,7 @@ static const char *entry_check(struct cache *c, MDB_txn *txn, const MDB_val *k,
 	return why;
 }
 
-static char *dup_part(const uint8_t *p, size_t len)
+static char *maint_dup_part(const uint8_t *p, size_t len)
 {
 	char *s = malloc(len + 1);
 
@@ -494,16 +496,16 @@ static char *dup_part(const uint8_t *p, size_t len)
 	return s;
 }
 
-struct verify_args {
+struct maint_verify_args {
 	cache_bad_cb cb;
 	void *arg;
 	uint64_t *checked;
 	int bad;
 };
 
-static int verify_run(struct cache *c, void *varg)
+static int maint_verify_run(struct cache *c, void *varg)
 {
-	struct verify_args *va = varg;
+	struct maint_verify_args *va = varg;
 	cache_bad_cb cb = va->cb;
 	void *arg = va->arg;
 	uint64_t *checked = va->checked;
@@ -526,7 +528,7 @@ static int verify_run(struct cache *c, void *varg)
 
 		op = MDB_NEXT;
 		(*checked)++;
-		why = entry_check(c, txn, &k, &v, &e);
+		why = maint_entry_check(c, txn, &k, &v, &e);
 		if (why != NULL) {
 			struct cache_bad_entry b = { .reason = why };
 			const uint8_t *part[3] = { NULL, NULL, NULL };
@@ -546,9 +548,9 @@ static int verify_run(struct cache *c, void *varg)
 						(size_t)e.h.n_crcs * 4,
 					e.h.id_len, part, part_len, &b.chunk);
 			for (i = 0; i < 3; i++)
-				s[i] = dup_part(part[i] ? part[i]
-							: (const uint8_t *)"",
-						part_len[i]);
+				s[i] = maint_dup_part(
+					part[i] ? part[i] : (const uint8_t *)"",
+					part_len[i]);
 			b.hash_hex = hex;
 			b.backend_id = s[0] ? s[0] : "";
 			b.key = s[1] ? s[1] : "";
@@ -568,18 +570,18 @@ static int verify_run(struct cache *c, void *varg)
 
 int cache_verify(struct cache *c, cache_bad_cb cb, void *arg, uint64_t *checked)
 {
-	struct verify_args va = { cb, arg, checked, 0 };
+	struct maint_verify_args va = { cb, arg, checked, 0 };
 
 	*checked = 0;
 	if (!c->disk)
 		return -EINVAL;
 	store_drain(c);
-	if (index_guarded(c, verify_run, &va) != 0)
+	if (index_guarded(c, maint_verify_run, &va) != 0)
 		return -EIO; /* logged */
 	return va.bad;
 }
 
-static int clear_run(struct cache *c, void *arg)
+static int maint_clear_run(struct cache *c, void *arg)
 {
 	MDB_txn *txn;
 	int rc;
@@ -599,7 +601,8 @@ static int clear_run(struct cache *c, void *arg)
 	return rc;
 }
 
-static void blob_remove(struct cache *c, DIR *d, const char *name, void *arg)
+static void maint_blob_remove(struct cache *c, DIR *d, const char *name,
+			      void *arg)
 {
 	(void)c;
 	(void)arg;
@@ -618,10 +621,10 @@ int cache_clear(struct cache *c)
 	pthread_mutex_lock(&c->touch_lock);
 	c->n_touched = 0;
 	pthread_mutex_unlock(&c->touch_lock);
-	rc = index_guarded(c, clear_run, NULL);
+	rc = index_guarded(c, maint_clear_run, NULL);
 	if (rc != 0)
 		return index_errno(rc);
-	if (blobs_walk(c, blob_remove, NULL) < 0)
+	if (maint_blobs_walk(c, maint_blob_remove, NULL) < 0)
 		return -ENOMEM;
 	top = opendir(c->dir);
 	while (top != NULL && (sub = readdir(top)) != NULL)

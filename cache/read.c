@@ -61,7 +61,7 @@ void read_chunk_release(struct read_chunk *ch)
 	ch->id = NULL;
 }
 
-struct lookup_args {
+struct read_lookup_args {
 	const uint8_t *hash, *id;
 	size_t id_len;
 	uint64_t chunk_len, off;
@@ -73,9 +73,9 @@ struct lookup_args {
 };
 
 /* The index part of read_lookup(): copies an inline entry's bytes. */
-static int lookup_index(struct cache *c, void *arg)
+static int read_lookup_run(struct cache *c, void *arg)
 {
-	struct lookup_args *a = arg;
+	struct read_lookup_args *a = arg;
 	MDB_val k = { HASH_LEN, (void *)a->hash }, v, d;
 	MDB_txn *txn;
 	int rc;
@@ -147,18 +147,18 @@ static int read_lookup(struct cache *c, const struct read_chunk *ch,
 		goto blob;
 	}
 	{
-		struct lookup_args a = { .hash = hash,
-					 .id = id,
-					 .id_len = id_len,
-					 .chunk_len = chunk_len,
-					 .off = off,
-					 .len = len,
-					 .dst = dst,
-					 .b0 = b0,
-					 .b1 = b1,
-					 .e = &e };
+		struct read_lookup_args a = { .hash = hash,
+					      .id = id,
+					      .id_len = id_len,
+					      .chunk_len = chunk_len,
+					      .off = off,
+					      .len = len,
+					      .dst = dst,
+					      .b0 = b0,
+					      .b1 = b1,
+					      .e = &e };
 
-		rc = index_guarded(c, lookup_index, &a);
+		rc = index_guarded(c, read_lookup_run, &a);
 		if (rc != 0) {
 			if (rc != MDB_PANIC)
 				cache_warn_limited(c, "cannot read the index",
@@ -221,15 +221,15 @@ out:
 	return ret;
 }
 
-struct present_args {
+struct read_present_args {
 	const uint8_t *hash, *id;
 	size_t id_len;
 	bool present;
 };
 
-static int present_index(struct cache *c, void *arg)
+static int read_present_run(struct cache *c, void *arg)
 {
-	struct present_args *a = arg;
+	struct read_present_args *a = arg;
 	MDB_val k = { HASH_LEN, (void *)a->hash }, v;
 	struct entry e = { .crcs = NULL };
 	MDB_txn *txn;
@@ -248,7 +248,7 @@ static int present_index(struct cache *c, void *arg)
 bool read_chunk_present(struct cache *c, const struct read_chunk *ch)
 {
 	const uint8_t *hash = ch->hash;
-	struct present_args a = { hash, ch->id, ch->id_len, false };
+	struct read_present_args a = { hash, ch->id, ch->id_len, false };
 	bool present = false;
 	struct pending *p;
 
@@ -260,7 +260,7 @@ bool read_chunk_present(struct cache *c, const struct read_chunk *ch)
 	pthread_mutex_unlock(&c->q_lock);
 	if (present)
 		return true;
-	index_guarded(c, present_index, &a);
+	index_guarded(c, read_present_run, &a);
 	return a.present;
 }
 

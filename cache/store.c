@@ -37,7 +37,7 @@ void store_blob_unlink(struct cache *c, const uint8_t *hash, uint64_t blob_id)
 	free(path);
 }
 
-static int write_all(int fd, const uint8_t *p, uint64_t len)
+static int store_write_all(int fd, const uint8_t *p, uint64_t len)
 {
 	while (len > 0) {
 		ssize_t w = write(fd, p, len > (1u << 30) ? (1u << 30) : len);
@@ -54,8 +54,8 @@ static int write_all(int fd, const uint8_t *p, uint64_t len)
 }
 
 /* Writes the blob under a temporary name and renames it into place. */
-static int blob_write(struct cache *c, const uint8_t *hash, uint64_t blob_id,
-		      const uint8_t *data, uint64_t len)
+static int store_blob_write(struct cache *c, const uint8_t *hash,
+			    uint64_t blob_id, const uint8_t *data, uint64_t len)
 {
 	char hex[2 * HASH_LEN + 1], *tmp = NULL, *dir = NULL, *path = NULL;
 	int fd = -1, rc;
@@ -75,7 +75,7 @@ static int blob_write(struct cache *c, const uint8_t *hash, uint64_t blob_id,
 		rc = fd;
 		goto out;
 	}
-	rc = write_all(fd, data, len);
+	rc = store_write_all(fd, data, len);
 	if (rc == 0 && c->fsync && fdatasync(fd) != 0)
 		rc = -errno;
 	if (close(fd) != 0 && rc == 0)
@@ -97,15 +97,15 @@ out:
 /* Writes the rows of pending chunks batch[0..n) in one transaction (one
  * sync for all of them), making room first. Returns the LMDB error, if
  * any; on error nothing of the batch is indexed. */
-struct put_args {
+struct store_put_args {
 	struct pending **batch;
 	size_t n;
 	bool *orphan;
 };
 
-static int batch_txn(struct cache *c, void *arg)
+static int store_batch_run(struct cache *c, void *arg)
 {
-	struct put_args *a = arg;
+	struct store_put_args *a = arg;
 	struct pending **batch = a->batch;
 	bool *orphan = a->orphan;
 	MDB_txn *txn = NULL;
@@ -149,11 +149,11 @@ static int batch_txn(struct cache *c, void *arg)
 	return rc;
 }
 
-static int batch_put(struct cache *c, struct pending **batch, size_t n)
+static int store_batch_put(struct cache *c, struct pending **batch, size_t n)
 {
 	bool *orphan = calloc(n ? n : 1, sizeof(*orphan));
 	uint64_t total = 0, target = c->budget / 10 * 9;
-	struct put_args a = { batch, n, orphan };
+	struct store_put_args a = { batch, n, orphan };
 	size_t i;
 	int rc;
 
@@ -163,7 +163,7 @@ static int batch_put(struct cache *c, struct pending **batch, size_t n)
 		total += batch[i]->len;
 	if (index_live_bytes(c) + total > c->budget)
 		evict_to(c, target > total ? target - total : 0);
-	rc = index_guarded(c, batch_txn, &a);
+	rc = index_guarded(c, store_batch_run, &a);
 	for (i = 0; i < n; i++)
 		if (batch[i]->data == NULL && (rc != 0 || orphan[i]))
 			store_blob_unlink(c, batch[i]->hash, batch[i]->blob_id);
@@ -175,7 +175,7 @@ static int batch_put(struct cache *c, struct pending **batch, size_t n)
 
 /* Whether DIR's filesystem is (nearly) full: LMDB reports a write cut
  * short by a full disk as EIO. */
-static bool disk_full(const struct cache *c)
+static bool store_disk_full(const struct cache *c)
 {
 	struct statvfs sv;
 
@@ -185,8 +185,8 @@ static bool disk_full(const struct cache *c)
 
 /* Indexes first..last (a run of the queue) in batches of at most half the
  * budget, so eviction can always make room for one. */
-static void batch_commit(struct cache *c, struct pending *first,
-			 struct pending *last)
+static void store_batch_commit(struct cache *c, struct pending *first,
+			       struct pending *last)
 {
 	struct pending *p, **batch;
 	size_t n = 0, i, start;
@@ -217,8 +217,8 @@ static void batch_commit(struct cache *c, struct pending *first,
 		     (i == start || sum + batch[i]->len <= c->budget / 2);
 		     i++)
 			sum += batch[i]->len;
-		rc = batch_put(c, batch + start, i - start);
-		if (rc == EIO && disk_full(c))
+		rc = store_batch_put(c, batch + start, i - start);
+		if (rc == EIO && store_disk_full(c))
 			rc = ENOSPC; /* LMDB's word for a short write */
 		if (rc != 0) {
 			stat_add(&c->store_failures, i - start);
@@ -230,7 +230,7 @@ static void batch_commit(struct cache *c, struct pending *first,
 	free(batch);
 }
 
-static void pending_free(struct pending *p)
+static void store_pending_free(struct pending *p)
 {
 	free(p->val);
 	free(p->data);
@@ -238,7 +238,7 @@ static void pending_free(struct pending *p)
 }
 
 /* Caller holds q_lock: is the queue worth a transaction now? */
-static bool batch_full(const struct cache *c)
+static bool store_batch_full(const struct cache *c)
 {
 	return c->q_count >= COMMIT_BATCH || c->q_bytes >= c->q_max / 2;
 }
@@ -246,7 +246,7 @@ static bool batch_full(const struct cache *c)
 /* The committer thread: indexes what store_chunk() queued, everything
  * queued so far in each round (waiting up to COMMIT_DELAY_MS for a batch
  * to gather), until cache_free() stops it. */
-static void *committer_main(void *arg)
+static void *store_committer_main(void *arg)
 {
 	struct cache *c = arg;
 	sigset_t set;
@@ -276,7 +276,7 @@ static void *committer_main(void *arg)
 			deadline.tv_sec++;
 			deadline.tv_nsec -= 1000000000L;
 		}
-		while (!c->q_stop && c->q_drainers == 0 && !batch_full(c))
+		while (!c->q_stop && c->q_drainers == 0 && !store_batch_full(c))
 			if (pthread_cond_timedwait(&c->q_work, &c->q_lock,
 						   &deadline) == ETIMEDOUT)
 				break;
@@ -288,7 +288,7 @@ static void *committer_main(void *arg)
 
 		/* Items stay queued (and served from the queue) until
 		 * their rows are committed. */
-		batch_commit(c, first, last);
+		store_batch_commit(c, first, last);
 
 		pthread_mutex_lock(&c->q_lock);
 		c->q_head = last->next;
@@ -308,7 +308,7 @@ static void *committer_main(void *arg)
 			bool end = p == last;
 
 			next = end ? NULL : p->next; /* see struct pending */
-			pending_free(p);
+			store_pending_free(p);
 			if (end)
 				break;
 		}
@@ -391,15 +391,15 @@ void store_chunk(struct cache *c, const uint8_t *hash, const uint8_t *id,
 	if (inl) {
 		p->data = malloc(len);
 		if (p->data == NULL) {
-			pending_free(p);
+			store_pending_free(p);
 			store_failed(c, -ENOMEM);
 			return;
 		}
 		memcpy(p->data, data, len);
 	} else {
-		rc = blob_write(c, hash, h.blob_id, data, len);
+		rc = store_blob_write(c, hash, h.blob_id, data, len);
 		if (rc != 0) {
-			pending_free(p);
+			store_pending_free(p);
 			store_failed(c, rc);
 			return;
 		}
@@ -409,7 +409,7 @@ void store_chunk(struct cache *c, const uint8_t *hash, const uint8_t *id,
 	while (c->q_bytes > c->q_max && c->committer_running)
 		pthread_cond_wait(&c->q_idle, &c->q_lock);
 	if (!c->committer_running &&
-	    pthread_create(&c->committer, NULL, committer_main, c) == 0)
+	    pthread_create(&c->committer, NULL, store_committer_main, c) == 0)
 		c->committer_running = true;
 	if (c->committer_running) {
 		bool first = c->q_head == NULL;
@@ -418,14 +418,14 @@ void store_chunk(struct cache *c, const uint8_t *hash, const uint8_t *id,
 		c->q_tail = &p->next;
 		c->q_bytes += len;
 		c->q_count++;
-		if (first || batch_full(c))
+		if (first || store_batch_full(c))
 			pthread_cond_signal(&c->q_work);
 		p = NULL;
 	}
 	pthread_mutex_unlock(&c->q_lock);
 	if (p != NULL) { /* no thread: index it here */
-		batch_commit(c, p, p);
-		pending_free(p);
+		store_batch_commit(c, p, p);
+		store_pending_free(p);
 	}
 }
 
