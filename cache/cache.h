@@ -6,12 +6,20 @@
  * cache_new() is a pass-through: every read goes to the backend. A cache
  * made by cache_open() on a directory keeps what it fetched on disk:
  *
- *   DIR/index.mdb        LMDB data file (and index.mdb-lock), shared by
- *                        every process on the node that uses DIR
+ *   DIR/index.mdb        LMDB data file (MDB_NOSUBDIR) with three tables:
+ *                        idx (a row per chunk: header, CRCs, identity),
+ *                        data (inline chunks' bytes) and meta (live bytes,
+ *                        the last budget and chunk size); shared by every
+ *                        process on the node that uses DIR
+ *   DIR/index.mdb-lock   LMDB's lock file (reader slots, writer lock)
  *   DIR/index.mdb.corrupt-TIME  the last index found damaged, moved aside
- *   DIR/blobs/XX/HASH.ID one immutable file per large chunk (ID: the
- *                        blob id in its row)
- *   DIR/blobs/tmp/       blobs being written (HASH.PID.RAND)
+ *                        (TIME: seconds since the epoch)
+ *   DIR/blobs/XX/HASH.ID one immutable file per large chunk (HASH: 64 hex
+ *                        digits of SHA-256 of the chunk's identity, XX its
+ *                        first two; ID: 16 hex digits, the blob id in its
+ *                        row)
+ *   DIR/blobs/tmp/       blobs being written (HASH.PID.SEQ: the writer's
+ *                        PID and a per-process sequence number)
  *   DIR/owners.lock      every process holds a shared flock while open
  *
  * Directories are 0700 and files 0600, whatever the umask: the cache holds
@@ -129,8 +137,8 @@ int cache_new(struct backend *be, struct cache **out);
 /* Opens (creating if needed) the disk cache in opts->dir, reading misses
  * from be (borrowed; may be NULL for cache stat/verify/clear, and then
  * reads fail with -ENXIO). Unless opts->inspect, removes blobs without
- * index rows and rows without blobs first (see cache.c for how this stays
- * safe while other processes use the directory).
+ * index rows and rows without blobs first (see cache_impl.h for how this
+ * stays safe while other processes use the directory).
  *
  * The index is checked against its own structure first; a damaged one is
  * moved aside and a fresh one started (with opts->inspect and not

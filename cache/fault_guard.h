@@ -2,7 +2,7 @@
  * fault_guard: runs a function with the SIGSEGV and SIGBUS it causes in
  * the calling thread caught, for code that reads memory it cannot trust:
  * LMDB reading a shared mapping of a file that another process may have
- * damaged or truncated (cache.c).
+ * damaged or truncated (cache/index.c).
  *
  * A process-wide handler is installed on first use (the previous one is
  * kept). A fault the kernel raises synchronously (si_code > 0) in a thread
@@ -14,7 +14,7 @@
  *
  * What fn was doing when it faulted is abandoned: it must not hold a lock
  * or own memory that matters while it touches the untrusted memory; the
- * caller cleans up what fn left (cache.c aborts the thread's LMDB
+ * caller cleans up what fn left (index.c aborts the thread's LMDB
  * transaction). Calls nest: a fault returns to the innermost.
  */
 #ifndef SHARDFS_FAULT_GUARD_H

@@ -71,6 +71,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backends/backend.h"
 #include "util/log.h"
 
 #define BUCKETS 256
@@ -132,7 +133,7 @@ struct queue {
 };
 
 struct fetch {
-	fetch_read_fn read_fn;
+	struct backend *be; /* borrowed; NULL: reads fail with -ENXIO */
 	fetch_done_fn done_fn;
 	void *ctx;
 
@@ -171,6 +172,8 @@ struct fetch {
 	/* Protected by lock: statistics. */
 	uint64_t waits, queued, queued_bytes, promoted, refused, reclaimed;
 	uint64_t direct_reads;
+	/* Relaxed atomics: statistics of fetch_backend_read(). */
+	uint64_t backend_reads, backend_bytes, backend_errors;
 	uint64_t epochs[BUCKETS]; /* written under lock, read atomically */
 };
 
@@ -305,14 +308,14 @@ static void *buf_give(struct fetch *f, void *p, uint64_t n)
 	return p;
 }
 
-int fetch_new(unsigned connections, uint64_t memory, fetch_read_fn read_fn,
+int fetch_new(struct backend *be, unsigned connections, uint64_t memory,
 	      fetch_done_fn done_fn, void *ctx, struct fetch **out)
 {
 	struct fetch *f = calloc(1, sizeof(*f));
 
 	if (f == NULL)
 		return -ENOMEM;
-	f->read_fn = read_fn;
+	f->be = be;
 	f->done_fn = done_fn;
 	f->ctx = ctx;
 	f->connections = connections ? connections : CONNECTIONS_DEFAULT;
@@ -325,6 +328,25 @@ int fetch_new(unsigned connections, uint64_t memory, fetch_read_fn read_fn,
 	cond_init(&f->slot);
 	cond_init(&f->memory);
 	*out = f;
+	return 0;
+}
+
+int fetch_backend_read(struct fetch *f, const char *key, size_t key_len,
+		       const char *etag, size_t etag_len, uint64_t offset,
+		       size_t len, void *buf, size_t *nread)
+{
+	int rc;
+
+	if (f->be == NULL)
+		return -ENXIO;
+	__atomic_add_fetch(&f->backend_reads, 1, __ATOMIC_RELAXED);
+	rc = f->be->ops->read(f->be, key, key_len, etag, etag_len, offset, len,
+			      buf, nread);
+	if (rc < 0) {
+		__atomic_add_fetch(&f->backend_errors, 1, __ATOMIC_RELAXED);
+		return rc;
+	}
+	__atomic_add_fetch(&f->backend_bytes, *nread, __ATOMIC_RELAXED);
 	return 0;
 }
 
@@ -732,10 +754,10 @@ static void run_part(struct fetch *f, struct flight *fl, bool worker)
 	pthread_mutex_unlock(&f->lock);
 
 	if (rc == 0)
-		rc = f->read_fn(f->ctx, fl->key, fl->key_len,
-				fl->has_etag ? fl->etag : NULL, fl->etag_len,
-				fl->offset + start, (size_t)plen,
-				fl->buf + start, &nread);
+		rc = fetch_backend_read(f, fl->key, fl->key_len,
+					fl->has_etag ? fl->etag : NULL,
+					fl->etag_len, fl->offset + start,
+					(size_t)plen, fl->buf + start, &nread);
 
 	pthread_mutex_lock(&f->lock);
 	f->inflight--;
@@ -1013,8 +1035,8 @@ static ssize_t direct_read(struct fetch *f, const struct fetch_request *r,
 	pthread_mutex_unlock(&f->lock);
 	if (rc < 0)
 		return wait_failed(r, "a connection", wait_ns);
-	rc = f->read_fn(f->ctx, r->key, r->key_len, r->etag, r->etag_len,
-			r->offset + off, len, dst, &nread);
+	rc = fetch_backend_read(f, r->key, r->key_len, r->etag, r->etag_len,
+				r->offset + off, len, dst, &nread);
 	pthread_mutex_lock(&f->lock);
 	slot_put(f);
 	pthread_mutex_unlock(&f->lock);
@@ -1333,4 +1355,10 @@ void fetch_stats_get(struct fetch *f, struct fetch_stats *out)
 	out->memory_budget = f->budget;
 	out->direct_reads = f->direct_reads;
 	pthread_mutex_unlock(&f->lock);
+	out->backend_reads =
+		__atomic_load_n(&f->backend_reads, __ATOMIC_RELAXED);
+	out->backend_bytes =
+		__atomic_load_n(&f->backend_bytes, __ATOMIC_RELAXED);
+	out->backend_errors =
+		__atomic_load_n(&f->backend_errors, __ATOMIC_RELAXED);
 }

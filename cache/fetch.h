@@ -66,13 +66,6 @@ struct fetch_request {
 	uint64_t len;	 /* chunk length (as the manifest says) */
 };
 
-/* Reads [offset, offset + len) of key into buf (a backend read); returns 0
- * and sets *nread or a negative errno. Anything but *nread == len fails
- * the read with -EIO (the engine logs it). */
-typedef int (*fetch_read_fn)(void *ctx, const char *key, size_t key_len,
-			     const char *etag, size_t etag_len, uint64_t offset,
-			     size_t len, void *buf, size_t *nread);
-
 /* Called once per chunk fetched whole, before the chunk leaves the
  * single-flight table, so a reader never misses both the table and the
  * store (e.g. the cache's store). data is borrowed for the call. */
@@ -89,17 +82,31 @@ struct fetch_stats {
 	uint64_t memory_in_use;	     /* bytes accounted now */
 	uint64_t memory_high_water;  /* most bytes accounted at once */
 	uint64_t memory_budget;
-	uint64_t direct_reads; /* reads served by a direct read (no memory) */
+	uint64_t direct_reads;	 /* reads served by a direct read (no memory) */
+	uint64_t backend_reads;	 /* read requests sent to the backend */
+	uint64_t backend_bytes;	 /* bytes the backend returned */
+	uint64_t backend_errors; /* backend reads that failed */
 };
 
 struct fetch;
+struct backend;
 
-/* Creates an engine that reads with read_fn and hands complete chunks to
- * done_fn (may be NULL), both called with ctx, from worker threads.
+/* Creates an engine that reads from be (borrowed: it must outlive the
+ * engine; NULL: every read fails with -ENXIO) and hands complete chunks to
+ * done_fn (may be NULL), called with ctx, from worker threads.
  * connections >= 1 (0: 64), memory >= 1 (0: 512 MiB). Returns 0 and sets
  * *out, or -ENOMEM. */
-int fetch_new(unsigned connections, uint64_t memory, fetch_read_fn read_fn,
+int fetch_new(struct backend *be, unsigned connections, uint64_t memory,
 	      fetch_done_fn done_fn, void *ctx, struct fetch **out);
+
+/* One backend read of [offset, offset + len) of key into buf, counted in
+ * the engine's stats; returns 0 and sets *nread, or a negative errno
+ * (-ENXIO without a backend). It takes no connection: the engine's own
+ * reads hold one, and a caller outside the chunk machinery takes one with
+ * fetch_slot_acquire() first. */
+int fetch_backend_read(struct fetch *f, const char *key, size_t key_len,
+		       const char *etag, size_t etag_len, uint64_t offset,
+		       size_t len, void *buf, size_t *nread);
 
 /* Changes the limits; takes effect for the worker count only if no fetch
  * has started yet in this process. */

@@ -1,5 +1,6 @@
 /*
- * prefetch: see prefetch.h.
+ * prefetch: the prefetcher's policy as pure state machines (the contract
+ * and the rules are in prefetch.h).
  */
 #include "cache/prefetch.h"
 
@@ -32,6 +33,32 @@ void prefetch_window_read(struct prefetch_window *w, uint64_t off, uint64_t len,
 		*to = size;
 	if (*to > w->ahead)
 		w->ahead = *to;
+}
+
+uint64_t prefetch_window_cap(uint64_t memory)
+{
+	uint64_t cap = memory / 4;
+
+	if (cap > PREFETCH_WINDOW_MAX)
+		cap = PREFETCH_WINDOW_MAX;
+	if (cap < PREFETCH_WINDOW_MIN)
+		cap = PREFETCH_WINDOW_MIN;
+	return cap;
+}
+
+bool prefetch_window_chunks(uint64_t end, uint64_t from, uint64_t to,
+			    uint64_t chunk_size, uint64_t *first,
+			    uint64_t *last)
+{
+	uint64_t n = (end - 1) / chunk_size + 1;
+
+	if (from >= to)
+		return false;
+	if (from / chunk_size > n)
+		n = from / chunk_size;
+	*first = n;
+	*last = (to - 1) / chunk_size;
+	return n <= *last;
 }
 
 void prefetch_order_open(struct prefetch_order *o, uint64_t pos, unsigned limit,

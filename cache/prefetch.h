@@ -1,8 +1,10 @@
 /*
- * prefetch: the prefetcher's policy (docs/DESIGN.md §8, §12). Internal to
- * cache/: pure state machines, no I/O, no locks, no clock; cache.c keeps
- * one state per open file and per order, under its own lock, and turns the
- * ranges these return into prefetch requests of the fetch engine.
+ * prefetch: the prefetcher's policy (docs/DESIGN.md §8, §12), all of it.
+ * Internal to cache/: pure state machines, no I/O, no locks, no clock;
+ * file.c keeps one state per open file and per order, under its own lock,
+ * and turns the chunks these name into prefetch requests of the fetch
+ * engine (the first chunk of each file of an order; the chunks of a
+ * window).
  *
  * Within a file: a read that continues the last one (within
  * PREFETCH_SLACK, since the kernel sends concurrent requests of one file
@@ -33,6 +35,7 @@
 #define PREFETCH_SLACK (UINT64_C(4) << 20)
 #define PREFETCH_DEPTH_START 4
 #define PREFETCH_PROBE 8
+#define PREFETCH_FILES_DEFAULT 32 /* files ahead in an order (the limit) */
 
 struct prefetch_window {
 	uint64_t next;	 /* end of the furthest read */
@@ -47,6 +50,20 @@ struct prefetch_window {
 void prefetch_window_read(struct prefetch_window *w, uint64_t off, uint64_t len,
 			  uint64_t size, uint64_t cap, uint64_t *from,
 			  uint64_t *to);
+
+/* The window's cap for a memory budget of memory bytes: read-ahead and
+ * the committer's queue of inline bytes live in the same budget, so
+ * neither takes more than a quarter of it; within [PREFETCH_WINDOW_MIN,
+ * PREFETCH_WINDOW_MAX]. */
+uint64_t prefetch_window_cap(uint64_t memory);
+
+/* The chunks (of chunk_size bytes) to queue for a read ending at end
+ * (exclusive, > 0) that prefetch_window_read() answered with [from, to):
+ * those the window reaches past the ones the read itself fetches. Returns
+ * false if none, else true and sets [*first, *last]. */
+bool prefetch_window_chunks(uint64_t end, uint64_t from, uint64_t to,
+			    uint64_t chunk_size, uint64_t *first,
+			    uint64_t *last);
 
 struct prefetch_order {
 	uint64_t last;	      /* position opened last */

@@ -1,0 +1,401 @@
+/*
+ * cache_impl.h: what the files of cache/ share behind cache.h (its public
+ * contract). Nothing outside cache/ includes it.
+ *
+ * Files, one job each:
+ *   cache.c  open and free, the fetch options, stats: wiring only
+ *   read.c   the reader (docs/DESIGN.md §1): in flight -> queued ->
+ *            index -> fetch, for one chunk, and cache_read()/cache_fill()
+ *   file.c   open files and the prefetch glue (prefetch.h decides)
+ *   entry.c  chunk identity, its hash, the row format, CRC blocks
+ *   index.c  the LMDB environment, transactions and the fault guard
+ *   store.c  blob files, the queue of new rows and its committer thread
+ *   evict.c  access-time batches and LRU eviction
+ *   maint.c  cleanup at open, cache stat, verify and clear
+ *   fetch.c  the fetch engine (fetch.h); prefetch.c the pure prefetch
+ *            state machines (prefetch.h)
+ *
+ * Index (LMDB, one environment per process, MDB_NOTLS so a FUSE worker may
+ * run a short read transaction on any thread):
+ *   idx   SHA-256(identity) -> entry header, CRC32 per 64 KiB block,
+ *         identity. The identity is (backend id, key, etag, chunk size,
+ *         chunk number), each length-prefixed; it is stored in full and
+ *         compared on every lookup, so a hash collision is a miss, never
+ *         wrong bytes.
+ *   data  SHA-256(identity) -> the chunk's bytes, for inline entries.
+ *   meta  "live_bytes", "budget", "chunk_size": u64 values. live_bytes is
+ *         changed in the same transaction as every put and delete, so all
+ *         processes agree on it.
+ * Headers are separate from inline bytes so that eviction, verify and stat
+ * scan a compact table.
+ *
+ * Ordering that makes crashes and concurrent processes harmless:
+ *   store:  write blobs/tmp/HASH.PID.N, (fsync), rename to
+ *           blobs/XX/HASH.ID (ID random, recorded in the row), then put the
+ *           row. Of two stores of one chunk, the first row wins and the
+ *           loser unlinks its own file; a file is only ever referenced by
+ *           the one row holding its ID, so evicting a row never takes the
+ *           file of a newer store of the same chunk with it.
+ *   evict:  delete the rows (one transaction), then unlink the blobs.
+ * So a crash leaves at worst a blob without a row (cleaned at open) or a
+ * tmp file; a row whose blob is gone (a race between evict and store, or a
+ * file removed by hand) reads as a miss and is dropped.
+ *
+ * Cleanup at open: every process holds a shared flock on owners.lock. An
+ * opener that gets it exclusively is alone: it removes every tmp file and
+ * every blob without a row, drops rows without blobs and recounts live
+ * bytes. An opener that is not alone removes only tmp files of dead PIDs
+ * and orphan blobs older than an hour, since a younger one may be a blob
+ * another process renamed and is about to index.
+ *
+ * Threads: FUSE workers look chunks up and ask the fetch engine
+ * (fetch.h) for misses; its workers read the backend and store whole
+ * chunks: a store queues the row for the process' committer thread
+ * (started on the first store), which indexes everything queued in one
+ * transaction. Locks (each field of struct cache below names its own):
+ * env_lock (the environment of this process), q_lock (the queue),
+ * touch_lock (access times), evict_lock (one eviction at a time; takes
+ * touch_lock and LMDB's writer lock inside), warn_lock, pf_lock (the
+ * prefetcher's orders), files_lock (the open files), a cache_file's lock
+ * (its read-ahead window), and the engine's own lock inside fetch.c. None
+ * is held across backend I/O or a call into the engine; q_lock,
+ * touch_lock, warn_lock, pf_lock, files_lock and a cache_file's lock are
+ * never held while taking another lock.
+ */
+#ifndef SHARDFS_CACHE_IMPL_H
+#define SHARDFS_CACHE_IMPL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include <lmdb.h>
+
+#include "cache/cache.h"
+#include "cache/fetch.h"
+#include "cache/prefetch.h"
+
+#define HASH_LEN 32
+#define ENTRY_VERSION 2u
+#define ENTRY_INLINE 1u
+#define QUEUE_BYTES_MAX (UINT64_C(64) << 20) /* chunk bytes awaiting rows */
+
+/* The fixed part of an idx value; CRCs and the identity follow. Copied out
+ * with memcpy: LMDB values are not aligned. */
+struct entry_hdr {
+	uint32_t version;
+	uint32_t flags;
+	uint64_t length;
+	uint64_t atime; /* seconds; updated in batches */
+	uint64_t ctime;
+	uint64_t blob_id; /* names the blob file; 0 for inline entries */
+	uint32_t n_crcs;
+	uint32_t id_len;
+};
+
+/* A parsed idx value (entry_parse()). */
+struct entry {
+	struct entry_hdr h;
+	uint32_t *crcs; /* h.n_crcs, malloc'd */
+};
+
+/* A stored chunk whose row the committer thread has not written yet. */
+struct pending {
+	/* The queue's link. The tail's next is written by store_chunk()
+	 * (under q_lock) when it appends; once an item has a successor its
+	 * next never changes. So the committer, which takes a run
+	 * first..last under q_lock and walks it unlocked, never reads
+	 * last->next without q_lock (last may be the tail). */
+	struct pending *next;
+	uint8_t hash[HASH_LEN];
+	uint8_t *val; /* the idx value: header, CRCs, identity */
+	size_t val_len;
+	uint8_t *data; /* inline bytes; NULL for a blob (already renamed) */
+	uint64_t blob_id;
+	uint64_t len;
+	bool dropped; /* found bad while queued: not to be indexed (atomic) */
+};
+
+/* An access time waiting to be written (evict.c). */
+struct touch {
+	uint8_t hash[HASH_LEN];
+	uint64_t atime;
+};
+
+/* The prefetcher's state for one order (rank). */
+struct order_slot {
+	uint64_t order;
+	struct prefetch_order st;
+};
+
+struct cache {
+	/* Every backend request goes through it; created with the cache, it
+	 * owns the (borrowed) backend and counts its requests. */
+	struct fetch *fetch;
+
+	/* The prefetcher. pf_lock protects order_fn, order_ctx and
+	 * orders[]; it is never held across I/O or while taking another
+	 * lock. */
+	pthread_mutex_t pf_lock;
+	cache_order_fn order_fn;
+	void *order_ctx;
+	struct order_slot *orders;
+	size_t n_orders, cap_orders;
+	unsigned pf_files; /* atomic: prefetch.files */
+	uint64_t ra_cap;   /* atomic: read-ahead window cap */
+	/* Relaxed atomics: statistics only. */
+	uint64_t pf_issued, pf_bytes, pf_hits, pf_misses, pf_depth, ra_window;
+	/* Files open now: a FUSE release can be lost at unmount, so
+	 * cache_free() frees what is left. files_lock protects the list and
+	 * is never held while taking another lock. */
+	pthread_mutex_t files_lock;
+	struct cache_file *files;
+
+	/* Relaxed atomics: statistics only. */
+	uint64_t hits;
+	uint64_t misses;
+	uint64_t bytes_from_cache;
+	uint64_t evictions;
+	uint64_t crc_failures;
+	uint64_t store_failures;
+
+	/* The disk cache; env is NULL for a pass-through cache. All of it is
+	 * read-only after cache_open() except as noted. */
+	bool disk;	  /* a disk cache, not a pass-through */
+	char *index_path; /* DIR/index.mdb */
+	/* The environment of process env_pid, (re)opened by index_env() on
+	 * first use in a new process: `shardfs mount` without -f forks after
+	 * opening, and LMDB's locks and reader slots belong to the process
+	 * that opened the environment. */
+	pthread_mutex_t env_lock; /* protects env, dbi_*, env_pid changes */
+	MDB_env *env;
+	MDB_dbi dbi_idx, dbi_data, dbi_meta;
+	pid_t env_pid; /* atomic */
+	char *dir;
+	char *backend_id;
+	size_t backend_id_len;
+	uint64_t budget; /* 0: none (inspection) */
+	uint64_t chunk_size;
+	uint64_t inline_max;
+	bool fsync;
+	bool readonly; /* DIR cannot be written: serve hits, store nothing */
+	/* Set once the index is found damaged while in use (a fault inside
+	 * LMDB, or LMDB reporting corruption): from then on lookups miss and
+	 * stores are dropped; the next cache_open() moves it aside. Atomic. */
+	bool broken;
+	bool opened; /* cache_open() is done: index_broken() logs */
+	int owners_fd;
+	uint64_t tmp_seq;   /* atomic: unique tmp names and blob ids */
+	uint64_t blob_seed; /* random per cache_open(), for blob ids */
+
+	/* Rows waiting for the committer thread (see store_chunk()). Lock
+	 * order: q_lock is never held while taking another lock. */
+	pthread_mutex_t q_lock; /* protects q_*, committer_running */
+	pthread_cond_t q_work;	/* the queue grew, or q_stop */
+	pthread_cond_t q_idle;	/* a batch was indexed */
+	struct pending *q_head, **q_tail;
+	uint64_t q_bytes;    /* bytes queued: inline in memory, blobs on disk */
+	uint64_t q_max;	     /* most q_bytes before stores wait */
+	unsigned q_count;    /* chunks queued */
+	unsigned q_drainers; /* threads in store_drain(): no delay */
+	bool q_busy;	     /* the committer holds a batch */
+	bool q_stop;
+	bool committer_running;
+	pthread_t committer;
+
+	pthread_mutex_t touch_lock; /* protects touched, n_touched, cap_touched,
+				     * last_flush */
+	struct touch *touched;
+	size_t n_touched, cap_touched;
+	time_t last_flush;
+
+	/* One eviction at a time in this process; never held with
+	 * touch_lock or across backend I/O. */
+	pthread_mutex_t evict_lock;
+
+	pthread_mutex_t warn_lock; /* protects last_warn */
+	time_t last_warn;
+};
+
+static inline void stat_add(uint64_t *v, uint64_t n)
+{
+	__atomic_add_fetch(v, n, __ATOMIC_RELAXED);
+}
+
+static inline uint64_t stat_load(const uint64_t *v)
+{
+	return __atomic_load_n(v, __ATOMIC_RELAXED);
+}
+
+static inline uint64_t now_seconds(void)
+{
+	return (uint64_t)time(NULL);
+}
+
+/* ---- cache.c ---- */
+
+/* Logs at most once a minute: a full disk would otherwise log per read. */
+void cache_warn_limited(struct cache *c, const char *what, int rc);
+
+/* ---- index.c ----
+ * Functions named *_run or given to index_guarded() return 0 or an LMDB
+ * code (an errno value or MDB_*); index_errno() turns one into a negative
+ * errno. */
+
+/* Text for an LMDB code or an errno of either sign. */
+const char *index_strerror(int rc);
+/* Any LMDB code or errno to a negative errno. */
+int index_errno(int rc);
+/* False once the index was found damaged in this process. */
+bool index_ok(const struct cache *c);
+
+typedef int (*guard_fn)(struct cache *c, void *arg);
+/* Runs fn(c, arg) with the fault guard armed. Returns what fn returned
+ * (and marks the index broken if that is an LMDB code for damage), or
+ * MDB_PANIC after a fault. */
+int index_guarded(struct cache *c, guard_fn fn, void *arg);
+/* The environment for this process, or NULL when it cannot be opened
+ * (logged; the caller reads uncached). */
+MDB_env *index_env(struct cache *c);
+/* Begin (on env, or on this process' environment) and end (commit or
+ * abort) the thread's one transaction, tracked for the guard. */
+int index_txn_begin_on(struct cache *c, MDB_env *env, unsigned flags,
+		       MDB_txn **txn);
+int index_txn_begin(struct cache *c, unsigned flags, MDB_txn **txn);
+int index_txn_end(MDB_txn *txn, bool commit);
+/* The meta table's u64 values ("live_bytes", "budget", "chunk_size"). */
+int index_meta_get(MDB_txn *txn, const struct cache *c, const char *name,
+		   uint64_t *out);
+int index_meta_put(MDB_txn *txn, const struct cache *c, const char *name,
+		   uint64_t value);
+int index_live_add(MDB_txn *txn, const struct cache *c, int64_t delta);
+/* Live bytes of the index (0 when it cannot be read). */
+uint64_t index_live_bytes(struct cache *c);
+/* Deletes the row hash in txn if it exists (and, with id, holds id).
+ * Sets *blob when the caller must unlink a blob after commit. Returns 0,
+ * MDB_NOTFOUND, or an LMDB error. */
+int index_row_delete(MDB_txn *txn, struct cache *c, const uint8_t *hash,
+		     const uint8_t *id, size_t id_len, bool *blob,
+		     uint64_t *blob_id);
+/* Drops one entry (bad CRC, missing blob), and its blob. */
+void index_entry_drop(struct cache *c, const uint8_t *hash, const uint8_t *id,
+		      size_t id_len);
+void index_env_close(struct cache *c);
+/* Opens c->index_path after checking it; a damaged one is moved aside
+ * when may_move, else -EIO (logged). Returns 0 or a negative errno. */
+int index_open(struct cache *c, bool may_move);
+/* Records the budget and chunk size (arg: uint64_t[2]); for guarded. */
+int index_meta_record(struct cache *c, void *arg);
+
+/* ---- entry.c ---- */
+
+/* The identity of chunk n of obj, and its hash. *id is malloc'd. */
+int entry_ident_build(const struct cache *c, const struct cache_object *obj,
+		      uint64_t n, uint8_t **id, size_t *id_len,
+		      uint8_t hash[HASH_LEN]);
+/* Splits an identity into its parts (pointers into id); false if it is
+ * malformed. */
+bool entry_ident_parse(const uint8_t *id, size_t len, const uint8_t *part[3],
+		       size_t part_len[3], uint64_t *chunk);
+void entry_hash_hex(const uint8_t hash[HASH_LEN], char out[2 * HASH_LEN + 1]);
+/* 64 lower-case hex digits to a hash; -EINVAL if not. */
+int entry_hex_parse(const char *s, uint8_t hash[HASH_LEN]);
+/* DIR/blobs/XX/HASH.ID, malloc'd; NULL when out of memory. */
+char *entry_blob_path(const struct cache *c, const uint8_t hash[HASH_LEN],
+		      uint64_t blob_id);
+uint32_t entry_n_blocks(uint64_t length);
+uint32_t entry_block_crc(const uint8_t *data, uint64_t length, uint32_t b);
+/* Parses an idx value. With id, the stored identity must equal it.
+ * Returns 0, -ENOENT (another identity: a collision), -EBADMSG
+ * (malformed), -ENOMEM. */
+int entry_parse(const MDB_val *v, const uint8_t *id, size_t id_len,
+		struct entry *e);
+/* Whether blocks b0..b1 of data (which starts at data_start of a chunk of
+ * length bytes) match crcs. */
+bool entry_crcs_ok(const uint8_t *data, uint64_t data_start, uint64_t length,
+		   const uint32_t *crcs, uint32_t b0, uint32_t b1);
+
+/* ---- evict.c ---- */
+
+/* Writes the access times batched so far. */
+void evict_touches_flush(struct cache *c);
+/* Records an access to hash (written in a batch later). */
+void evict_touch(struct cache *c, const uint8_t *hash);
+/* Evicts least recently used entries until live bytes <= target. */
+void evict_to(struct cache *c, uint64_t target);
+
+/* ---- store.c ---- */
+
+/* What a lookup found (read.c, store_pending_find()). */
+enum { LOOKUP_MISS = 0, LOOKUP_HIT = 1, LOOKUP_BAD = 2, LOOKUP_BLOB = 3 };
+
+/* Counts and logs (rate-limited) a chunk that could not be stored. */
+void store_failed(struct cache *c, int rc);
+void store_blob_unlink(struct cache *c, const uint8_t *hash, uint64_t blob_id);
+/* Waits until every chunk this process queued is indexed. */
+void store_drain(struct cache *c);
+/* Stores a fetched chunk: writes its blob (large chunks) now, and queues
+ * its row for the committer thread. Failures are counted and logged, never
+ * returned. */
+void store_chunk(struct cache *c, const uint8_t *hash, const uint8_t *id,
+		 size_t id_len, const uint8_t *data, uint64_t len);
+/* Serves [off, off + len) of a chunk still queued for indexing. Returns
+ * LOOKUP_HIT (copied), LOOKUP_MISS (not queued), or LOOKUP_BLOB with e
+ * filled for the caller to read the blob. */
+int store_pending_find(struct cache *c, const uint8_t *hash, const uint8_t *id,
+		       size_t id_len, uint64_t chunk_len, uint64_t off,
+		       size_t len, void *dst, struct entry *e);
+/* The fetch engine's done callback (ctx: the cache): a chunk fetched
+ * whole goes to the disk cache (store_chunk()). */
+void store_fetch_done(void *ctx, const uint8_t *hash, const uint8_t *id,
+		      size_t id_len, const uint8_t *data, uint64_t len);
+/* Keeps a queued chunk found bad from being indexed. */
+void store_pending_drop(struct cache *c, const uint8_t *hash);
+/* Directories 0700 and files 0600 of the cache, whatever the umask. */
+int store_dir_make(const char *path);
+int store_mkdir_p(const char *path);
+int store_file_open(const char *path, int flags);
+
+/* ---- read.c ---- */
+
+/* Chunk n of an object, named once for every step of a read: its
+ * identity, hash, and the engine's request (which points into it, so a
+ * read_chunk does not move while used). */
+struct read_chunk {
+	uint64_t n;   /* chunk number */
+	uint64_t len; /* its bytes */
+	uint8_t hash[HASH_LEN];
+	uint8_t *id; /* the identity, malloc'd */
+	size_t id_len;
+	struct fetch_request r;
+};
+
+/* Bytes of chunk n of obj. */
+uint64_t read_chunk_len(const struct cache *c, const struct cache_object *obj,
+			uint64_t n);
+/* Names chunk n of obj (obj's strings borrowed while ch is used). Returns
+ * 0 or -ENOMEM. Free with read_chunk_release(). */
+int read_chunk_name(const struct cache *c, const struct cache_object *obj,
+		    uint64_t n, struct read_chunk *ch);
+void read_chunk_release(struct read_chunk *ch);
+/* Whether chunk ch is queued or indexed (not read, not checked). */
+bool read_chunk_present(struct cache *c, const struct read_chunk *ch);
+
+/* ---- maint.c ---- */
+
+/* Makes a cache readable by other users 0700/0600 (when we own it). */
+void maint_perms_tighten(struct cache *c);
+/* Allocates LMDB's lock file, so a full filesystem fails the open. */
+int maint_lock_file_prepare(const char *path);
+/* Takes owners.lock (LOCK_SH or LOCK_EX), giving up after a while. */
+int maint_owners_lock(struct cache *c, const char *path, int op);
+/* Cleanup at open (not for inspection): records the budget and chunk
+ * size, removes tmp files, drops rows without blobs, removes blobs without
+ * rows (all of them when alone, else only those of dead writers or older
+ * than an hour), and evicts down to the budget. */
+void maint_at_open(struct cache *c, bool alone);
+
+#endif

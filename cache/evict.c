@@ -1,0 +1,244 @@
+/*
+ * evict: access times, kept in memory and written in batches, and LRU
+ * eviction down to a target of live bytes.
+ */
+#include "cache/cache_impl.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TOUCH_BATCH 1024
+#define TOUCH_SECONDS 30
+
+/* ---- access times ------------------------------------------------------- */
+
+struct evict_touch_args {
+	struct touch *t;
+	size_t n;
+};
+
+static int evict_touches_run(struct cache *c, void *arg)
+{
+	struct evict_touch_args *a = arg;
+	struct touch *t = a->t;
+	size_t n = a->n, i;
+	MDB_txn *txn;
+	int rc;
+
+	rc = index_txn_begin(c, 0, &txn);
+	if (rc != 0)
+		return rc;
+	for (i = 0; i < n && rc == 0; i++) {
+		MDB_val k = { HASH_LEN, t[i].hash }, v, nv;
+		struct entry_hdr h;
+
+		if (mdb_get(txn, c->dbi_idx, &k, &v) != 0 ||
+		    v.mv_size < sizeof(h))
+			continue;
+		memcpy(&h, v.mv_data, sizeof(h));
+		if (h.atime >= t[i].atime)
+			continue;
+		h.atime = t[i].atime;
+		/* A copy: v points into the map, which the put may change
+		 * under it. */
+		nv.mv_size = v.mv_size;
+		nv.mv_data = malloc(v.mv_size);
+		if (nv.mv_data == NULL) {
+			rc = ENOMEM;
+			break;
+		}
+		memcpy(nv.mv_data, v.mv_data, v.mv_size);
+		memcpy(nv.mv_data, &h, sizeof(h));
+		rc = mdb_put(txn, c->dbi_idx, &k, &nv, 0);
+		free(nv.mv_data);
+	}
+	if (rc == 0)
+		rc = index_txn_end(txn, true);
+	else
+		index_txn_end(txn, false);
+	return rc;
+}
+
+void evict_touches_flush(struct cache *c)
+{
+	struct evict_touch_args a;
+	struct touch *t;
+	size_t n;
+	int rc;
+
+	pthread_mutex_lock(&c->touch_lock);
+	t = c->touched;
+	n = c->n_touched;
+	c->touched = NULL;
+	c->n_touched = c->cap_touched = 0;
+	c->last_flush = time(NULL);
+	pthread_mutex_unlock(&c->touch_lock);
+	if (n == 0 || c->readonly) {
+		free(t);
+		return;
+	}
+	a.t = t;
+	a.n = n;
+	rc = index_guarded(c, evict_touches_run, &a);
+	if (rc != 0 && rc != MDB_PANIC)
+		cache_warn_limited(c, "cannot record access times", rc);
+	free(t);
+}
+
+void evict_touch(struct cache *c, const uint8_t *hash)
+{
+	uint64_t now = now_seconds();
+	bool flush = false;
+
+	pthread_mutex_lock(&c->touch_lock);
+	if (c->n_touched > 0 &&
+	    memcmp(c->touched[c->n_touched - 1].hash, hash, HASH_LEN) == 0 &&
+	    c->touched[c->n_touched - 1].atime == now)
+		goto out;
+	if (c->n_touched == c->cap_touched) {
+		size_t cap = c->cap_touched ? 2 * c->cap_touched : 64;
+		struct touch *t = realloc(c->touched, cap * sizeof(*t));
+
+		if (t == NULL)
+			goto out; /* an access time is a hint */
+		c->touched = t;
+		c->cap_touched = cap;
+	}
+	memcpy(c->touched[c->n_touched].hash, hash, HASH_LEN);
+	c->touched[c->n_touched++].atime = now;
+	flush = c->n_touched >= TOUCH_BATCH ||
+		(time_t)now - c->last_flush >= TOUCH_SECONDS;
+out:
+	pthread_mutex_unlock(&c->touch_lock);
+	if (flush)
+		evict_touches_flush(c);
+}
+
+/* ---- eviction ------------------------------------------------------------ */
+
+struct victim {
+	uint64_t atime;
+	uint8_t hash[HASH_LEN];
+};
+
+struct blob_ref {
+	uint8_t hash[HASH_LEN];
+	uint64_t blob_id;
+};
+
+static int evict_victim_cmp(const void *a, const void *b)
+{
+	const struct victim *x = a, *y = b;
+
+	if (x->atime != y->atime)
+		return x->atime < y->atime ? -1 : 1;
+	return memcmp(x->hash, y->hash, HASH_LEN);
+}
+
+/* Evicts least recently used entries until live bytes <= target. A full
+ * scan sorted by access time: eviction frees a tenth of the budget at a
+ * time, so it runs rarely, and no second index has to be kept in step. */
+static int evict_run(struct cache *c, void *arg)
+{
+	uint64_t target = *(const uint64_t *)arg;
+	struct victim *v = NULL;
+	struct blob_ref *unlink_list = NULL;
+	size_t n = 0, cap = 0, n_unlink = 0, i;
+	uint64_t live;
+	MDB_cursor *cur;
+	MDB_val k, val;
+	MDB_txn *txn;
+	int rc, op = MDB_FIRST;
+
+	evict_touches_flush(c);
+	if (index_live_bytes(c) <= target)
+		goto out;
+	rc = index_txn_begin(c, MDB_RDONLY, &txn);
+	if (rc != 0)
+		goto fail;
+	rc = mdb_cursor_open(txn, c->dbi_idx, &cur);
+	if (rc != 0) {
+		index_txn_end(txn, false);
+		goto fail;
+	}
+	while ((rc = mdb_cursor_get(cur, &k, &val, op)) == 0) {
+		struct entry_hdr h;
+
+		op = MDB_NEXT;
+
+		if (k.mv_size != HASH_LEN || val.mv_size < sizeof(h))
+			continue;
+		if (n == cap) {
+			size_t ncap = cap ? 2 * cap : 1024;
+			struct victim *nv = realloc(v, ncap * sizeof(*v));
+
+			if (nv == NULL)
+				break;
+			v = nv;
+			cap = ncap;
+		}
+		memcpy(&h, val.mv_data, sizeof(h));
+		v[n].atime = h.atime;
+		memcpy(v[n].hash, k.mv_data, HASH_LEN);
+		n++;
+	}
+	mdb_cursor_close(cur);
+	index_txn_end(txn, false);
+	if (n == 0)
+		goto out;
+	qsort(v, n, sizeof(*v), evict_victim_cmp);
+	unlink_list = malloc(n * sizeof(*unlink_list));
+	if (unlink_list == NULL)
+		goto out;
+
+	rc = index_txn_begin(c, 0, &txn);
+	if (rc != 0)
+		goto fail;
+	rc = index_meta_get(txn, c, "live_bytes", &live);
+	for (i = 0; rc == 0 && i < n && live > target; i++) {
+		bool blob;
+		uint64_t blob_id = 0;
+
+		rc = index_row_delete(txn, c, v[i].hash, NULL, 0, &blob,
+				      &blob_id);
+		if (rc == MDB_NOTFOUND) {
+			rc = 0;
+			continue;
+		}
+		if (rc != 0)
+			break;
+		stat_add(&c->evictions, 1);
+		if (blob) {
+			memcpy(unlink_list[n_unlink].hash, v[i].hash, HASH_LEN);
+			unlink_list[n_unlink++].blob_id = blob_id;
+		}
+		rc = index_meta_get(txn, c, "live_bytes", &live);
+	}
+	if (rc == 0)
+		rc = index_txn_end(txn, true);
+	else
+		index_txn_end(txn, false);
+	if (rc != 0)
+		goto fail;
+	for (i = 0; i < n_unlink; i++)
+		store_blob_unlink(c, unlink_list[i].hash,
+				  unlink_list[i].blob_id);
+	goto out;
+fail:
+	if (rc != MDB_PANIC)
+		cache_warn_limited(c, "cannot evict", rc);
+out:
+	free(unlink_list);
+	free(v);
+	return 0;
+}
+
+void evict_to(struct cache *c, uint64_t target)
+{
+	if (c->readonly)
+		return;
+	pthread_mutex_lock(&c->evict_lock);
+	index_guarded(c, evict_run, &target);
+	pthread_mutex_unlock(&c->evict_lock);
+}

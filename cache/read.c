@@ -1,0 +1,428 @@
+/*
+ * read: the reader (docs/DESIGN.md §1). One chunk's part is looked for in
+ * this order, and the first place that has it answers:
+ *   1. in flight or retained in the fetch engine (fetch_join()): a
+ *      prefetched chunk is served from memory, no index, no CRC pass;
+ *   2. queued for the committer (store_pending_find()): stored, no row yet;
+ *   3. the index: inline bytes in LMDB, or the blob file, CRC-checked
+ *      (a bad entry is dropped and counted, then refetched);
+ *   4. fetched through the engine (fetch_get()), which stores the whole
+ *      chunk through store_fetch_done() before it leaves the engine.
+ * Between 1 and 4 the engine's epoch (fetch_epoch()) closes the race with
+ * a fetch that stores the chunk after 2-3 missed it. read_chunk() is that
+ * sequence; cache_read() cuts a request into chunks, cache_fill() makes
+ * sure chunks are stored; a pass-through cache reads straight through.
+ */
+#include "cache/cache_impl.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util/log.h"
+
+/* Bytes of chunk n of obj. */
+uint64_t read_chunk_len(const struct cache *c, const struct cache_object *obj,
+			uint64_t n)
+{
+	uint64_t cstart = n * c->chunk_size;
+
+	return obj->size - cstart < c->chunk_size ? obj->size - cstart
+						  : c->chunk_size;
+}
+
+int read_chunk_name(const struct cache *c, const struct cache_object *obj,
+		    uint64_t n, struct read_chunk *ch)
+{
+	int rc;
+
+	ch->n = n;
+	ch->len = read_chunk_len(c, obj, n);
+	rc = entry_ident_build(c, obj, n, &ch->id, &ch->id_len, ch->hash);
+	if (rc < 0)
+		return rc;
+	ch->r.hash = ch->hash;
+	ch->r.id = ch->id;
+	ch->r.id_len = ch->id_len;
+	ch->r.key = obj->key;
+	ch->r.key_len = obj->key_len;
+	ch->r.etag = obj->etag;
+	ch->r.etag_len = obj->etag_len;
+	ch->r.offset = n * c->chunk_size;
+	ch->r.len = ch->len;
+	return 0;
+}
+
+void read_chunk_release(struct read_chunk *ch)
+{
+	free(ch->id);
+	ch->id = NULL;
+}
+
+struct read_lookup_args {
+	const uint8_t *hash, *id;
+	size_t id_len;
+	uint64_t chunk_len, off;
+	size_t len;
+	void *dst;
+	uint32_t b0, b1;
+	struct entry *e;
+	int ret; /* LOOKUP_*: LOOKUP_BLOB to read the blob of *e */
+};
+
+/* The index part of read_lookup(): copies an inline entry's bytes. */
+static int read_lookup_run(struct cache *c, void *arg)
+{
+	struct read_lookup_args *a = arg;
+	MDB_val k = { HASH_LEN, (void *)a->hash }, v, d;
+	MDB_txn *txn;
+	int rc;
+
+	a->ret = LOOKUP_MISS;
+	rc = index_txn_begin(c, MDB_RDONLY, &txn);
+	if (rc != 0)
+		return rc;
+	rc = mdb_get(txn, c->dbi_idx, &k, &v);
+	if (rc != 0)
+		goto out;
+	rc = entry_parse(&v, a->id, a->id_len, a->e);
+	if (rc == -ENOENT || rc == -ENOMEM) {
+		rc = 0;
+		goto out;
+	}
+	if (rc != 0 || a->e->h.length != a->chunk_len) {
+		rc = 0;
+		a->ret = LOOKUP_BAD;
+		goto out;
+	}
+	if (!(a->e->h.flags & ENTRY_INLINE)) {
+		a->ret = LOOKUP_BLOB;
+		goto out;
+	}
+	rc = mdb_get(txn, c->dbi_data, &k, &d);
+	if (rc != 0 && rc != MDB_NOTFOUND)
+		goto out;
+	if (rc != 0 || d.mv_size != a->chunk_len ||
+	    !entry_crcs_ok(d.mv_data, 0, a->chunk_len, a->e->crcs, a->b0,
+			   a->b1)) {
+		a->ret = LOOKUP_BAD;
+	} else {
+		memcpy(a->dst, (uint8_t *)d.mv_data + a->off, a->len);
+		a->ret = LOOKUP_HIT;
+	}
+	rc = 0;
+out:
+	index_txn_end(txn, false);
+	return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+/* Steps 2 and 3: serves [off, off + len) of chunk ch from the queue or the
+ * index into dst. A bad entry (CRC mismatch, short blob) is dropped and
+ * counted. Returns LOOKUP_HIT or LOOKUP_MISS (or LOOKUP_BAD: a miss). */
+static int read_lookup(struct cache *c, const struct read_chunk *ch,
+		       uint64_t off, size_t len, void *dst)
+{
+	const uint8_t *hash = ch->hash, *id = ch->id;
+	size_t id_len = ch->id_len;
+	uint64_t chunk_len = ch->len;
+	struct entry e = { .crcs = NULL };
+	uint32_t b0 = (uint32_t)(off / CACHE_CRC_BLOCK);
+	uint32_t b1 = (uint32_t)((off + len - 1) / CACHE_CRC_BLOCK);
+	uint64_t start, end;
+	uint8_t *scratch = NULL;
+	char *path = NULL;
+	int rc, fd, ret = LOOKUP_MISS;
+	ssize_t got;
+
+	if (index_env(c) == NULL)
+		return LOOKUP_MISS;
+	ret = store_pending_find(c, hash, id, id_len, chunk_len, off, len, dst,
+				 &e);
+	if (ret == LOOKUP_HIT)
+		return LOOKUP_HIT;
+	if (ret == LOOKUP_BLOB) {
+		ret = LOOKUP_MISS;
+		goto blob;
+	}
+	{
+		struct read_lookup_args a = { .hash = hash,
+					      .id = id,
+					      .id_len = id_len,
+					      .chunk_len = chunk_len,
+					      .off = off,
+					      .len = len,
+					      .dst = dst,
+					      .b0 = b0,
+					      .b1 = b1,
+					      .e = &e };
+
+		rc = index_guarded(c, read_lookup_run, &a);
+		if (rc != 0) {
+			if (rc != MDB_PANIC)
+				cache_warn_limited(c, "cannot read the index",
+						   rc);
+			ret = LOOKUP_MISS;
+			goto out;
+		}
+		ret = a.ret;
+		if (ret != LOOKUP_BLOB)
+			goto out;
+		ret = LOOKUP_MISS;
+	}
+
+blob:
+	/* A blob: read the whole CRC blocks that cover the range. */
+	start = (uint64_t)b0 * CACHE_CRC_BLOCK;
+	end = (uint64_t)(b1 + 1) * CACHE_CRC_BLOCK;
+	if (end > chunk_len)
+		end = chunk_len;
+	path = entry_blob_path(c, hash, e.h.blob_id);
+	scratch = malloc(end - start);
+	if (path == NULL || scratch == NULL)
+		goto out;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		/* Evicted by another process, or removed: a miss. */
+		if (errno == ENOENT) {
+			store_pending_drop(c, hash);
+			index_entry_drop(c, hash, id, id_len);
+		}
+		goto out;
+	}
+	got = pread(fd, scratch, end - start, (off_t)start);
+	close(fd);
+	if (got != (ssize_t)(end - start) ||
+	    !entry_crcs_ok(scratch, start, chunk_len, e.crcs, b0, b1)) {
+		ret = LOOKUP_BAD;
+		goto out;
+	}
+	memcpy(dst, scratch + (off - start), len);
+	ret = LOOKUP_HIT;
+out:
+	if (ret == LOOKUP_BAD) {
+		char hex[2 * HASH_LEN + 1];
+
+		entry_hash_hex(hash, hex);
+		stat_add(&c->crc_failures, 1);
+		log_msg(LOG_WARNING,
+			"cache %s: entry %s failed its check (CRC or length); "
+			"dropped, refetching",
+			c->dir, hex);
+		store_pending_drop(c, hash);
+		index_entry_drop(c, hash, id, id_len);
+	}
+	if (ret == LOOKUP_HIT)
+		evict_touch(c, hash);
+	free(scratch);
+	free(path);
+	free(e.crcs);
+	return ret;
+}
+
+struct read_present_args {
+	const uint8_t *hash, *id;
+	size_t id_len;
+	bool present;
+};
+
+static int read_present_run(struct cache *c, void *arg)
+{
+	struct read_present_args *a = arg;
+	MDB_val k = { HASH_LEN, (void *)a->hash }, v;
+	struct entry e = { .crcs = NULL };
+	MDB_txn *txn;
+	int rc = index_txn_begin(c, MDB_RDONLY, &txn);
+
+	if (rc != 0)
+		return rc;
+	rc = mdb_get(txn, c->dbi_idx, &k, &v);
+	if (rc == 0 && entry_parse(&v, a->id, a->id_len, &e) == 0)
+		a->present = true;
+	index_txn_end(txn, false);
+	free(e.crcs);
+	return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+bool read_chunk_present(struct cache *c, const struct read_chunk *ch)
+{
+	const uint8_t *hash = ch->hash;
+	struct read_present_args a = { hash, ch->id, ch->id_len, false };
+	bool present = false;
+	struct pending *p;
+
+	if (index_env(c) == NULL)
+		return false;
+	pthread_mutex_lock(&c->q_lock);
+	for (p = c->q_head; p != NULL && !present; p = p->next)
+		present = memcmp(p->hash, hash, HASH_LEN) == 0;
+	pthread_mutex_unlock(&c->q_lock);
+	if (present)
+		return true;
+	index_guarded(c, read_present_run, &a);
+	return a.present;
+}
+
+static ssize_t read_through(struct cache *c, const struct cache_object *obj,
+			    uint64_t offset, size_t len, void *buf)
+{
+	size_t nread = 0;
+	int rc;
+
+	rc = fetch_slot_acquire(c->fetch);
+	if (rc < 0) {
+		log_msg(LOG_ERR,
+			"cache: %.*s: no backend connection came free in time; "
+			"failing the read at offset %llu",
+			(int)obj->key_len, obj->key,
+			(unsigned long long)offset);
+		return rc;
+	}
+	rc = fetch_backend_read(c->fetch, obj->key, obj->key_len, obj->etag,
+				obj->etag_len, offset, len, buf, &nread);
+	fetch_slot_release(c->fetch);
+	if (rc < 0)
+		return rc;
+	if (nread != len) {
+		/* Exactly the bytes asked for, or an error. */
+		log_msg(LOG_ERR,
+			"cache: %.*s: the backend returned %zu of %zu bytes at "
+			"offset %llu; failing the read",
+			(int)obj->key_len, obj->key, nread, len,
+			(unsigned long long)offset);
+		return -EIO;
+	}
+	return (ssize_t)len;
+}
+
+/* Step 1, then 2-4 until one answers: [in_off, in_off + want) of chunk n
+ * of obj into dst (once, however many readers want it at once). Returns
+ * want or a negative errno. */
+static ssize_t read_chunk(struct cache *c, const struct cache_object *obj,
+			  uint64_t n, uint64_t in_off, size_t want, void *dst)
+{
+	struct read_chunk ch;
+	bool ready;
+	ssize_t got;
+	int rc, tries;
+
+	rc = read_chunk_name(c, obj, n, &ch);
+	if (rc < 0)
+		return rc;
+	got = fetch_join(c->fetch, &ch.r, in_off, want, dst, &ready);
+	if (got != -ENOENT) {
+		if (ready && got >= 0) {
+			stat_add(&c->hits, 1);
+			stat_add(&c->bytes_from_cache, (uint64_t)got);
+		} else {
+			stat_add(&c->misses, 1);
+		}
+		read_chunk_release(&ch);
+		return got;
+	}
+	for (tries = 0;; tries++) {
+		/* Read before the lookup: see fetch_epoch(). After a few
+		 * rounds (a busy table), fetch without the check. */
+		uint64_t epoch = tries < 3 ? fetch_epoch(c->fetch, ch.hash)
+					   : FETCH_NO_EPOCH;
+
+		if (read_lookup(c, &ch, in_off, want, dst) == LOOKUP_HIT) {
+			stat_add(&c->hits, 1);
+			stat_add(&c->bytes_from_cache, want);
+			got = (ssize_t)want;
+			break;
+		}
+		/* The engine fetches it (or joins a fetch in flight) and
+		 * stores it; short of memory it reads just these bytes into
+		 * dst (see fetch_get()). -EAGAIN: it may have been stored
+		 * since epoch was read: look again. */
+		got = fetch_get(c->fetch, &ch.r, epoch, in_off, want, dst);
+		if (got != -EAGAIN) {
+			stat_add(&c->misses, 1);
+			break;
+		}
+	}
+	read_chunk_release(&ch);
+	return got;
+}
+
+ssize_t cache_read(struct cache *c, const struct cache_object *obj,
+		   uint64_t offset, size_t len, void *buf)
+{
+	size_t done = 0;
+
+	if (offset >= obj->size)
+		return 0;
+	if (len > obj->size - offset)
+		len = (size_t)(obj->size - offset);
+	if (!c->disk)
+		return read_through(c, obj, offset, len, buf);
+	while (done < len) {
+		uint64_t pos = offset + done, n = pos / c->chunk_size;
+		uint64_t clen = read_chunk_len(c, obj, n);
+		uint64_t in_off = pos - n * c->chunk_size;
+		size_t want = clen - in_off < len - done
+				      ? (size_t)(clen - in_off)
+				      : len - done;
+		ssize_t got;
+
+		got = read_chunk(c, obj, n, in_off, want,
+				 (uint8_t *)buf + done);
+		if (got == -ENOMEM && done == 0) /* cannot even name it */
+			return read_through(c, obj, offset, len, buf);
+		if (got < 0)
+			return got;
+		if ((size_t)got != want) {
+			/* The engine and the store serve whole ranges; a
+			 * short count is a bug, never a shorter file. */
+			log_msg(LOG_ERR,
+				"cache: %.*s: chunk %llu gave %zd of %zu "
+				"bytes; "
+				"failing the read",
+				(int)obj->key_len, obj->key,
+				(unsigned long long)n, got, want);
+			return -EIO;
+		}
+		done += want;
+	}
+	return (ssize_t)done;
+}
+
+int cache_fill(struct cache *c, const struct cache_object *obj,
+	       uint64_t *fetched)
+{
+	uint64_t n, total = 0;
+
+	if (fetched != NULL)
+		*fetched = 0;
+	if (!c->disk)
+		return 0;
+	for (n = 0; n * c->chunk_size < obj->size; n++) {
+		struct read_chunk ch;
+		uint64_t epoch;
+		ssize_t got;
+		int rc;
+
+		rc = read_chunk_name(c, obj, n, &ch);
+		if (rc < 0)
+			return rc;
+		do {
+			epoch = fetch_epoch(c->fetch, ch.hash); /* see there */
+			got = 1;
+			if (read_chunk_present(c, &ch))
+				break;
+			got = fetch_get(c->fetch, &ch.r, epoch, 0, 0, NULL);
+		} while (got == -EAGAIN);
+		read_chunk_release(&ch);
+		if (got == 1)
+			continue;
+		stat_add(&c->misses, 1);
+		if (got < 0)
+			return (int)got;
+		total += ch.len;
+	}
+	if (fetched != NULL)
+		*fetched = total;
+	return 0;
+}
