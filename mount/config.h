@@ -75,6 +75,7 @@ struct config {
 		unsigned files;	      /* default 32; 0 turns prefetch off */
 		uint64_t memory;      /* default 512 MiB, >= 1 */
 		unsigned connections; /* default 64, 1..1024 */
+		bool hedge; /* default true: re-issue a much slower read */
 	} prefetch;
 
 	struct {

@@ -77,6 +77,7 @@ static const struct restart_key {
 	K("prefetch.files", KEY_UINT, prefetch.files),
 	K("prefetch.memory", KEY_U64, prefetch.memory),
 	K("prefetch.connections", KEY_UINT, prefetch.connections),
+	K("prefetch.hedge", KEY_BOOL, prefetch.hedge),
 	K("mount.path", KEY_STR, mount.path),
 	K("mount.allow_other", KEY_BOOL, mount.allow_other),
 	K("mount.nonempty", KEY_BOOL, mount.nonempty),

@@ -130,6 +130,7 @@ START_TEST(test_defaults)
 	ck_assert_uint_eq(cfg->prefetch.files, 32);
 	ck_assert_uint_eq(cfg->prefetch.memory, UINT64_C(512) << 20);
 	ck_assert_uint_eq(cfg->prefetch.connections, 64);
+	ck_assert(cfg->prefetch.hedge);
 	ck_assert_ptr_null(cfg->mount.path);
 	ck_assert(!cfg->mount.allow_other);
 	ck_assert(!cfg->mount.nonempty);
