@@ -55,6 +55,15 @@
  * (f->wait_ns after it asked); workers wake at least every
  * WORKER_WAIT_NS, so the trimmer runs even when no one signals it.
  *
+ * Hedged reads (the policy is in fetch.h): a flight of one part has at
+ * most two reads, its first (run_part()) and its hedge (hedge_request()
+ * by a waiter, hedge_run() by a worker), each into its own buffer:
+ * fl->buf is the first's until an answer wins, then the winner's. Each
+ * read holds a reference and, under f->lock, clears its *_running flag
+ * when it returns (hedge_arrive()); whichever returns last gives back the
+ * buffer that did not win, so no buffer is written after it is freed or
+ * served, and the budget counts both while both run.
+ *
  * A chunk whose parts returned fewer bytes than asked (nread != len) is
  * an error for every reader (-EIO, logged once with the key and counts)
  * and is neither stored nor retained: a read returns exactly the bytes
