@@ -1284,7 +1284,7 @@ static bool hedge_request(struct fetch *f, struct flight *fl)
 static void hedge_run(struct fetch *f)
 {
 	struct flight *fl = f->hedge_head;
-	uint64_t len = fl->len, t0;
+	uint64_t len = fl->len, t0, late_ms;
 	uint8_t *buf = fl->hedge_buf;
 	size_t nread = 0;
 	void *unmap = NULL;
@@ -1296,13 +1296,13 @@ static void hedge_run(struct fetch *f)
 		f->hedge_tail = NULL;
 	fl->hedge_buf = NULL;
 	t0 = now_ns();
+	late_ms = (t0 - fl->start_ns) / 1000000u;
 	pthread_mutex_unlock(&f->lock);
 
 	if (!stopping) {
 		log_msg(LOG_DEBUG,
 			"fetch: %s: read running for %llu ms; hedging it",
-			fl->key,
-			(unsigned long long)((t0 - fl->start_ns) / 1000000u));
+			fl->key, (unsigned long long)late_ms);
 		rc = f->read_fn(f->ctx, fl->key, fl->key_len,
 				fl->has_etag ? fl->etag : NULL, fl->etag_len,
 				fl->offset, (size_t)len, buf, &nread);

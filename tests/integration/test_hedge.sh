@@ -40,8 +40,10 @@ stat_now() { awk -v n="shardfs_$2" '$1 == n {v = $2} END {print v == "" ? "?" : 
 # read_order MNT OUT: reads every file of rank 0 in its order, appending
 # "sha256  key" lines to OUT; touches OUT.done when finished.
 read_order() {
-	local mnt=$1 out=$2 k
+	local mnt=$1 out=$2 k start
+	start=$(date +%s.%N)
 	(cd "$mnt/rank-0" && while IFS= read -r k; do sha256sum -- "$k"; done <"$mnt/.shardfs/rank-0.order") >"$out"
+	echo "$start $(date +%s.%N)" | awk '{printf "%.2f", $2 - $1}' >"$out.secs"
 	touch "$out.done"
 }
 
@@ -106,6 +108,7 @@ if check "a: mounts (prefetch.files = 0, hedge = true)" phase a 0 true; then
 	check "a: $HELD is the 46th file of the order" \
 		test "$(sed -n 46p "$T/a.mnt/.shardfs/rank-0.order")" = "$HELD"
 	check "a: the reader finished while the GET of $HELD was held" wait_file "$T/a.sha.done" 60
+	echo "# a: 60 files read in $(cat "$T/a.sha.secs") s; the held GET was still held"
 	check "a: the held GET is still held (the proxy answered $(held_count "$T/a.requests") GET of $HELD: the hedge's)" \
 		test "$(held_count "$T/a.requests")" -eq 1
 	check "a: one hedge issued ($(stat_now "$T/a.mnt" hedges_issued_total))" \
@@ -120,6 +123,7 @@ fi
 # --- b. prefetch on: the held GET is a prefetch the reader joins -------------
 if check "b: mounts (prefetch.files = 32, hedge = true)" phase b 32 true; then
 	check "b: the reader finished while the GET of $HELD was held" wait_file "$T/b.sha.done" 60
+	echo "# b: 60 files read in $(cat "$T/b.sha.secs") s; the held GET was still held"
 	check "b: the held GET is still held ($(held_count "$T/b.requests") GET of $HELD answered)" \
 		test "$(held_count "$T/b.requests")" -eq 1
 	check "b: a hedge issued and won ($(stat_now "$T/b.mnt" hedges_issued_total), $(stat_now "$T/b.mnt" hedges_won_total))" \
@@ -138,6 +142,7 @@ if check "c: mounts (prefetch.files = 0, hedge = false)" phase c 0 false; then
 		test "$(stat_now "$T/c.mnt" hedges_issued_total)" = 0
 	touch "$T/c.release"
 	check "c: released, the reader finishes" wait_file "$T/c.sha.done" 60
+	echo "# c: 60 files read in $(cat "$T/c.sha.secs") s, 3 s of it waiting for the held GET"
 	check "c: one GET of $HELD in all" test "$(held_count "$T/c.requests")" -eq 1
 	finish_phase c
 fi
