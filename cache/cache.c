@@ -45,6 +45,7 @@ void cache_set_fetch_options(struct cache *c,
 
 	fetch_set_limits(c->fetch, o->connections, o->memory);
 	fetch_set_wait(c->fetch, o->wait_ms);
+	fetch_set_hedge(c->fetch, !o->hedge_off);
 	fetch_stats_get(c->fetch, &fs); /* the budget, defaults applied */
 	memory = fs.memory_budget;
 	cap = prefetch_window_cap(memory);
@@ -80,6 +81,8 @@ void cache_stats_get(struct cache *c, struct cache_stats *out)
 	out->memory_budget_bytes = fs.memory_budget;
 	out->backend_inflight = fs.inflight;
 	out->direct_reads = fs.direct_reads;
+	out->hedges_issued = fs.hedges;
+	out->hedges_won = fs.hedge_wins;
 	if (!c->disk)
 		return;
 	store_drain(c);

@@ -109,6 +109,8 @@ struct cache_stats {
 	uint64_t backend_inflight;    /* backend requests running now */
 	uint64_t direct_reads;	      /* reads sent straight to the backend, not
 				* cached: no memory for their chunk */
+	uint64_t hedges_issued; /* slow reads re-issued (prefetch.hedge) */
+	uint64_t hedges_won;	/* of those, the ones whose answer was used */
 };
 
 /* How to open a disk cache. Strings are borrowed for the call. */
@@ -164,6 +166,9 @@ struct cache_fetch_options {
 	 * deadline). Meant to be twice the backend's read timeout and a
 	 * margin; 0: FETCH_WAIT_MS_DEFAULT (75 s). */
 	uint64_t wait_ms;
+	/* true: no hedged reads (prefetch.hedge = false); see
+	 * cache/fetch.h. */
+	bool hedge_off;
 };
 
 /* Sets the limits. Call before the first read: the number of fetch

@@ -55,6 +55,15 @@
  * (f->wait_ns after it asked); workers wake at least every
  * WORKER_WAIT_NS, so the trimmer runs even when no one signals it.
  *
+ * Hedged reads (the policy is in fetch.h): a flight of one part has at
+ * most two reads, its first (run_part()) and its hedge (hedge_request()
+ * by a waiter, hedge_run() by a worker), each into its own buffer:
+ * fl->buf is the first's until an answer wins, then the winner's. Each
+ * read holds a reference and, under f->lock, clears its *_running flag
+ * when it returns (hedge_arrive()); whichever returns last gives back the
+ * buffer that did not win, so no buffer is written after it is freed or
+ * served, and the budget counts both while both run.
+ *
  * A chunk whose parts returned fewer bytes than asked (nread != len) is
  * an error for every reader (-EIO, logged once with the key and counts)
  * and is neither stored nor retained: a read returns exactly the bytes
@@ -97,6 +106,20 @@
  * the trimmer trims at most this often, and at least this often while it
  * holds memory. */
 #define WORKER_WAIT_NS (UINT64_C(1000000000))
+/* Hedged reads (see fetch.h): the window of read latencies kept per size
+ * class, the samples needed before a class hedges, how often its
+ * threshold is recomputed, the threshold's floor, how soon a waiter tries
+ * again when no connection or memory was free, the median latency above
+ * which a reader hands its chunk to a worker, and how long it leaves it
+ * there before running it itself. */
+#define HEDGE_WINDOW 128
+#define HEDGE_CLASSES 4 /* up to 128 KiB, 1 MiB, 8 MiB, larger */
+#define HEDGE_MIN_SAMPLES 32
+#define HEDGE_RECOMPUTE 16
+#define HEDGE_FLOOR_NS (UINT64_C(10000000))
+#define HEDGE_RETRY_NS (UINT64_C(10000000))
+#define HANDOFF_MIN_NS (UINT64_C(1000000))
+#define HANDOFF_GRACE_NS (UINT64_C(5000000))
 
 enum { PRIO_READER = 0, PRIO_PREFETCH = 1, NPRIO };
 
@@ -126,10 +149,25 @@ struct flight {
 	uint64_t served;  /* bytes readers copied out */
 	uint64_t done_ns; /* when it was done (CLOCK_MONOTONIC) */
 	unsigned refs;
+	/* Hedging, for a flight of one part: when its first read started,
+	 * whether that read is running, whether a hedge was issued and is
+	 * running. */
+	uint64_t start_ns;
+	bool first_running, hedged, hedge_running;
+	uint8_t *hedge_buf;   /* the hedge's buffer while queued */
+	struct flight *hnext; /* hedge queue link */
 };
 
 struct queue {
 	struct flight *head, *tail;
+};
+
+/* The recent read latencies of one size class (see fetch.h). */
+struct hedge_class {
+	uint32_t us[HEDGE_WINDOW]; /* a ring, in microseconds */
+	unsigned n, next, since;   /* samples, next slot, new since sorted */
+	uint64_t p50_ns;	   /* 0 until HEDGE_MIN_SAMPLES */
+	uint64_t after_ns;	   /* the hedge threshold; 0: do not hedge */
 };
 
 struct fetch {
@@ -175,9 +213,19 @@ struct fetch {
 	/* Relaxed atomics: statistics of fetch_backend_read(). */
 	uint64_t backend_reads, backend_bytes, backend_errors;
 	uint64_t epochs[BUCKETS]; /* written under lock, read atomically */
+	/* Protected by lock: hedged reads. */
+	bool hedge_on;
+	unsigned idle_workers; /* workers waiting for work */
+	struct hedge_class lat[HEDGE_CLASSES];
+	struct flight *hedge_head, *hedge_tail; /* hedges for a worker */
+	uint64_t hedges, hedge_wins;
 };
 
 static void fork_check(struct fetch *f);
+static void part_finish(struct fetch *f, struct flight *fl, unsigned part,
+			int rc, size_t nread, bool worker);
+static bool hedge_request(struct fetch *f, struct flight *fl);
+static void hedge_run(struct fetch *f);
 
 static uint64_t round_page(uint64_t n)
 {
@@ -321,6 +369,7 @@ int fetch_new(struct backend *be, unsigned connections, uint64_t memory,
 	f->connections = connections ? connections : CONNECTIONS_DEFAULT;
 	f->budget = memory ? memory : MEMORY_DEFAULT;
 	f->wait_ns = FETCH_WAIT_MS_DEFAULT * UINT64_C(1000000);
+	f->hedge_on = true;
 	f->owner_pid = getpid();
 	pthread_mutex_init(&f->lock, NULL);
 	cond_init(&f->work);
@@ -372,6 +421,14 @@ void fetch_set_wait(struct fetch *f, uint64_t wait_ms)
 	if (wait_ms > FETCH_WAIT_MS_MAX) /* deadlines must not wrap */
 		wait_ms = FETCH_WAIT_MS_MAX;
 	f->wait_ns = wait_ms * UINT64_C(1000000);
+	pthread_mutex_unlock(&f->lock);
+}
+
+void fetch_set_hedge(struct fetch *f, bool on)
+{
+	fork_check(f);
+	pthread_mutex_lock(&f->lock);
+	f->hedge_on = on;
 	pthread_mutex_unlock(&f->lock);
 }
 
@@ -726,16 +783,155 @@ static void store(struct fetch *f, struct flight *fl)
 		retain(f, fl);
 }
 
+/* ---- hedged reads --------------------------------------------------------- */
+
+/* The size class of a read of len bytes: classes 8 times apart, since a
+ * large read's time is its transfer, a small one's the first byte. */
+static unsigned lat_class(uint64_t len)
+{
+	unsigned k = 0;
+
+	while (k < HEDGE_CLASSES - 1 && len > (UINT64_C(128) << 10) << (3 * k))
+		k++;
+	return k;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Caller holds f->lock: a backend read of len bytes took ns. Every
+ * HEDGE_RECOMPUTE samples (once there are HEDGE_MIN_SAMPLES) sets the
+ * class's median and threshold: twice its 95th percentile, at least
+ * HEDGE_FLOOR_NS. */
+static void lat_record(struct fetch *f, uint64_t len, uint64_t ns)
+{
+	struct hedge_class *hc = &f->lat[lat_class(len)];
+	uint32_t sorted[HEDGE_WINDOW];
+	uint64_t us = ns / 1000, p95;
+
+	hc->us[hc->next] = us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
+	hc->next = (hc->next + 1) % HEDGE_WINDOW;
+	if (hc->n < HEDGE_WINDOW)
+		hc->n++;
+	hc->since++;
+	if (hc->n < HEDGE_MIN_SAMPLES ||
+	    (hc->since < HEDGE_RECOMPUTE && hc->after_ns != 0))
+		return;
+	hc->since = 0;
+	/* Until the ring is full its samples are its first n slots. */
+	memcpy(sorted, hc->us, hc->n * sizeof(*sorted));
+	qsort(sorted, hc->n, sizeof(*sorted), cmp_u32);
+	hc->p50_ns = (uint64_t)sorted[hc->n / 2] * 1000;
+	p95 = (uint64_t)sorted[hc->n * 95 / 100] * 1000;
+	hc->after_ns = 2 * p95 > HEDGE_FLOOR_NS ? 2 * p95 : HEDGE_FLOOR_NS;
+}
+
+/* Caller holds f->lock: when fl may be hedged, the monotonic time at
+ * which its first read is overdue; else 0. Only a flight of one part
+ * (its buffer is then the read's own, so a hedge can bring another),
+ * with its version pinned (etag), whose first read runs and which has no
+ * hedge yet. */
+static uint64_t hedge_due(const struct fetch *f, const struct flight *fl)
+{
+	uint64_t after = f->lat[lat_class(fl->len)].after_ns;
+
+	if (!f->hedge_on || after == 0 || fl->done || fl->hedged ||
+	    fl->n_parts != 1 || !fl->first_running || !fl->has_etag ||
+	    fl->etag_len == 0)
+		return 0;
+	return fl->start_ns + after;
+}
+
+/* Caller holds f->lock: should a reader whose chunk of len bytes is not
+ * in flight leave its read to a worker and wait, so it can hedge it?
+ * Only when hedging may fire for that class, a worker is idle, and reads
+ * take long enough (median HANDOFF_MIN_NS) that the two context
+ * switches of the hand-off do not count. */
+static bool hedge_handoff(const struct fetch *f, uint64_t len)
+{
+	const struct hedge_class *hc = &f->lat[lat_class(len)];
+
+	return f->hedge_on && hc->after_ns != 0 &&
+	       hc->p50_ns >= HANDOFF_MIN_NS && f->idle_workers > 0 &&
+	       len <= FETCH_PART_SIZE;
+}
+
+/* Caller holds f->lock: gives back a read's buffer of fl that fl no
+ * longer uses. Returns it if the caller must munmap() it
+ * (buf_size(fl->len) bytes) after unlocking, else NULL. */
+static void *spare_give(struct fetch *f, struct flight *fl, uint8_t *buf)
+{
+	f->chunk_bytes -= buf_size(fl->len);
+	return buf_give(f, buf, fl->len);
+}
+
+/* Caller holds f->lock: one of the two reads of hedged flight fl (the
+ * hedge, or the first) returned into buf, a valid answer or not (ok).
+ * The first valid answer wins; an error waits for the other read while
+ * it runs. Returns true if the caller finishes fl with its answer (buf is
+ * then fl->buf, or the caller's error stands), false if it just leaves.
+ * A buffer no read or reader will use again is given back; *unmap is set
+ * if the caller must munmap() it after unlocking. */
+static bool hedge_arrive(struct fetch *f, struct flight *fl, uint8_t *buf,
+			 bool ok, bool hedge, void **unmap)
+{
+	bool other;
+
+	if (hedge)
+		fl->hedge_running = false;
+	else
+		fl->first_running = false;
+	other = hedge ? fl->first_running : fl->hedge_running;
+	if (fl->done || (!ok && other)) {
+		if (buf != fl->buf) /* the first's stays until fl ends */
+			*unmap = spare_give(f, fl, buf);
+		return false;
+	}
+	if (!ok) { /* both failed: fl fails with this, the later, error */
+		if (buf != fl->buf)
+			*unmap = spare_give(f, fl, buf);
+		return true;
+	}
+	if (buf != fl->buf) { /* the hedge won */
+		uint8_t *old = fl->buf;
+
+		fl->buf = buf;
+		f->hedge_wins++;
+		/* A read still running writes into old: it gives it back
+		 * when it returns. */
+		if (!other)
+			*unmap = spare_give(f, fl, old);
+	}
+	return true;
+}
+
+/* Drops a reference to fl; caller holds f->lock, dropped while freeing. */
+static void flight_unref_free(struct fetch *f, struct flight *fl)
+{
+	struct flight *dead = flight_unref(f, fl);
+
+	if (dead != NULL) {
+		pthread_mutex_unlock(&f->lock);
+		flight_free(dead);
+		pthread_mutex_lock(&f->lock);
+	}
+}
+
 /* Runs the next part of queued flight fl. Caller holds f->lock and has
  * checked slot_free(); the lock is dropped around the read and done_fn.
  * worker: the caller is a worker thread (it looks for more work itself). */
 static void run_part(struct fetch *f, struct flight *fl, bool worker)
 {
-	struct flight *dead;
-	uint64_t start, plen;
+	uint64_t start, plen, t0;
 	size_t nread = 0;
-	unsigned part, i;
+	unsigned part;
 	bool pf = fl->prio == PRIO_PREFETCH;
+	void *unmap = NULL;
+	uint8_t *buf;
 	int rc;
 
 	part = fl->next_part++;
@@ -751,15 +947,25 @@ static void run_part(struct fetch *f, struct flight *fl, bool worker)
 	/* A part that failed fails the chunk: the rest need not wait out
 	 * their own deadlines one after another. */
 	rc = fl->rc;
+	/* A hedge that wins puts its own buffer in fl->buf: this read keeps
+	 * writing into the one it started with. */
+	buf = fl->buf;
+	t0 = now_ns();
+	if (part == 0) {
+		fl->start_ns = t0;
+		fl->first_running = true;
+	}
 	pthread_mutex_unlock(&f->lock);
 
 	if (rc == 0)
 		rc = fetch_backend_read(f, fl->key, fl->key_len,
 					fl->has_etag ? fl->etag : NULL,
 					fl->etag_len, fl->offset + start,
-					(size_t)plen, fl->buf + start, &nread);
+					(size_t)plen, buf + start, &nread);
 
 	pthread_mutex_lock(&f->lock);
+	if (rc == 0 && nread == plen)
+		lat_record(f, plen, now_ns() - t0);
 	f->inflight--;
 	if (pf)
 		f->pf_inflight -= plen;
@@ -769,6 +975,32 @@ static void run_part(struct fetch *f, struct flight *fl, bool worker)
 		pthread_cond_signal(&f->work);
 	if (f->n_workers == 0)
 		pthread_cond_broadcast(&f->done);
+	if (!fl->hedged) {
+		fl->first_running = false;
+		part_finish(f, fl, part, rc, nread, worker);
+		return;
+	}
+	if (hedge_arrive(f, fl, buf, rc == 0 && nread == plen, false, &unmap))
+		part_finish(f, fl, part, rc, nread, worker);
+	else
+		flight_unref_free(f, fl);
+	if (unmap != NULL) {
+		pthread_mutex_unlock(&f->lock);
+		munmap(unmap, (size_t)buf_size(plen));
+		pthread_mutex_lock(&f->lock);
+	}
+}
+
+/* Records what part `part` of fl returned (rc, nread) and, when it was
+ * the last, finishes fl: wakes its readers, then stores and retains it,
+ * or drops it on an error. Drops the reference the read held. Caller
+ * holds f->lock (dropped around done_fn and a free). */
+static void part_finish(struct fetch *f, struct flight *fl, unsigned part,
+			int rc, size_t nread, bool worker)
+{
+	struct flight *dead;
+	unsigned i;
+
 	fl->nread[part] = rc < 0 ? 0 : nread;
 	if (rc < 0 && fl->rc == 0)
 		fl->rc = rc;
@@ -845,7 +1077,8 @@ static void *worker_main(void *arg)
 	f->trimmer = true;
 	pthread_cond_broadcast(&f->done);
 	for (;;) {
-		while (!f->stop && f->store_head == NULL && !runnable(f)) {
+		while (!f->stop && f->store_head == NULL &&
+		       f->hedge_head == NULL && !runnable(f)) {
 			uint64_t now = now_ns();
 
 			/* Timed, so the trimmer gives back what it holds even
@@ -856,7 +1089,13 @@ static void *worker_main(void *arg)
 				trim_idle(f);
 				continue;
 			}
+			f->idle_workers++;
 			wait_until(&f->work, &f->lock, now + WORKER_WAIT_NS);
+			f->idle_workers--;
+		}
+		if (f->hedge_head != NULL) { /* even when stopping */
+			hedge_run(f);
+			continue;
 		}
 		if (f->store_head != NULL) { /* even when stopping */
 			struct flight *fl = f->store_head, *dead;
@@ -902,7 +1141,9 @@ static void fork_check(struct fetch *f)
 	memset(f->table, 0, sizeof(f->table)); /* the parent's flights */
 	f->ret_head = f->ret_tail = NULL;
 	f->store_head = f->store_tail = NULL;
+	f->hedge_head = f->hedge_tail = NULL;
 	f->inflight = f->slot_waiters = 0;
+	f->idle_workers = 0;
 	f->pf_inflight = 0;
 	f->chunk_bytes = 0;
 	for (k = 0; k < POOL_CLASSES; k++)
@@ -951,19 +1192,40 @@ static void workers_ensure(struct fetch *f)
 
 /* Caller holds f->lock: waits until fl is done, running its parts in this
  * thread while connections are free (and any queued part when no worker
- * could be started). Returns 0, or -ETIMEDOUT if fl is not done by
- * deadline_ns (a part this thread runs ends by the backend's deadline). */
-static int wait_done(struct fetch *f, struct flight *fl, uint64_t deadline_ns)
+ * could be started), and its hedge once its read is overdue. handoff:
+ * the caller left fl to a worker (hedge_handoff()); it runs fl itself
+ * only if still queued after HANDOFF_GRACE_NS. Returns 0, or -ETIMEDOUT
+ * if fl is not done by deadline_ns (a read this thread runs ends by the
+ * backend's deadline). */
+static int wait_done(struct fetch *f, struct flight *fl, uint64_t deadline_ns,
+		     bool handoff)
 {
+	uint64_t grace = handoff ? now_ns() + HANDOFF_GRACE_NS : 0;
+	uint64_t retry = 0; /* no hedge before: none could start */
+
 	while (!fl->done) {
-		if (fl->queued && slot_free(f))
+		uint64_t now = now_ns(), due = hedge_due(f, fl);
+		uint64_t until = deadline_ns;
+
+		if (fl->queued && slot_free(f) && now >= grace) {
 			run_part(f, fl, false);
-		else if (f->n_workers == 0 && runnable(f))
+		} else if (f->n_workers == 0 && runnable(f)) {
 			run_part(f, queue_next(f), false);
-		else if (wait_until(f->n_workers > 0 ? &fl->cv : &f->done,
-				    &f->lock, deadline_ns) == ETIMEDOUT &&
-			 !fl->done)
-			return -ETIMEDOUT;
+		} else if (due != 0 && now >= due && now >= retry) {
+			if (!hedge_request(f, fl))
+				retry = now + HEDGE_RETRY_NS;
+		} else {
+			/* Every wait stays bounded by deadline_ns; the hedge
+			 * and the hand-off only wake the waiter sooner. */
+			if (due != 0 && (due > retry ? due : retry) < until)
+				until = due > retry ? due : retry;
+			if (fl->queued && grace > now && grace < until)
+				until = grace;
+			if (wait_until(f->n_workers > 0 ? &fl->cv : &f->done,
+				       &f->lock, until) == ETIMEDOUT &&
+			    !fl->done && now_ns() >= deadline_ns)
+				return -ETIMEDOUT;
+		}
 	}
 	return 0;
 }
@@ -1001,6 +1263,87 @@ static void slot_put(struct fetch *f)
 		pthread_cond_signal(&f->work);
 	if (f->n_workers == 0)
 		pthread_cond_broadcast(&f->done);
+}
+
+/* Caller holds f->lock: asks for the hedge of flight fl (hedge_due() has
+ * passed): a second read of the same bytes of the same version, into a
+ * buffer of its own, run by an idle worker, so the waiter goes on waiting
+ * for whichever answer comes first. Only with a worker idle, a connection
+ * free now (taken here for the worker) and memory under the prefetches'
+ * share of the budget (a hedge is optional work like a prefetch: it never
+ * waits, never reclaims, so a reader always finds room). Returns false if
+ * it could not be asked for now. */
+static bool hedge_request(struct fetch *f, struct flight *fl)
+{
+	uint8_t *buf;
+
+	if (f->idle_workers == 0 || !slot_free(f) ||
+	    f->in_use + buf_need(f, fl->len) > f->budget / 4 * 3)
+		return false;
+	buf = buf_take(f, fl->len);
+	if (buf == NULL)
+		return false;
+	f->chunk_bytes += buf_size(fl->len);
+	f->inflight++;
+	fl->refs++; /* the hedge's, until it returns */
+	fl->hedged = fl->hedge_running = true;
+	fl->hedge_buf = buf;
+	fl->hnext = NULL;
+	if (f->hedge_tail != NULL)
+		f->hedge_tail->hnext = fl;
+	else
+		f->hedge_head = fl;
+	f->hedge_tail = fl;
+	f->hedges++;
+	pthread_cond_signal(&f->work);
+	return true;
+}
+
+/* Runs the hedge at the head of the hedge queue, in a worker; its slot
+ * and buffer were taken by hedge_request(). Caller holds f->lock,
+ * dropped around the read. A stopping engine does not read: the hedge
+ * just gives back what it holds. */
+static void hedge_run(struct fetch *f)
+{
+	struct flight *fl = f->hedge_head;
+	uint64_t len = fl->len, t0, late_ms;
+	uint8_t *buf = fl->hedge_buf;
+	size_t nread = 0;
+	void *unmap = NULL;
+	bool ok, stopping = f->stop;
+	int rc = -ECANCELED;
+
+	f->hedge_head = fl->hnext;
+	if (f->hedge_head == NULL)
+		f->hedge_tail = NULL;
+	fl->hedge_buf = NULL;
+	t0 = now_ns();
+	late_ms = (t0 - fl->start_ns) / 1000000u;
+	pthread_mutex_unlock(&f->lock);
+
+	if (!stopping) {
+		log_msg(LOG_DEBUG,
+			"fetch: %s: read running for %llu ms; hedging it",
+			fl->key, (unsigned long long)late_ms);
+		rc = fetch_backend_read(
+			f, fl->key, fl->key_len, fl->has_etag ? fl->etag : NULL,
+			fl->etag_len, fl->offset, (size_t)len, buf, &nread);
+	}
+
+	pthread_mutex_lock(&f->lock);
+	slot_put(f);
+	ok = rc == 0 && nread == len;
+	if (ok)
+		lat_record(f, len, now_ns() - t0);
+	if (hedge_arrive(f, fl, buf, ok, true, &unmap))
+		part_finish(f, fl, 0, rc, nread, true);
+	else
+		flight_unref_free(f, fl);
+	if (unmap != NULL) {
+		pthread_mutex_unlock(&f->lock);
+		munmap(unmap, (size_t)buf_size(len));
+		pthread_mutex_lock(&f->lock);
+	}
 }
 
 /* Logs a reader's wait that ran out; returns -EIO. */
@@ -1123,6 +1466,7 @@ static ssize_t get(struct fetch *f, const struct fetch_request *r,
 	struct flight *fl, *dead, *dead2 = NULL;
 	/* A reader with a buffer can be served without a chunk's memory. */
 	bool direct_ok = mode == GET_FETCH && dst != NULL && len > 0;
+	bool handoff = false;
 	uint64_t start, deadline, direct_at, wait_ns, need;
 	ssize_t ret;
 
@@ -1168,8 +1512,9 @@ static ssize_t get(struct fetch *f, const struct fetch_request *r,
 		need = buf_need(f, r->len);
 		if (f->in_use + need <= f->budget ||
 		    (!direct_ok && f->chunk_bytes == 0)) {
+			handoff = hedge_handoff(f, r->len);
 			fl = flight_create(f, r, PRIO_READER,
-					   slot_free(f) ? 1 : 0);
+					   slot_free(f) && !handoff ? 1 : 0);
 			if (fl == NULL) {
 				pthread_mutex_unlock(&f->lock);
 				return -ENOMEM;
@@ -1196,7 +1541,7 @@ static ssize_t get(struct fetch *f, const struct fetch_request *r,
 		pthread_mutex_unlock(&f->lock);
 		return direct_read(f, r, off, len, dst, deadline);
 	}
-	if (wait_done(f, fl, deadline) < 0) {
+	if (wait_done(f, fl, deadline, handoff) < 0) {
 		dead = flight_unref(f, fl);
 		pthread_mutex_unlock(&f->lock);
 		flight_free(dead);
@@ -1354,6 +1699,8 @@ void fetch_stats_get(struct fetch *f, struct fetch_stats *out)
 	out->memory_high_water = f->high_water;
 	out->memory_budget = f->budget;
 	out->direct_reads = f->direct_reads;
+	out->hedges = f->hedges;
+	out->hedge_wins = f->hedge_wins;
 	pthread_mutex_unlock(&f->lock);
 	out->backend_reads =
 		__atomic_load_n(&f->backend_reads, __ATOMIC_RELAXED);

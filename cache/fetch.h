@@ -28,7 +28,50 @@
  *   - bounded waits: a reader waits for a chunk another thread fetches,
  *     for memory or for a connection at most the engine's wait bound
  *     (fetch_set_wait()), then fails with -EIO (logged with the key).
- *     A backend read the reader runs itself is bounded by the backend.
+ *     A backend read the reader runs itself is bounded by the backend;
+ *   - hedged reads (fetch_set_hedge(), on by default): a read much slower
+ *     than the recent ones is issued again on another connection, and
+ *     the first valid answer is served (below).
+ *
+ * Hedged reads. Per size class of read (up to 128 KiB, 1 MiB, 8 MiB,
+ * larger: a small read's time is its first byte, a large one's its
+ * transfer) the engine keeps the latencies of the last 128 backend reads
+ * that succeeded. Once a class has 32, a read of it running longer than
+ * max(2 x their 95th percentile, 10 ms) is overdue. At twice the p95
+ * fewer than 1 in 20 reads are re-issued even in a steady state, so
+ * hedging costs a few percent more requests at most ("The Tail at
+ * Scale" hedges at the p95); the floor keeps a fast store's jitter from
+ * doubling its requests. Slow reads are recorded too: a store that slows
+ * down as a whole raises the threshold instead of being hedged on every
+ * read.
+ *
+ * Who notices: a reader waiting for the chunk, whose timed wait also ends
+ * when the read is due (every wait stays bounded by the wait bound); a
+ * prefetch no reader waits for is not hedged. A reader running the read
+ * in its own thread could not take another answer (backend reads cannot
+ * be cancelled), so a reader whose size class hedges and takes a median
+ * of 1 ms or more leaves its read to an idle worker and waits (two
+ * context switches, noise at that latency; below it the store is local
+ * and a second read meets the same disk); if no worker took it within
+ * 5 ms it runs it itself. The waiter has an idle worker run the hedge, so
+ * it still takes whichever answer comes first.
+ *
+ * Limits: a hedge needs a connection free now (one of `connections`,
+ * never more) and memory under 3/4 of the budget, like a prefetch: it
+ * never waits for memory and never reclaims, so it cannot starve or
+ * deadlock a reader; failing either, the waiter tries again 10 ms later.
+ * At most one hedge per chunk; only chunks fetched in one part (parts
+ * share one buffer, and run in parallel already), only reads pinned to a
+ * version (etag or generation: both reads return the same bytes or
+ * -ESTALE); direct reads are never hedged.
+ *
+ * Answers: each read has its own buffer and passes the backend's reply
+ * checks on its own. The first valid answer (every byte) wins: its
+ * buffer becomes the chunk's, stored and served; the other's bytes are
+ * never looked at, and its buffer (counted in the budget meanwhile) is
+ * given back when its read returns. An error waits for the other read
+ * while it runs: the chunk fails only if both do (with the later error),
+ * and a loser's error after a winner is no error of the read.
  *
  * Worker threads (min(connections, FETCH_WORKERS_MAX)) start on the first
  * fetch in a process, so a daemon that forks after opening the cache runs
@@ -86,6 +129,8 @@ struct fetch_stats {
 	uint64_t backend_reads;	 /* read requests sent to the backend */
 	uint64_t backend_bytes;	 /* bytes the backend returned */
 	uint64_t backend_errors; /* backend reads that failed */
+	uint64_t hedges;	 /* hedged reads issued */
+	uint64_t hedge_wins;	 /* hedged reads whose answer was served */
 };
 
 struct fetch;
@@ -115,6 +160,9 @@ void fetch_set_limits(struct fetch *f, unsigned connections, uint64_t memory);
 /* Sets the wait bound (see the file comment), in ms; 0: the default;
  * at most FETCH_WAIT_MS_MAX. */
 void fetch_set_wait(struct fetch *f, uint64_t wait_ms);
+
+/* Turns hedged reads on (the default) or off; see the file comment. */
+void fetch_set_hedge(struct fetch *f, bool on);
 
 /* Stops the workers (queued prefetches are dropped) and frees f. No
  * fetch_get() may be running. NULL is a no-op. */

@@ -445,6 +445,13 @@ int control_write_stats(FILE *f, const struct manifest *m,
 	metric(f, "direct_reads_total", "counter",
 	       "Reads sent straight to the backend for lack of memory.",
 	       st->cache.direct_reads);
+	metric(f, "hedges_issued_total", "counter",
+	       "Backend reads re-issued for being much slower than recent "
+	       "ones (prefetch.hedge).",
+	       st->cache.hedges_issued);
+	metric(f, "hedges_won_total", "counter",
+	       "Re-issued reads whose answer came first and was served.",
+	       st->cache.hedges_won);
 	metric(f, "memory_in_use_bytes", "gauge",
 	       "Fetch, prefetch and reply buffers held now.",
 	       st->cache.memory_in_use_bytes);

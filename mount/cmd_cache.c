@@ -95,6 +95,7 @@ int mount_cache_open(const struct config *cfg, struct backend *be,
 		 * that fetch had time to fail by itself (read_timeout_ms)
 		 * and a retry to run. */
 		.wait_ms = 2 * (uint64_t)cfg->source.read_timeout_ms + 15000,
+		.hedge_off = !cfg->prefetch.hedge,
 	};
 	int rc = cache_open_cfg(cfg, be, out);
 

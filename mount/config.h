@@ -78,6 +78,7 @@ struct config {
 		unsigned files; /* 0 turns prefetch off */
 		uint64_t memory;
 		unsigned connections;
+		bool hedge; /* re-issue a much slower read */
 	} prefetch;
 
 	struct {

@@ -10,6 +10,13 @@ log file, flushed before the answer is sent, so a test that has read a
 file sees its GETs counted.
 
     countproxy.py --upstream 127.0.0.1:PORT --log FILE --port-file FILE
+                  [--delay-ms N] [--hold TEXT --release FILE]
+
+--delay-ms: every request waits N ms before it is forwarded (a store with
+first-byte latency). --hold: the first GET whose path contains TEXT waits
+until FILE exists (at most 120 s) before it is forwarded: one slow reply,
+for the hedged-read test (test_hedge.sh). Either logs as usual once
+answered.
 
 Stdlib only. Keep-alive on both sides (libcurl reuses connections).
 """
@@ -18,6 +25,7 @@ import http.client
 import http.server
 import os
 import threading
+import time
 
 HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding",
        "te", "trailer", "upgrade"}
@@ -28,7 +36,11 @@ def main():
     ap.add_argument("--upstream", required=True)
     ap.add_argument("--log", required=True)
     ap.add_argument("--port-file", required=True)
+    ap.add_argument("--delay-ms", type=int, default=0)
+    ap.add_argument("--hold")
+    ap.add_argument("--release")
     args = ap.parse_args()
+    held = [False]
     host, port = args.upstream.rsplit(":", 1)
     lock = threading.Lock()
     log = open(args.log, "a", buffering=1)
@@ -57,6 +69,17 @@ def main():
         def relay(self):
             n = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(n) if n else None
+            if args.delay_ms:
+                time.sleep(args.delay_ms / 1000.0)
+            if args.hold and self.command == "GET" and args.hold in self.path:
+                with lock:
+                    first = not held[0]
+                    held[0] = True
+                if first:
+                    end = time.monotonic() + 120
+                    while (not os.path.exists(args.release)
+                           and time.monotonic() < end):
+                        time.sleep(0.02)
             headers = {k: v for k, v in self.headers.items()
                        if k.lower() not in HOP}
             for attempt in range(2):

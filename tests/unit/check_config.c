@@ -131,6 +131,7 @@ START_TEST(test_defaults)
 	ck_assert_uint_eq(cfg->prefetch.files, 32);
 	ck_assert_uint_eq(cfg->prefetch.memory, UINT64_C(512) << 20);
 	ck_assert_uint_eq(cfg->prefetch.connections, 64);
+	ck_assert(cfg->prefetch.hedge);
 	ck_assert_ptr_null(cfg->mount.path);
 	ck_assert(!cfg->mount.allow_other);
 	ck_assert(!cfg->mount.nonempty);
@@ -191,6 +192,7 @@ START_TEST(test_full)
 		"files = 0\n"
 		"memory = 1GiB\n"
 		"connections = 1024\n"
+		"hedge = off\n"
 		"[mount]\n"
 		"path = /mnt/imagenet\n"
 		"allow_other = on\n"
@@ -235,6 +237,7 @@ START_TEST(test_full)
 	ck_assert_uint_eq(cfg->prefetch.files, 0);
 	ck_assert_uint_eq(cfg->prefetch.memory, UINT64_C(1) << 30);
 	ck_assert_uint_eq(cfg->prefetch.connections, 1024);
+	ck_assert(!cfg->prefetch.hedge);
 	ck_assert_str_eq(cfg->mount.path, "/mnt/imagenet");
 	ck_assert(cfg->mount.allow_other);
 	ck_assert(cfg->mount.nonempty);

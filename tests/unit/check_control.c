@@ -436,6 +436,8 @@ static const struct control_stats stats_given = {
 		.store_failures = 26,
 		.live_bytes = 27,
 		.budget_bytes = 28,
+		.hedges_issued = 29,
+		.hedges_won = 30,
 	},
 };
 
@@ -582,7 +584,7 @@ START_TEST(test_stats)
 	ck_assert(!has_sample(s, n, "shardfs_cache_hits_total"));
 	ck_assert(!has_sample(s, n, "shardfs_last_error_info"));
 	/* + build, plan, 3 served totals, 2 x 2 per rank, 3 log. */
-	ck_assert_uint_eq(n, 13 + 13 + MANIFEST_SKIP_NREASONS + 12);
+	ck_assert_uint_eq(n, 15 + 13 + MANIFEST_SKIP_NREASONS + 12);
 }
 END_TEST
 
@@ -614,10 +616,14 @@ START_TEST(test_stats_cache)
 				       "shardfs_cache_bytes_from_backend_total",
 				       ""),
 			  8192);
+	ck_assert_uint_eq(sample_value(s, n, "shardfs_hedges_issued_total", ""),
+			  29);
+	ck_assert_uint_eq(sample_value(s, n, "shardfs_hedges_won_total", ""),
+			  30);
 	ck_assert_uint_eq(sample_value(s, n, "shardfs_last_error_info",
 				       "message=\"backend: \\\"x\\\" down\""),
 			  1);
-	ck_assert_uint_eq(n, 13 + 13 + 9 + MANIFEST_SKIP_NREASONS + 13);
+	ck_assert_uint_eq(n, 15 + 13 + 9 + MANIFEST_SKIP_NREASONS + 13);
 }
 END_TEST
 

@@ -56,6 +56,11 @@ struct rec {
 	char gate_key[16]; /* if set, only reads of this key wait */
 	unsigned held;	   /* reads waiting at the gate */
 	bool short_reads;  /* reads return half the bytes asked for */
+
+	/* For the hedging tests. */
+	bool gate_first;     /* only the first read of gate_key waits */
+	unsigned gate_reads; /* reads of gate_key so far */
+	unsigned delay_us;   /* every read takes at least this long */
 	char log[LOG_MAX][32];
 	unsigned n_log;
 };
@@ -65,11 +70,16 @@ static int rec_read(struct backend *be, const char *key, size_t key_len,
 		    size_t len, void *buf, size_t *nread)
 {
 	struct rec *r = (struct rec *)be;
+	bool hold;
 
 	pthread_mutex_lock(&r->lock);
 	if (r->n_log < LOG_MAX)
 		snprintf(r->log[r->n_log++], sizeof(r->log[0]), "%s", key);
-	if (r->gate_key[0] == '\0' || strcmp(r->gate_key, key) == 0) {
+	hold = r->gate_key[0] == '\0' || strcmp(r->gate_key, key) == 0;
+	if (r->gate_key[0] != '\0' && strcmp(r->gate_key, key) == 0 &&
+	    r->gate_reads++ > 0 && r->gate_first)
+		hold = false;
+	if (hold) {
 		r->held++;
 		pthread_cond_broadcast(&r->cv);
 		while (r->gated)
@@ -79,6 +89,8 @@ static int rec_read(struct backend *be, const char *key, size_t key_len,
 	if (r->short_reads)
 		len /= 2; /* a backend that answers less than asked */
 	pthread_mutex_unlock(&r->lock);
+	if (r->delay_us > 0)
+		usleep(r->delay_us); /* a store with latency */
 	return r->inner->ops->read(r->inner, key, key_len, etag, etag_len,
 				   offset, len, buf, nread);
 }
@@ -112,6 +124,7 @@ struct fixture {
 	struct rec rec;
 	struct cache *c;
 	uint64_t wait_ms; /* cache_fetch_options.wait_ms */
+	bool hedge_off;	  /* cache_fetch_options.hedge_off */
 	struct cache_object objs[64];
 	struct backend_stat st[64];
 	char keys[64][16];
@@ -193,6 +206,7 @@ static void fx_open(struct fixture *fx, uint64_t chunk, unsigned connections,
 		.memory = memory,
 		.files = files,
 		.wait_ms = fx->wait_ms,
+		.hedge_off = fx->hedge_off,
 	};
 
 	ck_assert_int_eq(cache_open(&o, &fx->rec.base, &fx->c), 0);
@@ -937,6 +951,150 @@ START_TEST(test_short_through)
 }
 END_TEST
 
+/* ---- hedged reads (issue 12, point 7) ---- */
+
+static unsigned rec_gate_reads(struct rec *r)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&r->lock);
+	n = r->gate_reads;
+	pthread_mutex_unlock(&r->lock);
+	return n;
+}
+
+/* n files of 4 KiB, every read taking delay_us, then reads of the first
+ * n - 1 (so the engine has a window of latencies of their size class),
+ * and the last file's first read held at the gate. */
+static void hedge_setup(struct fixture *fx, const char *name, unsigned n,
+			unsigned delay_us, bool hedge_off)
+{
+	uint8_t buf[4096];
+	unsigned k;
+
+	fx_init(fx, name);
+	for (k = 0; k < n; k++)
+		add_file(fx, 4096);
+	fx->rec.delay_us = delay_us;
+	fx->hedge_off = hedge_off;
+	fx_open(fx, 1 << 20, 8, 64 << 20, 0);
+	for (k = 0; k + 1 < n; k++) {
+		ck_assert_int_eq(cache_read(fx->c, &fx->objs[k], 0, 4096, buf),
+				 4096);
+		check_bytes(k, 0, buf, 4096);
+	}
+	snprintf(fx->rec.gate_key, sizeof(fx->rec.gate_key), "%s",
+		 fx->keys[n - 1]);
+	fx->rec.gate_first = true;
+	rec_gate(&fx->rec, true);
+}
+
+/* Waits until no backend read runs (the loser of a hedge has returned). */
+static void wait_idle(struct fixture *fx)
+{
+	while (stats(fx).backend_inflight > 0)
+		usleep(1000);
+}
+
+/* A read much slower than the recent ones (held at the gate, forever as
+ * far as the reader knows) is re-issued, and the reader gets the
+ * re-issued read's bytes while the first is still held: the reader left
+ * its read to a worker (reads take over 1 ms here) and hedged it from its
+ * timed wait. The first read's late answer is discarded; nothing leaks.
+ * Before: the reader waited for the held read. */
+START_TEST(test_hedge_wins)
+{
+	struct fixture fx;
+	struct reader r;
+	struct cache_stats s;
+	pthread_t t;
+	uint8_t buf[4096];
+
+	hedge_setup(&fx, "hedge", 41, 2000, false);
+	r = (struct reader){ .fx = &fx, .k = 40, .off = 0, .len = 4096 };
+	ck_assert_int_eq(pthread_create(&t, NULL, reader_main, &r), 0);
+	pthread_join(t, NULL); /* the gate is still closed */
+	ck_assert_int_eq(r.got, 4096);
+	check_bytes(40, 0, r.buf, 4096);
+	free(r.buf);
+	s = stats(&fx);
+	ck_assert_uint_eq(s.hedges_issued, 1);
+	ck_assert_uint_eq(s.hedges_won, 1);
+	ck_assert_uint_eq(rec_gate_reads(&fx.rec), 2);
+	rec_wait_held(&fx.rec, 1); /* the first read, still held */
+	rec_gate(&fx.rec, false);
+	wait_idle(&fx);
+	s = stats(&fx);
+	ck_assert_uint_eq(s.backend_reads, 42);
+	ck_assert_uint_eq(s.backend_errors, 0);
+	ck_assert_uint_eq(s.hedges_won, 1);
+	/* Stored once, from the winner: served from the cache now. */
+	ck_assert_int_eq(cache_read(fx.c, &fx.objs[40], 0, 4096, buf), 4096);
+	check_bytes(40, 0, buf, 4096);
+	ck_assert_uint_eq(stats(&fx).backend_reads, 42);
+	fx_free(&fx);
+}
+END_TEST
+
+/* Reads that take well under a millisecond (a local store) are run by
+ * the reader itself, so the reader of a held read is not helped; but a
+ * second reader that joins it hedges from its timed wait and gets the
+ * bytes, and the first reader gets them too once its own read returns. */
+START_TEST(test_hedge_joiner)
+{
+	struct fixture fx;
+	struct reader a, b;
+	pthread_t ta, tb;
+
+	hedge_setup(&fx, "hedgejoin", 41, 0, false);
+	a = (struct reader){ .fx = &fx, .k = 40, .off = 0, .len = 4096 };
+	ck_assert_int_eq(pthread_create(&ta, NULL, reader_main, &a), 0);
+	rec_wait_held(&fx.rec, 1);
+	b = (struct reader){ .fx = &fx, .k = 40, .off = 1000, .len = 3000 };
+	ck_assert_int_eq(pthread_create(&tb, NULL, reader_main, &b), 0);
+	pthread_join(tb, NULL); /* the gate is still closed */
+	ck_assert_int_eq(b.got, 3000);
+	check_bytes(40, 1000, b.buf, 3000);
+	ck_assert_uint_eq(stats(&fx).hedges_issued, 1);
+	ck_assert_uint_eq(stats(&fx).hedges_won, 1);
+	rec_gate(&fx.rec, false);
+	pthread_join(ta, NULL);
+	ck_assert_int_eq(a.got, 4096);
+	check_bytes(40, 0, a.buf, 4096);
+	wait_idle(&fx);
+	ck_assert_uint_eq(stats(&fx).backend_errors, 0);
+	free(a.buf);
+	free(b.buf);
+	fx_free(&fx);
+}
+END_TEST
+
+/* With prefetch.hedge off, the reader of the held read waits for it: no
+ * second read. (300 ms is far beyond the hedge threshold of these reads;
+ * a slower machine can only make this test pass, never fail.) */
+START_TEST(test_hedge_off)
+{
+	struct fixture fx;
+	struct reader r;
+	pthread_t t;
+
+	hedge_setup(&fx, "hedgeoff", 41, 2000, true);
+	r = (struct reader){ .fx = &fx, .k = 40, .off = 0, .len = 4096 };
+	ck_assert_int_eq(pthread_create(&t, NULL, reader_main, &r), 0);
+	rec_wait_held(&fx.rec, 1);
+	usleep(300000);
+	ck_assert_uint_eq(rec_gate_reads(&fx.rec), 1);
+	ck_assert_uint_eq(stats(&fx).hedges_issued, 0);
+	rec_gate(&fx.rec, false);
+	pthread_join(t, NULL);
+	ck_assert_int_eq(r.got, 4096);
+	check_bytes(40, 0, r.buf, 4096);
+	ck_assert_uint_eq(stats(&fx).backend_reads, 41);
+	free(r.buf);
+	fx_free(&fx);
+}
+END_TEST
+
 static Suite *fetch_suite(void)
 {
 	Suite *s = suite_create("fetch");
@@ -982,6 +1140,14 @@ static Suite *fetch_suite(void)
 	tcase_add_test(tc, test_order_follow);
 	tcase_add_test(tc, test_order_backoff);
 	tcase_set_timeout(tc, 30);
+	suite_add_tcase(s, tc);
+
+	/* A hang is a failure: the timeout ends it. */
+	tc = tcase_create("hedge");
+	tcase_add_test(tc, test_hedge_wins);
+	tcase_add_test(tc, test_hedge_joiner);
+	tcase_add_test(tc, test_hedge_off);
+	tcase_set_timeout(tc, 60);
 	suite_add_tcase(s, tc);
 	return s;
 }
