@@ -270,6 +270,7 @@ void cache_free(struct cache *c)
 	/* First: its workers store what they fetch. */
 	fetch_free(c->fetch);
 	c->fetch = NULL;
+	verified_free(c);
 	if (c->disk &&
 	    __atomic_load_n(&c->env_pid, __ATOMIC_ACQUIRE) == getpid()) {
 		pthread_mutex_lock(&c->q_lock);

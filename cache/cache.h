@@ -242,6 +242,36 @@ ssize_t cache_file_read(struct cache_file *f, uint64_t offset, size_t len,
 ssize_t cache_file_read_ready(struct cache_file *f, uint64_t offset, size_t len,
 			      void *buf);
 
+/* One part of a read's bytes, handed to a cache_reply_fn: len bytes at
+ * mem, or (mem NULL) len bytes of the open file fd at pos. */
+struct cache_piece {
+	const void *mem;
+	int fd;
+	uint64_t pos;
+	size_t len;
+};
+
+/* Sends the pieces, in order, to the reader; returns 0 or a negative
+ * errno (handed back by cache_file_reply()). The pieces are valid only
+ * during the call, which should not wait for anything (memory and pins
+ * are held until it returns). */
+typedef int (*cache_reply_fn)(void *arg, const struct cache_piece *pieces,
+			      unsigned n);
+
+/* As cache_file_read(), but instead of copying into a caller's buffer,
+ * calls fn once with pieces that hold exactly the bytes cache_file_read()
+ * would have returned (none at or past the end): a chunk in memory is
+ * handed over in place (pinned until fn returns), and a blob whose CRC
+ * blocks this process has checked and that has not changed since (see
+ * docs/DESIGN.md, "Replies without copies") as its file descriptor; other
+ * bytes are read and checked as cache_file_read() does, into a buffer
+ * counted in the memory budget. Returns the number of bytes handed to fn,
+ * fn's error, or cache_file_read()'s (fn not called). */
+ssize_t cache_file_reply(struct cache_file *f, uint64_t offset, size_t len,
+			 cache_reply_fn fn, void *arg);
+/* (Nothing reads f or its object after fn returns: a reply may let the
+ * reader close the file, and f be closed, before fn returns.) */
+
 /* Frees f; NULL is a no-op. Prefetches it queued continue. Files still
  * open when the cache is freed are freed with it (a FUSE release may
  * never come after an unmount). */

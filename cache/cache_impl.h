@@ -69,6 +69,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
 
@@ -218,6 +219,10 @@ struct cache {
 
 	pthread_mutex_t warn_lock; /* protects last_warn */
 	time_t last_warn;
+
+	/* Blobs whose CRC blocks this process checked (verified.c); set
+	 * once, atomically, on first use. */
+	struct verified *verified;
 };
 
 static inline void stat_add(uint64_t *v, uint64_t n)
@@ -374,6 +379,20 @@ struct read_chunk {
 };
 
 /* Bytes of chunk n of obj. */
+/* cache_file_reply() on obj, without the read-ahead. */
+ssize_t read_reply(struct cache *c, const struct cache_object *obj,
+		   uint64_t offset, size_t len, cache_reply_fn fn, void *arg);
+/* verified.c: blob blocks this process checked (see there). True if
+ * blocks b0..b1 of the blob st (an fstat() of its open file) describes
+ * were checked and it is unchanged since. */
+bool verified_covers(struct cache *c, const struct stat *st, uint32_t b0,
+		     uint32_t b1);
+/* Blocks b0..b1 of the blob st (taken before the read) describes passed
+ * their CRC check. */
+void verified_mark(struct cache *c, const struct stat *st, uint32_t b0,
+		   uint32_t b1);
+/* Frees the table (cache_free()). */
+void verified_free(struct cache *c);
 uint64_t read_chunk_len(const struct cache *c, const struct cache_object *obj,
 			uint64_t n);
 /* Names chunk n of obj (obj's strings borrowed while ch is used). Returns

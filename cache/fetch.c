@@ -1453,6 +1453,22 @@ static bool epoch_moved(struct fetch *f, const uint8_t *hash, uint64_t epoch)
 	return epoch != FETCH_NO_EPOCH && f->epochs[bucket_of(hash)] != epoch;
 }
 
+/* Counts bytes a reader took out of fl, drops fl from the table once all
+ * of a retained chunk was read, and drops the reader's reference. Caller
+ * holds f->lock; returns with it released. */
+static void served_unref(struct fetch *f, struct flight *fl, uint64_t bytes)
+{
+	struct flight *dead, *dead2 = NULL;
+
+	fl->served += bytes;
+	if (fl->retained && fl->served >= fl->len)
+		dead2 = table_drop(f, fl); /* not the last reference: ours */
+	dead = flight_unref(f, fl);
+	pthread_mutex_unlock(&f->lock);
+	flight_free(dead2);
+	flight_free(dead);
+}
+
 /* What get() does with a chunk: fetch it unless in the table, join it if
  * in the table, or copy it only if fetched already. */
 enum get_mode { GET_FETCH, GET_JOIN, GET_DONE };
@@ -1461,9 +1477,9 @@ enum get_mode { GET_FETCH, GET_JOIN, GET_DONE };
  * fetch and the chunk is not there (for GET_DONE: not there whole). */
 static ssize_t get(struct fetch *f, const struct fetch_request *r,
 		   uint64_t epoch, uint64_t off, size_t len, void *dst,
-		   enum get_mode mode, bool *ready)
+		   enum get_mode mode, bool *ready, struct fetch_pin *pin)
 {
-	struct flight *fl, *dead, *dead2 = NULL;
+	struct flight *fl, *dead;
 	/* A reader with a buffer can be served without a chunk's memory. */
 	bool direct_ok = mode == GET_FETCH && dst != NULL && len > 0;
 	bool handoff = false;
@@ -1557,37 +1573,65 @@ static ssize_t get(struct fetch *f, const struct fetch_request *r,
 		if (off < fl->len && len > 0) {
 			ret = (ssize_t)(fl->len - off < len ? fl->len - off
 							    : len);
+			if (pin != NULL) {
+				/* Keep our reference: fetch_unpin() does
+				 * the rest of this function. */
+				pin->fl = fl;
+				pin->data = fl->buf + off;
+				pin->len = (size_t)ret;
+				return ret;
+			}
 			memcpy(dst, fl->buf + off, (size_t)ret);
 		}
 	}
 	pthread_mutex_lock(&f->lock);
 	/* A caller that wants no bytes (a fill) leaves nothing to serve. */
-	fl->served += len > 0 ? (uint64_t)(ret > 0 ? ret : 0) : fl->len;
-	if (fl->retained && fl->served >= fl->len)
-		dead2 = table_drop(f, fl); /* not the last reference: ours */
-	dead = flight_unref(f, fl);
-	pthread_mutex_unlock(&f->lock);
-	flight_free(dead2);
-	flight_free(dead);
+	served_unref(f, fl, len > 0 ? (uint64_t)(ret > 0 ? ret : 0) : fl->len);
 	return ret;
 }
 
 ssize_t fetch_get(struct fetch *f, const struct fetch_request *r,
 		  uint64_t epoch, uint64_t off, size_t len, void *dst)
 {
-	return get(f, r, epoch, off, len, dst, GET_FETCH, NULL);
+	return get(f, r, epoch, off, len, dst, GET_FETCH, NULL, NULL);
 }
 
 ssize_t fetch_join(struct fetch *f, const struct fetch_request *r, uint64_t off,
 		   size_t len, void *dst, bool *ready)
 {
-	return get(f, r, FETCH_NO_EPOCH, off, len, dst, GET_JOIN, ready);
+	return get(f, r, FETCH_NO_EPOCH, off, len, dst, GET_JOIN, ready, NULL);
+}
+
+ssize_t fetch_join_pin(struct fetch *f, const struct fetch_request *r,
+		       uint64_t off, size_t len, bool *ready,
+		       struct fetch_pin *pin)
+{
+	ssize_t got;
+
+	pin->fl = NULL;
+	if (len == 0)
+		return -EINVAL;
+	got = get(f, r, FETCH_NO_EPOCH, off, len, NULL, GET_JOIN, ready, pin);
+	if (got >= 0 && pin->fl == NULL)
+		got = -EIO; /* cannot happen: len > 0 pins or fails */
+	return got;
+}
+
+void fetch_unpin(struct fetch *f, struct fetch_pin *pin)
+{
+	struct flight *fl = pin->fl;
+
+	if (fl == NULL)
+		return;
+	pin->fl = NULL;
+	pthread_mutex_lock(&f->lock);
+	served_unref(f, fl, pin->len);
 }
 
 ssize_t fetch_peek(struct fetch *f, const struct fetch_request *r, uint64_t off,
 		   size_t len, void *dst)
 {
-	return get(f, r, FETCH_NO_EPOCH, off, len, dst, GET_DONE, NULL);
+	return get(f, r, FETCH_NO_EPOCH, off, len, dst, GET_DONE, NULL, NULL);
 }
 
 int fetch_prefetch(struct fetch *f, const struct fetch_request *r,

@@ -195,6 +195,28 @@ ssize_t fetch_get(struct fetch *f, const struct fetch_request *r,
 ssize_t fetch_join(struct fetch *f, const struct fetch_request *r, uint64_t off,
 		   size_t len, void *dst, bool *ready);
 
+/* A reader's hold on the bytes of a chunk in memory (fetch_join_pin()).
+ * While pinned, the chunk's buffer stays mapped and counted in the memory
+ * budget; reclaiming may take the chunk out of the table meanwhile, and
+ * its memory then goes when the pin does. */
+struct flight;
+struct fetch_pin {
+	struct flight *fl; /* NULL: nothing pinned */
+	const uint8_t *data;
+	size_t len;
+};
+
+/* Like fetch_join() with len > 0, but instead of copying [off, off + len)
+ * pins the chunk and points pin->data at those bytes (pin->len of them,
+ * the value returned). Release with fetch_unpin() as soon as the bytes
+ * are sent, without waiting for anything in between: only then do they
+ * count as read (a retained chunk read whole leaves memory). Returns as
+ * fetch_join(); on an error nothing is pinned. */
+ssize_t fetch_join_pin(struct fetch *f, const struct fetch_request *r,
+		       uint64_t off, size_t len, bool *ready,
+		       struct fetch_pin *pin);
+void fetch_unpin(struct fetch *f, struct fetch_pin *pin);
+
 /* Like fetch_join(), but only copies a chunk fetched whole already (in
  * memory, retained or being stored); never waits. Returns -ENOENT
  * otherwise. */

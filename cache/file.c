@@ -149,15 +149,16 @@ int cache_file_open(struct cache *c, const struct cache_object *obj,
 	return 0;
 }
 
-ssize_t cache_file_read(struct cache_file *f, uint64_t offset, size_t len,
-			void *buf)
+/* cache_file_read() and cache_file_reply(): moves the read-ahead window
+ * for a read of [offset, offset + len) and queues what it reaches. */
+static void file_read_ahead(struct cache_file *f, uint64_t offset, size_t len)
 {
 	struct cache *c = f->c;
 	const struct cache_object *obj = &f->obj;
 	uint64_t from, to, n, first, last, end;
 
 	if (!c->disk || offset >= obj->size || len == 0)
-		return cache_read(c, obj, offset, len, buf);
+		return;
 	end = offset + len < obj->size ? offset + len : obj->size;
 	pthread_mutex_lock(&f->lock);
 	prefetch_window_read(&f->win, offset, end - offset, obj->size,
@@ -169,7 +170,20 @@ ssize_t cache_file_read(struct cache_file *f, uint64_t offset, size_t len,
 		for (n = first; n <= last; n++)
 			if (file_prefetch_chunk(c, obj, n) < 0)
 				break;
-	return cache_read(c, obj, offset, len, buf);
+}
+
+ssize_t cache_file_read(struct cache_file *f, uint64_t offset, size_t len,
+			void *buf)
+{
+	file_read_ahead(f, offset, len);
+	return cache_read(f->c, &f->obj, offset, len, buf);
+}
+
+ssize_t cache_file_reply(struct cache_file *f, uint64_t offset, size_t len,
+			 cache_reply_fn fn, void *arg)
+{
+	file_read_ahead(f, offset, len);
+	return read_reply(f->c, &f->obj, offset, len, fn, arg);
 }
 
 ssize_t cache_file_read_ready(struct cache_file *f, uint64_t offset, size_t len,

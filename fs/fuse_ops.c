@@ -141,6 +141,8 @@ static void fs_op_init(void *userdata, struct fuse_conn_info *conn)
 		{ FUSE_CAP_PARALLEL_DIROPS, "parallel_dirops" },
 		{ FUSE_CAP_READDIRPLUS, "readdirplus" },
 		{ FUSE_CAP_READDIRPLUS_AUTO, "readdirplus_auto" },
+		/* Read replies from a checked blob splice from its file. */
+		{ FUSE_CAP_SPLICE_WRITE, "splice_write" },
 	};
 	size_t i;
 
@@ -513,6 +515,107 @@ static void fs_op_open(fuse_req_t req, fuse_ino_t ino,
 	fs_gen_put(fs, g, 1);
 }
 
+/* fs_op_read()'s reply, from where the cache holds the bytes. */
+struct fs_read_reply {
+	fuse_req_t req;
+	struct cache *cache;
+	bool replied;
+	size_t bytes;
+};
+
+/* The most bytes of a file libfuse splices into a reply: its pipe must
+ * hold the reply and three pages more, and grows at most to
+ * fs.pipe-max-size (1 MiB by default, so a 1 MiB read does not fit).
+ * Past it libfuse would read the file into a fresh allocation per reply;
+ * fs_read_reply_send() reads into a pooled buffer instead. 0: unknown. */
+static size_t fs_splice_max(void)
+{
+	static size_t max = SIZE_MAX; /* SIZE_MAX: not read yet */
+	size_t m = __atomic_load_n(&max, __ATOMIC_RELAXED);
+	long page = sysconf(_SC_PAGESIZE);
+	unsigned long v = 0;
+	FILE *f;
+
+	if (m != SIZE_MAX)
+		return m;
+	f = fopen("/proc/sys/fs/pipe-max-size", "re");
+	if (f != NULL) {
+		if (fscanf(f, "%lu", &v) != 1)
+			v = 0;
+		fclose(f);
+	}
+	m = v > 4 * (unsigned long)page ? v - 4 * (size_t)page : 0;
+	__atomic_store_n(&max, m, __ATOMIC_RELAXED);
+	return m;
+}
+
+/* A cache_reply_fn: replies with the pieces in place. libfuse writes the
+ * reply to the kernel within fuse_reply_data() (splicing a descriptor
+ * where the kernel allows), so the pieces need live only this long. */
+static int fs_read_reply_send(void *arg, const struct cache_piece *pieces,
+			      unsigned n)
+{
+	struct fs_read_reply *r = arg;
+	struct fuse_bufvec one = FUSE_BUFVEC_INIT(0), *bv = &one;
+	unsigned i;
+
+	if (n == 0) {
+		r->replied = true;
+		fuse_reply_buf(r->req, NULL, 0);
+		return 0;
+	}
+	if (n == 1 && pieces[0].mem == NULL &&
+	    (pieces[0].len < 2 * 4096 || pieces[0].len > fs_splice_max())) {
+		/* libfuse would not splice it: read it here, into a pooled
+		 * buffer, and a file cut short is an error, not a short
+		 * reply. */
+		size_t len = pieces[0].len;
+		char *buf = cache_buffer_alloc(r->cache, len);
+		ssize_t got;
+
+		if (buf == NULL)
+			return -ENOMEM;
+		got = pread(pieces[0].fd, buf, len, (off_t)pieces[0].pos);
+		if (got != (ssize_t)len) {
+			cache_buffer_free(r->cache, buf, len);
+			return -EIO;
+		}
+		r->replied = true;
+		r->bytes = len;
+		fuse_reply_buf(r->req, buf, len);
+		cache_buffer_free(r->cache, buf, len);
+		return 0;
+	}
+	if (n > 1) {
+		bv = calloc(1, sizeof(*bv) + (n - 1) * sizeof(bv->buf[0]));
+		if (bv == NULL)
+			return -ENOMEM;
+		bv->count = n;
+	}
+	r->bytes = 0;
+	for (i = 0; i < n; i++) {
+		struct fuse_buf *b = &bv->buf[i];
+
+		b->size = pieces[i].len;
+		if (pieces[i].mem != NULL) {
+			b->flags = 0;
+			b->mem = (void *)(uintptr_t)pieces[i].mem;
+		} else {
+			b->flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+			b->fd = pieces[i].fd;
+			b->pos = (off_t)pieces[i].pos;
+		}
+		r->bytes += pieces[i].len;
+	}
+	r->replied = true;
+	/* On an error libfuse has answered the request or dropped it with
+	 * its connection: either way it is done. */
+	fuse_reply_data(r->req, bv, 0);
+	if (bv != &one)
+		free(bv);
+	return 0;
+}
+
 static void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		       struct fuse_file_info *fi)
 {
@@ -569,6 +672,26 @@ static void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	if (size > e->size - (uint64_t)off)
 		size = (size_t)(e->size - (uint64_t)off);
+	if (fi->fh != 0) {
+		struct fs_read_reply r = { .req = req, .cache = fs->cache };
+
+		/* The reply may let the reader close the file before it
+		 * returns: cache_file_reply() does not touch fi->fh after
+		 * it, and the request holds g. */
+		got = cache_file_reply((struct cache_file *)(uintptr_t)fi->fh,
+				       (uint64_t)off, size, fs_read_reply_send,
+				       &r);
+		fs_gen_put(fs, g, 1);
+		if (r.replied) {
+			__atomic_add_fetch(&fs->read_bytes, r.bytes,
+					   __ATOMIC_RELAXED);
+			return;
+		}
+		__atomic_add_fetch(&fs->read_errors, 1, __ATOMIC_RELAXED);
+		/* As below: the detail was logged where understood. */
+		fuse_reply_err(req, got == -ENOMEM ? ENOMEM : EIO);
+		return;
+	}
 	/* Reply buffers count in the cache's memory budget. */
 	buf = cache_buffer_alloc(fs->cache, size);
 	if (buf == NULL) {
