@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 struct cache_file {
 	struct cache *c;
@@ -50,7 +51,7 @@ static int prefetch_chunk(struct cache *c, const struct cache_object *obj,
 				  : FETCH_NO_EPOCH;
 		rc = 1;
 		if (fetch_in_flight(c->fetch, &r) ||
-		    read_chunk_present(c, hash, id, id_len))
+		    (c->disk && read_chunk_present(c, hash, id, id_len)))
 			break;
 		rc = fetch_prefetch(c->fetch, &r, epoch);
 		if (rc != -EAGAIN)
@@ -64,18 +65,66 @@ static int prefetch_chunk(struct cache *c, const struct cache_object *obj,
 	return rc == -ENOBUFS || rc == -ENOMEM ? -ENOBUFS : 0;
 }
 
+/* The longest gap between opens that counts toward a reader's pace: a
+ * pause (an epoch's end, a checkpoint) is not the reader's pace. */
+#define GAP_MAX_NS (UINT64_C(1000000000))
+
+static uint64_t order_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Measures the reader of slot at an open now (pf_lock held) and returns
+ * the working depth for it (prefetch_depth()). */
+static unsigned order_pace(struct cache *c, struct order_slot *slot,
+			   const struct fetch_pace *fp, uint64_t stalls,
+			   uint64_t now)
+{
+	struct prefetch_pace p = { 0 };
+	uint64_t gap;
+
+	if (slot->last_ns != 0) {
+		gap = now - slot->last_ns;
+		if (gap > GAP_MAX_NS)
+			gap = GAP_MAX_NS;
+		/* An average over about 8 opens: one slow file (a large
+		 * one, a page the trainer logs) is not a change of pace. */
+		slot->gap_ns =
+			slot->gap_ns ? (slot->gap_ns * 7 + gap) / 8 : gap;
+		p.starved = stalls != slot->stalls;
+	}
+	slot->last_ns = now;
+	slot->stalls = stalls;
+	__atomic_store_n(&c->pf_gap_ns, slot->gap_ns, __ATOMIC_RELAXED);
+	p.latency_ns = fp->latency_min_ns;
+	p.gap_ns = slot->gap_ns;
+	p.depth = slot->st.depth;
+	p.file_bytes = slot->file_bytes;
+	p.memory = __atomic_load_n(&c->pf_memory, __ATOMIC_RELAXED);
+	p.connections = __atomic_load_n(&c->pf_conns, __ATOMIC_RELAXED);
+	p.cap = __atomic_load_n(&c->pf_files, __ATOMIC_RELAXED);
+	return prefetch_depth(&p);
+}
+
 void cache_order_open(struct cache *c, uint64_t order, uint64_t pos)
 {
-	unsigned limit = __atomic_load_n(&c->pf_files, __ATOMIC_RELAXED);
 	struct order_slot *slot = NULL;
-	uint64_t from, to, p;
+	uint64_t from, to, p, asked = 0, n_asked = 0, stalls, now;
+	struct fetch_pace fp;
 	cache_order_fn fn;
+	unsigned limit;
 	bool hit, miss;
 	void *ctx;
 	size_t i;
 
 	if (!c->disk || order == CACHE_NO_ORDER)
 		return;
+	/* The engine's lock is innermost: measured before pf_lock. */
+	fetch_pace_get(c->fetch, &fp, &stalls);
+	now = order_now_ns();
 	pthread_mutex_lock(&c->pf_lock);
 	fn = c->order_fn;
 	ctx = c->order_ctx;
@@ -103,6 +152,7 @@ void cache_order_open(struct cache *c, uint64_t order, uint64_t pos)
 		pthread_mutex_unlock(&c->pf_lock);
 		return;
 	}
+	limit = order_pace(c, slot, &fp, stalls, now);
 	prefetch_order_open(&slot->st, pos, limit, &hit, &miss, &from, &to);
 	__atomic_store_n(&c->pf_depth, (uint64_t)slot->st.depth,
 			 __ATOMIC_RELAXED);
@@ -130,7 +180,21 @@ void cache_order_open(struct cache *c, uint64_t order, uint64_t pos)
 			pthread_mutex_unlock(&c->pf_lock);
 			break;
 		}
+		asked += read_chunk_len(c, &next, 0);
+		n_asked++;
 	}
+	if (n_asked == 0)
+		return;
+	/* What a file ahead holds, for the memory bound. */
+	pthread_mutex_lock(&c->pf_lock);
+	for (i = 0; i < c->n_orders; i++)
+		if (c->orders[i].order == order) {
+			uint64_t *fb = &c->orders[i].file_bytes;
+
+			*fb = *fb ? (*fb * 7 + asked / n_asked) / 8
+				  : asked / n_asked;
+		}
+	pthread_mutex_unlock(&c->pf_lock);
 }
 
 int cache_file_open(struct cache *c, const struct cache_object *obj,
@@ -153,6 +217,54 @@ int cache_file_open(struct cache *c, const struct cache_object *obj,
 	return 0;
 }
 
+/* A read with the disk cache off: a sequential reader's next chunks are
+ * read ahead into the engine's memory, where they are retained until read
+ * once and then freed (fetch_join()); everything else (the first MiB of a
+ * run, a seek, a read across chunks, a chunk not read ahead) goes straight
+ * to the backend, as before. */
+static ssize_t file_read_uncached(struct cache_file *f, uint64_t offset,
+				  size_t len, void *buf)
+{
+	struct cache *c = f->c;
+	const struct cache_object *obj = &f->obj;
+	uint64_t from, to, n, last, end, unit = c->chunk_size, cur, clen;
+	uint8_t hash[HASH_LEN], *id = NULL;
+	struct fetch_request r;
+	size_t id_len;
+	ssize_t got;
+
+	end = offset + len < obj->size ? offset + len : obj->size;
+	pthread_mutex_lock(&f->lock);
+	prefetch_window_read(&f->win, offset, end - offset, obj->size,
+			     __atomic_load_n(&c->ra_cap, __ATOMIC_RELAXED),
+			     &from, &to);
+	/* Whole chunks only for a reader past its first MiB (not one that
+	 * reads a header), and only those after the one it reads. */
+	if (end < f->win.start + PREFETCH_WINDOW_MIN)
+		from = to;
+	prefetch_window_unit(&f->win, end, obj->size, unit, &from, &to);
+	__atomic_store_n(&c->ra_window, f->win.window, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&f->lock);
+	cur = offset / unit;
+	n = from / unit > cur + 1 ? from / unit : cur + 1;
+	last = from < to ? (to - 1) / unit : 0;
+	for (; from < to && n <= last; n++)
+		if (prefetch_chunk(c, obj, n) < 0)
+			break;
+	if (cur != (end - 1) / unit)
+		return cache_read(c, obj, offset, len, buf);
+	clen = read_chunk_len(c, obj, cur);
+	if (entry_ident_build(c, obj, cur, &id, &id_len, hash) < 0)
+		return cache_read(c, obj, offset, len, buf);
+	read_request_of(c, obj, cur, clen, hash, id, id_len, &r);
+	got = fetch_join(c->fetch, &r, offset - cur * unit, end - offset, buf,
+			 NULL);
+	free(id);
+	if (got == -ENOENT)
+		return cache_read(c, obj, offset, len, buf);
+	return got;
+}
+
 ssize_t cache_file_read(struct cache_file *f, uint64_t offset, size_t len,
 			void *buf)
 {
@@ -160,6 +272,8 @@ ssize_t cache_file_read(struct cache_file *f, uint64_t offset, size_t len,
 	const struct cache_object *obj = &f->obj;
 	uint64_t from, to, n, last, end;
 
+	if (!c->disk && c->chunk_size > 0 && offset < obj->size && len > 0)
+		return file_read_uncached(f, offset, len, buf);
 	if (!c->disk || offset >= obj->size || len == 0)
 		return cache_read(c, obj, offset, len, buf);
 	end = offset + len < obj->size ? offset + len : obj->size;
@@ -167,6 +281,8 @@ ssize_t cache_file_read(struct cache_file *f, uint64_t offset, size_t len,
 	prefetch_window_read(&f->win, offset, end - offset, obj->size,
 			     __atomic_load_n(&c->ra_cap, __ATOMIC_RELAXED),
 			     &from, &to);
+	prefetch_window_unit(&f->win, end, obj->size, c->chunk_size, &from,
+			     &to);
 	__atomic_store_n(&c->ra_window, f->win.window, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&f->lock);
 	/* Chunks the window reaches past the ones this read fetches. */
