@@ -51,6 +51,11 @@ void cache_set_fetch_options(struct cache *c,
 	cap = prefetch_window_cap(memory);
 	__atomic_store_n(&c->ra_cap, cap, __ATOMIC_RELAXED);
 	__atomic_store_n(&c->pf_files, o->files, __ATOMIC_RELAXED);
+	/* Files ahead may hold half: the other quarter prefetches may take
+	 * is the read-ahead window's (see fetch_prefetch()). */
+	__atomic_store_n(&c->pf_memory, memory / 2, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->pf_conns, o->connections ? o->connections : 64,
+			 __ATOMIC_RELAXED);
 	/* The committer's queue of inline bytes lives in the same budget as
 	 * read-ahead: at most a quarter of it (see prefetch_window_cap()). */
 	pthread_mutex_lock(&c->q_lock);
@@ -76,6 +81,11 @@ void cache_stats_get(struct cache *c, struct cache_stats *out)
 	out->prefetch_refused = fs.prefetch_refused;
 	out->prefetch_depth = stat_load(&c->pf_depth);
 	out->readahead_window_bytes = stat_load(&c->ra_window);
+	out->prefetch_gap_ns = stat_load(&c->pf_gap_ns);
+	out->backend_latency_min_ns = fs.pace.latency_min_ns;
+	out->backend_latency_median_ns = fs.pace.latency_median_ns;
+	out->backend_reads_per_s = fs.pace.reads_per_s;
+	out->backend_bytes_per_s = fs.pace.bytes_per_s;
 	out->memory_in_use_bytes = fs.memory_in_use;
 	out->memory_high_water_bytes = fs.memory_high_water;
 	out->memory_budget_bytes = fs.memory_budget;
@@ -144,6 +154,14 @@ int cache_new(struct backend *be, struct cache **out)
 
 	if (c == NULL)
 		return -ENOMEM;
+	/* Read-ahead chunks (cache_file_read()) are named like the disk
+	 * cache's, in the engine's memory only. */
+	c->chunk_size = CACHE_CHUNK_SIZE_DEFAULT;
+	c->backend_id = strdup("");
+	if (c->backend_id == NULL) {
+		cache_free(c);
+		return -ENOMEM;
+	}
 	*out = c;
 	return 0;
 }

@@ -102,6 +102,12 @@ struct cache_stats {
 	uint64_t prefetch_bytes;     /* bytes of chunks queued ahead */
 	uint64_t prefetch_refused;   /* prefetches refused for memory */
 	uint64_t prefetch_depth;     /* files ahead, last order opened */
+	uint64_t prefetch_gap_ns;    /* its reader's time between opens */
+	/* Backend reads (the last FETCH_PACE_WINDOW that succeeded): */
+	uint64_t backend_latency_min_ns;    /* least start-to-end time */
+	uint64_t backend_latency_median_ns; /* median */
+	uint64_t backend_reads_per_s;	    /* completed per second */
+	uint64_t backend_bytes_per_s;
 	uint64_t readahead_window_bytes; /* window of the last read */
 	uint64_t memory_in_use_bytes;	 /* buffers accounted now */
 	uint64_t memory_high_water_bytes;
@@ -159,7 +165,8 @@ int cache_open(const struct cache_options *opts, struct backend *be,
 struct cache_fetch_options {
 	unsigned connections; /* backend requests at once; 0: 64 */
 	uint64_t memory;      /* bytes of buffers; 0: 512 MiB */
-	unsigned files;	      /* files prefetched ahead in an order; 0: none */
+	unsigned files;	      /* the most files prefetched ahead in an order
+			       * (the depth itself is measured); 0: none */
 	/* The longest a read waits inside the engine for a chunk another
 	 * thread fetches, for memory or for a connection before it fails
 	 * with -EIO (a backend read it runs itself ends by the backend's own

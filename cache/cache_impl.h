@@ -130,6 +130,11 @@ struct touch {
 struct order_slot {
 	uint64_t order;
 	struct prefetch_order st;
+	/* The reader's pace (see cache_order_open()): */
+	uint64_t last_ns;    /* its last open (CLOCK_MONOTONIC), 0: none */
+	uint64_t gap_ns;     /* time between its opens, averaged */
+	uint64_t stalls;     /* the engine's stalls at its last open */
+	uint64_t file_bytes; /* bytes asked for per file ahead, averaged */
 };
 
 struct cache {
@@ -145,8 +150,12 @@ struct cache {
 	void *order_ctx;
 	struct order_slot *orders;
 	size_t n_orders, cap_orders;
-	unsigned pf_files; /* atomic: prefetch.files */
-	uint64_t ra_cap;   /* atomic: read-ahead window cap */
+	unsigned pf_files;  /* atomic: prefetch.files */
+	unsigned pf_conns;  /* atomic: prefetch.connections (0: no bound) */
+	uint64_t pf_memory; /* atomic: bytes files ahead may hold (0: no
+			     * bound) */
+	uint64_t pf_gap_ns; /* atomic: statistics, the last order's pace */
+	uint64_t ra_cap;    /* atomic: read-ahead window cap */
 	/* Relaxed atomics: statistics only. */
 	uint64_t pf_issued, pf_bytes, pf_hits, pf_misses, pf_depth, ra_window;
 	/* Files open now: a FUSE release can be lost at unmount, so

@@ -219,6 +219,12 @@ struct fetch {
 	struct hedge_class lat[HEDGE_CLASSES];
 	struct flight *hedge_head, *hedge_tail; /* hedges for a worker */
 	uint64_t hedges, hedge_wins;
+	/* Protected by lock: the last FETCH_PACE_WINDOW backend reads that
+	 * succeeded (see fetch_pace_get()), a ring from pace_next. */
+	uint64_t pace_lat[FETCH_PACE_WINDOW], pace_end[FETCH_PACE_WINDOW];
+	uint64_t pace_bytes[FETCH_PACE_WINDOW];
+	unsigned pace_n, pace_next;
+	uint64_t stalls; /* protected by lock: see fetch_pace_get() */
 };
 
 static void fork_check(struct fetch *f);
@@ -921,6 +927,55 @@ static void flight_unref_free(struct fetch *f, struct flight *fl)
 	}
 }
 
+/* Caller holds f->lock: a backend read of bytes ran from t0 to t1. */
+static void pace_record(struct fetch *f, uint64_t t0, uint64_t t1,
+			uint64_t bytes)
+{
+	f->pace_lat[f->pace_next] = t1 - t0;
+	f->pace_end[f->pace_next] = t1;
+	f->pace_bytes[f->pace_next] = bytes;
+	f->pace_next = (f->pace_next + 1) % FETCH_PACE_WINDOW;
+	if (f->pace_n < FETCH_PACE_WINDOW)
+		f->pace_n++;
+}
+
+/* Caller holds f->lock. The least latency is what a read costs without
+ * queueing at the server (or for a connection), so a deeper prefetch,
+ * which queues more, does not make itself look necessary; throughput is
+ * over the span of the window's reads. */
+static void pace_compute(const struct fetch *f, struct fetch_pace *out)
+{
+	uint64_t lat[FETCH_PACE_WINDOW], first = UINT64_MAX, last = 0,
+					 bytes = 0, v;
+	unsigned n = f->pace_n, i, j;
+
+	memset(out, 0, sizeof(*out));
+	if (n < 2)
+		return;
+	for (i = 0; i < n; i++) {
+		/* Insertion sort: 64 entries, at most once per open. */
+		v = f->pace_lat[i];
+		for (j = i; j > 0 && lat[j - 1] > v; j--)
+			lat[j] = lat[j - 1];
+		lat[j] = v;
+		if (f->pace_end[i] < first)
+			first = f->pace_end[i];
+		if (f->pace_end[i] > last)
+			last = f->pace_end[i];
+		bytes += f->pace_bytes[i];
+	}
+	out->latency_min_ns = lat[0];
+	out->latency_median_ns = lat[n / 2];
+	if (last > first) {
+		/* n - 1 reads (and their bytes, but the first's) ended in
+		 * last - first; the first's bytes are close enough. */
+		out->reads_per_s =
+			(uint64_t)(n - 1) * 1000000000u / (last - first);
+		out->bytes_per_s = (uint64_t)((double)bytes * (n - 1) / n *
+					      1e9 / (double)(last - first));
+	}
+}
+
 /* Runs the next part of queued flight fl. Caller holds f->lock and has
  * checked slot_free(); the lock is dropped around the read and done_fn.
  * worker: the caller is a worker thread (it looks for more work itself). */
@@ -966,6 +1021,8 @@ static void run_part(struct fetch *f, struct flight *fl, bool worker)
 	pthread_mutex_lock(&f->lock);
 	if (rc == 0 && nread == plen)
 		lat_record(f, plen, now_ns() - t0);
+	if (rc == 0)
+		pace_record(f, t0, now_ns(), nread);
 	f->inflight--;
 	if (pf)
 		f->pf_inflight -= plen;
@@ -1505,8 +1562,10 @@ static ssize_t get(struct fetch *f, const struct fetch_request *r,
 			fl->refs++;
 			if (fl->done && ready != NULL)
 				*ready = true;
-			if (!fl->done)
+			if (!fl->done) {
 				f->waits++;
+				f->stalls += r->offset == 0;
+			}
 			if (fl->queued && fl->prio == PRIO_PREFETCH) {
 				queue_unlink(f, fl);
 				queue_push(f, fl, PRIO_READER);
@@ -1536,6 +1595,7 @@ static ssize_t get(struct fetch *f, const struct fetch_request *r,
 				return -ENOMEM;
 			}
 			fl->refs = 2; /* the table's and ours */
+			f->stalls += r->offset == 0;
 			break;
 		}
 		/* Reply buffers alone leave no room: nothing this thread
@@ -1554,6 +1614,7 @@ static ssize_t get(struct fetch *f, const struct fetch_request *r,
 		}
 	}
 	if (fl == NULL) {
+		f->stalls += r->offset == 0;
 		pthread_mutex_unlock(&f->lock);
 		return direct_read(f, r, off, len, dst, deadline);
 	}
@@ -1745,6 +1806,7 @@ void fetch_stats_get(struct fetch *f, struct fetch_stats *out)
 	out->direct_reads = f->direct_reads;
 	out->hedges = f->hedges;
 	out->hedge_wins = f->hedge_wins;
+	pace_compute(f, &out->pace);
 	pthread_mutex_unlock(&f->lock);
 	out->backend_reads =
 		__atomic_load_n(&f->backend_reads, __ATOMIC_RELAXED);
@@ -1752,4 +1814,14 @@ void fetch_stats_get(struct fetch *f, struct fetch_stats *out)
 		__atomic_load_n(&f->backend_bytes, __ATOMIC_RELAXED);
 	out->backend_errors =
 		__atomic_load_n(&f->backend_errors, __ATOMIC_RELAXED);
+}
+
+void fetch_pace_get(struct fetch *f, struct fetch_pace *out, uint64_t *stalls)
+{
+	fork_check(f);
+	pthread_mutex_lock(&f->lock);
+	pace_compute(f, out);
+	if (stalls != NULL)
+		*stalls = f->stalls;
+	pthread_mutex_unlock(&f->lock);
 }

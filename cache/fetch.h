@@ -131,7 +131,18 @@ struct fetch_stats {
 	uint64_t backend_errors; /* backend reads that failed */
 	uint64_t hedges;	 /* hedged reads issued */
 	uint64_t hedge_wins;	 /* hedged reads whose answer was served */
+	struct fetch_pace {
+		/* Of the last FETCH_PACE_WINDOW backend reads that
+		 * succeeded, each timed from its start to its end: */
+		uint64_t latency_min_ns;    /* the least: no queueing */
+		uint64_t latency_median_ns; /* the median */
+		uint64_t reads_per_s;	    /* completed per second */
+		uint64_t bytes_per_s;
+	} pace;
 };
+
+/* The window of fetch_pace (0 everywhere until two reads finished). */
+#define FETCH_PACE_WINDOW 64
 
 struct fetch;
 struct backend;
@@ -259,5 +270,14 @@ void *fetch_buffer_alloc(struct fetch *f, size_t len);
 void fetch_buffer_free(struct fetch *f, void *p, size_t len);
 
 void fetch_stats_get(struct fetch *f, struct fetch_stats *out);
+
+/* The pace part of fetch_stats_get(), and in *stalls (may be NULL) the
+ * count of reads of a file's first chunk (offset 0: what the prefetcher
+ * asks for ahead of an order) that waited for the backend: joined it in
+ * flight, or fetched it themselves (a prefetch that came too late or
+ * never came). A wait for a later chunk of a large file is the read-ahead
+ * window's, not a sign of too few files ahead. The prefetcher's
+ * measurements. */
+void fetch_pace_get(struct fetch *f, struct fetch_pace *out, uint64_t *stalls);
 
 #endif

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 struct cache_file {
 	struct cache *c;
@@ -46,7 +47,7 @@ static int file_prefetch_chunk(struct cache *c, const struct cache_object *obj,
 				  : FETCH_NO_EPOCH;
 		rc = 1;
 		if (fetch_in_flight(c->fetch, &ch.r) ||
-		    read_chunk_present(c, &ch))
+		    (c->disk && read_chunk_present(c, &ch)))
 			break;
 		rc = fetch_prefetch(c->fetch, &ch.r, epoch);
 		if (rc != -EAGAIN)
@@ -60,18 +61,66 @@ static int file_prefetch_chunk(struct cache *c, const struct cache_object *obj,
 	return rc == -ENOBUFS || rc == -ENOMEM ? -ENOBUFS : 0;
 }
 
+/* The longest gap between opens that counts toward a reader's pace: a
+ * pause (an epoch's end, a checkpoint) is not the reader's pace. */
+#define GAP_MAX_NS (UINT64_C(1000000000))
+
+static uint64_t order_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Measures the reader of slot at an open now (pf_lock held) and returns
+ * the working depth for it (prefetch_depth()). */
+static unsigned order_pace(struct cache *c, struct order_slot *slot,
+			   const struct fetch_pace *fp, uint64_t stalls,
+			   uint64_t now)
+{
+	struct prefetch_pace p = { 0 };
+	uint64_t gap;
+
+	if (slot->last_ns != 0) {
+		gap = now - slot->last_ns;
+		if (gap > GAP_MAX_NS)
+			gap = GAP_MAX_NS;
+		/* An average over about 8 opens: one slow file (a large
+		 * one, a page the trainer logs) is not a change of pace. */
+		slot->gap_ns =
+			slot->gap_ns ? (slot->gap_ns * 7 + gap) / 8 : gap;
+		p.starved = stalls != slot->stalls;
+	}
+	slot->last_ns = now;
+	slot->stalls = stalls;
+	__atomic_store_n(&c->pf_gap_ns, slot->gap_ns, __ATOMIC_RELAXED);
+	p.latency_ns = fp->latency_min_ns;
+	p.gap_ns = slot->gap_ns;
+	p.depth = slot->st.depth;
+	p.file_bytes = slot->file_bytes;
+	p.memory = __atomic_load_n(&c->pf_memory, __ATOMIC_RELAXED);
+	p.connections = __atomic_load_n(&c->pf_conns, __ATOMIC_RELAXED);
+	p.cap = __atomic_load_n(&c->pf_files, __ATOMIC_RELAXED);
+	return prefetch_depth(&p);
+}
+
 void cache_order_open(struct cache *c, uint64_t order, uint64_t pos)
 {
-	unsigned limit = __atomic_load_n(&c->pf_files, __ATOMIC_RELAXED);
 	struct order_slot *slot = NULL;
-	uint64_t from, to, p;
+	uint64_t from, to, p, asked = 0, n_asked = 0, stalls, now;
+	struct fetch_pace fp;
 	cache_order_fn fn;
+	unsigned limit;
 	bool hit, miss;
 	void *ctx;
 	size_t i;
 
 	if (!c->disk || order == CACHE_NO_ORDER)
 		return;
+	/* The engine's lock is innermost: measured before pf_lock. */
+	fetch_pace_get(c->fetch, &fp, &stalls);
+	now = order_now_ns();
 	pthread_mutex_lock(&c->pf_lock);
 	fn = c->order_fn;
 	ctx = c->order_ctx;
@@ -99,6 +148,7 @@ void cache_order_open(struct cache *c, uint64_t order, uint64_t pos)
 		pthread_mutex_unlock(&c->pf_lock);
 		return;
 	}
+	limit = order_pace(c, slot, &fp, stalls, now);
 	prefetch_order_open(&slot->st, pos, limit, &hit, &miss, &from, &to);
 	__atomic_store_n(&c->pf_depth, (uint64_t)slot->st.depth,
 			 __ATOMIC_RELAXED);
@@ -126,7 +176,21 @@ void cache_order_open(struct cache *c, uint64_t order, uint64_t pos)
 			pthread_mutex_unlock(&c->pf_lock);
 			break;
 		}
+		asked += read_chunk_len(c, &next, 0);
+		n_asked++;
 	}
+	if (n_asked == 0)
+		return;
+	/* What a file ahead holds, for the memory bound. */
+	pthread_mutex_lock(&c->pf_lock);
+	for (i = 0; i < c->n_orders; i++)
+		if (c->orders[i].order == order) {
+			uint64_t *fb = &c->orders[i].file_bytes;
+
+			*fb = *fb ? (*fb * 7 + asked / n_asked) / 8
+				  : asked / n_asked;
+		}
+	pthread_mutex_unlock(&c->pf_lock);
 }
 
 int cache_file_open(struct cache *c, const struct cache_object *obj,
@@ -149,6 +213,55 @@ int cache_file_open(struct cache *c, const struct cache_object *obj,
 	return 0;
 }
 
+/* A read with the disk cache off: a sequential reader's next chunks are
+ * read ahead into the engine's memory, where they are retained until read
+ * once and then freed (fetch_join()); everything else (the first MiB of a
+ * run, a seek, a read across chunks, a chunk not read ahead) goes straight
+ * to the backend, as before. */
+static ssize_t file_read_uncached(struct cache_file *f, uint64_t offset,
+				  size_t len, void *buf)
+{
+	struct cache *c = f->c;
+	const struct cache_object *obj = &f->obj;
+	uint64_t from, to, n, last, end, unit = c->chunk_size, cur;
+	struct read_chunk ch;
+	ssize_t got;
+
+	end = offset + len < obj->size ? offset + len : obj->size;
+	pthread_mutex_lock(&f->lock);
+	prefetch_window_read(&f->win, offset, end - offset, obj->size,
+			     __atomic_load_n(&c->ra_cap, __ATOMIC_RELAXED),
+			     &from, &to);
+	/* Whole chunks only for a reader past its first MiB (not one that
+	 * reads a header), and only those after the one it reads. */
+	if (end < f->win.start + PREFETCH_WINDOW_MIN)
+		from = to;
+	prefetch_window_unit(&f->win, end, obj->size, unit, &from, &to);
+	__atomic_store_n(&c->ra_window, f->win.window, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&f->lock);
+	cur = offset / unit;
+	n = from / unit > cur + 1 ? from / unit : cur + 1;
+	last = from < to ? (to - 1) / unit : 0;
+	for (; from < to && n <= last; n++)
+		if (file_prefetch_chunk(c, obj, n) < 0)
+			break;
+	if (cur != (end - 1) / unit || read_chunk_name(c, obj, cur, &ch) < 0)
+		return cache_read(c, obj, offset, len, buf);
+	got = fetch_join(c->fetch, &ch.r, offset - cur * unit, end - offset,
+			 buf, NULL);
+	read_chunk_release(&ch);
+	if (got == -ENOENT)
+		return cache_read(c, obj, offset, len, buf);
+	return got;
+}
+
+static bool file_uncached(const struct cache_file *f, uint64_t offset,
+			  size_t len)
+{
+	return !f->c->disk && f->c->chunk_size > 0 && offset < f->obj.size &&
+	       len > 0;
+}
+
 /* cache_file_read() and cache_file_reply(): moves the read-ahead window
  * for a read of [offset, offset + len) and queues what it reaches. */
 static void file_read_ahead(struct cache_file *f, uint64_t offset, size_t len)
@@ -164,6 +277,8 @@ static void file_read_ahead(struct cache_file *f, uint64_t offset, size_t len)
 	prefetch_window_read(&f->win, offset, end - offset, obj->size,
 			     __atomic_load_n(&c->ra_cap, __ATOMIC_RELAXED),
 			     &from, &to);
+	prefetch_window_unit(&f->win, end, obj->size, c->chunk_size, &from,
+			     &to);
 	__atomic_store_n(&c->ra_window, f->win.window, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&f->lock);
 	if (prefetch_window_chunks(end, from, to, c->chunk_size, &first, &last))
@@ -175,6 +290,8 @@ static void file_read_ahead(struct cache_file *f, uint64_t offset, size_t len)
 ssize_t cache_file_read(struct cache_file *f, uint64_t offset, size_t len,
 			void *buf)
 {
+	if (file_uncached(f, offset, len))
+		return file_read_uncached(f, offset, len, buf);
 	file_read_ahead(f, offset, len);
 	return cache_read(f->c, &f->obj, offset, len, buf);
 }
@@ -182,8 +299,31 @@ ssize_t cache_file_read(struct cache_file *f, uint64_t offset, size_t len,
 ssize_t cache_file_reply(struct cache_file *f, uint64_t offset, size_t len,
 			 cache_reply_fn fn, void *arg)
 {
-	file_read_ahead(f, offset, len);
-	return read_reply(f->c, &f->obj, offset, len, fn, arg);
+	struct cache_piece p = { .fd = -1 };
+	ssize_t got;
+	void *buf;
+	int rc;
+
+	if (!file_uncached(f, offset, len)) {
+		file_read_ahead(f, offset, len);
+		return read_reply(f->c, &f->obj, offset, len, fn, arg);
+	}
+	/* No disk cache: one accounted buffer, as read_reply() has then. */
+	if (len > f->obj.size - offset)
+		len = (size_t)(f->obj.size - offset);
+	buf = fetch_buffer_alloc(f->c->fetch, len);
+	if (buf == NULL)
+		return -ENOMEM;
+	got = file_read_uncached(f, offset, len, buf);
+	if (got >= 0) {
+		p.mem = buf;
+		p.len = (size_t)got;
+		rc = fn(arg, &p, 1);
+		if (rc < 0)
+			got = rc;
+	}
+	fetch_buffer_free(f->c->fetch, buf, len);
+	return got;
 }
 
 ssize_t cache_file_read_ready(struct cache_file *f, uint64_t offset, size_t len,

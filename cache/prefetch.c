@@ -19,6 +19,7 @@ void prefetch_window_read(struct prefetch_window *w, uint64_t off, uint64_t len,
 		w->ahead = end;
 		w->next = end;
 		w->grown = end;
+		w->start = off;
 	} else {
 		if (end >= w->grown + PREFETCH_WINDOW_MIN && w->window < cap) {
 			w->window = w->window * 2 < cap ? w->window * 2 : cap;
@@ -59,6 +60,26 @@ bool prefetch_window_chunks(uint64_t end, uint64_t from, uint64_t to,
 	*first = n;
 	*last = (to - 1) / chunk_size;
 	return n <= *last;
+}
+
+void prefetch_window_unit(struct prefetch_window *w, uint64_t end,
+			  uint64_t size, uint64_t unit, uint64_t *from,
+			  uint64_t *to)
+{
+	uint64_t want;
+
+	if (w->window == 0 || end < w->start + PREFETCH_WINDOW_MIN)
+		return;
+	want = (end / unit + 2) * unit;
+	if (want > size)
+		want = size;
+	if (want <= *to)
+		return;
+	if (*from >= *to) /* nothing asked for by the window */
+		*from = w->ahead > end ? w->ahead : end;
+	*to = want;
+	if (w->ahead < want)
+		w->ahead = want;
 }
 
 void prefetch_order_open(struct prefetch_order *o, uint64_t pos, unsigned limit,
@@ -119,4 +140,32 @@ void prefetch_order_stopped(struct prefetch_order *o, uint64_t pos)
 		o->asked = false;
 	else
 		o->asked_hi = pos - 1;
+}
+
+unsigned prefetch_depth(const struct prefetch_pace *p)
+{
+	uint64_t bound = p->cap, want, floor;
+
+	if (p->cap == 0)
+		return 0;
+	if (p->file_bytes > 0 && p->memory > 0 &&
+	    p->memory / p->file_bytes < bound)
+		bound = p->memory / p->file_bytes;
+	if (bound == 0)
+		bound = 1;
+	if (p->latency_ns == 0 || p->gap_ns == 0)
+		return (unsigned)bound;
+	if (p->connections > 0 && p->connections < bound)
+		bound = p->connections;
+	/* Rounded up: a reader as fast as the backend needs one ahead. */
+	want = p->latency_ns / p->gap_ns + 1;
+	want = want > bound ? bound : want * PREFETCH_HEADROOM;
+	if (p->starved && want < 2 * (uint64_t)p->depth)
+		want = 2 * (uint64_t)p->depth;
+	floor = (uint64_t)p->depth - (p->depth + 3) / 4;
+	if (!p->starved && want < floor)
+		want = floor;
+	if (want > bound)
+		want = bound;
+	return want > 0 ? (unsigned)want : 1;
 }

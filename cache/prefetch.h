@@ -22,6 +22,10 @@
  * depth (up to the limit); an open elsewhere is a miss and halves it, down
  * to 0. At depth 0 nothing is asked for, except one position every
  * PREFETCH_PROBE opens, to notice a reader that follows the order again.
+ *
+ * How far a hit may take depth is the working depth of prefetch_depth()
+ * (Little's law: files in flight = rate x latency), not prefetch.files,
+ * which only caps it.
  */
 #ifndef SHARDFS_CACHE_PREFETCH_H
 #define SHARDFS_CACHE_PREFETCH_H
@@ -35,13 +39,14 @@
 #define PREFETCH_SLACK (UINT64_C(4) << 20)
 #define PREFETCH_DEPTH_START 4
 #define PREFETCH_PROBE 8
-#define PREFETCH_FILES_DEFAULT 32 /* files ahead in an order (the limit) */
+#define PREFETCH_FILES_DEFAULT 256 /* files ahead in an order: a cap */
 
 struct prefetch_window {
 	uint64_t next;	 /* end of the furthest read */
 	uint64_t window; /* 0 before the first read */
 	uint64_t ahead;	 /* read ahead up to here already */
 	uint64_t grown;	 /* where the window last grew (or restarted) */
+	uint64_t start;	 /* where the sequential run began */
 };
 
 /* A read of [off, off + len) of an object of size bytes, with window cap
@@ -65,6 +70,18 @@ bool prefetch_window_chunks(uint64_t end, uint64_t from, uint64_t to,
 			    uint64_t chunk_size, uint64_t *first,
 			    uint64_t *last);
 
+/* After prefetch_window_read() for a read ending at end: once the reader
+ * has read PREFETCH_WINDOW_MIN sequentially, the unit (chunk) after the
+ * one it is in is always asked for, whatever the window, so it is in
+ * flight while the reader reads this one (a window that grows per MiB
+ * read reaches the next 8 MiB chunk only half-way through the first, and
+ * a chunk already in memory is read far faster than the next is
+ * fetched). Extends [*from, *to) to the end of that unit (at most size).
+ * unit >= 1. */
+void prefetch_window_unit(struct prefetch_window *w, uint64_t end,
+			  uint64_t size, uint64_t unit, uint64_t *from,
+			  uint64_t *to);
+
 struct prefetch_order {
 	uint64_t last;	      /* position opened last */
 	uint64_t lo, hi;      /* range asked for last: [lo, hi], empty if
@@ -82,6 +99,39 @@ struct prefetch_order {
  * pos+1 .. pos+depth not asked for already. */
 void prefetch_order_open(struct prefetch_order *o, uint64_t pos, unsigned limit,
 			 bool *hit, bool *miss, uint64_t *from, uint64_t *to);
+
+/* What the working depth is computed from: measurements (the fetch
+ * engine's, the order's) and bounds. */
+struct prefetch_pace {
+	uint64_t latency_ns; /* a backend read without queueing: the least of
+			      * the recent ones (0: not known yet) */
+	uint64_t gap_ns;     /* the reader's time between opens of the order,
+			      * averaged (0: not known yet) */
+	bool starved;	     /* the reader waited for a fetch since its last
+			      * open: its pace is ours, not its own */
+	unsigned depth;	     /* the order's depth now */
+	uint64_t file_bytes; /* bytes a file ahead holds, averaged (0: not
+			      * known) */
+	uint64_t memory;     /* bytes files ahead may hold together */
+	unsigned connections;
+	unsigned cap; /* prefetch.files: 0 turns prefetch off */
+};
+
+/* Files in flight needed so the next file is there when the reader opens
+ * it: PREFETCH_HEADROOM x latency / gap (a reader slower than the backend
+ * needs only its own rate x latency). A starved reader's gap is set by the
+ * fetches themselves, so there it is at least twice the depth now (it
+ * grows until the reader stops waiting or a bound is reached, as a server
+ * whose requests queue needs many more in flight than latency / service
+ * time); otherwise it shrinks by at most a quarter per open, so one lucky
+ * open does not undo the growth. Never more than cap, connections (more
+ * files in flight than requests can run only queue) or memory /
+ * file_bytes; at least 1 unless cap is 0. Not measured yet: cap and
+ * memory / file_bytes (hits then double depth to them, as before there
+ * were measurements; files queued beyond the connections wait in the
+ * engine's queue). */
+#define PREFETCH_HEADROOM 2
+unsigned prefetch_depth(const struct prefetch_pace *p);
 
 /* Asking stopped before position pos (memory): positions from pos on may
  * be asked for again. */

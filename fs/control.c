@@ -478,6 +478,21 @@ int control_write_stats(FILE *f, const struct manifest *m,
 	metric(f, "prefetch_depth_files", "gauge",
 	       "Files asked for ahead, in the order opened last.",
 	       st->cache.prefetch_depth);
+	metric(f, "prefetch_reader_gap_us", "gauge",
+	       "Time between opens of the order opened last, averaged.",
+	       st->cache.prefetch_gap_ns / 1000);
+	metric(f, "backend_latency_min_us", "gauge",
+	       "Least start-to-end time of the recent backend reads.",
+	       st->cache.backend_latency_min_ns / 1000);
+	metric(f, "backend_latency_median_us", "gauge",
+	       "Median start-to-end time of the recent backend reads.",
+	       st->cache.backend_latency_median_ns / 1000);
+	metric(f, "backend_reads_per_second", "gauge",
+	       "Backend reads completed per second, recently.",
+	       st->cache.backend_reads_per_s);
+	metric(f, "backend_bytes_per_second", "gauge",
+	       "Bytes of backend reads completed per second, recently.",
+	       st->cache.backend_bytes_per_s);
 	metric(f, "readahead_window_bytes", "gauge",
 	       "Read-ahead window of the last read.",
 	       st->cache.readahead_window_bytes);

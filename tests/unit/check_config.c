@@ -128,7 +128,7 @@ START_TEST(test_defaults)
 	ck_assert_str_eq(cfg->cache.dir, "/var/cache/shardfs");
 	ck_assert_uint_eq(cfg->cache.size_bytes, UINT64_C(10) << 30);
 	ck_assert_uint_eq(cfg->cache.size_percent, 0);
-	ck_assert_uint_eq(cfg->prefetch.files, 32);
+	ck_assert_uint_eq(cfg->prefetch.files, 256);
 	ck_assert_uint_eq(cfg->prefetch.memory, UINT64_C(512) << 20);
 	ck_assert_uint_eq(cfg->prefetch.connections, 64);
 	ck_assert(cfg->prefetch.hedge);
