@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <openssl/evp.h>
-
 #include "util/crc32.h"
+#include "util/hex.h"
+#include "util/sha256.h"
 
 static void put_le64(uint8_t *p, uint64_t v)
 {
@@ -40,7 +40,6 @@ int entry_ident_build(const struct cache *c, const struct cache_object *obj,
 	size_t len = 8 + c->backend_id_len + 8 + obj->key_len + 8 +
 		     obj->etag_len + 16;
 	uint8_t *p, *buf = malloc(len);
-	unsigned md_len = 0;
 
 	if (buf == NULL)
 		return -ENOMEM;
@@ -56,7 +55,7 @@ int entry_ident_build(const struct cache *c, const struct cache_object *obj,
 	p += 8 + obj->etag_len;
 	put_le64(p, c->chunk_size);
 	put_le64(p + 8, n);
-	if (!EVP_Digest(buf, len, hash, &md_len, EVP_sha256(), NULL)) {
+	if (sha256(buf, len, hash) < 0) {
 		free(buf);
 		return -ENOMEM;
 	}
@@ -94,14 +93,7 @@ bool entry_ident_parse(const uint8_t *id, size_t len, const uint8_t *part[3],
 
 void entry_hash_hex(const uint8_t hash[HASH_LEN], char out[2 * HASH_LEN + 1])
 {
-	static const char hex[] = "0123456789abcdef";
-	int i;
-
-	for (i = 0; i < HASH_LEN; i++) {
-		out[2 * i] = hex[hash[i] >> 4];
-		out[2 * i + 1] = hex[hash[i] & 15];
-	}
-	out[2 * HASH_LEN] = '\0';
+	hex_encode(hash, HASH_LEN, out);
 }
 
 int entry_hex_parse(const char *s, uint8_t hash[HASH_LEN])

@@ -82,6 +82,7 @@
 
 #include "backends/backend.h"
 #include "util/log.h"
+#include "util/thread.h"
 
 #define BUCKETS 256
 #define PAGE 4096u
@@ -1119,13 +1120,7 @@ static void *worker_main(void *arg)
 {
 	struct fetch *f = arg;
 	bool trimmer;
-	sigset_t set;
 
-	sigemptyset(&set);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGHUP);
-	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	pthread_setname_np(pthread_self(), "shardfs-fetch");
 	pthread_mutex_lock(&f->lock);
 	f->n_started++;
@@ -1229,8 +1224,8 @@ static void workers_ensure(struct fetch *f)
 	if (f->workers == NULL)
 		return;
 	for (i = 0; i < n; i++) {
-		if (pthread_create(&f->workers[f->n_workers], NULL, worker_main,
-				   f) != 0)
+		if (thread_start(&f->workers[f->n_workers], worker_main, f) !=
+		    0)
 			break;
 		f->n_workers++;
 	}

@@ -11,6 +11,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "util/dlist.h"
+
 struct cache_file {
 	struct cache *c;
 	struct cache_object obj; /* borrowed */
@@ -204,10 +206,7 @@ int cache_file_open(struct cache *c, const struct cache_object *obj,
 	f->obj = *obj;
 	pthread_mutex_init(&f->lock, NULL);
 	pthread_mutex_lock(&c->files_lock);
-	f->next = c->files;
-	if (c->files != NULL)
-		c->files->prev = f;
-	c->files = f;
+	DLIST_PUSH(c->files, f);
 	pthread_mutex_unlock(&c->files_lock);
 	*out = f;
 	return 0;
@@ -360,12 +359,7 @@ void cache_file_close(struct cache_file *f)
 	if (f == NULL)
 		return;
 	pthread_mutex_lock(&f->c->files_lock);
-	if (f->prev != NULL)
-		f->prev->next = f->next;
-	else
-		f->c->files = f->next;
-	if (f->next != NULL)
-		f->next->prev = f->prev;
+	DLIST_UNLINK(f->c->files, f);
 	pthread_mutex_unlock(&f->c->files_lock);
 	pthread_mutex_destroy(&f->lock);
 	free(f);

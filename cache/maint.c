@@ -18,10 +18,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <openssl/evp.h>
-
 #include "util/crc32.h"
 #include "util/log.h"
+#include "util/sha256.h"
+#include "util/str.h"
 
 /* Bigger than LMDB's lock file for MAX_READERS, so LMDB keeps our size. */
 #define LOCK_FILE_BYTES (128u << 10)
@@ -431,7 +431,6 @@ static const char *maint_entry_check(struct cache *c, MDB_txn *txn,
 {
 	uint8_t hash[HASH_LEN], *buf;
 	const uint8_t *id;
-	unsigned md_len = 0;
 	MDB_val d;
 	uint64_t pos;
 	char *path;
@@ -443,7 +442,7 @@ static const char *maint_entry_check(struct cache *c, MDB_txn *txn,
 		return "malformed row";
 	id = (const uint8_t *)v->mv_data + sizeof(e->h) +
 	     (size_t)e->h.n_crcs * 4;
-	if (!EVP_Digest(id, e->h.id_len, hash, &md_len, EVP_sha256(), NULL) ||
+	if (sha256(id, e->h.id_len, hash) < 0 ||
 	    memcmp(hash, k->mv_data, HASH_LEN) != 0)
 		return "identity does not match its hash";
 	if (e->h.flags & ENTRY_INLINE) {
@@ -483,17 +482,6 @@ static const char *maint_entry_check(struct cache *c, MDB_txn *txn,
 	free(buf);
 	free(path);
 	return why;
-}
-
-static char *maint_dup_part(const uint8_t *p, size_t len)
-{
-	char *s = malloc(len + 1);
-
-	if (s != NULL) {
-		memcpy(s, p, len);
-		s[len] = '\0';
-	}
-	return s;
 }
 
 struct maint_verify_args {
@@ -548,9 +536,9 @@ static int maint_verify_run(struct cache *c, void *varg)
 						(size_t)e.h.n_crcs * 4,
 					e.h.id_len, part, part_len, &b.chunk);
 			for (i = 0; i < 3; i++)
-				s[i] = maint_dup_part(
-					part[i] ? part[i] : (const uint8_t *)"",
-					part_len[i]);
+				s[i] = str_memdup(part[i] ? part[i]
+							  : (const uint8_t *)"",
+						  part_len[i]);
 			b.hash_hex = hex;
 			b.backend_id = s[0] ? s[0] : "";
 			b.key = s[1] ? s[1] : "";

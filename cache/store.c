@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "util/log.h"
+#include "util/thread.h"
 
 #define COMMIT_BATCH 64	   /* chunks that make the committer start now */
 #define COMMIT_DELAY_MS 20 /* else it waits this long for a batch */
@@ -249,13 +250,7 @@ static bool store_batch_full(const struct cache *c)
 static void *store_committer_main(void *arg)
 {
 	struct cache *c = arg;
-	sigset_t set;
 
-	sigemptyset(&set);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGHUP);
-	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	pthread_setname_np(pthread_self(), "shardfs-commit");
 	pthread_mutex_lock(&c->q_lock);
 	for (;;) {
@@ -409,7 +404,7 @@ void store_chunk(struct cache *c, const uint8_t *hash, const uint8_t *id,
 	while (c->q_bytes > c->q_max && c->committer_running)
 		pthread_cond_wait(&c->q_idle, &c->q_lock);
 	if (!c->committer_running &&
-	    pthread_create(&c->committer, NULL, store_committer_main, c) == 0)
+	    thread_start(&c->committer, store_committer_main, c) == 0)
 		c->committer_running = true;
 	if (c->committer_running) {
 		bool first = c->q_head == NULL;
