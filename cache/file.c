@@ -298,6 +298,9 @@ ssize_t cache_file_read(struct cache_file *f, uint64_t offset, size_t len,
 ssize_t cache_file_reply(struct cache_file *f, uint64_t offset, size_t len,
 			 cache_reply_fn fn, void *arg)
 {
+	/* The reply may let the reader close the file before fn returns:
+	 * nothing of f is used after fn (engine is the cache's). */
+	struct fetch *engine = f->c->fetch;
 	struct cache_piece p = { .fd = -1 };
 	ssize_t got;
 	void *buf;
@@ -310,7 +313,7 @@ ssize_t cache_file_reply(struct cache_file *f, uint64_t offset, size_t len,
 	/* No disk cache: one accounted buffer, as read_reply() has then. */
 	if (len > f->obj.size - offset)
 		len = (size_t)(f->obj.size - offset);
-	buf = fetch_buffer_alloc(f->c->fetch, len);
+	buf = fetch_buffer_alloc(engine, len);
 	if (buf == NULL)
 		return -ENOMEM;
 	got = file_read_uncached(f, offset, len, buf);
@@ -321,7 +324,7 @@ ssize_t cache_file_reply(struct cache_file *f, uint64_t offset, size_t len,
 		if (rc < 0)
 			got = rc;
 	}
-	fetch_buffer_free(f->c->fetch, buf, len);
+	fetch_buffer_free(engine, buf, len);
 	return got;
 }
 
