@@ -316,6 +316,43 @@ START_TEST(test_cold_reply)
 }
 END_TEST
 
+
+/* The reply lets the reader close the file: RELEASE may free f before fn
+ * returns (cache.h: nothing reads f after fn). With the disk cache off. */
+struct close_in_fn {
+	struct cache_file *f;
+	size_t len;
+};
+
+static int close_fn(void *arg, const struct cache_piece *p, unsigned n)
+{
+	struct close_in_fn *a = arg;
+
+	a->len = n ? p[0].len : 0;
+	cache_file_close(a->f); /* the RELEASE that raced the reply */
+	return 0;
+}
+
+START_TEST(test_uncached_close_in_reply)
+{
+	struct fixture fx;
+	struct close_in_fn a;
+	struct cache *pt;
+	int i;
+
+	fx_open(&fx, "uncclose", 11, 3 << 20, 1 << 20, 1000);
+	ck_assert_int_eq(cache_new(fx.be, &pt), 0);
+	for (i = 0; i < 50; i++) {
+		ck_assert_int_eq(cache_file_open(pt, &fx.o, &a.f), 0);
+		ck_assert_int_eq(cache_file_reply(a.f, 4096, 65536, close_fn, &a),
+				 65536);
+		ck_assert_uint_eq(a.len, 65536);
+	}
+	cache_free(pt);
+	fx_free(&fx);
+}
+END_TEST
+
 int main(void)
 {
 	const struct unit_case cases[] = {
@@ -323,6 +360,7 @@ int main(void)
 		{ "blob_checked_then_spliced", test_blob_checked_then_spliced },
 		{ "inline_across_and_end", test_inline_across_and_end },
 		{ "cold_reply", test_cold_reply },
+		{ "uncached_close_in_reply", test_uncached_close_in_reply },
 	};
 
 	return unit_run_in_tmpdir(unit_suite("cache_reply", cases,
