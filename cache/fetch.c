@@ -1362,7 +1362,9 @@ static void hedge_run(struct fetch *f)
 	uint8_t *buf = fl->hedge_buf;
 	size_t nread = 0;
 	void *unmap = NULL;
-	bool ok, stopping = f->stop;
+	/* A first read that finished since the hedge was queued makes it
+	 * moot: no request, hedge_arrive() gives the buffer back. */
+	bool ok, skip = f->stop || fl->done;
 	int rc = -ECANCELED;
 
 	f->hedge_head = fl->hnext;
@@ -1373,7 +1375,7 @@ static void hedge_run(struct fetch *f)
 	late_ms = (t0 - fl->start_ns) / 1000000u;
 	pthread_mutex_unlock(&f->lock);
 
-	if (!stopping) {
+	if (!skip) {
 		log_msg(LOG_DEBUG,
 			"fetch: %s: read running for %llu ms; hedging it",
 			fl->key, (unsigned long long)late_ms);

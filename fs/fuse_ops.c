@@ -700,13 +700,9 @@ static void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	if (fi->fh != 0) {
-		got = cache_file_read((struct cache_file *)(uintptr_t)fi->fh,
-				      (uint64_t)off, size, buf);
-	} else {
-		object_of(g, n->u.item, &obj);
-		got = cache_read(fs->cache, &obj, (uint64_t)off, size, buf);
-	}
+	/* A file opened without a cache handle (none could be had). */
+	object_of(g, n->u.item, &obj);
+	got = cache_read(fs->cache, &obj, (uint64_t)off, size, buf);
 	fs_gen_put(fs, g, 1);
 	if (got < 0) {
 		__atomic_add_fetch(&fs->read_errors, 1, __ATOMIC_RELAXED);
