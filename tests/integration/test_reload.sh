@@ -159,7 +159,7 @@ check "(d) changed cache dir: reload goes on" test "$OUTCOME" = reloaded
 check "(d) the warning names the key and the kept value" \
 	grep -q "reload: cache.dir changed: needs a restart; keeping \"$T/cache\"" "$LOG"
 check "(d) every changed restart key is named" \
-	grep -q "reload: prefetch.files changed: needs a restart; keeping 32" "$LOG"
+	grep -q "reload: prefetch.files changed: needs a restart; keeping 256" "$LOG"
 check "(d) the new cache dir is not used" test ! -e "$T/cache2"
 plan_matches "(d)"
 ranks_are "(d)" "rank-0 rank-1 rank-2 rank-3"
