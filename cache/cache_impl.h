@@ -425,5 +425,8 @@ int maint_owners_lock(struct cache *c, const char *path, int op);
  * rows (all of them when alone, else only those of dead writers or older
  * than an hour), and evicts down to the budget. */
 void maint_at_open(struct cache *c, bool alone);
+/* Begins a read-only transaction with a cursor on the index rows; on
+ * failure (an LMDB code) nothing is left open. */
+int maint_scan_begin(struct cache *c, MDB_txn **txn, MDB_cursor **cur);
 
 #endif
