@@ -298,10 +298,8 @@ ssize_t cache_file_read(struct cache_file *f, uint64_t offset, size_t len,
 ssize_t cache_file_reply(struct cache_file *f, uint64_t offset, size_t len,
 			 cache_reply_fn fn, void *arg)
 {
-	struct cache_piece p = { .fd = -1 };
 	ssize_t got;
 	void *buf;
-	int rc;
 
 	if (!file_uncached(f, offset, len)) {
 		file_read_ahead(f, offset, len);
@@ -314,15 +312,7 @@ ssize_t cache_file_reply(struct cache_file *f, uint64_t offset, size_t len,
 	if (buf == NULL)
 		return -ENOMEM;
 	got = file_read_uncached(f, offset, len, buf);
-	if (got >= 0) {
-		p.mem = buf;
-		p.len = (size_t)got;
-		rc = fn(arg, &p, 1);
-		if (rc < 0)
-			got = rc;
-	}
-	fetch_buffer_free(f->c->fetch, buf, len);
-	return got;
+	return read_reply_buffer(f->c, buf, len, got, fn, arg);
 }
 
 ssize_t cache_file_read_ready(struct cache_file *f, uint64_t offset, size_t len,
