@@ -390,8 +390,8 @@ struct read_chunk {
 /* Hands got bytes of buf (from fetch_buffer_alloc(len)) to fn as one
  * piece unless got is an error, then frees buf. Returns got or fn's
  * error. */
-ssize_t read_reply_buffer(struct cache *c, void *buf, size_t len,
-			  ssize_t got, cache_reply_fn fn, void *arg);
+ssize_t read_reply_buffer(struct cache *c, void *buf, size_t len, ssize_t got,
+			  cache_reply_fn fn, void *arg);
 /* Bytes of chunk n of obj. */
 /* cache_file_reply() on obj, without the read-ahead. */
 ssize_t read_reply(struct cache *c, const struct cache_object *obj,

@@ -536,8 +536,8 @@ static ssize_t read_chunk_reply(struct cache *c, const struct cache_object *obj,
 	return got;
 }
 
-ssize_t read_reply_buffer(struct cache *c, void *buf, size_t len,
-			  ssize_t got, cache_reply_fn fn, void *arg)
+ssize_t read_reply_buffer(struct cache *c, void *buf, size_t len, ssize_t got,
+			  cache_reply_fn fn, void *arg)
 {
 	struct cache_piece p = { .mem = buf, .fd = -1 };
 	int rc;

@@ -21,8 +21,7 @@ int cmd_option_other(int c, const char *usage)
 	return EXIT_USAGE;
 }
 
-bool cmd_option_common(int c, struct overrides *ov, const char *usage,
-		       int *rc)
+bool cmd_option_common(int c, struct overrides *ov, const char *usage, int *rc)
 {
 	if (c != 'o') {
 		*rc = cmd_option_other(c, usage);

@@ -55,8 +55,7 @@ int cmd_option_other(int c, const char *usage);
 /* The default case of a getopt loop of a command that takes -o KEY=VALUE:
  * -o adds to ov and returns true (go on); else (a bad -o, -h or an option
  * getopt refused) returns false with the exit status in *rc. */
-bool cmd_option_common(int c, struct overrides *ov, const char *usage,
-		       int *rc);
+bool cmd_option_common(int c, struct overrides *ov, const char *usage, int *rc);
 
 /* Checks that want operands follow the options (argv[optind..argc)).
  * Returns 0, or prints "shardfs: CMD: WHAT missing" or "shardfs: CMD: too
