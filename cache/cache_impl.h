@@ -387,6 +387,11 @@ struct read_chunk {
 	struct fetch_request r;
 };
 
+/* Hands got bytes of buf (from fetch_buffer_alloc(len)) to fn as one
+ * piece unless got is an error, then frees buf. Returns got or fn's
+ * error. */
+ssize_t read_reply_buffer(struct cache *c, void *buf, size_t len, ssize_t got,
+			  cache_reply_fn fn, void *arg);
 /* Bytes of chunk n of obj. */
 /* cache_file_reply() on obj, without the read-ahead. */
 ssize_t read_reply(struct cache *c, const struct cache_object *obj,
@@ -425,5 +430,8 @@ int maint_owners_lock(struct cache *c, const char *path, int op);
  * rows (all of them when alone, else only those of dead writers or older
  * than an hour), and evicts down to the budget. */
 void maint_at_open(struct cache *c, bool alone);
+/* Begins a read-only transaction with a cursor on the index rows; on
+ * failure (an LMDB code) nothing is left open. */
+int maint_scan_begin(struct cache *c, MDB_txn **txn, MDB_cursor **cur);
 
 #endif

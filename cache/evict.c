@@ -154,14 +154,9 @@ static int evict_run(struct cache *c, void *arg)
 	evict_touches_flush(c);
 	if (index_live_bytes(c) <= target)
 		goto out;
-	rc = index_txn_begin(c, MDB_RDONLY, &txn);
+	rc = maint_scan_begin(c, &txn, &cur);
 	if (rc != 0)
 		goto fail;
-	rc = mdb_cursor_open(txn, c->dbi_idx, &cur);
-	if (rc != 0) {
-		index_txn_end(txn, false);
-		goto fail;
-	}
 	while ((rc = mdb_cursor_get(cur, &k, &val, op)) == 0) {
 		struct entry_hdr h;
 

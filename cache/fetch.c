@@ -594,17 +594,21 @@ static bool pool_release_one(struct fetch *f)
 	return true;
 }
 
-/* table_drop(), then frees the flight if that was its last reference,
- * with f->lock held and dropped while freeing. */
-static void table_drop_free(struct fetch *f, struct flight *fl)
+/* Frees dead (if not NULL), with f->lock held and dropped while freeing. */
+static void flight_free_unlocked(struct fetch *f, struct flight *dead)
 {
-	struct flight *dead = table_drop(f, fl);
-
 	if (dead != NULL) {
 		pthread_mutex_unlock(&f->lock);
 		flight_free(dead);
 		pthread_mutex_lock(&f->lock);
 	}
+}
+
+/* table_drop(), then frees the flight if that was its last reference,
+ * with f->lock held and dropped while freeing. */
+static void table_drop_free(struct fetch *f, struct flight *fl)
+{
+	flight_free_unlocked(f, table_drop(f, fl));
 }
 
 /* Drops the oldest retained flight, with f->lock held and dropped while
@@ -919,13 +923,7 @@ static bool hedge_arrive(struct fetch *f, struct flight *fl, uint8_t *buf,
 /* Drops a reference to fl; caller holds f->lock, dropped while freeing. */
 static void flight_unref_free(struct fetch *f, struct flight *fl)
 {
-	struct flight *dead = flight_unref(f, fl);
-
-	if (dead != NULL) {
-		pthread_mutex_unlock(&f->lock);
-		flight_free(dead);
-		pthread_mutex_lock(&f->lock);
-	}
+	flight_free_unlocked(f, flight_unref(f, fl));
 }
 
 /* Caller holds f->lock: a backend read of bytes ran from t0 to t1. */

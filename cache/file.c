@@ -298,13 +298,8 @@ ssize_t cache_file_read(struct cache_file *f, uint64_t offset, size_t len,
 ssize_t cache_file_reply(struct cache_file *f, uint64_t offset, size_t len,
 			 cache_reply_fn fn, void *arg)
 {
-	/* The reply may let the reader close the file before fn returns:
-	 * nothing of f is used after fn (engine is the cache's). */
-	struct fetch *engine = f->c->fetch;
-	struct cache_piece p = { .fd = -1 };
 	ssize_t got;
 	void *buf;
-	int rc;
 
 	if (!file_uncached(f, offset, len)) {
 		file_read_ahead(f, offset, len);
@@ -313,19 +308,13 @@ ssize_t cache_file_reply(struct cache_file *f, uint64_t offset, size_t len,
 	/* No disk cache: one accounted buffer, as read_reply() has then. */
 	if (len > f->obj.size - offset)
 		len = (size_t)(f->obj.size - offset);
-	buf = fetch_buffer_alloc(engine, len);
+	buf = fetch_buffer_alloc(f->c->fetch, len);
 	if (buf == NULL)
 		return -ENOMEM;
 	got = file_read_uncached(f, offset, len, buf);
-	if (got >= 0) {
-		p.mem = buf;
-		p.len = (size_t)got;
-		rc = fn(arg, &p, 1);
-		if (rc < 0)
-			got = rc;
-	}
-	fetch_buffer_free(engine, buf, len);
-	return got;
+	/* f->c, not f, past the reply: it may let the reader close the
+	 * file (and free f) before fn returns. */
+	return read_reply_buffer(f->c, buf, len, got, fn, arg);
 }
 
 ssize_t cache_file_read_ready(struct cache_file *f, uint64_t offset, size_t len,

@@ -153,6 +153,18 @@ static void maint_cleanup_tmp(struct cache *c, bool alone)
 	free(dir);
 }
 
+int maint_scan_begin(struct cache *c, MDB_txn **txn, MDB_cursor **cur)
+{
+	int rc = index_txn_begin(c, MDB_RDONLY, txn);
+
+	if (rc != 0)
+		return rc;
+	rc = mdb_cursor_open(*txn, c->dbi_idx, cur);
+	if (rc != 0)
+		index_txn_end(*txn, false);
+	return rc;
+}
+
 /* Drops rows whose blob is missing; when alone, also recounts live bytes
  * (it cannot drift, but this heals a foreign or damaged index). Returns
  * an LMDB error of the scan (damage is noticed here first). */
@@ -167,14 +179,9 @@ static int maint_cleanup_rows_run(struct cache *c, void *arg)
 	MDB_txn *txn;
 	int rc, op = MDB_FIRST;
 
-	rc = index_txn_begin(c, MDB_RDONLY, &txn);
+	rc = maint_scan_begin(c, &txn, &cur);
 	if (rc != 0)
 		return rc;
-	rc = mdb_cursor_open(txn, c->dbi_idx, &cur);
-	if (rc != 0) {
-		index_txn_end(txn, false);
-		return rc;
-	}
 	while ((rc = mdb_cursor_get(cur, &k, &v, op)) == 0) {
 		struct entry_hdr h;
 		bool bad = false;
@@ -376,17 +383,12 @@ static int maint_info_run(struct cache *c, void *arg)
 	MDB_txn *txn;
 	int rc, op = MDB_FIRST;
 
-	rc = index_txn_begin(c, MDB_RDONLY, &txn);
+	rc = maint_scan_begin(c, &txn, &cur);
 	if (rc != 0)
 		return rc;
 	index_meta_get(txn, c, "live_bytes", &out->live_bytes);
 	index_meta_get(txn, c, "budget", &out->budget_bytes);
 	index_meta_get(txn, c, "chunk_size", &out->chunk_size);
-	rc = mdb_cursor_open(txn, c->dbi_idx, &cur);
-	if (rc != 0) {
-		index_txn_end(txn, false);
-		return rc;
-	}
 	while ((rc = mdb_cursor_get(cur, &k, &v, op)) == 0) {
 		struct entry_hdr h;
 
@@ -502,14 +504,9 @@ static int maint_verify_run(struct cache *c, void *varg)
 	MDB_txn *txn;
 	int rc, op = MDB_FIRST;
 
-	rc = index_txn_begin(c, MDB_RDONLY, &txn);
+	rc = maint_scan_begin(c, &txn, &cur);
 	if (rc != 0)
 		return rc;
-	rc = mdb_cursor_open(txn, c->dbi_idx, &cur);
-	if (rc != 0) {
-		index_txn_end(txn, false);
-		return rc;
-	}
 	while ((rc = mdb_cursor_get(cur, &k, &v, op)) == 0) {
 		struct entry e = { .crcs = NULL };
 		const char *why;

@@ -356,6 +356,17 @@ static ssize_t read_through(struct cache *c, const struct cache_object *obj,
 	return (ssize_t)len;
 }
 
+/* Counts a fetch_join() that answered: a hit if the chunk was ready. */
+static void read_join_count(struct cache *c, bool ready, ssize_t got)
+{
+	if (ready && got >= 0) {
+		stat_add(&c->hits, 1);
+		stat_add(&c->bytes_from_cache, (uint64_t)got);
+	} else {
+		stat_add(&c->misses, 1);
+	}
+}
+
 /* Step 1, then 2-4 until one answers: [in_off, in_off + want) of chunk n
  * of obj into dst (once, however many readers want it at once). Returns
  * want or a negative errno. */
@@ -372,12 +383,7 @@ static ssize_t read_chunk(struct cache *c, const struct cache_object *obj,
 		return rc;
 	got = fetch_join(c->fetch, &ch.r, in_off, want, dst, &ready);
 	if (got != -ENOENT) {
-		if (ready && got >= 0) {
-			stat_add(&c->hits, 1);
-			stat_add(&c->bytes_from_cache, (uint64_t)got);
-		} else {
-			stat_add(&c->misses, 1);
-		}
+		read_join_count(c, ready, got);
 		read_chunk_release(&ch);
 		return got;
 	}
@@ -469,12 +475,7 @@ static ssize_t read_chunk_reply(struct cache *c, const struct cache_object *obj,
 		return rc;
 	got = fetch_join_pin(c->fetch, &ch.r, in_off, want, &ready, &pin);
 	if (got != -ENOENT) {
-		if (ready && got >= 0) {
-			stat_add(&c->hits, 1);
-			stat_add(&c->bytes_from_cache, (uint64_t)got);
-		} else {
-			stat_add(&c->misses, 1);
-		}
+		read_join_count(c, ready, got);
 		if (got >= 0) {
 			struct cache_piece p = { .mem = pin.data,
 						 .fd = -1,
@@ -535,10 +536,25 @@ static ssize_t read_chunk_reply(struct cache *c, const struct cache_object *obj,
 	return got;
 }
 
+ssize_t read_reply_buffer(struct cache *c, void *buf, size_t len, ssize_t got,
+			  cache_reply_fn fn, void *arg)
+{
+	struct cache_piece p = { .mem = buf, .fd = -1 };
+	int rc;
+
+	if (got >= 0) {
+		p.len = (size_t)got;
+		rc = fn(arg, &p, 1);
+		if (rc < 0)
+			got = rc;
+	}
+	fetch_buffer_free(c->fetch, buf, len);
+	return got;
+}
+
 ssize_t read_reply(struct cache *c, const struct cache_object *obj,
 		   uint64_t offset, size_t len, cache_reply_fn fn, void *arg)
 {
-	struct cache_piece p = { .fd = -1 };
 	uint64_t n, in_off;
 	void *buf;
 	ssize_t got;
@@ -564,15 +580,7 @@ ssize_t read_reply(struct cache *c, const struct cache_object *obj,
 	if (buf == NULL)
 		return -ENOMEM;
 	got = cache_read(c, obj, offset, len, buf);
-	if (got >= 0) {
-		p.mem = buf;
-		p.len = (size_t)got;
-		rc = fn(arg, &p, 1);
-		if (rc < 0)
-			got = rc;
-	}
-	fetch_buffer_free(c->fetch, buf, len);
-	return got;
+	return read_reply_buffer(c, buf, len, got, fn, arg);
 }
 
 int cache_fill(struct cache *c, const struct cache_object *obj,

@@ -9,6 +9,7 @@
 #include "fs/control.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -397,6 +398,140 @@ static void write_log(FILE *f, const struct log_errors *log)
 	}
 }
 
+/* The lines of control_write_stats() that are one uint64_t of struct
+ * control_stats each, in their order: a table, so a new counter is one row.
+ * div turns nanoseconds into the microseconds the names say. */
+struct stat_metric {
+	const char *name;
+	const char *type;
+	const char *help;
+	size_t offset;
+	uint64_t div;
+};
+
+static const struct stat_metric stat_metrics[] = {
+	{ "uptime_seconds", "gauge", "Seconds since the mount.",
+	  offsetof(struct control_stats, uptime_seconds), 1 },
+	{ "generation", "gauge",
+	  "Trees served so far: 0 at mount, +1 per reload (SIGHUP).",
+	  offsetof(struct control_stats, generation), 1 },
+	{ "open_files", "gauge", "Files open now.",
+	  offsetof(struct control_stats, open_files), 1 },
+	{ "reads_total", "counter", "Read requests served.",
+	  offsetof(struct control_stats, reads), 1 },
+	{ "read_bytes_total", "counter", "Bytes returned to readers.",
+	  offsetof(struct control_stats, read_bytes), 1 },
+	{ "read_errors_total", "counter", "Read requests that failed.",
+	  offsetof(struct control_stats, read_errors), 1 },
+	{ "backend_requests_total", "counter", "Reads sent to the backend.",
+	  offsetof(struct control_stats, backend_reads), 1 },
+	{ "backend_bytes_total", "counter", "Bytes received from the backend.",
+	  offsetof(struct control_stats, backend_bytes), 1 },
+	{ "backend_errors_total", "counter", "Backend reads that failed.",
+	  offsetof(struct control_stats, backend_errors), 1 },
+	{ "singleflight_waits_total", "counter",
+	  "Reads that joined a fetch of the same chunk in flight.",
+	  offsetof(struct control_stats, cache.singleflight_waits), 1 },
+	{ "backend_inflight", "gauge", "Backend requests running now.",
+	  offsetof(struct control_stats, cache.backend_inflight), 1 },
+	{ "direct_reads_total", "counter",
+	  "Reads sent straight to the backend for lack of memory.",
+	  offsetof(struct control_stats, cache.direct_reads), 1 },
+	{ "hedges_issued_total", "counter",
+	  "Backend reads re-issued for being much slower than recent ones "
+	  "(prefetch.hedge).",
+	  offsetof(struct control_stats, cache.hedges_issued), 1 },
+	{ "hedges_won_total", "counter",
+	  "Re-issued reads whose answer came first and was served.",
+	  offsetof(struct control_stats, cache.hedges_won), 1 },
+	{ "memory_in_use_bytes", "gauge",
+	  "Fetch, prefetch and reply buffers held now.",
+	  offsetof(struct control_stats, cache.memory_in_use_bytes), 1 },
+	{ "memory_high_water_bytes", "gauge", "Most buffer bytes held at once.",
+	  offsetof(struct control_stats, cache.memory_high_water_bytes), 1 },
+	{ "memory_budget_bytes", "gauge",
+	  "The buffer budget (prefetch.memory).",
+	  offsetof(struct control_stats, cache.memory_budget_bytes), 1 },
+	{ "prefetch_issued_total", "counter", "Chunks queued ahead of readers.",
+	  offsetof(struct control_stats, cache.prefetch_issued), 1 },
+	{ "prefetch_bytes_total", "counter",
+	  "Bytes of chunks queued ahead of readers.",
+	  offsetof(struct control_stats, cache.prefetch_bytes), 1 },
+	{ "prefetch_hits_total", "counter",
+	  "Opens of files the prefetcher had asked for.",
+	  offsetof(struct control_stats, cache.prefetch_hits), 1 },
+	{ "prefetch_misses_total", "counter",
+	  "Opens off the order while files were asked for ahead.",
+	  offsetof(struct control_stats, cache.prefetch_misses), 1 },
+	{ "prefetch_refused_total", "counter",
+	  "Prefetches not queued for lack of memory.",
+	  offsetof(struct control_stats, cache.prefetch_refused), 1 },
+	{ "prefetch_depth_files", "gauge",
+	  "Files asked for ahead, in the order opened last.",
+	  offsetof(struct control_stats, cache.prefetch_depth), 1 },
+	{ "prefetch_reader_gap_us", "gauge",
+	  "Time between opens of the order opened last, averaged.",
+	  offsetof(struct control_stats, cache.prefetch_gap_ns), 1000 },
+	{ "backend_latency_min_us", "gauge",
+	  "Least start-to-end time of the recent backend reads.",
+	  offsetof(struct control_stats, cache.backend_latency_min_ns), 1000 },
+	{ "backend_latency_median_us", "gauge",
+	  "Median start-to-end time of the recent backend reads.",
+	  offsetof(struct control_stats, cache.backend_latency_median_ns),
+	  1000 },
+	{ "backend_reads_per_second", "gauge",
+	  "Backend reads completed per second, recently.",
+	  offsetof(struct control_stats, cache.backend_reads_per_s), 1 },
+	{ "backend_bytes_per_second", "gauge",
+	  "Bytes of backend reads completed per second, recently.",
+	  offsetof(struct control_stats, cache.backend_bytes_per_s), 1 },
+	{ "readahead_window_bytes", "gauge",
+	  "Read-ahead window of the last read.",
+	  offsetof(struct control_stats, cache.readahead_window_bytes), 1 },
+};
+
+/* Only with a disk cache (st->cache.enabled). */
+static const struct stat_metric stat_cache_metrics[] = {
+	{ "cache_hits_total", "counter",
+	  "Chunk lookups served from the disk cache.",
+	  offsetof(struct control_stats, cache.hits), 1 },
+	{ "cache_misses_total", "counter",
+	  "Chunk lookups fetched from the backend.",
+	  offsetof(struct control_stats, cache.misses), 1 },
+	{ "cache_bytes_from_backend_total", "counter",
+	  "Bytes received from the backend.",
+	  offsetof(struct control_stats, backend_bytes), 1 },
+	{ "cache_bytes_from_cache_total", "counter",
+	  "Bytes served from the disk cache.",
+	  offsetof(struct control_stats, cache.bytes_from_cache), 1 },
+	{ "cache_evictions_total", "counter", "Entries this process evicted.",
+	  offsetof(struct control_stats, cache.evictions), 1 },
+	{ "cache_crc_failures_total", "counter",
+	  "Cached entries that failed their CRC and were refetched.",
+	  offsetof(struct control_stats, cache.crc_failures), 1 },
+	{ "cache_store_failures_total", "counter",
+	  "Chunks served uncached because storing failed.",
+	  offsetof(struct control_stats, cache.store_failures), 1 },
+	{ "cache_live_bytes", "gauge",
+	  "Bytes in the disk cache, all processes.",
+	  offsetof(struct control_stats, cache.live_bytes), 1 },
+	{ "cache_budget_bytes", "gauge", "This mount's disk cache budget.",
+	  offsetof(struct control_stats, cache.budget_bytes), 1 },
+};
+
+static void write_metric_table(FILE *f, const struct control_stats *st,
+			       const struct stat_metric *t, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		uint64_t v;
+
+		memcpy(&v, (const char *)st + t[i].offset, sizeof(v));
+		metric(f, t[i].name, t[i].type, t[i].help, v / t[i].div);
+	}
+}
+
 int control_write_stats(FILE *f, const struct manifest *m,
 			const struct shard_spec *spec,
 			const struct shard_plan *plan, const struct view *view,
@@ -420,111 +555,14 @@ int control_write_stats(FILE *f, const struct manifest *m,
 		fprintf(f, "shardfs_skipped_keys{reason=\"%s\"} %llu\n",
 			manifest_skip_name(i),
 			(unsigned long long)m->skipped[i]);
-	metric(f, "uptime_seconds", "gauge", "Seconds since the mount.",
-	       st->uptime_seconds);
-	metric(f, "generation", "gauge",
-	       "Trees served so far: 0 at mount, +1 per reload (SIGHUP).",
-	       st->generation);
-	metric(f, "open_files", "gauge", "Files open now.", st->open_files);
-	metric(f, "reads_total", "counter", "Read requests served.", st->reads);
-	metric(f, "read_bytes_total", "counter", "Bytes returned to readers.",
-	       st->read_bytes);
-	metric(f, "read_errors_total", "counter", "Read requests that failed.",
-	       st->read_errors);
-	metric(f, "backend_requests_total", "counter",
-	       "Reads sent to the backend.", st->backend_reads);
-	metric(f, "backend_bytes_total", "counter",
-	       "Bytes received from the backend.", st->backend_bytes);
-	metric(f, "backend_errors_total", "counter",
-	       "Backend reads that failed.", st->backend_errors);
-	metric(f, "singleflight_waits_total", "counter",
-	       "Reads that joined a fetch of the same chunk in flight.",
-	       st->cache.singleflight_waits);
-	metric(f, "backend_inflight", "gauge", "Backend requests running now.",
-	       st->cache.backend_inflight);
-	metric(f, "direct_reads_total", "counter",
-	       "Reads sent straight to the backend for lack of memory.",
-	       st->cache.direct_reads);
-	metric(f, "hedges_issued_total", "counter",
-	       "Backend reads re-issued for being much slower than recent "
-	       "ones (prefetch.hedge).",
-	       st->cache.hedges_issued);
-	metric(f, "hedges_won_total", "counter",
-	       "Re-issued reads whose answer came first and was served.",
-	       st->cache.hedges_won);
-	metric(f, "memory_in_use_bytes", "gauge",
-	       "Fetch, prefetch and reply buffers held now.",
-	       st->cache.memory_in_use_bytes);
-	metric(f, "memory_high_water_bytes", "gauge",
-	       "Most buffer bytes held at once.",
-	       st->cache.memory_high_water_bytes);
-	metric(f, "memory_budget_bytes", "gauge",
-	       "The buffer budget (prefetch.memory).",
-	       st->cache.memory_budget_bytes);
-	metric(f, "prefetch_issued_total", "counter",
-	       "Chunks queued ahead of readers.", st->cache.prefetch_issued);
-	metric(f, "prefetch_bytes_total", "counter",
-	       "Bytes of chunks queued ahead of readers.",
-	       st->cache.prefetch_bytes);
-	metric(f, "prefetch_hits_total", "counter",
-	       "Opens of files the prefetcher had asked for.",
-	       st->cache.prefetch_hits);
-	metric(f, "prefetch_misses_total", "counter",
-	       "Opens off the order while files were asked for ahead.",
-	       st->cache.prefetch_misses);
-	metric(f, "prefetch_refused_total", "counter",
-	       "Prefetches not queued for lack of memory.",
-	       st->cache.prefetch_refused);
-	metric(f, "prefetch_depth_files", "gauge",
-	       "Files asked for ahead, in the order opened last.",
-	       st->cache.prefetch_depth);
-	metric(f, "prefetch_reader_gap_us", "gauge",
-	       "Time between opens of the order opened last, averaged.",
-	       st->cache.prefetch_gap_ns / 1000);
-	metric(f, "backend_latency_min_us", "gauge",
-	       "Least start-to-end time of the recent backend reads.",
-	       st->cache.backend_latency_min_ns / 1000);
-	metric(f, "backend_latency_median_us", "gauge",
-	       "Median start-to-end time of the recent backend reads.",
-	       st->cache.backend_latency_median_ns / 1000);
-	metric(f, "backend_reads_per_second", "gauge",
-	       "Backend reads completed per second, recently.",
-	       st->cache.backend_reads_per_s);
-	metric(f, "backend_bytes_per_second", "gauge",
-	       "Bytes of backend reads completed per second, recently.",
-	       st->cache.backend_bytes_per_s);
-	metric(f, "readahead_window_bytes", "gauge",
-	       "Read-ahead window of the last read.",
-	       st->cache.readahead_window_bytes);
+	write_metric_table(f, st, stat_metrics,
+			   sizeof(stat_metrics) / sizeof(stat_metrics[0]));
 	metric(f, "cache_enabled", "gauge",
 	       "1 if reads go through the disk cache.", st->cache.enabled);
-	if (st->cache.enabled) {
-		const struct cache_stats *c = &st->cache;
-
-		metric(f, "cache_hits_total", "counter",
-		       "Chunk lookups served from the disk cache.", c->hits);
-		metric(f, "cache_misses_total", "counter",
-		       "Chunk lookups fetched from the backend.", c->misses);
-		metric(f, "cache_bytes_from_backend_total", "counter",
-		       "Bytes received from the backend.", st->backend_bytes);
-		metric(f, "cache_bytes_from_cache_total", "counter",
-		       "Bytes served from the disk cache.",
-		       c->bytes_from_cache);
-		metric(f, "cache_evictions_total", "counter",
-		       "Entries this process evicted.", c->evictions);
-		metric(f, "cache_crc_failures_total", "counter",
-		       "Cached entries that failed their CRC and were "
-		       "refetched.",
-		       c->crc_failures);
-		metric(f, "cache_store_failures_total", "counter",
-		       "Chunks served uncached because storing failed.",
-		       c->store_failures);
-		metric(f, "cache_live_bytes", "gauge",
-		       "Bytes in the disk cache, all processes.",
-		       c->live_bytes);
-		metric(f, "cache_budget_bytes", "gauge",
-		       "This mount's disk cache budget.", c->budget_bytes);
-	}
+	if (st->cache.enabled)
+		write_metric_table(f, st, stat_cache_metrics,
+				   sizeof(stat_cache_metrics) /
+					   sizeof(stat_cache_metrics[0]));
 	write_log(f, &st->log);
 	return ferror(f) ? -EIO : 0;
 }

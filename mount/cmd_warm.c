@@ -279,13 +279,10 @@ int cmd_warm(int argc, char **argv)
 			p.quiet = true;
 			log_set_level(LOG_WARNING);
 			break;
-		case 'o':
-			if (overrides_parse(&ov, optarg) < 0)
+		default: /* -o, -h, errors */
+			if (!cmd_option_common(c, &ov, usage_warm, &rc))
 				goto out;
 			break;
-		default:
-			rc = cmd_option_other(c, usage_warm);
-			goto out;
 		}
 	}
 	if (cmd_operands(argc, 1, usage_warm, "warm", "CONFIG") ||

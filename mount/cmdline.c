@@ -21,6 +21,19 @@ int cmd_option_other(int c, const char *usage)
 	return EXIT_USAGE;
 }
 
+bool cmd_option_common(int c, struct overrides *ov, const char *usage, int *rc)
+{
+	if (c != 'o') {
+		*rc = cmd_option_other(c, usage);
+		return false;
+	}
+	if (overrides_parse(ov, optarg) < 0) { /* it said why */
+		*rc = EXIT_USAGE;
+		return false;
+	}
+	return true;
+}
+
 int cmd_operands(int argc, int want, const char *usage, const char *cmd,
 		 const char *what)
 {

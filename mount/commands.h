@@ -52,6 +52,10 @@ int cmd_usage_error(const char *usage, const char *fmt, const char *arg);
  * returns EXIT_OK; for any other option (getopt has said what is wrong
  * with it), prints usage to stderr and returns EXIT_USAGE. */
 int cmd_option_other(int c, const char *usage);
+/* The default case of a getopt loop of a command that takes -o KEY=VALUE:
+ * -o adds to ov and returns true (go on); else (a bad -o, -h or an option
+ * getopt refused) returns false with the exit status in *rc. */
+bool cmd_option_common(int c, struct overrides *ov, const char *usage, int *rc);
 
 /* Checks that want operands follow the options (argv[optind..argc)).
  * Returns 0, or prints "shardfs: CMD: WHAT missing" or "shardfs: CMD: too

@@ -362,13 +362,10 @@ static int cmd_plan(int argc, char **argv)
 				goto out;
 			}
 			break;
-		case 'o':
-			if (overrides_parse(&ov, optarg) < 0)
+		default: /* -o, -h, errors */
+			if (!cmd_option_common(c, &ov, usage_plan, &rc))
 				goto out;
 			break;
-		default:
-			rc = cmd_option_other(c, usage_plan);
-			goto out;
 		}
 	}
 	rc = cmd_operands(argc, 1, usage_plan, "plan", "CONFIG");

@@ -316,7 +316,6 @@ START_TEST(test_cold_reply)
 }
 END_TEST
 
-
 /* The reply lets the reader close the file: RELEASE may free f before fn
  * returns (cache.h: nothing reads f after fn). With the disk cache off. */
 struct close_in_fn {
@@ -344,8 +343,9 @@ START_TEST(test_uncached_close_in_reply)
 	ck_assert_int_eq(cache_new(fx.be, &pt), 0);
 	for (i = 0; i < 50; i++) {
 		ck_assert_int_eq(cache_file_open(pt, &fx.o, &a.f), 0);
-		ck_assert_int_eq(cache_file_reply(a.f, 4096, 65536, close_fn, &a),
-				 65536);
+		ck_assert_int_eq(
+			cache_file_reply(a.f, 4096, 65536, close_fn, &a),
+			65536);
 		ck_assert_uint_eq(a.len, 65536);
 	}
 	cache_free(pt);
