@@ -20,7 +20,19 @@ struct cache_file {
 	struct prefetch_window win;
 	struct cache_file *prev, *next; /* c->files; protected by
 					 * c->files_lock */
+	uint64_t left; /* atomic: reads done with f, see file_leave() */
 };
+
+/* A read is done with f (it goes on with copies of f->c and f->obj,
+ * whose strings the FUSE request holds): from here RELEASE may free f.
+ * The kernel sends RELEASE only after the reads of the file were
+ * answered; this release increment, read with acquire by
+ * cache_file_close(), makes that order visible to ThreadSanitizer, which
+ * cannot see it through /dev/fuse. */
+static void file_leave(struct cache_file *f)
+{
+	__atomic_fetch_add(&f->left, 1, __ATOMIC_RELEASE);
+}
 
 void cache_set_order(struct cache *c, cache_order_fn fn, void *ctx)
 {
@@ -221,7 +233,7 @@ static ssize_t file_read_uncached(struct cache_file *f, uint64_t offset,
 				  size_t len, void *buf)
 {
 	struct cache *c = f->c;
-	const struct cache_object *obj = &f->obj;
+	const struct cache_object o = f->obj, *obj = &o;
 	uint64_t from, to, n, last, end, unit = c->chunk_size, cur;
 	struct read_chunk ch;
 	ssize_t got;
@@ -238,6 +250,7 @@ static ssize_t file_read_uncached(struct cache_file *f, uint64_t offset,
 	prefetch_window_unit(&f->win, end, obj->size, unit, &from, &to);
 	__atomic_store_n(&c->ra_window, f->win.window, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&f->lock);
+	file_leave(f);
 	cur = offset / unit;
 	n = from / unit > cur + 1 ? from / unit : cur + 1;
 	last = from < to ? (to - 1) / unit : 0;
@@ -262,15 +275,18 @@ static bool file_uncached(const struct cache_file *f, uint64_t offset,
 }
 
 /* cache_file_read() and cache_file_reply(): moves the read-ahead window
- * for a read of [offset, offset + len) and queues what it reaches. */
+ * for a read of [offset, offset + len) and queues what it reaches; leaves
+ * f (file_leave()). */
 static void file_read_ahead(struct cache_file *f, uint64_t offset, size_t len)
 {
 	struct cache *c = f->c;
-	const struct cache_object *obj = &f->obj;
+	const struct cache_object o = f->obj, *obj = &o;
 	uint64_t from, to, n, first, last, end;
 
-	if (!c->disk || offset >= obj->size || len == 0)
+	if (!c->disk || offset >= obj->size || len == 0) {
+		file_leave(f);
 		return;
+	}
 	end = offset + len < obj->size ? offset + len : obj->size;
 	pthread_mutex_lock(&f->lock);
 	prefetch_window_read(&f->win, offset, end - offset, obj->size,
@@ -280,6 +296,7 @@ static void file_read_ahead(struct cache_file *f, uint64_t offset, size_t len)
 			     &to);
 	__atomic_store_n(&c->ra_window, f->win.window, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&f->lock);
+	file_leave(f);
 	if (prefetch_window_chunks(end, from, to, c->chunk_size, &first, &last))
 		for (n = first; n <= last; n++)
 			if (file_prefetch_chunk(c, obj, n) < 0)
@@ -289,43 +306,51 @@ static void file_read_ahead(struct cache_file *f, uint64_t offset, size_t len)
 ssize_t cache_file_read(struct cache_file *f, uint64_t offset, size_t len,
 			void *buf)
 {
+	struct cache *c = f->c;
+	const struct cache_object obj = f->obj;
+
 	if (file_uncached(f, offset, len))
 		return file_read_uncached(f, offset, len, buf);
 	file_read_ahead(f, offset, len);
-	return cache_read(f->c, &f->obj, offset, len, buf);
+	return cache_read(c, &obj, offset, len, buf);
 }
 
 ssize_t cache_file_reply(struct cache_file *f, uint64_t offset, size_t len,
 			 cache_reply_fn fn, void *arg)
 {
+	/* Copies: the reply may let the reader close the file (and free f)
+	 * before fn returns. */
+	struct cache *c = f->c;
+	const struct cache_object obj = f->obj;
 	ssize_t got;
 	void *buf;
 
 	if (!file_uncached(f, offset, len)) {
 		file_read_ahead(f, offset, len);
-		return read_reply(f->c, &f->obj, offset, len, fn, arg);
+		return read_reply(c, &obj, offset, len, fn, arg);
 	}
 	/* No disk cache: one accounted buffer, as read_reply() has then. */
-	if (len > f->obj.size - offset)
-		len = (size_t)(f->obj.size - offset);
-	buf = fetch_buffer_alloc(f->c->fetch, len);
-	if (buf == NULL)
+	if (len > obj.size - offset)
+		len = (size_t)(obj.size - offset);
+	buf = fetch_buffer_alloc(c->fetch, len);
+	if (buf == NULL) {
+		file_leave(f);
 		return -ENOMEM;
+	}
 	got = file_read_uncached(f, offset, len, buf);
-	/* f->c, not f, past the reply: it may let the reader close the
-	 * file (and free f) before fn returns. */
-	return read_reply_buffer(f->c, buf, len, got, fn, arg);
+	return read_reply_buffer(c, buf, len, got, fn, arg);
 }
 
 ssize_t cache_file_read_ready(struct cache_file *f, uint64_t offset, size_t len,
 			      void *buf)
 {
 	struct cache *c = f->c;
-	const struct cache_object *obj = &f->obj;
+	const struct cache_object o = f->obj, *obj = &o;
 	uint64_t n, clen, in_off;
 	struct read_chunk ch;
 	ssize_t got;
 
+	file_leave(f);
 	if (!c->disk || len == 0 || offset >= obj->size ||
 	    len > obj->size - offset)
 		return -ENOENT;
@@ -350,6 +375,8 @@ void cache_file_close(struct cache_file *f)
 {
 	if (f == NULL)
 		return;
+	/* See file_leave(). */
+	(void)__atomic_load_n(&f->left, __ATOMIC_ACQUIRE);
 	pthread_mutex_lock(&f->c->files_lock);
 	DLIST_UNLINK(f->c->files, f);
 	pthread_mutex_unlock(&f->c->files_lock);
