@@ -89,8 +89,8 @@
 #define POOL_MIN_SHIFT 16	      /* 64 KiB, the smallest class */
 #define POOL_CLASSES 9		      /* 64 KiB .. 16 MiB */
 #define POOL_BUF (UINT64_C(16) << 20) /* the largest class */
-#define POOL_MAX 16	 /* idle buffers kept per class up to 1 MiB, */
-#define POOL_MAX_LARGE 4 /* and per larger class */
+#define POOL_MAX 16	  /* idle buffers kept per class up to 1 MiB, */
+#define POOL_MAX_LARGE 16 /* and per larger class */
 #define RETAIN_STALE_NS (UINT64_C(2000000000)) /* see the file comment */
 #define STORE_INLINE_MAX (UINT64_C(1) << 20)   /* larger: a worker stores */
 /* Prefetch parts run at once up to this many bytes: streams share the
