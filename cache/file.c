@@ -21,6 +21,11 @@ struct cache_file {
 	struct cache_file *prev, *next; /* c->files; protected by
 					 * c->files_lock */
 	uint64_t left; /* atomic: reads done with f, see file_leave() */
+	/* Atomic: the order and position it was opened at (set by
+	 * cache_order_open(), under c->files_lock; CACHE_NO_ORDER: none). */
+	uint64_t order, pos;
+	uint64_t spilled; /* protected by lock: bytes of the next file of
+			   * the order asked for (file_spill()) */
 };
 
 /* A read is done with f (it goes on with copies of f->c and f->obj,
@@ -119,6 +124,31 @@ static unsigned order_pace(struct cache *c, struct order_slot *slot,
 	return prefetch_depth(&p);
 }
 
+/* Tells the file just opened at position pos of order (the newest open
+ * file of that object not in an order yet) where it is, so its reads can
+ * read ahead into the next file (file_spill()). Only a file larger than a
+ * chunk has a window that can reach past its end. */
+static void file_link_order(struct cache *c, cache_order_fn fn, void *ctx,
+			    uint64_t order, uint64_t pos)
+{
+	struct cache_object cur;
+	struct cache_file *f;
+
+	if (!fn(ctx, order, pos, &cur) || cur.size <= c->chunk_size)
+		return;
+	pthread_mutex_lock(&c->files_lock);
+	/* The same manifest entry: the same strings. */
+	for (f = c->files; f != NULL; f = f->next)
+		if (f->obj.key == cur.key && f->obj.size == cur.size &&
+		    __atomic_load_n(&f->order, __ATOMIC_RELAXED) ==
+			    CACHE_NO_ORDER) {
+			__atomic_store_n(&f->pos, pos, __ATOMIC_RELAXED);
+			__atomic_store_n(&f->order, order, __ATOMIC_RELEASE);
+			break;
+		}
+	pthread_mutex_unlock(&c->files_lock);
+}
+
 void cache_order_open(struct cache *c, uint64_t order, uint64_t pos)
 {
 	struct order_slot *slot = NULL;
@@ -171,6 +201,8 @@ void cache_order_open(struct cache *c, uint64_t order, uint64_t pos)
 		stat_add(&c->pf_hits, 1);
 	if (miss)
 		stat_add(&c->pf_misses, 1);
+	if (fn != NULL)
+		file_link_order(c, fn, ctx, order, pos);
 
 	for (p = from; p <= to; p++) {
 		struct cache_object next;
@@ -216,6 +248,7 @@ int cache_file_open(struct cache *c, const struct cache_object *obj,
 		return -ENOMEM;
 	f->c = c;
 	f->obj = *obj;
+	f->order = CACHE_NO_ORDER;
 	pthread_mutex_init(&f->lock, NULL);
 	pthread_mutex_lock(&c->files_lock);
 	DLIST_PUSH(c->files, f);
@@ -274,6 +307,38 @@ static bool file_uncached(const struct cache_file *f, uint64_t offset,
 	       len > 0;
 }
 
+/* Reads [from, to) of the file after position pos of order ahead (the
+ * window's part past the end of the file read: prefetch_window_spill()),
+ * if the order's reader follows it (depth > 0: the prefetcher has seen it
+ * open the positions it asked for). The order's generation outlives this
+ * call: the reader's open file holds it, so the strings fn puts in the
+ * next object stay valid. */
+static void file_spill(struct cache *c, uint64_t order, uint64_t pos,
+		       uint64_t from, uint64_t to)
+{
+	struct cache_object next;
+	cache_order_fn fn;
+	bool follows = false;
+	uint64_t n;
+	void *ctx;
+	size_t i;
+
+	pthread_mutex_lock(&c->pf_lock);
+	fn = c->order_fn;
+	ctx = c->order_ctx;
+	for (i = 0; i < c->n_orders; i++)
+		if (c->orders[i].order == order)
+			follows = c->orders[i].st.depth > 0;
+	pthread_mutex_unlock(&c->pf_lock);
+	if (!follows || fn == NULL || !fn(ctx, order, pos + 1, &next))
+		return;
+	if (to > next.size)
+		to = next.size;
+	for (n = from / c->chunk_size; n * c->chunk_size < to; n++)
+		if (file_prefetch_chunk(c, &next, n) < 0)
+			break;
+}
+
 /* cache_file_read() and cache_file_reply(): moves the read-ahead window
  * for a read of [offset, offset + len) and queues what it reaches; leaves
  * f (file_leave()). */
@@ -281,7 +346,7 @@ static void file_read_ahead(struct cache_file *f, uint64_t offset, size_t len)
 {
 	struct cache *c = f->c;
 	const struct cache_object o = f->obj, *obj = &o;
-	uint64_t from, to, n, first, last, end;
+	uint64_t from, to, n, first, last, end, order, pos, spill, spill_from;
 
 	if (!c->disk || offset >= obj->size || len == 0) {
 		file_leave(f);
@@ -295,12 +360,22 @@ static void file_read_ahead(struct cache_file *f, uint64_t offset, size_t len)
 	prefetch_window_unit(&f->win, end, obj->size, c->chunk_size, &from,
 			     &to);
 	__atomic_store_n(&c->ra_window, f->win.window, __ATOMIC_RELAXED);
+	order = __atomic_load_n(&f->order, __ATOMIC_ACQUIRE);
+	pos = __atomic_load_n(&f->pos, __ATOMIC_RELAXED);
+	spill = order == CACHE_NO_ORDER
+			? 0
+			: prefetch_window_spill(&f->win, end, obj->size);
+	spill_from = f->spilled;
+	if (spill > f->spilled)
+		f->spilled = spill;
 	pthread_mutex_unlock(&f->lock);
 	file_leave(f);
 	if (prefetch_window_chunks(end, from, to, c->chunk_size, &first, &last))
 		for (n = first; n <= last; n++)
 			if (file_prefetch_chunk(c, obj, n) < 0)
-				break;
+				return;
+	if (spill > spill_from)
+		file_spill(c, order, pos, spill_from, spill);
 }
 
 ssize_t cache_file_read(struct cache_file *f, uint64_t offset, size_t len,

@@ -82,6 +82,15 @@ void prefetch_window_unit(struct prefetch_window *w, uint64_t end,
 		w->ahead = want;
 }
 
+uint64_t prefetch_window_spill(const struct prefetch_window *w, uint64_t end,
+			       uint64_t size)
+{
+	if (w->window == 0 || end < w->start + PREFETCH_WINDOW_MIN ||
+	    end + w->window <= size)
+		return 0;
+	return end + w->window - size;
+}
+
 void prefetch_order_open(struct prefetch_order *o, uint64_t pos, unsigned limit,
 			 bool *hit, bool *miss, uint64_t *from, uint64_t *to)
 {

@@ -82,6 +82,17 @@ void prefetch_window_unit(struct prefetch_window *w, uint64_t end,
 			  uint64_t size, uint64_t unit, uint64_t *from,
 			  uint64_t *to);
 
+/* After prefetch_window_read() for a read ending at end of an object of
+ * size bytes: how far the window of a sequential reader past its first
+ * PREFETCH_WINDOW_MIN reaches beyond the end of the object (0 if it does
+ * not, or for any other reader). file.c reads that much of the next file
+ * of the reader's order ahead, so a reader of large files in order keeps
+ * its window full across a file's end instead of draining it at every
+ * file (only the next file's first chunk was asked for, and the window
+ * restarted at PREFETCH_WINDOW_MIN in it). */
+uint64_t prefetch_window_spill(const struct prefetch_window *w, uint64_t end,
+			       uint64_t size);
+
 struct prefetch_order {
 	uint64_t last;	      /* position opened last */
 	uint64_t lo, hi;      /* range asked for last: [lo, hi], empty if

@@ -11,9 +11,10 @@
 # in the page cache when opened (no read request); a reader off the
 # order makes the prefetcher back off (depth 0, few prefetches); a
 # sequential reader of a large file has chunks fetched ahead of it and a
-# growing window; 64 concurrent readers with prefetch.memory = 64M keep the
-# daemon's peak RSS (VmHWM) within 64 MiB + 64 MiB of an idle mount's (not
-# under AddressSanitizer, whose quarantine keeps freed memory resident).
+# growing window, which reaches into the next file of its order; 64
+# concurrent readers with prefetch.memory = 64M keep the daemon's peak RSS
+# (VmHWM) within 64 MiB + 64 MiB of an idle mount's (not under
+# AddressSanitizer, whose quarantine keeps freed memory resident).
 # No timing is asserted: a wait for something asynchronous (a prefetch)
 # polls for it, up to a bound, and only the outcome counts.
 SUITE=prefetch
@@ -31,8 +32,9 @@ get_bytes_of() {
 
 # --- data ----------------------------------------------------------------------
 SRC=$T/src
-mkdir -p "$SRC/s" "$SRC/m"
+mkdir -p "$SRC/s" "$SRC/m" "$SRC/l"
 head -c $((40 << 20)) /dev/urandom >"$SRC/big.bin"
+for i in 0 1 2; do head -c $((6 << 20)) /dev/urandom >"$SRC/l/$i.bin"; done
 for i in $(seq -w 0 47); do head -c 65536 /dev/urandom >"$SRC/s/$i.bin"; done
 for i in $(seq -w 0 63); do head -c $((1 << 20)) /dev/urandom >"$SRC/m/$i.bin"; done
 check "upload the dataset" src_upload "$SRC" ds
@@ -40,6 +42,8 @@ src_manifest ds/ -o "$T/m.tsv" >/dev/null 2>"$T/manifest.err"
 check "manifest through the proxy" test -s "$T/m.tsv"
 src_manifest ds/s/ -o "$T/ms.tsv" >/dev/null 2>"$T/manifest.err"
 check "manifest of the small files" test -s "$T/ms.tsv"
+src_manifest ds/l/ -o "$T/ml.tsv" >/dev/null 2>"$T/manifest.err"
+check "manifest of the large files" test -s "$T/ml.tsv"
 
 # conf FILE CACHEDIR [section.key=value...]: pinned manifest, so every GET
 # the proxy counts is a data GET.
@@ -184,6 +188,29 @@ check "c: the window grew past 1 MiB ($w)" test "$w" -gt $((1 << 20))
 check "c: prefetched bytes counted" test "$(stat_of "$M" prefetch_bytes_total)" -gt 0
 check "c: the whole file byte-identical" cmp -s "$M/rank-0/big.bin" "$SRC/big.bin"
 check "unmount c" umount_shardfs "$M"
+
+# --- c2. read-ahead across files: large files read in their order -----------------
+# Files of 6 chunks (cache.chunk_size = 1M) and prefetch.files = 1: the
+# order prefetcher asks for the first chunk of the next file only. The
+# window of a sequential reader reaches past the end of its file, into the
+# next one of its order: the server sends more of that file than its first
+# chunk before it is opened (before: exactly its first chunk, and the
+# reader's pipeline drained at every file's end).
+PREFIX=ds/l/ MANIFEST=$T/ml.tsv conf "$C" "$T/cache-c2" prefetch.files=1 \
+	cache.chunk_size=1M
+mount_shardfs "$C" "$M" || fail "mount c2"
+mapfile -t LORDER <"$M/.shardfs/rank-0.order"
+check "c2: rank-0.order lists the 3 large files" test "${#LORDER[@]}" -eq 3
+reset_gets
+dd if="$M/rank-0/${LORDER[0]}" of="$T/l0" bs=1M status=none
+check "c2: file 0 byte-identical" cmp -s "$T/l0" "$SRC/l/${LORDER[0]}"
+next_ahead() { test "$(get_bytes_of "l/${LORDER[1]}")" -gt $((1 << 20)); }
+wait_for 10 next_ahead
+check "c2: before file 1 was opened, the server sent more of it than its first chunk ($(get_bytes_of "l/${LORDER[1]}") > $((1 << 20)))" \
+	next_ahead
+check "c2: file 1 byte-identical" cmp -s "$M/rank-0/${LORDER[1]}" "$SRC/l/${LORDER[1]}"
+check "c2: file 2 byte-identical" cmp -s "$M/rank-0/${LORDER[2]}" "$SRC/l/${LORDER[2]}"
+check "unmount c2" umount_shardfs "$M"
 
 # --- d. memory: 64 readers, prefetch.memory = 64M -----------------------------------
 conf "$C" "$T/cache-d" prefetch.memory=64M prefetch.files=32

@@ -586,6 +586,46 @@ START_TEST(test_window_seeks_no_chunk)
 }
 END_TEST
 
+/* A sequential reader's window past the end of its file is what file.c
+ * reads of the next file of its order: 0 until the window reaches the
+ * end, then how far past it; 0 for a reader of a header only and after a
+ * seek restarted the window within the file. */
+START_TEST(test_window_spill)
+{
+	const uint64_t size = 64 * MIB;
+	struct prefetch_window w = { 0 };
+	uint64_t off, from, to, spill, last = 0;
+
+	for (off = 0; off < size; off += MIB) {
+		prefetch_window_read(&w, off, MIB, size, PREFETCH_WINDOW_MAX,
+				     &from, &to);
+		spill = prefetch_window_spill(&w, off + MIB, size);
+		if (off + MIB + w.window <= size)
+			ck_assert_uint_eq(spill, 0);
+		else
+			ck_assert_uint_eq(spill, off + MIB + w.window - size);
+		ck_assert_uint_ge(spill, last); /* it only grows */
+		last = spill;
+	}
+	/* At the end, the whole window lies past it. */
+	ck_assert_uint_eq(last, PREFETCH_WINDOW_MAX);
+
+	/* A small file read whole in one go: no sequential run yet. */
+	memset(&w, 0, sizeof(w));
+	prefetch_window_read(&w, 0, 4096, 4096, PREFETCH_WINDOW_MAX, &from,
+			     &to);
+	ck_assert_uint_eq(prefetch_window_spill(&w, 4096, 4096), 0);
+
+	/* A seek to the last 512 KiB restarts the window: the reader did
+	 * not read a MiB sequentially since, so nothing spills. */
+	memset(&w, 0, sizeof(w));
+	prefetch_window_read(&w, 0, MIB, size, PREFETCH_WINDOW_MAX, &from, &to);
+	prefetch_window_read(&w, size - MIB / 2, MIB / 2, size,
+			     PREFETCH_WINDOW_MAX, &from, &to);
+	ck_assert_uint_eq(prefetch_window_spill(&w, size, size), 0);
+}
+END_TEST
+
 int main(void)
 {
 	const struct unit_case cases[] = {
@@ -611,6 +651,7 @@ int main(void)
 		  test_order_follows_working_depth },
 		{ "window_next_chunk_ahead", test_window_next_chunk_ahead },
 		{ "window_seeks_no_chunk", test_window_seeks_no_chunk },
+		{ "window_spill", test_window_spill },
 	};
 
 	return unit_run(unit_suite("prefetch", cases,
