@@ -140,7 +140,6 @@ static struct cache *cache_alloc(struct backend *be)
 	pthread_mutex_init(&c->touch_lock, NULL);
 	pthread_mutex_init(&c->evict_lock, NULL);
 	pthread_mutex_init(&c->warn_lock, NULL);
-	pthread_mutex_init(&c->env_lock, NULL);
 	pthread_mutex_init(&c->q_lock, NULL);
 	pthread_cond_init(&c->q_work, NULL);
 	pthread_cond_init(&c->q_idle, NULL);
@@ -260,7 +259,6 @@ int cache_open(const struct cache_options *opts, struct backend *be,
 	rc = index_open(c, !opts->inspect || opts->repair);
 	if (rc < 0)
 		goto fail;
-	c->env_pid = getpid();
 	c->disk = true;
 	c->opened = true;
 	if (!inspect)
@@ -289,8 +287,7 @@ void cache_free(struct cache *c)
 	fetch_free(c->fetch);
 	c->fetch = NULL;
 	verified_free(c);
-	if (c->disk &&
-	    __atomic_load_n(&c->env_pid, __ATOMIC_ACQUIRE) == getpid()) {
+	if (c->disk && index_ours(c)) {
 		pthread_mutex_lock(&c->q_lock);
 		c->q_stop = true;
 		pthread_cond_signal(&c->q_work);
@@ -299,7 +296,7 @@ void cache_free(struct cache *c)
 			pthread_join(c->committer, NULL);
 		evict_touches_flush(c);
 	}
-	index_env_close(c);
+	index_close(c);
 	if (c->owners_fd >= 0)
 		close(c->owners_fd);
 	free(c->touched);
@@ -311,7 +308,6 @@ void cache_free(struct cache *c)
 	pthread_mutex_destroy(&c->touch_lock);
 	pthread_mutex_destroy(&c->evict_lock);
 	pthread_mutex_destroy(&c->warn_lock);
-	pthread_mutex_destroy(&c->env_lock);
 	pthread_mutex_destroy(&c->q_lock);
 	pthread_cond_destroy(&c->q_work);
 	pthread_cond_destroy(&c->q_idle);

@@ -78,18 +78,19 @@ struct read_lookup_args {
 static int read_lookup_run(struct cache *c, void *arg)
 {
 	struct read_lookup_args *a = arg;
-	MDB_val k = { HASH_LEN, (void *)a->hash }, v, d;
-	MDB_txn *txn;
+	struct index_txn *txn;
+	const void *v, *d;
+	size_t v_len, d_len;
 	int rc;
 
 	a->ret = LOOKUP_MISS;
-	rc = index_txn_begin(c, MDB_RDONLY, &txn);
+	rc = index_begin(c, false, &txn);
 	if (rc != 0)
 		return rc;
-	rc = mdb_get(txn, c->dbi_idx, &k, &v);
+	rc = index_get(txn, INDEX_ROWS, a->hash, &v, &v_len);
 	if (rc != 0)
 		goto out;
-	rc = entry_parse(&v, a->id, a->id_len, a->e);
+	rc = entry_parse(v, v_len, a->id, a->id_len, a->e);
 	if (rc == -ENOENT || rc == -ENOMEM) {
 		rc = 0;
 		goto out;
@@ -103,21 +104,20 @@ static int read_lookup_run(struct cache *c, void *arg)
 		a->ret = LOOKUP_BLOB;
 		goto out;
 	}
-	rc = mdb_get(txn, c->dbi_data, &k, &d);
-	if (rc != 0 && rc != MDB_NOTFOUND)
+	rc = index_get(txn, INDEX_DATA, a->hash, &d, &d_len);
+	if (rc != 0 && rc != -ENOENT)
 		goto out;
-	if (rc != 0 || d.mv_size != a->chunk_len ||
-	    !entry_crcs_ok(d.mv_data, 0, a->chunk_len, a->e->crcs, a->b0,
-			   a->b1)) {
+	if (rc != 0 || d_len != a->chunk_len ||
+	    !entry_crcs_ok(d, 0, a->chunk_len, a->e->crcs, a->b0, a->b1)) {
 		a->ret = LOOKUP_BAD;
 	} else {
-		memcpy(a->dst, (uint8_t *)d.mv_data + a->off, a->len);
+		memcpy(a->dst, (const uint8_t *)d + a->off, a->len);
 		a->ret = LOOKUP_HIT;
 	}
 	rc = 0;
 out:
-	index_txn_end(txn, false);
-	return rc == MDB_NOTFOUND ? 0 : rc;
+	index_end(txn, false);
+	return rc == -ENOENT ? 0 : rc;
 }
 
 /* What a reply holds until it is sent (read_reply()): the piece, and the
@@ -164,7 +164,7 @@ static int read_lookup(struct cache *c, const struct read_chunk *ch,
 	bool have_st = false;
 	ssize_t got;
 
-	if (index_env(c) == NULL)
+	if (!index_available(c))
 		return LOOKUP_MISS;
 	ret = store_pending_find(c, hash, id, id_len, chunk_len, off, len, dst,
 				 &e);
@@ -188,7 +188,7 @@ static int read_lookup(struct cache *c, const struct read_chunk *ch,
 
 		rc = index_guarded(c, read_lookup_run, &a);
 		if (rc != 0) {
-			if (rc != MDB_PANIC)
+			if (rc != INDEX_BROKEN)
 				cache_warn_limited(c, "cannot read the index",
 						   rc);
 			ret = LOOKUP_MISS;
@@ -290,19 +290,20 @@ struct read_present_args {
 static int read_present_run(struct cache *c, void *arg)
 {
 	struct read_present_args *a = arg;
-	MDB_val k = { HASH_LEN, (void *)a->hash }, v;
 	struct entry e = { .crcs = NULL };
-	MDB_txn *txn;
-	int rc = index_txn_begin(c, MDB_RDONLY, &txn);
+	struct index_txn *txn;
+	const void *v;
+	size_t v_len;
+	int rc = index_begin(c, false, &txn);
 
 	if (rc != 0)
 		return rc;
-	rc = mdb_get(txn, c->dbi_idx, &k, &v);
-	if (rc == 0 && entry_parse(&v, a->id, a->id_len, &e) == 0)
+	rc = index_get(txn, INDEX_ROWS, a->hash, &v, &v_len);
+	if (rc == 0 && entry_parse(v, v_len, a->id, a->id_len, &e) == 0)
 		a->present = true;
-	index_txn_end(txn, false);
+	index_end(txn, false);
 	free(e.crcs);
-	return rc == MDB_NOTFOUND ? 0 : rc;
+	return rc == -ENOENT ? 0 : rc;
 }
 
 bool read_chunk_present(struct cache *c, const struct read_chunk *ch)
@@ -312,7 +313,7 @@ bool read_chunk_present(struct cache *c, const struct read_chunk *ch)
 	bool present = false;
 	struct pending *p;
 
-	if (index_env(c) == NULL)
+	if (!index_available(c))
 		return false;
 	pthread_mutex_lock(&c->q_lock);
 	for (p = c->q_head; p != NULL && !present; p = p->next)

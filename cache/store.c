@@ -109,22 +109,23 @@ static int store_batch_run(struct cache *c, void *arg)
 	struct store_put_args *a = arg;
 	struct pending **batch = a->batch;
 	bool *orphan = a->orphan;
-	MDB_txn *txn = NULL;
-	bool began;
+	struct index_txn *t;
 	size_t i;
 	int rc;
 
-	rc = index_txn_begin(c, 0, &txn);
-	began = rc == 0;
+	rc = index_begin(c, true, &t);
+	if (rc != 0)
+		return rc;
 	for (i = 0; rc == 0 && i < a->n; i++) {
 		struct pending *p = batch[i];
-		MDB_val k = { HASH_LEN, p->hash }, v;
+		const void *v;
+		size_t v_len;
 
 		if (__atomic_load_n(&p->dropped, __ATOMIC_ACQUIRE)) {
 			orphan[i] = p->data == NULL;
 			continue;
 		}
-		rc = mdb_get(txn, c->dbi_idx, &k, &v);
+		rc = index_get(t, INDEX_ROWS, p->hash, &v, &v_len);
 		if (rc == 0) {
 			/* Stored first by another thread or process (same
 			 * identity, same bytes), or a collision we leave
@@ -132,21 +133,19 @@ static int store_batch_run(struct cache *c, void *arg)
 			orphan[i] = p->data == NULL;
 			continue;
 		}
-		v.mv_size = p->val_len;
-		v.mv_data = p->val;
-		rc = mdb_put(txn, c->dbi_idx, &k, &v, 0);
-		if (rc == 0 && p->data != NULL) {
-			MDB_val d = { (size_t)p->len, p->data };
-
-			rc = mdb_put(txn, c->dbi_data, &k, &d, 0);
-		}
+		if (rc != -ENOENT)
+			break;
+		rc = index_put(t, INDEX_ROWS, p->hash, p->val, p->val_len);
+		if (rc == 0 && p->data != NULL)
+			rc = index_put(t, INDEX_DATA, p->hash, p->data,
+				       (size_t)p->len);
 		if (rc == 0)
-			rc = index_live_add(txn, c, (int64_t)p->len);
+			rc = index_live_add(t, (int64_t)p->len);
 	}
 	if (rc == 0)
-		rc = index_txn_end(txn, true);
-	else if (began)
-		index_txn_end(txn, false);
+		rc = index_end(t, true);
+	else
+		index_end(t, false);
 	return rc;
 }
 
@@ -159,7 +158,7 @@ static int store_batch_put(struct cache *c, struct pending **batch, size_t n)
 	int rc;
 
 	if (orphan == NULL)
-		return ENOMEM;
+		return -ENOMEM;
 	for (i = 0; i < n; i++)
 		total += batch[i]->len;
 	if (index_live_bytes(c) + total > c->budget)
@@ -219,11 +218,11 @@ static void store_batch_commit(struct cache *c, struct pending *first,
 		     i++)
 			sum += batch[i]->len;
 		rc = store_batch_put(c, batch + start, i - start);
-		if (rc == EIO && store_disk_full(c))
-			rc = ENOSPC; /* LMDB's word for a short write */
+		if (rc == -EIO && store_disk_full(c))
+			rc = -ENOSPC; /* LMDB's word for a short write */
 		if (rc != 0) {
 			stat_add(&c->store_failures, i - start);
-			if (rc != MDB_PANIC) /* logged once already */
+			if (rc != INDEX_BROKEN) /* logged once already */
 				cache_warn_limited(c, "cannot store chunks",
 						   rc);
 		}
@@ -321,7 +320,7 @@ static void *store_committer_main(void *arg)
  * child under some allocators, e.g. AddressSanitizer's). */
 void store_drain(struct cache *c)
 {
-	if (__atomic_load_n(&c->env_pid, __ATOMIC_ACQUIRE) != getpid())
+	if (!index_ours(c))
 		return; /* nothing was queued in this process */
 	pthread_mutex_lock(&c->q_lock);
 	c->q_drainers++;
@@ -331,6 +330,20 @@ void store_drain(struct cache *c)
 	}
 	c->q_drainers--;
 	pthread_mutex_unlock(&c->q_lock);
+}
+
+void store_forked(struct cache *c)
+{
+	pthread_mutex_init(&c->q_lock, NULL);
+	pthread_cond_init(&c->q_work, NULL);
+	pthread_cond_init(&c->q_idle, NULL);
+	c->q_head = NULL;
+	c->q_tail = &c->q_head;
+	c->q_bytes = 0;
+	c->q_count = 0;
+	c->q_drainers = 0;
+	c->q_busy = false;
+	c->committer_running = false;
 }
 
 /* Stores a fetched chunk: writes its blob (large chunks) now, and queues
@@ -357,8 +370,8 @@ void store_chunk(struct cache *c, const uint8_t *hash, const uint8_t *id,
 		stat_add(&c->store_failures, 1); /* logged when it broke */
 		return;
 	}
-	if (index_env(c) == NULL) {
-		store_failed(c, ENXIO);
+	if (!index_available(c)) {
+		store_failed(c, -ENXIO);
 		return;
 	}
 	h.atime = h.ctime = now_seconds();
@@ -445,13 +458,11 @@ int store_pending_find(struct cache *c, const uint8_t *hash, const uint8_t *id,
 
 	pthread_mutex_lock(&c->q_lock);
 	for (p = c->q_head; p != NULL; p = p->next) {
-		MDB_val v = { p->val_len, p->val };
-
 		if (memcmp(p->hash, hash, HASH_LEN) != 0 ||
 		    p->len != chunk_len ||
 		    __atomic_load_n(&p->dropped, __ATOMIC_ACQUIRE))
 			continue;
-		if (entry_parse(&v, id, id_len, e) != 0)
+		if (entry_parse(p->val, p->val_len, id, id_len, e) != 0)
 			continue;
 		if (p->data != NULL) {
 			memcpy(dst, p->data + off, len);
