@@ -302,6 +302,12 @@ int index_clear(struct index_txn *t);
 int index_meta_get(struct index_txn *t, const char *name, uint64_t *out);
 int index_meta_put(struct index_txn *t, const char *name, uint64_t value);
 int index_live_add(struct index_txn *t, int64_t delta);
+/* Calls fn(arg, val, len) with the row of hash (borrowed for the call),
+ * in a read transaction of its own with the guard armed. Returns 0, -ENOENT
+ * (no row; fn not called), or an error. */
+typedef void (*index_row_fn)(void *arg, const void *val, size_t len);
+int index_row_visit(struct cache *c, const uint8_t *hash, index_row_fn fn,
+		    void *arg);
 /* Live bytes of the index (0 when it cannot be read). */
 uint64_t index_live_bytes(struct cache *c);
 /* Deletes the row hash in t if it exists (and, with id, holds id). Sets

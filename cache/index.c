@@ -413,6 +413,37 @@ int index_live_add(struct index_txn *t, int64_t delta)
 	return index_meta_put(t, "live_bytes", live);
 }
 
+struct index_visit_args {
+	const uint8_t *hash;
+	index_row_fn fn;
+	void *arg;
+};
+
+static int index_row_visit_run(struct cache *c, void *arg)
+{
+	struct index_visit_args *a = arg;
+	struct index_txn *t;
+	const void *v = NULL;
+	size_t v_len = 0;
+	int rc = index_begin(c, false, &t);
+
+	if (rc != 0)
+		return rc;
+	rc = index_get(t, INDEX_ROWS, a->hash, &v, &v_len);
+	if (rc == 0)
+		a->fn(a->arg, v, v_len);
+	index_end(t, false);
+	return rc;
+}
+
+int index_row_visit(struct cache *c, const uint8_t *hash, index_row_fn fn,
+		    void *arg)
+{
+	struct index_visit_args a = { hash, fn, arg };
+
+	return index_guarded(c, index_row_visit_run, &a);
+}
+
 static int index_live_bytes_run(struct cache *c, void *arg)
 {
 	struct index_txn *t;

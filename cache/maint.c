@@ -251,30 +251,22 @@ struct maint_ref_args {
 	bool found;
 };
 
-static int maint_blob_referenced_run(struct cache *c, void *arg)
+static void maint_blob_row(void *arg, const void *val, size_t len)
 {
 	struct maint_ref_args *a = arg;
 	struct entry_hdr h;
-	struct index_txn *txn;
-	const void *v;
-	size_t v_len;
-	int rc = index_begin(c, false, &txn);
 
-	if (rc != 0)
-		return rc;
-	rc = index_get(txn, INDEX_ROWS, a->hash, &v, &v_len);
-	if (rc == 0 && v_len >= sizeof(h)) {
-		memcpy(&h, v, sizeof(h));
-		a->found = !(h.flags & ENTRY_INLINE) && h.blob_id == a->blob_id;
-	}
-	index_end(txn, false);
-	return rc == -ENOENT ? 0 : rc;
+	if (len < sizeof(h))
+		return;
+	memcpy(&h, val, sizeof(h));
+	a->found = !(h.flags & ENTRY_INLINE) && h.blob_id == a->blob_id;
 }
 
 static bool maint_blob_referenced(struct cache *c, const char *name)
 {
 	struct maint_ref_args a = { .found = false };
 	char *end;
+	int rc;
 
 	if (strlen(name) != 2 * HASH_LEN + 17 || name[2 * HASH_LEN] != '.' ||
 	    entry_hex_parse(name, a.hash) != 0)
@@ -282,7 +274,8 @@ static bool maint_blob_referenced(struct cache *c, const char *name)
 	a.blob_id = strtoull(name + 2 * HASH_LEN + 1, &end, 16);
 	if (*end != '\0')
 		return false;
-	if (index_guarded(c, maint_blob_referenced_run, &a) != 0)
+	rc = index_row_visit(c, a.hash, maint_blob_row, &a);
+	if (rc != 0 && rc != -ENOENT)
 		return true; /* when in doubt, keep the blob */
 	return a.found;
 }

@@ -282,34 +282,24 @@ out:
 }
 
 struct read_present_args {
-	const uint8_t *hash, *id;
+	const uint8_t *id;
 	size_t id_len;
 	bool present;
 };
 
-static int read_present_run(struct cache *c, void *arg)
+static void read_present_row(void *arg, const void *val, size_t len)
 {
 	struct read_present_args *a = arg;
 	struct entry e = { .crcs = NULL };
-	struct index_txn *txn;
-	const void *v;
-	size_t v_len;
-	int rc = index_begin(c, false, &txn);
 
-	if (rc != 0)
-		return rc;
-	rc = index_get(txn, INDEX_ROWS, a->hash, &v, &v_len);
-	if (rc == 0 && entry_parse(v, v_len, a->id, a->id_len, &e) == 0)
-		a->present = true;
-	index_end(txn, false);
+	a->present = entry_parse(val, len, a->id, a->id_len, &e) == 0;
 	free(e.crcs);
-	return rc == -ENOENT ? 0 : rc;
 }
 
 bool read_chunk_present(struct cache *c, const struct read_chunk *ch)
 {
 	const uint8_t *hash = ch->hash;
-	struct read_present_args a = { hash, ch->id, ch->id_len, false };
+	struct read_present_args a = { ch->id, ch->id_len, false };
 	bool present = false;
 	struct pending *p;
 
@@ -321,7 +311,7 @@ bool read_chunk_present(struct cache *c, const struct read_chunk *ch)
 	pthread_mutex_unlock(&c->q_lock);
 	if (present)
 		return true;
-	index_guarded(c, read_present_run, &a);
+	index_row_visit(c, hash, read_present_row, &a);
 	return a.present;
 }
 
@@ -368,6 +358,44 @@ static void read_join_count(struct cache *c, bool ready, ssize_t got)
 	}
 }
 
+/* Steps 2-4 until one answers, for read_chunk() and read_chunk_reply():
+ * [in_off, in_off + want) of chunk ch from the queue or the index into dst
+ * (with hold, see read_lookup()), else from the engine. Counts the hit or
+ * miss. Returns want or a negative errno. */
+static ssize_t read_chunk_find(struct cache *c, const struct read_chunk *ch,
+			       uint64_t in_off, size_t want, void *dst,
+			       struct read_hold *hold)
+{
+	ssize_t got;
+	int tries;
+
+	for (tries = 0;; tries++) {
+		/* Read before the lookup: see fetch_epoch(). After a few
+		 * rounds (a busy table), fetch without the check. */
+		uint64_t epoch = tries < 3 ? fetch_epoch(c->fetch, ch->hash)
+					   : FETCH_NO_EPOCH;
+
+		if (hold != NULL)
+			hold->piece = (struct cache_piece){ .mem = dst,
+							    .fd = -1,
+							    .len = want };
+		if (read_lookup(c, ch, in_off, want, dst, hold) == LOOKUP_HIT) {
+			stat_add(&c->hits, 1);
+			stat_add(&c->bytes_from_cache, want);
+			return (ssize_t)want;
+		}
+		/* The engine fetches it (or joins a fetch in flight) and
+		 * stores it; short of memory it reads just these bytes into
+		 * dst (see fetch_get()). -EAGAIN: it may have been stored
+		 * since epoch was read: look again. */
+		got = fetch_get(c->fetch, &ch->r, epoch, in_off, want, dst);
+		if (got != -EAGAIN) {
+			stat_add(&c->misses, 1);
+			return got;
+		}
+	}
+}
+
 /* Step 1, then 2-4 until one answers: [in_off, in_off + want) of chunk n
  * of obj into dst (once, however many readers want it at once). Returns
  * want or a negative errno. */
@@ -377,40 +405,16 @@ static ssize_t read_chunk(struct cache *c, const struct cache_object *obj,
 	struct read_chunk ch;
 	bool ready;
 	ssize_t got;
-	int rc, tries;
+	int rc;
 
 	rc = read_chunk_name(c, obj, n, &ch);
 	if (rc < 0)
 		return rc;
 	got = fetch_join(c->fetch, &ch.r, in_off, want, dst, &ready);
-	if (got != -ENOENT) {
+	if (got != -ENOENT)
 		read_join_count(c, ready, got);
-		read_chunk_release(&ch);
-		return got;
-	}
-	for (tries = 0;; tries++) {
-		/* Read before the lookup: see fetch_epoch(). After a few
-		 * rounds (a busy table), fetch without the check. */
-		uint64_t epoch = tries < 3 ? fetch_epoch(c->fetch, ch.hash)
-					   : FETCH_NO_EPOCH;
-
-		if (read_lookup(c, &ch, in_off, want, dst, NULL) ==
-		    LOOKUP_HIT) {
-			stat_add(&c->hits, 1);
-			stat_add(&c->bytes_from_cache, want);
-			got = (ssize_t)want;
-			break;
-		}
-		/* The engine fetches it (or joins a fetch in flight) and
-		 * stores it; short of memory it reads just these bytes into
-		 * dst (see fetch_get()). -EAGAIN: it may have been stored
-		 * since epoch was read: look again. */
-		got = fetch_get(c->fetch, &ch.r, epoch, in_off, want, dst);
-		if (got != -EAGAIN) {
-			stat_add(&c->misses, 1);
-			break;
-		}
-	}
+	else
+		got = read_chunk_find(c, &ch, in_off, want, dst, NULL);
 	read_chunk_release(&ch);
 	return got;
 }
@@ -469,7 +473,7 @@ static ssize_t read_chunk_reply(struct cache *c, const struct cache_object *obj,
 	struct fetch_pin pin;
 	bool ready;
 	ssize_t got;
-	int rc, tries;
+	int rc;
 
 	rc = read_chunk_name(c, obj, n, &ch);
 	if (rc < 0)
@@ -499,26 +503,7 @@ static ssize_t read_chunk_reply(struct cache *c, const struct cache_object *obj,
 		read_chunk_release(&ch);
 		return -ENOMEM;
 	}
-	for (tries = 0;; tries++) {
-		uint64_t epoch = tries < 3 ? fetch_epoch(c->fetch, ch.hash)
-					   : FETCH_NO_EPOCH;
-
-		h.piece = (struct cache_piece){ .mem = h.buf,
-						.fd = -1,
-						.len = want };
-		if (read_lookup(c, &ch, in_off, want, h.buf, &h) ==
-		    LOOKUP_HIT) {
-			stat_add(&c->hits, 1);
-			stat_add(&c->bytes_from_cache, want);
-			got = (ssize_t)want;
-			break;
-		}
-		got = fetch_get(c->fetch, &ch.r, epoch, in_off, want, h.buf);
-		if (got != -EAGAIN) {
-			stat_add(&c->misses, 1);
-			break;
-		}
-	}
+	got = read_chunk_find(c, &ch, in_off, want, h.buf, &h);
 	if (got >= 0 && (size_t)got != want) {
 		log_msg(LOG_ERR,
 			"cache: %.*s: chunk %llu gave %zd of %zu bytes; "
