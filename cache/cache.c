@@ -283,7 +283,10 @@ void cache_free(struct cache *c)
 {
 	if (c == NULL)
 		return;
-	/* First: its workers store what they fetch. */
+	/* First: its workers store what they fetch (and the store queue
+	 * lets go of the engine's memory before that). */
+	if (c->disk)
+		store_close(c);
 	fetch_free(c->fetch);
 	c->fetch = NULL;
 	verified_free(c);

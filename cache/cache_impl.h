@@ -114,7 +114,11 @@ struct pending {
 	uint8_t hash[HASH_LEN];
 	uint8_t *val; /* the idx value: header, CRCs, identity */
 	size_t val_len;
-	uint8_t *data; /* inline bytes; NULL for a blob (already renamed) */
+	/* Inline bytes; NULL for a blob (already renamed). They are the
+	 * fetched chunk's own, held by pin, or malloc'd when owned. */
+	const uint8_t *data;
+	struct fetch_pin pin;
+	bool owned;
 	uint64_t blob_id;
 	uint64_t len;
 	bool dropped; /* found bad while queued: not to be indexed (atomic) */
@@ -207,6 +211,9 @@ struct cache {
 	unsigned q_drainers; /* threads in store_drain(): no delay */
 	bool q_busy;	     /* the committer holds a batch */
 	bool q_stop;
+	/* cache_free() is about to free the engine: stores index their rows
+	 * themselves rather than queue them with a pin on its memory. */
+	bool q_closing;
 	bool committer_running;
 	pthread_t committer;
 
@@ -378,10 +385,16 @@ void store_drain(struct cache *c);
  * along, and its queue, if any, is the parent's to index. */
 void store_forked(struct cache *c);
 /* Stores a fetched chunk: writes its blob (large chunks) now, and queues
- * its row for the committer thread. Failures are counted and logged, never
- * returned. */
+ * its row for the committer thread, an inline chunk's bytes with it: kept
+ * in the engine through keep (see fetch_done_fn), or copied when keep is
+ * NULL. Failures are counted and logged, never returned. */
 void store_chunk(struct cache *c, const uint8_t *hash, const uint8_t *id,
-		 size_t id_len, const uint8_t *data, uint64_t len);
+		 size_t id_len, const uint8_t *data, uint64_t len,
+		 struct fetch_pin *keep);
+/* Lets go of the queue's hold on the engine's memory (cache_free(),
+ * before fetch_free()): stores index their rows themselves from now on,
+ * and what is queued is indexed. */
+void store_close(struct cache *c);
 /* Serves [off, off + len) of a chunk still queued for indexing. Returns
  * LOOKUP_HIT (copied), LOOKUP_MISS (not queued), or LOOKUP_BLOB with e
  * filled for the caller to read the blob. */
@@ -391,7 +404,8 @@ int store_pending_find(struct cache *c, const uint8_t *hash, const uint8_t *id,
 /* The fetch engine's done callback (ctx: the cache): a chunk fetched
  * whole goes to the disk cache (store_chunk()). */
 void store_fetch_done(void *ctx, const uint8_t *hash, const uint8_t *id,
-		      size_t id_len, const uint8_t *data, uint64_t len);
+		      size_t id_len, const uint8_t *data, uint64_t len,
+		      struct fetch_pin *keep);
 /* Keeps a queued chunk found bad from being indexed. */
 void store_pending_drop(struct cache *c, const uint8_t *hash);
 /* Directories 0700 and files 0600 of the cache, whatever the umask. */

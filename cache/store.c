@@ -230,10 +230,12 @@ static void store_batch_commit(struct cache *c, struct pending *first,
 	free(batch);
 }
 
-static void store_pending_free(struct pending *p)
+static void store_pending_free(struct cache *c, struct pending *p)
 {
 	free(p->val);
-	free(p->data);
+	if (p->owned)
+		free((void *)p->data);
+	fetch_unpin(c->fetch, &p->pin);
 	free(p);
 }
 
@@ -302,7 +304,7 @@ static void *store_committer_main(void *arg)
 			bool end = p == last;
 
 			next = end ? NULL : p->next; /* see struct pending */
-			store_pending_free(p);
+			store_pending_free(c, p);
 			if (end)
 				break;
 		}
@@ -350,7 +352,8 @@ void store_forked(struct cache *c)
  * its row for the committer thread, so the reader never waits for a
  * transaction's sync. Failures are counted and logged, never returned. */
 void store_chunk(struct cache *c, const uint8_t *hash, const uint8_t *id,
-		 size_t id_len, const uint8_t *data, uint64_t len)
+		 size_t id_len, const uint8_t *data, uint64_t len,
+		 struct fetch_pin *keep)
 {
 	bool inl = len <= c->inline_max;
 	struct entry_hdr h = { .version = ENTRY_VERSION,
@@ -396,18 +399,25 @@ void store_chunk(struct cache *c, const uint8_t *hash, const uint8_t *id,
 		memcpy(p->val + sizeof(h) + (size_t)b * 4, &crc, 4);
 	}
 	memcpy(p->val + sizeof(h) + crc_bytes, id, id_len);
-	if (inl) {
-		p->data = malloc(len);
-		if (p->data == NULL) {
-			store_pending_free(p);
+	p->pin.fl = NULL;
+	if (inl && keep == NULL) {
+		uint8_t *copy = malloc(len ? len : 1);
+
+		if (copy == NULL) {
+			store_pending_free(c, p);
 			store_failed(c, -ENOMEM);
 			return;
 		}
-		memcpy(p->data, data, len);
+		memcpy(copy, data, len);
+		p->data = copy;
+		p->owned = true;
+	} else if (inl) {
+		/* Borrowed until queued: then the queue keeps the pin. */
+		p->data = data != NULL ? data : (const uint8_t *)"";
 	} else {
 		rc = store_blob_write(c, hash, h.blob_id, data, len);
 		if (rc != 0) {
-			store_pending_free(p);
+			store_pending_free(c, p);
 			store_failed(c, rc);
 			return;
 		}
@@ -416,12 +426,16 @@ void store_chunk(struct cache *c, const uint8_t *hash, const uint8_t *id,
 	pthread_mutex_lock(&c->q_lock);
 	while (c->q_bytes > c->q_max && c->committer_running)
 		pthread_cond_wait(&c->q_idle, &c->q_lock);
-	if (!c->committer_running &&
+	if (!c->committer_running && !c->q_closing &&
 	    thread_start(&c->committer, store_committer_main, c) == 0)
 		c->committer_running = true;
-	if (c->committer_running) {
+	if (c->committer_running && !c->q_closing) {
 		bool first = c->q_head == NULL;
 
+		if (inl && !p->owned) {
+			p->pin = *keep;
+			keep->fl = NULL;
+		}
 		*c->q_tail = p;
 		c->q_tail = &p->next;
 		c->q_bytes += len;
@@ -431,19 +445,30 @@ void store_chunk(struct cache *c, const uint8_t *hash, const uint8_t *id,
 		p = NULL;
 	}
 	pthread_mutex_unlock(&c->q_lock);
-	if (p != NULL) { /* no thread: index it here */
+	if (p != NULL) { /* no thread, or closing: index it here */
 		store_batch_commit(c, p, p);
-		store_pending_free(p);
+		store_pending_free(c, p);
 	}
 }
 
+void store_close(struct cache *c)
+{
+	if (!index_ours(c))
+		return; /* nothing was queued in this process */
+	pthread_mutex_lock(&c->q_lock);
+	c->q_closing = true;
+	pthread_mutex_unlock(&c->q_lock);
+	store_drain(c);
+}
+
 void store_fetch_done(void *ctx, const uint8_t *hash, const uint8_t *id,
-		      size_t id_len, const uint8_t *data, uint64_t len)
+		      size_t id_len, const uint8_t *data, uint64_t len,
+		      struct fetch_pin *keep)
 {
 	struct cache *c = ctx;
 
 	if (c->disk)
-		store_chunk(c, hash, id, id_len, data, len);
+		store_chunk(c, hash, id, id_len, data, len, keep);
 }
 
 /* Serves [off, off + len) of a chunk still queued for indexing. Returns
