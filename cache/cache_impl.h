@@ -54,14 +54,14 @@
  * chunks: a store queues the row for the process' committer thread
  * (started on the first store), which indexes everything queued in one
  * transaction. Locks (each field of struct cache below names its own):
- * env_lock (the environment of this process), q_lock (the queue),
- * touch_lock (access times), evict_lock (one eviction at a time; takes
- * touch_lock and LMDB's writer lock inside), warn_lock, pf_lock (the
- * prefetcher's orders), files_lock (the open files), a cache_file's lock
- * (its read-ahead window), and the engine's own lock inside fetch.c. None
- * is held across backend I/O or a call into the engine; q_lock,
- * touch_lock, warn_lock, pf_lock, files_lock and a cache_file's lock are
- * never held while taking another lock.
+ * the index's lock (index.c: the environment of this process), q.lock
+ * (the queue), evict.touch_lock (access times), evict.lock (one eviction
+ * at a time; takes evict.touch_lock and LMDB's writer lock inside),
+ * warn_lock, pf_lock (the prefetcher's orders), files_lock (the open
+ * files), a cache_file's lock (its read-ahead window), and the engine's
+ * own lock inside fetch.c. None is held across backend I/O or a call into
+ * the engine; q.lock, evict.touch_lock, warn_lock, pf_lock, files_lock and
+ * a cache_file's lock are never held while taking another lock.
  */
 #ifndef SHARDFS_CACHE_IMPL_H
 #define SHARDFS_CACHE_IMPL_H
@@ -106,10 +106,10 @@ struct entry {
 /* A stored chunk whose row the committer thread has not written yet. */
 struct pending {
 	/* The queue's link. The tail's next is written by store_chunk()
-	 * (under q_lock) when it appends; once an item has a successor its
+	 * (under q.lock) when it appends; once an item has a successor its
 	 * next never changes. So the committer, which takes a run
-	 * first..last under q_lock and walks it unlocked, never reads
-	 * last->next without q_lock (last may be the tail). */
+	 * first..last under q.lock and walks it unlocked, never reads
+	 * last->next without q.lock (last may be the tail). */
 	struct pending *next;
 	uint8_t hash[HASH_LEN];
 	uint8_t *val; /* the idx value: header, CRCs, identity */
@@ -139,6 +139,39 @@ struct order_slot {
 	uint64_t gap_ns;     /* time between its opens, averaged */
 	uint64_t stalls;     /* the engine's stalls at its last open */
 	uint64_t file_bytes; /* bytes asked for per file ahead, averaged */
+};
+
+/* Rows waiting for the committer thread (store.c, see store_chunk()).
+ * lock protects every field; it is never held while taking another
+ * lock. */
+struct store_queue {
+	pthread_mutex_t lock;
+	pthread_cond_t work; /* the queue grew, or stop */
+	pthread_cond_t idle; /* a batch was indexed */
+	struct pending *head, **tail;
+	uint64_t bytes;	   /* bytes queued: inline in memory, blobs on disk */
+	uint64_t max;	   /* most bytes before stores wait */
+	unsigned count;	   /* chunks queued */
+	unsigned drainers; /* threads in store_drain(): no delay */
+	bool busy;	   /* the committer holds a batch */
+	bool stop;
+	/* cache_free() is about to free the engine: stores index their rows
+	 * themselves rather than queue them with a pin on its memory. */
+	bool closing;
+	bool running; /* the committer thread runs */
+	pthread_t thread;
+};
+
+/* Access times waiting to be written, and eviction (evict.c). */
+struct evict_state {
+	pthread_mutex_t touch_lock; /* protects touched, n_touched,
+				     * cap_touched, last_flush */
+	struct touch *touched;
+	size_t n_touched, cap_touched;
+	time_t last_flush;
+	/* One eviction at a time in this process; never held with
+	 * touch_lock or across backend I/O. */
+	pthread_mutex_t lock;
 };
 
 struct cache {
@@ -199,33 +232,11 @@ struct cache {
 	uint64_t tmp_seq;   /* atomic: unique tmp names and blob ids */
 	uint64_t blob_seed; /* random per cache_open(), for blob ids */
 
-	/* Rows waiting for the committer thread (see store_chunk()). Lock
-	 * order: q_lock is never held while taking another lock. */
-	pthread_mutex_t q_lock; /* protects q_*, committer_running */
-	pthread_cond_t q_work;	/* the queue grew, or q_stop */
-	pthread_cond_t q_idle;	/* a batch was indexed */
-	struct pending *q_head, **q_tail;
-	uint64_t q_bytes;    /* bytes queued: inline in memory, blobs on disk */
-	uint64_t q_max;	     /* most q_bytes before stores wait */
-	unsigned q_count;    /* chunks queued */
-	unsigned q_drainers; /* threads in store_drain(): no delay */
-	bool q_busy;	     /* the committer holds a batch */
-	bool q_stop;
-	/* cache_free() is about to free the engine: stores index their rows
-	 * themselves rather than queue them with a pin on its memory. */
-	bool q_closing;
-	bool committer_running;
-	pthread_t committer;
+	/* store.c: rows waiting for the committer thread. */
+	struct store_queue q;
 
-	pthread_mutex_t touch_lock; /* protects touched, n_touched, cap_touched,
-				     * last_flush */
-	struct touch *touched;
-	size_t n_touched, cap_touched;
-	time_t last_flush;
-
-	/* One eviction at a time in this process; never held with
-	 * touch_lock or across backend I/O. */
-	pthread_mutex_t evict_lock;
+	/* evict.c: access times and eviction. */
+	struct evict_state evict;
 
 	pthread_mutex_t warn_lock; /* protects last_warn */
 	time_t last_warn;

@@ -68,13 +68,13 @@ void evict_touches_flush(struct cache *c)
 	size_t n;
 	int rc;
 
-	pthread_mutex_lock(&c->touch_lock);
-	t = c->touched;
-	n = c->n_touched;
-	c->touched = NULL;
-	c->n_touched = c->cap_touched = 0;
-	c->last_flush = time(NULL);
-	pthread_mutex_unlock(&c->touch_lock);
+	pthread_mutex_lock(&c->evict.touch_lock);
+	t = c->evict.touched;
+	n = c->evict.n_touched;
+	c->evict.touched = NULL;
+	c->evict.n_touched = c->evict.cap_touched = 0;
+	c->evict.last_flush = time(NULL);
+	pthread_mutex_unlock(&c->evict.touch_lock);
 	if (n == 0 || c->readonly) {
 		free(t);
 		return;
@@ -92,26 +92,28 @@ void evict_touch(struct cache *c, const uint8_t *hash)
 	uint64_t now = now_seconds();
 	bool flush = false;
 
-	pthread_mutex_lock(&c->touch_lock);
-	if (c->n_touched > 0 &&
-	    memcmp(c->touched[c->n_touched - 1].hash, hash, HASH_LEN) == 0 &&
-	    c->touched[c->n_touched - 1].atime == now)
+	pthread_mutex_lock(&c->evict.touch_lock);
+	if (c->evict.n_touched > 0 &&
+	    memcmp(c->evict.touched[c->evict.n_touched - 1].hash, hash,
+		   HASH_LEN) == 0 &&
+	    c->evict.touched[c->evict.n_touched - 1].atime == now)
 		goto out;
-	if (c->n_touched == c->cap_touched) {
-		size_t cap = c->cap_touched ? 2 * c->cap_touched : 64;
-		struct touch *t = realloc(c->touched, cap * sizeof(*t));
+	if (c->evict.n_touched == c->evict.cap_touched) {
+		size_t cap =
+			c->evict.cap_touched ? 2 * c->evict.cap_touched : 64;
+		struct touch *t = realloc(c->evict.touched, cap * sizeof(*t));
 
 		if (t == NULL)
 			goto out; /* an access time is a hint */
-		c->touched = t;
-		c->cap_touched = cap;
+		c->evict.touched = t;
+		c->evict.cap_touched = cap;
 	}
-	memcpy(c->touched[c->n_touched].hash, hash, HASH_LEN);
-	c->touched[c->n_touched++].atime = now;
-	flush = c->n_touched >= TOUCH_BATCH ||
-		(time_t)now - c->last_flush >= TOUCH_SECONDS;
+	memcpy(c->evict.touched[c->evict.n_touched].hash, hash, HASH_LEN);
+	c->evict.touched[c->evict.n_touched++].atime = now;
+	flush = c->evict.n_touched >= TOUCH_BATCH ||
+		(time_t)now - c->evict.last_flush >= TOUCH_SECONDS;
 out:
-	pthread_mutex_unlock(&c->touch_lock);
+	pthread_mutex_unlock(&c->evict.touch_lock);
 	if (flush)
 		evict_touches_flush(c);
 }
@@ -243,7 +245,7 @@ void evict_to(struct cache *c, uint64_t target)
 {
 	if (c->readonly)
 		return;
-	pthread_mutex_lock(&c->evict_lock);
+	pthread_mutex_lock(&c->evict.lock);
 	index_guarded(c, evict_run, &target);
-	pthread_mutex_unlock(&c->evict_lock);
+	pthread_mutex_unlock(&c->evict.lock);
 }

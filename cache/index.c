@@ -118,7 +118,7 @@ static int index_code(struct cache *c, int rc)
  *
  * Only LMDB calls and reads of LMDB values run armed, and no mutex of ours
  * is held while the map is read, so a jump never leaves one locked (a
- * nested index_guarded() call, e.g. eviction under evict_lock, catches its own
+ * nested index_guarded() call, e.g. eviction under evict.lock, catches its own
  * faults). A thread runs at most one transaction at a time (STYLE.md):
  * guard_txn is it, and the handle index_begin() gives out.
  */

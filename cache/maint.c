@@ -594,9 +594,9 @@ int cache_clear(struct cache *c)
 	if (!c->disk)
 		return -EINVAL;
 	store_drain(c);
-	pthread_mutex_lock(&c->touch_lock);
-	c->n_touched = 0;
-	pthread_mutex_unlock(&c->touch_lock);
+	pthread_mutex_lock(&c->evict.touch_lock);
+	c->evict.n_touched = 0;
+	pthread_mutex_unlock(&c->evict.touch_lock);
 	rc = index_guarded(c, maint_clear_run, NULL);
 	if (rc != 0)
 		return index_errno(rc);

@@ -305,10 +305,10 @@ bool read_chunk_present(struct cache *c, const struct read_chunk *ch)
 
 	if (!index_available(c))
 		return false;
-	pthread_mutex_lock(&c->q_lock);
-	for (p = c->q_head; p != NULL && !present; p = p->next)
+	pthread_mutex_lock(&c->q.lock);
+	for (p = c->q.head; p != NULL && !present; p = p->next)
 		present = memcmp(p->hash, hash, HASH_LEN) == 0;
-	pthread_mutex_unlock(&c->q_lock);
+	pthread_mutex_unlock(&c->q.lock);
 	if (present)
 		return true;
 	index_row_visit(c, hash, read_present_row, &a);

@@ -205,7 +205,7 @@ static void store_batch_commit(struct cache *c, struct pending *first,
 		return;
 	}
 	/* Not p = p->next after last: last->next is the tail's link, which
-	 * store_chunk() writes under q_lock (see struct pending). */
+	 * store_chunk() writes under q.lock (see struct pending). */
 	for (p = first, i = 0; i < n; i++) {
 		batch[i] = p;
 		if (p != last)
@@ -239,10 +239,10 @@ static void store_pending_free(struct cache *c, struct pending *p)
 	free(p);
 }
 
-/* Caller holds q_lock: is the queue worth a transaction now? */
+/* Caller holds q.lock: is the queue worth a transaction now? */
 static bool store_batch_full(const struct cache *c)
 {
-	return c->q_count >= COMMIT_BATCH || c->q_bytes >= c->q_max / 2;
+	return c->q.count >= COMMIT_BATCH || c->q.bytes >= c->q.max / 2;
 }
 
 /* The committer thread: indexes what store_chunk() queued, everything
@@ -253,16 +253,16 @@ static void *store_committer_main(void *arg)
 	struct cache *c = arg;
 
 	pthread_setname_np(pthread_self(), "shardfs-commit");
-	pthread_mutex_lock(&c->q_lock);
+	pthread_mutex_lock(&c->q.lock);
 	for (;;) {
 		struct pending *first, *last, *p, *next;
 		uint64_t bytes = 0;
 		unsigned count = 0;
 		struct timespec deadline;
 
-		while (c->q_head == NULL && !c->q_stop)
-			pthread_cond_wait(&c->q_work, &c->q_lock);
-		if (c->q_head == NULL)
+		while (c->q.head == NULL && !c->q.stop)
+			pthread_cond_wait(&c->q.work, &c->q.lock);
+		if (c->q.head == NULL)
 			break;
 		/* Let a batch gather: one transaction for many chunks, and
 		 * one wake-up of this thread instead of one per chunk. */
@@ -272,34 +272,34 @@ static void *store_committer_main(void *arg)
 			deadline.tv_sec++;
 			deadline.tv_nsec -= 1000000000L;
 		}
-		while (!c->q_stop && c->q_drainers == 0 && !store_batch_full(c))
-			if (pthread_cond_timedwait(&c->q_work, &c->q_lock,
+		while (!c->q.stop && c->q.drainers == 0 && !store_batch_full(c))
+			if (pthread_cond_timedwait(&c->q.work, &c->q.lock,
 						   &deadline) == ETIMEDOUT)
 				break;
-		first = c->q_head;
-		last = (struct pending *)((char *)c->q_tail -
+		first = c->q.head;
+		last = (struct pending *)((char *)c->q.tail -
 					  offsetof(struct pending, next));
-		c->q_busy = true;
-		pthread_mutex_unlock(&c->q_lock);
+		c->q.busy = true;
+		pthread_mutex_unlock(&c->q.lock);
 
 		/* Items stay queued (and served from the queue) until
 		 * their rows are committed. */
 		store_batch_commit(c, first, last);
 
-		pthread_mutex_lock(&c->q_lock);
-		c->q_head = last->next;
-		if (c->q_head == NULL)
-			c->q_tail = &c->q_head;
+		pthread_mutex_lock(&c->q.lock);
+		c->q.head = last->next;
+		if (c->q.head == NULL)
+			c->q.tail = &c->q.head;
 		for (p = first;; p = p->next) {
 			bytes += p->len;
 			count++;
 			if (p == last)
 				break;
 		}
-		c->q_bytes -= bytes;
-		c->q_count -= count;
-		pthread_cond_broadcast(&c->q_idle);
-		pthread_mutex_unlock(&c->q_lock);
+		c->q.bytes -= bytes;
+		c->q.count -= count;
+		pthread_cond_broadcast(&c->q.idle);
+		pthread_mutex_unlock(&c->q.lock);
 		for (p = first;; p = next) {
 			bool end = p == last;
 
@@ -308,11 +308,11 @@ static void *store_committer_main(void *arg)
 			if (end)
 				break;
 		}
-		pthread_mutex_lock(&c->q_lock);
-		c->q_busy = false;
-		pthread_cond_broadcast(&c->q_idle);
+		pthread_mutex_lock(&c->q.lock);
+		c->q.busy = false;
+		pthread_cond_broadcast(&c->q.idle);
 	}
-	pthread_mutex_unlock(&c->q_lock);
+	pthread_mutex_unlock(&c->q.lock);
 	return NULL;
 }
 
@@ -324,28 +324,28 @@ void store_drain(struct cache *c)
 {
 	if (!index_ours(c))
 		return; /* nothing was queued in this process */
-	pthread_mutex_lock(&c->q_lock);
-	c->q_drainers++;
-	while ((c->q_head != NULL || c->q_busy) && c->committer_running) {
-		pthread_cond_signal(&c->q_work);
-		pthread_cond_wait(&c->q_idle, &c->q_lock);
+	pthread_mutex_lock(&c->q.lock);
+	c->q.drainers++;
+	while ((c->q.head != NULL || c->q.busy) && c->q.running) {
+		pthread_cond_signal(&c->q.work);
+		pthread_cond_wait(&c->q.idle, &c->q.lock);
 	}
-	c->q_drainers--;
-	pthread_mutex_unlock(&c->q_lock);
+	c->q.drainers--;
+	pthread_mutex_unlock(&c->q.lock);
 }
 
 void store_forked(struct cache *c)
 {
-	pthread_mutex_init(&c->q_lock, NULL);
-	pthread_cond_init(&c->q_work, NULL);
-	pthread_cond_init(&c->q_idle, NULL);
-	c->q_head = NULL;
-	c->q_tail = &c->q_head;
-	c->q_bytes = 0;
-	c->q_count = 0;
-	c->q_drainers = 0;
-	c->q_busy = false;
-	c->committer_running = false;
+	pthread_mutex_init(&c->q.lock, NULL);
+	pthread_cond_init(&c->q.work, NULL);
+	pthread_cond_init(&c->q.idle, NULL);
+	c->q.head = NULL;
+	c->q.tail = &c->q.head;
+	c->q.bytes = 0;
+	c->q.count = 0;
+	c->q.drainers = 0;
+	c->q.busy = false;
+	c->q.running = false;
 }
 
 /* Stores a fetched chunk: writes its blob (large chunks) now, and queues
@@ -423,28 +423,28 @@ void store_chunk(struct cache *c, const uint8_t *hash, const uint8_t *id,
 		}
 	}
 
-	pthread_mutex_lock(&c->q_lock);
-	while (c->q_bytes > c->q_max && c->committer_running)
-		pthread_cond_wait(&c->q_idle, &c->q_lock);
-	if (!c->committer_running && !c->q_closing &&
-	    thread_start(&c->committer, store_committer_main, c) == 0)
-		c->committer_running = true;
-	if (c->committer_running && !c->q_closing) {
-		bool first = c->q_head == NULL;
+	pthread_mutex_lock(&c->q.lock);
+	while (c->q.bytes > c->q.max && c->q.running)
+		pthread_cond_wait(&c->q.idle, &c->q.lock);
+	if (!c->q.running && !c->q.closing &&
+	    thread_start(&c->q.thread, store_committer_main, c) == 0)
+		c->q.running = true;
+	if (c->q.running && !c->q.closing) {
+		bool first = c->q.head == NULL;
 
 		if (inl && !p->owned) {
 			p->pin = *keep;
 			keep->fl = NULL;
 		}
-		*c->q_tail = p;
-		c->q_tail = &p->next;
-		c->q_bytes += len;
-		c->q_count++;
+		*c->q.tail = p;
+		c->q.tail = &p->next;
+		c->q.bytes += len;
+		c->q.count++;
 		if (first || store_batch_full(c))
-			pthread_cond_signal(&c->q_work);
+			pthread_cond_signal(&c->q.work);
 		p = NULL;
 	}
-	pthread_mutex_unlock(&c->q_lock);
+	pthread_mutex_unlock(&c->q.lock);
 	if (p != NULL) { /* no thread, or closing: index it here */
 		store_batch_commit(c, p, p);
 		store_pending_free(c, p);
@@ -455,9 +455,9 @@ void store_close(struct cache *c)
 {
 	if (!index_ours(c))
 		return; /* nothing was queued in this process */
-	pthread_mutex_lock(&c->q_lock);
-	c->q_closing = true;
-	pthread_mutex_unlock(&c->q_lock);
+	pthread_mutex_lock(&c->q.lock);
+	c->q.closing = true;
+	pthread_mutex_unlock(&c->q.lock);
 	store_drain(c);
 }
 
@@ -481,8 +481,8 @@ int store_pending_find(struct cache *c, const uint8_t *hash, const uint8_t *id,
 	struct pending *p;
 	int ret = LOOKUP_MISS;
 
-	pthread_mutex_lock(&c->q_lock);
-	for (p = c->q_head; p != NULL; p = p->next) {
+	pthread_mutex_lock(&c->q.lock);
+	for (p = c->q.head; p != NULL; p = p->next) {
 		if (memcmp(p->hash, hash, HASH_LEN) != 0 ||
 		    p->len != chunk_len ||
 		    __atomic_load_n(&p->dropped, __ATOMIC_ACQUIRE))
@@ -499,7 +499,7 @@ int store_pending_find(struct cache *c, const uint8_t *hash, const uint8_t *id,
 		}
 		break;
 	}
-	pthread_mutex_unlock(&c->q_lock);
+	pthread_mutex_unlock(&c->q.lock);
 	return ret;
 }
 
@@ -509,11 +509,11 @@ void store_pending_drop(struct cache *c, const uint8_t *hash)
 {
 	struct pending *p;
 
-	pthread_mutex_lock(&c->q_lock);
-	for (p = c->q_head; p != NULL; p = p->next)
+	pthread_mutex_lock(&c->q.lock);
+	for (p = c->q.head; p != NULL; p = p->next)
 		if (memcmp(p->hash, hash, HASH_LEN) == 0)
 			__atomic_store_n(&p->dropped, true, __ATOMIC_RELEASE);
-	pthread_mutex_unlock(&c->q_lock);
+	pthread_mutex_unlock(&c->q.lock);
 }
 
 /* Makes path 0700, exactly (umask-independent); an existing one is left
