@@ -358,6 +358,20 @@ static void read_join_count(struct cache *c, bool ready, ssize_t got)
 	}
 }
 
+/* The engine and the store serve whole ranges: a short count is a bug,
+ * never a shorter file. Returns got, or -EIO (logged) when it is short. */
+static ssize_t read_whole(const char *key, size_t key_len, uint64_t n,
+			  ssize_t got, size_t want)
+{
+	if (got < 0 || (size_t)got == want)
+		return got;
+	log_msg(LOG_ERR,
+		"cache: %.*s: chunk %llu gave %zd of %zu bytes; failing the "
+		"read",
+		(int)key_len, key, (unsigned long long)n, got, want);
+	return -EIO;
+}
+
 /* Steps 2-4 until one answers, for read_chunk() and read_chunk_reply():
  * [in_off, in_off + want) of chunk ch from the queue or the index into dst
  * (with hold, see read_lookup()), else from the engine. Counts the hit or
@@ -391,7 +405,8 @@ static ssize_t read_chunk_find(struct cache *c, const struct read_chunk *ch,
 		got = fetch_get(c->fetch, &ch->r, epoch, in_off, want, dst);
 		if (got != -EAGAIN) {
 			stat_add(&c->misses, 1);
-			return got;
+			return read_whole(ch->r.key, ch->r.key_len, ch->n, got,
+					  want);
 		}
 	}
 }
@@ -443,19 +458,9 @@ ssize_t cache_read(struct cache *c, const struct cache_object *obj,
 				 (uint8_t *)buf + done);
 		if (got == -ENOMEM && done == 0) /* cannot even name it */
 			return read_through(c, obj, offset, len, buf);
+		got = read_whole(obj->key, obj->key_len, n, got, want);
 		if (got < 0)
 			return got;
-		if ((size_t)got != want) {
-			/* The engine and the store serve whole ranges; a
-			 * short count is a bug, never a shorter file. */
-			log_msg(LOG_ERR,
-				"cache: %.*s: chunk %llu gave %zd of %zu "
-				"bytes; "
-				"failing the read",
-				(int)obj->key_len, obj->key,
-				(unsigned long long)n, got, want);
-			return -EIO;
-		}
 		done += want;
 	}
 	return (ssize_t)done;
@@ -504,14 +509,6 @@ static ssize_t read_chunk_reply(struct cache *c, const struct cache_object *obj,
 		return -ENOMEM;
 	}
 	got = read_chunk_find(c, &ch, in_off, want, h.buf, &h);
-	if (got >= 0 && (size_t)got != want) {
-		log_msg(LOG_ERR,
-			"cache: %.*s: chunk %llu gave %zd of %zu bytes; "
-			"failing the read",
-			(int)obj->key_len, obj->key, (unsigned long long)n, got,
-			want);
-		got = -EIO;
-	}
 	if (got >= 0) {
 		rc = fn(arg, &h.piece, 1);
 		if (rc < 0)
