@@ -58,10 +58,10 @@ void cache_set_fetch_options(struct cache *c,
 			 __ATOMIC_RELAXED);
 	/* The committer's queue of inline bytes lives in the same budget as
 	 * read-ahead: at most a quarter of it (see prefetch_window_cap()). */
-	pthread_mutex_lock(&c->q_lock);
-	c->q_max = memory / 4 < QUEUE_BYTES_MAX ? memory / 4 : QUEUE_BYTES_MAX;
-	pthread_cond_broadcast(&c->q_idle);
-	pthread_mutex_unlock(&c->q_lock);
+	pthread_mutex_lock(&c->q.lock);
+	c->q.max = memory / 4 < QUEUE_BYTES_MAX ? memory / 4 : QUEUE_BYTES_MAX;
+	pthread_cond_broadcast(&c->q.idle);
+	pthread_mutex_unlock(&c->q.lock);
 }
 
 void cache_stats_get(struct cache *c, struct cache_stats *out)
@@ -134,17 +134,16 @@ static struct cache *cache_alloc(struct backend *be)
 	}
 	c->pf_files = PREFETCH_FILES_DEFAULT;
 	c->ra_cap = PREFETCH_WINDOW_MAX;
-	c->q_max = QUEUE_BYTES_MAX;
+	c->q.max = QUEUE_BYTES_MAX;
 	pthread_mutex_init(&c->pf_lock, NULL);
 	pthread_mutex_init(&c->files_lock, NULL);
-	pthread_mutex_init(&c->touch_lock, NULL);
-	pthread_mutex_init(&c->evict_lock, NULL);
+	pthread_mutex_init(&c->evict.touch_lock, NULL);
+	pthread_mutex_init(&c->evict.lock, NULL);
 	pthread_mutex_init(&c->warn_lock, NULL);
-	pthread_mutex_init(&c->env_lock, NULL);
-	pthread_mutex_init(&c->q_lock, NULL);
-	pthread_cond_init(&c->q_work, NULL);
-	pthread_cond_init(&c->q_idle, NULL);
-	c->q_tail = &c->q_head;
+	pthread_mutex_init(&c->q.lock, NULL);
+	pthread_cond_init(&c->q.work, NULL);
+	pthread_cond_init(&c->q.idle, NULL);
+	c->q.tail = &c->q.head;
 	return c;
 }
 
@@ -198,7 +197,7 @@ int cache_open(const struct cache_options *opts, struct backend *be,
 	if (c->inline_max > c->chunk_size)
 		c->inline_max = c->chunk_size;
 	c->fsync = opts->fsync;
-	c->last_flush = time(NULL);
+	c->evict.last_flush = time(NULL);
 	if (getrandom(&c->blob_seed, sizeof(c->blob_seed), 0) !=
 	    sizeof(c->blob_seed))
 		c->blob_seed = (uint64_t)time(NULL) << 32 ^ (uint64_t)getpid()
@@ -260,7 +259,6 @@ int cache_open(const struct cache_options *opts, struct backend *be,
 	rc = index_open(c, !opts->inspect || opts->repair);
 	if (rc < 0)
 		goto fail;
-	c->env_pid = getpid();
 	c->disk = true;
 	c->opened = true;
 	if (!inspect)
@@ -285,36 +283,37 @@ void cache_free(struct cache *c)
 {
 	if (c == NULL)
 		return;
-	/* First: its workers store what they fetch. */
+	/* First: its workers store what they fetch (and the store queue
+	 * lets go of the engine's memory before that). */
+	if (c->disk)
+		store_close(c);
 	fetch_free(c->fetch);
 	c->fetch = NULL;
 	verified_free(c);
-	if (c->disk &&
-	    __atomic_load_n(&c->env_pid, __ATOMIC_ACQUIRE) == getpid()) {
-		pthread_mutex_lock(&c->q_lock);
-		c->q_stop = true;
-		pthread_cond_signal(&c->q_work);
-		pthread_mutex_unlock(&c->q_lock);
-		if (c->committer_running)
-			pthread_join(c->committer, NULL);
+	if (c->disk && index_ours(c)) {
+		pthread_mutex_lock(&c->q.lock);
+		c->q.stop = true;
+		pthread_cond_signal(&c->q.work);
+		pthread_mutex_unlock(&c->q.lock);
+		if (c->q.running)
+			pthread_join(c->q.thread, NULL);
 		evict_touches_flush(c);
 	}
-	index_env_close(c);
+	index_close(c);
 	if (c->owners_fd >= 0)
 		close(c->owners_fd);
-	free(c->touched);
+	free(c->evict.touched);
 	free(c->orders);
 	while (c->files != NULL)
 		cache_file_close(c->files);
 	pthread_mutex_destroy(&c->files_lock);
 	pthread_mutex_destroy(&c->pf_lock);
-	pthread_mutex_destroy(&c->touch_lock);
-	pthread_mutex_destroy(&c->evict_lock);
+	pthread_mutex_destroy(&c->evict.touch_lock);
+	pthread_mutex_destroy(&c->evict.lock);
 	pthread_mutex_destroy(&c->warn_lock);
-	pthread_mutex_destroy(&c->env_lock);
-	pthread_mutex_destroy(&c->q_lock);
-	pthread_cond_destroy(&c->q_work);
-	pthread_cond_destroy(&c->q_idle);
+	pthread_mutex_destroy(&c->q.lock);
+	pthread_cond_destroy(&c->q.work);
+	pthread_cond_destroy(&c->q.idle);
 	free(c->index_path);
 	free(c->backend_id);
 	free(c->dir);

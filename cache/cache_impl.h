@@ -8,7 +8,8 @@
  *            index -> fetch, for one chunk, and cache_read()/cache_fill()
  *   file.c   open files and the prefetch glue (prefetch.h decides)
  *   entry.c  chunk identity, its hash, the row format, CRC blocks
- *   index.c  the LMDB environment, transactions and the fault guard
+ *   index.c  the LMDB environment, transactions and the fault guard;
+ *            the only file that includes lmdb.h
  *   store.c  blob files, the queue of new rows and its committer thread
  *   evict.c  access-time batches and LRU eviction
  *   maint.c  cleanup at open, cache stat, verify and clear
@@ -53,18 +54,19 @@
  * chunks: a store queues the row for the process' committer thread
  * (started on the first store), which indexes everything queued in one
  * transaction. Locks (each field of struct cache below names its own):
- * env_lock (the environment of this process), q_lock (the queue),
- * touch_lock (access times), evict_lock (one eviction at a time; takes
- * touch_lock and LMDB's writer lock inside), warn_lock, pf_lock (the
- * prefetcher's orders), files_lock (the open files), a cache_file's lock
- * (its read-ahead window), and the engine's own lock inside fetch.c. None
- * is held across backend I/O or a call into the engine; q_lock,
- * touch_lock, warn_lock, pf_lock, files_lock and a cache_file's lock are
- * never held while taking another lock.
+ * the index's lock (index.c: the environment of this process), q.lock
+ * (the queue), evict.touch_lock (access times), evict.lock (one eviction
+ * at a time; takes evict.touch_lock and LMDB's writer lock inside),
+ * warn_lock, pf_lock (the prefetcher's orders), files_lock (the open
+ * files), a cache_file's lock (its read-ahead window), and the engine's
+ * own lock inside fetch.c. None is held across backend I/O or a call into
+ * the engine; q.lock, evict.touch_lock, warn_lock, pf_lock, files_lock and
+ * a cache_file's lock are never held while taking another lock.
  */
 #ifndef SHARDFS_CACHE_IMPL_H
 #define SHARDFS_CACHE_IMPL_H
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -72,8 +74,6 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
-
-#include <lmdb.h>
 
 #include "cache/cache.h"
 #include "cache/fetch.h"
@@ -106,15 +106,19 @@ struct entry {
 /* A stored chunk whose row the committer thread has not written yet. */
 struct pending {
 	/* The queue's link. The tail's next is written by store_chunk()
-	 * (under q_lock) when it appends; once an item has a successor its
+	 * (under q.lock) when it appends; once an item has a successor its
 	 * next never changes. So the committer, which takes a run
-	 * first..last under q_lock and walks it unlocked, never reads
-	 * last->next without q_lock (last may be the tail). */
+	 * first..last under q.lock and walks it unlocked, never reads
+	 * last->next without q.lock (last may be the tail). */
 	struct pending *next;
 	uint8_t hash[HASH_LEN];
 	uint8_t *val; /* the idx value: header, CRCs, identity */
 	size_t val_len;
-	uint8_t *data; /* inline bytes; NULL for a blob (already renamed) */
+	/* Inline bytes; NULL for a blob (already renamed). They are the
+	 * fetched chunk's own, held by pin, or malloc'd when owned. */
+	const uint8_t *data;
+	struct fetch_pin pin;
+	bool owned;
 	uint64_t blob_id;
 	uint64_t len;
 	bool dropped; /* found bad while queued: not to be indexed (atomic) */
@@ -135,6 +139,39 @@ struct order_slot {
 	uint64_t gap_ns;     /* time between its opens, averaged */
 	uint64_t stalls;     /* the engine's stalls at its last open */
 	uint64_t file_bytes; /* bytes asked for per file ahead, averaged */
+};
+
+/* Rows waiting for the committer thread (store.c, see store_chunk()).
+ * lock protects every field; it is never held while taking another
+ * lock. */
+struct store_queue {
+	pthread_mutex_t lock;
+	pthread_cond_t work; /* the queue grew, or stop */
+	pthread_cond_t idle; /* a batch was indexed */
+	struct pending *head, **tail;
+	uint64_t bytes;	   /* bytes queued: inline in memory, blobs on disk */
+	uint64_t max;	   /* most bytes before stores wait */
+	unsigned count;	   /* chunks queued */
+	unsigned drainers; /* threads in store_drain(): no delay */
+	bool busy;	   /* the committer holds a batch */
+	bool stop;
+	/* cache_free() is about to free the engine: stores index their rows
+	 * themselves rather than queue them with a pin on its memory. */
+	bool closing;
+	bool running; /* the committer thread runs */
+	pthread_t thread;
+};
+
+/* Access times waiting to be written, and eviction (evict.c). */
+struct evict_state {
+	pthread_mutex_t touch_lock; /* protects touched, n_touched,
+				     * cap_touched, last_flush */
+	struct touch *touched;
+	size_t n_touched, cap_touched;
+	time_t last_flush;
+	/* One eviction at a time in this process; never held with
+	 * touch_lock or across backend I/O. */
+	pthread_mutex_t lock;
 };
 
 struct cache {
@@ -172,18 +209,12 @@ struct cache {
 	uint64_t crc_failures;
 	uint64_t store_failures;
 
-	/* The disk cache; env is NULL for a pass-through cache. All of it is
-	 * read-only after cache_open() except as noted. */
+	/* The disk cache; index is NULL for a pass-through cache. All of it
+	 * is read-only after cache_open() except as noted. */
 	bool disk;	  /* a disk cache, not a pass-through */
 	char *index_path; /* DIR/index.mdb */
-	/* The environment of process env_pid, (re)opened by index_env() on
-	 * first use in a new process: `shardfs mount` without -f forks after
-	 * opening, and LMDB's locks and reader slots belong to the process
-	 * that opened the environment. */
-	pthread_mutex_t env_lock; /* protects env, dbi_*, env_pid changes */
-	MDB_env *env;
-	MDB_dbi dbi_idx, dbi_data, dbi_meta;
-	pid_t env_pid; /* atomic */
+	/* The LMDB environment of this process (index.c; its own lock). */
+	struct index *index;
 	char *dir;
 	char *backend_id;
 	size_t backend_id_len;
@@ -201,30 +232,11 @@ struct cache {
 	uint64_t tmp_seq;   /* atomic: unique tmp names and blob ids */
 	uint64_t blob_seed; /* random per cache_open(), for blob ids */
 
-	/* Rows waiting for the committer thread (see store_chunk()). Lock
-	 * order: q_lock is never held while taking another lock. */
-	pthread_mutex_t q_lock; /* protects q_*, committer_running */
-	pthread_cond_t q_work;	/* the queue grew, or q_stop */
-	pthread_cond_t q_idle;	/* a batch was indexed */
-	struct pending *q_head, **q_tail;
-	uint64_t q_bytes;    /* bytes queued: inline in memory, blobs on disk */
-	uint64_t q_max;	     /* most q_bytes before stores wait */
-	unsigned q_count;    /* chunks queued */
-	unsigned q_drainers; /* threads in store_drain(): no delay */
-	bool q_busy;	     /* the committer holds a batch */
-	bool q_stop;
-	bool committer_running;
-	pthread_t committer;
+	/* store.c: rows waiting for the committer thread. */
+	struct store_queue q;
 
-	pthread_mutex_t touch_lock; /* protects touched, n_touched, cap_touched,
-				     * last_flush */
-	struct touch *touched;
-	size_t n_touched, cap_touched;
-	time_t last_flush;
-
-	/* One eviction at a time in this process; never held with
-	 * touch_lock or across backend I/O. */
-	pthread_mutex_t evict_lock;
+	/* evict.c: access times and eviction. */
+	struct evict_state evict;
 
 	pthread_mutex_t warn_lock; /* protects last_warn */
 	time_t last_warn;
@@ -255,49 +267,78 @@ static inline uint64_t now_seconds(void)
 void cache_warn_limited(struct cache *c, const char *what, int rc);
 
 /* ---- index.c ----
- * Functions named *_run or given to index_guarded() return 0 or an LMDB
- * code (an errno value or MDB_*); index_errno() turns one into a negative
- * errno. */
+ * Every function returns 0 or a negative errno (LMDB's codes are mapped in
+ * index.c). INDEX_BROKEN: the index was found damaged (a fault inside
+ * LMDB, or LMDB reporting corruption), logged once already; from then on
+ * every call returns it. */
+#define INDEX_BROKEN (-ENOTRECOVERABLE)
 
-/* Text for an LMDB code or an errno of either sign. */
+/* The index's tables keyed by a chunk's hash: its rows (header, CRCs,
+ * identity) and inline chunks' bytes. */
+enum index_table { INDEX_ROWS, INDEX_DATA, INDEX_TABLES };
+
+/* The thread's one transaction (STYLE.md), from index_begin() to
+ * index_end(); values read in it are borrowed until then. */
+struct index_txn;
+struct index;
+
+/* Text for a code of the index or an errno of either sign. */
 const char *index_strerror(int rc);
-/* Any LMDB code or errno to a negative errno. */
+/* Any code of the index to a negative errno (INDEX_BROKEN is -EIO). */
 int index_errno(int rc);
 /* False once the index was found damaged in this process. */
 bool index_ok(const struct cache *c);
 
 typedef int (*guard_fn)(struct cache *c, void *arg);
-/* Runs fn(c, arg) with the fault guard armed. Returns what fn returned
- * (and marks the index broken if that is an LMDB code for damage), or
- * MDB_PANIC after a fault. */
+/* Runs fn(c, arg) with the fault guard armed: every transaction runs
+ * inside one. Returns what fn returned, or INDEX_BROKEN after a fault. */
 int index_guarded(struct cache *c, guard_fn fn, void *arg);
-/* The environment for this process, or NULL when it cannot be opened
- * (logged; the caller reads uncached). */
-MDB_env *index_env(struct cache *c);
-/* Begin (on env, or on this process' environment) and end (commit or
- * abort) the thread's one transaction, tracked for the guard. */
-int index_txn_begin_on(struct cache *c, MDB_env *env, unsigned flags,
-		       MDB_txn **txn);
-int index_txn_begin(struct cache *c, unsigned flags, MDB_txn **txn);
-int index_txn_end(MDB_txn *txn, bool commit);
+/* Whether this process' environment is open (opening it on first use in
+ * a new process; a failure is logged and the caller reads uncached). */
+bool index_available(struct cache *c);
+/* Whether the environment was opened by this process (not inherited over
+ * a fork). */
+bool index_ours(const struct cache *c);
+/* Begins (read-only unless write) and ends (commit or abort) the thread's
+ * transaction. index_end() returns the commit's result. */
+int index_begin(struct cache *c, bool write, struct index_txn **t);
+int index_end(struct index_txn *t, bool commit);
+/* The value of hash in table: 0 and *val (borrowed), -ENOENT, or an
+ * error. */
+int index_get(struct index_txn *t, enum index_table table, const uint8_t *hash,
+	      const void **val, size_t *len);
+int index_put(struct index_txn *t, enum index_table table, const uint8_t *hash,
+	      const void *val, size_t len);
+/* Calls fn for every row in key order: fn returns 0 to go on, 1 to stop
+ * (index_scan() returns 0) or a negative errno to stop with it. */
+typedef int (*index_scan_fn)(void *arg, const uint8_t *key, size_t key_len,
+			     const void *val, size_t val_len);
+int index_scan(struct index_txn *t, index_scan_fn fn, void *arg);
+/* Empties the rows and data tables (live bytes 0). */
+int index_clear(struct index_txn *t);
 /* The meta table's u64 values ("live_bytes", "budget", "chunk_size"). */
-int index_meta_get(MDB_txn *txn, const struct cache *c, const char *name,
-		   uint64_t *out);
-int index_meta_put(MDB_txn *txn, const struct cache *c, const char *name,
-		   uint64_t value);
-int index_live_add(MDB_txn *txn, const struct cache *c, int64_t delta);
+int index_meta_get(struct index_txn *t, const char *name, uint64_t *out);
+int index_meta_put(struct index_txn *t, const char *name, uint64_t value);
+int index_live_add(struct index_txn *t, int64_t delta);
+/* Calls fn(arg, val, len) with the row of hash (borrowed for the call),
+ * in a read transaction of its own with the guard armed. Returns 0, -ENOENT
+ * (no row; fn not called), or an error. */
+typedef void (*index_row_fn)(void *arg, const void *val, size_t len);
+int index_row_visit(struct cache *c, const uint8_t *hash, index_row_fn fn,
+		    void *arg);
 /* Live bytes of the index (0 when it cannot be read). */
 uint64_t index_live_bytes(struct cache *c);
-/* Deletes the row hash in txn if it exists (and, with id, holds id).
- * Sets *blob when the caller must unlink a blob after commit. Returns 0,
- * MDB_NOTFOUND, or an LMDB error. */
-int index_row_delete(MDB_txn *txn, struct cache *c, const uint8_t *hash,
+/* Deletes the row hash in t if it exists (and, with id, holds id). Sets
+ * *blob when the caller must unlink a blob after commit. Returns 0,
+ * -ENOENT, or an error. */
+int index_row_delete(struct index_txn *t, const uint8_t *hash,
 		     const uint8_t *id, size_t id_len, bool *blob,
 		     uint64_t *blob_id);
 /* Drops one entry (bad CRC, missing blob), and its blob. */
 void index_entry_drop(struct cache *c, const uint8_t *hash, const uint8_t *id,
 		      size_t id_len);
-void index_env_close(struct cache *c);
+/* Closes the environment and frees c->index (NULL: nothing). */
+void index_close(struct cache *c);
 /* Opens c->index_path after checking it; a damaged one is moved aside
  * when may_move, else -EIO (logged). Returns 0 or a negative errno. */
 int index_open(struct cache *c, bool may_move);
@@ -325,8 +366,8 @@ uint32_t entry_block_crc(const uint8_t *data, uint64_t length, uint32_t b);
 /* Parses an idx value. With id, the stored identity must equal it.
  * Returns 0, -ENOENT (another identity: a collision), -EBADMSG
  * (malformed), -ENOMEM. */
-int entry_parse(const MDB_val *v, const uint8_t *id, size_t id_len,
-		struct entry *e);
+int entry_parse(const void *val, size_t val_len, const uint8_t *id,
+		size_t id_len, struct entry *e);
 /* Whether blocks b0..b1 of data (which starts at data_start of a chunk of
  * length bytes) match crcs. */
 bool entry_crcs_ok(const uint8_t *data, uint64_t data_start, uint64_t length,
@@ -351,11 +392,20 @@ void store_failed(struct cache *c, int rc);
 void store_blob_unlink(struct cache *c, const uint8_t *hash, uint64_t blob_id);
 /* Waits until every chunk this process queued is indexed. */
 void store_drain(struct cache *c);
+/* In a child after fork(): the parent's committer thread did not come
+ * along, and its queue, if any, is the parent's to index. */
+void store_forked(struct cache *c);
 /* Stores a fetched chunk: writes its blob (large chunks) now, and queues
- * its row for the committer thread. Failures are counted and logged, never
- * returned. */
+ * its row for the committer thread, an inline chunk's bytes with it: kept
+ * in the engine through keep (see fetch_done_fn), or copied when keep is
+ * NULL. Failures are counted and logged, never returned. */
 void store_chunk(struct cache *c, const uint8_t *hash, const uint8_t *id,
-		 size_t id_len, const uint8_t *data, uint64_t len);
+		 size_t id_len, const uint8_t *data, uint64_t len,
+		 struct fetch_pin *keep);
+/* Lets go of the queue's hold on the engine's memory (cache_free(),
+ * before fetch_free()): stores index their rows themselves from now on,
+ * and what is queued is indexed. */
+void store_close(struct cache *c);
 /* Serves [off, off + len) of a chunk still queued for indexing. Returns
  * LOOKUP_HIT (copied), LOOKUP_MISS (not queued), or LOOKUP_BLOB with e
  * filled for the caller to read the blob. */
@@ -365,7 +415,8 @@ int store_pending_find(struct cache *c, const uint8_t *hash, const uint8_t *id,
 /* The fetch engine's done callback (ctx: the cache): a chunk fetched
  * whole goes to the disk cache (store_chunk()). */
 void store_fetch_done(void *ctx, const uint8_t *hash, const uint8_t *id,
-		      size_t id_len, const uint8_t *data, uint64_t len);
+		      size_t id_len, const uint8_t *data, uint64_t len,
+		      struct fetch_pin *keep);
 /* Keeps a queued chunk found bad from being indexed. */
 void store_pending_drop(struct cache *c, const uint8_t *hash);
 /* Directories 0700 and files 0600 of the cache, whatever the umask. */
@@ -430,8 +481,5 @@ int maint_owners_lock(struct cache *c, const char *path, int op);
  * rows (all of them when alone, else only those of dead writers or older
  * than an hour), and evicts down to the budget. */
 void maint_at_open(struct cache *c, bool alone);
-/* Begins a read-only transaction with a cursor on the index rows; on
- * failure (an LMDB code) nothing is left open. */
-int maint_scan_begin(struct cache *c, MDB_txn **txn, MDB_cursor **cur);
 
 #endif

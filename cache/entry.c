@@ -149,18 +149,18 @@ uint32_t entry_block_crc(const uint8_t *data, uint64_t length, uint32_t b)
 /* Parses an idx value. With id, the stored identity must equal it.
  * Returns 0, -ENOENT (another identity: a collision), -EBADMSG
  * (malformed), -ENOMEM. */
-int entry_parse(const MDB_val *v, const uint8_t *id, size_t id_len,
-		struct entry *e)
+int entry_parse(const void *val, size_t val_len, const uint8_t *id,
+		size_t id_len, struct entry *e)
 {
-	const uint8_t *p = v->mv_data;
+	const uint8_t *p = val;
 	size_t crc_bytes;
 
-	if (v->mv_size < sizeof(e->h))
+	if (val_len < sizeof(e->h))
 		return -EBADMSG;
 	memcpy(&e->h, p, sizeof(e->h));
 	crc_bytes = (size_t)e->h.n_crcs * 4;
 	if (e->h.version != ENTRY_VERSION ||
-	    v->mv_size != sizeof(e->h) + crc_bytes + e->h.id_len ||
+	    val_len != sizeof(e->h) + crc_bytes + e->h.id_len ||
 	    e->h.n_crcs != entry_n_blocks(e->h.length))
 		return -EBADMSG;
 	if (id != NULL && (e->h.id_len != id_len ||

@@ -23,40 +23,41 @@ static int evict_touches_run(struct cache *c, void *arg)
 	struct evict_touch_args *a = arg;
 	struct touch *t = a->t;
 	size_t n = a->n, i;
-	MDB_txn *txn;
+	struct index_txn *txn;
 	int rc;
 
-	rc = index_txn_begin(c, 0, &txn);
+	rc = index_begin(c, true, &txn);
 	if (rc != 0)
 		return rc;
 	for (i = 0; i < n && rc == 0; i++) {
-		MDB_val k = { HASH_LEN, t[i].hash }, v, nv;
 		struct entry_hdr h;
+		const void *v;
+		size_t v_len;
+		void *nv;
 
-		if (mdb_get(txn, c->dbi_idx, &k, &v) != 0 ||
-		    v.mv_size < sizeof(h))
+		if (index_get(txn, INDEX_ROWS, t[i].hash, &v, &v_len) != 0 ||
+		    v_len < sizeof(h))
 			continue;
-		memcpy(&h, v.mv_data, sizeof(h));
+		memcpy(&h, v, sizeof(h));
 		if (h.atime >= t[i].atime)
 			continue;
 		h.atime = t[i].atime;
 		/* A copy: v points into the map, which the put may change
 		 * under it. */
-		nv.mv_size = v.mv_size;
-		nv.mv_data = malloc(v.mv_size);
-		if (nv.mv_data == NULL) {
-			rc = ENOMEM;
+		nv = malloc(v_len);
+		if (nv == NULL) {
+			rc = -ENOMEM;
 			break;
 		}
-		memcpy(nv.mv_data, v.mv_data, v.mv_size);
-		memcpy(nv.mv_data, &h, sizeof(h));
-		rc = mdb_put(txn, c->dbi_idx, &k, &nv, 0);
-		free(nv.mv_data);
+		memcpy(nv, v, v_len);
+		memcpy(nv, &h, sizeof(h));
+		rc = index_put(txn, INDEX_ROWS, t[i].hash, nv, v_len);
+		free(nv);
 	}
 	if (rc == 0)
-		rc = index_txn_end(txn, true);
+		rc = index_end(txn, true);
 	else
-		index_txn_end(txn, false);
+		index_end(txn, false);
 	return rc;
 }
 
@@ -67,13 +68,13 @@ void evict_touches_flush(struct cache *c)
 	size_t n;
 	int rc;
 
-	pthread_mutex_lock(&c->touch_lock);
-	t = c->touched;
-	n = c->n_touched;
-	c->touched = NULL;
-	c->n_touched = c->cap_touched = 0;
-	c->last_flush = time(NULL);
-	pthread_mutex_unlock(&c->touch_lock);
+	pthread_mutex_lock(&c->evict.touch_lock);
+	t = c->evict.touched;
+	n = c->evict.n_touched;
+	c->evict.touched = NULL;
+	c->evict.n_touched = c->evict.cap_touched = 0;
+	c->evict.last_flush = time(NULL);
+	pthread_mutex_unlock(&c->evict.touch_lock);
 	if (n == 0 || c->readonly) {
 		free(t);
 		return;
@@ -81,7 +82,7 @@ void evict_touches_flush(struct cache *c)
 	a.t = t;
 	a.n = n;
 	rc = index_guarded(c, evict_touches_run, &a);
-	if (rc != 0 && rc != MDB_PANIC)
+	if (rc != 0 && rc != INDEX_BROKEN)
 		cache_warn_limited(c, "cannot record access times", rc);
 	free(t);
 }
@@ -91,26 +92,28 @@ void evict_touch(struct cache *c, const uint8_t *hash)
 	uint64_t now = now_seconds();
 	bool flush = false;
 
-	pthread_mutex_lock(&c->touch_lock);
-	if (c->n_touched > 0 &&
-	    memcmp(c->touched[c->n_touched - 1].hash, hash, HASH_LEN) == 0 &&
-	    c->touched[c->n_touched - 1].atime == now)
+	pthread_mutex_lock(&c->evict.touch_lock);
+	if (c->evict.n_touched > 0 &&
+	    memcmp(c->evict.touched[c->evict.n_touched - 1].hash, hash,
+		   HASH_LEN) == 0 &&
+	    c->evict.touched[c->evict.n_touched - 1].atime == now)
 		goto out;
-	if (c->n_touched == c->cap_touched) {
-		size_t cap = c->cap_touched ? 2 * c->cap_touched : 64;
-		struct touch *t = realloc(c->touched, cap * sizeof(*t));
+	if (c->evict.n_touched == c->evict.cap_touched) {
+		size_t cap =
+			c->evict.cap_touched ? 2 * c->evict.cap_touched : 64;
+		struct touch *t = realloc(c->evict.touched, cap * sizeof(*t));
 
 		if (t == NULL)
 			goto out; /* an access time is a hint */
-		c->touched = t;
-		c->cap_touched = cap;
+		c->evict.touched = t;
+		c->evict.cap_touched = cap;
 	}
-	memcpy(c->touched[c->n_touched].hash, hash, HASH_LEN);
-	c->touched[c->n_touched++].atime = now;
-	flush = c->n_touched >= TOUCH_BATCH ||
-		(time_t)now - c->last_flush >= TOUCH_SECONDS;
+	memcpy(c->evict.touched[c->evict.n_touched].hash, hash, HASH_LEN);
+	c->evict.touched[c->evict.n_touched++].atime = now;
+	flush = c->evict.n_touched >= TOUCH_BATCH ||
+		(time_t)now - c->evict.last_flush >= TOUCH_SECONDS;
 out:
-	pthread_mutex_unlock(&c->touch_lock);
+	pthread_mutex_unlock(&c->evict.touch_lock);
 	if (flush)
 		evict_touches_flush(c);
 }
@@ -136,50 +139,60 @@ static int evict_victim_cmp(const void *a, const void *b)
 	return memcmp(x->hash, y->hash, HASH_LEN);
 }
 
+struct evict_scan_args {
+	struct victim *v;
+	size_t n, cap;
+};
+
+/* Collects the rows' access times (a row for index_scan()). */
+static int evict_victim_add(void *arg, const uint8_t *key, size_t key_len,
+			    const void *val, size_t val_len)
+{
+	struct evict_scan_args *a = arg;
+	struct entry_hdr h;
+
+	if (key_len != HASH_LEN || val_len < sizeof(h))
+		return 0;
+	if (a->n == a->cap) {
+		size_t ncap = a->cap ? 2 * a->cap : 1024;
+		struct victim *nv = realloc(a->v, ncap * sizeof(*nv));
+
+		if (nv == NULL)
+			return 1; /* evict among those found so far */
+		a->v = nv;
+		a->cap = ncap;
+	}
+	memcpy(&h, val, sizeof(h));
+	a->v[a->n].atime = h.atime;
+	memcpy(a->v[a->n].hash, key, HASH_LEN);
+	a->n++;
+	return 0;
+}
+
 /* Evicts least recently used entries until live bytes <= target. A full
  * scan sorted by access time: eviction frees a tenth of the budget at a
  * time, so it runs rarely, and no second index has to be kept in step. */
 static int evict_run(struct cache *c, void *arg)
 {
 	uint64_t target = *(const uint64_t *)arg;
-	struct victim *v = NULL;
+	struct evict_scan_args s = { NULL, 0, 0 };
+	struct victim *v;
 	struct blob_ref *unlink_list = NULL;
-	size_t n = 0, cap = 0, n_unlink = 0, i;
+	size_t n, n_unlink = 0, i;
 	uint64_t live;
-	MDB_cursor *cur;
-	MDB_val k, val;
-	MDB_txn *txn;
-	int rc, op = MDB_FIRST;
+	struct index_txn *txn;
+	int rc;
 
 	evict_touches_flush(c);
 	if (index_live_bytes(c) <= target)
 		goto out;
-	rc = maint_scan_begin(c, &txn, &cur);
+	rc = index_begin(c, false, &txn);
 	if (rc != 0)
 		goto fail;
-	while ((rc = mdb_cursor_get(cur, &k, &val, op)) == 0) {
-		struct entry_hdr h;
-
-		op = MDB_NEXT;
-
-		if (k.mv_size != HASH_LEN || val.mv_size < sizeof(h))
-			continue;
-		if (n == cap) {
-			size_t ncap = cap ? 2 * cap : 1024;
-			struct victim *nv = realloc(v, ncap * sizeof(*v));
-
-			if (nv == NULL)
-				break;
-			v = nv;
-			cap = ncap;
-		}
-		memcpy(&h, val.mv_data, sizeof(h));
-		v[n].atime = h.atime;
-		memcpy(v[n].hash, k.mv_data, HASH_LEN);
-		n++;
-	}
-	mdb_cursor_close(cur);
-	index_txn_end(txn, false);
+	index_scan(txn, evict_victim_add, &s);
+	index_end(txn, false);
+	v = s.v;
+	n = s.n;
 	if (n == 0)
 		goto out;
 	qsort(v, n, sizeof(*v), evict_victim_cmp);
@@ -187,17 +200,16 @@ static int evict_run(struct cache *c, void *arg)
 	if (unlink_list == NULL)
 		goto out;
 
-	rc = index_txn_begin(c, 0, &txn);
+	rc = index_begin(c, true, &txn);
 	if (rc != 0)
 		goto fail;
-	rc = index_meta_get(txn, c, "live_bytes", &live);
+	rc = index_meta_get(txn, "live_bytes", &live);
 	for (i = 0; rc == 0 && i < n && live > target; i++) {
 		bool blob;
 		uint64_t blob_id = 0;
 
-		rc = index_row_delete(txn, c, v[i].hash, NULL, 0, &blob,
-				      &blob_id);
-		if (rc == MDB_NOTFOUND) {
+		rc = index_row_delete(txn, v[i].hash, NULL, 0, &blob, &blob_id);
+		if (rc == -ENOENT) {
 			rc = 0;
 			continue;
 		}
@@ -208,12 +220,12 @@ static int evict_run(struct cache *c, void *arg)
 			memcpy(unlink_list[n_unlink].hash, v[i].hash, HASH_LEN);
 			unlink_list[n_unlink++].blob_id = blob_id;
 		}
-		rc = index_meta_get(txn, c, "live_bytes", &live);
+		rc = index_meta_get(txn, "live_bytes", &live);
 	}
 	if (rc == 0)
-		rc = index_txn_end(txn, true);
+		rc = index_end(txn, true);
 	else
-		index_txn_end(txn, false);
+		index_end(txn, false);
 	if (rc != 0)
 		goto fail;
 	for (i = 0; i < n_unlink; i++)
@@ -221,11 +233,11 @@ static int evict_run(struct cache *c, void *arg)
 				  unlink_list[i].blob_id);
 	goto out;
 fail:
-	if (rc != MDB_PANIC)
+	if (rc != INDEX_BROKEN)
 		cache_warn_limited(c, "cannot evict", rc);
 out:
 	free(unlink_list);
-	free(v);
+	free(s.v);
 	return 0;
 }
 
@@ -233,7 +245,7 @@ void evict_to(struct cache *c, uint64_t target)
 {
 	if (c->readonly)
 		return;
-	pthread_mutex_lock(&c->evict_lock);
+	pthread_mutex_lock(&c->evict.lock);
 	index_guarded(c, evict_run, &target);
-	pthread_mutex_unlock(&c->evict_lock);
+	pthread_mutex_unlock(&c->evict.lock);
 }

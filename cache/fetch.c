@@ -784,8 +784,13 @@ static struct flight *queue_next(struct fetch *f)
  * around done_fn) and a reference. */
 static void store(struct fetch *f, struct flight *fl)
 {
+	struct fetch_pin keep = { fl, fl->buf, 0 };
+
+	fl->refs++; /* keep's */
 	pthread_mutex_unlock(&f->lock);
-	f->done_fn(f->ctx, fl->hash, fl->id, fl->id_len, fl->buf, fl->len);
+	f->done_fn(f->ctx, fl->hash, fl->id, fl->id_len, fl->buf, fl->len,
+		   &keep);
+	fetch_unpin(f, &keep); /* unless done_fn kept it */
 	pthread_mutex_lock(&f->lock);
 	fl->storing = false;
 	if (fl->served >= fl->len)

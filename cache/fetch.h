@@ -111,9 +111,14 @@ struct fetch_request {
 
 /* Called once per chunk fetched whole, before the chunk leaves the
  * single-flight table, so a reader never misses both the table and the
- * store (e.g. the cache's store). data is borrowed for the call. */
+ * store (e.g. the cache's store). data is borrowed for the call, unless
+ * done_fn keeps the pin *keep on it (keep->len is 0: releasing it counts
+ * no bytes as read): it copies *keep, sets keep->fl to NULL, and releases
+ * its copy with fetch_unpin() when done with data, before fetch_free(). */
+struct fetch_pin;
 typedef void (*fetch_done_fn)(void *ctx, const uint8_t *hash, const uint8_t *id,
-			      size_t id_len, const uint8_t *data, uint64_t len);
+			      size_t id_len, const uint8_t *data, uint64_t len,
+			      struct fetch_pin *keep);
 
 struct fetch_stats {
 	uint64_t singleflight_waits; /* requests that joined a fetch */

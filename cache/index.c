@@ -1,9 +1,13 @@
 /*
  * index: the LMDB environment of this process, its transactions, the
- * fault guard around every one of them, the meta table and row deletes,
- * and opening (checking, moving aside) the index file.
+ * fault guard around every one of them, the tables' reads and writes,
+ * and opening (checking, moving aside) the index file. The only file of
+ * shardfs that includes lmdb.h: what leaves it is a negative errno (LMDB's
+ * codes are mapped in index_code()) and borrowed bytes.
  */
 #include "cache/cache_impl.h"
+
+#include <lmdb.h>
 
 #include <dirent.h>
 #include <errno.h>
@@ -29,9 +33,21 @@
 #endif
 #define MAX_READERS 1024
 
+/* This process' environment: (re)opened by index_env() on first use in
+ * a new process (`shardfs mount` without -f forks after opening, and
+ * LMDB's locks and reader slots belong to the process that opened the
+ * environment). */
+struct index {
+	pthread_mutex_t lock; /* protects env, the dbis and pid changes */
+	MDB_env *env;
+	MDB_dbi dbi[INDEX_TABLES]; /* idx, data */
+	MDB_dbi dbi_meta;
+	pid_t pid; /* atomic: the process env belongs to */
+};
+
 /* LMDB returns errno values (positive) and its own codes MDB_KEYEXIST
- * (-30799) .. MDB_LAST_ERRCODE; the code here also passes negative errno
- * values. One place turns any of them into text and into an errno. */
+ * (-30799) .. MDB_LAST_ERRCODE. One place turns any of them into text
+ * and into an errno. */
 static bool index_mdb_code(int rc)
 {
 	return rc >= MDB_KEYEXIST && rc <= MDB_LAST_ERRCODE;
@@ -39,6 +55,8 @@ static bool index_mdb_code(int rc)
 
 const char *index_strerror(int rc)
 {
+	if (rc == INDEX_BROKEN)
+		return "the index is damaged";
 	if (index_mdb_code(rc))
 		return mdb_strerror(rc);
 	return strerror(rc < 0 ? -rc : rc);
@@ -52,11 +70,13 @@ static bool index_damaged(int rc)
 	       rc == MDB_PANIC;
 }
 
-/* Any of the above to a negative errno. */
+/* Any LMDB code or errno to a negative errno (INDEX_BROKEN as -EIO). */
 int index_errno(int rc)
 {
 	if (rc == 0)
 		return 0;
+	if (rc == INDEX_BROKEN)
+		return -EIO;
 	if (!index_mdb_code(rc))
 		return rc < 0 ? rc : -rc;
 	switch (rc) {
@@ -73,6 +93,19 @@ int index_errno(int rc)
 	}
 }
 
+static void index_broken(struct cache *c, const char *why);
+
+/* What leaves this file: an LMDB result as a negative errno; damage marks
+ * the index broken (logged there once) and is INDEX_BROKEN. */
+static int index_code(struct cache *c, int rc)
+{
+	if (index_damaged(rc)) {
+		index_broken(c, mdb_strerror(rc));
+		return INDEX_BROKEN;
+	}
+	return index_errno(rc);
+}
+
 /* ---- the fault guard -----------------------------------------------------
  *
  * LMDB reads the index through a shared mapping and trusts its pages. A
@@ -81,15 +114,20 @@ int index_errno(int rc)
  * inside LMDB. So every LMDB transaction runs inside index_guarded(), through
  * fault_guard.h: after a fault it aborts the thread's transaction
  * (releasing LMDB's writer lock, which other processes wait for), marks
- * the index broken and returns MDB_PANIC.
+ * the index broken and returns INDEX_BROKEN.
  *
  * Only LMDB calls and reads of LMDB values run armed, and no mutex of ours
  * is held while the map is read, so a jump never leaves one locked (a
- * nested index_guarded() call, e.g. eviction under evict_lock, catches its own
- * faults). A thread runs at most one transaction at a time (STYLE.md),
- * tracked in guard_txn by index_txn_begin()/index_txn_end().
+ * nested index_guarded() call, e.g. eviction under evict.lock, catches its own
+ * faults). A thread runs at most one transaction at a time (STYLE.md):
+ * guard_txn is it, and the handle index_begin() gives out.
  */
-static __thread MDB_txn *guard_txn;
+struct index_txn {
+	struct cache *c;
+	MDB_txn *txn; /* NULL: none */
+};
+
+static __thread struct index_txn guard_txn;
 
 /* Marks the index unusable for this process; logs once. */
 static void index_broken(struct cache *c, const char *why)
@@ -109,8 +147,6 @@ bool index_ok(const struct cache *c)
 	return !__atomic_load_n(&c->broken, __ATOMIC_ACQUIRE);
 }
 
-typedef int (*guard_fn)(struct cache *c, void *arg);
-
 struct index_guard_call {
 	struct cache *c;
 	guard_fn fn;
@@ -124,10 +160,11 @@ static int index_guard_trampoline(void *arg)
 	return g->fn(g->c, g->arg);
 }
 
-/* Runs fn(c, arg) with the guard armed. Returns what fn returned (and
- * marks the index broken if that is an LMDB code for damage), or
- * MDB_PANIC after a fault. */
-int index_guarded(struct cache *c, guard_fn fn, void *arg)
+/* Runs fn(c, arg) with the guard armed. Returns what fn returned, or
+ * MDB_PANIC after a fault (or when the index is broken already). Inside
+ * this file fn may return LMDB codes, and damage among them marks the
+ * index broken. */
+static int index_guard_raw(struct cache *c, guard_fn fn, void *arg)
 {
 	struct index_guard_call g = { c, fn, arg };
 	int rc = 0, sig;
@@ -140,16 +177,23 @@ int index_guarded(struct cache *c, guard_fn fn, void *arg)
 			index_broken(c, mdb_strerror(rc));
 		return rc;
 	}
-	if (guard_txn != NULL) {
-		MDB_txn *txn = guard_txn;
+	if (guard_txn.txn != NULL) {
+		MDB_txn *txn = guard_txn.txn;
 
-		guard_txn = NULL;
+		guard_txn.txn = NULL;
 		mdb_txn_abort(txn);
 	}
 	index_broken(c, sig == SIGBUS	 ? "SIGBUS reading it: truncated?"
 			: sig == SIGABRT ? "an LMDB assertion failed on it"
 					 : "SIGSEGV reading it: damaged pages");
 	return MDB_PANIC;
+}
+
+int index_guarded(struct cache *c, guard_fn fn, void *arg)
+{
+	int rc = index_guard_raw(c, fn, arg);
+
+	return rc == MDB_PANIC ? INDEX_BROKEN : rc;
 }
 
 /* LMDB checks some of its pages with assertions, then abort()s: inside a
@@ -165,48 +209,52 @@ static int index_env_open(struct cache *c, const char *path);
 
 /* The environment for this process, or NULL when it cannot be opened
  * (logged; the caller reads uncached). */
-MDB_env *index_env(struct cache *c)
+static MDB_env *index_env(struct cache *c)
 {
+	struct index *ix = c->index;
 	pid_t pid = getpid();
 	int rc;
 
-	if (__atomic_load_n(&c->env_pid, __ATOMIC_ACQUIRE) == pid)
-		return c->env;
-	pthread_mutex_lock(&c->env_lock);
-	if (c->env_pid != pid) {
+	if (ix == NULL)
+		return NULL;
+	if (__atomic_load_n(&ix->pid, __ATOMIC_ACQUIRE) == pid)
+		return ix->env;
+	pthread_mutex_lock(&ix->lock);
+	if (ix->pid != pid) {
 		/* Inherited over fork(): closing it drops nothing of the
 		 * parent's (locks and reader slots are per process). */
-		if (c->env != NULL)
-			mdb_env_close(c->env);
-		c->env = NULL;
-		/* The parent's committer thread did not come along; its
-		 * queue, if any, is the parent's to index. */
-		pthread_mutex_init(&c->q_lock, NULL);
-		pthread_cond_init(&c->q_work, NULL);
-		pthread_cond_init(&c->q_idle, NULL);
-		c->q_head = NULL;
-		c->q_tail = &c->q_head;
-		c->q_bytes = 0;
-		c->q_count = 0;
-		c->q_drainers = 0;
-		c->q_busy = false;
-		c->committer_running = false;
+		if (ix->env != NULL)
+			mdb_env_close(ix->env);
+		ix->env = NULL;
+		/* The parent's committer thread did not come along. */
+		store_forked(c);
 		rc = index_env_open(c, c->index_path);
 		if (rc != 0)
 			log_msg(LOG_WARNING,
 				"cache %s: cannot open the index %s: %s; "
 				"reading uncached",
 				c->dir, c->index_path, index_strerror(rc));
-		__atomic_store_n(&c->env_pid, pid, __ATOMIC_RELEASE);
+		__atomic_store_n(&ix->pid, pid, __ATOMIC_RELEASE);
 	}
-	pthread_mutex_unlock(&c->env_lock);
-	return c->env;
+	pthread_mutex_unlock(&ix->lock);
+	return ix->env;
+}
+
+bool index_available(struct cache *c)
+{
+	return index_env(c) != NULL;
+}
+
+bool index_ours(const struct cache *c)
+{
+	return c->index != NULL &&
+	       __atomic_load_n(&c->index->pid, __ATOMIC_ACQUIRE) == getpid();
 }
 
 /* Begins a transaction on env (c's, being opened) and records it as the
- * thread's for the guard. */
-int index_txn_begin_on(struct cache *c, MDB_env *env, unsigned flags,
-		       MDB_txn **txn)
+ * thread's for the guard. Returns 0 or an LMDB code. */
+static int index_begin_on(struct cache *c, MDB_env *env, unsigned flags,
+			  MDB_txn **txn)
 {
 	int rc;
 
@@ -217,20 +265,29 @@ int index_txn_begin_on(struct cache *c, MDB_env *env, unsigned flags,
 	if (c->readonly && !(flags & MDB_RDONLY))
 		return EROFS;
 	rc = mdb_txn_begin(env, NULL, flags, txn);
-	if (rc == 0)
-		guard_txn = *txn;
+	if (rc == 0) {
+		guard_txn.c = c;
+		guard_txn.txn = *txn;
+	}
 	return rc;
 }
 
-int index_txn_begin(struct cache *c, unsigned flags, MDB_txn **txn)
+int index_begin(struct cache *c, bool write, struct index_txn **t)
 {
-	return index_txn_begin_on(c, index_env(c), flags, txn);
+	MDB_txn *txn;
+	int rc = index_begin_on(c, index_env(c), write ? 0 : MDB_RDONLY, &txn);
+
+	if (rc != 0)
+		return index_code(c, rc);
+	*t = &guard_txn;
+	return 0;
 }
 
-/* Ends txn: commits it (commit true) or aborts it. Returns the commit's
- * result. */
-int index_txn_end(MDB_txn *txn, bool commit)
+/* Commits (commit true) or aborts the thread's transaction. Returns the
+ * commit's result, an LMDB code. */
+static int index_end_raw(bool commit)
 {
+	MDB_txn *txn = guard_txn.txn;
 	int rc;
 
 	if (commit) {
@@ -239,19 +296,84 @@ int index_txn_end(MDB_txn *txn, bool commit)
 		 * or its writer lock stays held for every other process (as
 		 * LMDB's own commit error path does). */
 		rc = mdb_txn_commit(txn);
-		guard_txn = NULL;
+		guard_txn.txn = NULL;
 		return rc;
 	}
-	guard_txn = NULL;
+	guard_txn.txn = NULL;
 	mdb_txn_abort(txn);
 	return 0;
 }
 
-int index_meta_get(MDB_txn *txn, const struct cache *c, const char *name,
-		   uint64_t *out)
+int index_end(struct index_txn *t, bool commit)
+{
+	return index_code(t->c, index_end_raw(commit));
+}
+
+static MDB_dbi index_dbi(const struct index_txn *t, enum index_table table)
+{
+	return t->c->index->dbi[table];
+}
+
+int index_get(struct index_txn *t, enum index_table table, const uint8_t *hash,
+	      const void **val, size_t *len)
+{
+	MDB_val k = { HASH_LEN, (void *)hash }, v;
+	int rc = mdb_get(t->txn, index_dbi(t, table), &k, &v);
+
+	if (rc != 0)
+		return index_code(t->c, rc);
+	*val = v.mv_data;
+	*len = v.mv_size;
+	return 0;
+}
+
+int index_put(struct index_txn *t, enum index_table table, const uint8_t *hash,
+	      const void *val, size_t len)
+{
+	MDB_val k = { HASH_LEN, (void *)hash }, v = { len, (void *)val };
+
+	return index_code(t->c,
+			  mdb_put(t->txn, index_dbi(t, table), &k, &v, 0));
+}
+
+int index_scan(struct index_txn *t, index_scan_fn fn, void *arg)
+{
+	MDB_cursor *cur;
+	MDB_val k, v;
+	int rc, stop = 0, op = MDB_FIRST;
+
+	rc = mdb_cursor_open(t->txn, index_dbi(t, INDEX_ROWS), &cur);
+	if (rc != 0)
+		return index_code(t->c, rc);
+	while ((rc = mdb_cursor_get(cur, &k, &v, op)) == 0) {
+		op = MDB_NEXT;
+		stop = fn(arg, k.mv_data, k.mv_size, v.mv_data, v.mv_size);
+		if (stop != 0)
+			break;
+	}
+	mdb_cursor_close(cur);
+	if (stop != 0)
+		return stop < 0 ? stop : 0;
+	return rc == MDB_NOTFOUND ? 0 : index_code(t->c, rc);
+}
+
+int index_clear(struct index_txn *t)
+{
+	int rc = mdb_drop(t->txn, index_dbi(t, INDEX_ROWS), 0);
+
+	if (rc == 0)
+		rc = mdb_drop(t->txn, index_dbi(t, INDEX_DATA), 0);
+	if (rc != 0)
+		return index_code(t->c, rc);
+	return index_meta_put(t, "live_bytes", 0);
+}
+
+/* The meta table's u64 values, in LMDB's codes (also for index_open). */
+static int index_meta_get_raw(MDB_txn *txn, const struct index *ix,
+			      const char *name, uint64_t *out)
 {
 	MDB_val k = { strlen(name), (void *)name }, v;
-	int rc = mdb_get(txn, c->dbi_meta, &k, &v);
+	int rc = mdb_get(txn, ix->dbi_meta, &k, &v);
 
 	*out = 0;
 	if (rc == MDB_NOTFOUND)
@@ -263,18 +385,24 @@ int index_meta_get(MDB_txn *txn, const struct cache *c, const char *name,
 	return 0;
 }
 
-int index_meta_put(MDB_txn *txn, const struct cache *c, const char *name,
-		   uint64_t value)
+int index_meta_get(struct index_txn *t, const char *name, uint64_t *out)
+{
+	return index_code(t->c,
+			  index_meta_get_raw(t->txn, t->c->index, name, out));
+}
+
+int index_meta_put(struct index_txn *t, const char *name, uint64_t value)
 {
 	MDB_val k = { strlen(name), (void *)name }, v = { 8, &value };
 
-	return mdb_put(txn, c->dbi_meta, &k, &v, 0);
+	return index_code(t->c,
+			  mdb_put(t->txn, t->c->index->dbi_meta, &k, &v, 0));
 }
 
-int index_live_add(MDB_txn *txn, const struct cache *c, int64_t delta)
+int index_live_add(struct index_txn *t, int64_t delta)
 {
 	uint64_t live;
-	int rc = index_meta_get(txn, c, "live_bytes", &live);
+	int rc = index_meta_get(t, "live_bytes", &live);
 
 	if (rc != 0)
 		return rc;
@@ -282,18 +410,49 @@ int index_live_add(MDB_txn *txn, const struct cache *c, int64_t delta)
 		live = 0;
 	else
 		live += (uint64_t)delta;
-	return index_meta_put(txn, c, "live_bytes", live);
+	return index_meta_put(t, "live_bytes", live);
+}
+
+struct index_visit_args {
+	const uint8_t *hash;
+	index_row_fn fn;
+	void *arg;
+};
+
+static int index_row_visit_run(struct cache *c, void *arg)
+{
+	struct index_visit_args *a = arg;
+	struct index_txn *t;
+	const void *v = NULL;
+	size_t v_len = 0;
+	int rc = index_begin(c, false, &t);
+
+	if (rc != 0)
+		return rc;
+	rc = index_get(t, INDEX_ROWS, a->hash, &v, &v_len);
+	if (rc == 0)
+		a->fn(a->arg, v, v_len);
+	index_end(t, false);
+	return rc;
+}
+
+int index_row_visit(struct cache *c, const uint8_t *hash, index_row_fn fn,
+		    void *arg)
+{
+	struct index_visit_args a = { hash, fn, arg };
+
+	return index_guarded(c, index_row_visit_run, &a);
 }
 
 static int index_live_bytes_run(struct cache *c, void *arg)
 {
-	MDB_txn *txn;
-	int rc = index_txn_begin(c, MDB_RDONLY, &txn);
+	struct index_txn *t;
+	int rc = index_begin(c, false, &t);
 
 	if (rc != 0)
 		return rc;
-	rc = index_meta_get(txn, c, "live_bytes", arg);
-	index_txn_end(txn, false);
+	rc = index_meta_get(t, "live_bytes", arg);
+	index_end(t, false);
 	return rc;
 }
 
@@ -306,21 +465,19 @@ uint64_t index_live_bytes(struct cache *c)
 	return live;
 }
 
-/* Deletes the row hash in txn if it exists (and, with id, holds id).
- * Sets *blob when the caller must unlink a blob after commit. Returns 0,
- * MDB_NOTFOUND, or an LMDB error. */
-int index_row_delete(MDB_txn *txn, struct cache *c, const uint8_t *hash,
+int index_row_delete(struct index_txn *t, const uint8_t *hash,
 		     const uint8_t *id, size_t id_len, bool *blob,
 		     uint64_t *blob_id)
 {
 	MDB_val k = { HASH_LEN, (void *)hash }, v;
+	MDB_dbi rows = index_dbi(t, INDEX_ROWS);
 	struct entry_hdr h;
 	int rc;
 
 	*blob = false;
-	rc = mdb_get(txn, c->dbi_idx, &k, &v);
+	rc = mdb_get(t->txn, rows, &k, &v);
 	if (rc != 0)
-		return rc;
+		return index_code(t->c, rc);
 	if (v.mv_size < sizeof(h))
 		memset(&h, 0, sizeof(h));
 	else
@@ -332,19 +489,19 @@ int index_row_delete(MDB_txn *txn, struct cache *c, const uint8_t *hash,
 	    (h.id_len != id_len ||
 	     memcmp((uint8_t *)v.mv_data + sizeof(h) + (size_t)h.n_crcs * 4, id,
 		    id_len) != 0))
-		return MDB_NOTFOUND;
-	rc = mdb_del(txn, c->dbi_idx, &k, NULL);
+		return -ENOENT;
+	rc = mdb_del(t->txn, rows, &k, NULL);
 	if (rc != 0)
-		return rc;
+		return index_code(t->c, rc);
 	if (h.flags & ENTRY_INLINE) {
-		rc = mdb_del(txn, c->dbi_data, &k, NULL);
+		rc = mdb_del(t->txn, index_dbi(t, INDEX_DATA), &k, NULL);
 		if (rc != 0 && rc != MDB_NOTFOUND)
-			return rc;
+			return index_code(t->c, rc);
 	} else {
 		*blob = true;
 		*blob_id = h.blob_id;
 	}
-	return index_live_add(txn, c, -(int64_t)h.length);
+	return index_live_add(t, -(int64_t)h.length);
 }
 
 struct index_drop_args {
@@ -357,18 +514,18 @@ struct index_drop_args {
 static int index_entry_drop_run(struct cache *c, void *arg)
 {
 	struct index_drop_args *a = arg;
-	MDB_txn *txn;
+	struct index_txn *t;
 	int rc;
 
-	rc = index_txn_begin(c, 0, &txn);
+	rc = index_begin(c, true, &t);
 	if (rc != 0)
 		return rc;
-	rc = index_row_delete(txn, c, a->hash, a->id, a->id_len, &a->blob,
+	rc = index_row_delete(t, a->hash, a->id, a->id_len, &a->blob,
 			      &a->blob_id);
 	if (rc == 0)
-		rc = index_txn_end(txn, true);
+		rc = index_end(t, true);
 	else
-		index_txn_end(txn, false);
+		index_end(t, false);
 	return rc;
 }
 
@@ -384,46 +541,58 @@ void index_entry_drop(struct cache *c, const uint8_t *hash, const uint8_t *id,
 	rc = index_guarded(c, index_entry_drop_run, &a);
 	if (rc == 0 && a.blob)
 		store_blob_unlink(c, hash, a.blob_id);
-	else if (rc != 0 && rc != MDB_NOTFOUND && rc != MDB_PANIC)
+	else if (rc != 0 && rc != -ENOENT && rc != INDEX_BROKEN)
 		cache_warn_limited(c, "cannot drop an entry", rc);
 }
 
 static int index_dbis_open(struct cache *c, void *arg)
 {
+	struct index *ix = c->index;
 	unsigned flags = c->readonly ? 0 : MDB_CREATE;
 	MDB_txn *txn;
 	int rc;
 
 	(void)arg;
-	rc = index_txn_begin_on(c, c->env, c->readonly ? MDB_RDONLY : 0, &txn);
+	rc = index_begin_on(c, ix->env, c->readonly ? MDB_RDONLY : 0, &txn);
 	if (rc != 0)
 		return rc;
-	rc = mdb_dbi_open(txn, "idx", flags, &c->dbi_idx);
+	rc = mdb_dbi_open(txn, "idx", flags, &ix->dbi[INDEX_ROWS]);
 	if (rc == 0)
-		rc = mdb_dbi_open(txn, "data", flags, &c->dbi_data);
+		rc = mdb_dbi_open(txn, "data", flags, &ix->dbi[INDEX_DATA]);
 	if (rc == 0)
-		rc = mdb_dbi_open(txn, "meta", flags, &c->dbi_meta);
+		rc = mdb_dbi_open(txn, "meta", flags, &ix->dbi_meta);
 	if (rc == 0) /* even read-only: an abort forgets the handles */
-		rc = index_txn_end(txn, true);
+		rc = index_end_raw(true);
 	else
-		index_txn_end(txn, false);
+		index_end_raw(false);
 	return rc;
 }
 
 /* Also after a fault: the faulting transaction was aborted, and what is
  * left (the map, the files, this process' reader slots) closes as
  * usual. */
-void index_env_close(struct cache *c)
+static void index_env_close(struct index *ix)
 {
-	if (c->env != NULL)
-		mdb_env_close(c->env);
-	c->env = NULL;
+	if (ix->env != NULL)
+		mdb_env_close(ix->env);
+	ix->env = NULL;
+}
+
+void index_close(struct cache *c)
+{
+	if (c->index == NULL)
+		return;
+	index_env_close(c->index);
+	pthread_mutex_destroy(&c->index->lock);
+	free(c->index);
+	c->index = NULL;
 }
 
 /* Opens the environment at path and its databases. Returns 0 or an LMDB
  * code (an errno value or MDB_*), logged by the caller. */
 static int index_env_open(struct cache *c, const char *path)
 {
+	struct index *ix = c->index;
 	unsigned flags =
 		MDB_NOSUBDIR | MDB_NOTLS | MDB_NORDAHEAD | MDB_NOMETASYNC;
 	int rc;
@@ -431,23 +600,23 @@ static int index_env_open(struct cache *c, const char *path)
 	if (c->readonly)
 		flags |= MDB_RDONLY;
 	for (;;) {
-		rc = mdb_env_create(&c->env);
+		rc = mdb_env_create(&ix->env);
 		if (rc != 0) {
-			c->env = NULL;
+			ix->env = NULL;
 			return rc;
 		}
-		mdb_env_set_maxdbs(c->env, 4);
-		mdb_env_set_assert(c->env, index_assert_cb);
-		mdb_env_set_mapsize(c->env, (size_t)MAP_SIZE);
-		mdb_env_set_maxreaders(c->env, MAX_READERS);
+		mdb_env_set_maxdbs(ix->env, 4);
+		mdb_env_set_assert(ix->env, index_assert_cb);
+		mdb_env_set_mapsize(ix->env, (size_t)MAP_SIZE);
+		mdb_env_set_maxreaders(ix->env, MAX_READERS);
 		/* NOMETASYNC: each commit syncs its data pages but not the
 		 * meta page, so a system crash may lose the last commit,
 		 * never the index. */
-		rc = mdb_env_open(c->env, path, flags, 0600);
+		rc = mdb_env_open(ix->env, path, flags, 0600);
 		if (rc == 0)
 			break;
-		mdb_env_close(c->env);
-		c->env = NULL;
+		mdb_env_close(ix->env);
+		ix->env = NULL;
 		/* A read-only cache whose lock file we may not open: read
 		 * without LMDB's locks (nobody may write it through us). */
 		if (!c->readonly || (flags & MDB_NOLOCK) ||
@@ -456,10 +625,10 @@ static int index_env_open(struct cache *c, const char *path)
 		flags |= MDB_NOLOCK;
 	}
 	if (!c->readonly)
-		mdb_reader_check(c->env, NULL);
-	rc = index_guarded(c, index_dbis_open, NULL);
+		mdb_reader_check(ix->env, NULL);
+	rc = index_guard_raw(c, index_dbis_open, NULL);
 	if (rc != 0)
-		index_env_close(c);
+		index_env_close(ix);
 	return rc;
 }
 
@@ -479,12 +648,12 @@ static int index_deep_run(struct cache *c, void *arg)
 	int rc, tries;
 
 	for (tries = 0; tries < 5; tries++) {
-		rc = index_txn_begin_on(c, c->env, MDB_RDONLY, &txn);
+		rc = index_begin_on(c, c->index->env, MDB_RDONLY, &txn);
 		if (rc != 0)
 			return rc;
 		a->result = index_check_tree(a->fd, mdb_txn_id(txn), a->why,
 					     a->why_len);
-		index_txn_end(txn, false);
+		index_end_raw(false);
 		if (a->result != -EAGAIN)
 			break;
 	}
@@ -528,6 +697,12 @@ int index_open(struct cache *c, bool may_move)
 	char why[256];
 	int attempt, rc, fd;
 
+	if (c->index == NULL) {
+		c->index = calloc(1, sizeof(*c->index));
+		if (c->index == NULL)
+			return -ENOMEM;
+		pthread_mutex_init(&c->index->lock, NULL);
+	}
 	for (attempt = 0; attempt < 2; attempt++) {
 		struct index_deep_args a = { .why = why,
 					     .why_len = sizeof(why) };
@@ -562,7 +737,7 @@ int index_open(struct cache *c, bool may_move)
 		}
 		if (rc == 0 && fd >= 0) {
 			a.fd = fd;
-			rc = index_guarded(c, index_deep_run, &a);
+			rc = index_guard_raw(c, index_deep_run, &a);
 			if (rc == 0)
 				rc = a.result;
 			else if (!index_damaged(rc))
@@ -576,12 +751,15 @@ int index_open(struct cache *c, bool may_move)
 			else if (rc < 0)
 				rc = 0; /* could not check: LMDB's own checks */
 			if (rc != 0)
-				index_env_close(c);
+				index_env_close(c->index);
 		}
 		if (fd >= 0)
 			close(fd);
-		if (rc == 0)
+		if (rc == 0) {
+			__atomic_store_n(&c->index->pid, getpid(),
+					 __ATOMIC_RELEASE);
 			return 0;
+		}
 		/* Damaged. A fault at open is forgotten with the old file. */
 		__atomic_store_n(&c->broken, false, __ATOMIC_RELEASE);
 		if (!may_move || c->readonly || attempt > 0) {
@@ -601,16 +779,16 @@ int index_open(struct cache *c, bool may_move)
 int index_meta_record(struct cache *c, void *arg)
 {
 	const uint64_t *v = arg;
-	MDB_txn *txn;
-	int rc = index_txn_begin(c, 0, &txn);
+	struct index_txn *t;
+	int rc = index_begin(c, true, &t);
 
 	if (rc != 0)
 		return rc;
-	rc = index_meta_put(txn, c, "budget", v[0]);
+	rc = index_meta_put(t, "budget", v[0]);
 	if (rc == 0)
-		rc = index_meta_put(txn, c, "chunk_size", v[1]);
+		rc = index_meta_put(t, "chunk_size", v[1]);
 	if (rc == 0)
-		return index_txn_end(txn, true);
-	index_txn_end(txn, false);
+		return index_end(t, true);
+	index_end(t, false);
 	return rc;
 }

@@ -153,98 +153,94 @@ static void maint_cleanup_tmp(struct cache *c, bool alone)
 	free(dir);
 }
 
-int maint_scan_begin(struct cache *c, MDB_txn **txn, MDB_cursor **cur)
-{
-	int rc = index_txn_begin(c, MDB_RDONLY, txn);
+struct maint_rows_args {
+	struct cache *c;
+	uint8_t (*gone)[HASH_LEN];
+	size_t n, cap;
+	uint64_t live;
+};
 
-	if (rc != 0)
-		return rc;
-	rc = mdb_cursor_open(*txn, c->dbi_idx, cur);
-	if (rc != 0)
-		index_txn_end(*txn, false);
-	return rc;
+/* Counts a row's bytes and notes it if its blob is missing (a row for
+ * index_scan()). */
+static int maint_row_check(void *arg, const uint8_t *key, size_t key_len,
+			   const void *val, size_t val_len)
+{
+	struct maint_rows_args *a = arg;
+	struct entry_hdr h;
+	bool bad = false;
+
+	if (key_len != HASH_LEN || val_len < sizeof(h)) {
+		bad = true;
+	} else {
+		memcpy(&h, val, sizeof(h));
+		a->live += h.length;
+		if (!(h.flags & ENTRY_INLINE)) {
+			char *path = entry_blob_path(a->c, key, h.blob_id);
+			struct stat st;
+
+			bad = path != NULL && stat(path, &st) != 0 &&
+			      errno == ENOENT;
+			free(path);
+		}
+	}
+	if (!bad || key_len != HASH_LEN)
+		return 0;
+	if (a->n == a->cap) {
+		size_t ncap = a->cap ? 2 * a->cap : 64;
+		void *ng = realloc(a->gone, ncap * HASH_LEN);
+
+		if (ng == NULL)
+			return 1;
+		a->gone = ng;
+		a->cap = ncap;
+	}
+	memcpy(a->gone[a->n++], key, HASH_LEN);
+	return 0;
 }
 
 /* Drops rows whose blob is missing; when alone, also recounts live bytes
  * (it cannot drift, but this heals a foreign or damaged index). Returns
- * an LMDB error of the scan (damage is noticed here first). */
+ * an error of the scan (damage is noticed here first). */
 static int maint_cleanup_rows_run(struct cache *c, void *arg)
 {
 	bool alone = *(const bool *)arg;
-	uint8_t(*gone)[HASH_LEN] = NULL;
-	size_t n = 0, cap = 0, i;
-	uint64_t live = 0;
-	MDB_cursor *cur;
-	MDB_val k, v;
-	MDB_txn *txn;
-	int rc, op = MDB_FIRST;
+	struct maint_rows_args a = { .c = c };
+	struct index_txn *txn;
+	size_t i;
+	int rc;
 
-	rc = maint_scan_begin(c, &txn, &cur);
+	rc = index_begin(c, false, &txn);
 	if (rc != 0)
 		return rc;
-	while ((rc = mdb_cursor_get(cur, &k, &v, op)) == 0) {
-		struct entry_hdr h;
-		bool bad = false;
-
-		op = MDB_NEXT;
-		if (k.mv_size != HASH_LEN || v.mv_size < sizeof(h)) {
-			bad = true;
-		} else {
-			memcpy(&h, v.mv_data, sizeof(h));
-			live += h.length;
-			if (!(h.flags & ENTRY_INLINE)) {
-				char *path = entry_blob_path(c, k.mv_data,
-							     h.blob_id);
-				struct stat st;
-
-				bad = path != NULL && stat(path, &st) != 0 &&
-				      errno == ENOENT;
-				free(path);
-			}
-		}
-		if (!bad || k.mv_size != HASH_LEN)
-			continue;
-		if (n == cap) {
-			size_t ncap = cap ? 2 * cap : 64;
-			void *ng = realloc(gone, ncap * HASH_LEN);
-
-			if (ng == NULL)
-				break;
-			gone = ng;
-			cap = ncap;
-		}
-		memcpy(gone[n++], k.mv_data, HASH_LEN);
-	}
-	mdb_cursor_close(cur);
-	index_txn_end(txn, false);
-	if (rc != MDB_NOTFOUND && rc != 0)
+	rc = index_scan(txn, maint_row_check, &a);
+	index_end(txn, false);
+	if (rc != 0)
 		goto out;
-	if (n == 0 && !alone)
+	if (a.n == 0 && !alone)
 		goto out;
-	rc = index_txn_begin(c, 0, &txn);
+	rc = index_begin(c, true, &txn);
 	if (rc != 0)
 		goto out;
 	if (alone)
-		rc = index_meta_put(txn, c, "live_bytes", live);
-	for (i = 0; i < n && rc == 0; i++) {
+		rc = index_meta_put(txn, "live_bytes", a.live);
+	for (i = 0; i < a.n && rc == 0; i++) {
 		bool blob;
 		uint64_t blob_id;
 
-		rc = index_row_delete(txn, c, gone[i], NULL, 0, &blob,
-				      &blob_id);
-		if (rc == MDB_NOTFOUND)
+		rc = index_row_delete(txn, a.gone[i], NULL, 0, &blob, &blob_id);
+		if (rc == -ENOENT)
 			rc = 0;
 	}
 	if (rc == 0)
-		rc = index_txn_end(txn, true);
+		rc = index_end(txn, true);
 	else
-		index_txn_end(txn, false);
-	if (n > 0 && rc == 0)
+		index_end(txn, false);
+	if (a.n > 0 && rc == 0)
 		log_msg(LOG_INFO, "cache %s: dropped %zu rows without blobs",
-			c->dir, n);
+			c->dir, a.n);
 out:
-	free(gone);
-	return rc == MDB_NOTFOUND ? 0 : rc;
+	free(a.gone);
+	return rc == -ENOENT ? 0 : rc;
 }
 
 /* Whether a file in blobs/XX/ is the blob of a row: its name is
@@ -255,29 +251,22 @@ struct maint_ref_args {
 	bool found;
 };
 
-static int maint_blob_referenced_run(struct cache *c, void *arg)
+static void maint_blob_row(void *arg, const void *val, size_t len)
 {
 	struct maint_ref_args *a = arg;
-	MDB_val k = { HASH_LEN, a->hash }, v;
 	struct entry_hdr h;
-	MDB_txn *txn;
-	int rc = index_txn_begin(c, MDB_RDONLY, &txn);
 
-	if (rc != 0)
-		return rc;
-	rc = mdb_get(txn, c->dbi_idx, &k, &v);
-	if (rc == 0 && v.mv_size >= sizeof(h)) {
-		memcpy(&h, v.mv_data, sizeof(h));
-		a->found = !(h.flags & ENTRY_INLINE) && h.blob_id == a->blob_id;
-	}
-	index_txn_end(txn, false);
-	return rc == MDB_NOTFOUND ? 0 : rc;
+	if (len < sizeof(h))
+		return;
+	memcpy(&h, val, sizeof(h));
+	a->found = !(h.flags & ENTRY_INLINE) && h.blob_id == a->blob_id;
 }
 
 static bool maint_blob_referenced(struct cache *c, const char *name)
 {
 	struct maint_ref_args a = { .found = false };
 	char *end;
+	int rc;
 
 	if (strlen(name) != 2 * HASH_LEN + 17 || name[2 * HASH_LEN] != '.' ||
 	    entry_hex_parse(name, a.hash) != 0)
@@ -285,7 +274,8 @@ static bool maint_blob_referenced(struct cache *c, const char *name)
 	a.blob_id = strtoull(name + 2 * HASH_LEN + 1, &end, 16);
 	if (*end != '\0')
 		return false;
-	if (index_guarded(c, maint_blob_referenced_run, &a) != 0)
+	rc = index_row_visit(c, a.hash, maint_blob_row, &a);
+	if (rc != 0 && rc != -ENOENT)
 		return true; /* when in doubt, keep the blob */
 	return a.found;
 }
@@ -375,36 +365,41 @@ void maint_at_open(struct cache *c, bool alone)
 		evict_to(c, c->budget / 10 * 9);
 }
 
+/* Counts a row (index_scan()). */
+static int maint_info_row(void *arg, const uint8_t *key, size_t key_len,
+			  const void *val, size_t val_len)
+{
+	struct cache_info *out = arg;
+	struct entry_hdr h;
+
+	(void)key;
+	(void)key_len;
+	out->entries++;
+	if (val_len < sizeof(h))
+		return 0;
+	memcpy(&h, val, sizeof(h));
+	if (h.flags & ENTRY_INLINE)
+		out->inline_entries++;
+	else
+		out->blob_entries++;
+	return 0;
+}
+
 static int maint_info_run(struct cache *c, void *arg)
 {
 	struct cache_info *out = arg;
-	MDB_cursor *cur;
-	MDB_val k, v;
-	MDB_txn *txn;
-	int rc, op = MDB_FIRST;
+	struct index_txn *txn;
+	int rc;
 
-	rc = maint_scan_begin(c, &txn, &cur);
+	rc = index_begin(c, false, &txn);
 	if (rc != 0)
 		return rc;
-	index_meta_get(txn, c, "live_bytes", &out->live_bytes);
-	index_meta_get(txn, c, "budget", &out->budget_bytes);
-	index_meta_get(txn, c, "chunk_size", &out->chunk_size);
-	while ((rc = mdb_cursor_get(cur, &k, &v, op)) == 0) {
-		struct entry_hdr h;
-
-		op = MDB_NEXT;
-		out->entries++;
-		if (v.mv_size < sizeof(h))
-			continue;
-		memcpy(&h, v.mv_data, sizeof(h));
-		if (h.flags & ENTRY_INLINE)
-			out->inline_entries++;
-		else
-			out->blob_entries++;
-	}
-	mdb_cursor_close(cur);
-	index_txn_end(txn, false);
-	return rc == MDB_NOTFOUND ? 0 : rc;
+	index_meta_get(txn, "live_bytes", &out->live_bytes);
+	index_meta_get(txn, "budget", &out->budget_bytes);
+	index_meta_get(txn, "chunk_size", &out->chunk_size);
+	rc = index_scan(txn, maint_info_row, out);
+	index_end(txn, false);
+	return rc;
 }
 
 int cache_info(struct cache *c, struct cache_info *out)
@@ -427,38 +422,39 @@ int cache_info(struct cache *c, struct cache_info *out)
 }
 
 /* Checks one entry; returns NULL if good, else the reason. */
-static const char *maint_entry_check(struct cache *c, MDB_txn *txn,
-				     const MDB_val *k, const MDB_val *v,
+static const char *maint_entry_check(struct cache *c, struct index_txn *txn,
+				     const uint8_t *key, size_t key_len,
+				     const void *val, size_t val_len,
 				     struct entry *e)
 {
 	uint8_t hash[HASH_LEN], *buf;
 	const uint8_t *id;
-	MDB_val d;
+	const void *d;
+	size_t d_len;
 	uint64_t pos;
 	char *path;
 	struct stat st;
 	const char *why = NULL;
 	int fd;
 
-	if (k->mv_size != HASH_LEN || entry_parse(v, NULL, 0, e) != 0)
+	if (key_len != HASH_LEN || entry_parse(val, val_len, NULL, 0, e) != 0)
 		return "malformed row";
-	id = (const uint8_t *)v->mv_data + sizeof(e->h) +
-	     (size_t)e->h.n_crcs * 4;
+	id = (const uint8_t *)val + sizeof(e->h) + (size_t)e->h.n_crcs * 4;
 	if (sha256(id, e->h.id_len, hash) < 0 ||
-	    memcmp(hash, k->mv_data, HASH_LEN) != 0)
+	    memcmp(hash, key, HASH_LEN) != 0)
 		return "identity does not match its hash";
 	if (e->h.flags & ENTRY_INLINE) {
-		if (mdb_get(txn, c->dbi_data, (MDB_val *)k, &d) != 0)
+		if (index_get(txn, INDEX_DATA, key, &d, &d_len) != 0)
 			return "inline bytes missing";
-		if (d.mv_size != e->h.length)
+		if (d_len != e->h.length)
 			return "length mismatch";
 		if (e->h.length > 0 &&
-		    !entry_crcs_ok(d.mv_data, 0, e->h.length, e->crcs, 0,
+		    !entry_crcs_ok(d, 0, e->h.length, e->crcs, 0,
 				   e->h.n_crcs - 1))
 			return "crc mismatch";
 		return NULL;
 	}
-	path = entry_blob_path(c, k->mv_data, e->h.blob_id);
+	path = entry_blob_path(c, key, e->h.blob_id);
 	buf = malloc(CACHE_CRC_BLOCK);
 	fd = path != NULL ? open(path, O_RDONLY | O_CLOEXEC) : -1;
 	if (path == NULL || buf == NULL)
@@ -487,75 +483,74 @@ static const char *maint_entry_check(struct cache *c, MDB_txn *txn,
 }
 
 struct maint_verify_args {
+	struct cache *c;
+	struct index_txn *txn;
 	cache_bad_cb cb;
 	void *arg;
 	uint64_t *checked;
 	int bad;
 };
 
+/* Checks a row and reports it if bad (index_scan()). */
+static int maint_verify_row(void *varg, const uint8_t *key, size_t key_len,
+			    const void *val, size_t val_len)
+{
+	struct maint_verify_args *va = varg;
+	struct entry e = { .crcs = NULL };
+	const char *why;
+
+	(*va->checked)++;
+	why = maint_entry_check(va->c, va->txn, key, key_len, val, val_len, &e);
+	if (why != NULL) {
+		struct cache_bad_entry b = { .reason = why };
+		const uint8_t *part[3] = { NULL, NULL, NULL };
+		size_t part_len[3] = { 0, 0, 0 };
+		char hex[2 * HASH_LEN + 1] = "";
+		char *s[3] = { NULL, NULL, NULL };
+		int i;
+
+		if (key_len == HASH_LEN)
+			entry_hash_hex(key, hex);
+		if (val_len >= sizeof(e.h) &&
+		    val_len ==
+			    sizeof(e.h) + (size_t)e.h.n_crcs * 4 + e.h.id_len)
+			entry_ident_parse((const uint8_t *)val + sizeof(e.h) +
+						  (size_t)e.h.n_crcs * 4,
+					  e.h.id_len, part, part_len, &b.chunk);
+		for (i = 0; i < 3; i++)
+			s[i] = str_memdup(part[i] ? part[i]
+						  : (const uint8_t *)"",
+					  part_len[i]);
+		b.hash_hex = hex;
+		b.backend_id = s[0] ? s[0] : "";
+		b.key = s[1] ? s[1] : "";
+		b.etag = s[2] ? s[2] : "";
+		va->bad++;
+		if (va->cb != NULL)
+			va->cb(va->arg, &b);
+		for (i = 0; i < 3; i++)
+			free(s[i]);
+	}
+	free(e.crcs);
+	return 0;
+}
+
 static int maint_verify_run(struct cache *c, void *varg)
 {
 	struct maint_verify_args *va = varg;
-	cache_bad_cb cb = va->cb;
-	void *arg = va->arg;
-	uint64_t *checked = va->checked;
-	MDB_cursor *cur;
-	MDB_val k, v;
-	MDB_txn *txn;
-	int rc, op = MDB_FIRST;
+	int rc;
 
-	rc = maint_scan_begin(c, &txn, &cur);
+	rc = index_begin(c, false, &va->txn);
 	if (rc != 0)
 		return rc;
-	while ((rc = mdb_cursor_get(cur, &k, &v, op)) == 0) {
-		struct entry e = { .crcs = NULL };
-		const char *why;
-
-		op = MDB_NEXT;
-		(*checked)++;
-		why = maint_entry_check(c, txn, &k, &v, &e);
-		if (why != NULL) {
-			struct cache_bad_entry b = { .reason = why };
-			const uint8_t *part[3] = { NULL, NULL, NULL };
-			size_t part_len[3] = { 0, 0, 0 };
-			char hex[2 * HASH_LEN + 1] = "";
-			char *s[3] = { NULL, NULL, NULL };
-			int i;
-
-			if (k.mv_size == HASH_LEN)
-				entry_hash_hex(k.mv_data, hex);
-			if (v.mv_size >= sizeof(e.h) &&
-			    v.mv_size == sizeof(e.h) + (size_t)e.h.n_crcs * 4 +
-						 e.h.id_len)
-				entry_ident_parse(
-					(const uint8_t *)v.mv_data +
-						sizeof(e.h) +
-						(size_t)e.h.n_crcs * 4,
-					e.h.id_len, part, part_len, &b.chunk);
-			for (i = 0; i < 3; i++)
-				s[i] = str_memdup(part[i] ? part[i]
-							  : (const uint8_t *)"",
-						  part_len[i]);
-			b.hash_hex = hex;
-			b.backend_id = s[0] ? s[0] : "";
-			b.key = s[1] ? s[1] : "";
-			b.etag = s[2] ? s[2] : "";
-			va->bad++;
-			if (cb != NULL)
-				cb(arg, &b);
-			for (i = 0; i < 3; i++)
-				free(s[i]);
-		}
-		free(e.crcs);
-	}
-	mdb_cursor_close(cur);
-	index_txn_end(txn, false);
-	return rc == MDB_NOTFOUND ? 0 : rc;
+	rc = index_scan(va->txn, maint_verify_row, va);
+	index_end(va->txn, false);
+	return rc;
 }
 
 int cache_verify(struct cache *c, cache_bad_cb cb, void *arg, uint64_t *checked)
 {
-	struct maint_verify_args va = { cb, arg, checked, 0 };
+	struct maint_verify_args va = { c, NULL, cb, arg, checked, 0 };
 
 	*checked = 0;
 	if (!c->disk)
@@ -568,21 +563,17 @@ int cache_verify(struct cache *c, cache_bad_cb cb, void *arg, uint64_t *checked)
 
 static int maint_clear_run(struct cache *c, void *arg)
 {
-	MDB_txn *txn;
+	struct index_txn *txn;
 	int rc;
 
 	(void)arg;
-	rc = index_txn_begin(c, 0, &txn);
+	rc = index_begin(c, true, &txn);
 	if (rc != 0)
 		return rc;
-	rc = mdb_drop(txn, c->dbi_idx, 0);
+	rc = index_clear(txn);
 	if (rc == 0)
-		rc = mdb_drop(txn, c->dbi_data, 0);
-	if (rc == 0)
-		rc = index_meta_put(txn, c, "live_bytes", 0);
-	if (rc == 0)
-		return index_txn_end(txn, true);
-	index_txn_end(txn, false);
+		return index_end(txn, true);
+	index_end(txn, false);
 	return rc;
 }
 
@@ -603,9 +594,9 @@ int cache_clear(struct cache *c)
 	if (!c->disk)
 		return -EINVAL;
 	store_drain(c);
-	pthread_mutex_lock(&c->touch_lock);
-	c->n_touched = 0;
-	pthread_mutex_unlock(&c->touch_lock);
+	pthread_mutex_lock(&c->evict.touch_lock);
+	c->evict.n_touched = 0;
+	pthread_mutex_unlock(&c->evict.touch_lock);
 	rc = index_guarded(c, maint_clear_run, NULL);
 	if (rc != 0)
 		return index_errno(rc);

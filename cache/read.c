@@ -78,18 +78,19 @@ struct read_lookup_args {
 static int read_lookup_run(struct cache *c, void *arg)
 {
 	struct read_lookup_args *a = arg;
-	MDB_val k = { HASH_LEN, (void *)a->hash }, v, d;
-	MDB_txn *txn;
+	struct index_txn *txn;
+	const void *v, *d;
+	size_t v_len, d_len;
 	int rc;
 
 	a->ret = LOOKUP_MISS;
-	rc = index_txn_begin(c, MDB_RDONLY, &txn);
+	rc = index_begin(c, false, &txn);
 	if (rc != 0)
 		return rc;
-	rc = mdb_get(txn, c->dbi_idx, &k, &v);
+	rc = index_get(txn, INDEX_ROWS, a->hash, &v, &v_len);
 	if (rc != 0)
 		goto out;
-	rc = entry_parse(&v, a->id, a->id_len, a->e);
+	rc = entry_parse(v, v_len, a->id, a->id_len, a->e);
 	if (rc == -ENOENT || rc == -ENOMEM) {
 		rc = 0;
 		goto out;
@@ -103,21 +104,20 @@ static int read_lookup_run(struct cache *c, void *arg)
 		a->ret = LOOKUP_BLOB;
 		goto out;
 	}
-	rc = mdb_get(txn, c->dbi_data, &k, &d);
-	if (rc != 0 && rc != MDB_NOTFOUND)
+	rc = index_get(txn, INDEX_DATA, a->hash, &d, &d_len);
+	if (rc != 0 && rc != -ENOENT)
 		goto out;
-	if (rc != 0 || d.mv_size != a->chunk_len ||
-	    !entry_crcs_ok(d.mv_data, 0, a->chunk_len, a->e->crcs, a->b0,
-			   a->b1)) {
+	if (rc != 0 || d_len != a->chunk_len ||
+	    !entry_crcs_ok(d, 0, a->chunk_len, a->e->crcs, a->b0, a->b1)) {
 		a->ret = LOOKUP_BAD;
 	} else {
-		memcpy(a->dst, (uint8_t *)d.mv_data + a->off, a->len);
+		memcpy(a->dst, (const uint8_t *)d + a->off, a->len);
 		a->ret = LOOKUP_HIT;
 	}
 	rc = 0;
 out:
-	index_txn_end(txn, false);
-	return rc == MDB_NOTFOUND ? 0 : rc;
+	index_end(txn, false);
+	return rc == -ENOENT ? 0 : rc;
 }
 
 /* What a reply holds until it is sent (read_reply()): the piece, and the
@@ -164,7 +164,7 @@ static int read_lookup(struct cache *c, const struct read_chunk *ch,
 	bool have_st = false;
 	ssize_t got;
 
-	if (index_env(c) == NULL)
+	if (!index_available(c))
 		return LOOKUP_MISS;
 	ret = store_pending_find(c, hash, id, id_len, chunk_len, off, len, dst,
 				 &e);
@@ -188,7 +188,7 @@ static int read_lookup(struct cache *c, const struct read_chunk *ch,
 
 		rc = index_guarded(c, read_lookup_run, &a);
 		if (rc != 0) {
-			if (rc != MDB_PANIC)
+			if (rc != INDEX_BROKEN)
 				cache_warn_limited(c, "cannot read the index",
 						   rc);
 			ret = LOOKUP_MISS;
@@ -282,45 +282,36 @@ out:
 }
 
 struct read_present_args {
-	const uint8_t *hash, *id;
+	const uint8_t *id;
 	size_t id_len;
 	bool present;
 };
 
-static int read_present_run(struct cache *c, void *arg)
+static void read_present_row(void *arg, const void *val, size_t len)
 {
 	struct read_present_args *a = arg;
-	MDB_val k = { HASH_LEN, (void *)a->hash }, v;
 	struct entry e = { .crcs = NULL };
-	MDB_txn *txn;
-	int rc = index_txn_begin(c, MDB_RDONLY, &txn);
 
-	if (rc != 0)
-		return rc;
-	rc = mdb_get(txn, c->dbi_idx, &k, &v);
-	if (rc == 0 && entry_parse(&v, a->id, a->id_len, &e) == 0)
-		a->present = true;
-	index_txn_end(txn, false);
+	a->present = entry_parse(val, len, a->id, a->id_len, &e) == 0;
 	free(e.crcs);
-	return rc == MDB_NOTFOUND ? 0 : rc;
 }
 
 bool read_chunk_present(struct cache *c, const struct read_chunk *ch)
 {
 	const uint8_t *hash = ch->hash;
-	struct read_present_args a = { hash, ch->id, ch->id_len, false };
+	struct read_present_args a = { ch->id, ch->id_len, false };
 	bool present = false;
 	struct pending *p;
 
-	if (index_env(c) == NULL)
+	if (!index_available(c))
 		return false;
-	pthread_mutex_lock(&c->q_lock);
-	for (p = c->q_head; p != NULL && !present; p = p->next)
+	pthread_mutex_lock(&c->q.lock);
+	for (p = c->q.head; p != NULL && !present; p = p->next)
 		present = memcmp(p->hash, hash, HASH_LEN) == 0;
-	pthread_mutex_unlock(&c->q_lock);
+	pthread_mutex_unlock(&c->q.lock);
 	if (present)
 		return true;
-	index_guarded(c, read_present_run, &a);
+	index_row_visit(c, hash, read_present_row, &a);
 	return a.present;
 }
 
@@ -367,6 +358,59 @@ static void read_join_count(struct cache *c, bool ready, ssize_t got)
 	}
 }
 
+/* The engine and the store serve whole ranges: a short count is a bug,
+ * never a shorter file. Returns got, or -EIO (logged) when it is short. */
+static ssize_t read_whole(const char *key, size_t key_len, uint64_t n,
+			  ssize_t got, size_t want)
+{
+	if (got < 0 || (size_t)got == want)
+		return got;
+	log_msg(LOG_ERR,
+		"cache: %.*s: chunk %llu gave %zd of %zu bytes; failing the "
+		"read",
+		(int)key_len, key, (unsigned long long)n, got, want);
+	return -EIO;
+}
+
+/* Steps 2-4 until one answers, for read_chunk() and read_chunk_reply():
+ * [in_off, in_off + want) of chunk ch from the queue or the index into dst
+ * (with hold, see read_lookup()), else from the engine. Counts the hit or
+ * miss. Returns want or a negative errno. */
+static ssize_t read_chunk_find(struct cache *c, const struct read_chunk *ch,
+			       uint64_t in_off, size_t want, void *dst,
+			       struct read_hold *hold)
+{
+	ssize_t got;
+	int tries;
+
+	for (tries = 0;; tries++) {
+		/* Read before the lookup: see fetch_epoch(). After a few
+		 * rounds (a busy table), fetch without the check. */
+		uint64_t epoch = tries < 3 ? fetch_epoch(c->fetch, ch->hash)
+					   : FETCH_NO_EPOCH;
+
+		if (hold != NULL)
+			hold->piece = (struct cache_piece){ .mem = dst,
+							    .fd = -1,
+							    .len = want };
+		if (read_lookup(c, ch, in_off, want, dst, hold) == LOOKUP_HIT) {
+			stat_add(&c->hits, 1);
+			stat_add(&c->bytes_from_cache, want);
+			return (ssize_t)want;
+		}
+		/* The engine fetches it (or joins a fetch in flight) and
+		 * stores it; short of memory it reads just these bytes into
+		 * dst (see fetch_get()). -EAGAIN: it may have been stored
+		 * since epoch was read: look again. */
+		got = fetch_get(c->fetch, &ch->r, epoch, in_off, want, dst);
+		if (got != -EAGAIN) {
+			stat_add(&c->misses, 1);
+			return read_whole(ch->r.key, ch->r.key_len, ch->n, got,
+					  want);
+		}
+	}
+}
+
 /* Step 1, then 2-4 until one answers: [in_off, in_off + want) of chunk n
  * of obj into dst (once, however many readers want it at once). Returns
  * want or a negative errno. */
@@ -376,40 +420,16 @@ static ssize_t read_chunk(struct cache *c, const struct cache_object *obj,
 	struct read_chunk ch;
 	bool ready;
 	ssize_t got;
-	int rc, tries;
+	int rc;
 
 	rc = read_chunk_name(c, obj, n, &ch);
 	if (rc < 0)
 		return rc;
 	got = fetch_join(c->fetch, &ch.r, in_off, want, dst, &ready);
-	if (got != -ENOENT) {
+	if (got != -ENOENT)
 		read_join_count(c, ready, got);
-		read_chunk_release(&ch);
-		return got;
-	}
-	for (tries = 0;; tries++) {
-		/* Read before the lookup: see fetch_epoch(). After a few
-		 * rounds (a busy table), fetch without the check. */
-		uint64_t epoch = tries < 3 ? fetch_epoch(c->fetch, ch.hash)
-					   : FETCH_NO_EPOCH;
-
-		if (read_lookup(c, &ch, in_off, want, dst, NULL) ==
-		    LOOKUP_HIT) {
-			stat_add(&c->hits, 1);
-			stat_add(&c->bytes_from_cache, want);
-			got = (ssize_t)want;
-			break;
-		}
-		/* The engine fetches it (or joins a fetch in flight) and
-		 * stores it; short of memory it reads just these bytes into
-		 * dst (see fetch_get()). -EAGAIN: it may have been stored
-		 * since epoch was read: look again. */
-		got = fetch_get(c->fetch, &ch.r, epoch, in_off, want, dst);
-		if (got != -EAGAIN) {
-			stat_add(&c->misses, 1);
-			break;
-		}
-	}
+	else
+		got = read_chunk_find(c, &ch, in_off, want, dst, NULL);
 	read_chunk_release(&ch);
 	return got;
 }
@@ -438,19 +458,9 @@ ssize_t cache_read(struct cache *c, const struct cache_object *obj,
 				 (uint8_t *)buf + done);
 		if (got == -ENOMEM && done == 0) /* cannot even name it */
 			return read_through(c, obj, offset, len, buf);
+		got = read_whole(obj->key, obj->key_len, n, got, want);
 		if (got < 0)
 			return got;
-		if ((size_t)got != want) {
-			/* The engine and the store serve whole ranges; a
-			 * short count is a bug, never a shorter file. */
-			log_msg(LOG_ERR,
-				"cache: %.*s: chunk %llu gave %zd of %zu "
-				"bytes; "
-				"failing the read",
-				(int)obj->key_len, obj->key,
-				(unsigned long long)n, got, want);
-			return -EIO;
-		}
 		done += want;
 	}
 	return (ssize_t)done;
@@ -468,7 +478,7 @@ static ssize_t read_chunk_reply(struct cache *c, const struct cache_object *obj,
 	struct fetch_pin pin;
 	bool ready;
 	ssize_t got;
-	int rc, tries;
+	int rc;
 
 	rc = read_chunk_name(c, obj, n, &ch);
 	if (rc < 0)
@@ -498,34 +508,7 @@ static ssize_t read_chunk_reply(struct cache *c, const struct cache_object *obj,
 		read_chunk_release(&ch);
 		return -ENOMEM;
 	}
-	for (tries = 0;; tries++) {
-		uint64_t epoch = tries < 3 ? fetch_epoch(c->fetch, ch.hash)
-					   : FETCH_NO_EPOCH;
-
-		h.piece = (struct cache_piece){ .mem = h.buf,
-						.fd = -1,
-						.len = want };
-		if (read_lookup(c, &ch, in_off, want, h.buf, &h) ==
-		    LOOKUP_HIT) {
-			stat_add(&c->hits, 1);
-			stat_add(&c->bytes_from_cache, want);
-			got = (ssize_t)want;
-			break;
-		}
-		got = fetch_get(c->fetch, &ch.r, epoch, in_off, want, h.buf);
-		if (got != -EAGAIN) {
-			stat_add(&c->misses, 1);
-			break;
-		}
-	}
-	if (got >= 0 && (size_t)got != want) {
-		log_msg(LOG_ERR,
-			"cache: %.*s: chunk %llu gave %zd of %zu bytes; "
-			"failing the read",
-			(int)obj->key_len, obj->key, (unsigned long long)n, got,
-			want);
-		got = -EIO;
-	}
+	got = read_chunk_find(c, &ch, in_off, want, h.buf, &h);
 	if (got >= 0) {
 		rc = fn(arg, &h.piece, 1);
 		if (rc < 0)

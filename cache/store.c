@@ -142,22 +142,23 @@ static int store_batch_run(struct cache *c, void *arg)
 	struct store_put_args *a = arg;
 	struct pending **batch = a->batch;
 	bool *orphan = a->orphan;
-	MDB_txn *txn = NULL;
-	bool began;
+	struct index_txn *t;
 	size_t i;
 	int rc;
 
-	rc = index_txn_begin(c, 0, &txn);
-	began = rc == 0;
+	rc = index_begin(c, true, &t);
+	if (rc != 0)
+		return rc;
 	for (i = 0; rc == 0 && i < a->n; i++) {
 		struct pending *p = batch[i];
-		MDB_val k = { HASH_LEN, p->hash }, v;
+		const void *v;
+		size_t v_len;
 
 		if (__atomic_load_n(&p->dropped, __ATOMIC_ACQUIRE)) {
 			orphan[i] = p->data == NULL;
 			continue;
 		}
-		rc = mdb_get(txn, c->dbi_idx, &k, &v);
+		rc = index_get(t, INDEX_ROWS, p->hash, &v, &v_len);
 		if (rc == 0) {
 			/* Stored first by another thread or process (same
 			 * identity, same bytes), or a collision we leave
@@ -165,21 +166,19 @@ static int store_batch_run(struct cache *c, void *arg)
 			orphan[i] = p->data == NULL;
 			continue;
 		}
-		v.mv_size = p->val_len;
-		v.mv_data = p->val;
-		rc = mdb_put(txn, c->dbi_idx, &k, &v, 0);
-		if (rc == 0 && p->data != NULL) {
-			MDB_val d = { (size_t)p->len, p->data };
-
-			rc = mdb_put(txn, c->dbi_data, &k, &d, 0);
-		}
+		if (rc != -ENOENT)
+			break;
+		rc = index_put(t, INDEX_ROWS, p->hash, p->val, p->val_len);
+		if (rc == 0 && p->data != NULL)
+			rc = index_put(t, INDEX_DATA, p->hash, p->data,
+				       (size_t)p->len);
 		if (rc == 0)
-			rc = index_live_add(txn, c, (int64_t)p->len);
+			rc = index_live_add(t, (int64_t)p->len);
 	}
 	if (rc == 0)
-		rc = index_txn_end(txn, true);
-	else if (began)
-		index_txn_end(txn, false);
+		rc = index_end(t, true);
+	else
+		index_end(t, false);
 	return rc;
 }
 
@@ -192,7 +191,7 @@ static int store_batch_put(struct cache *c, struct pending **batch, size_t n)
 	int rc;
 
 	if (orphan == NULL)
-		return ENOMEM;
+		return -ENOMEM;
 	for (i = 0; i < n; i++)
 		total += batch[i]->len;
 	if (index_live_bytes(c) + total > c->budget)
@@ -239,7 +238,7 @@ static void store_batch_commit(struct cache *c, struct pending *first,
 		return;
 	}
 	/* Not p = p->next after last: last->next is the tail's link, which
-	 * store_chunk() writes under q_lock (see struct pending). */
+	 * store_chunk() writes under q.lock (see struct pending). */
 	for (p = first, i = 0; i < n; i++) {
 		batch[i] = p;
 		if (p != last)
@@ -252,11 +251,11 @@ static void store_batch_commit(struct cache *c, struct pending *first,
 		     i++)
 			sum += batch[i]->len;
 		rc = store_batch_put(c, batch + start, i - start);
-		if (rc == EIO && store_disk_full(c))
-			rc = ENOSPC; /* LMDB's word for a short write */
+		if (rc == -EIO && store_disk_full(c))
+			rc = -ENOSPC; /* LMDB's word for a short write */
 		if (rc != 0) {
 			stat_add(&c->store_failures, i - start);
-			if (rc != MDB_PANIC) /* logged once already */
+			if (rc != INDEX_BROKEN) /* logged once already */
 				cache_warn_limited(c, "cannot store chunks",
 						   rc);
 		}
@@ -264,17 +263,19 @@ static void store_batch_commit(struct cache *c, struct pending *first,
 	free(batch);
 }
 
-static void store_pending_free(struct pending *p)
+static void store_pending_free(struct cache *c, struct pending *p)
 {
 	free(p->val);
-	free(p->data);
+	if (p->owned)
+		free((void *)p->data);
+	fetch_unpin(c->fetch, &p->pin);
 	free(p);
 }
 
-/* Caller holds q_lock: is the queue worth a transaction now? */
+/* Caller holds q.lock: is the queue worth a transaction now? */
 static bool store_batch_full(const struct cache *c)
 {
-	return c->q_count >= COMMIT_BATCH || c->q_bytes >= c->q_max / 2;
+	return c->q.count >= COMMIT_BATCH || c->q.bytes >= c->q.max / 2;
 }
 
 /* The committer thread: indexes what store_chunk() queued, everything
@@ -285,16 +286,16 @@ static void *store_committer_main(void *arg)
 	struct cache *c = arg;
 
 	pthread_setname_np(pthread_self(), "shardfs-commit");
-	pthread_mutex_lock(&c->q_lock);
+	pthread_mutex_lock(&c->q.lock);
 	for (;;) {
 		struct pending *first, *last, *p, *next;
 		uint64_t bytes = 0;
 		unsigned count = 0;
 		struct timespec deadline;
 
-		while (c->q_head == NULL && !c->q_stop)
-			pthread_cond_wait(&c->q_work, &c->q_lock);
-		if (c->q_head == NULL)
+		while (c->q.head == NULL && !c->q.stop)
+			pthread_cond_wait(&c->q.work, &c->q.lock);
+		if (c->q.head == NULL)
 			break;
 		/* Let a batch gather: one transaction for many chunks, and
 		 * one wake-up of this thread instead of one per chunk. */
@@ -304,47 +305,47 @@ static void *store_committer_main(void *arg)
 			deadline.tv_sec++;
 			deadline.tv_nsec -= 1000000000L;
 		}
-		while (!c->q_stop && c->q_drainers == 0 && !store_batch_full(c))
-			if (pthread_cond_timedwait(&c->q_work, &c->q_lock,
+		while (!c->q.stop && c->q.drainers == 0 && !store_batch_full(c))
+			if (pthread_cond_timedwait(&c->q.work, &c->q.lock,
 						   &deadline) == ETIMEDOUT)
 				break;
-		first = c->q_head;
-		last = (struct pending *)((char *)c->q_tail -
+		first = c->q.head;
+		last = (struct pending *)((char *)c->q.tail -
 					  offsetof(struct pending, next));
-		c->q_busy = true;
-		pthread_mutex_unlock(&c->q_lock);
+		c->q.busy = true;
+		pthread_mutex_unlock(&c->q.lock);
 
 		/* Items stay queued (and served from the queue) until
 		 * their rows are committed. */
 		store_batch_commit(c, first, last);
 
-		pthread_mutex_lock(&c->q_lock);
-		c->q_head = last->next;
-		if (c->q_head == NULL)
-			c->q_tail = &c->q_head;
+		pthread_mutex_lock(&c->q.lock);
+		c->q.head = last->next;
+		if (c->q.head == NULL)
+			c->q.tail = &c->q.head;
 		for (p = first;; p = p->next) {
 			bytes += p->len;
 			count++;
 			if (p == last)
 				break;
 		}
-		c->q_bytes -= bytes;
-		c->q_count -= count;
-		pthread_cond_broadcast(&c->q_idle);
-		pthread_mutex_unlock(&c->q_lock);
+		c->q.bytes -= bytes;
+		c->q.count -= count;
+		pthread_cond_broadcast(&c->q.idle);
+		pthread_mutex_unlock(&c->q.lock);
 		for (p = first;; p = next) {
 			bool end = p == last;
 
 			next = end ? NULL : p->next; /* see struct pending */
-			store_pending_free(p);
+			store_pending_free(c, p);
 			if (end)
 				break;
 		}
-		pthread_mutex_lock(&c->q_lock);
-		c->q_busy = false;
-		pthread_cond_broadcast(&c->q_idle);
+		pthread_mutex_lock(&c->q.lock);
+		c->q.busy = false;
+		pthread_cond_broadcast(&c->q.idle);
 	}
-	pthread_mutex_unlock(&c->q_lock);
+	pthread_mutex_unlock(&c->q.lock);
 	return NULL;
 }
 
@@ -354,23 +355,38 @@ static void *store_committer_main(void *arg)
  * child under some allocators, e.g. AddressSanitizer's). */
 void store_drain(struct cache *c)
 {
-	if (__atomic_load_n(&c->env_pid, __ATOMIC_ACQUIRE) != getpid())
+	if (!index_ours(c))
 		return; /* nothing was queued in this process */
-	pthread_mutex_lock(&c->q_lock);
-	c->q_drainers++;
-	while ((c->q_head != NULL || c->q_busy) && c->committer_running) {
-		pthread_cond_signal(&c->q_work);
-		pthread_cond_wait(&c->q_idle, &c->q_lock);
+	pthread_mutex_lock(&c->q.lock);
+	c->q.drainers++;
+	while ((c->q.head != NULL || c->q.busy) && c->q.running) {
+		pthread_cond_signal(&c->q.work);
+		pthread_cond_wait(&c->q.idle, &c->q.lock);
 	}
-	c->q_drainers--;
-	pthread_mutex_unlock(&c->q_lock);
+	c->q.drainers--;
+	pthread_mutex_unlock(&c->q.lock);
+}
+
+void store_forked(struct cache *c)
+{
+	pthread_mutex_init(&c->q.lock, NULL);
+	pthread_cond_init(&c->q.work, NULL);
+	pthread_cond_init(&c->q.idle, NULL);
+	c->q.head = NULL;
+	c->q.tail = &c->q.head;
+	c->q.bytes = 0;
+	c->q.count = 0;
+	c->q.drainers = 0;
+	c->q.busy = false;
+	c->q.running = false;
 }
 
 /* Stores a fetched chunk: writes its blob (large chunks) now, and queues
  * its row for the committer thread, so the reader never waits for a
  * transaction's sync. Failures are counted and logged, never returned. */
 void store_chunk(struct cache *c, const uint8_t *hash, const uint8_t *id,
-		 size_t id_len, const uint8_t *data, uint64_t len)
+		 size_t id_len, const uint8_t *data, uint64_t len,
+		 struct fetch_pin *keep)
 {
 	bool inl = len <= c->inline_max;
 	struct entry_hdr h = { .version = ENTRY_VERSION,
@@ -390,8 +406,8 @@ void store_chunk(struct cache *c, const uint8_t *hash, const uint8_t *id,
 		stat_add(&c->store_failures, 1); /* logged when it broke */
 		return;
 	}
-	if (index_env(c) == NULL) {
-		store_failed(c, ENXIO);
+	if (!index_available(c)) {
+		store_failed(c, -ENXIO);
 		return;
 	}
 	h.atime = h.ctime = now_seconds();
@@ -416,54 +432,76 @@ void store_chunk(struct cache *c, const uint8_t *hash, const uint8_t *id,
 		memcpy(p->val + sizeof(h) + (size_t)b * 4, &crc, 4);
 	}
 	memcpy(p->val + sizeof(h) + crc_bytes, id, id_len);
-	if (inl) {
-		p->data = malloc(len);
-		if (p->data == NULL) {
-			store_pending_free(p);
+	p->pin.fl = NULL;
+	if (inl && keep == NULL) {
+		uint8_t *copy = malloc(len ? len : 1);
+
+		if (copy == NULL) {
+			store_pending_free(c, p);
 			store_failed(c, -ENOMEM);
 			return;
 		}
-		memcpy(p->data, data, len);
+		memcpy(copy, data, len);
+		p->data = copy;
+		p->owned = true;
+	} else if (inl) {
+		/* Borrowed until queued: then the queue keeps the pin. */
+		p->data = data != NULL ? data : (const uint8_t *)"";
 	} else {
 		rc = store_blob_write(c, hash, h.blob_id, data, len);
 		if (rc != 0) {
-			store_pending_free(p);
+			store_pending_free(c, p);
 			store_failed(c, rc);
 			return;
 		}
 	}
 
-	pthread_mutex_lock(&c->q_lock);
-	while (c->q_bytes > c->q_max && c->committer_running)
-		pthread_cond_wait(&c->q_idle, &c->q_lock);
-	if (!c->committer_running &&
-	    thread_start(&c->committer, store_committer_main, c) == 0)
-		c->committer_running = true;
-	if (c->committer_running) {
-		bool first = c->q_head == NULL;
+	pthread_mutex_lock(&c->q.lock);
+	while (c->q.bytes > c->q.max && c->q.running)
+		pthread_cond_wait(&c->q.idle, &c->q.lock);
+	if (!c->q.running && !c->q.closing &&
+	    thread_start(&c->q.thread, store_committer_main, c) == 0)
+		c->q.running = true;
+	if (c->q.running && !c->q.closing) {
+		bool first = c->q.head == NULL;
 
-		*c->q_tail = p;
-		c->q_tail = &p->next;
-		c->q_bytes += len;
-		c->q_count++;
+		if (inl && !p->owned) {
+			p->pin = *keep;
+			keep->fl = NULL;
+		}
+		*c->q.tail = p;
+		c->q.tail = &p->next;
+		c->q.bytes += len;
+		c->q.count++;
 		if (first || store_batch_full(c))
-			pthread_cond_signal(&c->q_work);
+			pthread_cond_signal(&c->q.work);
 		p = NULL;
 	}
-	pthread_mutex_unlock(&c->q_lock);
-	if (p != NULL) { /* no thread: index it here */
+	pthread_mutex_unlock(&c->q.lock);
+	if (p != NULL) { /* no thread, or closing: index it here */
 		store_batch_commit(c, p, p);
-		store_pending_free(p);
+		store_pending_free(c, p);
 	}
 }
 
+void store_close(struct cache *c)
+{
+	if (!index_ours(c))
+		return; /* nothing was queued in this process */
+	pthread_mutex_lock(&c->q.lock);
+	c->q.closing = true;
+	pthread_mutex_unlock(&c->q.lock);
+	store_drain(c);
+}
+
 void store_fetch_done(void *ctx, const uint8_t *hash, const uint8_t *id,
-		      size_t id_len, const uint8_t *data, uint64_t len)
+		      size_t id_len, const uint8_t *data, uint64_t len,
+		      struct fetch_pin *keep)
 {
 	struct cache *c = ctx;
 
 	if (c->disk)
-		store_chunk(c, hash, id, id_len, data, len);
+		store_chunk(c, hash, id, id_len, data, len, keep);
 }
 
 /* Serves [off, off + len) of a chunk still queued for indexing. Returns
@@ -476,15 +514,13 @@ int store_pending_find(struct cache *c, const uint8_t *hash, const uint8_t *id,
 	struct pending *p;
 	int ret = LOOKUP_MISS;
 
-	pthread_mutex_lock(&c->q_lock);
-	for (p = c->q_head; p != NULL; p = p->next) {
-		MDB_val v = { p->val_len, p->val };
-
+	pthread_mutex_lock(&c->q.lock);
+	for (p = c->q.head; p != NULL; p = p->next) {
 		if (memcmp(p->hash, hash, HASH_LEN) != 0 ||
 		    p->len != chunk_len ||
 		    __atomic_load_n(&p->dropped, __ATOMIC_ACQUIRE))
 			continue;
-		if (entry_parse(&v, id, id_len, e) != 0)
+		if (entry_parse(p->val, p->val_len, id, id_len, e) != 0)
 			continue;
 		if (p->data != NULL) {
 			memcpy(dst, p->data + off, len);
@@ -496,7 +532,7 @@ int store_pending_find(struct cache *c, const uint8_t *hash, const uint8_t *id,
 		}
 		break;
 	}
-	pthread_mutex_unlock(&c->q_lock);
+	pthread_mutex_unlock(&c->q.lock);
 	return ret;
 }
 
@@ -506,11 +542,11 @@ void store_pending_drop(struct cache *c, const uint8_t *hash)
 {
 	struct pending *p;
 
-	pthread_mutex_lock(&c->q_lock);
-	for (p = c->q_head; p != NULL; p = p->next)
+	pthread_mutex_lock(&c->q.lock);
+	for (p = c->q.head; p != NULL; p = p->next)
 		if (memcmp(p->hash, hash, HASH_LEN) == 0)
 			__atomic_store_n(&p->dropped, true, __ATOMIC_RELEASE);
-	pthread_mutex_unlock(&c->q_lock);
+	pthread_mutex_unlock(&c->q.lock);
 }
 
 /* Makes path 0700, exactly (umask-independent); an existing one is left

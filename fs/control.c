@@ -400,7 +400,9 @@ static void write_log(FILE *f, const struct log_errors *log)
 
 /* The lines of control_write_stats() that are one uint64_t of struct
  * control_stats each, in their order: a table, so a new counter is one row.
- * div turns nanoseconds into the microseconds the names say. */
+ * div turns nanoseconds into the microseconds the names say. The rows
+ * named cache_* come after shardfs_cache_enabled, and only with a disk
+ * cache (st->cache.enabled). */
 struct stat_metric {
 	const char *name;
 	const char *type;
@@ -408,6 +410,8 @@ struct stat_metric {
 	size_t offset;
 	uint64_t div;
 };
+
+#define STAT_CACHE_PREFIX "cache_"
 
 static const struct stat_metric stat_metrics[] = {
 	{ "uptime_seconds", "gauge", "Seconds since the mount.",
@@ -488,10 +492,6 @@ static const struct stat_metric stat_metrics[] = {
 	{ "readahead_window_bytes", "gauge",
 	  "Read-ahead window of the last read.",
 	  offsetof(struct control_stats, cache.readahead_window_bytes), 1 },
-};
-
-/* Only with a disk cache (st->cache.enabled). */
-static const struct stat_metric stat_cache_metrics[] = {
 	{ "cache_hits_total", "counter",
 	  "Chunk lookups served from the disk cache.",
 	  offsetof(struct control_stats, cache.hits), 1 },
@@ -519,14 +519,20 @@ static const struct stat_metric stat_cache_metrics[] = {
 	  offsetof(struct control_stats, cache.budget_bytes), 1 },
 };
 
+/* Writes the rows of stat_metrics named cache_* (cache true) or the
+ * others. */
 static void write_metric_table(FILE *f, const struct control_stats *st,
-			       const struct stat_metric *t, size_t n)
+			       bool cache)
 {
-	size_t i;
+	const struct stat_metric *t = stat_metrics;
+	size_t i, n = sizeof(stat_metrics) / sizeof(stat_metrics[0]);
 
 	for (i = 0; i < n; i++) {
 		uint64_t v;
 
+		if (cache != !strncmp(t[i].name, STAT_CACHE_PREFIX,
+				      strlen(STAT_CACHE_PREFIX)))
+			continue;
 		memcpy(&v, (const char *)st + t[i].offset, sizeof(v));
 		metric(f, t[i].name, t[i].type, t[i].help, v / t[i].div);
 	}
@@ -555,14 +561,11 @@ int control_write_stats(FILE *f, const struct manifest *m,
 		fprintf(f, "shardfs_skipped_keys{reason=\"%s\"} %llu\n",
 			manifest_skip_name(i),
 			(unsigned long long)m->skipped[i]);
-	write_metric_table(f, st, stat_metrics,
-			   sizeof(stat_metrics) / sizeof(stat_metrics[0]));
+	write_metric_table(f, st, false);
 	metric(f, "cache_enabled", "gauge",
 	       "1 if reads go through the disk cache.", st->cache.enabled);
 	if (st->cache.enabled)
-		write_metric_table(f, st, stat_cache_metrics,
-				   sizeof(stat_cache_metrics) /
-					   sizeof(stat_cache_metrics[0]));
+		write_metric_table(f, st, true);
 	write_log(f, &st->log);
 	return ferror(f) ? -EIO : 0;
 }

@@ -247,8 +247,7 @@ int cmd_mount(int argc, char **argv, bool helper_form)
 		{ "debug", no_argument, NULL, 'd' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "quiet", no_argument, NULL, 'q' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+		CMD_LONGOPTS_END,
 	};
 	/* mount(8)'s helper flags: spec dir [-sfnv] [-N ns] [-o opts]
 	 * [-t type.subtype]; -s is sloppy and -f fake there. */

@@ -198,8 +198,7 @@ int cmd_status(int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "json", no_argument, NULL, 'j' },
 		{ "interval", required_argument, NULL, 'i' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+		CMD_LONGOPTS_END,
 	};
 	struct status_snap a = { 0 }, b = { 0 };
 	char *abs = NULL, *stats = NULL, fstype[256] = "";

@@ -81,8 +81,7 @@ int cmd_unmount(int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "lazy", no_argument, NULL, 'l' },
 		{ "stale-only", no_argument, NULL, 'S' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+		CMD_LONGOPTS_END,
 	};
 	struct mountpoint_info mi;
 	struct config *cfg = NULL;
@@ -110,23 +109,14 @@ int cmd_unmount(int argc, char **argv)
 	if (rc != 0)
 		goto out;
 	rc = EXIT_RUNTIME;
-	c = mountpoint_inspect(path, &mi);
+	c = mountpoint_lookup(path, true, &mi);
 	if (c == -ENOENT || c == -ENOTDIR) {
 		log_msg(LOG_NOTICE, "%s does not exist: not mounted", path);
 		rc = EXIT_OK;
 		goto out;
 	}
-	if (c < 0) {
-		log_msg(LOG_ERR, "%s: %s", path, strerror(-c));
-		goto out;
-	}
-	if (mi.symlink) {
-		log_msg(LOG_ERR,
-			"%s is a symbolic link: not followed (a link must not "
-			"redirect an unmount); give the mount point itself",
-			path);
-		goto out;
-	}
+	if (c < 0)
+		goto out; /* logged */
 	if (!mi.mounted) {
 		log_msg(LOG_NOTICE, "%s is not mounted; nothing to do", path);
 		rc = EXIT_OK;

@@ -235,8 +235,7 @@ int cmd_warm(int argc, char **argv)
 		{ "rank", required_argument, NULL, 'r' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "jobs", required_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+		CMD_LONGOPTS_END,
 	};
 	struct progress p = { 0 };
 	struct overrides ov = { 0 };

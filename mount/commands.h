@@ -48,6 +48,13 @@ int cmd_rank_arg(const char *cmd, const char *arg, uint64_t world,
  * EXIT_USAGE. */
 int cmd_usage_error(const char *usage, const char *fmt, const char *arg);
 
+/* The last rows of every command's long options: --help (-h, which
+ * cmd_option_other() answers) and the terminator. */
+/* clang-format off */
+#define CMD_LONGOPTS_END \
+	{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 }
+/* clang-format on */
+
 /* The end of an option switch: for 'h', prints usage to stdout and
  * returns EXIT_OK; for any other option (getopt has said what is wrong
  * with it), prints usage to stderr and returns EXIT_USAGE. */

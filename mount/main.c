@@ -212,8 +212,7 @@ static int cmd_manifest(int argc, char **argv)
 		{ "region", required_argument, NULL, 'R' },
 		{ "addressing", required_argument, NULL, 'A' },
 		{ "anonymous", no_argument, NULL, 'N' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+		CMD_LONGOPTS_END,
 	};
 	struct backend_options opts = { .retries = -1 };
 	const char *output = NULL;
@@ -341,8 +340,7 @@ static int cmd_plan(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "rank", required_argument, NULL, 'r' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+		CMD_LONGOPTS_END,
 	};
 	struct overrides ov = { 0 };
 	struct config *cfg = NULL;

@@ -382,34 +382,44 @@ int mountpoint_recover_dead(const struct mountpoint_info *mi)
 	return 1;
 }
 
+int mountpoint_lookup(const char *path, bool absent_quiet,
+		      struct mountpoint_info *mi)
+{
+	int rc = mountpoint_inspect(path, mi);
+
+	if (rc < 0) {
+		if (!absent_quiet || (rc != -ENOENT && rc != -ENOTDIR))
+			log_msg(LOG_ERR, "mountpoint %s: %s", path,
+				strerror(-rc));
+		return rc;
+	}
+	if (mi->symlink) {
+		log_msg(LOG_ERR,
+			"mountpoint %s is a symbolic link: not followed (a "
+			"link must not redirect a mount or an unmount); give "
+			"the directory itself (realpath %s)",
+			mi->path, path);
+		return -ELOOP;
+	}
+	return 0;
+}
+
 int mountpoint_prepare(const char *path, bool nonempty)
 {
 	struct mountpoint_info mi;
 	struct stat st;
 	int rc;
 
-	rc = mountpoint_inspect(path, &mi);
-	if (rc < 0) {
-		log_msg(LOG_ERR, "mountpoint %s: %s", path, strerror(-rc));
+	rc = mountpoint_lookup(path, false, &mi);
+	if (rc < 0)
 		return rc;
-	}
-	if (mi.symlink) {
-		log_msg(LOG_ERR,
-			"mountpoint %s is a symbolic link; give the directory "
-			"itself (realpath %s)",
-			mi.path, path);
-		return -ELOOP;
-	}
 	rc = mountpoint_recover_dead(&mi);
 	if (rc < 0)
 		return rc;
 	if (rc == 1) {
-		rc = mountpoint_inspect(path, &mi);
-		if (rc < 0) {
-			log_msg(LOG_ERR, "mountpoint %s: %s", path,
-				strerror(-rc));
+		rc = mountpoint_lookup(path, false, &mi);
+		if (rc < 0)
 			return rc;
-		}
 	}
 	if (mi.hung) {
 		log_msg(LOG_ERR,

@@ -60,6 +60,13 @@ int mountpoint_probe(const char *path, int timeout_s);
  * mountinfo cannot be read (not logged). */
 int mountpoint_inspect(const char *path, struct mountpoint_info *out);
 
+/* mountpoint_inspect() for a command given the mount point itself (mount,
+ * unmount): logs a failure (but -ENOENT and -ENOTDIR when absent_quiet)
+ * and refuses a symbolic link (-ELOOP, logged): a link must not redirect
+ * the command. Returns 0 or a negative errno. */
+int mountpoint_lookup(const char *path, bool absent_quiet,
+		      struct mountpoint_info *mi);
+
 /* Only the mount table part of mountpoint_inspect(): path and what is
  * mounted there; never touches path, never probes. */
 int mountpoint_inspect_table(const char *path, struct mountpoint_info *out);
