@@ -966,6 +966,7 @@ static void pace_compute(const struct fetch *f, struct fetch_pace *out)
 	}
 	out->latency_min_ns = lat[0];
 	out->latency_median_ns = lat[n / 2];
+	out->latency_p90_ns = lat[n * 9 / 10];
 	if (last > first) {
 		/* n - 1 reads (and their bytes, but the first's) ended in
 		 * last - first; the first's bytes are close enough. */

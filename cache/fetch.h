@@ -141,6 +141,7 @@ struct fetch_stats {
 		 * succeeded, each timed from its start to its end: */
 		uint64_t latency_min_ns;    /* the least: no queueing */
 		uint64_t latency_median_ns; /* the median */
+		uint64_t latency_p90_ns;    /* the 90th percentile */
 		uint64_t reads_per_s;	    /* completed per second */
 		uint64_t bytes_per_s;
 	} pace;

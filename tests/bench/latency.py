@@ -192,13 +192,14 @@ def one_latency(B, ctx, lat, L, local, lowest):
             lat.gets[(L, phase)] = delta.get("backend_requests_total")
             dm = smp.summary().get("prefetch_depth_files")
             print("         first-chunk waits %s (%.0f ms), prefetch hits %s misses %s, "
-                  "depth mean/max %s, GETs %s" % (
+                  "depth mean/max %s, GETs %s%s" % (
                       delta.get("first_chunk_waits_total", "—"),
                       delta.get("first_chunk_wait_us_total", 0) / 1000,
                       delta.get("prefetch_hits_total", "—"),
                       delta.get("prefetch_misses_total", "—"),
                       "—" if dm is None else "%.1f/%.0f" % dm,
-                      delta.get("backend_requests_total", "—")), flush=True)
+                      delta.get("backend_requests_total", "—"),
+                      ", compute %.2f s" % r["compute_s"] if compute_ms else ""), flush=True)
         return r
 
     def session(fn, dataset, world=1, cold=True, tgt=sf):
