@@ -82,6 +82,8 @@ void cache_stats_get(struct cache *c, struct cache_stats *out)
 	out->prefetch_depth = stat_load(&c->pf_depth);
 	out->readahead_window_bytes = stat_load(&c->ra_window);
 	out->prefetch_gap_ns = stat_load(&c->pf_gap_ns);
+	out->first_waits = fs.first_waits;
+	out->first_wait_ns = fs.first_wait_ns;
 	out->backend_latency_min_ns = fs.pace.latency_min_ns;
 	out->backend_latency_median_ns = fs.pace.latency_median_ns;
 	out->backend_reads_per_s = fs.pace.reads_per_s;

@@ -103,6 +103,9 @@ struct cache_stats {
 	uint64_t prefetch_refused;   /* prefetches refused for memory */
 	uint64_t prefetch_depth;     /* files ahead, last order opened */
 	uint64_t prefetch_gap_ns;    /* its reader's time between opens */
+	uint64_t first_waits;	     /* reads that found a file's first
+				      * chunk not fetched yet */
+	uint64_t first_wait_ns;	     /* the time those reads waited */
 	/* Backend reads (the last FETCH_PACE_WINDOW that succeeded): */
 	uint64_t backend_latency_min_ns;    /* least start-to-end time */
 	uint64_t backend_latency_median_ns; /* median */

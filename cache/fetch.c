@@ -225,7 +225,8 @@ struct fetch {
 	uint64_t pace_lat[FETCH_PACE_WINDOW], pace_end[FETCH_PACE_WINDOW];
 	uint64_t pace_bytes[FETCH_PACE_WINDOW];
 	unsigned pace_n, pace_next;
-	uint64_t stalls; /* protected by lock: see fetch_pace_get() */
+	uint64_t stalls;   /* protected by lock: see fetch_pace_get() */
+	uint64_t stall_ns; /* atomic: time those reads waited, summed */
 };
 
 static void fork_check(struct fetch *f);
@@ -970,6 +971,7 @@ static void pace_compute(const struct fetch *f, struct fetch_pace *out)
 	}
 	out->latency_min_ns = lat[0];
 	out->latency_median_ns = lat[n / 2];
+	out->latency_p90_ns = lat[n * 9 / 10];
 	if (last > first) {
 		/* n - 1 reads (and their bytes, but the first's) ended in
 		 * last - first; the first's bytes are close enough. */
@@ -1539,7 +1541,7 @@ static ssize_t get(struct fetch *f, const struct fetch_request *r,
 	struct flight *fl, *dead;
 	/* A reader with a buffer can be served without a chunk's memory. */
 	bool direct_ok = mode == GET_FETCH && dst != NULL && len > 0;
-	bool handoff = false;
+	bool handoff = false, stalled = false;
 	uint64_t start, deadline, direct_at, wait_ns, need;
 	ssize_t ret;
 
@@ -1564,7 +1566,8 @@ static ssize_t get(struct fetch *f, const struct fetch_request *r,
 				*ready = true;
 			if (!fl->done) {
 				f->waits++;
-				f->stalls += r->offset == 0;
+				stalled = r->offset == 0;
+				f->stalls += stalled;
 			}
 			if (fl->queued && fl->prio == PRIO_PREFETCH) {
 				queue_unlink(f, fl);
@@ -1595,7 +1598,8 @@ static ssize_t get(struct fetch *f, const struct fetch_request *r,
 				return -ENOMEM;
 			}
 			fl->refs = 2; /* the table's and ours */
-			f->stalls += r->offset == 0;
+			stalled = r->offset == 0;
+			f->stalls += stalled;
 			break;
 		}
 		/* Reply buffers alone leave no room: nothing this thread
@@ -1614,9 +1618,14 @@ static ssize_t get(struct fetch *f, const struct fetch_request *r,
 		}
 	}
 	if (fl == NULL) {
-		f->stalls += r->offset == 0;
+		stalled = r->offset == 0;
+		f->stalls += stalled;
 		pthread_mutex_unlock(&f->lock);
-		return direct_read(f, r, off, len, dst, deadline);
+		ret = direct_read(f, r, off, len, dst, deadline);
+		if (stalled)
+			__atomic_fetch_add(&f->stall_ns, now_ns() - start,
+					   __ATOMIC_RELAXED);
+		return ret;
 	}
 	if (wait_done(f, fl, deadline, handoff) < 0) {
 		dead = flight_unref(f, fl);
@@ -1624,6 +1633,9 @@ static ssize_t get(struct fetch *f, const struct fetch_request *r,
 		flight_free(dead);
 		return wait_failed(r, "the chunk", wait_ns);
 	}
+	if (stalled)
+		__atomic_fetch_add(&f->stall_ns, now_ns() - start,
+				   __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&f->lock);
 
 	/* Done without an error means every byte is there (run_part()). */
@@ -1806,6 +1818,8 @@ void fetch_stats_get(struct fetch *f, struct fetch_stats *out)
 	out->direct_reads = f->direct_reads;
 	out->hedges = f->hedges;
 	out->hedge_wins = f->hedge_wins;
+	out->first_waits = f->stalls;
+	out->first_wait_ns = __atomic_load_n(&f->stall_ns, __ATOMIC_RELAXED);
 	pace_compute(f, &out->pace);
 	pthread_mutex_unlock(&f->lock);
 	out->backend_reads =

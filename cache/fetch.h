@@ -136,11 +136,17 @@ struct fetch_stats {
 	uint64_t backend_errors; /* backend reads that failed */
 	uint64_t hedges;	 /* hedged reads issued */
 	uint64_t hedge_wins;	 /* hedged reads whose answer was served */
+	/* Reads of a file's first chunk that found it not fetched yet
+	 * (they waited for a fetch in flight or fetched it), and the time
+	 * they waited, summed: what prefetching did not hide. */
+	uint64_t first_waits;
+	uint64_t first_wait_ns;
 	struct fetch_pace {
 		/* Of the last FETCH_PACE_WINDOW backend reads that
 		 * succeeded, each timed from its start to its end: */
 		uint64_t latency_min_ns;    /* the least: no queueing */
 		uint64_t latency_median_ns; /* the median */
+		uint64_t latency_p90_ns;    /* the 90th percentile */
 		uint64_t reads_per_s;	    /* completed per second */
 		uint64_t bytes_per_s;
 	} pace;

@@ -115,6 +115,7 @@ static unsigned order_pace(struct cache *c, struct order_slot *slot,
 	slot->stalls = stalls;
 	__atomic_store_n(&c->pf_gap_ns, slot->gap_ns, __ATOMIC_RELAXED);
 	p.latency_ns = fp->latency_min_ns;
+	p.latency_slow_ns = fp->latency_p90_ns;
 	p.gap_ns = slot->gap_ns;
 	p.depth = slot->st.depth;
 	p.file_bytes = slot->file_bytes;

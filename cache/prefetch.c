@@ -153,7 +153,7 @@ void prefetch_order_stopped(struct prefetch_order *o, uint64_t pos)
 
 unsigned prefetch_depth(const struct prefetch_pace *p)
 {
-	uint64_t bound = p->cap, want, floor;
+	uint64_t bound = p->cap, want, span;
 
 	if (p->cap == 0)
 		return 0;
@@ -169,11 +169,16 @@ unsigned prefetch_depth(const struct prefetch_pace *p)
 	/* Rounded up: a reader as fast as the backend needs one ahead. */
 	want = p->latency_ns / p->gap_ns + 1;
 	want = want > bound ? bound : want * PREFETCH_HEADROOM;
+	/* The time target (prefetch.h). */
+	span = PREFETCH_AHEAD_NS;
+	if (p->latency_slow_ns > span / PREFETCH_HEADROOM)
+		span = PREFETCH_HEADROOM * p->latency_slow_ns;
+	if (want < span / p->gap_ns + 1)
+		want = span / p->gap_ns + 1;
 	if (p->starved && want < 2 * (uint64_t)p->depth)
 		want = 2 * (uint64_t)p->depth;
-	floor = (uint64_t)p->depth - (p->depth + 3) / 4;
-	if (!p->starved && want < floor)
-		want = floor;
+	if (!p->starved && p->depth > 0 && want < (uint64_t)p->depth - 1)
+		want = (uint64_t)p->depth - 1;
 	if (want > bound)
 		want = bound;
 	return want > 0 ? (unsigned)want : 1;

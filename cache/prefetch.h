@@ -116,6 +116,7 @@ void prefetch_order_open(struct prefetch_order *o, uint64_t pos, unsigned limit,
 struct prefetch_pace {
 	uint64_t latency_ns; /* a backend read without queueing: the least of
 			      * the recent ones (0: not known yet) */
+	uint64_t latency_slow_ns; /* their 90th percentile (0: not known) */
 	uint64_t gap_ns;     /* the reader's time between opens of the order,
 			      * averaged (0: not known yet) */
 	bool starved;	     /* the reader waited for a fetch since its last
@@ -128,20 +129,33 @@ struct prefetch_pace {
 	unsigned cap; /* prefetch.files: 0 turns prefetch off */
 };
 
-/* Files in flight needed so the next file is there when the reader opens
- * it: PREFETCH_HEADROOM x latency / gap (a reader slower than the backend
- * needs only its own rate x latency). A starved reader's gap is set by the
- * fetches themselves, so there it is at least twice the depth now (it
- * grows until the reader stops waiting or a bound is reached, as a server
- * whose requests queue needs many more in flight than latency / service
- * time); otherwise it shrinks by at most a quarter per open, so one lucky
- * open does not undo the growth. Never more than cap, connections (more
- * files in flight than requests can run only queue) or memory /
- * file_bytes; at least 1 unless cap is 0. Not measured yet: cap and
- * memory / file_bytes (hits then double depth to them, as before there
- * were measurements; files queued beyond the connections wait in the
- * engine's queue). */
+/* Files ahead needed so the next file is there when the reader opens
+ * it, the most of:
+ * - Little's law: PREFETCH_HEADROOM x (latency / gap + 1) in flight (a
+ *   reader slower than the backend needs only its own rate x latency);
+ * - the time target: the files the reader reads in PREFETCH_AHEAD_NS, or
+ *   in PREFETCH_HEADROOM x the slow latency (the 90th percentile of the
+ *   recent reads) if that is longer. latency
+ *   is the least of the recent reads; a read that takes longer (the
+ *   server or the daemon busy) would otherwise make a reader slower than
+ *   the backend wait for a file every time (a trainer at 2 ms per file
+ *   kept 1 to 3 files ahead at 0 ms, and 62 of its 500 opens waited).
+ *   Files ahead of a slower reader cost memory only until stored, and in
+ *   flight there are still about latency / gap: it asks for one more file
+ *   per open.
+ * A starved reader's gap is set by the fetches themselves, so there it is
+ * at least twice the depth now (it grows until the reader stops waiting or
+ * a bound is reached, as a server whose requests queue needs many more in
+ * flight than latency / service time); otherwise it shrinks by at most one
+ * file per open (the reader's pace is an average over a few opens, which
+ * one slow file moves; the files already asked for are then read before
+ * any more is asked). Never more than cap, connections (more files in
+ * flight than requests can run only queue) or memory / file_bytes; at
+ * least 1 unless cap is 0. Not measured yet: cap and memory / file_bytes
+ * (hits then double depth to them, as before there were measurements;
+ * files queued beyond the connections wait in the engine's queue). */
 #define PREFETCH_HEADROOM 2
+#define PREFETCH_AHEAD_NS (UINT64_C(50) * 1000000)
 unsigned prefetch_depth(const struct prefetch_pace *p);
 
 /* Asking stopped before position pos (memory): positions from pos on may

@@ -68,7 +68,9 @@ BENCH_LATENCIES [0,20,50], BENCH_SLOW_FILES [100: the small keys raw curl's
 1 connection and s3fs/rclone 1r read at latency; 8r 4x that],
 BENCH_LAT_LARGE_FILES [4: large files read at latency], BENCH_LAT_NOCACHE [1:
 also shardfs with the cache off, 1r, for diagnosis], BENCH_LAT_PEERS
-[s3fs,rclone-off], BENCH_NOTE [a line for the report's header, e.g. that the
+[s3fs,rclone-off], BENCH_LAT_PASSES [raw,s1,s8,nocache,l1,trainer,rss,local,
+peers: the latency passes to run, e.g. raw,s1,trainer to iterate on one],
+BENCH_NOTE [a line for the report's header, e.g. that the
 machine was loaded].
 
 Everything started is stopped by PID, every mount unmounted and the temp dir

@@ -39,6 +39,10 @@ import time
 
 CONNS = (1, 8, 32, 64, 128)
 RSS_READERS = 64
+# BENCH_LAT_PASSES: the passes to run at each latency, to iterate on one
+# (the targets table then shows only what ran).
+ALL_PASSES = "raw,s1,s8,nocache,l1,trainer,rss,local,peers"
+PASSES = {w.strip() for w in (os.environ.get("BENCH_LAT_PASSES", "") or ALL_PASSES).split(",")}
 SLACK = 64 << 20  # RSS target: prefetch.memory + 64 MiB
 
 
@@ -165,11 +169,12 @@ def one_latency(B, ctx, lat, L, local, lowest):
         return v
 
     # Raw curl: the server's limit at this latency.
-    for c in CONNS:
+    for c in CONNS if "raw" in PASSES else ():
         keys = slow if c == 1 else rank
         note("raw", "s%d" % c, B.curl_pass(ctx, keys, "small", c), "files/s")
-    note("raw", "l1", B.curl_pass(ctx, large, "large", 1), "MB/s")
-    note("raw", "l8", B.curl_pass(ctx, large, "large", 8), "MB/s")
+    if "raw" in PASSES:
+        note("raw", "l1", B.curl_pass(ctx, large, "large", 1), "MB/s")
+        note("raw", "l8", B.curl_pass(ctx, large, "large", 8), "MB/s")
 
     # shardfs, disk cache, default config.
     sf = ctx.lat_shardfs
@@ -185,6 +190,16 @@ def one_latency(B, ctx, lat, L, local, lowest):
             lat.profile.append((L, phase, v, unit, smp.summary(), delta,
                                 smp.cpu + [r["wall_s"]]))
             lat.gets[(L, phase)] = delta.get("backend_requests_total")
+            dm = smp.summary().get("prefetch_depth_files")
+            print("         first-chunk waits %s (%.0f ms), prefetch hits %s misses %s, "
+                  "depth mean/max %s, GETs %s%s" % (
+                      delta.get("first_chunk_waits_total", "—"),
+                      delta.get("first_chunk_wait_us_total", 0) / 1000,
+                      delta.get("prefetch_hits_total", "—"),
+                      delta.get("prefetch_misses_total", "—"),
+                      "—" if dm is None else "%.1f/%.0f" % dm,
+                      delta.get("backend_requests_total", "—"),
+                      ", compute %.2f s" % r["compute_s"] if compute_ms else ""), flush=True)
         return r
 
     def session(fn, dataset, world=1, cold=True, tgt=sf):
@@ -204,23 +219,27 @@ def one_latency(B, ctx, lat, L, local, lowest):
         sf_pass("s1_rank", rank, "small", 1, "files/s")
         if lowest:
             sf_pass("s1_warm", rank, "small", 1, "files/s")
-    session(s1, "small")
-    if lowest:
+    if "s1" in PASSES:
+        session(s1, "small")
+    if lowest and "s1" in PASSES:
         session(lambda: sf_pass("s1_remount", rank, "small", 1, "files/s"), "small", cold=False)
-    session(lambda: sf_pass("s8_rank", rank, "small", 8, "files/s"), "small")
+    if "s8" in PASSES:
+        session(lambda: sf_pass("s8_rank", rank, "small", 8, "files/s"), "small")
     # Diagnosis: the same 1r pass without the disk cache (what the store
     # path costs).
     nc = ctx.lat_nocache
-    if nc is not None:
+    if nc is not None and "nocache" in PASSES:
         session(lambda: note(nc.name, "s1_rank", B.read_pass(ctx, nc, slow, "small", 1),
                              "files/s"), "small", tgt=nc)
-    session(lambda: sf_pass("l1", large, "large", 1, "MB/s"), "large")
+    if "l1" in PASSES:
+        session(lambda: sf_pass("l1", large, "large", 1, "MB/s"), "large")
 
     def trainer():
         r = sf_pass("trainer", tk, "small", 1, "s", world=4, compute_ms=ctx.compute_ms)
         if "error" not in r:
             lat.compute[L] = r["compute_s"]
-    session(trainer, "small", world=4)
+    if "trainer" in PASSES:
+        session(trainer, "small", world=4)
 
     def rss():
         pid = sf.proc.pid
@@ -230,9 +249,10 @@ def one_latency(B, ctx, lat, L, local, lowest):
         lat.rss[L] = {"hwm_kib": vm_kib(pid, "VmHWM"), "base_kib": base,
                       "budget": st.get("memory_budget_bytes"),
                       "mem_hw": st.get("memory_high_water_bytes")}
-    session(rss, "small")
+    if "rss" in PASSES:
+        session(rss, "small")
 
-    if lowest:
+    if lowest and "local" in PASSES:
         local.mount("small", cold=True)
         note("local", "s1_cold", B.read_pass(ctx, local, rank, "small", 1), "files/s")
         note("local", "s1_warm", B.read_pass(ctx, local, rank, "small", 1), "files/s")
@@ -241,7 +261,7 @@ def one_latency(B, ctx, lat, L, local, lowest):
         note("local", "l1_warm", B.read_pass(ctx, local, large, "large", 1), "MB/s")
 
     # The peers, on fewer files (they are slow at latency).
-    for peer in ctx.lat_peers:
+    for peer in ctx.lat_peers if "peers" in PASSES else ():
         session(lambda: note(peer.name, "s1_rank", B.read_pass(ctx, peer, slow, "small", 1),
                              "files/s"), "small", tgt=peer)
         session(lambda: note(peer.name, "s8_rank", B.read_pass(ctx, peer, slow8, "small", 8),
@@ -430,19 +450,22 @@ def markdown(B, ctx, lat):
                "the pass, and the pass's wall time (2 cores in all).\n")
     out.append("| latency (ms) | phase | result | GETs | backend_inflight | "
                "prefetch_depth_files | memory_in_use (MiB) | prefetch hits / misses / "
-               "refused | direct_reads | CPU s: shardfs / s3rver / wall |")
-    out.append("|---|---|---|---|---|---|---|---|---|---|")
+               "refused | direct_reads | first-chunk waits (ms waited) | "
+               "CPU s: shardfs / s3rver / wall |")
+    out.append("|---|---|---|---|---|---|---|---|---|---|---|")
     for L, ph, v, unit, smp, d, cpu in lat.profile:
         def mm(k, scale=1):
             if k not in smp:
                 return "—"
             return "%.1f / %.0f" % (smp[k][0] / scale, smp[k][1] / scale)
-        out.append("| %d | %s | %s %s | %s | %s | %s | %s | %s / %s / %s | %s | %s |" % (
+        wus = d.get("first_chunk_wait_us_total")
+        out.append("| %d | %s | %s %s | %s | %s | %s | %s | %s / %s / %s | %s | %s (%s) | %s |" % (
             L, ph, f(v, unit), unit, d.get("backend_requests_total", "—"),
             mm("backend_inflight"), mm("prefetch_depth_files"),
             mm("memory_in_use_bytes", 2**20), d.get("prefetch_hits_total", "—"),
             d.get("prefetch_misses_total", "—"), d.get("prefetch_refused_total", "—"),
-            d.get("direct_reads_total", "—"),
+            d.get("direct_reads_total", "—"), d.get("first_chunk_waits_total", "—"),
+            "—" if wus is None else "%.0f" % (wus / 1000),
             " / ".join("—" if c is None else "%.2f" % c for c in cpu)))
     out.append("")
     if lat.errors:

@@ -584,7 +584,7 @@ START_TEST(test_stats)
 	ck_assert(!has_sample(s, n, "shardfs_cache_hits_total"));
 	ck_assert(!has_sample(s, n, "shardfs_last_error_info"));
 	/* + build, plan, 3 served totals, 2 x 2 per rank, 3 log. */
-	ck_assert_uint_eq(n, 20 + 13 + MANIFEST_SKIP_NREASONS + 12);
+	ck_assert_uint_eq(n, 22 + 13 + MANIFEST_SKIP_NREASONS + 12);
 }
 END_TEST
 
@@ -623,7 +623,7 @@ START_TEST(test_stats_cache)
 	ck_assert_uint_eq(sample_value(s, n, "shardfs_last_error_info",
 				       "message=\"backend: \\\"x\\\" down\""),
 			  1);
-	ck_assert_uint_eq(n, 20 + 13 + 9 + MANIFEST_SKIP_NREASONS + 13);
+	ck_assert_uint_eq(n, 22 + 13 + 9 + MANIFEST_SKIP_NREASONS + 13);
 }
 END_TEST
 

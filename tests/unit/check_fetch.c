@@ -304,6 +304,17 @@ START_TEST(test_single_flight)
 	ck_assert_uint_eq(stats(&fx).singleflight_waits, 9);
 	ck_assert_uint_eq(stats(&fx).misses, 10);
 	ck_assert_uint_eq(stats(&fx).backend_inflight, 0);
+	/* All ten found the file's first chunk not fetched and waited for
+	 * it (the first held at the gate until the others joined). */
+	ck_assert_uint_eq(stats(&fx).first_waits, 10);
+	ck_assert_uint_gt(stats(&fx).first_wait_ns, 0);
+	/* Cached now: a read waits for nothing. */
+	r[0].buf = malloc(65536);
+	ck_assert_ptr_nonnull(r[0].buf);
+	ck_assert_int_eq(cache_read(fx.c, &fx.objs[0], 0, 65536, r[0].buf),
+			 65536);
+	free(r[0].buf);
+	ck_assert_uint_eq(stats(&fx).first_waits, 10);
 	fx_free(&fx);
 }
 END_TEST

@@ -364,31 +364,54 @@ static struct prefetch_pace pace(uint64_t latency_ns, uint64_t gap_ns,
 	return p;
 }
 
+/* The files a reader at gap ns per file reads in PREFETCH_AHEAD_NS. */
+static uint64_t ahead_files(uint64_t gap_ns)
+{
+	return PREFETCH_AHEAD_NS / gap_ns + 1;
+}
+
 /* A reader opening a file every 2 ms (a trainer's compute): the deeper the
- * backend's latency, the more files must be in flight. */
+ * backend's latency, the more files must be in flight, and never fewer
+ * than the reader reads in PREFETCH_AHEAD_NS. */
 START_TEST(test_depth_grows_with_latency)
 {
-	const uint64_t lat[] = { 1 * MS, 5 * MS, 20 * MS, 50 * MS };
+	const uint64_t lat[] = { 1 * MS, 5 * MS, 20 * MS, 50 * MS, 100 * MS };
 	unsigned prev = 0, d, i;
+	uint64_t little;
 
 	for (i = 0; i < sizeof(lat) / sizeof(lat[0]); i++) {
 		struct prefetch_pace p = pace(lat[i], 2 * MS, 1);
 
 		d = prefetch_depth(&p);
-		ck_assert_uint_gt(d, prev);
+		ck_assert_uint_ge(d, prev);
 		/* Little's law: rate x latency, with the headroom. */
+		little = PREFETCH_HEADROOM * (lat[i] / (2 * MS) + 1);
 		ck_assert_uint_ge(d, lat[i] / (2 * MS));
-		ck_assert_uint_le(d,
-				  PREFETCH_HEADROOM * (lat[i] / (2 * MS) + 1));
+		ck_assert_uint_ge(d, ahead_files(2 * MS));
+		ck_assert_uint_le(d, little > ahead_files(2 * MS)
+					     ? little
+					     : ahead_files(2 * MS));
 		prev = d;
 	}
+	/* 100 ms / 2 ms = 50 files in flight, twice that with headroom:
+	 * above connections. */
+	ck_assert_uint_eq(prev, 64);
+}
+END_TEST
+
+/* The same at 50 ms: Little's law is above the time target. */
+START_TEST(test_depth_little_above_target)
+{
+	struct prefetch_pace p = pace(50 * MS, 2 * MS, 1);
+	unsigned prev = prefetch_depth(&p);
+
 	/* 50 ms / 2 ms = 25 files in flight, twice that with headroom. */
 	ck_assert_uint_eq(prev, 52);
 }
 END_TEST
 
 /* The reader slows (2 ms, then 10 ms a file) at 20 ms latency: the depth
- * shrinks toward rate x latency, by at most a quarter per open. */
+ * shrinks toward rate x latency, by at most one file per open. */
 START_TEST(test_depth_shrinks_when_reader_slows)
 {
 	struct prefetch_pace p = pace(20 * MS, 500000, 64);
@@ -396,14 +419,16 @@ START_TEST(test_depth_shrinks_when_reader_slows)
 
 	ck_assert_uint_eq(d, 64); /* 20 / 0.5 = 40 files, x2: bound 64 */
 	p.gap_ns = 10 * MS;
-	for (i = 0; i < 20; i++) {
+	for (i = 0; i < 60; i++) {
 		p.depth = d;
 		next = prefetch_depth(&p);
 		ck_assert_uint_le(next, d);
-		ck_assert_uint_ge(next, d - (d + 3) / 4);
+		ck_assert_uint_ge(next, d - 1);
 		d = next;
 	}
+	/* Both 2 x (20 / 10 + 1) and 50 ms / 10 ms + 1. */
 	ck_assert_uint_eq(d, PREFETCH_HEADROOM * (20 / 10 + 1));
+	ck_assert_uint_eq(d, ahead_files(10 * MS));
 	/* A reader far slower than the backend keeps one ahead. */
 	p.gap_ns = 1000 * MS;
 	for (i = 0; i < 40; i++) {
@@ -424,10 +449,11 @@ START_TEST(test_depth_doubles_when_starved)
 
 	p.starved = true;
 	d = prefetch_depth(&p);
-	ck_assert_uint_eq(d, 22); /* 20 / 2 + 1, x2: already above 16 */
-	p.depth = 22;
-	ck_assert_uint_eq(prefetch_depth(&p), 44);
-	p.depth = 44;
+	/* 20 / 2 + 1, x2 = 22, and 50 / 2 + 1 = 26: already above 16 */
+	ck_assert_uint_eq(d, 26);
+	p.depth = 26;
+	ck_assert_uint_eq(prefetch_depth(&p), 52);
+	p.depth = 52;
 	ck_assert_uint_eq(prefetch_depth(&p), 64); /* connections */
 	p.connections = 1000;
 	p.depth = 200;
@@ -450,6 +476,76 @@ START_TEST(test_depth_unknown)
 	ck_assert_uint_eq(prefetch_depth(&p), 16);
 	p.cap = 0; /* prefetch off */
 	ck_assert_uint_eq(prefetch_depth(&p), 0);
+}
+END_TEST
+
+/* A trainer (2 ms of compute per file) against a store that answers in
+ * 1 ms: Little's law alone kept 2 files ahead, so a read slower than 4 ms
+ * made it wait (make bench at 0 ms: 1.6 files ahead on average, 72 of 500
+ * opens waited). The depth covers PREFETCH_AHEAD_NS of its reading and
+ * stays there while it does not wait, within the bounds. */
+START_TEST(test_depth_slow_reader_keeps_time_ahead)
+{
+	struct prefetch_pace p = pace(1 * MS, 2 * MS, 1);
+	unsigned i;
+
+	ck_assert_uint_eq(prefetch_depth(&p), 26); /* 50 / 2 + 1 */
+	p.depth = 26;
+	for (i = 0; i < 100; i++)
+		p.depth = prefetch_depth(&p);
+	ck_assert_uint_eq(p.depth, 26);
+	/* The backend's reads vary: one in ten takes 40 ms or more, so
+	 * files for 2 x 40 ms: 80 / 2 + 1. */
+	p.latency_slow_ns = 40 * MS;
+	ck_assert_uint_eq(prefetch_depth(&p), 41);
+	p.latency_slow_ns = 20 * MS; /* 2 x 20 ms, under 50 ms */
+	ck_assert_uint_eq(prefetch_depth(&p), 26);
+	p.gap_ns = 20 * MS; /* a slower reader: 50 / 20 + 1 */
+	p.depth = 1;
+	ck_assert_uint_eq(prefetch_depth(&p), 3);
+	/* One slow file moves its pace (averaged) to 5 ms: the depth
+	 * follows by one file per open, not at once to 50 / 5 + 1. */
+	p.gap_ns = 5 * MS;
+	p.depth = 26;
+	ck_assert_uint_eq(prefetch_depth(&p), 25);
+	p.gap_ns = 2 * MS;
+	p.connections = 8;
+	ck_assert_uint_eq(prefetch_depth(&p), 8);
+	p.connections = 64;
+	p.cap = 16;
+	ck_assert_uint_eq(prefetch_depth(&p), 16);
+	p.cap = 256;
+	p.memory = 10 * p.file_bytes;
+	ck_assert_uint_eq(prefetch_depth(&p), 10);
+}
+END_TEST
+
+/* The order and the working depth together, as cache_order_open() runs
+ * them, for that trainer over 500 files: after its first opens, the files
+ * asked for reach PREFETCH_AHEAD_NS of reading past the one it opens, and
+ * each open asks for about one more file (files in flight stay about
+ * latency / gap, not depth). */
+START_TEST(test_order_trainer_stays_ahead)
+{
+	struct prefetch_order o = { 0 };
+	struct prefetch_pace p = pace(1 * MS, 2 * MS, 0);
+	uint64_t from, to, pos, asked = 0;
+	unsigned limit;
+	bool hit, miss;
+
+	for (pos = 0; pos < 500; pos++) {
+		p.depth = o.depth;
+		limit = prefetch_depth(&p);
+		prefetch_order_open(&o, pos, limit, &hit, &miss, &from, &to);
+		ck_assert(!miss);
+		if (from <= to)
+			asked += to - from + 1;
+		if (pos >= 4) {
+			ck_assert(hit);
+			ck_assert_uint_ge(o.hi - pos, ahead_files(2 * MS));
+		}
+	}
+	ck_assert_uint_le(asked, 500 + ahead_files(2 * MS));
 }
 END_TEST
 
@@ -641,6 +737,10 @@ int main(void)
 		{ "order_probe_at_depth_zero", test_order_probe_at_depth_zero },
 		{ "order_stopped", test_order_stopped },
 		{ "depth_grows_with_latency", test_depth_grows_with_latency },
+		{ "depth_little_above_target", test_depth_little_above_target },
+		{ "depth_slow_reader_keeps_time_ahead",
+		  test_depth_slow_reader_keeps_time_ahead },
+		{ "order_trainer_stays_ahead", test_order_trainer_stays_ahead },
 		{ "depth_shrinks_when_reader_slows",
 		  test_depth_shrinks_when_reader_slows },
 		{ "depth_doubles_when_starved",
