@@ -17,6 +17,7 @@
 #include "cache/fault_guard.h"
 #include "cache/index_check.h"
 #include "util/log.h"
+#include "util/thread.h"
 
 /* Address space only: the data file grows as needed. One fixed size for
  * every process, so no process ever sees MDB_MAP_RESIZED. */
@@ -167,7 +168,7 @@ static int index_env_open(struct cache *c, const char *path);
  * (logged; the caller reads uncached). */
 MDB_env *index_env(struct cache *c)
 {
-	pid_t pid = getpid();
+	pid_t pid = thread_pid();
 	int rc;
 
 	if (__atomic_load_n(&c->env_pid, __ATOMIC_ACQUIRE) == pid)
