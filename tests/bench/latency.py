@@ -164,12 +164,16 @@ def one_latency(B, ctx, lat, L, local, lowest):
             L, tgt, phase, v, unit, r["wall_s"], 100 * r.get("foreign", 0)), flush=True)
         return v
 
+    # BENCH_LAT_PASSES=warm: only what the warm targets need (shardfs 1r
+    # cold, warm, warm after remount; local disk), for quick A/B runs.
+    warm_only = os.environ.get("BENCH_LAT_PASSES") == "warm"
     # Raw curl: the server's limit at this latency.
-    for c in CONNS:
+    for c in CONNS if not warm_only else ():
         keys = slow if c == 1 else rank
         note("raw", "s%d" % c, B.curl_pass(ctx, keys, "small", c), "files/s")
-    note("raw", "l1", B.curl_pass(ctx, large, "large", 1), "MB/s")
-    note("raw", "l8", B.curl_pass(ctx, large, "large", 8), "MB/s")
+    if not warm_only:
+        note("raw", "l1", B.curl_pass(ctx, large, "large", 1), "MB/s")
+        note("raw", "l8", B.curl_pass(ctx, large, "large", 8), "MB/s")
 
     # shardfs, disk cache, default config.
     sf = ctx.lat_shardfs
@@ -207,6 +211,12 @@ def one_latency(B, ctx, lat, L, local, lowest):
     session(s1, "small")
     if lowest:
         session(lambda: sf_pass("s1_remount", rank, "small", 1, "files/s"), "small", cold=False)
+    if warm_only:
+        if lowest:
+            local.mount("small", cold=True)
+            note("local", "s1_cold", B.read_pass(ctx, local, rank, "small", 1), "files/s")
+            note("local", "s1_warm", B.read_pass(ctx, local, rank, "small", 1), "files/s")
+        return
     session(lambda: sf_pass("s8_rank", rank, "small", 8, "files/s"), "small")
     # Diagnosis: the same 1r pass without the disk cache (what the store
     # path costs).
