@@ -237,6 +237,23 @@ int cache_file_open(struct cache *c, const struct cache_object *obj,
  * opener need not wait for it. */
 void cache_order_open(struct cache *c, uint64_t order, uint64_t pos);
 
+/* cache_order_open() in two steps, for an opener answered in between:
+ * cache_order_note() measures the reader and moves its window (cheap, no
+ * I/O) and must be called before the open is answered, so that the notes
+ * of one reader's opens come in the order it made them (after the answer
+ * its next open can overtake this one, which would look like a jump off
+ * the order and re-ask the whole window); cache_order_ask() then queues
+ * the files the note chose, and may run after the answer. */
+struct cache_order_ask {
+	uint64_t order;
+	uint64_t pos;	   /* of the file just opened */
+	uint64_t from, to; /* positions to ask for; none if from > to */
+	bool link;	   /* noted: link the open file to its order */
+};
+void cache_order_note(struct cache *c, uint64_t order, uint64_t pos,
+		      struct cache_order_ask *ask);
+void cache_order_ask(struct cache *c, const struct cache_order_ask *ask);
+
 /* As cache_read() on the file's object, and with a disk cache, reads
  * ahead on sequential reads (a window doubling from 1 MiB to
  * min(64 MiB, memory / 4), restarted by a seek) into the disk cache. Any
@@ -245,10 +262,12 @@ ssize_t cache_file_read(struct cache_file *f, uint64_t offset, size_t len,
 			void *buf);
 
 /* Copies [offset, offset + len) of the file into buf only if those bytes
- * are in memory now, fetched whole (a prefetched chunk not yet read), and
- * within one chunk; never fetches, never waits. Returns len, or -ENOENT
- * (not there: read as usual) or another negative errno. The bytes count
- * as read (a chunk read whole this way leaves memory). */
+ * are within one chunk and at hand: in memory now, fetched whole (a
+ * prefetched chunk not yet read; the bytes count as read, so a chunk read
+ * whole this way leaves memory), or stored in the disk cache (checked as
+ * cache_file_read() checks them: a bad entry is dropped and counted).
+ * Never fetches, never waits for a fetch. Returns len, or -ENOENT (not
+ * there: read as usual) or another negative errno. */
 ssize_t cache_file_read_ready(struct cache_file *f, uint64_t offset, size_t len,
 			      void *buf);
 

@@ -467,6 +467,12 @@ int read_chunk_name(const struct cache *c, const struct cache_object *obj,
 void read_chunk_release(struct read_chunk *ch);
 /* Whether chunk ch is queued or indexed (not read, not checked). */
 bool read_chunk_present(struct cache *c, const struct read_chunk *ch);
+/* Steps 2 and 3 of the reader only: [in_off, in_off + len) of chunk ch
+ * into dst from the committer's queue or the index (CRC-checked; a bad
+ * entry is dropped and counted), counted as a hit. Never fetches. Returns
+ * len or -ENOENT (not stored, or dropped). */
+ssize_t read_stored(struct cache *c, const struct read_chunk *ch,
+		    uint64_t in_off, size_t len, void *dst);
 
 /* ---- maint.c ---- */
 

@@ -10,6 +10,7 @@
 #include <string.h>
 
 static __thread sigjmp_buf *guard_jmp; /* the innermost armed call's */
+static __thread int guard_blocked;     /* the signal a handler jumped from */
 static struct sigaction guard_old[2];  /* SIGSEGV, SIGBUS */
 static pthread_once_t guard_once = PTHREAD_ONCE_INIT;
 
@@ -21,6 +22,7 @@ static void guard_handler(int sig, siginfo_t *si, void *uc)
 
 	if (jb != NULL && si != NULL && si->si_code > 0) {
 		guard_jmp = NULL;
+		guard_blocked = sig; /* the kernel blocked it for us */
 		siglongjmp(*jb, sig);
 	}
 	if ((old->sa_flags & SA_SIGINFO) && old->sa_sigaction != NULL) {
@@ -59,11 +61,22 @@ int fault_guard_call(int (*fn)(void *arg), void *arg, int *ret)
 	int sig;
 
 	pthread_once(&guard_once, guard_install);
-	/* savemask 1: the jump also unblocks the signal. */
-	sig = sigsetjmp(jb, 1);
+	/* savemask 0: saving the mask is a system call on every call, and
+	 * calls are per read. The handler runs with only its own signal
+	 * added to the mask (sa_mask is empty), so after a jump from it
+	 * unblocking that one restores the mask the call began with (a
+	 * jump from fault_guard_jump() changed no mask). */
+	sig = sigsetjmp(jb, 0);
 	if (sig == 0) {
 		guard_jmp = &jb;
 		*ret = fn(arg);
+	} else if (guard_blocked == sig) {
+		sigset_t set;
+
+		guard_blocked = 0;
+		sigemptyset(&set);
+		sigaddset(&set, sig);
+		pthread_sigmask(SIG_UNBLOCK, &set, NULL);
 	}
 	guard_jmp = outer;
 	return sig;

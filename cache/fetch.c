@@ -1183,7 +1183,7 @@ static void *worker_main(void *arg)
  * has threads of its own that use the engine (see cache.h), so unlocked. */
 static void fork_check(struct fetch *f)
 {
-	pid_t pid = getpid();
+	pid_t pid = thread_pid();
 	uint64_t pooled = 0;
 	int k;
 

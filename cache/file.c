@@ -150,29 +150,31 @@ static void file_link_order(struct cache *c, cache_order_fn fn, void *ctx,
 	pthread_mutex_unlock(&c->files_lock);
 }
 
-void cache_order_open(struct cache *c, uint64_t order, uint64_t pos)
+void cache_order_note(struct cache *c, uint64_t order, uint64_t pos,
+		      struct cache_order_ask *ask)
 {
 	struct order_slot *slot = NULL;
-	uint64_t from, to, p, asked = 0, n_asked = 0, stalls, now;
+	uint64_t stalls, now;
 	struct fetch_pace fp;
-	cache_order_fn fn;
 	unsigned limit;
 	bool hit, miss;
-	void *ctx;
 	size_t i;
 
+	ask->order = order;
+	ask->pos = pos;
+	ask->from = 1;
+	ask->to = 0;
+	ask->link = false;
 	if (!c->disk || order == CACHE_NO_ORDER)
 		return;
 	/* The engine's lock is innermost: measured before pf_lock. */
 	fetch_pace_get(c->fetch, &fp, &stalls);
 	now = order_now_ns();
 	pthread_mutex_lock(&c->pf_lock);
-	fn = c->order_fn;
-	ctx = c->order_ctx;
 	for (i = 0; i < c->n_orders; i++)
 		if (c->orders[i].order == order)
 			slot = &c->orders[i];
-	if (fn != NULL && slot == NULL) {
+	if (c->order_fn != NULL && slot == NULL) {
 		if (c->n_orders == c->cap_orders) {
 			size_t cap = c->cap_orders ? 2 * c->cap_orders : 8;
 			struct order_slot *o =
@@ -194,7 +196,9 @@ void cache_order_open(struct cache *c, uint64_t order, uint64_t pos)
 		return;
 	}
 	limit = order_pace(c, slot, &fp, stalls, now);
-	prefetch_order_open(&slot->st, pos, limit, &hit, &miss, &from, &to);
+	prefetch_order_open(&slot->st, pos, limit, &hit, &miss, &ask->from,
+			    &ask->to);
+	ask->link = true;
 	__atomic_store_n(&c->pf_depth, (uint64_t)slot->st.depth,
 			 __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&c->pf_lock);
@@ -202,10 +206,24 @@ void cache_order_open(struct cache *c, uint64_t order, uint64_t pos)
 		stat_add(&c->pf_hits, 1);
 	if (miss)
 		stat_add(&c->pf_misses, 1);
-	if (fn != NULL)
-		file_link_order(c, fn, ctx, order, pos);
+}
 
-	for (p = from; p <= to; p++) {
+void cache_order_ask(struct cache *c, const struct cache_order_ask *ask)
+{
+	uint64_t order = ask->order, p, asked = 0, n_asked = 0;
+	cache_order_fn fn;
+	void *ctx;
+	size_t i;
+
+	if (!ask->link)
+		return;
+	pthread_mutex_lock(&c->pf_lock);
+	fn = c->order_fn;
+	ctx = c->order_ctx;
+	pthread_mutex_unlock(&c->pf_lock);
+	if (fn != NULL)
+		file_link_order(c, fn, ctx, order, ask->pos);
+	for (p = ask->from; fn != NULL && p <= ask->to; p++) {
 		struct cache_object next;
 
 		if (!fn(ctx, order, p, &next))
@@ -238,6 +256,14 @@ void cache_order_open(struct cache *c, uint64_t order, uint64_t pos)
 				  : asked / n_asked;
 		}
 	pthread_mutex_unlock(&c->pf_lock);
+}
+
+void cache_order_open(struct cache *c, uint64_t order, uint64_t pos)
+{
+	struct cache_order_ask ask;
+
+	cache_order_note(c, order, pos, &ask);
+	cache_order_ask(c, &ask);
 }
 
 int cache_file_open(struct cache *c, const struct cache_object *obj,
@@ -439,11 +465,14 @@ ssize_t cache_file_read_ready(struct cache_file *f, uint64_t offset, size_t len,
 	if (got < 0)
 		return got;
 	got = fetch_peek(c->fetch, &ch.r, in_off, len, buf);
-	read_chunk_release(&ch);
 	if (got >= 0) {
 		stat_add(&c->hits, 1);
 		stat_add(&c->bytes_from_cache, (uint64_t)got);
+	} else if (got == -ENOENT) {
+		/* Not in memory: stored, e.g. after a remount. */
+		got = read_stored(c, &ch, in_off, len, buf);
 	}
+	read_chunk_release(&ch);
 	return got;
 }
 

@@ -21,6 +21,7 @@
 #include "cache/fault_guard.h"
 #include "cache/index_check.h"
 #include "util/log.h"
+#include "util/thread.h"
 
 /* Address space only: the data file grows as needed. One fixed size for
  * every process, so no process ever sees MDB_MAP_RESIZED. */
@@ -212,7 +213,7 @@ static int index_env_open(struct cache *c, const char *path);
 static MDB_env *index_env(struct cache *c)
 {
 	struct index *ix = c->index;
-	pid_t pid = getpid();
+	pid_t pid = thread_pid();
 	int rc;
 
 	if (ix == NULL)
@@ -248,7 +249,8 @@ bool index_available(struct cache *c)
 bool index_ours(const struct cache *c)
 {
 	return c->index != NULL &&
-	       __atomic_load_n(&c->index->pid, __ATOMIC_ACQUIRE) == getpid();
+	       __atomic_load_n(&c->index->pid, __ATOMIC_ACQUIRE) ==
+		       thread_pid();
 }
 
 /* Begins a transaction on env (c's, being opened) and records it as the

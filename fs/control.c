@@ -427,6 +427,11 @@ static const struct stat_metric stat_metrics[] = {
 	  offsetof(struct control_stats, read_bytes), 1 },
 	{ "read_errors_total", "counter", "Read requests that failed.",
 	  offsetof(struct control_stats, read_errors), 1 },
+	{ "open_pushes_total", "counter",
+	  "Files put whole into the kernel's page cache as they were "
+	  "opened, from memory or the disk cache (their reads then need no "
+	  "read request).",
+	  offsetof(struct control_stats, open_pushes), 1 },
 	{ "backend_requests_total", "counter", "Reads sent to the backend.",
 	  offsetof(struct control_stats, backend_reads), 1 },
 	{ "backend_bytes_total", "counter", "Bytes received from the backend.",
@@ -603,6 +608,7 @@ int fs_stats_write(struct fs *fs, FILE *f)
 	st.reads = __atomic_load_n(&fs->reads, __ATOMIC_RELAXED);
 	st.read_bytes = __atomic_load_n(&fs->read_bytes, __ATOMIC_RELAXED);
 	st.read_errors = __atomic_load_n(&fs->read_errors, __ATOMIC_RELAXED);
+	st.open_pushes = __atomic_load_n(&fs->open_pushes, __ATOMIC_RELAXED);
 	st.backend_reads = cs.backend_reads;
 	st.backend_bytes = cs.backend_bytes;
 	st.backend_errors = cs.backend_errors;

@@ -43,6 +43,7 @@ struct control_stats {
 	uint64_t reads;
 	uint64_t read_bytes;
 	uint64_t read_errors;
+	uint64_t open_pushes;
 	uint64_t backend_reads;
 	uint64_t backend_bytes;
 	uint64_t backend_errors;

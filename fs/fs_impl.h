@@ -87,6 +87,11 @@ struct fs_gen {
 	 * immutable. */
 	uint32_t *item_rank;
 	uint32_t *item_pos;
+	/* Relaxed atomics, one per manifest item: 1 once this process put
+	 * the whole file into the kernel's page cache (a push at open, or
+	 * read replies through its end). A hint only: the kernel may have
+	 * dropped the pages since, and then reads them as usual. */
+	uint8_t *item_in_kernel;
 
 	/* Immutable control texts, built on first use. Slots: 0 manifest,
 	 * 1 plan, 2 + r rank r's order. */
@@ -116,6 +121,7 @@ struct fs {
 	uint64_t reads;
 	uint64_t read_bytes;
 	uint64_t read_errors;
+	uint64_t open_pushes; /* files put into the page cache at open */
 
 	/* gens_lock protects current, the gens list and next_gen: readers
 	 * (every request) find a generation and take a reference under the

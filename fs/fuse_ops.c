@@ -27,6 +27,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -415,28 +416,40 @@ static void handle_free(struct fs_gen *g, const struct view_node *n,
 	}
 }
 
-/* A small file the prefetcher has in memory goes into the kernel's page
- * cache now, while its open is answered (the open keeps the cache): the
- * reader's read() then costs no round trip to this process. Anything
- * else is read as usual. */
-static void push_ready(struct fs *fs, fuse_ino_t ino, struct cache_file *cf,
-		       uint64_t size)
+/* A small file at hand (prefetched into memory, or stored in the disk
+ * cache, e.g. after a remount) goes into the kernel's page cache now,
+ * while its open is answered (the open keeps the cache): the reader's
+ * read() then costs no round trip to this process. Not again once the
+ * kernel was given the whole file (item_in_kernel): a second pass over
+ * the page cache would pay for a copy nobody reads. Anything else is read
+ * as usual. */
+static void push_ready(struct fs *fs, struct fs_gen *g, uint32_t item,
+		       fuse_ino_t ino, struct cache_file *cf, uint64_t size)
 {
 	struct fuse_bufvec bv = FUSE_BUFVEC_INIT((size_t)size);
+	uint8_t *in_kernel = &g->item_in_kernel[item];
 	void *buf;
 	int rc;
 
-	if (size == 0 || size > FS_IO_SIZE || fs->se == NULL)
+	if (size == 0 || size > FS_IO_SIZE || fs->se == NULL ||
+	    __atomic_load_n(in_kernel, __ATOMIC_RELAXED))
 		return;
 	buf = cache_buffer_alloc(fs->cache, (size_t)size);
 	if (buf == NULL)
 		return;
 	if (cache_file_read_ready(cf, 0, (size_t)size, buf) == (ssize_t)size) {
 		bv.buf[0].mem = buf;
-		rc = fuse_lowlevel_notify_store(fs->se, ino, 0, &bv, 0);
-		if (rc < 0)
+		/* Written, not spliced: see fs_read_reply_mem(). */
+		rc = fuse_lowlevel_notify_store(fs->se, ino, 0, &bv,
+						FUSE_BUF_NO_SPLICE);
+		if (rc < 0) {
 			log_msg(LOG_DEBUG, "page cache store of inode %lu: %s",
 				(unsigned long)ino, strerror(-rc));
+		} else {
+			__atomic_store_n(in_kernel, 1, __ATOMIC_RELAXED);
+			__atomic_add_fetch(&fs->open_pushes, 1,
+					   __ATOMIC_RELAXED);
+		}
 	}
 	cache_buffer_free(fs->cache, buf, (size_t)size);
 }
@@ -447,6 +460,7 @@ static void fs_op_open(fuse_req_t req, fuse_ino_t ino,
 	struct fs *fs = fs_of(req);
 	const struct view_node *n;
 	struct fs_gen *g = node_of(fs, ino, &n);
+	struct cache_order_ask ask = { .from = 1, .to = 0 };
 	struct ctrl_handle *h;
 	int rc;
 
@@ -493,7 +507,12 @@ static void fs_op_open(fuse_req_t req, fuse_ino_t ino,
 		}
 		fi->fh = (uint64_t)(uintptr_t)cf;
 		fi->keep_cache = 1;
-		push_ready(fs, ino, cf, obj.size);
+		/* Before the reply: see cache_order_note(). */
+		if (g->item_rank[item] != UINT32_MAX)
+			cache_order_note(fs->cache,
+					 FS_ORDER(g->id, g->item_rank[item]),
+					 g->item_pos[item], &ask);
+		push_ready(fs, g, item, ino, cf, obj.size);
 	}
 	/* The open handle holds a reference until release: its node, its
 	 * object's strings and its control text live in g. */
@@ -508,10 +527,7 @@ static void fs_op_open(fuse_req_t req, fuse_ino_t ino,
 	/* After the reply: the opener goes on while the next files of its
 	 * order are queued (this request's reference keeps g's tables and
 	 * strings alive through it). */
-	if (n->kind == VIEW_FILE && g->item_rank[n->u.item] != UINT32_MAX)
-		cache_order_open(fs->cache,
-				 FS_ORDER(g->id, g->item_rank[n->u.item]),
-				 g->item_pos[n->u.item]);
+	cache_order_ask(fs->cache, &ask);
 	fs_gen_put(fs, g, 1);
 }
 
@@ -547,6 +563,34 @@ static size_t fs_splice_max(void)
 	m = v > 4 * (unsigned long)page ? v - 4 * (size_t)page : 0;
 	__atomic_store_n(&max, m, __ATOMIC_RELAXED);
 	return m;
+}
+
+/* fs_read_reply_send() for pieces all in memory: one writev() of them.
+ * libfuse's splice path would write() them into its pipe (a copy) and
+ * splice the pipe to the kernel (a second copy, three system calls);
+ * writev() copies once. */
+static int fs_read_reply_mem(struct fs_read_reply *r,
+			     const struct cache_piece *pieces, unsigned n)
+{
+	struct iovec one, *iov = &one;
+	unsigned i;
+
+	if (n > 1) {
+		iov = calloc(n, sizeof(*iov));
+		if (iov == NULL)
+			return -ENOMEM;
+	}
+	r->bytes = 0;
+	for (i = 0; i < n; i++) {
+		iov[i].iov_base = (void *)(uintptr_t)pieces[i].mem;
+		iov[i].iov_len = pieces[i].len;
+		r->bytes += pieces[i].len;
+	}
+	r->replied = true;
+	fuse_reply_iov(r->req, iov, (int)n);
+	if (iov != &one)
+		free(iov);
+	return 0;
 }
 
 /* A cache_reply_fn: replies with the pieces in place. libfuse writes the
@@ -586,6 +630,10 @@ static int fs_read_reply_send(void *arg, const struct cache_piece *pieces,
 		cache_buffer_free(r->cache, buf, len);
 		return 0;
 	}
+	for (i = 0; i < n && pieces[i].mem != NULL; i++)
+		;
+	if (i == n)
+		return fs_read_reply_mem(r, pieces, n);
 	if (n > 1) {
 		bv = calloc(1, sizeof(*bv) + (n - 1) * sizeof(bv->buf[0]));
 		if (bv == NULL)
@@ -681,6 +729,11 @@ static void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		got = cache_file_reply((struct cache_file *)(uintptr_t)fi->fh,
 				       (uint64_t)off, size, fs_read_reply_send,
 				       &r);
+		if (r.replied && r.bytes > 0 && off + r.bytes == e->size &&
+		    e->size <= FS_IO_SIZE)
+			/* The kernel has it to its end: see push_ready(). */
+			__atomic_store_n(&g->item_in_kernel[n->u.item], 1,
+					 __ATOMIC_RELAXED);
 		fs_gen_put(fs, g, 1);
 		if (r.replied) {
 			__atomic_add_fetch(&fs->read_bytes, r.bytes,

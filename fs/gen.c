@@ -30,7 +30,9 @@ static int gen_order_build(struct fs_gen *g)
 
 	g->item_rank = malloc(n * sizeof(*g->item_rank));
 	g->item_pos = malloc(n * sizeof(*g->item_pos));
-	if (g->item_rank == NULL || g->item_pos == NULL)
+	g->item_in_kernel = calloc(n, sizeof(*g->item_in_kernel));
+	if (g->item_rank == NULL || g->item_pos == NULL ||
+	    g->item_in_kernel == NULL)
 		return -ENOMEM;
 	for (i = 0; i < plan->n_items; i++)
 		g->item_rank[i] = g->item_pos[i] = UINT32_MAX;
@@ -54,6 +56,7 @@ static void gen_free(struct fs_gen *g)
 	control_files_free(g);
 	free(g->item_rank);
 	free(g->item_pos);
+	free(g->item_in_kernel);
 	pthread_mutex_destroy(&g->ctrl_lock);
 	if (g->release != NULL)
 		g->release(g->owner);

@@ -9,6 +9,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <sys/types.h>
 
 /* Blocks SIGHUP, SIGINT and SIGTERM, and extra if it is not 0, in the
  * calling thread, saving the previous mask in *old; a thread started
@@ -20,5 +21,10 @@ void thread_block_signals(int extra, sigset_t *old);
  * blocked in the new thread; the caller's mask is unchanged. Returns 0 or
  * pthread_create's error as a negative errno. */
 int thread_start(pthread_t *t, void *(*fn)(void *), void *arg);
+
+/* getpid() without a system call per use (a hot path asks it to notice a
+ * fork): the first call caches it, and a fork's child (pthread_atfork)
+ * forgets it. Thread-safe. */
+pid_t thread_pid(void);
 
 #endif

@@ -10,6 +10,8 @@ Quick subsets (environment of `make bench` or of this file):
   BENCH_PHASES     comma list of scale, cache, peers, latency, gcs [all];
                    this file runs peers and latency, run.sh the others
   BENCH_LATENCIES  delays in ms for the latency phases [0,20,50]
+  BENCH_LAT_PASSES comma list of latency passes (see below), e.g. s1,local
+                   for the warm targets (1r cold, warm, after remount)
   e.g. `BENCH_PHASES=latency BENCH_LATENCIES=20 make bench` (about 3 min),
   `BENCH_PHASES=latency BENCH_LATENCIES=20 BENCH_OUT=- tests/bench/bench.py`.
 

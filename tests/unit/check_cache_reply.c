@@ -302,6 +302,53 @@ START_TEST(test_inline_across_and_end)
 }
 END_TEST
 
+/* cache_file_read_ready() (the push at open): a chunk stored in the disk
+ * cache, not in memory (a new cache on the directory, as after a
+ * remount), inline or as a blob, is copied without a backend read; a
+ * chunk not stored is -ENOENT, never fetched. */
+START_TEST(test_read_ready_stored)
+{
+	const uint64_t size = 150000;
+	uint8_t *buf = malloc(size);
+	struct cache_options o = { .size_bytes = 256 << 20,
+				   .chunk_size = 200000,
+				   .inline_max_set = true };
+	struct fixture fx;
+	int blob;
+	uint64_t i;
+
+	ck_assert_ptr_nonnull(buf);
+	for (blob = 0; blob < 2; blob++) {
+		o.inline_max = blob ? 1000 : 200000;
+		fx_open(&fx, blob ? "ready-blob" : "ready-inline", 13, size,
+			o.chunk_size, o.inline_max);
+		/* Not stored: not fetched either. */
+		ck_assert_int_eq(cache_file_read_ready(fx.f, 0, size, buf),
+				 -ENOENT);
+		ck_assert_uint_eq(stats(&fx).backend_reads, 0);
+		ck_assert_int_eq(cache_fill(fx.c, &fx.o, NULL), 0);
+		/* A new cache on the directory: nothing in memory. */
+		cache_file_close(fx.f);
+		cache_free(fx.c);
+		o.dir = fx.dir;
+		o.backend_id = fx.src;
+		ck_assert_int_eq(cache_open(&o, fx.be, &fx.c), 0);
+		ck_assert_int_eq(cache_file_open(fx.c, &fx.o, &fx.f), 0);
+		memset(buf, 0, size);
+		ck_assert_int_eq(cache_file_read_ready(fx.f, 0, size, buf),
+				 (ssize_t)size);
+		for (i = 0; i < size; i++)
+			if (buf[i] != byte_at(13, i))
+				ck_abort_msg("byte %llu differs",
+					     (unsigned long long)i);
+		ck_assert_uint_eq(stats(&fx).backend_reads, 0);
+		ck_assert_uint_eq(stats(&fx).hits, 1);
+		fx_free(&fx);
+	}
+	free(buf);
+}
+END_TEST
+
 START_TEST(test_cold_reply)
 {
 	struct fixture fx;
@@ -359,6 +406,7 @@ int main(void)
 		{ "retained_chunk_pinned", test_retained_chunk_pinned },
 		{ "blob_checked_then_spliced", test_blob_checked_then_spliced },
 		{ "inline_across_and_end", test_inline_across_and_end },
+		{ "read_ready_stored", test_read_ready_stored },
 		{ "cold_reply", test_cold_reply },
 		{ "uncached_close_in_reply", test_uncached_close_in_reply },
 	};

@@ -34,6 +34,7 @@
 
 #include "backends/backend.h"
 #include "cache/cache.h"
+#include "cache/fault_guard.h"
 #include "tests/unit/unit.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
@@ -1051,6 +1052,41 @@ START_TEST(test_guard_leaves_other_faults)
 }
 END_TEST
 
+static int guard_touch(void *arg)
+{
+	return *(volatile const char *)arg;
+}
+
+/* A fault caught by the guard leaves the thread's signal mask as it was
+ * (the guard does not save it per call): a second fault in the same
+ * thread is caught too, not fatal for being blocked, and SIGBUS is not
+ * left blocked. */
+START_TEST(test_guard_twice)
+{
+	char path[] = "/tmp/check_guard.XXXXXX";
+	int fd = mkstemp(path), i, ret = 0;
+	sigset_t mask;
+	char *map;
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, 8192), 0);
+	map = mmap(NULL, 8192, PROT_READ, MAP_SHARED, fd, 0);
+	ck_assert(map != MAP_FAILED);
+	ck_assert_int_eq(ftruncate(fd, 0), 0);
+	unlink(path);
+	ck_assert_int_eq(fault_guard_call(guard_touch, map, &ret), SIGBUS);
+	for (i = 0; i < 3; i++) {
+		ck_assert_int_eq(
+			fault_guard_call(guard_touch, map + 4096, &ret),
+			SIGBUS);
+		ck_assert_int_eq(pthread_sigmask(SIG_BLOCK, NULL, &mask), 0);
+		ck_assert(!sigismember(&mask, SIGBUS));
+	}
+	munmap(map, 8192);
+	close(fd);
+}
+END_TEST
+
 static void assert_private(const char *path)
 {
 	struct stat st;
@@ -1303,6 +1339,7 @@ static Suite *cache_store_suite(void)
 	tcase_add_test(tc, test_index_truncated_while_open);
 	tcase_add_test(tc, test_index_damaged_at_open);
 	tcase_add_test(tc, test_guard_leaves_other_faults);
+	tcase_add_test(tc, test_guard_twice);
 	tcase_add_test(tc, test_permissions);
 	tcase_add_test(tc, test_owners_lock_held);
 	tcase_add_test(tc, test_full_filesystem_inline);

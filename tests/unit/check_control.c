@@ -417,6 +417,7 @@ static const struct control_stats stats_given = {
 	.reads = 3,
 	.read_bytes = 4096,
 	.read_errors = 1,
+	.open_pushes = 77,
 	.backend_reads = 5,
 	.backend_bytes = 8192,
 	.backend_errors = UINT64_MAX,
@@ -480,6 +481,8 @@ static size_t stats_common(const struct control_stats *st, struct sample *s,
 			  4096);
 	ck_assert_uint_eq(sample_value(s, n, "shardfs_read_errors_total", ""),
 			  1);
+	ck_assert_uint_eq(sample_value(s, n, "shardfs_open_pushes_total", ""),
+			  77);
 	ck_assert_uint_eq(
 		sample_value(s, n, "shardfs_backend_requests_total", ""), 5);
 	ck_assert_uint_eq(sample_value(s, n, "shardfs_backend_bytes_total", ""),
@@ -584,7 +587,7 @@ START_TEST(test_stats)
 	ck_assert(!has_sample(s, n, "shardfs_cache_hits_total"));
 	ck_assert(!has_sample(s, n, "shardfs_last_error_info"));
 	/* + build, plan, 3 served totals, 2 x 2 per rank, 3 log. */
-	ck_assert_uint_eq(n, 22 + 13 + MANIFEST_SKIP_NREASONS + 12);
+	ck_assert_uint_eq(n, 23 + 13 + MANIFEST_SKIP_NREASONS + 12);
 }
 END_TEST
 
@@ -623,7 +626,7 @@ START_TEST(test_stats_cache)
 	ck_assert_uint_eq(sample_value(s, n, "shardfs_last_error_info",
 				       "message=\"backend: \\\"x\\\" down\""),
 			  1);
-	ck_assert_uint_eq(n, 22 + 13 + 9 + MANIFEST_SKIP_NREASONS + 13);
+	ck_assert_uint_eq(n, 23 + 13 + 9 + MANIFEST_SKIP_NREASONS + 13);
 }
 END_TEST
 
