@@ -382,7 +382,7 @@ static ssize_t read_whole(const char *key, size_t key_len, uint64_t n,
 	return -EIO;
 }
 
-/* Steps 2-4 until one answers, for read_chunk() and read_chunk_reply():
+/* Steps 2-4 until one answers, for read_chunk():
  * [in_off, in_off + want) of chunk ch from the queue or the index into dst
  * (with hold, see read_lookup()), else from the engine. Counts the hit or
  * miss. Returns want or a negative errno. */
@@ -421,13 +421,18 @@ static ssize_t read_chunk_find(struct cache *c, const struct read_chunk *ch,
 	}
 }
 
-/* Step 1, then 2-4 until one answers: [in_off, in_off + want) of chunk n
- * of obj into dst (once, however many readers want it at once). Returns
- * want or a negative errno. */
+/* Step 1, then 2-4 until one answers, for [in_off, in_off + want) of chunk
+ * n of obj (once, however many readers want it at once): copied into dst
+ * if dst is set; else handed to fn in place, a chunk in memory pinned and
+ * a blob's bytes not copied (read_lookup() with a hold). Returns want or a
+ * negative errno. */
 static ssize_t read_chunk(struct cache *c, const struct cache_object *obj,
-			  uint64_t n, uint64_t in_off, size_t want, void *dst)
+			  uint64_t n, uint64_t in_off, size_t want, void *dst,
+			  cache_reply_fn fn, void *arg)
 {
+	struct read_hold h = { .fd = -1 };
 	struct read_chunk ch;
+	struct fetch_pin pin;
 	bool ready;
 	ssize_t got;
 	int rc;
@@ -435,11 +440,39 @@ static ssize_t read_chunk(struct cache *c, const struct cache_object *obj,
 	rc = read_chunk_name(c, obj, n, &ch);
 	if (rc < 0)
 		return rc;
-	got = fetch_join(c->fetch, &ch.r, in_off, want, dst, &ready);
-	if (got != -ENOENT)
+	got = fetch_join_pin(c->fetch, &ch.r, in_off, want, &ready, &pin);
+	if (got != -ENOENT) {
 		read_join_count(c, ready, got);
-	else
+		if (got >= 0) {
+			struct cache_piece p = { .mem = pin.data,
+						 .fd = -1,
+						 .len = pin.len };
+
+			/* Sent before the pin goes: see fetch_join_pin(). */
+			rc = dst != NULL ? (memcpy(dst, pin.data, pin.len), 0)
+					 : fn(arg, &p, 1);
+			fetch_unpin(c->fetch, &pin);
+			if (rc < 0)
+				got = rc;
+		}
+	} else if (dst != NULL) {
 		got = read_chunk_find(c, &ch, in_off, want, dst, NULL);
+	} else {
+		/* Bytes copied (the committer's queue, an inline row, a
+		 * fetch) land here; a blob's stay where read_lookup() read
+		 * them. */
+		h.buf = fetch_buffer_alloc(c->fetch, want);
+		h.buf_len = want;
+		got = h.buf == NULL ? -ENOMEM
+				    : read_chunk_find(c, &ch, in_off, want,
+						      h.buf, &h);
+		if (got >= 0) {
+			rc = fn(arg, &h.piece, 1);
+			if (rc < 0)
+				got = rc;
+		}
+		hold_release(c, &h);
+	}
 	read_chunk_release(&ch);
 	return got;
 }
@@ -464,8 +497,8 @@ ssize_t cache_read(struct cache *c, const struct cache_object *obj,
 				      : len - done;
 		ssize_t got;
 
-		got = read_chunk(c, obj, n, in_off, want,
-				 (uint8_t *)buf + done);
+		got = read_chunk(c, obj, n, in_off, want, (uint8_t *)buf + done,
+				 NULL, NULL);
 		if (got == -ENOMEM && done == 0) /* cannot even name it */
 			return read_through(c, obj, offset, len, buf);
 		got = read_whole(obj->key, obj->key_len, n, got, want);
@@ -474,59 +507,6 @@ ssize_t cache_read(struct cache *c, const struct cache_object *obj,
 		done += want;
 	}
 	return (ssize_t)done;
-}
-
-/* read_reply() for a range within chunk n: as read_chunk(), but a chunk
- * in memory is pinned and handed to fn in place, and a blob's bytes are
- * not copied (read_lookup() with a hold). */
-static ssize_t read_chunk_reply(struct cache *c, const struct cache_object *obj,
-				uint64_t n, uint64_t in_off, size_t want,
-				cache_reply_fn fn, void *arg)
-{
-	struct read_hold h = { .fd = -1 };
-	struct read_chunk ch;
-	struct fetch_pin pin;
-	bool ready;
-	ssize_t got;
-	int rc;
-
-	rc = read_chunk_name(c, obj, n, &ch);
-	if (rc < 0)
-		return rc;
-	got = fetch_join_pin(c->fetch, &ch.r, in_off, want, &ready, &pin);
-	if (got != -ENOENT) {
-		read_join_count(c, ready, got);
-		if (got >= 0) {
-			struct cache_piece p = { .mem = pin.data,
-						 .fd = -1,
-						 .len = pin.len };
-
-			/* Sent before the pin goes: see fetch_join_pin(). */
-			rc = fn(arg, &p, 1);
-			fetch_unpin(c->fetch, &pin);
-			if (rc < 0)
-				got = rc;
-		}
-		read_chunk_release(&ch);
-		return got;
-	}
-	/* Bytes copied (the committer's queue, an inline row, a fetch)
-	 * land here; a blob's stay where read_lookup() read them. */
-	h.buf = fetch_buffer_alloc(c->fetch, want);
-	h.buf_len = want;
-	if (h.buf == NULL) {
-		read_chunk_release(&ch);
-		return -ENOMEM;
-	}
-	got = read_chunk_find(c, &ch, in_off, want, h.buf, &h);
-	if (got >= 0) {
-		rc = fn(arg, &h.piece, 1);
-		if (rc < 0)
-			got = rc;
-	}
-	hold_release(c, &h);
-	read_chunk_release(&ch);
-	return got;
 }
 
 ssize_t read_reply_buffer(struct cache *c, void *buf, size_t len, ssize_t got,
@@ -563,7 +543,7 @@ ssize_t read_reply(struct cache *c, const struct cache_object *obj,
 		n = offset / c->chunk_size;
 		in_off = offset - n * c->chunk_size;
 		if (in_off + len <= read_chunk_len(c, obj, n)) {
-			got = read_chunk_reply(c, obj, n, in_off, len, fn, arg);
+			got = read_chunk(c, obj, n, in_off, len, NULL, fn, arg);
 			if (got != -ENOMEM) /* else: as cache_read() does */
 				return got;
 		}
