@@ -1,6 +1,17 @@
 /*
  * fetch: see fetch.h for the contract.
  *
+ * Why one file of about 1,800 lines: every section below (buffers,
+ * flights and queues, parts, hedged reads, pace, requests) works on the
+ * same flights under the same lock, f->lock, and their invariants (a
+ * flight's reference count, its place in the table and queues, its
+ * buffer's accounting) are kept across the sections in one critical
+ * section at a time. Split into files, each would need struct flight and
+ * the lock rules through a shared header, and a reviewer would have to
+ * read them together anyway. The sections are marked; hedged reads and
+ * pace are the first candidates to move out once they have a narrow
+ * interface of their own.
+ *
  * A chunk being fetched is a flight: its buffer (mapped, accounted in the
  * budget), its parts (ranged reads of at most FETCH_PARTS_MAX pieces) and
  * a reference count: one for the single-flight table while it is there,
