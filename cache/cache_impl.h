@@ -159,6 +159,9 @@ struct store_queue {
 	 * themselves rather than queue them with a pin on its memory. */
 	bool closing;
 	bool running; /* the committer thread runs */
+	/* A store found no room for a whole wait: stores skip the queue
+	 * until the committer indexes a batch (see store_wait_room()). */
+	bool stalled;
 	pthread_t thread;
 };
 
@@ -390,7 +393,8 @@ enum { LOOKUP_MISS = 0, LOOKUP_HIT = 1, LOOKUP_BAD = 2, LOOKUP_BLOB = 3 };
 /* Counts and logs (rate-limited) a chunk that could not be stored. */
 void store_failed(struct cache *c, int rc);
 void store_blob_unlink(struct cache *c, const uint8_t *hash, uint64_t blob_id);
-/* Waits until every chunk this process queued is indexed. */
+/* Waits until every chunk this process queued is indexed, or until
+ * STORE_WAIT_MS passed (the committer is stuck: see store.c). */
 void store_drain(struct cache *c);
 /* In a child after fork(): the parent's committer thread did not come
  * along, and its queue, if any, is the parent's to index. */

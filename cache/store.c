@@ -20,6 +20,9 @@
 #include "util/log.h"
 #include "util/thread.h"
 
+/* The longest a store waits for room in the queue of the committer. */
+#define STORE_WAIT_MS 10000
+#define STORE_WAIT_TEXT "10 s"
 #define COMMIT_BATCH 64	   /* chunks that make the committer start now */
 #define COMMIT_DELAY_MS 20 /* else it waits this long for a batch */
 
@@ -331,6 +334,7 @@ static void *store_committer_main(void *arg)
 		}
 		c->q.bytes -= bytes;
 		c->q.count -= count;
+		c->q.stalled = false;
 		pthread_cond_broadcast(&c->q.idle);
 		pthread_mutex_unlock(&c->q.lock);
 		for (p = first;; p = next) {
@@ -352,19 +356,38 @@ static void *store_committer_main(void *arg)
 /* Waits until every chunk this process queued is indexed, and the
  * committer is done with them (idle: a process may fork right after, and
  * a thread in the allocator at a fork can leave its locks held in the
- * child under some allocators, e.g. AddressSanitizer's). */
-void store_drain(struct cache *c)
+ * child under some allocators, e.g. AddressSanitizer's). Bounded: at most
+ * STORE_WAIT_MS, and not at all once the committer is known to be stuck
+ * behind another process's write lock (see store_wait_room());
+ * store_close(), which must not free
+ * the engine under the queue's pins, waits for as long as it takes. */
+static void store_drain_for(struct cache *c, bool bounded)
 {
+	struct timespec deadline;
+
 	if (!index_ours(c))
 		return; /* nothing was queued in this process */
+	clock_gettime(CLOCK_REALTIME, &deadline);
+	deadline.tv_sec += STORE_WAIT_MS / 1000;
 	pthread_mutex_lock(&c->q.lock);
 	c->q.drainers++;
 	while ((c->q.head != NULL || c->q.busy) && c->q.running) {
+		if (bounded && c->q.stalled)
+			break; /* known to be stuck: do not wait again */
 		pthread_cond_signal(&c->q.work);
-		pthread_cond_wait(&c->q.idle, &c->q.lock);
+		if (!bounded)
+			pthread_cond_wait(&c->q.idle, &c->q.lock);
+		else if (pthread_cond_timedwait(&c->q.idle, &c->q.lock,
+						&deadline) == ETIMEDOUT)
+			break;
 	}
 	c->q.drainers--;
 	pthread_mutex_unlock(&c->q.lock);
+}
+
+void store_drain(struct cache *c)
+{
+	store_drain_for(c, true);
 }
 
 void store_forked(struct cache *c)
@@ -379,6 +402,31 @@ void store_forked(struct cache *c)
 	c->q.drainers = 0;
 	c->q.busy = false;
 	c->q.running = false;
+}
+
+/* Caller holds q.lock: waits while the queue is over q.max, at most
+ * STORE_WAIT_MS, and not at all while the committer is known to be stuck
+ * (q.stalled: it made no progress through a whole wait, e.g. another
+ * process holds the index's write lock). Returns false if there is no
+ * room: the chunk is not stored (it was served; a later read fetches it
+ * again), rather than a reader's thread waiting on another process. */
+static bool store_wait_room(struct cache *c)
+{
+	struct timespec deadline;
+
+	if (c->q.bytes <= c->q.max || !c->q.running)
+		return true;
+	if (c->q.stalled)
+		return false;
+	clock_gettime(CLOCK_REALTIME, &deadline);
+	deadline.tv_sec += STORE_WAIT_MS / 1000;
+	while (c->q.bytes > c->q.max && c->q.running)
+		if (pthread_cond_timedwait(&c->q.idle, &c->q.lock, &deadline) ==
+		    ETIMEDOUT) {
+			c->q.stalled = c->q.bytes > c->q.max;
+			return !c->q.stalled;
+		}
+	return true;
 }
 
 /* Stores a fetched chunk: writes its blob (large chunks) now, and queues
@@ -457,8 +505,20 @@ void store_chunk(struct cache *c, const uint8_t *hash, const uint8_t *id,
 	}
 
 	pthread_mutex_lock(&c->q.lock);
-	while (c->q.bytes > c->q.max && c->q.running)
-		pthread_cond_wait(&c->q.idle, &c->q.lock);
+	if (!store_wait_room(c)) {
+		pthread_mutex_unlock(&c->q.lock);
+		if (!inl)
+			store_blob_unlink(c, hash, h.blob_id);
+		store_pending_free(c, p);
+		stat_add(&c->store_failures, 1);
+		cache_warn_limited(
+			c,
+			"cannot store a chunk: the committer indexed "
+			"nothing for " STORE_WAIT_TEXT " (does another "
+			"process hold the index's write lock?)",
+			-ETIMEDOUT);
+		return;
+	}
 	if (!c->q.running && !c->q.closing &&
 	    thread_start(&c->q.thread, store_committer_main, c) == 0)
 		c->q.running = true;
@@ -491,7 +551,7 @@ void store_close(struct cache *c)
 	pthread_mutex_lock(&c->q.lock);
 	c->q.closing = true;
 	pthread_mutex_unlock(&c->q.lock);
-	store_drain(c);
+	store_drain_for(c, false);
 }
 
 void store_fetch_done(void *ctx, const uint8_t *hash, const uint8_t *id,

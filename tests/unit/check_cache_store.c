@@ -32,6 +32,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <lmdb.h>
+
 #include "backends/backend.h"
 #include "cache/cache.h"
 #include "cache/fault_guard.h"
@@ -889,6 +891,89 @@ START_TEST(test_full_filesystem)
 }
 END_TEST
 
+/* Another process holds the index's write lock (a stopped `shardfs cache`
+ * command, a second mount stuck in a sync): the committer cannot index,
+ * its queue fills, and stores must give up after a bounded wait instead
+ * of blocking the readers whose threads store small chunks. Reads stay
+ * correct, the dropped stores are counted, and once the lock is free the
+ * cache stores again. (The test opens the index with LMDB itself, playing
+ * that other process.) */
+START_TEST(test_committer_stalled)
+{
+	struct cache_fetch_options fo = { .connections = 4, .memory = 1 << 20 };
+	struct fixture fx;
+	struct obj ob[24];
+	char name[32], path[4200], ok;
+	int i, go[2], done[2], status;
+	pid_t pid;
+
+	fx_init(&fx, "stalled");
+	for (i = 0; i < 24; i++) {
+		snprintf(name, sizeof(name), "st%02d", i);
+		make_file(&fx, name, 1100 + (unsigned)i, 40000);
+		obj_get(&fx, name, &ob[i]);
+	}
+	fx_open(&fx, 64 << 20, 65536, 65536);
+	/* A quarter of 1 MiB may wait in the queue: about 6 of these. */
+	cache_set_fetch_options(fx.c, &fo);
+	read_all(&fx, &ob[0], 1100); /* the index exists, rows are written */
+	ck_assert_int_eq(pipe(go), 0);
+	ck_assert_int_eq(pipe(done), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		MDB_env *env;
+		MDB_txn *txn;
+		int rc;
+
+		close(go[0]);
+		close(done[1]);
+		snprintf(path, sizeof(path), "%s/index.mdb", fx.dir);
+		rc = mdb_env_create(&env);
+		if (rc == 0)
+			rc = mdb_env_set_maxdbs(env, 4);
+		if (rc == 0)
+			rc = mdb_env_open(env, path, MDB_NOSUBDIR | MDB_NOTLS,
+					  0600);
+		if (rc == 0)
+			rc = mdb_txn_begin(env, NULL, 0, &txn);
+		if (rc != 0) {
+			fprintf(stderr, "lock holder: %s\n", mdb_strerror(rc));
+			_exit(1);
+		}
+		if (write(go[1], "g", 1) != 1)
+			_exit(1);
+		/* Until the parent is done reading. */
+		if (read(done[0], &ok, 1) < 0)
+			_exit(1);
+		mdb_txn_abort(txn);
+		mdb_env_close(env);
+		_exit(0);
+	}
+	close(go[1]);
+	close(done[0]);
+	ck_assert_int_eq(read(go[0], &ok, 1), 1);
+	for (i = 1; i < 24; i++)
+		read_all(&fx, &ob[i], 1100 + (unsigned)i);
+	ck_assert_uint_gt(stats(&fx).store_failures, 0);
+	ck_assert_uint_eq(stats(&fx).backend_errors, 0);
+	ck_assert_int_eq(write(done[1], "d", 1), 1);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	close(go[0]);
+	close(done[1]);
+	/* The lock is free: what was queued is indexed, reads are right. */
+	for (i = 0; i < 24; i++)
+		read_all(&fx, &ob[i], 1100 + (unsigned)i);
+	fx_close(&fx);
+	fx_open(&fx, 64 << 20, 65536, 65536);
+	ck_assert_int_eq(verify(&fx), 0);
+	for (i = 0; i < 24; i++)
+		read_all(&fx, &ob[i], 1100 + (unsigned)i);
+	fx_free(&fx);
+}
+END_TEST
+
 /* ---- the cache directory: damage, permissions, owners.lock ---- */
 
 /* Some inline entries (small chunks), indexed. */
@@ -1343,6 +1428,7 @@ static Suite *cache_store_suite(void)
 	tcase_add_test(tc, test_permissions);
 	tcase_add_test(tc, test_owners_lock_held);
 	tcase_add_test(tc, test_full_filesystem_inline);
+	tcase_add_test(tc, test_committer_stalled);
 	tcase_set_timeout(tc, 60);
 	suite_add_tcase(s, tc);
 
