@@ -8,9 +8,11 @@
 #include <signal.h>
 #include <stddef.h>
 #include <string.h>
+#include <ucontext.h>
 
 static __thread sigjmp_buf *guard_jmp; /* the innermost armed call's */
 static __thread int guard_blocked;     /* the signal a handler jumped from */
+static __thread sigset_t guard_mask;   /* the mask the fault came with */
 static struct sigaction guard_old[2];  /* SIGSEGV, SIGBUS */
 static pthread_once_t guard_once = PTHREAD_ONCE_INIT;
 
@@ -22,7 +24,13 @@ static void guard_handler(int sig, siginfo_t *si, void *uc)
 
 	if (jb != NULL && si != NULL && si->si_code > 0) {
 		guard_jmp = NULL;
-		guard_blocked = sig; /* the kernel blocked it for us */
+		/* The mask while the handler runs is the installer's
+		 * choice (ThreadSanitizer blocks every signal in its
+		 * wrapper); the mask of the interrupted code is the one to
+		 * go back to. */
+		if (uc != NULL)
+			guard_mask = ((const ucontext_t *)uc)->uc_sigmask;
+		guard_blocked = uc != NULL ? sig : -sig;
 		siglongjmp(*jb, sig);
 	}
 	if ((old->sa_flags & SA_SIGINFO) && old->sa_sigaction != NULL) {
@@ -62,15 +70,17 @@ int fault_guard_call(int (*fn)(void *arg), void *arg, int *ret)
 
 	pthread_once(&guard_once, guard_install);
 	/* savemask 0: saving the mask is a system call on every call, and
-	 * calls are per read. The handler runs with only its own signal
-	 * added to the mask (sa_mask is empty), so after a jump from it
-	 * unblocking that one restores the mask the call began with (a
-	 * jump from fault_guard_jump() changed no mask). */
+	 * calls are per read. After a jump from the handler, the mask the
+	 * fault interrupted (its ucontext's) is set again: what the call
+	 * began with (a jump from fault_guard_jump() changed no mask). */
 	sig = sigsetjmp(jb, 0);
 	if (sig == 0) {
 		guard_jmp = &jb;
 		*ret = fn(arg);
 	} else if (guard_blocked == sig) {
+		guard_blocked = 0;
+		pthread_sigmask(SIG_SETMASK, &guard_mask, NULL);
+	} else if (guard_blocked == -sig) { /* no context: unblock it */
 		sigset_t set;
 
 		guard_blocked = 0;

@@ -1172,6 +1172,45 @@ START_TEST(test_guard_twice)
 }
 END_TEST
 
+/* Whoever really installed the handler (ThreadSanitizer's wrapper does,
+ * with every signal in sa_mask) decides the mask the handler runs with;
+ * after a jump from it the thread must have the mask the guarded call
+ * began with. Left with everything blocked, a FUSE worker could not be
+ * cancelled at unmount (glibc's SIGCANCEL) and the daemon hung there. */
+START_TEST(test_guard_restores_mask)
+{
+	char path[] = "/tmp/check_guard.XXXXXX";
+	int fd = mkstemp(path), ret = 0;
+	struct sigaction sa;
+	sigset_t before, after;
+	char *map;
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, 8192), 0);
+	map = mmap(NULL, 8192, PROT_READ, MAP_SHARED, fd, 0);
+	ck_assert(map != MAP_FAILED);
+	ck_assert_int_eq(ftruncate(fd, 0), 0);
+	unlink(path);
+	/* Installs the guard, then widens its handler's sa_mask. */
+	ck_assert_int_eq(fault_guard_call(guard_touch, map, &ret), SIGBUS);
+	ck_assert_int_eq(sigaction(SIGBUS, NULL, &sa), 0);
+	sigfillset(&sa.sa_mask);
+	ck_assert_int_eq(sigaction(SIGBUS, &sa, NULL), 0);
+	ck_assert_int_eq(pthread_sigmask(SIG_BLOCK, NULL, &before), 0);
+	ck_assert(!sigismember(&before, SIGUSR1));
+	ck_assert_int_eq(fault_guard_call(guard_touch, map + 4096, &ret),
+			 SIGBUS);
+	ck_assert_int_eq(pthread_sigmask(SIG_BLOCK, NULL, &after), 0);
+	ck_assert(!sigismember(&after, SIGBUS));
+	ck_assert(!sigismember(&after, SIGUSR1));
+	ck_assert(!sigismember(&after, SIGRTMIN));
+	sigemptyset(&sa.sa_mask);
+	ck_assert_int_eq(sigaction(SIGBUS, &sa, NULL), 0);
+	munmap(map, 8192);
+	close(fd);
+}
+END_TEST
+
 static void assert_private(const char *path)
 {
 	struct stat st;
@@ -1425,6 +1464,7 @@ static Suite *cache_store_suite(void)
 	tcase_add_test(tc, test_index_damaged_at_open);
 	tcase_add_test(tc, test_guard_leaves_other_faults);
 	tcase_add_test(tc, test_guard_twice);
+	tcase_add_test(tc, test_guard_restores_mask);
 	tcase_add_test(tc, test_permissions);
 	tcase_add_test(tc, test_owners_lock_held);
 	tcase_add_test(tc, test_full_filesystem_inline);
