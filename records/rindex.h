@@ -28,11 +28,12 @@
 
 struct rindex_object {
 	uint32_t item; /* manifest index of the object */
-	uint64_t
-		decoded_size; /* bytes of its decoded stream (gzip: decompressed) */
-	uint64_t first;	      /* id of its first record */
-	uint32_t count;	      /* its records */
-	bool nl_added; /* jsonl: its last record is served with a '\n' added */
+	/* Bytes of its decoded stream (gzip: decompressed). */
+	uint64_t decoded_size;
+	uint64_t first; /* id of its first record */
+	uint32_t count; /* its records */
+	/* jsonl: its last record is served with a '\n' added. */
+	bool nl_added;
 };
 
 struct rindex {
@@ -41,11 +42,12 @@ struct rindex {
 	struct rindex_object *objects; /* record objects, in manifest order */
 	size_t n_objects;
 	uint64_t n_records;
-	uint64_t *
-		rec_off; /* per record: offset in its object's decoded stream */
-	uint32_t *rec_len; /* per record: length as stored (no added '\n') */
-	uint64_t
-		skipped_objects; /* manifest objects that are not record files of the format */
+	/* Per record: offset in its object's decoded stream. */
+	uint64_t *rec_off;
+	/* Per record: length as stored (no added '\n'). */
+	uint32_t *rec_len;
+	/* Manifest objects that are not record files of the format. */
+	uint64_t skipped_objects;
 	char digest[65]; /* SHA-256 (hex) of the canonical bytes */
 	/* The manifest the index refers to (keys, etags, sizes); borrowed:
 	 * it must outlive the index. */

@@ -382,6 +382,9 @@ START_TEST(test_refusals)
 		  "o d.jsonl\te4\t0\t0\t0\t-\no d.jsonl\te4\t0\t0\t0\t-\n",
 		  "more object lines than the objects line says", NULL },
 		{ "\n30\n", "\n30\n7\n", ":9: expected an object line", NULL },
+		{ "o d.jsonl\te4\t0\t0\t0\t-\n",
+		  "o a.jsonl\te1\t60\t60\t0\t-\n",
+		  ":12: object a.jsonl is out of order", NULL },
 		{ "10\n20\n30\n", "10\n20\n4294967296\n", "over 2^32-1", NULL },
 	};
 	size_t i;
