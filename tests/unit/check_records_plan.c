@@ -246,6 +246,12 @@ START_TEST(test_roundtrip)
 	ck_assert_str_eq(got, want);
 	ck_assert_int_eq(sha256_hex(body, strlen(body), hex), 0);
 	ck_assert_str_eq(ri->digest, hex);
+	/* The documented example (docs/RECORDS-index.md), its digests
+	 * computed independently (Python's hashlib over the spec's bytes). */
+	ck_assert_str_eq(m->digest, "39239d46e85b105bd0e80293e18e4cd8"
+				    "3cc39518758be02bbeda3761caf887a2");
+	ck_assert_str_eq(ri->digest, "5166104d7ce697ee2132a5721ec64a2b"
+				     "b4cfdb64735eed3176e9fa3342a00699");
 
 	ck_assert_int_eq(rindex_load(path_in_tmp("small.idx"), m,
 				     REC_FORMAT_JSONL, ri->digest, &back),
