@@ -150,10 +150,15 @@ int rindex_add_object(struct rindex *ri, uint32_t item, uint64_t decoded_size,
 		m, ri->format,
 		ri->n_objects ? ri->objects[ri->n_objects - 1].item + 1 : 0);
 	if (item >= m->count || item != want) {
+		key = item < m->count
+			      ? manifest_escaped_copy(m->entries[item].key,
+						      m->entries[item].key_len)
+			      : NULL;
 		log_msg(LOG_ERR,
-			"record index: object %u added, the next record object "
-			"of the manifest is %zu",
-			item, want);
+			"record index: object %u (%s) added, the next record "
+			"object of the manifest is %zu",
+			item, key ? key : "?", want);
+		free(key);
 		return -EINVAL;
 	}
 	e = &m->entries[item];

@@ -524,6 +524,9 @@ START_TEST(test_builder_refusals)
 	ck_assert_int_eq(rindex_finish(ri), -EINVAL);
 	msg = log_take();
 	ck_assert_msg(strstr(msg, "overlaps"), "%s", msg);
+	ck_assert_msg(strstr(msg, "object 1 (b%09x%25.jsonl) added, the next "
+				  "record object of the manifest is 0"),
+		      "%s", msg);
 	ck_assert_msg(strstr(msg, "record object b%09x%25.jsonl of the "
 				  "manifest was not indexed"),
 		      "%s", msg);
