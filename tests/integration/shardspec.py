@@ -14,10 +14,21 @@ code's shortcuts. Python's integers are exact, so the bytes layout needs no
 
 prints rank R's keys in epoch order, one per line, byte for byte as the
 manifest writes them (still escaped); a pad item's line ends in TAB "pad".
-Exit status: 0 ok, 1 self-test mismatch, 2 usage or manifest error.
+
+    shardspec.py records --index INDEX --world-size W --seed S --epoch E \
+        --order ... --layout ... --balance ... --parts P [--rank R]
+
+reads a record index file (docs/RECORDS-index.md; parsed here, not by
+shardfs) and prints, for each rank (or only R) and each part, a line
+"rank R part P size BYTES NAME" and then the part's records, one
+"object<TAB>record" line each (object: the key as the index writes it,
+escaped; record: its index within its object), a pad's line ending in
+TAB "pad".
+Exit status: 0 ok, 1 self-test mismatch, 2 usage, manifest or index error.
 """
 
 import argparse
+import hashlib
 import sys
 
 MASK = (1 << 64) - 1
@@ -192,12 +203,210 @@ def selftest():
     check("bytes [5,1,1,1,1,5] W=3",
           show(6, [5, 1, 1, 1, 1, 5], 3, "none", "bytes", "none"),
           [["0"], ["1", "2", "3", "4"], ["5"]])
+    records_selftest(check)
 
     for f in failures:
         print("selftest FAIL: " + f, file=sys.stderr)
     if not failures:
         print("selftest ok")
     return 1 if failures else 0
+
+
+# --- Records (docs/RECORDS-index.md) -------------------------------------
+
+RINDEX_MAGIC = b"# shardfs-records v1"
+REC_FORMATS = {"tfrecord": "tfrecord", "tfrecord.gz": "tfrecord",
+               "jsonl": "jsonl", "jsonl.gz": "jsonl", "tar": "tar"}
+TAR_TRAILER = 1024
+
+
+def canon_int(b, what):
+    """A decimal without sign or leading zero, as the index writes it."""
+    if not b or not b.isdigit() or (b[:1] == b"0" and len(b) > 1):
+        raise ValueError("%s is not a canonical number: %r" % (what, b))
+    return int(b)
+
+
+def read_rindex(path):
+    """(format, [(escaped key, nl_added, [(off, len), ...]), ...]) from a
+    record index file, checking its end digest and its framing."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if not data.endswith(b"\n"):
+        raise ValueError("%s: no final newline (truncated?)" % path)
+    cut = data.rfind(b"\n", 0, len(data) - 1) + 1
+    body, end = data[:cut], data[cut:-1]
+    if not end.startswith(b"end ") or \
+            end[4:].decode("ascii", "replace") != \
+            hashlib.sha256(body).hexdigest():
+        raise ValueError("%s: end line is not the digest of the body" % path)
+    lines = body.split(b"\n")[:-1]
+    if len(lines) < 4 or lines[0] != RINDEX_MAGIC:
+        raise ValueError("%s:1: expected %r" % (path, RINDEX_MAGIC.decode()))
+    fmt = lines[1][len(b"format "):].decode("ascii", "replace")
+    if not lines[1].startswith(b"format ") or fmt not in REC_FORMATS:
+        raise ValueError("%s:2: bad format line" % path)
+    head = lines[3].split(b" ")
+    if len(head) != 6 or head[0::2] != [b"objects", b"records", b"skipped"]:
+        raise ValueError("%s:4: bad objects line" % path)
+    n_obj = canon_int(head[1], "objects")
+    n_rec = canon_int(head[3], "records")
+    objects = []
+    i = 4
+    while i < len(lines):
+        line = lines[i]
+        if not line.startswith(b"o "):
+            raise ValueError("%s:%d: expected an object line" % (path, i + 1))
+        f = line[2:].split(b"\t")
+        if len(f) != 6 or f[5] not in (b"-", b"n"):
+            raise ValueError("%s:%d: bad object line" % (path, i + 1))
+        decoded, count = canon_int(f[3], "decoded"), canon_int(f[4], "count")
+        recs, pos = [], 0
+        for k in range(count):
+            i += 1
+            rl = lines[i] if i < len(lines) else b""
+            if rl.startswith(b"@"):
+                a, _, b = rl[1:].partition(b" ")
+                off, ln = canon_int(a, "offset"), canon_int(b, "length")
+                if off == pos:
+                    raise ValueError("%s:%d: needless @" % (path, i + 1))
+            else:
+                off, ln = pos, canon_int(rl, "length")
+            if off < pos or ln == 0 or off + ln > decoded:
+                raise ValueError("%s:%d: bad record" % (path, i + 1))
+            recs.append((off, ln))
+            pos = off + ln
+        objects.append((f[0], f[5] == b"n", recs))
+        i += 1
+    if len(objects) != n_obj or sum(len(o[2]) for o in objects) != n_rec:
+        raise ValueError("%s: counts differ from the objects line" % path)
+    return fmt, objects
+
+
+def served_lengths(objects):
+    """[(object index, record index, served length)] in canonical order:
+    objects in manifest order, records in file order."""
+    out = []
+    for oi, (_, nl_added, recs) in enumerate(objects):
+        for ri, (_, ln) in enumerate(recs):
+            last = ri == len(recs) - 1
+            out.append((oi, ri, ln + (1 if nl_added and last else 0)))
+    return out
+
+
+def plan_records(objects, fmt, w, seed, epoch, order, layout, balance, parts):
+    """Each rank's parts: [[(size, [(object, record, is_pad), ...]), ...]
+    per part] per rank. objects: [(name, nl_added, [(off, len), ...])]."""
+    items = served_lengths(objects)
+    weights = [it[2] for it in items]
+    trailer = TAR_TRAILER if REC_FORMATS[fmt] == "tar" else 0
+    ranks = []
+    for r in range(w):
+        share = plan_rank(len(items), weights, w, seed, epoch, order,
+                          layout, balance, r)
+        n = len(share)
+        q, m = divmod(n, parts)
+        rank_parts = []
+        for p in range(parts):
+            run = share[q * p + min(p, m): q * (p + 1) + min(p + 1, m)]
+            size = sum(weights[i] for i, _ in run) + trailer
+            rank_parts.append((size, [(items[i][0], items[i][1], pad)
+                                      for i, pad in run]))
+        ranks.append(rank_parts)
+    return ranks
+
+
+def part_name(fmt, p, parts):
+    return "part-%05d-of-%05d.%s" % (p, parts, REC_FORMATS[fmt])
+
+
+# The vectors of docs/RECORDS-index.md: objects a (3 records; in jsonl the
+# last is served with an added newline) and b (4 records).
+def vector_objects(fmt):
+    ext = REC_FORMATS[fmt]
+    return [(b"a." + ext.encode(), ext == "jsonl",
+             [(0, 10), (10, 20), (30, 30)]),
+            (b"b." + ext.encode(), False,
+             [(0, 40), (40, 50), (90, 60), (150, 70)])]
+
+
+def show_records(ranks):
+    return [[(size, ["%d.%d%s" % (o, r, "*" if pad else "")
+                     for o, r, pad in recs]) for size, recs in rank]
+            for rank in ranks]
+
+
+# Rank by rank, part by part: (size, ["OBJECT.RECORD", ...]), * = pad.
+RECORD_VECTORS = {
+    "shuffle": [6, 2, 5, 4, 0, 3, 1],
+    "plans": {
+        ("jsonl", 2): [[(130, ["1.3", "1.2"]), (30, ["0.0", "0.1"])],
+                       [(81, ["0.2", "1.1"]), (110, ["1.0", "1.3*"])]],
+        ("jsonl", 3): [[(120, ["1.3", "1.1"]), (20, ["0.1"])],
+                       [(41, ["0.2", "0.0"]), (70, ["1.3*"])],
+                       [(100, ["1.2", "1.0"]), (31, ["0.2*"])]],
+        ("tar", 2): [[(1154, ["1.3", "1.2"]), (1054, ["0.0", "0.1"])],
+                     [(1104, ["0.2", "1.1"]), (1134, ["1.0", "1.3*"])]],
+    },
+}
+
+
+def records_selftest(check):
+    check("records served lengths",
+          [it[2] for it in served_lengths(vector_objects("jsonl"))],
+          [10, 20, 31, 40, 50, 60, 70])
+    check("records shuffle N=7 seed 42", epoch_order(7, 42, 0, "shuffle"),
+          RECORD_VECTORS["shuffle"])
+    for (fmt, w), want in RECORD_VECTORS["plans"].items():
+        check("records %s W=%d strided pad parts 2" % (fmt, w),
+              show_records(plan_records(vector_objects(fmt), fmt, w, 42, 0,
+                                        "shuffle", "strided", "pad", 2)),
+              want)
+
+
+def records_main(argv):
+    p = argparse.ArgumentParser(
+        prog="shardspec.py records",
+        description="Reference record sharding: each rank's parts.")
+    p.add_argument("--index", required=True, help="record index file")
+    p.add_argument("--world-size", type=uint64_arg, required=True)
+    p.add_argument("--seed", type=uint64_arg, default=0)
+    p.add_argument("--epoch", type=uint64_arg, default=0)
+    p.add_argument("--order", choices=["shuffle", "none"], default="shuffle")
+    p.add_argument("--layout", choices=["strided", "contiguous", "bytes"],
+                   default="strided")
+    p.add_argument("--balance", choices=["none", "drop", "pad"],
+                   default="none")
+    p.add_argument("--parts", type=uint64_arg, required=True)
+    p.add_argument("--rank", type=uint64_arg)
+    a = p.parse_args(argv)
+    err = spec_error(a.world_size, a.layout, a.balance)
+    if err:
+        p.error(err)
+    if not 1 <= a.parts <= 99999:
+        p.error("--parts must be 1 to 99999")
+    if a.rank is not None and a.rank >= a.world_size:
+        p.error("--rank %d is not below --world-size %d"
+                % (a.rank, a.world_size))
+    try:
+        fmt, objects = read_rindex(a.index)
+    except (OSError, ValueError) as e:
+        print("shardspec: %s" % e, file=sys.stderr)
+        return 2
+    ranks = plan_records(objects, fmt, a.world_size, a.seed, a.epoch,
+                         a.order, a.layout, a.balance, a.parts)
+    out = sys.stdout.buffer
+    for r, rank in enumerate(ranks):
+        if a.rank is not None and r != a.rank:
+            continue
+        for pi, (size, recs) in enumerate(rank):
+            out.write(b"rank %d part %d size %d %s\n"
+                      % (r, pi, size, part_name(fmt, pi, a.parts).encode()))
+            for o, rec, pad in recs:
+                out.write(objects[o][0] + b"\t%d%s\n"
+                          % (rec, b"\tpad" if pad else b""))
+    out.flush()
+    return 0
 
 
 def uint64_arg(text):
@@ -211,6 +420,8 @@ def uint64_arg(text):
 
 
 def main(argv):
+    if argv[:1] == ["records"]:
+        return records_main(argv[1:])
     p = argparse.ArgumentParser(
         description="Reference sharding (shardfs-shard v1): print one "
         "rank's keys in epoch order.")

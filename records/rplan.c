@@ -1,0 +1,233 @@
+/*
+ * rplan: record views planned over a record index (records/rplan.h).
+ *
+ * Design: the shard plan's items array (record ids, rank 0's first) is
+ * kept as is, and one array of cumulative served bytes over it,
+ * cum[k] = served bytes of items[0..k), serves every rank and part: a
+ * part is a run [a, b) of that array, its size cum[b] - cum[a] (plus the
+ * tar trailer), and the record under a part offset is found by binary
+ * search in cum[a..b]. Records are never empty, so cum strictly grows.
+ */
+#include "records/rplan.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "util/log.h"
+
+struct rplan {
+	const struct rindex *ri;
+	struct shard_plan *plan;
+	uint64_t *cum; /* plan positions + 1 entries */
+	unsigned parts;
+	bool tar;
+};
+
+static uint64_t rplan_weight(const void *ctx, size_t i)
+{
+	return rindex_served_len(ctx, i);
+}
+
+int rplan_build(const struct rindex *ri, const struct shard_spec *spec,
+		unsigned parts, struct rplan **out)
+{
+	struct rplan *rp;
+	size_t total, k;
+	int rc;
+
+	if (!ri || !ri->finished || !out || parts < 1 ||
+	    parts > RPLAN_PARTS_MAX || shard_spec_check(spec))
+		return -EINVAL;
+	if (ri->n_records > UINT32_MAX) {
+		log_msg(LOG_ERR,
+			"record index has %llu records; record views take at "
+			"most 4294967295 (2^32-1)",
+			(unsigned long long)ri->n_records);
+		return -EOVERFLOW;
+	}
+	rp = calloc(1, sizeof(*rp));
+	if (!rp)
+		return -ENOMEM;
+	rp->ri = ri;
+	rp->parts = parts;
+	rp->tar = rec_format_base(ri->format) == REC_FORMAT_TAR;
+	rc = shard_plan_build(spec, (size_t)ri->n_records, rplan_weight, ri,
+			      &rp->plan);
+	if (rc == -EOVERFLOW)
+		log_msg(LOG_ERR,
+			"record plan: %llu records with world_size %llu give "
+			"more than 2^32-1 positions",
+			(unsigned long long)ri->n_records,
+			(unsigned long long)spec->world_size);
+	if (rc)
+		goto err;
+	total = rp->plan->rank_start[rp->plan->world_size];
+	/* After the shard plan freed its scratch: the peak stays at
+	 * 12 (index) + 4 (items) + 8 (cum) bytes per record. */
+	rp->cum = malloc((total + 1) * sizeof(*rp->cum));
+	if (!rp->cum) {
+		rc = -ENOMEM;
+		goto err;
+	}
+	rp->cum[0] = 0;
+	for (k = 0; k < total; k++)
+		rp->cum[k + 1] =
+			rp->cum[k] + rindex_served_len(ri, rp->plan->items[k]);
+	*out = rp;
+	return 0;
+err:
+	rplan_free(rp);
+	return rc;
+}
+
+void rplan_free(struct rplan *rp)
+{
+	if (!rp)
+		return;
+	shard_plan_free(rp->plan);
+	free(rp->cum);
+	free(rp);
+}
+
+unsigned rplan_parts(const struct rplan *rp)
+{
+	return rp->parts;
+}
+
+uint64_t rplan_world_size(const struct rplan *rp)
+{
+	return rp->plan->world_size;
+}
+
+size_t rplan_dropped(const struct rplan *rp)
+{
+	return rp->plan->n_dropped;
+}
+
+void rplan_rank(const struct rplan *rp, uint64_t r, const uint32_t **recs,
+		size_t *count, size_t *npad)
+{
+	shard_plan_rank(rp->plan, r, recs, count, npad);
+}
+
+void rplan_part_range(const struct rplan *rp, uint64_t r, unsigned p,
+		      size_t *first, size_t *count)
+{
+	size_t n, q, m;
+
+	*first = 0;
+	*count = 0;
+	if (r >= rp->plan->world_size || p >= rp->parts)
+		return;
+	n = rp->plan->rank_start[r + 1] - rp->plan->rank_start[r];
+	q = n / rp->parts;
+	m = n % rp->parts;
+	*first = q * p + (p < m ? p : m);
+	*count = q + (p < m);
+}
+
+/* Part p of rank r as plan positions [*a, *b); false out of range. */
+static bool rplan_span(const struct rplan *rp, uint64_t r, unsigned p,
+		       size_t *a, size_t *b)
+{
+	size_t first, count;
+
+	if (r >= rp->plan->world_size || p >= rp->parts)
+		return false;
+	rplan_part_range(rp, r, p, &first, &count);
+	*a = rp->plan->rank_start[r] + first;
+	*b = *a + count;
+	return true;
+}
+
+uint64_t rplan_part_size(const struct rplan *rp, uint64_t r, unsigned p)
+{
+	size_t a, b;
+
+	if (!rplan_span(rp, r, p, &a, &b))
+		return 0;
+	return rp->cum[b] - rp->cum[a] + (rp->tar ? RPLAN_TAR_TRAILER : 0);
+}
+
+size_t rplan_map(const struct rplan *rp, uint64_t r, unsigned p, uint64_t off,
+		 uint64_t len, struct rplan_seg *segs, size_t max)
+{
+	const struct rindex *ri = rp->ri;
+	size_t a, b, lo, hi, n = 0;
+	uint64_t base, records, size, pos, end;
+
+	if (!rplan_span(rp, r, p, &a, &b))
+		return 0;
+	base = rp->cum[a];
+	records = rp->cum[b] - base;
+	size = records + (rp->tar ? RPLAN_TAR_TRAILER : 0);
+	if (off >= size || len == 0)
+		return 0;
+	end = len > size - off ? size : off + len;
+	pos = off;
+
+	/* The last position k in [a, b) with cum[k] - base <= off. */
+	lo = a;
+	hi = b;
+	while (hi - lo > 1) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (rp->cum[mid] - base <= pos)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	for (; lo < b && pos < end && n < max; lo++) {
+		uint64_t rec = rp->plan->items[lo];
+		uint64_t in = pos - (rp->cum[lo] - base);
+		uint64_t stored = ri->rec_len[rec];
+		uint64_t stop = rp->cum[lo + 1] - base;
+
+		if (in < stored) {
+			uint64_t k = stored - in;
+
+			if (k > end - pos)
+				k = end - pos;
+			segs[n++] = (struct rplan_seg){ RPLAN_SEG_RECORD, rec,
+							in, k };
+			pos += k;
+		}
+		/* Served longer than stored: the added '\n'. */
+		if (pos < end && pos < stop && n < max) {
+			segs[n++] = (struct rplan_seg){ RPLAN_SEG_NEWLINE, rec,
+							0, 1 };
+			pos++;
+		}
+		if (pos < stop)
+			break; /* out of room or range mid-record */
+	}
+	if (pos >= records && pos < end && n < max)
+		segs[n++] =
+			(struct rplan_seg){ RPLAN_SEG_ZERO, 0, 0, end - pos };
+	return n;
+}
+
+int rplan_part_name(const struct rplan *rp, unsigned p, char *buf, size_t size)
+{
+	int k;
+
+	if (p >= rp->parts)
+		return -EINVAL;
+	k = snprintf(buf, size, "part-%05u-of-%05u.%s", p, rp->parts,
+		     rec_format_ext(rp->ri->format));
+	if (k < 0 || (size_t)k >= size)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+size_t rplan_mem_bytes(const struct rplan *rp)
+{
+	size_t total = rp->plan->rank_start[rp->plan->world_size];
+
+	return sizeof(*rp) + sizeof(*rp->plan) +
+	       (total + 1) * (sizeof(*rp->plan->items) + sizeof(*rp->cum)) +
+	       (size_t)rp->plan->world_size * 2 * sizeof(size_t) +
+	       sizeof(size_t);
+}
