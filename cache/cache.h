@@ -84,9 +84,11 @@ struct cache_object {
 	 * and at most the cache's chunk size (a read of any other fails
 	 * with -EINVAL). A reader of scattered small extents of a large
 	 * object (a record view) sets e.g. CACHE_CRC_BLOCK, so that a miss
-	 * fetches the blocks around the extent instead of a whole chunk.
-	 * The chunk size is part of a chunk's identity: chunks of one object
-	 * cut at different sizes are separate entries and never mix. */
+	 * fetches the blocks around the extent instead of a whole chunk; a
+	 * cache_read() over several such chunks that are all missing
+	 * fetches them in one backend read (up to 8 MiB). The chunk size is
+	 * part of a chunk's identity: chunks of one object cut at different
+	 * sizes are separate entries and never mix. */
 	uint64_t chunk_size;
 	/* NULL: the object's own bytes. Else the name of a transform
 	 * registered with cache_set_transform() (e.g. "gunzip"): the object

@@ -813,6 +813,7 @@ START_TEST(test_derived_wait_bounded)
 	sem_t started, go;
 	struct gunzip g = { .started = &started, .go = &go };
 	struct hung_reader h;
+	struct cache_file *f;
 	struct fixture fx;
 	struct obj raw, der;
 	pthread_t t;
@@ -827,12 +828,18 @@ START_TEST(test_derived_wait_bounded)
 	sem_wait(&started); /* the run is in the table, producing nothing */
 	/* This read waits for that run, and gives up after 300 ms. */
 	ck_assert_int_eq(cache_read(fx.c, &der.o, 2 * MIB, 1, &b), -EIO);
+	/* Only what is stored, never a run's: not there yet. */
+	ck_assert_int_eq(cache_file_open(fx.c, &der.o, &f), 0);
+	ck_assert_int_eq(cache_file_read_ready(f, 0, 1, &b), -ENOENT);
 	sem_post(&go);
 	pthread_join(t, NULL);
 	ck_assert_int_eq(h.got, 1000);
 	ck_assert_int_eq(runs_of(&g), 1);
 	g.started = NULL;
 	read_check(fx.c, &der.o, GZ_SEED, 2 * MIB, 1);
+	ck_assert_int_eq(cache_file_read_ready(f, 0, 1, &b), 1);
+	ck_assert_uint_eq(b, byte_at(GZ_SEED, 0));
+	cache_file_close(f);
 	ck_assert_int_eq(runs_of(&g), 1);
 	fx_free(&fx);
 	sem_destroy(&started);
