@@ -53,9 +53,9 @@
  * file and across the files of an order (cache_file_open()); it needs a
  * disk cache, where the prefetched bytes go.
  *
- * Thread safety: cache_read(), cache_fill(), the cache_file_*() and
- * cache_buffer_*() calls and cache_stats_get() may be called from any
- * number of threads at once; any number of processes may open the same
+ * Thread safety: cache_read(), cache_read_raw(), cache_fill(), the
+ * cache_file_*() and cache_buffer_*() calls and cache_stats_get() may be
+ * called from any number of threads at once; any number of processes may open the same
  * directory at once.
  */
 #ifndef SHARDFS_CACHE_H

@@ -232,8 +232,8 @@ void cache_order_ask(struct cache *c, const struct cache_order_ask *ask)
 
 		if (!fn(ctx, order, p, &next))
 			break;
-		if (next.size == 0)
-			continue;
+		if (next.size == 0 || next.transform != NULL)
+			continue; /* nothing to read, or never ahead */
 		/* The first chunk: a whole small file, or the start of a
 		 * large one, whose reads then read ahead. */
 		if (file_prefetch_chunk(c, &next, 0) < 0) {

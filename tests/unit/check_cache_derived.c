@@ -763,6 +763,30 @@ START_TEST(test_derived_reply_and_fill)
 }
 END_TEST
 
+START_TEST(test_derived_not_read_ahead)
+{
+	struct gunzip g = { 0 };
+	struct fixture fx;
+	struct obj raw, der;
+	struct cache_file *f;
+	uint8_t *buf = malloc(MIB);
+	uint64_t off;
+
+	ck_assert_ptr_nonnull(buf);
+	gz_setup(&fx, "ahead", 256 * MIB, &g, &raw, &der);
+	/* Sequential reads, which read a plain file ahead. */
+	ck_assert_int_eq(cache_file_open(fx.c, &der.o, &f), 0);
+	for (off = 0; off < 3 * MIB; off += 128 * KIB)
+		ck_assert_int_eq(cache_file_read(f, off, 128 * KIB, buf),
+				 128 * KIB);
+	cache_file_close(f);
+	ck_assert_uint_eq(stats(&fx).prefetch_issued, 0);
+	ck_assert_int_eq(runs_of(&g), 1);
+	free(buf);
+	fx_free(&fx);
+}
+END_TEST
+
 START_TEST(test_derived_unsupported)
 {
 	struct gunzip g = { 0 };
@@ -862,6 +886,7 @@ static Suite *cache_derived_suite(void)
 		{ "derived_evicted_reruns", test_derived_evicted_reruns },
 		{ "derived_and_raw_coexist", test_derived_and_raw_coexist },
 		{ "derived_reply_and_fill", test_derived_reply_and_fill },
+		{ "derived_not_read_ahead", test_derived_not_read_ahead },
 		{ "derived_unsupported", test_derived_unsupported },
 		{ "derived_wait_bounded", test_derived_wait_bounded },
 	};
