@@ -10,6 +10,7 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <stdbool.h>
@@ -268,6 +269,44 @@ static void verify_clean(struct fixture *fx)
 	ck_assert_int_eq(cache_verify(fx->c, print_bad, NULL, &checked), 0);
 }
 
+/* Flips a byte in the first blob file of the cache: a damaged entry. */
+static void damage_a_blob(struct fixture *fx)
+{
+	char cmd[4400], path[4400];
+	uint8_t b;
+	FILE *p;
+	int fd;
+
+	snprintf(cmd, sizeof(cmd),
+		 "find '%s/blobs' -mindepth 2 -type f ! -path '*/blobs/tmp/*' "
+		 "| head -1",
+		 fx->dir);
+	p = popen(cmd, "r");
+	ck_assert_ptr_nonnull(p);
+	ck_assert_ptr_nonnull(fgets(path, sizeof(path), p));
+	pclose(p);
+	path[strcspn(path, "\n")] = '\0';
+	fd = open(path, O_RDWR);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pread(fd, &b, 1, 1000), 1);
+	b ^= 0x5a;
+	ck_assert_int_eq(pwrite(fd, &b, 1, 1000), 1);
+	close(fd);
+}
+
+struct bad_seen {
+	int n;
+	char key[64];
+};
+
+static void note_bad(void *arg, const struct cache_bad_entry *b)
+{
+	struct bad_seen *s = arg;
+
+	s->n++;
+	snprintf(s->key, sizeof(s->key), "%s", b->key);
+}
+
 /* Reads [off, off + len) of ob and checks it against seed. */
 static void read_check(struct cache *c, const struct cache_object *o,
 		       unsigned seed, uint64_t off, size_t len)
@@ -489,6 +528,23 @@ START_TEST(test_derived_exact)
 	ck_assert_uint_eq(s.live_bytes, GZ_SIZE);
 	ck_assert_uint_gt(s.hits, 0);
 	verify_clean(&fx);
+
+	/* A damaged derived chunk: verify names it, a read drops it and
+	 * produces the object again. */
+	{
+		struct bad_seen bad = { 0 };
+		uint64_t checked;
+
+		damage_a_blob(&fx);
+		ck_assert_int_eq(cache_verify(fx.c, note_bad, &bad, &checked),
+				 1);
+		ck_assert_uint_eq(checked, 4);
+		ck_assert_str_eq(bad.key, "d.gz");
+		read_check(fx.c, &der.o, GZ_SEED, 0, GZ_SIZE);
+		ck_assert_uint_eq(stats(&fx).crc_failures, 1);
+		ck_assert_int_eq(runs_of(&g), 2);
+		verify_clean(&fx);
+	}
 	fx_free(&fx);
 }
 END_TEST
