@@ -45,6 +45,7 @@ void cache_set_fetch_options(struct cache *c,
 
 	fetch_set_limits(c->fetch, o->connections, o->memory);
 	fetch_set_wait(c->fetch, o->wait_ms);
+	derived_set_wait(c, o->wait_ms);
 	fetch_set_hedge(c->fetch, !o->hedge_off);
 	fetch_stats_get(c->fetch, &fs); /* the budget, defaults applied */
 	memory = fs.memory_budget;
@@ -105,6 +106,8 @@ void cache_stats_get(struct cache *c, struct cache_stats *out)
 	out->evictions = stat_load(&c->evictions);
 	out->crc_failures = stat_load(&c->crc_failures);
 	out->store_failures = stat_load(&c->store_failures);
+	out->derived_runs = stat_load(&c->derived_runs);
+	out->derived_bytes = stat_load(&c->derived_bytes);
 	out->live_bytes = index_live_bytes(c);
 	out->budget_bytes = c->budget;
 }
@@ -146,6 +149,7 @@ static struct cache *cache_alloc(struct backend *be)
 	pthread_cond_init(&c->q.work, NULL);
 	pthread_cond_init(&c->q.idle, NULL);
 	c->q.tail = &c->q.head;
+	derived_init(c);
 	return c;
 }
 
@@ -316,6 +320,7 @@ void cache_free(struct cache *c)
 	pthread_mutex_destroy(&c->q.lock);
 	pthread_cond_destroy(&c->q.work);
 	pthread_cond_destroy(&c->q.idle);
+	derived_destroy(c);
 	free(c->index_path);
 	free(c->backend_id);
 	free(c->dir);

@@ -26,8 +26,9 @@
  * dataset bytes the mount may deny to other users. One cache directory
  * per service user (docs/RELIABILITY.md).
  *
- * Objects are cut into chunks of chunk_size bytes; chunk n of an object is
- * identified by (backend id, key, etag, chunk_size, n), so a changed object
+ * Objects are cut into chunks of chunk_size bytes (or the object's own
+ * chunk size); chunk n of an object is identified by (backend id, key,
+ * etag, transform if any, chunk size, n), so a changed object
  * (new etag) can never be served from an old entry. A chunk of at most
  * inline_max bytes is stored inline in LMDB, a larger one as a blob file
  * written under a temporary name and renamed into place before it is
@@ -52,9 +53,9 @@
  * file and across the files of an order (cache_file_open()); it needs a
  * disk cache, where the prefetched bytes go.
  *
- * Thread safety: cache_read(), cache_fill(), the cache_file_*() and
- * cache_buffer_*() calls and cache_stats_get() may be called from any
- * number of threads at once; any number of processes may open the same
+ * Thread safety: cache_read(), cache_read_raw(), cache_fill(), the
+ * cache_file_*() and cache_buffer_*() calls and cache_stats_get() may be
+ * called from any number of threads at once; any number of processes may open the same
  * directory at once.
  */
 #ifndef SHARDFS_CACHE_H
@@ -71,13 +72,33 @@
 #define CACHE_INLINE_MAX_DEFAULT (UINT64_C(256) << 10)
 #define CACHE_CRC_BLOCK (UINT64_C(64) << 10) /* bytes per stored CRC32 */
 
-/* The object a read is for, as pinned by the manifest. Borrowed. */
+/* The object a read is for, as pinned by the manifest. Borrowed. Fields
+ * a caller does not use must be 0 (initialise the whole struct). */
 struct cache_object {
 	const char *key; /* NUL-terminated at key[key_len] */
 	size_t key_len;
 	const char *etag;
 	size_t etag_len;
-	uint64_t size;
+	uint64_t size; /* of the bytes read: a derived object's derived size */
+	/* Its chunk size; 0: the cache's. Else a multiple of CACHE_CRC_BLOCK
+	 * and at most the cache's chunk size (a read of any other fails
+	 * with -EINVAL). A reader of scattered small extents of a large
+	 * object (a record view) sets e.g. CACHE_CRC_BLOCK, so that a miss
+	 * fetches the blocks around the extent instead of a whole chunk; a
+	 * cache_read() over several such chunks that are all missing
+	 * fetches them in one backend read (up to 8 MiB). The chunk size is
+	 * part of a chunk's identity: chunks of one object cut at different
+	 * sizes are separate entries and never mix. */
+	uint64_t chunk_size;
+	/* NULL: the object's own bytes. Else the name of a transform
+	 * registered with cache_set_transform() (e.g. "gunzip"): the object
+	 * is the transform's output over the object's own bytes, a derived
+	 * object named by (backend, key, etag, transform), cached like any
+	 * other (see cache_set_transform()). */
+	const char *transform;
+	/* With a transform: the size of the object's own bytes (the
+	 * manifest's size), which the producer reads; unused otherwise. */
+	uint64_t source_size;
 };
 
 struct cache_stats {
@@ -120,6 +141,9 @@ struct cache_stats {
 				* cached: no memory for their chunk */
 	uint64_t hedges_issued; /* slow reads re-issued (prefetch.hedge) */
 	uint64_t hedges_won;	/* of those, the ones whose answer was used */
+	/* Derived objects (cache_set_transform()); 0 without a disk cache. */
+	uint64_t derived_runs;	/* producer runs, failed ones too */
+	uint64_t derived_bytes; /* bytes those runs produced */
 };
 
 /* How to open a disk cache. Strings are borrowed for the call. */
@@ -195,6 +219,8 @@ void cache_free(struct cache *c);
 
 /* Reads up to len bytes of obj at offset into buf. Returns exactly
  * min(len, obj->size - offset) (0 at or past the end) or a negative errno:
+ * -EINVAL for a bad obj->chunk_size, -EOPNOTSUPP for a transformed object
+ * the cache cannot produce (see cache_set_transform()),
  * -ESTALE if the object changed since the manifest, -EIO for a store
  * failure, a backend read that returned fewer bytes than asked, or a wait
  * inside the engine that ran out (cache_fetch_options.wait_ms), or what
@@ -202,6 +228,57 @@ void cache_free(struct cache *c);
  * of the disk cache; short of memory, reads straight into buf. */
 ssize_t cache_read(struct cache *c, const struct cache_object *obj,
 		   uint64_t offset, size_t len, void *buf);
+
+/* Reads [offset, offset + len) of obj's own bytes (obj->transform must be
+ * NULL, and obj->chunk_size does not matter) through the fetch engine,
+ * one backend read at reader priority within the connection budget,
+ * WITHOUT looking at or storing anything in the disk cache: a producer
+ * reads its source once, and only the derived bytes are kept. Returns as
+ * cache_read() (-EINVAL for a transformed obj). */
+ssize_t cache_read_raw(struct cache *c, const struct cache_object *obj,
+		       uint64_t offset, size_t len, void *buf);
+
+/* Derived objects. A transform turns an object's own bytes into other
+ * bytes (the decompressed stream of a .gz source): a producer writes the
+ * whole derived stream of raw, in order, from offset 0 to its end, by
+ * calling sink with consecutive pieces (any sizes), reading raw only
+ * through cache_read_raw() (never cache_read() of a derived object: that
+ * would wait for itself). It returns 0 or a negative errno; an error
+ * sink returns must be returned (it passes through to the readers). raw
+ * is borrowed for the call; raw->size is the source's size. */
+typedef int (*cache_sink_fn)(void *sink_arg, const void *buf, size_t len);
+typedef int (*cache_transform_fn)(void *ctx, struct cache *c,
+				  const struct cache_object *raw,
+				  cache_sink_fn sink, void *sink_arg);
+
+/* Registers fn (with ctx, borrowed until the cache is freed) as the
+ * producer of transform name (copied), replacing one of the same name.
+ * Call before the first read of such an object. Returns 0, -EINVAL (no
+ * name or fn) or -ENOMEM.
+ *
+ * A read (cache_read(), cache_file_read(), cache_file_reply(),
+ * cache_file_read_ready()) of an object with a transform serves its
+ * chunks from the disk cache like any others: CRC-checked, counted as
+ * hits, evicted, verified, surviving restarts. On a miss it runs the
+ * producer once for the whole object (however many threads of the
+ * process read it at once: they wait for that one run, each wait ending
+ * with -EIO after cache_fetch_options.wait_ms without output), storing
+ * every derived chunk as the stream passes it, and serves the read from
+ * the stream. If the stream's length is not obj->size, the read fails
+ * with -EIO ("KEY: NAME gave N bytes, the record index says M"), and so
+ * does every read waiting for the run; a producer's error is returned to
+ * every reader waiting for it. Nothing of a failed run is served in this
+ * process: the chunks it stored are dropped. (Another process sharing the
+ * directory may read one of them before they are dropped: they are the
+ * producer's true output at their offsets.) A chunk evicted later makes
+ * the next read of it run the producer again. Without a disk cache
+ * (cache_new()) a read of a transformed object fails with -EOPNOTSUPP, and
+ * without a producer registered for its name with -EOPNOTSUPP on a miss:
+ * the mount refuses such views without a cache directory. The prefetcher
+ * never reads derived objects ahead; cache_fill() runs the producer if
+ * any chunk is missing. */
+int cache_set_transform(struct cache *c, const char *name,
+			cache_transform_fn fn, void *ctx);
 
 /* Orders of objects readers are expected to open one after the other
  * (a rank's epoch order). Fills *out with the object at position pos of

@@ -15,14 +15,18 @@
  *   maint.c  cleanup at open, cache stat, verify and clear
  *   fetch.c  the fetch engine (fetch.h); prefetch.c the pure prefetch
  *            state machines (prefetch.h)
+ *   derived.c derived (transformed) objects: one producer run per object
+ *            at a time, its stream stored chunk by chunk
  *
  * Index (LMDB, one environment per process, MDB_NOTLS so a FUSE worker may
  * run a short read transaction on any thread):
  *   idx   SHA-256(identity) -> entry header, CRC32 per 64 KiB block,
- *         identity. The identity is (backend id, key, etag, chunk size,
- *         chunk number), each length-prefixed; it is stored in full and
- *         compared on every lookup, so a hash collision is a miss, never
- *         wrong bytes.
+ *         identity. The identity is (backend id, key, etag, [transform,]
+ *         chunk size, chunk number), the strings length-prefixed (the
+ *         transform only for a derived object: a raw identity ends 16
+ *         bytes after the etag, a derived one cannot); it is stored in
+ *         full and compared on every lookup, so a hash collision is a
+ *         miss, never wrong bytes.
  *   data  SHA-256(identity) -> the chunk's bytes, for inline entries.
  *   meta  "live_bytes", "budget", "chunk_size": u64 values. live_bytes is
  *         changed in the same transaction as every put and delete, so all
@@ -58,10 +62,12 @@
  * (the queue), evict.touch_lock (access times), evict.lock (one eviction
  * at a time; takes evict.touch_lock and LMDB's writer lock inside),
  * warn_lock, pf_lock (the prefetcher's orders), files_lock (the open
- * files), a cache_file's lock (its read-ahead window), and the engine's
+ * files), a cache_file's lock (its read-ahead window), derived.lock (the
+ * producers and the runs of derived objects), and the engine's
  * own lock inside fetch.c. None is held across backend I/O or a call into
- * the engine; q.lock, evict.touch_lock, warn_lock, pf_lock, files_lock and
- * a cache_file's lock are never held while taking another lock.
+ * the engine; q.lock, evict.touch_lock, warn_lock, pf_lock, files_lock,
+ * derived.lock and a cache_file's lock are never held while taking
+ * another lock.
  */
 #ifndef SHARDFS_CACHE_IMPL_H
 #define SHARDFS_CACHE_IMPL_H
@@ -177,6 +183,22 @@ struct evict_state {
 	pthread_mutex_t lock;
 };
 
+/* Derived objects (derived.c). lock protects every field and what the
+ * lists hold; it is never held while taking another lock, across I/O or
+ * across a producer's call (only a sink's copies into waiting readers'
+ * buffers run under it). */
+struct derived_fn;
+struct derived_flight;
+struct derived_state {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;		/* a run ended */
+	struct derived_fn *fns;		/* registered producers */
+	struct derived_flight *flights; /* runs going on now */
+	uint64_t fails;	  /* runs that failed (their chunks dropped) */
+	uint64_t ended;	  /* runs that ended */
+	uint64_t wait_ns; /* a waiter's bound without output */
+};
+
 struct cache {
 	/* Every backend request goes through it; created with the cache, it
 	 * owns the (borrowed) backend and counts its requests. */
@@ -211,6 +233,11 @@ struct cache {
 	uint64_t evictions;
 	uint64_t crc_failures;
 	uint64_t store_failures;
+	uint64_t derived_runs;
+	uint64_t derived_bytes;
+
+	/* derived.c: producers and runs. */
+	struct derived_state derived;
 
 	/* The disk cache; index is NULL for a pass-through cache. All of it
 	 * is read-only after cache_open() except as noted. */
@@ -262,6 +289,23 @@ static inline uint64_t stat_load(const uint64_t *v)
 static inline uint64_t now_seconds(void)
 {
 	return (uint64_t)time(NULL);
+}
+
+/* The chunk size obj is cut at (cache.h, struct cache_object). */
+static inline uint64_t cache_obj_chunk(const struct cache *c,
+				       const struct cache_object *obj)
+{
+	return obj->chunk_size != 0 ? obj->chunk_size : c->chunk_size;
+}
+
+/* Whether obj's chunk size is one the cache can cut it at: 0, or a
+ * multiple of CACHE_CRC_BLOCK up to the cache's (read_obj_check() logs). */
+static inline bool cache_obj_chunk_ok(const struct cache *c,
+				      const struct cache_object *obj)
+{
+	return obj->chunk_size == 0 ||
+	       (obj->chunk_size % CACHE_CRC_BLOCK == 0 &&
+		obj->chunk_size <= c->chunk_size);
 }
 
 /* ---- cache.c ---- */
@@ -428,7 +472,32 @@ int store_dir_make(const char *path);
 int store_mkdir_p(const char *path);
 int store_file_open(const char *path, int flags);
 
+/* ---- derived.c ---- */
+
+void derived_init(struct cache *c);
+/* Frees the producers (no read may run). */
+void derived_destroy(struct cache *c);
+void derived_set_wait(struct cache *c, uint64_t wait_ms);
+/* cache_read() of a transformed obj with a disk cache, offset and len
+ * already clamped to obj->size (len > 0). */
+ssize_t derived_read(struct cache *c, const struct cache_object *obj,
+		     uint64_t offset, size_t len, void *buf);
+/* read_stored() of chunk ch of a transformed obj, unless a run of obj is
+ * going on or a run failed meanwhile (whose chunks may be being dropped).
+ * Returns len or -ENOENT. */
+struct read_chunk;
+ssize_t derived_stored(struct cache *c, const struct cache_object *obj,
+		       const struct read_chunk *ch, uint64_t in_off, size_t len,
+		       void *dst);
+/* cache_fill() of a transformed obj with a disk cache. */
+int derived_fill(struct cache *c, const struct cache_object *obj,
+		 uint64_t *fetched);
+
 /* ---- read.c ---- */
+
+/* 0, or -EINVAL (logged) if obj's chunk size is not one the cache can cut
+ * it at (cache.h, struct cache_object). */
+int read_obj_check(const struct cache *c, const struct cache_object *obj);
 
 /* Chunk n of an object, named once for every step of a read: its
  * identity, hash, and the engine's request (which points into it, so a

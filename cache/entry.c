@@ -37,8 +37,10 @@ int entry_ident_build(const struct cache *c, const struct cache_object *obj,
 		      uint64_t n, uint8_t **id, size_t *id_len,
 		      uint8_t hash[HASH_LEN])
 {
+	size_t t_len = obj->transform != NULL ? strlen(obj->transform) : 0;
 	size_t len = 8 + c->backend_id_len + 8 + obj->key_len + 8 +
-		     obj->etag_len + 16;
+		     obj->etag_len + (obj->transform != NULL ? 8 + t_len : 0) +
+		     16;
 	uint8_t *p, *buf = malloc(len);
 
 	if (buf == NULL)
@@ -53,7 +55,14 @@ int entry_ident_build(const struct cache *c, const struct cache_object *obj,
 	put_le64(p, obj->etag_len);
 	memcpy(p + 8, obj->etag, obj->etag_len);
 	p += 8 + obj->etag_len;
-	put_le64(p, c->chunk_size);
+	if (obj->transform != NULL) {
+		/* A derived object's own part: its chunks can never be the
+		 * raw object's (entry_ident_parse() tells them apart). */
+		put_le64(p, t_len);
+		memcpy(p + 8, obj->transform, t_len);
+		p += 8 + t_len;
+	}
+	put_le64(p, cache_obj_chunk(c, obj));
 	put_le64(p + 8, n);
 	if (sha256(buf, len, hash) < 0) {
 		free(buf);
@@ -65,7 +74,8 @@ int entry_ident_build(const struct cache *c, const struct cache_object *obj,
 }
 
 /* Splits an identity into its parts (pointers into id); false if it is
- * malformed. */
+ * malformed. A derived object's transform part, after the etag, is
+ * skipped. */
 bool entry_ident_parse(const uint8_t *id, size_t len, const uint8_t *part[3],
 		       size_t part_len[3], uint64_t *chunk)
 {
@@ -85,8 +95,16 @@ bool entry_ident_parse(const uint8_t *id, size_t len, const uint8_t *part[3],
 		part_len[i] = (size_t)l;
 		pos += (size_t)l;
 	}
-	if (len - pos != 16)
-		return false;
+	if (len - pos != 16) { /* a transform's name, then 16 bytes */
+		uint64_t l;
+
+		if (len - pos < 8 + 16)
+			return false;
+		l = get_le64(id + pos);
+		if (l != len - pos - 8 - 16)
+			return false;
+		pos += 8 + (size_t)l;
+	}
 	*chunk = get_le64(id + pos + 8);
 	return true;
 }

@@ -58,6 +58,10 @@ static int file_prefetch_chunk(struct cache *c, const struct cache_object *obj,
 	uint64_t epoch;
 	int rc, tries;
 
+	/* A derived object is produced whole by a reader, never ahead, and
+	 * a bad chunk size is the reader's error to report. */
+	if (obj->transform != NULL || !cache_obj_chunk_ok(c, obj))
+		return 0;
 	if (read_chunk_name(c, obj, n, &ch) < 0)
 		return -ENOBUFS;
 	for (tries = 0;; tries++) {
@@ -132,10 +136,10 @@ static unsigned order_pace(struct cache *c, struct order_slot *slot,
 static void file_link_order(struct cache *c, cache_order_fn fn, void *ctx,
 			    uint64_t order, uint64_t pos)
 {
-	struct cache_object cur;
+	struct cache_object cur = { 0 };
 	struct cache_file *f;
 
-	if (!fn(ctx, order, pos, &cur) || cur.size <= c->chunk_size)
+	if (!fn(ctx, order, pos, &cur) || cur.size <= cache_obj_chunk(c, &cur))
 		return;
 	pthread_mutex_lock(&c->files_lock);
 	/* The same manifest entry: the same strings. */
@@ -224,12 +228,12 @@ void cache_order_ask(struct cache *c, const struct cache_order_ask *ask)
 	if (fn != NULL)
 		file_link_order(c, fn, ctx, order, ask->pos);
 	for (p = ask->from; fn != NULL && p <= ask->to; p++) {
-		struct cache_object next;
+		struct cache_object next = { 0 };
 
 		if (!fn(ctx, order, p, &next))
 			break;
-		if (next.size == 0)
-			continue;
+		if (next.size == 0 || next.transform != NULL)
+			continue; /* nothing to read, or never ahead */
 		/* The first chunk: a whole small file, or the start of a
 		 * large one, whose reads then read ahead. */
 		if (file_prefetch_chunk(c, &next, 0) < 0) {
@@ -294,7 +298,7 @@ static ssize_t file_read_uncached(struct cache_file *f, uint64_t offset,
 {
 	struct cache *c = f->c;
 	const struct cache_object o = f->obj, *obj = &o;
-	uint64_t from, to, n, last, end, unit = c->chunk_size, cur;
+	uint64_t from, to, n, last, end, unit = cache_obj_chunk(c, obj), cur;
 	struct read_chunk ch;
 	ssize_t got;
 
@@ -330,8 +334,10 @@ static ssize_t file_read_uncached(struct cache_file *f, uint64_t offset,
 static bool file_uncached(const struct cache_file *f, uint64_t offset,
 			  size_t len)
 {
+	/* A derived object or a bad chunk size: cache_read() answers. */
 	return !f->c->disk && f->c->chunk_size > 0 && offset < f->obj.size &&
-	       len > 0;
+	       len > 0 && f->obj.transform == NULL &&
+	       cache_obj_chunk_ok(f->c, &f->obj);
 }
 
 /* Reads [from, to) of the file after position pos of order ahead (the
@@ -343,10 +349,10 @@ static bool file_uncached(const struct cache_file *f, uint64_t offset,
 static void file_spill(struct cache *c, uint64_t order, uint64_t pos,
 		       uint64_t from, uint64_t to)
 {
-	struct cache_object next;
+	struct cache_object next = { 0 };
 	cache_order_fn fn;
 	bool follows = false;
-	uint64_t n;
+	uint64_t n, unit;
 	void *ctx;
 	size_t i;
 
@@ -361,7 +367,8 @@ static void file_spill(struct cache *c, uint64_t order, uint64_t pos,
 		return;
 	if (to > next.size)
 		to = next.size;
-	for (n = from / c->chunk_size; n * c->chunk_size < to; n++)
+	unit = cache_obj_chunk(c, &next);
+	for (n = from / unit; n * unit < to; n++)
 		if (file_prefetch_chunk(c, &next, n) < 0)
 			break;
 }
@@ -374,8 +381,10 @@ static void file_read_ahead(struct cache_file *f, uint64_t offset, size_t len)
 	struct cache *c = f->c;
 	const struct cache_object o = f->obj, *obj = &o;
 	uint64_t from, to, n, first, last, end, order, pos, spill, spill_from;
+	uint64_t unit = cache_obj_chunk(c, obj);
 
-	if (!c->disk || offset >= obj->size || len == 0) {
+	if (!c->disk || offset >= obj->size || len == 0 ||
+	    obj->transform != NULL || !cache_obj_chunk_ok(c, obj)) {
 		file_leave(f);
 		return;
 	}
@@ -384,8 +393,7 @@ static void file_read_ahead(struct cache_file *f, uint64_t offset, size_t len)
 	prefetch_window_read(&f->win, offset, end - offset, obj->size,
 			     __atomic_load_n(&c->ra_cap, __ATOMIC_RELAXED),
 			     &from, &to);
-	prefetch_window_unit(&f->win, end, obj->size, c->chunk_size, &from,
-			     &to);
+	prefetch_window_unit(&f->win, end, obj->size, unit, &from, &to);
 	__atomic_store_n(&c->ra_window, f->win.window, __ATOMIC_RELAXED);
 	order = __atomic_load_n(&f->order, __ATOMIC_ACQUIRE);
 	pos = __atomic_load_n(&f->pos, __ATOMIC_RELAXED);
@@ -397,7 +405,7 @@ static void file_read_ahead(struct cache_file *f, uint64_t offset, size_t len)
 		f->spilled = spill;
 	pthread_mutex_unlock(&f->lock);
 	file_leave(f);
-	if (prefetch_window_chunks(end, from, to, c->chunk_size, &first, &last))
+	if (prefetch_window_chunks(end, from, to, unit, &first, &last))
 		for (n = first; n <= last; n++)
 			if (file_prefetch_chunk(c, obj, n) < 0)
 				return;
@@ -448,22 +456,28 @@ ssize_t cache_file_read_ready(struct cache_file *f, uint64_t offset, size_t len,
 {
 	struct cache *c = f->c;
 	const struct cache_object o = f->obj, *obj = &o;
-	uint64_t n, clen, in_off;
+	uint64_t n, clen, in_off, unit = cache_obj_chunk(c, obj);
 	struct read_chunk ch;
 	ssize_t got;
 
 	file_leave(f);
 	if (!c->disk || len == 0 || offset >= obj->size ||
-	    len > obj->size - offset)
+	    len > obj->size - offset || !cache_obj_chunk_ok(c, obj))
 		return -ENOENT;
-	n = offset / c->chunk_size;
+	n = offset / unit;
 	clen = read_chunk_len(c, obj, n);
-	in_off = offset - n * c->chunk_size;
+	in_off = offset - n * unit;
 	if (len > clen - in_off)
 		return -ENOENT; /* past its chunk */
 	got = read_chunk_name(c, obj, n, &ch);
 	if (got < 0)
 		return got;
+	if (obj->transform != NULL) {
+		/* A derived chunk is never in the engine: only stored. */
+		got = derived_stored(c, obj, &ch, in_off, len, buf);
+		read_chunk_release(&ch);
+		return got;
+	}
 	got = fetch_peek(c->fetch, &ch.r, in_off, len, buf);
 	if (got >= 0) {
 		stat_add(&c->hits, 1);

@@ -29,10 +29,23 @@
 uint64_t read_chunk_len(const struct cache *c, const struct cache_object *obj,
 			uint64_t n)
 {
-	uint64_t cstart = n * c->chunk_size;
+	uint64_t unit = cache_obj_chunk(c, obj), cstart = n * unit;
 
-	return obj->size - cstart < c->chunk_size ? obj->size - cstart
-						  : c->chunk_size;
+	return obj->size - cstart < unit ? obj->size - cstart : unit;
+}
+
+int read_obj_check(const struct cache *c, const struct cache_object *obj)
+{
+	if (cache_obj_chunk_ok(c, obj))
+		return 0;
+	log_msg(LOG_ERR,
+		"cache: %.*s: chunk size %llu is not a multiple of %llu up to "
+		"the cache's %llu; failing the read",
+		(int)obj->key_len, obj->key,
+		(unsigned long long)obj->chunk_size,
+		(unsigned long long)CACHE_CRC_BLOCK,
+		(unsigned long long)c->chunk_size);
+	return -EINVAL;
 }
 
 int read_chunk_name(const struct cache *c, const struct cache_object *obj,
@@ -52,7 +65,7 @@ int read_chunk_name(const struct cache *c, const struct cache_object *obj,
 	ch->r.key_len = obj->key_len;
 	ch->r.etag = obj->etag;
 	ch->r.etag_len = obj->etag_len;
-	ch->r.offset = n * c->chunk_size;
+	ch->r.offset = n * cache_obj_chunk(c, obj);
 	ch->r.len = ch->len;
 	return 0;
 }
@@ -477,21 +490,125 @@ static ssize_t read_chunk(struct cache *c, const struct cache_object *obj,
 	return got;
 }
 
-ssize_t cache_read(struct cache *c, const struct cache_object *obj,
-		   uint64_t offset, size_t len, void *buf)
-{
-	size_t done = 0;
+/* The most a coalesced read fetches at once. */
+#define READ_COALESCE_MAX FETCH_PART_SIZE
 
+/* [offset, offset + len) of obj spans chunks first..last (first < last),
+ * all small (the object's own chunk size): if none of them is stored or
+ * in flight, fetches them as one backend read, stores each, and copies
+ * the range into buf. Returns len, -ENOENT (not all missing, too long,
+ * no memory: read chunk by chunk) or the read's error. Not single-flight:
+ * a reader of one of these chunks meanwhile may fetch it too (the first
+ * row stored wins; the bytes are the same). */
+static ssize_t read_coalesced(struct cache *c, const struct cache_object *obj,
+			      uint64_t offset, size_t len, void *buf)
+{
+	uint64_t unit = cache_obj_chunk(c, obj), first = offset / unit;
+	uint64_t last = (offset + len - 1) / unit, n, start = first * unit;
+	uint64_t span = last * unit + read_chunk_len(c, obj, last) - start;
+	size_t nread = 0;
+	uint8_t *all;
+	int rc;
+
+	if (span > READ_COALESCE_MAX)
+		return -ENOENT;
+	for (n = first; n <= last; n++) {
+		struct read_chunk ch;
+		bool missing;
+
+		if (read_chunk_name(c, obj, n, &ch) < 0)
+			return -ENOENT;
+		missing = !fetch_in_flight(c->fetch, &ch.r) &&
+			  !read_chunk_present(c, &ch);
+		read_chunk_release(&ch);
+		if (!missing)
+			return -ENOENT;
+	}
+	all = fetch_buffer_alloc(c->fetch, (size_t)span);
+	if (all == NULL)
+		return -ENOENT;
+	rc = fetch_slot_acquire(c->fetch);
+	if (rc < 0) {
+		log_msg(LOG_ERR,
+			"cache: %.*s: no backend connection came free in time; "
+			"failing the read at offset %llu",
+			(int)obj->key_len, obj->key,
+			(unsigned long long)offset);
+		goto out;
+	}
+	rc = fetch_backend_read(c->fetch, obj->key, obj->key_len, obj->etag,
+				obj->etag_len, start, (size_t)span, all,
+				&nread);
+	fetch_slot_release(c->fetch);
+	if (rc == 0 && nread != span) {
+		log_msg(LOG_ERR,
+			"cache: %.*s: the backend returned %zu of %llu bytes "
+			"at "
+			"offset %llu; failing the read",
+			(int)obj->key_len, obj->key, nread,
+			(unsigned long long)span, (unsigned long long)start);
+		rc = -EIO;
+	}
+	for (n = first; rc == 0 && n <= last; n++) {
+		struct read_chunk ch;
+
+		stat_add(&c->misses, 1);
+		if (read_chunk_name(c, obj, n, &ch) < 0)
+			continue; /* served, not stored */
+		store_chunk(c, ch.hash, ch.id, ch.id_len,
+			    all + (n - first) * unit, ch.len, NULL);
+		read_chunk_release(&ch);
+	}
+	if (rc == 0)
+		memcpy(buf, all + (offset - start), len);
+out:
+	fetch_buffer_free(c->fetch, all, (size_t)span);
+	return rc < 0 ? rc : (ssize_t)len;
+}
+
+ssize_t cache_read_raw(struct cache *c, const struct cache_object *obj,
+		       uint64_t offset, size_t len, void *buf)
+{
+	if (obj->transform != NULL)
+		return -EINVAL;
 	if (offset >= obj->size)
 		return 0;
 	if (len > obj->size - offset)
 		len = (size_t)(obj->size - offset);
+	return read_through(c, obj, offset, len, buf);
+}
+
+ssize_t cache_read(struct cache *c, const struct cache_object *obj,
+		   uint64_t offset, size_t len, void *buf)
+{
+	uint64_t unit = cache_obj_chunk(c, obj);
+	size_t done = 0;
+	int rc;
+
+	rc = read_obj_check(c, obj);
+	if (rc < 0)
+		return rc;
+	if (obj->transform != NULL && !c->disk)
+		return -EOPNOTSUPP; /* derived bytes live in a disk cache */
+	if (offset >= obj->size || len == 0)
+		return 0;
+	if (len > obj->size - offset)
+		len = (size_t)(obj->size - offset);
+	if (obj->transform != NULL)
+		return derived_read(c, obj, offset, len, buf);
 	if (!c->disk)
 		return read_through(c, obj, offset, len, buf);
+	if (unit < c->chunk_size &&
+	    offset / unit != (offset + len - 1) / unit) {
+		ssize_t got = read_coalesced(c, obj, offset, len, buf);
+
+		if (got != -ENOENT)
+			return got;
+	}
 	while (done < len) {
-		uint64_t pos = offset + done, n = pos / c->chunk_size;
+		uint64_t pos = offset + done, n = pos / unit;
 		uint64_t clen = read_chunk_len(c, obj, n);
-		uint64_t in_off = pos - n * c->chunk_size;
+		uint64_t in_off = pos - n * unit;
 		size_t want = clen - in_off < len - done
 				      ? (size_t)(clen - in_off)
 				      : len - done;
@@ -528,20 +645,26 @@ ssize_t read_reply_buffer(struct cache *c, void *buf, size_t len, ssize_t got,
 ssize_t read_reply(struct cache *c, const struct cache_object *obj,
 		   uint64_t offset, size_t len, cache_reply_fn fn, void *arg)
 {
-	uint64_t n, in_off;
+	uint64_t n, in_off, unit = cache_obj_chunk(c, obj);
 	void *buf;
 	ssize_t got;
 	int rc;
 
+	rc = read_obj_check(c, obj);
+	if (rc < 0)
+		return rc;
+	if (obj->transform != NULL && !c->disk)
+		return -EOPNOTSUPP;
 	if (offset >= obj->size || len == 0) {
 		rc = fn(arg, NULL, 0);
 		return rc < 0 ? rc : 0;
 	}
 	if (len > obj->size - offset)
 		len = (size_t)(obj->size - offset);
-	if (c->disk) {
-		n = offset / c->chunk_size;
-		in_off = offset - n * c->chunk_size;
+	/* A derived object's bytes go through one buffer (derived_read()). */
+	if (c->disk && obj->transform == NULL) {
+		n = offset / unit;
+		in_off = offset - n * unit;
 		if (in_off + len <= read_chunk_len(c, obj, n)) {
 			got = read_chunk(c, obj, n, in_off, len, NULL, fn, arg);
 			if (got != -ENOMEM) /* else: as cache_read() does */
@@ -559,13 +682,19 @@ ssize_t read_reply(struct cache *c, const struct cache_object *obj,
 int cache_fill(struct cache *c, const struct cache_object *obj,
 	       uint64_t *fetched)
 {
-	uint64_t n, total = 0;
+	uint64_t n, total = 0, unit = cache_obj_chunk(c, obj);
+	int check;
 
 	if (fetched != NULL)
 		*fetched = 0;
 	if (!c->disk)
 		return 0;
-	for (n = 0; n * c->chunk_size < obj->size; n++) {
+	check = read_obj_check(c, obj);
+	if (check < 0)
+		return check;
+	if (obj->transform != NULL)
+		return derived_fill(c, obj, fetched);
+	for (n = 0; n * unit < obj->size; n++) {
 		struct read_chunk ch;
 		uint64_t epoch;
 		ssize_t got;

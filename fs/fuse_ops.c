@@ -495,7 +495,7 @@ static void fs_op_open(fuse_req_t req, fuse_ino_t ino,
 		fi->fh = (uint64_t)(uintptr_t)h;
 	} else {
 		uint32_t item = n->u.item;
-		struct cache_object obj;
+		struct cache_object obj = { 0 };
 		struct cache_file *cf;
 
 		object_of(g, item, &obj);
@@ -671,7 +671,7 @@ static void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	const struct view_node *n;
 	struct fs_gen *g = node_of(fs, ino, &n);
 	const struct manifest_entry *e;
-	struct cache_object obj;
+	struct cache_object obj = { 0 };
 	ssize_t got;
 	char *buf;
 

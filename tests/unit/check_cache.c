@@ -79,6 +79,7 @@ static void pin(const struct fixture *fx, const char *key, struct pinned *p)
 {
 	ck_assert_int_eq(fx->be->ops->stat(fx->be, key, strlen(key), &p->st),
 			 0);
+	memset(&p->obj, 0, sizeof(p->obj));
 	p->obj.key = key;
 	p->obj.key_len = strlen(key);
 	p->obj.etag = p->st.etag;

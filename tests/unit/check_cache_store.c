@@ -124,6 +124,7 @@ struct obj {
 static void obj_get(struct fixture *fx, const char *name, struct obj *ob)
 {
 	snprintf(ob->key, sizeof(ob->key), "%s", name);
+	memset(&ob->o, 0, sizeof(ob->o));
 	ck_assert_int_eq(
 		fx->be->ops->stat(fx->be, ob->key, strlen(ob->key), &ob->st),
 		0);

@@ -439,6 +439,8 @@ static const struct control_stats stats_given = {
 		.budget_bytes = 28,
 		.hedges_issued = 29,
 		.hedges_won = 30,
+		.derived_runs = 31,
+		.derived_bytes = 32,
 	},
 };
 
@@ -626,7 +628,12 @@ START_TEST(test_stats_cache)
 	ck_assert_uint_eq(sample_value(s, n, "shardfs_last_error_info",
 				       "message=\"backend: \\\"x\\\" down\""),
 			  1);
-	ck_assert_uint_eq(n, 23 + 13 + 9 + MANIFEST_SKIP_NREASONS + 13);
+	ck_assert_uint_eq(
+		sample_value(s, n, "shardfs_cache_derived_runs_total", ""), 31);
+	ck_assert_uint_eq(
+		sample_value(s, n, "shardfs_cache_derived_bytes_total", ""),
+		32);
+	ck_assert_uint_eq(n, 23 + 13 + 9 + MANIFEST_SKIP_NREASONS + 15);
 }
 END_TEST
 
