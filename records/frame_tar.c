@@ -51,11 +51,11 @@ struct rec_tar {
 	/* Prefix headers seen for the next member. */
 	bool prefix;
 	uint64_t prefix_off;
-	char *pax_path; /* NULL if none */
+	bool pax_seen, pax_has_path, pax_has_size, long_name_seen;
+	char *pax_path; /* may be NULL when empty */
 	size_t pax_path_len;
-	bool pax_has_size;
 	uint64_t pax_size;
-	char *long_name; /* GNU 'L'; NULL if none */
+	char *long_name; /* GNU 'L'; may be NULL when empty */
 	size_t long_name_len;
 	/* The sample in progress. */
 	bool sample;
@@ -103,7 +103,8 @@ static void tar_clear_prefix(struct rec_tar *t)
 	free(t->long_name);
 	t->pax_path = t->long_name = NULL;
 	t->pax_path_len = t->long_name_len = 0;
-	t->pax_has_size = false;
+	t->pax_seen = t->pax_has_path = t->pax_has_size = false;
+	t->long_name_seen = false;
 	t->prefix = false;
 }
 
@@ -237,10 +238,20 @@ static int tar_pax(struct rec_tar *t)
 			;
 		if (eq == vend || eq == kw)
 			goto bad;
+		if (eq - kw > 11 && memcmp(b + kw, "GNU.sparse.", 11) == 0)
+			return tar_fail(t, t->hdr_off,
+					"GNU sparse file (pax) not supported");
 		if (eq - kw == 4 && memcmp(b + kw, "path", 4) == 0) {
 			free(t->pax_path);
 			t->pax_path = NULL;
-			t->pax_path_len = vend - eq - 1;
+			t->pax_has_path = true;
+			/* Python's tarfile strips a pax path's trailing
+			 * slashes (whatever the type). */
+			for (t->pax_path_len = vend - eq - 1;
+			     t->pax_path_len > 0 &&
+			     b[eq + t->pax_path_len] == '/';
+			     t->pax_path_len--)
+				;
 			if (t->pax_path_len > 0) {
 				t->pax_path = malloc(t->pax_path_len);
 				if (t->pax_path == NULL)
@@ -286,6 +297,7 @@ static int tar_ext_done(struct rec_tar *t)
 
 		free(t->long_name);
 		t->long_name = NULL;
+		t->long_name_seen = true;
 		t->long_name_len = n;
 		if (n > 0) {
 			t->long_name = malloc(n);
@@ -297,6 +309,12 @@ static int tar_ext_done(struct rec_tar *t)
 	free(t->ext);
 	t->ext = NULL;
 	t->state = t->pad_left > 0 ? TAR_DATA : TAR_HEADER;
+	/* GNU tar lets a pax path win, Python's tarfile the first header:
+	 * only one source of a name is unambiguous. */
+	if (rc == 0 && t->pax_has_path && t->long_name_seen)
+		return tar_fail(t, t->prefix_off,
+				"both a pax path and a GNU long name for one "
+				"member");
 	return rc;
 }
 
@@ -350,6 +368,7 @@ static int tar_header(struct rec_tar *t)
 	const char *p;
 	uint64_t size, start;
 	size_t i, plen;
+	bool v7dir;
 	int rc;
 
 	for (i = 0; i < TAR_BLOCK && h[i] == 0; i++)
@@ -381,6 +400,18 @@ static int tar_header(struct rec_tar *t)
 				"extended header too large (%llu bytes, "
 				"at most %d)",
 				(unsigned long long)size, REC_TAR_EXT_MAX);
+		/* Two of a kind for one member: readers disagree on which
+		 * wins (Python's tarfile the first, GNU tar the last). */
+		if ((type == 'x' || type == 'X') && t->pax_seen)
+			return tar_fail(t, t->hdr_off,
+					"two pax headers for one member not "
+					"supported");
+		if (type == 'L' && t->long_name_seen)
+			return tar_fail(t, t->hdr_off,
+					"two GNU long names for one member not "
+					"supported");
+		if (type == 'x' || type == 'X')
+			t->pax_seen = true;
 		if (!t->prefix) {
 			t->prefix = true;
 			t->prefix_off = t->hdr_off;
@@ -402,10 +433,10 @@ static int tar_header(struct rec_tar *t)
 	start = t->prefix ? t->prefix_off : t->hdr_off;
 	/* The member's path: pax path, else GNU long name, else the
 	 * header's (ustar: prefix "/" name). */
-	if (t->pax_path != NULL) {
+	if (t->pax_has_path) {
 		p = t->pax_path;
 		plen = t->pax_path_len;
-	} else if (t->long_name != NULL) {
+	} else if (t->long_name_seen) {
 		p = t->long_name;
 		plen = t->long_name_len;
 	} else {
@@ -421,8 +452,12 @@ static int tar_header(struct rec_tar *t)
 		p = path;
 		plen = pre + n;
 	}
-	if ((type == '0' || type == '\0' || type == '7') &&
-	    (plen == 0 || p[plen - 1] != '/')) {
+	/* As Python's tarfile (webdataset's reader): '\0' with a header
+	 * name ending in '/' is an old-style directory; '0' and '7' are
+	 * files whatever their name (GNU tar skips their data too). */
+	v7dir = type == '\0' && strnlen((const char *)h, 100) > 0 &&
+		h[strnlen((const char *)h, 100) - 1] == '/';
+	if (type == '0' || type == '7' || (type == '\0' && !v7dir)) {
 		t->size = size;
 		t->data_left = size;
 		t->pad_left = tar_pad(size);
@@ -434,8 +469,7 @@ static int tar_header(struct rec_tar *t)
 		t->state = size > 0 ? TAR_DATA : TAR_HEADER;
 		return 0;
 	}
-	if (type == '0' || type == '\0' || type == '7' ||
-	    (type >= '1' && type <= '6')) {
+	if (v7dir || (type >= '1' && type <= '6')) {
 		/* Not part of a sample. Readers disagree on whether such a
 		 * member's size counts (Python's tarfile skips no data for
 		 * it, GNU tar does): only 0 is unambiguous. */

@@ -1148,6 +1148,76 @@ START_TEST(test_tar_bad)
 }
 END_TEST
 
+/* Where readers differ, the scanner does as Python's tarfile (which
+ * webdataset reads with) or refuses the archive. */
+START_TEST(test_tar_reader_quirks)
+{
+	struct want_rec want[3];
+	struct buf b = { 0 }, c = { 0 };
+	struct outcome o;
+
+	/* A '0' member whose name ends in '/' is a file to Python's tarfile
+	 * (only a '\0' one is an old-style directory) and GNU tar skips its
+	 * data too: a sample, data and all. */
+	want[0] = (struct want_rec){ 0, 1024, "a/b.c/" };
+	tar_hdr(&b, "a/b.c/", '0', 512, 0);
+	buf_zero(&b, 512);
+	/* A pax path's trailing slashes are dropped (Python does). */
+	want[1] = (struct want_rec){ b.n, 0, "d/k" };
+	tar_pax(&b, 'x', "d/k.jpg//", -1);
+	tar_hdr(&b, "cut", '0', 3, 0);
+	tar_data(&b, "abc", 3);
+	want[1].len = b.n - want[1].off;
+	/* A '\0' directory of size 0 is skipped. */
+	tar_hdr(&b, "old/", '\0', 0, TH_V7);
+	want[2] = (struct want_rec){ b.n, 1024, "z" };
+	tar_file(&b, "z.txt", 1);
+	tar_end(&b);
+	expect_ok(REC_FORMAT_TAR, b.p, b.n, want, 3, &o);
+	ck_assert_uint_eq(o.res.skipped, 1);
+	outcome_free(&o);
+	/* ... but with data readers disagree (Python skips none). */
+	tar_hdr(&c, "old/", '\0', 5, TH_V7);
+	tar_data(&c, "xxxxx", 5);
+	BAD(REC_FORMAT_TAR, c.p, c.n, "offset 0: tar member of type '0' with");
+	/* Two names for one member: Python takes the first header's, GNU
+	 * tar the pax path or the last: refused. */
+	c.n = 0;
+	tar_pax(&c, 'x', "one.jpg", -1);
+	tar_pax(&c, 'x', "two.jpg", -1);
+	tar_file(&c, "m.jpg", 1);
+	BAD(REC_FORMAT_TAR, c.p, c.n,
+	    "offset 1024: two pax headers for one member");
+	c.n = 0;
+	tar_hdr(&c, "././@LongLink", 'L', 8, 0);
+	tar_data(&c, "one.jpg", 8);
+	tar_pax(&c, 'x', "two.jpg", -1);
+	tar_file(&c, "m.jpg", 1);
+	BAD(REC_FORMAT_TAR, c.p, c.n,
+	    "offset 0: both a pax path and a GNU long name");
+	c.n = 0;
+	tar_hdr(&c, "././@LongLink", 'L', 8, 0);
+	tar_data(&c, "one.jpg", 8);
+	tar_hdr(&c, "././@LongLink", 'L', 8, 0);
+	tar_data(&c, "two.jpg", 8);
+	BAD(REC_FORMAT_TAR, c.p, c.n, "offset 1024: two GNU long names");
+	/* GNU sparse files in pax form. */
+	c.n = 0;
+	{
+		struct buf r = { 0 };
+
+		pax_rec(&r, "GNU.sparse.size", "100000");
+		tar_hdr(&c, "PaxHeaders/x", 'x', r.n, 0);
+		tar_data(&c, r.p, r.n);
+		free(r.p);
+	}
+	tar_file(&c, "s.bin", 1);
+	BAD(REC_FORMAT_TAR, c.p, c.n, "offset 0: GNU sparse file");
+	free(b.p);
+	free(c.p);
+}
+END_TEST
+
 static void fixture(const unsigned char *gz, size_t gz_len, size_t size,
 		    const struct want_rec *want, size_t n, uint64_t skipped)
 {
@@ -1315,6 +1385,7 @@ int main(void)
 		{ "tar_not_samples", test_tar_not_samples },
 		{ "tar_long_names", test_tar_long_names },
 		{ "tar_bad", test_tar_bad },
+		{ "tar_reader_quirks", test_tar_reader_quirks },
 		{ "tar_real_archives", test_tar_real_archives },
 		{ "emit_stops", test_emit_stops },
 		{ "split_invariance", test_split_invariance },
