@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <zlib.h>
 
 #include "records/frame.h"
@@ -1246,6 +1247,88 @@ START_TEST(test_tar_real_archives)
 }
 END_TEST
 
+/* --- memory: no record is buffered ------------------------------------ */
+
+static long maxrss_kib(void)
+{
+	struct rusage ru;
+
+	ck_assert_int_eq(getrusage(RUSAGE_SELF, &ru), 0);
+	return ru.ru_maxrss;
+}
+
+/* Feeds the object to s in 1 MiB pieces: head, then size bytes of fill
+ * (pattern chunk repeated), then tail. */
+static void feed_big(struct rec_scan *s, const void *head, size_t head_len,
+		     const unsigned char *chunk, uint64_t size,
+		     const void *tail, size_t tail_len)
+{
+	uint64_t left = size;
+
+	ck_assert_int_eq(rec_scan_feed(s, head, head_len), 0);
+	while (left > 0) {
+		size_t k = left < (1 << 20) ? (size_t)left : (1 << 20);
+
+		ck_assert_int_eq(rec_scan_feed(s, chunk, k), 0);
+		left -= k;
+	}
+	ck_assert_int_eq(rec_scan_feed(s, tail, tail_len), 0);
+}
+
+START_TEST(test_big_records_stream)
+{
+	const uint64_t big = 256ULL << 20;
+	unsigned char *chunk = malloc(1 << 20), h[12], foot[4];
+	struct rec_scan *s;
+	struct outcome o;
+	struct buf b = { 0 };
+	uint32_t crc = 0;
+	uint64_t i;
+	long before;
+	int k;
+
+	ck_assert_ptr_nonnull(chunk);
+	for (i = 0; i < (1 << 20); i++)
+		chunk[i] = (unsigned char)(i * 7 + (i >> 9));
+	before = maxrss_kib();
+	/* One 256 MiB TFRecord record. */
+	for (k = 0; k < 8; k++)
+		h[k] = (unsigned char)(big >> (8 * k));
+	for (k = 0; k < 4; k++)
+		h[8 + k] =
+			(unsigned char)(ref_mask(ref_crc32c(h, 8)) >> (8 * k));
+	for (i = 0; i < big; i += 1 << 20)
+		crc = crc32c_update(crc, chunk, 1 << 20);
+	for (k = 0; k < 4; k++)
+		foot[k] = (unsigned char)(rec_tfrecord_mask(crc) >> (8 * k));
+	memset(&o, 0, sizeof(o));
+	ck_assert_int_eq(rec_scan_new(REC_FORMAT_TFRECORD, collect, &o, &s), 0);
+	feed_big(s, h, 12, chunk, big, foot, 4);
+	ck_assert_int_eq(rec_scan_finish(s, &o.res), 0);
+	rec_scan_free(s);
+	ck_assert_uint_eq(o.n, 1);
+	ck_assert_uint_eq(o.r[0].len, big + 16);
+	outcome_free(&o);
+	/* One 256 MiB tar member. */
+	tar_hdr(&b, "huge.bin", '0', big, 0);
+	ck_assert_int_eq(rec_scan_new(REC_FORMAT_TAR, collect, &o, &s), 0);
+	feed_big(s, b.p, b.n, chunk, big, "", 0);
+	b.n = 0;
+	tar_end(&b);
+	ck_assert_int_eq(rec_scan_feed(s, b.p, b.n), 0);
+	ck_assert_int_eq(rec_scan_finish(s, &o.res), 0);
+	rec_scan_free(s);
+	ck_assert_uint_eq(o.n, 1);
+	ck_assert_uint_eq(o.r[0].len, big + 512);
+	ck_assert_str_eq(o.r[0].key, "huge");
+	outcome_free(&o);
+	/* Nothing grew with the record: far less than one record's size. */
+	ck_assert_int_lt(maxrss_kib() - before, 32 * 1024);
+	free(b.p);
+	free(chunk);
+}
+END_TEST
+
 /* --- the callback stops the scan ------------------------------------- */
 
 START_TEST(test_emit_stops)
@@ -1388,6 +1471,7 @@ int main(void)
 		{ "tar_reader_quirks", test_tar_reader_quirks },
 		{ "tar_real_archives", test_tar_real_archives },
 		{ "emit_stops", test_emit_stops },
+		{ "big_records_stream", test_big_records_stream },
 		{ "split_invariance", test_split_invariance },
 	};
 	return unit_run(unit_suite("records_frame", cases,
