@@ -1428,7 +1428,7 @@ START_TEST(test_split_invariance)
 
 	rng_state = 0x9e3779b97f4a7c15ULL;
 	for (f = 0; f < REC_FORMAT_COUNT; f++)
-		for (i = 0; i < 70; i++) {
+		for (i = 0; i < 40; i++) {
 			random_object((enum rec_format)f, &b);
 			scan_all((enum rec_format)f, b.p, b.n, &o);
 			if (o.rc != 0)
@@ -1436,7 +1436,7 @@ START_TEST(test_split_invariance)
 			outcome_free(&o);
 		}
 	/* Pure noise, each format. */
-	for (i = 0; i < 100; i++) {
+	for (i = 0; i < 60; i++) {
 		size_t n = rng() % 1500, j;
 
 		b.n = 0;
