@@ -147,6 +147,10 @@ FUZZ_SECONDS ?= 300
 FUZZ_SMOKE_SECONDS ?= 6
 # fuzz_gcs_creds links the GCS credential documents too.
 FUZZ_OBJS += $(FUZZ_B)/backends/gcs_jwt.o
+# fuzz_records: the record framing and what it links.
+FUZZ_OBJS += $(FUZZ_B)/records/format.o $(FUZZ_B)/records/gunzip.o \
+	$(FUZZ_B)/records/frame.o $(FUZZ_B)/records/frame_tar.o \
+	$(FUZZ_B)/util/crc32c.o
 
 $(FUZZ_B)/.flags: FORCE
 	@mkdir -p $(FUZZ_B)
