@@ -139,6 +139,8 @@ def make(fmt, root, objects, seed, big):
         os.makedirs(os.path.join(root, sub), exist_ok=True)
         if base == "tfrecord":
             n = rnd.randint(0 if i == 0 else 1, 40)
+            if big:
+                n = rnd.randint(4, 12)
             recs = []
             for _ in range(n):
                 size = rnd.choice([0, 1, 7, 100, 4096, 70000])
