@@ -26,6 +26,7 @@ static void recview_object(const struct fs_data *d, const struct rindex_object *
 	if (rec_format_gzip(d->rindex->format)) {
 		obj->size = o->decoded_size;
 		obj->transform = "gunzip";
+		obj->source_size = e->size;
 	} else {
 		obj->size = e->size;
 		obj->chunk_size = RECVIEW_CHUNK;
