@@ -193,7 +193,7 @@ static int records_cache_path(const struct config *cfg,
 static void records_cache_save(const struct config *cfg,
 			       const struct rindex *ri, const char *path)
 {
-	char dir[4096], tmp[4200];
+	char dir[4096], tmp[4300];
 	FILE *f = NULL;
 	int fd, rc = 0;
 
@@ -203,7 +203,11 @@ static void records_cache_save(const struct config *cfg,
 		rc = -errno;
 		goto out;
 	}
-	snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
+	if (snprintf(tmp, sizeof(tmp), "%.4200s.tmp.%ld", path,
+		     (long)getpid()) >= (int)sizeof(tmp)) {
+		rc = -ENAMETOOLONG;
+		goto out;
+	}
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		rc = -errno;

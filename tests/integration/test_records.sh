@@ -31,13 +31,13 @@ stat_of() { # stat_of MNT NAME: a counter from .shardfs/stats
 	awk -v n="shardfs_$2" '$1 == n {print $2}' "$1/.shardfs/stats"
 }
 
-# conf FILE FORMAT SRC CACHE [EXTRA LINES...]
+# conf FILE FORMAT SRC CACHE [EXTRA [records] LINES...]
 conf() {
 	local f=$1 fmt=$2 src=$3 cache=$4; shift 4
 	{
 		printf '[source]\nurl = %s\n[shard]\nunit = record\nworld_size = 4\nseed = 42\n' "$src"
-		printf '[records]\nformat = %s\nparts = 3\n' "$fmt"
 		printf '[cache]\ndir = %s\n' "$cache"
+		printf '[records]\nformat = %s\nparts = 3\n' "$fmt"
 		for l in "$@"; do printf '%s\n' "$l"; done
 	} >"$f"
 }
@@ -106,6 +106,7 @@ umount_shardfs "$M"
 # --- a pinned digest that does not match -------------------------------------
 conf "$T/wrong.conf" tfrecord "$S" "$T/cache-build" "index = $T/tfrecord.idx" \
 	"index_sha256 = $(printf '0%.0s' $(seq 64))"
+mkdir -p "$T/mnt-wrong"
 "$SHARDFS" mount "$T/wrong.conf" "$T/mnt-wrong" -f >"$T/wrong.log" 2>&1
 rc=$?
 check "a mismatching index_sha256 refuses the mount (exit $rc)" test "$rc" -ne 0
@@ -113,11 +114,9 @@ check "... naming both digests" bash -c "grep -q '0000000000000000' '$T/wrong.lo
 check "... and nothing is mounted" bash -c "! grep -qs ' $T/mnt-wrong ' /proc/mounts"
 
 # --- pads and the contiguous layout -------------------------------------------
-conf "$T/pad.conf" jsonl "$T/src-jsonl" "$T/cache-pad" "balance = pad" "layout = contiguous" \
-	"index = $T/jsonl.idx"
-sed -i 's/^world_size = 4/world_size = 5/' "$T/pad.conf"
+conf "$T/pad.conf" jsonl "$T/src-jsonl" "$T/cache-pad" "index = $T/jsonl.idx"
 M=$T/mnt-pad
-mount_shardfs "$T/pad.conf" "$M"
+mount_shardfs "$T/pad.conf" "$M" -o shard.balance=pad,shard.layout=contiguous,shard.world_size=5
 check "balance = pad, layout = contiguous, world 5: every rank matches the reference" \
 	$R check jsonl "$T/src-jsonl" "$M" --world 5 --seed 42 --parts 3 --balance pad --layout contiguous
 umount_shardfs "$M"
@@ -138,6 +137,7 @@ bad() {
 	check "$name: the error names the object and what was wrong" \
 		bash -c "grep -q '$(basename "$victim")' '$T/bad-$name.out' && grep -Eqi '$pattern' '$T/bad-$name.out'"
 	check "$name: no index file is left" test ! -e "$T/bad-$name.idx"
+	mkdir -p "$T/mnt-bad-$name"
 	"$SHARDFS" mount "$T/bad-$name.conf" "$T/mnt-bad-$name" -f >"$T/bad-$name.mount.log" 2>&1
 	rc=$?
 	check "$name: a mount without a pinned index refuses (exit $rc)" test "$rc" -ne 0

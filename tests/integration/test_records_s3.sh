@@ -74,7 +74,7 @@ check "node B: every part parses and matches the reference" \
 	$R check tfrecord "$SRC" "$T/B.mnt" --world 8 --seed 99 --parts 2 --ranks 4,5,6,7
 
 for n in A B; do
-	own=$(awk '$1 == "rank" && $3 == "records" {print $2, $9}' "$T/$n.mnt/.shardfs/plan" |
+	own=$(awk '$1 == "rank" && $3 == "records" {print $2, $8}' "$T/$n.mnt/.shardfs/plan" |
 		while read -r r b; do [ -d "$T/$n.mnt/rank-$r" ] && echo "$b"; done | awk '{s += $1} END {print s + 0}')
 	got=$(awk '{s += $4} END {print s + 0}' "$T/$n.requests")
 	echo "# node $n: own ranks' records $own bytes, backend $got bytes in $(grep -c '^GET ' "$T/$n.requests") GETs ($(awk -v g="$got" -v o="$own" 'BEGIN {printf "%.3f", g / o}')x)"
