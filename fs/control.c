@@ -20,6 +20,7 @@
 #include <fuse_lowlevel.h>
 
 #include "fs/fs_impl.h"
+#include "fs/recview.h"
 #include "util/dlist.h"
 #include "util/sha256.h"
 
@@ -645,10 +646,15 @@ static int ctrl_generate(struct fs *fs, struct fs_gen *g,
 		break;
 	case VIEW_CTRL_PLAN:
 		rc = control_write_plan(f, g->d.manifest, g->d.spec, g->d.plan);
+		if (rc == 0 && g->d.rplan != NULL)
+			rc = recview_write_plan(f, &g->d);
 		break;
 	case VIEW_CTRL_ORDER:
-		rc = control_write_order(f, g->d.manifest, g->d.plan,
-					 n->u.rank);
+		if (g->d.rplan != NULL)
+			rc = recview_write_order(f, &g->d, n->u.rank);
+		else
+			rc = control_write_order(f, g->d.manifest, g->d.plan,
+						 n->u.rank);
 		break;
 	default:
 		rc = fs_stats_write(fs, f);

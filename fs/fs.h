@@ -25,6 +25,8 @@
 #include "fs/manifest.h"
 #include "fs/shard.h"
 #include "fs/view.h"
+#include "records/rindex.h"
+#include "records/rplan.h"
 
 struct fs_options {
 	const char *mountpoint; /* absolute and canonical */
@@ -43,6 +45,10 @@ struct fs_data {
 	const struct manifest *manifest;
 	const struct shard_spec *spec;
 	const struct shard_plan *plan;
+	/* A record view ([shard] unit = record): the index and plan its
+	 * part files are read through (fs/recview.h); both NULL otherwise. */
+	const struct rindex *rindex;
+	const struct rplan *rplan;
 	const struct view *view;
 	struct cache *cache;
 };

@@ -35,6 +35,7 @@
 
 #include "fs/control.h"
 #include "fs/fs_impl.h"
+#include "fs/recview.h"
 #include "util/log.h"
 #include "util/str.h"
 
@@ -98,6 +99,12 @@ static int fill_attr(struct fs *fs, struct fs_gen *g, const struct view_node *n,
 		}
 		break;
 	}
+	case VIEW_PART:
+		st->st_mode = S_IFREG | 0444;
+		st->st_mtim = fs->mount_time;
+		st->st_size = (off_t)recview_part_size(&g->d, n->u.part.rank,
+						       n->u.part.part);
+		break;
 	default:
 		st->st_mode = S_IFREG | 0444;
 		st->st_mtim = fs->mount_time;
@@ -411,6 +418,8 @@ static void handle_free(struct fs_gen *g, const struct view_node *n,
 {
 	if (n->kind == VIEW_CTRL) {
 		control_file_close(g, (struct ctrl_handle *)(uintptr_t)fi->fh);
+	} else if (n->kind == VIEW_PART) {
+		/* stateless: nothing was opened */
 	} else {
 		cache_file_close((struct cache_file *)(uintptr_t)fi->fh);
 	}
@@ -493,6 +502,9 @@ static void fs_op_open(fuse_req_t req, fuse_ino_t ino,
 		else
 			fi->keep_cache = 1;
 		fi->fh = (uint64_t)(uintptr_t)h;
+	} else if (n->kind == VIEW_PART) {
+		/* A part never changes within its generation. */
+		fi->keep_cache = 1;
 	} else {
 		uint32_t item = n->u.item;
 		struct cache_object obj = { 0 };
@@ -664,6 +676,45 @@ static int fs_read_reply_send(void *arg, const struct cache_piece *pieces,
 	return 0;
 }
 
+/* A record view's part: its bytes are assembled from several records
+ * (fs/recview.h) into a reply buffer. Drops the request's reference. */
+static void fs_read_part(struct fs *fs, struct fs_gen *g,
+			 const struct view_node *n, fuse_req_t req, size_t size,
+			 uint64_t off)
+{
+	uint64_t total = recview_part_size(&g->d, n->u.part.rank,
+					   n->u.part.part);
+	ssize_t got;
+	char *buf;
+
+	if (off >= total) {
+		fs_gen_put(fs, g, 1);
+		fuse_reply_buf(req, NULL, 0);
+		return;
+	}
+	if (size > total - off)
+		size = (size_t)(total - off);
+	buf = cache_buffer_alloc(fs->cache, size);
+	if (buf == NULL) {
+		fs_gen_put(fs, g, 1);
+		__atomic_add_fetch(&fs->read_errors, 1, __ATOMIC_RELAXED);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	got = recview_read(&g->d, n->u.part.rank, n->u.part.part, off, size,
+			   buf);
+	fs_gen_put(fs, g, 1);
+	if (got < 0) {
+		__atomic_add_fetch(&fs->read_errors, 1, __ATOMIC_RELAXED);
+		fuse_reply_err(req, got == -ENOMEM ? ENOMEM : EIO);
+	} else {
+		__atomic_add_fetch(&fs->read_bytes, (uint64_t)got,
+				   __ATOMIC_RELAXED);
+		fuse_reply_buf(req, buf, (size_t)got);
+	}
+	cache_buffer_free(fs->cache, buf, size);
+}
+
 static void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		       struct fuse_file_info *fi)
 {
@@ -710,6 +761,10 @@ static void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fs_gen_put(fs, g, 1);
 		fuse_reply_buf(req, copy, len);
 		free(copy);
+		return;
+	}
+	if (n->kind == VIEW_PART) {
+		fs_read_part(fs, g, n, req, size, (uint64_t)off);
 		return;
 	}
 	e = &g->d.manifest->entries[n->u.item];

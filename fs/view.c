@@ -22,6 +22,8 @@ struct view {
 	size_t count, cap;
 	uint32_t *children; /* every node but the root, grouped by parent */
 	char *names;	    /* "rank-R" and "rank-R.order" strings */
+	char *part_names;   /* record views: the part file names, shared by
+			     * every rank's records/ directory */
 	/* Build-time only: */
 	uint32_t *head, *next; /* child chains */
 };
@@ -110,7 +112,7 @@ struct level {
 static int add_rank(struct view *v, const struct manifest *m,
 		    const struct shard_plan *plan, uint64_t r,
 		    const char *dir_name, uint32_t *sorted,
-		    struct level **stack, size_t *stack_cap)
+		    struct level **stack, size_t *stack_cap, uint32_t *dir_out)
 {
 	const uint32_t *items;
 	size_t count, npad, i, n;
@@ -120,6 +122,7 @@ static int add_rank(struct view *v, const struct manifest *m,
 	rc = add_node(v, 0, dir_name, strlen(dir_name), VIEW_DIR, &rank_dir);
 	if (rc < 0)
 		return rc;
+	*dir_out = rank_dir;
 	shard_plan_rank(plan, r, &items, &count, &npad);
 	n = count - npad;
 	memcpy(sorted, items, n * sizeof(*sorted));
@@ -222,15 +225,54 @@ static int add_ctrl(struct view *v, uint32_t dir, const char *name,
 }
 
 #define RANK_NAME_MAX 40 /* "rank-" + 20 digits + ".order" + NUL */
+#define PART_NAME_MAX 64 /* "part-PPPPP-of-QQQQQ." + extension + NUL */
+
+static const char records_dir_name[] = "records";
+
+/* The part file names of rp, PART_NAME_MAX bytes each. */
+static int part_names(struct view *v, const struct rplan *rp)
+{
+	unsigned p, n = rplan_parts(rp);
+
+	v->part_names = malloc((size_t)n * PART_NAME_MAX);
+	if (v->part_names == NULL)
+		return -ENOMEM;
+	for (p = 0; p < n; p++)
+		if (rplan_part_name(rp, p, v->part_names + p * PART_NAME_MAX,
+				    PART_NAME_MAX) < 0)
+			return -ENAMETOOLONG;
+	return 0;
+}
+
+/* Adds rank r's records/ directory under its rank directory. */
+static int add_parts(struct view *v, const struct rplan *rp, uint32_t rank_dir,
+		     uint64_t r)
+{
+	uint32_t dir, idx;
+	unsigned p;
+	int rc = add_node(v, rank_dir, records_dir_name,
+			  strlen(records_dir_name), VIEW_DIR, &dir);
+
+	for (p = 0; rc == 0 && p < rplan_parts(rp); p++) {
+		const char *name = v->part_names + p * PART_NAME_MAX;
+
+		rc = add_node(v, dir, name, strlen(name), VIEW_PART, &idx);
+		if (rc == 0) {
+			v->nodes[idx].u.part.rank = (uint32_t)r;
+			v->nodes[idx].u.part.part = p;
+		}
+	}
+	return rc;
+}
 
 int view_build(const struct manifest *m, const struct shard_plan *plan,
-	       view_rank_filter filter, const void *filter_ctx,
-	       struct view **out)
+	       const struct rplan *rp, view_rank_filter filter,
+	       const void *filter_ctx, struct view **out)
 {
 	struct view *v = calloc(1, sizeof(*v));
 	struct level *stack = NULL;
 	size_t stack_cap = 0, max_rank = 0;
-	uint32_t root, ctl, *sorted = NULL;
+	uint32_t root, ctl, rank_dir, *sorted = NULL;
 	uint64_t r, shown = 0;
 	char *name;
 	int rc;
@@ -250,6 +292,8 @@ int view_build(const struct manifest *m, const struct shard_plan *plan,
 	v->names = malloc(shown * 2 * RANK_NAME_MAX + 1);
 	sorted = malloc((max_rank ? max_rank : 1) * sizeof(*sorted));
 	if (v->names == NULL || sorted == NULL)
+		goto err;
+	if (rp != NULL && (rc = part_names(v, rp)) < 0)
 		goto err;
 
 	if ((rc = add_node(v, 0, "", 0, VIEW_DIR, &root)) < 0 ||
@@ -275,7 +319,9 @@ int view_build(const struct manifest *m, const struct shard_plan *plan,
 		rc = add_ctrl(v, ctl, order_name, VIEW_CTRL_ORDER, (uint32_t)r);
 		if (rc == 0)
 			rc = add_rank(v, m, plan, r, name, sorted, &stack,
-				      &stack_cap);
+				      &stack_cap, &rank_dir);
+		if (rc == 0 && rp != NULL)
+			rc = add_parts(v, rp, rank_dir, r);
 		if (rc < 0)
 			goto err;
 		name += 2 * RANK_NAME_MAX;
@@ -305,6 +351,7 @@ void view_free(struct view *v)
 	free(v->nodes);
 	free(v->children);
 	free(v->names);
+	free(v->part_names);
 	free(v->head);
 	free(v->next);
 	free(v);

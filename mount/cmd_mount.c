@@ -17,6 +17,7 @@
 
 #include "cache/cache.h"
 #include "fs/fs.h"
+#include "fs/recview.h"
 #include "fs/view.h"
 #include "mount/commands.h"
 #include "mount/config.h"
@@ -203,7 +204,7 @@ static int mount_serve(struct mount_run *run, struct fs_options *fo)
 
 	if (dataset_load(cfg, true, &ds) < 0)
 		goto out;
-	if (view_build(ds->manifest, ds->plan, config_rank_filter, cfg, &view) <
+	if (view_build(ds->manifest, ds->plan, ds->rplan, config_rank_filter, cfg, &view) <
 	    0) {
 		log_msg(LOG_ERR, "cannot build the directory tree: out of "
 				 "memory");
@@ -211,6 +212,31 @@ static int mount_serve(struct mount_run *run, struct fs_options *fo)
 	}
 	if (mount_cache_open(cfg, ds->backend, &cache) < 0)
 		goto out;
+	if (ds->rindex != NULL && rec_format_gzip(ds->rindex->format)) {
+		struct cache_stats cs;
+
+		cache_stats_get(cache, &cs);
+		if (!cs.enabled) {
+			log_msg(LOG_ERR,
+				"[records] format %s is decompressed once into "
+				"the disk cache, which could not be opened "
+				"(see above); not mounting",
+				rec_format_name(ds->rindex->format));
+			goto out;
+		}
+	}
+	if (ds->rindex != NULL && recview_register(cache) < 0) {
+		log_msg(LOG_ERR, "cannot set up the record view: out of memory");
+		goto out;
+	}
+	if (ds->rindex != NULL)
+		log_msg(LOG_INFO,
+			"record view: %llu %s records in %zu objects, %u "
+			"parts per rank, index sha256 %s",
+			(unsigned long long)ds->rindex->n_records,
+			rec_format_name(ds->rindex->format),
+			ds->rindex->n_objects, rplan_parts(ds->rplan),
+			ds->rindex->digest);
 	log_msg(LOG_INFO, "manifest %s: %zu objects, %llu bytes, sha256 %s",
 		cfg->source.manifest ? cfg->source.manifest : cfg->source.url,
 		ds->manifest->count,
@@ -224,6 +250,8 @@ static int mount_serve(struct mount_run *run, struct fs_options *fo)
 			.manifest = ds->manifest,
 			.spec = &cfg->shard.spec,
 			.plan = ds->plan,
+			.rindex = ds->rindex,
+			.rplan = ds->rplan,
 			.view = view,
 			.cache = cache,
 		};

@@ -8,6 +8,7 @@
  *   shardfs cache stat|verify|clear DIR
  *   shardfs unmount [--lazy] [--stale-only] CONFIG|MOUNTPOINT
  *   shardfs status MOUNTPOINT [--json] [--interval SECONDS]
+ *   shardfs index CONFIG -o FILE [-j N] [-q]
  *
  * Each cmd_* takes argv with argv[0] = the subcommand's name and returns
  * the process exit code: 0 ok, 1 runtime failure, 2 usage or config error.
@@ -84,11 +85,13 @@ int cmd_warm(int argc, char **argv);
 int cmd_cache(int argc, char **argv);
 int cmd_unmount(int argc, char **argv);
 int cmd_status(int argc, char **argv);
+int cmd_index(int argc, char **argv);
 
 extern const char usage_mount[];
 extern const char usage_warm[];
 extern const char usage_cache[];
 extern const char usage_unmount[];
 extern const char usage_status[];
+extern const char usage_index[];
 
 #endif

@@ -95,6 +95,11 @@ enum {
 	KEY_ORDER,
 	KEY_LAYOUT,
 	KEY_BALANCE,
+	KEY_UNIT,
+	KEY_RECORDS_FORMAT,
+	KEY_RECORDS_PARTS,
+	KEY_RECORDS_INDEX,
+	KEY_RECORDS_INDEX_SHA256,
 	KEY_CACHE_DIR,
 	KEY_CACHE_SIZE,
 	KEY_CACHE_ENABLED,
@@ -120,9 +125,14 @@ _Static_assert(sizeof(enum backend_addressing) == sizeof(int), "enum size");
 _Static_assert(sizeof(enum shard_order) == sizeof(int), "enum size");
 _Static_assert(sizeof(enum shard_layout) == sizeof(int), "enum size");
 _Static_assert(sizeof(enum shard_balance) == sizeof(int), "enum size");
+_Static_assert(sizeof(enum config_unit) == sizeof(int), "enum size");
+_Static_assert(sizeof(enum rec_format) == sizeof(int), "enum size");
 
 static const char *const addressing_names[] = { "auto", "path", "virtual",
 						NULL };
+static const char *const unit_names[] = { [CONFIG_UNIT_OBJECT] = "object",
+					   [CONFIG_UNIT_RECORD] = "record",
+					   NULL };
 
 /* One row per key: section, name, type, field, bounds, default, enum
  * names, and whether a reload applies it. The defaults are the ones
@@ -178,6 +188,22 @@ static const struct key keys[KEY_COUNT] = {
 	[KEY_BALANCE] = { "shard", "balance", VAL_ENUM,
 			  FIELD(shard.spec.balance), .def = "none",
 			  .names = shard_balance_names },
+	/* What the view serves (a different tree): kept until a restart. */
+	[KEY_UNIT] = { "shard", "unit", VAL_ENUM, FIELD(shard.unit),
+		       .def = "object", .names = unit_names, .restart = true },
+	[KEY_RECORDS_FORMAT] = { "records", "format", VAL_ENUM,
+				 FIELD(records.format), .def = "tfrecord",
+				 .names = rec_format_names, .restart = true },
+	/* Enough files per rank for a DataLoader's workers; the names have
+	 * five digits. */
+	[KEY_RECORDS_PARTS] = { "records", "parts", VAL_UINT,
+				FIELD(records.parts), 1, 99999, .def = "8" },
+	/* The record index pairs with the manifest: both reload. */
+	[KEY_RECORDS_INDEX] = { "records", "index", VAL_MANIFEST,
+				FIELD(records.index), .optional = true },
+	[KEY_RECORDS_INDEX_SHA256] = { "records", "index_sha256", VAL_SHA256,
+				       FIELD(records.index_sha256),
+				       .optional = true },
 	[KEY_CACHE_DIR] = { "cache", "dir", VAL_PATH, FIELD(cache.dir),
 			    .def = "/var/cache/shardfs", .restart = true },
 	/* Two fields: size_bytes or size_percent. */
@@ -226,8 +252,9 @@ static const struct key keys[KEY_COUNT] = {
 				 .restart = true },
 };
 
-static const char *const sections[] = { "source", "shard", "cache",  "prefetch",
-					"mount",  "log",   "metrics" };
+static const char *const sections[] = { "source", "shard",   "records",
+					"cache",  "prefetch", "mount",
+					"log",	  "metrics" };
 
 const char *config_addressing_name(enum backend_addressing a)
 {
@@ -1000,6 +1027,30 @@ static void check_ranks(struct load *ld)
 		   ld->origin[KEY_RANKS].value, why);
 }
 
+/* A compressed source is decompressed once per node into the disk cache
+ * and read from there: without one, every read would inflate its object
+ * from the start. Blame whichever of the two keys was set last. */
+static void check_records(struct load *ld)
+{
+	const struct config *cfg = ld->cfg;
+	const struct origin *fmt = &ld->origin[KEY_RECORDS_FORMAT];
+	const struct origin *en = &ld->origin[KEY_CACHE_ENABLED];
+
+	if (cfg->shard.unit != CONFIG_UNIT_RECORD ||
+	    !rec_format_gzip(cfg->records.format) || cfg->cache.enabled)
+		return;
+	if (en->seq > fmt->seq)
+		fail_value(ld, en, "cache", "enabled", en->value,
+			   "[records] format is compressed: its records are "
+			   "decompressed once into the disk cache, which "
+			   "must be enabled");
+	else
+		fail_value(ld, fmt, "records", "format", fmt->value,
+			   "a compressed format needs the disk cache "
+			   "([cache] enabled = true): its records are "
+			   "decompressed once into it");
+}
+
 static int check_all(struct load *ld)
 {
 	if (!ld->cfg->source.url) {
@@ -1010,6 +1061,8 @@ static int check_all(struct load *ld)
 	check_ranks(ld);
 	if (!ld->rc)
 		check_spec(ld);
+	if (!ld->rc)
+		check_records(ld);
 	return ld->rc;
 }
 

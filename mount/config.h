@@ -31,9 +31,16 @@
 
 #include "backends/backend.h"
 #include "fs/shard.h"
+#include "records/format.h"
 #include "util/ranks.h"
 
 #define CONFIG_WORLD_SIZE_MAX 1048576
+
+/* [shard] unit: what a rank's share is made of. */
+enum config_unit {
+	CONFIG_UNIT_OBJECT = 0, /* whole objects, as files (default) */
+	CONFIG_UNIT_RECORD,	/* records of [records] format, as parts */
+};
 
 /* The parsed values. Defaults, bounds and enum names are in one place:
  * the key table in config.c (one row per key), which shardfs.conf(5)
@@ -61,7 +68,15 @@ struct config {
 		/* sorted, overlapping and adjacent ranges merged; NULL = all */
 		struct ranks_range *ranks;
 		size_t n_ranks;
+		enum config_unit unit;
 	} shard;
+
+	struct {
+		enum rec_format format;
+		unsigned parts;	    /* part files per rank */
+		char *index;	    /* pinned record index path/URL or NULL */
+		char *index_sha256; /* 64 lowercase hex digits or NULL */
+	} records;
 
 	struct {
 		char *dir;

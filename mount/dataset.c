@@ -4,10 +4,16 @@
 #include "mount/dataset.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "backends/posix.h"
+#include "mount/rbuild.h"
+#include "records/rplan.h"
 #include "util/log.h"
 
 static int dataset_add_listed(void *arg, const struct backend_object *obj)
@@ -45,25 +51,26 @@ int dataset_list_manifest(struct backend *be, struct manifest **out)
 	return manifest_finish_into(m, rc, out);
 }
 
-/* Reads a manifest stored as an object ("s3://bucket/dir/name.tsv" or
- * "gs://bucket/dir/name.tsv", the etag then being the generation): opens
- * a backend on the object's directory with the [source] options, stats the
- * object and reads it whole (pinned to the etag stat saw, so a manifest
- * replaced mid-read fails instead of mixing versions), then parses it. */
-static int manifest_load_url(const char *url,
-			     const struct backend_options *opts,
-			     struct manifest **out)
+/* Reads a small object named by URL ("s3://bucket/dir/name" or
+ * "gs://bucket/dir/name", the etag then being the generation) whole:
+ * opens a backend on the object's directory with the [source] options,
+ * stats the object and reads it pinned to the etag stat saw, so a file
+ * replaced mid-read fails instead of mixing versions. what names the file
+ * in messages ("manifest", "record index"). *text is NUL-terminated and
+ * the caller's to free. */
+static int dataset_fetch_url(const char *url, const struct backend_options *opts,
+			     const char *what, char **text, size_t *len)
 {
 	const char *slash = strrchr(url, '/'), *key;
 	struct backend *be = NULL;
 	struct backend_stat st;
-	char *dir = NULL, *text = NULL;
+	char *dir = NULL, *buf = NULL;
 	size_t done = 0, n;
 	int rc;
 
 	if (slash == NULL || slash[1] == '\0' ||
 	    (size_t)(slash - url) < strlen("s3://x")) {
-		log_msg(LOG_ERR, "manifest %s: not an object URL", url);
+		log_msg(LOG_ERR, "%s %s: not an object URL", what, url);
 		return -EINVAL;
 	}
 	key = slash + 1;
@@ -76,17 +83,17 @@ static int manifest_load_url(const char *url,
 	rc = be->ops->stat(be, key, strlen(key), &st);
 	if (rc < 0) {
 		if (rc == -ENOENT)
-			log_msg(LOG_ERR, "manifest %s: no such object", url);
+			log_msg(LOG_ERR, "%s %s: no such object", what, url);
 		goto out;
 	}
 	if (st.size > (uint64_t)1 << 34) {
-		log_msg(LOG_ERR, "manifest %s: %llu bytes is too large", url,
+		log_msg(LOG_ERR, "%s %s: %llu bytes is too large", what, url,
 			(unsigned long long)st.size);
 		rc = -EFBIG;
 		goto out;
 	}
-	text = malloc((size_t)st.size + 1);
-	if (text == NULL) {
+	buf = malloc((size_t)st.size + 1);
+	if (buf == NULL) {
 		rc = -ENOMEM;
 		goto out;
 	}
@@ -95,23 +102,39 @@ static int manifest_load_url(const char *url,
 							  : st.size - done;
 
 		rc = be->ops->read(be, key, strlen(key), st.etag, st.etag_len,
-				   done, want, text + done, &n);
+				   done, want, buf + done, &n);
 		if (rc < 0)
 			goto out;
 		if (n == 0) {
-			log_msg(LOG_ERR, "manifest %s: shorter than its size",
+			log_msg(LOG_ERR, "%s %s: shorter than its size", what,
 				url);
 			rc = -EIO;
 			goto out;
 		}
 		done += n;
 	}
-	text[done] = '\0';
-	rc = manifest_parse(url, text, done, out);
+	buf[done] = '\0';
+	*text = buf;
+	*len = done;
+	buf = NULL;
 out:
-	free(text);
+	free(buf);
 	backend_close(be);
 	free(dir);
+	return rc;
+}
+
+static int manifest_load_url(const char *url,
+			     const struct backend_options *opts,
+			     struct manifest **out)
+{
+	char *text = NULL;
+	size_t len = 0;
+	int rc = dataset_fetch_url(url, opts, "manifest", &text, &len);
+
+	if (rc == 0)
+		rc = manifest_parse(url, text, len, out);
+	free(text);
 	return rc;
 }
 
@@ -151,8 +174,154 @@ static uint64_t entry_weight(const void *ctx, size_t i)
 	return m->entries[i].size;
 }
 
-int dataset_load(const struct config *cfg, bool need_backend,
-		 struct dataset **out)
+/* Where a mount keeps the record index it built: beside the cache, keyed
+ * by everything the index is a function of (the manifest and the
+ * format). Returns 0 and fills path, or -ENAMETOOLONG. */
+static int records_cache_path(const struct config *cfg,
+			      const struct manifest *m, char *path,
+			      size_t size)
+{
+	int n = snprintf(path, size, "%s/records/%s-%s.idx", cfg->cache.dir,
+			 m->digest, rec_format_name(cfg->records.format));
+
+	return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
+}
+
+/* Saves a built index where records_cache_path() says, through a
+ * temporary file and a rename, readable only by its owner (it lists the
+ * dataset). A failure only costs the next mount a rebuild: warned. */
+static void records_cache_save(const struct config *cfg,
+			       const struct rindex *ri, const char *path)
+{
+	char dir[4096], tmp[4300];
+	FILE *f = NULL;
+	int fd, rc = 0;
+
+	snprintf(dir, sizeof(dir), "%s/records", cfg->cache.dir);
+	if ((mkdir(cfg->cache.dir, 0700) < 0 && errno != EEXIST) ||
+	    (mkdir(dir, 0700) < 0 && errno != EEXIST)) {
+		rc = -errno;
+		goto out;
+	}
+	if (snprintf(tmp, sizeof(tmp), "%.4200s.tmp.%ld", path,
+		     (long)getpid()) >= (int)sizeof(tmp)) {
+		rc = -ENAMETOOLONG;
+		goto out;
+	}
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		rc = -errno;
+		goto out;
+	}
+	f = fdopen(fd, "w");
+	if (f == NULL) {
+		rc = -errno;
+		close(fd);
+		unlink(tmp);
+		goto out;
+	}
+	rc = rindex_write(ri, f);
+	if (fclose(f) != 0 && rc == 0)
+		rc = -EIO;
+	if (rc == 0 && rename(tmp, path) < 0)
+		rc = -errno;
+	if (rc < 0)
+		unlink(tmp);
+out:
+	if (rc < 0)
+		log_msg(LOG_WARNING,
+			"cannot keep the record index in %s (%s): the next "
+			"mount builds it again",
+			path, strerror(-rc));
+}
+
+/* The record index a mount serves: the pinned one ([records] index), or
+ * the one an earlier mount built and kept, or one built now. */
+static int records_index(const struct config *cfg,
+			 const struct backend_options *opts,
+			 struct dataset *ds)
+{
+	const char *pin = cfg->records.index;
+	const char *want = cfg->records.index_sha256;
+	enum rec_format f = cfg->records.format;
+	struct rbuild_options bo = { .progress = isatty(STDERR_FILENO) };
+	char path[4200];
+	int rc;
+
+	if (pin != NULL && strstr(pin, "://") != NULL) {
+		char *text = NULL;
+		size_t len = 0;
+
+		rc = dataset_fetch_url(pin, opts, "record index", &text, &len);
+		if (rc == 0)
+			rc = rindex_parse(pin, text, len, ds->manifest, f, want,
+					  &ds->rindex);
+		free(text);
+	} else if (pin != NULL) {
+		rc = rindex_load(pin, ds->manifest, f, want, &ds->rindex);
+	} else {
+		rc = records_cache_path(cfg, ds->manifest, path, sizeof(path));
+		if (rc == 0 && cfg->cache.enabled && access(path, F_OK) == 0) {
+			rc = rindex_load(path, ds->manifest, f, NULL,
+					 &ds->rindex);
+			if (rc < 0)
+				log_msg(LOG_WARNING,
+					"%s: the record index kept there "
+					"is not usable; building it again",
+					path);
+			rc = 0;
+		}
+		if (rc == 0 && ds->rindex == NULL) {
+			log_msg(LOG_WARNING,
+				"%s: no pinned [records] index: building one "
+				"from the data, so this node reads every "
+				"record object once (pin an index made by "
+				"`shardfs index` to avoid that)",
+				cfg->file);
+			if (ds->backend == NULL)
+				rc = backend_open(cfg->source.url, opts,
+						  &ds->backend);
+			if (rc == 0)
+				rc = rbuild_run(ds->backend, ds->manifest, f,
+						&bo, &ds->rindex);
+			if (rc == 0 && cfg->cache.enabled)
+				records_cache_save(cfg, ds->rindex, path);
+		}
+		if (rc == 0 && want != NULL &&
+		    strcmp(want, ds->rindex->digest) != 0) {
+			log_msg(LOG_ERR,
+				"record index digest mismatch: the config "
+				"pins index_sha256 = %s but the index of %s "
+				"has sha256 %s; refusing to serve other "
+				"records",
+				want, ds->manifest->digest, ds->rindex->digest);
+			rc = -EBADMSG;
+		}
+	}
+	if (rc < 0) {
+		log_msg(LOG_ERR, "no record index for %s", cfg->file);
+		return rc;
+	}
+	if (ds->rindex->n_records == 0 && !cfg->source.allow_empty) {
+		log_msg(LOG_ERR,
+			"%s: the record index has 0 records of format %s "
+			"(%llu objects skipped for their suffix); refusing to "
+			"serve an empty dataset (set [source] allow_empty = "
+			"true if that is intended)",
+			cfg->file, rec_format_name(f),
+			(unsigned long long)ds->rindex->skipped_objects);
+		return -ENODATA;
+	}
+	rc = rplan_build(ds->rindex, &cfg->shard.spec, cfg->records.parts,
+			 &ds->rplan);
+	if (rc < 0)
+		log_msg(LOG_ERR, "cannot compute the record plan: %s",
+			strerror(-rc));
+	return rc;
+}
+
+int dataset_load_manifest(const struct config *cfg, bool need_backend,
+			  struct dataset **out)
 {
 	struct backend_options opts;
 	struct dataset *ds = calloc(1, sizeof(*ds));
@@ -200,7 +369,35 @@ int dataset_load(const struct config *cfg, bool need_backend,
 		rc = -EBADMSG;
 		goto err;
 	}
-	rc = shard_plan_build(&cfg->shard.spec, ds->manifest->count,
+	*out = ds;
+	return 0;
+err:
+	dataset_free(ds);
+	return rc;
+}
+
+int dataset_load(const struct config *cfg, bool need_backend,
+		 struct dataset **out)
+{
+	struct backend_options opts;
+	struct dataset *ds = NULL;
+	int rc = dataset_load_manifest(cfg, need_backend, &ds);
+
+	if (rc < 0)
+		return rc;
+	config_backend_options(cfg, &opts);
+	if (cfg->shard.unit == CONFIG_UNIT_RECORD) {
+		rc = records_index(cfg, &opts, ds);
+		if (rc < 0)
+			goto err;
+	}
+	/* A record view serves no object as a file: its object plan is
+	 * empty, and everything that walks one (the view, the order
+	 * files, the prefetch hints) finds nothing in it. */
+	rc = shard_plan_build(&cfg->shard.spec,
+			      cfg->shard.unit == CONFIG_UNIT_RECORD
+				      ? 0
+				      : ds->manifest->count,
 			      entry_weight, ds->manifest, &ds->plan);
 	if (rc < 0) {
 		log_msg(LOG_ERR, "cannot compute the shard plan: %s",
@@ -219,6 +416,8 @@ void dataset_free(struct dataset *ds)
 	if (ds == NULL)
 		return;
 	shard_plan_free(ds->plan);
+	rplan_free(ds->rplan);
+	rindex_free(ds->rindex);
 	manifest_free(ds->manifest);
 	backend_close(ds->backend);
 	free(ds);

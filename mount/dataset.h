@@ -1,7 +1,10 @@
 /*
  * dataset: everything a mount or `shardfs plan` computes from a config
  * before serving: the backend, the manifest (pinned file or a fresh
- * listing, checked against manifest_sha256) and the shard plan.
+ * listing, checked against manifest_sha256) and the shard plan; for a
+ * record view ([shard] unit = record) also the record index (pinned, kept
+ * in the cache directory by an earlier mount, or built now) and the
+ * record plan.
  */
 #ifndef SHARDFS_DATASET_H
 #define SHARDFS_DATASET_H
@@ -12,11 +15,17 @@
 #include "fs/manifest.h"
 #include "fs/shard.h"
 #include "mount/config.h"
+#include "records/rindex.h"
+#include "records/rplan.h"
 
 struct dataset {
 	struct backend *backend; /* NULL unless asked for */
 	struct manifest *manifest;
-	struct shard_plan *plan;
+	struct shard_plan *plan; /* of objects; empty for a record view */
+	/* [shard] unit = record: the record index and its plan; else
+	 * NULL. */
+	struct rindex *rindex;
+	struct rplan *rplan;
 };
 
 /* Loads the dataset of cfg (borrowed). With need_backend the source is
@@ -28,6 +37,12 @@ struct dataset {
  * the pin, or the error of the failing step. */
 int dataset_load(const struct config *cfg, bool need_backend,
 		 struct dataset **out);
+
+/* The first half of dataset_load(): the backend (with need_backend, or
+ * to list) and the checked manifest; no plan, no record index. Errors as
+ * dataset_load(). */
+int dataset_load_manifest(const struct config *cfg, bool need_backend,
+			  struct dataset **out);
 
 /* Lists every object of be into a finished manifest; symlinks a posix
  * backend refused count as MANIFEST_SKIP_LINK_OUTSIDE. Here, not in fs/,

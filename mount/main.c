@@ -24,6 +24,7 @@
 #include "cache/cache.h"
 #include "fs/control.h"
 #include "fs/fs.h"
+#include "fs/recview.h"
 #include "fs/view.h"
 #include "mount/commands.h"
 #include "mount/config.h"
@@ -43,6 +44,8 @@ static const char usage_main[] =
 	"CONFIG\n"
 	"  manifest URL [-o FILE]     list a source and write its manifest\n"
 	"  plan CONFIG [--rank LIST]  print the shard plan without mounting\n"
+	"  index CONFIG -o FILE       build the record index a record view "
+	"pins\n"
 	"  warm CONFIG [--rank LIST]  fill the cache with the ranks' files\n"
 	"  cache stat|verify|clear DIR  inspect, check or empty a cache\n"
 	"  unmount CONFIG|MOUNTPOINT  unmount; --stale-only: only a dead "
@@ -316,7 +319,7 @@ static bool plan_selected(const struct plan_ranks *pr, uint64_t r)
 /* Prints the order of every selected rank, in rank order: one rank alone
  * exactly as .shardfs/rank-R.order, several each after "# rank R". */
 static int plan_write_orders(const struct plan_ranks *pr,
-			     const struct dataset *ds, uint64_t world)
+			     const struct fs_data *d, uint64_t world)
 {
 	uint64_t r, count = 0;
 	int rc;
@@ -329,7 +332,10 @@ static int plan_write_orders(const struct plan_ranks *pr,
 		if (count > 1 &&
 		    printf("# rank %llu\n", (unsigned long long)r) < 0)
 			return -EIO;
-		rc = control_write_order(stdout, ds->manifest, ds->plan, r);
+		rc = d->rplan != NULL
+			     ? recview_write_order(stdout, d, r)
+			     : control_write_order(stdout, d->manifest,
+						   d->plan, r);
 		if (rc < 0)
 			return rc;
 	}
@@ -382,11 +388,23 @@ static int cmd_plan(int argc, char **argv)
 	rc = EXIT_RUNTIME;
 	if (dataset_load(cfg, false, &ds) < 0)
 		goto out;
-	if (n_rank_args > 0)
-		c = plan_write_orders(&pr, ds, cfg->shard.spec.world_size);
-	else
-		c = control_write_plan(stdout, ds->manifest, &cfg->shard.spec,
-				       ds->plan);
+	{
+		struct fs_data d = { .manifest = ds->manifest,
+				     .spec = &cfg->shard.spec,
+				     .plan = ds->plan,
+				     .rindex = ds->rindex,
+				     .rplan = ds->rplan };
+
+		if (n_rank_args > 0) {
+			c = plan_write_orders(&pr, &d,
+					      cfg->shard.spec.world_size);
+		} else {
+			c = control_write_plan(stdout, ds->manifest,
+					       &cfg->shard.spec, ds->plan);
+			if (c == 0 && ds->rplan != NULL)
+				c = recview_write_plan(stdout, &d);
+		}
+	}
 	rc = c < 0 || fflush(stdout) != 0 ? EXIT_RUNTIME : EXIT_OK;
 out:
 	free(pr.r);
@@ -411,6 +429,7 @@ static const struct command {
 	{ "mount", usage_mount, cmd_mount_plain },
 	{ "manifest", usage_manifest, cmd_manifest },
 	{ "plan", usage_plan, cmd_plan },
+	{ "index", usage_index, cmd_index },
 	{ "warm", usage_warm, cmd_warm },
 	{ "cache", usage_cache, cmd_cache },
 	{ "unmount", usage_unmount, cmd_unmount },

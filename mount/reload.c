@@ -127,8 +127,8 @@ int mount_reload(struct fs *fs, struct mount_reload *rl)
 	/* A listing opened a backend: the mount reads through its own. */
 	backend_close(rg->ds->backend);
 	rg->ds->backend = NULL;
-	rc = view_build(rg->ds->manifest, rg->ds->plan, reload_rank_filter,
-			rg->cfg, &rg->view);
+	rc = view_build(rg->ds->manifest, rg->ds->plan, rg->ds->rplan,
+			reload_rank_filter, rg->cfg, &rg->view);
 	if (rc < 0) {
 		log_msg(LOG_ERR, "reload: cannot build the directory tree: %s",
 			strerror(-rc));
@@ -137,6 +137,8 @@ int mount_reload(struct fs *fs, struct mount_reload *rl)
 	data.manifest = rg->ds->manifest;
 	data.spec = &rg->cfg->shard.spec;
 	data.plan = rg->ds->plan;
+	data.rindex = rg->ds->rindex;
+	data.rplan = rg->ds->rplan;
 	data.view = rg->view;
 	data.cache = rl->cache;
 	if (control_plan_digest(data.manifest, data.spec, data.plan, digest) <

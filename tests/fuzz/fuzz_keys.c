@@ -58,7 +58,7 @@ static void check_view(const struct manifest *m)
 	size_t i;
 
 	FUZZ_CHECK(shard_plan_build(&spec, m->count, NULL, NULL, &plan) == 0);
-	FUZZ_CHECK(view_build(m, plan, NULL, NULL, &v) == 0);
+	FUZZ_CHECK(view_build(m, plan, NULL, NULL, NULL, &v) == 0);
 	root = view_node(v, 1);
 	FUZZ_CHECK(root != NULL);
 	FUZZ_CHECK(view_lookup(v, root, "rank-0", 6, &ino) == 0);

@@ -465,7 +465,7 @@ static size_t stats_common(const struct control_stats *st, struct sample *s,
 	size_t n;
 	int i;
 
-	ck_assert_int_eq(view_build(m, plan, even_ranks, NULL, &view), 0);
+	ck_assert_int_eq(view_build(m, plan, NULL, even_ranks, NULL, &view), 0);
 	out_open(&o);
 	ck_assert_int_eq(control_write_stats(o.f, m, &spec_pad, plan, view, st),
 			 0);
@@ -729,7 +729,7 @@ START_TEST(test_write_errors)
 	f = fmemopen(buf, sizeof(buf), "r");
 	ck_assert_int_eq(control_write_order(f, m, plan, 0), -EIO);
 	fclose(f);
-	ck_assert_int_eq(view_build(m, plan, NULL, NULL, &view), 0);
+	ck_assert_int_eq(view_build(m, plan, NULL, NULL, NULL, &view), 0);
 	f = fmemopen(buf, sizeof(buf), "r");
 	ck_assert_int_eq(control_write_stats(f, m, &spec_pad, plan, view, &st),
 			 -EIO);

@@ -1,0 +1,211 @@
+/* recview: part files of a record view, read through the cache (recview.h). */
+#include "fs/recview.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "records/gunzip.h"
+#include "util/log.h"
+
+#define RECVIEW_SEGS 64	       /* segments mapped per round */
+#define RECVIEW_PIECE (8u << 20) /* compressed bytes read per step */
+
+/* The cache object record rec is read from: the source itself, or its
+ * decoded stream for a gzip format. */
+static void recview_object(const struct fs_data *d, const struct rindex_object *o,
+			   struct cache_object *obj)
+{
+	const struct manifest_entry *e = &d->manifest->entries[o->item];
+
+	memset(obj, 0, sizeof(*obj));
+	obj->key = e->key;
+	obj->key_len = e->key_len;
+	obj->etag = e->etag;
+	obj->etag_len = e->etag_len;
+	if (rec_format_gzip(d->rindex->format)) {
+		obj->size = o->decoded_size;
+		obj->transform = "gunzip";
+		obj->source_size = e->size;
+	} else {
+		obj->size = e->size;
+		obj->chunk_size = RECVIEW_CHUNK;
+	}
+}
+
+uint64_t recview_part_size(const struct fs_data *d, uint32_t r, uint32_t p)
+{
+	return rplan_part_size(d->rplan, r, p);
+}
+
+ssize_t recview_read(const struct fs_data *d, uint32_t r, uint32_t p,
+		     uint64_t off, size_t len, void *buf)
+{
+	struct rplan_seg segs[RECVIEW_SEGS];
+	uint64_t size = rplan_part_size(d->rplan, r, p);
+	size_t done = 0, n, i;
+	char *dst = buf;
+
+	if (off >= size)
+		return 0;
+	if (len > size - off)
+		len = (size_t)(size - off);
+	while (done < len) {
+		n = rplan_map(d->rplan, r, p, off + done, len - done, segs,
+			      RECVIEW_SEGS);
+		if (n == 0)
+			break;
+		for (i = 0; i < n; i++) {
+			const struct rplan_seg *s = &segs[i];
+			const struct rindex_object *o;
+			struct cache_object obj;
+			ssize_t got;
+
+			switch (s->kind) {
+			case RPLAN_SEG_NEWLINE:
+				memset(dst + done, '\n', (size_t)s->len);
+				break;
+			case RPLAN_SEG_ZERO:
+				memset(dst + done, 0, (size_t)s->len);
+				break;
+			case RPLAN_SEG_RECORD:
+				o = rindex_object_of(d->rindex, s->rec);
+				recview_object(d, o, &obj);
+				got = cache_read(d->cache, &obj,
+						 d->rindex->rec_off[s->rec] +
+							 s->in_off,
+						 (size_t)s->len, dst + done);
+				if (got < 0)
+					return got;
+				if ((uint64_t)got != s->len) {
+					log_msg(LOG_ERR,
+						"%s: record %llu: %zd bytes "
+						"where the record index "
+						"says %llu",
+						obj.key,
+						(unsigned long long)(s->rec -
+								     o->first),
+						got,
+						(unsigned long long)s->len);
+					return -EIO;
+				}
+				break;
+			}
+			done += (size_t)s->len;
+		}
+	}
+	if (done != len) {
+		log_msg(LOG_ERR, "rank %u part %u: the plan maps %zu of %zu "
+				 "bytes at %llu",
+			r, p, done, len, (unsigned long long)off);
+		return -EIO;
+	}
+	return (ssize_t)done;
+}
+
+/* The gunzip transform: the source read once through the engine (not
+ * stored: only its decoded bytes are kept), inflated into the sink. */
+struct recview_sink {
+	cache_sink_fn fn;
+	void *arg;
+};
+
+static int recview_out(void *arg, const void *buf, size_t len)
+{
+	struct recview_sink *s = arg;
+
+	return s->fn(s->arg, buf, len);
+}
+
+static int recview_gunzip(void *ctx, struct cache *c,
+			  const struct cache_object *raw, cache_sink_fn sink,
+			  void *sink_arg)
+{
+	struct recview_sink s = { sink, sink_arg };
+	struct rec_gunzip *g = NULL;
+	uint64_t pos = 0;
+	char *buf;
+	int rc;
+
+	(void)ctx;
+	buf = malloc(RECVIEW_PIECE);
+	if (buf == NULL)
+		return -ENOMEM;
+	rc = rec_gunzip_new(&g);
+	while (rc == 0 && pos < raw->size) {
+		size_t want = raw->size - pos > RECVIEW_PIECE
+				      ? RECVIEW_PIECE
+				      : (size_t)(raw->size - pos);
+		ssize_t got = cache_read_raw(c, raw, pos, want, buf);
+
+		if (got < 0)
+			rc = (int)got;
+		else if ((size_t)got != want)
+			rc = -EIO;
+		else
+			rc = rec_gunzip_feed(g, buf, want, recview_out, &s);
+		pos += want;
+	}
+	if (rc == 0)
+		rc = rec_gunzip_finish(g);
+	if (rc == -EBADMSG)
+		log_msg(LOG_ERR, "%s: %s", raw->key, rec_gunzip_error(g));
+	rec_gunzip_free(g);
+	free(buf);
+	return rc;
+}
+
+int recview_register(struct cache *c)
+{
+	return cache_set_transform(c, "gunzip", recview_gunzip, NULL);
+}
+
+int recview_write_plan(FILE *f, const struct fs_data *d)
+{
+	const struct rindex *ri = d->rindex;
+	const struct rplan *rp = d->rplan;
+	uint64_t r;
+
+	fprintf(f, "unit record\n");
+	fprintf(f, "records_format %s\n", rec_format_name(ri->format));
+	fprintf(f, "records_index_sha256 %s\n", ri->digest);
+	fprintf(f, "records %llu\n", (unsigned long long)ri->n_records);
+	fprintf(f, "record_objects %zu\n", ri->n_objects);
+	fprintf(f, "record_objects_skipped %llu\n",
+		(unsigned long long)ri->skipped_objects);
+	fprintf(f, "parts %u\n", rplan_parts(rp));
+	for (r = 0; r < d->spec->world_size; r++) {
+		const uint32_t *recs;
+		size_t count, npad;
+		uint64_t bytes = 0;
+		unsigned p;
+
+		rplan_rank(rp, r, &recs, &count, &npad);
+		for (p = 0; p < rplan_parts(rp); p++)
+			bytes += rplan_part_size(rp, r, p);
+		fprintf(f, "rank %llu records %zu pad %zu bytes %llu\n",
+			(unsigned long long)r, count, npad,
+			(unsigned long long)bytes);
+	}
+	return ferror(f) ? -EIO : 0;
+}
+
+int recview_write_order(FILE *f, const struct fs_data *d, uint64_t rank)
+{
+	const uint32_t *recs;
+	size_t count, npad, i;
+
+	rplan_rank(d->rplan, rank, &recs, &count, &npad);
+	for (i = 0; i < count; i++) {
+		const struct rindex_object *o =
+			rindex_object_of(d->rindex, recs[i]);
+		const struct manifest_entry *e = &d->manifest->entries[o->item];
+
+		if (manifest_write_escaped(f, e->key, e->key_len) < 0)
+			return -EIO;
+		fprintf(f, "\t%llu%s\n",
+			(unsigned long long)(recs[i] - o->first),
+			i >= count - npad ? "\tpad" : "");
+	}
+	return ferror(f) ? -EIO : 0;
+}

@@ -1,0 +1,61 @@
+/*
+ * recview: the bytes of a record view's part files (docs/DESIGN.md §3,
+ * "Record views"). A part is a list of segments (records/rplan.h): a
+ * record's stored bytes, the '\n' a JSONL record without one gets, or the
+ * zero blocks that end a tar part. Record bytes come through the cache
+ * like any object's, never from a backend directly:
+ *
+ *   - an uncompressed source is read in chunks of RECVIEW_CHUNK bytes
+ *     (its own chunk identity), so a rank whose records are scattered
+ *     over an object fetches the blocks around its records, not whole
+ *     8 MiB chunks;
+ *   - a gzip source is read as its derived object (transform "gunzip",
+ *     decoded size from the record index): the first read of it on a node
+ *     decompresses the whole object once into the disk cache, and every
+ *     later read, also after a restart, is served from there.
+ *
+ * Stateless: a part is named by (generation data, rank, part); any number
+ * of threads may read at once.
+ */
+#ifndef SHARDFS_RECVIEW_H
+#define SHARDFS_RECVIEW_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "cache/cache.h"
+#include "fs/fs.h"
+
+/* Chunk size of uncompressed record sources: one CRC block, the least a
+ * cache entry holds, so a read costs at most one block of neighbours'
+ * bytes at each end. */
+#define RECVIEW_CHUNK CACHE_CRC_BLOCK
+
+/* Registers the "gunzip" transform with c (a gzip source's decoded
+ * stream, records/gunzip.h). Call once before the first read. Returns 0
+ * or a negative errno. */
+int recview_register(struct cache *c);
+
+/* Exact size of part p of rank r. */
+uint64_t recview_part_size(const struct fs_data *d, uint32_t r, uint32_t p);
+
+/* Reads up to len bytes of part p of rank r at off into buf. Returns
+ * exactly min(len, size - off) (0 at or past the end), or a negative
+ * errno from the cache (logged there), or -EIO when the cache returned
+ * fewer bytes than the index says the record has (logged). */
+ssize_t recview_read(const struct fs_data *d, uint32_t r, uint32_t p,
+		     uint64_t off, size_t len, void *buf);
+
+/* The record view's lines of .shardfs/plan (after the object plan's):
+ * format, index digest, record and part counts, each rank's records, pads
+ * and bytes. Returns 0 or -EIO. */
+int recview_write_plan(FILE *f, const struct fs_data *d);
+
+/* .shardfs/rank-R.order of a record view: "KEY<TAB>RECORD" per record in
+ * the rank's order (RECORD: its index within its object), pads marked
+ * "<TAB>pad". Returns 0 or -EIO. */
+int recview_write_order(FILE *f, const struct fs_data *d, uint64_t rank);
+
+#endif
