@@ -151,6 +151,9 @@ FUZZ_OBJS += $(FUZZ_B)/backends/gcs_jwt.o
 FUZZ_OBJS += $(FUZZ_B)/records/format.o $(FUZZ_B)/records/gunzip.o \
 	$(FUZZ_B)/records/frame.o $(FUZZ_B)/records/frame_tar.o \
 	$(FUZZ_B)/util/crc32c.o
+# fs/view.c builds record views' part names (records/rplan.h).
+FUZZ_OBJS += $(FUZZ_B)/records/rplan.o $(FUZZ_B)/records/rindex.o \
+	$(FUZZ_B)/records/rindex_load.o
 
 $(FUZZ_B)/.flags: FORCE
 	@mkdir -p $(FUZZ_B)

@@ -682,8 +682,8 @@ static void fs_read_part(struct fs *fs, struct fs_gen *g,
 			 const struct view_node *n, fuse_req_t req, size_t size,
 			 uint64_t off)
 {
-	uint64_t total = recview_part_size(&g->d, n->u.part.rank,
-					   n->u.part.part);
+	uint64_t total =
+		recview_part_size(&g->d, n->u.part.rank, n->u.part.part);
 	ssize_t got;
 	char *buf;
 

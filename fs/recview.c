@@ -8,12 +8,13 @@
 #include "records/gunzip.h"
 #include "util/log.h"
 
-#define RECVIEW_SEGS 64	       /* segments mapped per round */
+#define RECVIEW_SEGS 64		 /* segments mapped per round */
 #define RECVIEW_PIECE (8u << 20) /* compressed bytes read per step */
 
 /* The cache object record rec is read from: the source itself, or its
  * decoded stream for a gzip format. */
-static void recview_object(const struct fs_data *d, const struct rindex_object *o,
+static void recview_object(const struct fs_data *d,
+			   const struct rindex_object *o,
 			   struct cache_object *obj)
 {
 	const struct manifest_entry *e = &d->manifest->entries[o->item];
@@ -95,8 +96,9 @@ ssize_t recview_read(const struct fs_data *d, uint32_t r, uint32_t p,
 		}
 	}
 	if (done != len) {
-		log_msg(LOG_ERR, "rank %u part %u: the plan maps %zu of %zu "
-				 "bytes at %llu",
+		log_msg(LOG_ERR,
+			"rank %u part %u: the plan maps %zu of %zu "
+			"bytes at %llu",
 			r, p, done, len, (unsigned long long)off);
 		return -EIO;
 	}

@@ -204,8 +204,8 @@ static int mount_serve(struct mount_run *run, struct fs_options *fo)
 
 	if (dataset_load(cfg, true, &ds) < 0)
 		goto out;
-	if (view_build(ds->manifest, ds->plan, ds->rplan, config_rank_filter, cfg, &view) <
-	    0) {
+	if (view_build(ds->manifest, ds->plan, ds->rplan, config_rank_filter,
+		       cfg, &view) < 0) {
 		log_msg(LOG_ERR, "cannot build the directory tree: out of "
 				 "memory");
 		goto out;
@@ -226,7 +226,8 @@ static int mount_serve(struct mount_run *run, struct fs_options *fo)
 		}
 	}
 	if (ds->rindex != NULL && recview_register(cache) < 0) {
-		log_msg(LOG_ERR, "cannot set up the record view: out of memory");
+		log_msg(LOG_ERR,
+			"cannot set up the record view: out of memory");
 		goto out;
 	}
 	if (ds->rindex != NULL)

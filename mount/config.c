@@ -130,9 +130,9 @@ _Static_assert(sizeof(enum rec_format) == sizeof(int), "enum size");
 
 static const char *const addressing_names[] = { "auto", "path", "virtual",
 						NULL };
-static const char *const unit_names[] = { [CONFIG_UNIT_OBJECT] = "object",
-					   [CONFIG_UNIT_RECORD] = "record",
-					   NULL };
+static const char *const unit_names[] = {
+	[CONFIG_UNIT_OBJECT] = "object", [CONFIG_UNIT_RECORD] = "record", NULL
+};
 
 /* One row per key: section, name, type, field, bounds, default, enum
  * names, and whether a reload applies it. The defaults are the ones
@@ -252,7 +252,7 @@ static const struct key keys[KEY_COUNT] = {
 				 .restart = true },
 };
 
-static const char *const sections[] = { "source", "shard",   "records",
+static const char *const sections[] = { "source", "shard",    "records",
 					"cache",  "prefetch", "mount",
 					"log",	  "metrics" };
 

@@ -58,7 +58,8 @@ int dataset_list_manifest(struct backend *be, struct manifest **out)
  * replaced mid-read fails instead of mixing versions. what names the file
  * in messages ("manifest", "record index"). *text is NUL-terminated and
  * the caller's to free. */
-static int dataset_fetch_url(const char *url, const struct backend_options *opts,
+static int dataset_fetch_url(const char *url,
+			     const struct backend_options *opts,
 			     const char *what, char **text, size_t *len)
 {
 	const char *slash = strrchr(url, '/'), *key;
@@ -178,8 +179,7 @@ static uint64_t entry_weight(const void *ctx, size_t i)
  * by everything the index is a function of (the manifest and the
  * format). Returns 0 and fills path, or -ENAMETOOLONG. */
 static int records_cache_path(const struct config *cfg,
-			      const struct manifest *m, char *path,
-			      size_t size)
+			      const struct manifest *m, char *path, size_t size)
 {
 	int n = snprintf(path, size, "%s/records/%s-%s.idx", cfg->cache.dir,
 			 m->digest, rec_format_name(cfg->records.format));
@@ -238,8 +238,7 @@ out:
 /* The record index a mount serves: the pinned one ([records] index), or
  * the one an earlier mount built and kept, or one built now. */
 static int records_index(const struct config *cfg,
-			 const struct backend_options *opts,
-			 struct dataset *ds)
+			 const struct backend_options *opts, struct dataset *ds)
 {
 	const char *pin = cfg->records.index;
 	const char *want = cfg->records.index_sha256;
@@ -394,11 +393,10 @@ int dataset_load(const struct config *cfg, bool need_backend,
 	/* A record view serves no object as a file: its object plan is
 	 * empty, and everything that walks one (the view, the order
 	 * files, the prefetch hints) finds nothing in it. */
-	rc = shard_plan_build(&cfg->shard.spec,
-			      cfg->shard.unit == CONFIG_UNIT_RECORD
-				      ? 0
-				      : ds->manifest->count,
-			      entry_weight, ds->manifest, &ds->plan);
+	rc = shard_plan_build(
+		&cfg->shard.spec,
+		cfg->shard.unit == CONFIG_UNIT_RECORD ? 0 : ds->manifest->count,
+		entry_weight, ds->manifest, &ds->plan);
 	if (rc < 0) {
 		log_msg(LOG_ERR, "cannot compute the shard plan: %s",
 			strerror(-rc));

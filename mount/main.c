@@ -332,10 +332,9 @@ static int plan_write_orders(const struct plan_ranks *pr,
 		if (count > 1 &&
 		    printf("# rank %llu\n", (unsigned long long)r) < 0)
 			return -EIO;
-		rc = d->rplan != NULL
-			     ? recview_write_order(stdout, d, r)
-			     : control_write_order(stdout, d->manifest,
-						   d->plan, r);
+		rc = d->rplan != NULL ? recview_write_order(stdout, d, r)
+				      : control_write_order(stdout, d->manifest,
+							    d->plan, r);
 		if (rc < 0)
 			return rc;
 	}

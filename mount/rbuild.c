@@ -38,8 +38,8 @@ struct rb_run {
 	enum rec_format f;
 	struct rb_object *objs;
 	size_t n;
-	atomic_size_t next;	/* the next object to take */
-	atomic_size_t done;	/* objects finished */
+	atomic_size_t next;	     /* the next object to take */
+	atomic_size_t done;	     /* objects finished */
 	atomic_uint_least64_t bytes; /* bytes read so far */
 	atomic_int rc;		     /* the first error; stops every worker */
 };
@@ -137,8 +137,7 @@ static int rb_scan_object(struct rb_run *run, struct rb_object *o, char *buf)
 			rc = -EIO; /* backends promise exact reads */
 		if (rc < 0) {
 			log_msg(LOG_ERR, "%s: cannot read (offset %llu): %s",
-				e->key, (unsigned long long)pos,
-				strerror(-rc));
+				e->key, (unsigned long long)pos, strerror(-rc));
 			goto out;
 		}
 		atomic_fetch_add(&run->bytes, want);
@@ -274,8 +273,7 @@ static void rb_progress(const struct rb_run *run, uint64_t total, bool last)
 	uint64_t b = atomic_load(&run->bytes);
 
 	fprintf(stderr, "\rindexing: %zu/%zu objects, %llu/%llu MiB%s",
-		atomic_load(&run->done), run->n,
-		(unsigned long long)(b >> 20),
+		atomic_load(&run->done), run->n, (unsigned long long)(b >> 20),
 		(unsigned long long)(total >> 20), last ? "\n" : "");
 	fflush(stderr);
 }
@@ -296,7 +294,8 @@ int rbuild_run(struct backend *be, const struct manifest *m, enum rec_format f,
 	       const struct rbuild_options *o, struct rindex **out)
 {
 	struct rb_run run = { .be = be, .m = m, .f = f };
-	unsigned nthreads = o && o->threads ? o->threads : RBUILD_THREADS_DEFAULT;
+	unsigned nthreads =
+		o && o->threads ? o->threads : RBUILD_THREADS_DEFAULT;
 	pthread_t *t = NULL;
 	struct rindex *ri = NULL;
 	uint64_t total = 0;

@@ -550,7 +550,8 @@ struct bad_case {
 #define LISTEN_WHY                                                             \
 	"not ADDRESS:PORT with an IPv4 or [IPv6] address and a port 1..65535"
 #define SIZE_WHY "not a size (digits and an optional K, M, G or T suffix)"
-#define SHARD_KEYS "world_size, ranks, seed, epoch, order, layout, balance"
+#define SHARD_KEYS                                                             \
+	"world_size, ranks, seed, epoch, order, layout, balance, unit"
 
 static const struct bad_case bad_cases[] = {
 	{ MIN_CONF "[shard]\nworld_size = abc\n",
@@ -697,12 +698,32 @@ static const struct bad_case bad_cases[] = {
 	  "@:4: [metrics] listen = ::1:9100: " LISTEN_WHY },
 	{ MIN_CONF "[log]\nfile = shardfs.log\n",
 	  "@:4: [log] file = shardfs.log: not an absolute path" },
+	{ MIN_CONF "[shard]\nunit = file\n",
+	  "@:4: [shard] unit = file: must be one of object or record" },
+	{ MIN_CONF "[records]\nformat = csv\n",
+	  "@:4: [records] format = csv: must be one of tfrecord, tfrecord.gz, "
+	  "jsonl, jsonl.gz or tar" },
+	{ MIN_CONF "[records]\nparts = 0\n",
+	  "@:4: [records] parts = 0: must be between 1 and 99999" },
+	{ MIN_CONF "[records]\nindex = records.idx\n",
+	  "@:4: [records] index = records.idx: not an absolute file path, "
+	  "s3://bucket/key or gs://bucket/key" },
+	{ MIN_CONF "[shard]\nunit = record\n[records]\nformat = jsonl.gz\n"
+		   "[cache]\nenabled = false\n",
+	  "@:8: [cache] enabled = false: [records] format is compressed: its "
+	  "records are decompressed once into the disk cache, which must be "
+	  "enabled" },
+	{ MIN_CONF "[shard]\nunit = record\n[cache]\nenabled = false\n"
+		   "[records]\nformat = tfrecord.gz\n",
+	  "@:8: [records] format = tfrecord.gz: a compressed format needs the "
+	  "disk cache ([cache] enabled = true): its records are decompressed "
+	  "once into it" },
 	{ MIN_CONF "[foo]\nbar = 1\n",
 	  "@:4: [foo] bar = 1: unknown section (sections are source, shard, "
-	  "cache, prefetch, mount, log, metrics)" },
+	  "records, cache, prefetch, mount, log, metrics)" },
 	{ MIN_CONF "[Shard]\nseed = 1\n",
 	  "@:4: [Shard] seed = 1: unknown section (sections are source, shard, "
-	  "cache, prefetch, mount, log, metrics)" },
+	  "records, cache, prefetch, mount, log, metrics)" },
 	{ MIN_CONF "[shard]\nwolrd_size = 8\n",
 	  "@:4: [shard] wolrd_size = 8: unknown key (keys in [shard] "
 	  "are " SHARD_KEYS ")" },
@@ -781,7 +802,7 @@ START_TEST(test_override_errors)
 		{ "seed=0.5", "-o seed=0.5: expected section.key=value" },
 		{ "foo.bar=1",
 		  "-o foo.bar=1: unknown section (sections are source, shard, "
-		  "cache, prefetch, mount, log, metrics)" },
+		  "records, cache, prefetch, mount, log, metrics)" },
 		{ "shard.nope=1", "-o shard.nope=1: unknown key (keys in "
 				  "[shard] are " SHARD_KEYS ")" },
 		{ "cache.dir=rel", "-o cache.dir=rel: not an absolute path" },

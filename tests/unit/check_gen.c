@@ -67,7 +67,8 @@ static struct tree *tree_new(size_t n, uint64_t world)
 	ck_assert_int_eq(
 		shard_plan_build(&t->spec, t->m->count, weight, t->m, &t->plan),
 		0);
-	ck_assert_int_eq(view_build(t->m, t->plan, NULL, NULL, NULL, &t->view), 0);
+	ck_assert_int_eq(view_build(t->m, t->plan, NULL, NULL, NULL, &t->view),
+			 0);
 	return t;
 }
 

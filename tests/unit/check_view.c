@@ -119,8 +119,9 @@ static struct view *view_of(const struct manifest *m,
 {
 	struct view *v = NULL;
 
-	ck_assert_int_eq(view_build(m, plan, NULL, set ? rank_filter : NULL, set, &v),
-			 0);
+	ck_assert_int_eq(
+		view_build(m, plan, NULL, set ? rank_filter : NULL, set, &v),
+		0);
 	ck_assert_ptr_nonnull(v);
 	return v;
 }
