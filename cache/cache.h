@@ -331,6 +331,15 @@ void cache_order_note(struct cache *c, uint64_t order, uint64_t pos,
 		      struct cache_order_ask *ask);
 void cache_order_ask(struct cache *c, const struct cache_order_ask *ask);
 
+/* Queues the chunks of obj that cover [offset, offset + len) at prefetch
+ * priority into the disk cache, unless stored or in flight (a reader that
+ * knows what it reads next and where, e.g. a record view's next records).
+ * Never waits. Returns 0 (queued, or nothing to do: a pass-through cache,
+ * a derived object), or -ENOBUFS when prefetching may not take more memory
+ * now (stop asking). */
+int cache_prefetch_range(struct cache *c, const struct cache_object *obj,
+			 uint64_t offset, uint64_t len);
+
 /* As cache_read() on the file's object, and with a disk cache, reads
  * ahead on sequential reads (a window doubling from 1 MiB to
  * min(64 MiB, memory / 4), restarted by a seek) into the disk cache. Any

@@ -84,6 +84,20 @@ static int file_prefetch_chunk(struct cache *c, const struct cache_object *obj,
 	return rc == -ENOBUFS || rc == -ENOMEM ? -ENOBUFS : 0;
 }
 
+int cache_prefetch_range(struct cache *c, const struct cache_object *obj,
+			 uint64_t offset, uint64_t len)
+{
+	uint64_t unit = cache_obj_chunk(c, obj), n, end;
+
+	if (!c->disk || len == 0 || offset >= obj->size || unit == 0)
+		return 0;
+	end = obj->size - offset < len ? obj->size : offset + len;
+	for (n = offset / unit; n * unit < end; n++)
+		if (file_prefetch_chunk(c, obj, n) < 0)
+			return -ENOBUFS;
+	return 0;
+}
+
 /* The longest gap between opens that counts toward a reader's pace: a
  * pause (an epoch's end, a checkpoint) is not the reader's pace. */
 #define GAP_MAX_NS (UINT64_C(1000000000))

@@ -8,6 +8,10 @@
 #include "records/gunzip.h"
 #include "util/log.h"
 
+/* Bytes of the part queued ahead of each read: a part's records are
+ * scattered over many objects, so neither the kernel's read-ahead nor the
+ * cache's (both sequential in one object) would find them. */
+#define RECVIEW_AHEAD (UINT64_C(4) << 20)
 #define RECVIEW_SEGS 64		 /* segments mapped per round */
 #define RECVIEW_PIECE (8u << 20) /* compressed bytes read per step */
 
@@ -37,6 +41,40 @@ static void recview_object(const struct fs_data *d,
 uint64_t recview_part_size(const struct fs_data *d, uint32_t r, uint32_t p)
 {
 	return rplan_part_size(d->rplan, r, p);
+}
+
+/* Queues the record extents of the RECVIEW_AHEAD bytes of the part after
+ * from into the disk cache (a part is read in its order: what follows is
+ * what the reader wants next). Stops when prefetching has no memory. */
+static void recview_ahead(const struct fs_data *d, uint32_t r, uint32_t p,
+			  uint64_t from)
+{
+	struct rplan_seg segs[RECVIEW_SEGS];
+	uint64_t done = 0;
+	size_t n, i;
+
+	while (done < RECVIEW_AHEAD) {
+		n = rplan_map(d->rplan, r, p, from + done, RECVIEW_AHEAD - done,
+			      segs, RECVIEW_SEGS);
+		if (n == 0)
+			return;
+		for (i = 0; i < n; i++) {
+			struct cache_object obj;
+
+			done += segs[i].len;
+			if (segs[i].kind != RPLAN_SEG_RECORD)
+				continue;
+			recview_object(d,
+				       rindex_object_of(d->rindex, segs[i].rec),
+				       &obj);
+			if (cache_prefetch_range(
+				    d->cache, &obj,
+				    d->rindex->rec_off[segs[i].rec] +
+					    segs[i].in_off,
+				    segs[i].len) < 0)
+				return;
+		}
+	}
 }
 
 ssize_t recview_read(const struct fs_data *d, uint32_t r, uint32_t p,
@@ -102,6 +140,7 @@ ssize_t recview_read(const struct fs_data *d, uint32_t r, uint32_t p,
 			r, p, done, len, (unsigned long long)off);
 		return -EIO;
 	}
+	recview_ahead(d, r, p, off + len);
 	return (ssize_t)done;
 }
 
