@@ -460,6 +460,49 @@ START_TEST(test_small_chunks_coalesced)
 }
 END_TEST
 
+/* cache_prefetch_range() queues exactly the chunks of the range that are
+ * missing: they are then stored (bounded wait) and a read of the range is
+ * served without a backend read. */
+START_TEST(test_prefetch_range)
+{
+	uint64_t size = 2 * MIB;
+	struct fixture fx;
+	struct obj ob;
+	struct cache_stats s;
+	uint8_t *data = make_bytes(8, size);
+	int i;
+
+	fx_init(&fx, "pfrange");
+	write_file(&fx, "f", data, size);
+	free(data);
+	obj_get(&fx, "f", &ob);
+	fx_open(&fx, 256 * MIB, MIB);
+	ob.o.chunk_size = CACHE_CRC_BLOCK;
+	/* Blocks 2..5 of [2 blocks + 100, 6 blocks - 1). */
+	ck_assert_int_eq(cache_prefetch_range(fx.c, &ob.o,
+					      2 * CACHE_CRC_BLOCK + 100,
+					      4 * CACHE_CRC_BLOCK - 101),
+			 0);
+	for (i = 0; i < 1000 && entries(&fx) < 4; i++)
+		usleep(10 * 1000); /* bounded: 10 s */
+	ck_assert_uint_eq(entries(&fx), 4);
+	s = stats(&fx);
+	ck_assert_uint_eq(s.prefetch_issued, 4);
+	ck_assert_uint_eq(s.backend_bytes, 4 * CACHE_CRC_BLOCK);
+	read_check(fx.c, &ob.o, 8, 2 * CACHE_CRC_BLOCK, 4 * CACHE_CRC_BLOCK);
+	ck_assert_uint_eq(stats(&fx).backend_reads, s.backend_reads);
+	/* Asked again: nothing is queued twice. */
+	ck_assert_int_eq(cache_prefetch_range(fx.c, &ob.o, 2 * CACHE_CRC_BLOCK,
+					      4 * CACHE_CRC_BLOCK),
+			 0);
+	ck_assert_uint_eq(stats(&fx).prefetch_issued, 4);
+	/* Past the end, and a pass-through cache: nothing, no error. */
+	ck_assert_int_eq(cache_prefetch_range(fx.c, &ob.o, size, MIB), 0);
+	verify_clean(&fx);
+	fx_free(&fx);
+}
+END_TEST
+
 START_TEST(test_bad_chunk_size)
 {
 	struct fixture fx;
@@ -933,6 +976,7 @@ static Suite *cache_derived_suite(void)
 		{ "small_chunks_fetch_little", test_small_chunks_fetch_little },
 		{ "small_chunks_many", test_small_chunks_many },
 		{ "small_chunks_coalesced", test_small_chunks_coalesced },
+		{ "prefetch_range", test_prefetch_range },
 		{ "bad_chunk_size", test_bad_chunk_size },
 		{ "derived_exact", test_derived_exact },
 		{ "derived_threads_once", test_derived_threads_once },
