@@ -48,6 +48,7 @@ struct rb_run {
 struct rb_scan {
 	struct rb_object *o;
 	const char *key; /* the object's, for messages */
+	bool tar;	 /* samples have keys */
 };
 
 static int rb_grow(void **p, size_t want, size_t *cap, size_t elem)
@@ -82,6 +83,16 @@ static int rb_emit(void *arg, uint64_t off, uint64_t len, const char *key,
 			(unsigned long long)len);
 		return -EBADMSG;
 	}
+	/* A member named ".x" has an empty key: WebDataset readers drop
+	 * it, so it cannot be served as a sample of its own. */
+	if (s->tar && key_len == 0) {
+		log_msg(LOG_ERR,
+			"%s: offset %llu: sample %u has an empty key (a member "
+			"name whose last component starts with '.'); "
+			"WebDataset readers drop such members: rename it",
+			s->key, (unsigned long long)off, o->count);
+		return -EBADMSG;
+	}
 	if (o->count == UINT32_MAX) {
 		log_msg(LOG_ERR, "%s: more than %u records in one object",
 			s->key, UINT32_MAX - 1);
@@ -101,7 +112,7 @@ static int rb_emit(void *arg, uint64_t off, uint64_t len, const char *key,
 	o->off[o->count] = off;
 	o->len[o->count] = (uint32_t)len;
 	o->count++;
-	if (key != NULL) {
+	if (s->tar) {
 		if (rb_grow((void **)&o->keys, o->keys_used + key_len + 1,
 			    &o->keys_cap, 1) < 0)
 			return -ENOMEM;
@@ -116,7 +127,9 @@ static int rb_emit(void *arg, uint64_t off, uint64_t len, const char *key,
 static int rb_scan_object(struct rb_run *run, struct rb_object *o, char *buf)
 {
 	const struct manifest_entry *e = &run->m->entries[o->item];
-	struct rb_scan ctx = { .o = o, .key = e->key };
+	struct rb_scan ctx = { .o = o,
+			       .key = e->key,
+			       .tar = run->f == REC_FORMAT_TAR };
 	struct rec_scan_result res;
 	struct rec_scan *s = NULL;
 	uint64_t pos = 0;

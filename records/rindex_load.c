@@ -481,6 +481,15 @@ int rindex_parse(const char *name, const char *text, size_t len,
 				 text + body + 4, hex);
 		goto out;
 	}
+	/* The pin first: a file that is not the pinned one is named by both
+	 * digests, whatever else is wrong with it. */
+	if (expect_sha256 && strcmp(expect_sha256, hex) != 0) {
+		log_msg(LOG_ERR,
+			"%s: index_sha256 is %s but the file's digest is %s",
+			name, expect_sha256, hex);
+		rc = -EINVAL;
+		goto out;
+	}
 
 	ps->p = text;
 	ps->end = text + body;
@@ -489,13 +498,6 @@ int rindex_parse(const char *name, const char *text, size_t len,
 	if (rc)
 		goto out;
 	memcpy(ri->digest, hex, sizeof(ri->digest));
-	if (expect_sha256 && strcmp(expect_sha256, hex) != 0) {
-		log_msg(LOG_ERR,
-			"%s: index_sha256 is %s but the file's digest is %s",
-			name, expect_sha256, hex);
-		rc = -EINVAL;
-		goto out;
-	}
 	ri->finished = true;
 	*out = ri;
 	ri = NULL;

@@ -147,4 +147,32 @@ bad truncated-record tfrecord "del b[-3:]" 'truncat'
 bad gzip-cut tfrecord.gz "del b[len(b)//2:]" 'gzip|cut|truncat'
 bad tar-header tar "b[100] ^= 0x01" 'checksum|header'
 
+# A sample with an empty key (a member ".x": WebDataset readers drop it),
+# first in its tar: shardfs index crashed on it (exit 139) before.
+mkdir -p "$T/emptykey"
+/usr/bin/python3 - "$T/emptykey" <<'PY'
+import io, sys, tarfile
+for name, members in (("a.tar", [".x"]), ("b.tar", ["c.txt", "d.txt"])):
+    with tarfile.open("%s/%s" % (sys.argv[1], name), "w") as t:
+        for m in members:
+            ti = tarfile.TarInfo(m)
+            ti.size = 3
+            t.addfile(ti, io.BytesIO(b"abc"))
+PY
+conf "$T/emptykey.conf" tar "$T/emptykey" "$T/cache-emptykey"
+"$SHARDFS" index "$T/emptykey.conf" -o "$T/emptykey.idx" -q >"$T/emptykey.out" 2>&1
+rc=$?
+check "a tar sample with an empty key: shardfs index fails cleanly (exit $rc)" test "$rc" -eq 1
+check "... naming the tar and the empty key" \
+	bash -c "grep -q 'a.tar' '$T/emptykey.out' && grep -q 'empty key' '$T/emptykey.out'"
+
+# A pinned index of another format whose digest is not the pinned one: the
+# refusal names both digests first (it named only the format before).
+conf "$T/otherfmt.conf" tfrecord "$T/src-tfrecord" "$T/cache-otherfmt" \
+	"index = $T/jsonl.idx" "index_sha256 = $(awk '$1 == "sha256" {print $2}' "$T/tfrecord.index.out")"
+mkdir -p "$T/mnt-otherfmt"
+"$SHARDFS" mount "$T/otherfmt.conf" "$T/mnt-otherfmt" -f >"$T/otherfmt.log" 2>&1
+check "an index that is not the pinned one is named by both digests, whatever else is wrong with it" \
+	bash -c "grep -q '$(awk '$1 == "sha256" {print $2}' "$T/tfrecord.index.out")' '$T/otherfmt.log' && grep -q '$(awk '$1 == "sha256" {print $2}' "$T/jsonl.index.out")' '$T/otherfmt.log'"
+
 finish
