@@ -676,6 +676,24 @@ static int fs_read_reply_send(void *arg, const struct cache_piece *pieces,
 	return 0;
 }
 
+/* Answers a read from buf (size bytes from cache_buffer_alloc(), got of
+ * them read, or a negative errno) and frees buf. */
+static void reply_buffer(struct fs *fs, fuse_req_t req, char *buf, size_t size,
+			 ssize_t got)
+{
+	if (got < 0) {
+		__atomic_add_fetch(&fs->read_errors, 1, __ATOMIC_RELAXED);
+		/* The detail was logged where it was understood; a reader
+		 * sees EIO for any store fault, never stale bytes. */
+		fuse_reply_err(req, got == -ENOMEM ? ENOMEM : EIO);
+	} else {
+		__atomic_add_fetch(&fs->read_bytes, (uint64_t)got,
+				   __ATOMIC_RELAXED);
+		fuse_reply_buf(req, buf, (size_t)got);
+	}
+	cache_buffer_free(fs->cache, buf, size);
+}
+
 /* A record view's part: its bytes are assembled from several records
  * (fs/recview.h) into a reply buffer. Drops the request's reference. */
 static void fs_read_part(struct fs *fs, struct fs_gen *g,
@@ -704,15 +722,7 @@ static void fs_read_part(struct fs *fs, struct fs_gen *g,
 	got = recview_read(&g->d, n->u.part.rank, n->u.part.part, off, size,
 			   buf);
 	fs_gen_put(fs, g, 1);
-	if (got < 0) {
-		__atomic_add_fetch(&fs->read_errors, 1, __ATOMIC_RELAXED);
-		fuse_reply_err(req, got == -ENOMEM ? ENOMEM : EIO);
-	} else {
-		__atomic_add_fetch(&fs->read_bytes, (uint64_t)got,
-				   __ATOMIC_RELAXED);
-		fuse_reply_buf(req, buf, (size_t)got);
-	}
-	cache_buffer_free(fs->cache, buf, size);
+	reply_buffer(fs, req, buf, size, got);
 }
 
 static void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -812,17 +822,7 @@ static void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	object_of(g, n->u.item, &obj);
 	got = cache_read(fs->cache, &obj, (uint64_t)off, size, buf);
 	fs_gen_put(fs, g, 1);
-	if (got < 0) {
-		__atomic_add_fetch(&fs->read_errors, 1, __ATOMIC_RELAXED);
-		/* The detail was logged where it was understood; a reader
-		 * sees EIO for any store fault, never stale bytes. */
-		fuse_reply_err(req, got == -ENOMEM ? ENOMEM : EIO);
-	} else {
-		__atomic_add_fetch(&fs->read_bytes, (uint64_t)got,
-				   __ATOMIC_RELAXED);
-		fuse_reply_buf(req, buf, (size_t)got);
-	}
-	cache_buffer_free(fs->cache, buf, size);
+	reply_buffer(fs, req, buf, size, got);
 }
 
 static void fs_op_release(fuse_req_t req, fuse_ino_t ino,

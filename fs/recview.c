@@ -169,7 +169,8 @@ static int recview_gunzip(void *ctx, struct cache *c,
 	int rc;
 
 	(void)ctx;
-	buf = malloc(RECVIEW_PIECE);
+	/* Counted in the memory budget like every buffer of the read path. */
+	buf = cache_buffer_alloc(c, RECVIEW_PIECE);
 	if (buf == NULL)
 		return -ENOMEM;
 	rc = rec_gunzip_new(&g);
@@ -192,7 +193,7 @@ static int recview_gunzip(void *ctx, struct cache *c,
 	if (rc == -EBADMSG)
 		log_msg(LOG_ERR, "%s: %s", raw->key, rec_gunzip_error(g));
 	rec_gunzip_free(g);
-	free(buf);
+	cache_buffer_free(c, buf, RECVIEW_PIECE);
 	return rc;
 }
 

@@ -39,38 +39,9 @@ const char usage_index[] =
 	"  -q, --quiet         no progress line\n"
 	"  --set KEY=VALUE     override a config key, as -o does for mount\n";
 
-static int index_write_file(const struct rindex *ri, const char *path)
+static int index_write(FILE *f, const void *ri)
 {
-	char *tmp = NULL;
-	FILE *f;
-	int rc;
-
-	if (strcmp(path, "-") == 0) {
-		rc = rindex_write(ri, stdout);
-		return rc == 0 && fflush(stdout) != 0 ? -EIO : rc;
-	}
-	if (asprintf(&tmp, "%s.tmp.%d", path, (int)getpid()) < 0)
-		return -ENOMEM;
-	f = fopen(tmp, "we");
-	if (f == NULL) {
-		rc = -errno;
-		log_msg(LOG_ERR, "cannot write %s: %s", tmp, strerror(-rc));
-		free(tmp);
-		return rc;
-	}
-	rc = rindex_write(ri, f);
-	if (fflush(f) != 0 || fsync(fileno(f)) != 0)
-		rc = rc ? rc : -errno;
-	if (fclose(f) != 0 && rc == 0)
-		rc = -errno;
-	if (rc == 0 && rename(tmp, path) != 0)
-		rc = -errno;
-	if (rc < 0) {
-		log_msg(LOG_ERR, "cannot write %s: %s", path, strerror(-rc));
-		unlink(tmp);
-	}
-	free(tmp);
-	return rc;
+	return rindex_write(ri, f);
 }
 
 int cmd_index(int argc, char **argv)
@@ -141,7 +112,12 @@ int cmd_index(int argc, char **argv)
 	if (rbuild_run(ds->backend, ds->manifest, cfg->records.format, &bo,
 		       &ri) < 0)
 		goto out;
-	if (index_write_file(ri, output) < 0)
+	if (strcmp(output, "-") == 0)
+		c = rindex_write(ri, stdout) < 0 || fflush(stdout) != 0 ? -EIO
+									: 0;
+	else
+		c = cmd_write_file(output, index_write, ri);
+	if (c < 0)
 		goto out;
 	fprintf(strcmp(output, "-") == 0 ? stderr : stdout,
 		"%llu records (%s) in %zu objects, %llu objects skipped for "

@@ -215,7 +215,24 @@ static int mount_serve(struct mount_run *run, struct fs_options *fo)
 	if (ds->rindex != NULL && rec_format_gzip(ds->rindex->format)) {
 		struct cache_stats cs;
 
+		uint64_t decoded = 0;
+		size_t i;
+
 		cache_stats_get(cache, &cs);
+		for (i = 0; i < ds->rindex->n_objects; i++)
+			decoded += ds->rindex->objects[i].decoded_size;
+		/* Evicted before it is read, a decompressed chunk costs a
+		 * whole object's download and inflate again. */
+		if (cs.enabled && cs.budget_bytes && decoded > cs.budget_bytes)
+			log_msg(LOG_WARNING,
+				"the %s records decompress to %llu bytes, more "
+				"than the cache's budget of %llu: chunks "
+				"evicted before they are read make whole "
+				"objects be downloaded and decompressed again "
+				"(raise [cache] size)",
+				rec_format_name(ds->rindex->format),
+				(unsigned long long)decoded,
+				(unsigned long long)cs.budget_bytes);
 		if (!cs.enabled) {
 			log_msg(LOG_ERR,
 				"[records] format %s is decompressed once into "

@@ -1,14 +1,17 @@
 /*
  * cmdline: the command-line handling every subcommand shares (see
  * commands.h): the end of an option switch, the operand count,
- * options that may be repeated, and sizes for people.
+ * options that may be repeated, sizes for people, and files written whole.
  */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "mount/commands.h"
+#include "util/log.h"
 
 int cmd_option_other(int c, const char *usage)
 {
@@ -71,4 +74,35 @@ void cmd_human_bytes(char *buf, size_t cap, double b)
 		u++;
 	}
 	snprintf(buf, cap, u ? "%.1f %s" : "%.0f %s", b, unit[u]);
+}
+
+int cmd_write_file(const char *path, int (*write)(FILE *f, const void *obj),
+		   const void *obj)
+{
+	char *tmp = NULL;
+	FILE *f;
+	int rc;
+
+	if (asprintf(&tmp, "%s.tmp.%d", path, (int)getpid()) < 0)
+		return -ENOMEM;
+	f = fopen(tmp, "we");
+	if (f == NULL) {
+		rc = -errno;
+		log_msg(LOG_ERR, "cannot write %s: %s", tmp, strerror(-rc));
+		free(tmp);
+		return rc;
+	}
+	rc = write(f, obj);
+	if (fflush(f) != 0 || fsync(fileno(f)) != 0)
+		rc = rc ? rc : -errno;
+	if (fclose(f) != 0 && rc == 0)
+		rc = -errno;
+	if (rc == 0 && rename(tmp, path) != 0)
+		rc = -errno;
+	if (rc < 0) {
+		log_msg(LOG_ERR, "cannot write %s: %s", path, strerror(-rc));
+		unlink(tmp);
+	}
+	free(tmp);
+	return rc;
 }

@@ -16,6 +16,8 @@
 #ifndef SHARDFS_COMMANDS_H
 #define SHARDFS_COMMANDS_H
 
+#include <stdio.h>
+
 #include "backends/backend.h"
 #include "cache/cache.h"
 #include "mount/config.h"
@@ -74,6 +76,12 @@ int cmd_operands(int argc, int want, const char *usage, const char *cmd,
 /* Appends arg (borrowed) to the array *v of *n, for an option that may
  * be repeated. Returns 0 or -ENOMEM (then *v and *n are unchanged). */
 int cmd_args_push(const char ***v, size_t *n, const char *arg);
+
+/* Writes a file that readers see whole or not at all: write(f, obj) into
+ * PATH.tmp.PID, fsync, then a rename over path. Returns 0 or a negative
+ * errno (logged, the temporary file removed). */
+int cmd_write_file(const char *path, int (*write)(FILE *f, const void *obj),
+		   const void *obj);
 
 /* Writes b bytes for people into buf: "512 B", "12.3 MiB" (KiB to PiB,
  * powers of 1024). */

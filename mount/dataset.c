@@ -13,6 +13,7 @@
 
 #include "backends/posix.h"
 #include "mount/rbuild.h"
+#include "records/frame.h"
 #include "records/rplan.h"
 #include "util/log.h"
 
@@ -181,8 +182,11 @@ static uint64_t entry_weight(const void *ctx, size_t i)
 static int records_cache_path(const struct config *cfg,
 			      const struct manifest *m, char *path, size_t size)
 {
-	int n = snprintf(path, size, "%s/records/%s-%s.idx", cfg->cache.dir,
-			 m->digest, rec_format_name(cfg->records.format));
+	/* REC_FRAME_VERSION: an index built under other framing rules (a
+	 * tar read another way) is not reused. */
+	int n = snprintf(path, size, "%s/records/%s-%s.f%d.idx", cfg->cache.dir,
+			 m->digest, rec_format_name(cfg->records.format),
+			 REC_FRAME_VERSION);
 
 	return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
 }
@@ -208,7 +212,15 @@ static void records_cache_save(const struct config *cfg,
 		rc = -ENAMETOOLONG;
 		goto out;
 	}
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	/* The directory may predate us with other modes: it lists the
+	 * dataset, so it is the owner's only, and the temporary file is new
+	 * (never a link planted there). */
+	if (chmod(dir, 0700) < 0) {
+		rc = -errno;
+		goto out;
+	}
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+		  0600);
 	if (fd < 0) {
 		rc = -errno;
 		goto out;
@@ -273,9 +285,9 @@ static int records_index(const struct config *cfg,
 		if (rc == 0 && ds->rindex == NULL) {
 			log_msg(LOG_WARNING,
 				"%s: no pinned [records] index: building one "
-				"from the data, so this node reads every "
-				"record object once (pin an index made by "
-				"`shardfs index` to avoid that)",
+				"from the data, so this node downloads every "
+				"record object once to index it (pin an index "
+				"made by `shardfs index` to avoid that)",
 				cfg->file);
 			if (ds->backend == NULL)
 				rc = backend_open(cfg->source.url, opts,

@@ -159,36 +159,9 @@ static int summary(FILE *out, const struct manifest *m)
 	return 0;
 }
 
-/* Writes the manifest next to path and renames it into place, so a reader
- * never sees half a manifest. */
-static int write_manifest_file(const struct manifest *m, const char *path)
+static int write_manifest(FILE *f, const void *m)
 {
-	char *tmp = NULL;
-	FILE *f;
-	int rc = -ENOMEM;
-
-	if (asprintf(&tmp, "%s.tmp.%d", path, (int)getpid()) < 0)
-		return -ENOMEM;
-	f = fopen(tmp, "we");
-	if (f == NULL) {
-		rc = -errno;
-		log_msg(LOG_ERR, "cannot write %s: %s", tmp, strerror(-rc));
-		free(tmp);
-		return rc;
-	}
-	rc = manifest_write(m, f);
-	if (fflush(f) != 0 || fsync(fileno(f)) != 0)
-		rc = rc ? rc : -errno;
-	if (fclose(f) != 0 && rc == 0)
-		rc = -errno;
-	if (rc == 0 && rename(tmp, path) != 0)
-		rc = -errno;
-	if (rc < 0) {
-		log_msg(LOG_ERR, "cannot write %s: %s", path, strerror(-rc));
-		unlink(tmp);
-	}
-	free(tmp);
-	return rc;
+	return manifest_write(m, f);
 }
 
 /* --addressing: the config's names ([source] addressing), exactly as
@@ -262,7 +235,7 @@ static int cmd_manifest(int argc, char **argv)
 		rc = dataset_list_manifest(be, &m);
 	if (rc == 0) {
 		if (output != NULL && strcmp(output, "-") != 0) {
-			rc = write_manifest_file(m, output);
+			rc = cmd_write_file(output, write_manifest, m);
 			if (rc == 0)
 				summary(stdout, m);
 		} else {

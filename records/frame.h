@@ -16,6 +16,12 @@
 #ifndef SHARDFS_RECORDS_FRAME_H
 #define SHARDFS_RECORDS_FRAME_H
 
+/* The framing rules' version: raised whenever a change would cut some
+ * object into other records (an index built under older rules is then
+ * not reused from the cache directory). 1: the rules of docs/RECORDS.md
+ * §1 as first written. */
+#define REC_FRAME_VERSION 1
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>

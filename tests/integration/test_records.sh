@@ -84,6 +84,13 @@ for fmt in tfrecord tfrecord.gz jsonl jsonl.gz tar; do
 	fi
 done
 
+# --- a cache smaller than the decompressed records: warned at mount ---------
+M=$T/mnt-small
+mount_shardfs "$T/tfrecord.gz.pinned.conf" "$M" -o cache.size=1M
+check "a cache budget below the decompressed size is warned about at mount" \
+	grep -q 'decompress to [0-9]* bytes, more than the cache' "$LAST_LOG"
+umount_shardfs "$M"
+
 # --- no pinned index: built at mount, kept, reused ---------------------------
 S=$T/src-tfrecord
 conf "$T/build.conf" tfrecord "$S" "$T/cache-build"
@@ -92,9 +99,9 @@ mount_shardfs "$T/build.conf" "$M"
 check "without a pinned index the mount builds one and warns" \
 	grep -q 'no pinned \[records\] index: building one' "$LAST_LOG"
 check "the index it built is kept in the cache dir (0600)" \
-	bash -c "[ \"\$(stat -c %a '$T'/cache-build/records/*-tfrecord.idx)\" = 600 ]"
+	bash -c "[ \"\$(stat -c %a '$T'/cache-build/records/*-tfrecord.f1.idx)\" = 600 ]"
 check "the built index is the one shardfs index wrote" \
-	cmp -s "$T"/cache-build/records/*-tfrecord.idx "$T/tfrecord.idx"
+	cmp -s "$T"/cache-build/records/*-tfrecord.f1.idx "$T/tfrecord.idx"
 check "the mount serves the reference plan" \
 	$R check tfrecord "$S" "$M" --world 4 --seed 42 --parts 3 --ranks 0,3
 umount_shardfs "$M"
