@@ -216,6 +216,8 @@ int recview_write_plan(FILE *f, const struct fs_data *d)
 	fprintf(f, "record_objects_skipped %llu\n",
 		(unsigned long long)ri->skipped_objects);
 	fprintf(f, "parts %u\n", rplan_parts(rp));
+	fprintf(f, "run_bytes %llu\n", (unsigned long long)rplan_run_bytes(rp));
+	fprintf(f, "window %u\n", (unsigned)rplan_window(rp));
 	for (r = 0; r < d->spec->world_size; r++) {
 		const uint32_t *recs;
 		size_t count, npad;

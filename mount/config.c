@@ -100,6 +100,8 @@ enum {
 	KEY_RECORDS_PARTS,
 	KEY_RECORDS_INDEX,
 	KEY_RECORDS_INDEX_SHA256,
+	KEY_RECORDS_RUN_BYTES,
+	KEY_RECORDS_WINDOW,
 	KEY_CACHE_DIR,
 	KEY_CACHE_SIZE,
 	KEY_CACHE_ENABLED,
@@ -204,6 +206,14 @@ static const struct key keys[KEY_COUNT] = {
 	[KEY_RECORDS_INDEX_SHA256] = { "records", "index_sha256", VAL_SHA256,
 				       FIELD(records.index_sha256),
 				       .optional = true },
+	/* 0: records dealt one by one. Runs keep a rank's reads contiguous
+	 * (no download amplification with small records). */
+	[KEY_RECORDS_RUN_BYTES] = { "records", "run_bytes", VAL_SIZE,
+				    FIELD(records.run_bytes), 0, UINT64_MAX,
+				    .def = "0" },
+	[KEY_RECORDS_WINDOW] = { "records", "window", VAL_UINT,
+				 FIELD(records.window), 1, UINT32_MAX,
+				 .def = "1024" },
 	[KEY_CACHE_DIR] = { "cache", "dir", VAL_PATH, FIELD(cache.dir),
 			    .def = "/var/cache/shardfs", .restart = true },
 	/* Two fields: size_bytes or size_percent. */

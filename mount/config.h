@@ -76,6 +76,8 @@ struct config {
 		unsigned parts;	    /* part files per rank */
 		char *index;	    /* pinned record index path/URL or NULL */
 		char *index_sha256; /* 64 lowercase hex digits or NULL */
+		uint64_t run_bytes; /* 0: records one by one; else runs */
+		unsigned window;    /* runs: records shuffled within it */
 	} records;
 
 	struct {

@@ -323,8 +323,9 @@ static int records_index(const struct config *cfg,
 			(unsigned long long)ds->rindex->skipped_objects);
 		return -ENODATA;
 	}
-	rc = rplan_build(ds->rindex, &cfg->shard.spec, cfg->records.parts,
-			 &ds->rplan);
+	rc = rplan_build_runs(ds->rindex, &cfg->shard.spec, cfg->records.parts,
+			      cfg->records.run_bytes, cfg->records.window,
+			      &ds->rplan);
 	if (rc < 0)
 		log_msg(LOG_ERR, "cannot compute the record plan: %s",
 			strerror(-rc));

@@ -23,6 +23,8 @@ struct rplan {
 	uint64_t *cum; /* plan positions + 1 entries */
 	unsigned parts;
 	bool tar;
+	uint64_t run_bytes; /* 0: records one by one */
+	uint32_t window;    /* with runs and a shuffle; else 0 */
 };
 
 static uint64_t rplan_weight(const void *ctx, size_t i)
@@ -30,11 +32,204 @@ static uint64_t rplan_weight(const void *ctx, size_t i)
 	return rindex_served_len(ctx, i);
 }
 
+/* The runs of ri: run i is records [first[i], first[i + 1]); bytes[i]
+ * its served bytes. */
+struct rplan_runs {
+	uint32_t *first; /* n + 1 entries */
+	uint64_t *bytes;
+	size_t n;
+};
+
+static uint64_t rplan_run_weight(const void *ctx, size_t i)
+{
+	const struct rplan_runs *runs = ctx;
+
+	return runs->bytes[i];
+}
+
+static int rplan_cut_runs(const struct rindex *ri, uint64_t run_bytes,
+			  struct rplan_runs *runs)
+{
+	size_t o, n = 0;
+
+	/* At most one run per record, plus the sentinel. */
+	runs->first = malloc(((size_t)ri->n_records + 1) * sizeof(uint32_t));
+	runs->bytes = malloc(((size_t)ri->n_records + 1) * sizeof(uint64_t));
+	if (!runs->first || !runs->bytes)
+		return -ENOMEM;
+	for (o = 0; o < ri->n_objects; o++) {
+		const struct rindex_object *obj = &ri->objects[o];
+		uint64_t r, end = obj->first + obj->count;
+
+		for (r = obj->first; r < end; r++) {
+			uint64_t len = rindex_served_len(ri, r);
+
+			if (r == obj->first ||
+			    runs->bytes[n - 1] + len > run_bytes) {
+				runs->first[n] = (uint32_t)r;
+				runs->bytes[n++] = len;
+			} else {
+				runs->bytes[n - 1] += len;
+			}
+		}
+	}
+	runs->first[n] = (uint32_t)ri->n_records;
+	runs->n = n;
+	return 0;
+}
+
+/* The record plan of a run plan: each run replaced by its records. */
+static int rplan_expand(const struct shard_plan *rp_runs,
+			const struct rplan_runs *runs, struct shard_plan **out)
+{
+	uint64_t w = rp_runs->world_size, r, total = 0;
+	size_t k, pos = 0, dropped = 0;
+	struct shard_plan *p;
+
+	for (k = 0; k < rp_runs->rank_start[w]; k++) {
+		uint32_t i = rp_runs->items[k];
+
+		total += runs->first[i + 1] - runs->first[i];
+	}
+	if (total > UINT32_MAX)
+		return -EOVERFLOW;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	p->world_size = w;
+	p->n_items = runs->first[runs->n];
+	p->items = malloc((total ? total : 1) * sizeof(*p->items));
+	p->rank_start = malloc((w + 1) * sizeof(*p->rank_start));
+	p->rank_pad = calloc(w ? w : 1, sizeof(*p->rank_pad));
+	if (!p->items || !p->rank_start || !p->rank_pad) {
+		shard_plan_free(p);
+		return -ENOMEM;
+	}
+	for (r = 0; r < w; r++) {
+		size_t a = rp_runs->rank_start[r],
+		       b = rp_runs->rank_start[r + 1];
+
+		p->rank_start[r] = pos;
+		for (k = a; k < b; k++) {
+			uint32_t i = rp_runs->items[k], rec;
+
+			for (rec = runs->first[i]; rec < runs->first[i + 1];
+			     rec++)
+				p->items[pos++] = rec;
+			if (k >= b - rp_runs->rank_pad[r])
+				p->rank_pad[r] +=
+					runs->first[i + 1] - runs->first[i];
+		}
+	}
+	p->rank_start[w] = pos;
+	/* Records in no rank: those of the dropped runs. */
+	if (rp_runs->n_dropped) {
+		uint8_t *seen = calloc(runs->n ? runs->n : 1, 1);
+
+		if (!seen) {
+			shard_plan_free(p);
+			return -ENOMEM;
+		}
+		for (k = 0; k < rp_runs->rank_start[w]; k++)
+			seen[rp_runs->items[k]] = 1;
+		for (k = 0; k < runs->n; k++)
+			if (!seen[k])
+				dropped += runs->first[k + 1] - runs->first[k];
+		free(seen);
+	}
+	p->n_dropped = dropped;
+	*out = p;
+	return 0;
+}
+
+/* Shuffles each rank's non-pad records within windows (see
+ * rplan_build_runs()). */
+static void rplan_window_shuffle(struct shard_plan *p,
+				 const struct shard_spec *spec, uint32_t window)
+{
+	uint64_t r;
+
+	for (r = 0; r < p->world_size; r++) {
+		uint64_t v[4] = { 2, spec->seed, spec->epoch, r };
+		uint64_t state = shard_derive(v, 4);
+		size_t a = p->rank_start[r];
+		size_t n = p->rank_start[r + 1] - a - p->rank_pad[r], w0;
+
+		for (w0 = 0; w0 < n; w0 += window) {
+			uint32_t *x = p->items + a + w0;
+			size_t len = n - w0 < window ? n - w0 : window, i;
+
+			for (i = len - 1; i >= 1; i--) {
+				size_t j = (size_t)shard_bounded(&state, i + 1);
+				uint32_t t = x[i];
+
+				x[i] = x[j];
+				x[j] = t;
+			}
+		}
+	}
+}
+
+static int rplan_finish(struct rplan *rp, struct rplan **out);
+
+int rplan_build_runs(const struct rindex *ri, const struct shard_spec *spec,
+		     unsigned parts, uint64_t run_bytes, uint32_t window,
+		     struct rplan **out)
+{
+	struct rplan_runs runs = { 0 };
+	struct shard_plan *by_run = NULL;
+	struct rplan *rp;
+	int rc;
+
+	if (run_bytes == 0)
+		return rplan_build(ri, spec, parts, out);
+	if (!ri || !ri->finished || !out || parts < 1 ||
+	    parts > RPLAN_PARTS_MAX || shard_spec_check(spec))
+		return -EINVAL;
+	if (ri->n_records > UINT32_MAX) {
+		log_msg(LOG_ERR,
+			"record index has %llu records; record views take at "
+			"most 4294967295 (2^32-1)",
+			(unsigned long long)ri->n_records);
+		return -EOVERFLOW;
+	}
+	rp = calloc(1, sizeof(*rp));
+	if (!rp)
+		return -ENOMEM;
+	rp->ri = ri;
+	rp->parts = parts;
+	rp->tar = rec_format_base(ri->format) == REC_FORMAT_TAR;
+	rc = rplan_cut_runs(ri, run_bytes, &runs);
+	if (rc == 0)
+		rc = shard_plan_build(spec, runs.n, rplan_run_weight, &runs,
+				      &by_run);
+	if (rc == 0)
+		rc = rplan_expand(by_run, &runs, &rp->plan);
+	if (rc == -EOVERFLOW)
+		log_msg(LOG_ERR,
+			"record plan: %llu records in runs with world_size "
+			"%llu give more than 2^32-1 positions",
+			(unsigned long long)ri->n_records,
+			(unsigned long long)spec->world_size);
+	shard_plan_free(by_run);
+	free(runs.first);
+	free(runs.bytes);
+	if (rc) {
+		rplan_free(rp);
+		return rc;
+	}
+	rp->run_bytes = run_bytes;
+	if (spec->order == SHARD_ORDER_SHUFFLE && window > 1) {
+		rp->window = window;
+		rplan_window_shuffle(rp->plan, spec, window);
+	}
+	return rplan_finish(rp, out);
+}
+
 int rplan_build(const struct rindex *ri, const struct shard_spec *spec,
 		unsigned parts, struct rplan **out)
 {
 	struct rplan *rp;
-	size_t total, k;
 	int rc;
 
 	if (!ri || !ri->finished || !out || parts < 1 ||
@@ -63,13 +258,25 @@ int rplan_build(const struct rindex *ri, const struct shard_spec *spec,
 			(unsigned long long)spec->world_size);
 	if (rc)
 		goto err;
+	return rplan_finish(rp, out);
+err:
+	rplan_free(rp);
+	return rc;
+}
+
+/* Sets the cumulative offsets over rp's plan and hands it out. */
+static int rplan_finish(struct rplan *rp, struct rplan **out)
+{
+	const struct rindex *ri = rp->ri;
+	size_t total, k;
+
 	total = rp->plan->rank_start[rp->plan->world_size];
 	/* After the shard plan freed its scratch: the peak stays at
 	 * 12 (index) + 4 (items) + 8 (cum) bytes per record. */
 	rp->cum = malloc((total + 1) * sizeof(*rp->cum));
 	if (!rp->cum) {
-		rc = -ENOMEM;
-		goto err;
+		rplan_free(rp);
+		return -ENOMEM;
 	}
 	rp->cum[0] = 0;
 	for (k = 0; k < total; k++)
@@ -77,9 +284,6 @@ int rplan_build(const struct rindex *ri, const struct shard_spec *spec,
 			rp->cum[k] + rindex_served_len(ri, rp->plan->items[k]);
 	*out = rp;
 	return 0;
-err:
-	rplan_free(rp);
-	return rc;
 }
 
 void rplan_free(struct rplan *rp)
@@ -89,6 +293,16 @@ void rplan_free(struct rplan *rp)
 	shard_plan_free(rp->plan);
 	free(rp->cum);
 	free(rp);
+}
+
+uint64_t rplan_run_bytes(const struct rplan *rp)
+{
+	return rp->run_bytes;
+}
+
+uint32_t rplan_window(const struct rplan *rp)
+{
+	return rp->window;
 }
 
 unsigned rplan_parts(const struct rplan *rp)

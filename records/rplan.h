@@ -40,10 +40,34 @@ struct rplan;
 int rplan_build(const struct rindex *ri, const struct shard_spec *spec,
 		unsigned parts, struct rplan **out);
 
+/* Runs: records dealt to ranks in runs of consecutive records of one
+ * object instead of one by one (docs/RECORDS.md §2, "Runs"), so that a
+ * rank reads long contiguous extents and fetches next to nothing of other
+ * ranks' records however small the records are.
+ *
+ * Each object's records, in file order, are cut into runs: a run takes
+ * records while its served bytes stay at most run_bytes (a record larger
+ * than that is a run alone). Runs in canonical order are the items of spec
+ * v1 (weights: their bytes): shuffle, layout, balance as for records
+ * (pads: whole runs, their records all pads). A rank's records are its
+ * runs' records in run order; then, with order = shuffle and window > 1,
+ * its non-pad records are shuffled within consecutive windows of window
+ * positions (the last may be shorter): Fisher-Yates with one splitmix64
+ * generator per rank, state derive(2, seed, epoch, rank), continuing from
+ * window to window. As rplan_build() otherwise; run_bytes 0 is
+ * rplan_build(). */
+int rplan_build_runs(const struct rindex *ri, const struct shard_spec *spec,
+		     unsigned parts, uint64_t run_bytes, uint32_t window,
+		     struct rplan **out);
+
 /* Frees rp; NULL is a no-op. */
 void rplan_free(struct rplan *rp);
 
 unsigned rplan_parts(const struct rplan *rp);
+/* rplan_build_runs()'s run_bytes (0: records one by one) and the window
+ * its records were shuffled within (0: none). */
+uint64_t rplan_run_bytes(const struct rplan *rp);
+uint32_t rplan_window(const struct rplan *rp);
 uint64_t rplan_world_size(const struct rplan *rp);
 
 /* Records in no rank (balance = drop). */

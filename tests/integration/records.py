@@ -130,7 +130,7 @@ def tar_samples(buf, name):
 
 
 # --- making datasets ----------------------------------------------------------
-def make(fmt, root, objects, seed, big):
+def make(fmt, root, objects, seed, big, small=False):
     rnd = random.Random(seed)
     os.makedirs(root, exist_ok=True)
     base = fmt[:-3] if fmt.endswith(".gz") else fmt
@@ -142,10 +142,14 @@ def make(fmt, root, objects, seed, big):
             if big:
                 n = rnd.randint(4, 12)
             recs = []
+            if small:
+                n = rnd.randint(800, 1200)
             for _ in range(n):
                 size = rnd.choice([0, 1, 7, 100, 4096, 70000])
                 if big:
                     size = rnd.randint(100 << 10, 900 << 10)
+                if small:
+                    size = rnd.randint(2 << 10, 6 << 10)
                 recs.append(tfrecord_frame(rnd.randbytes(size)))
             data = b"".join(recs)
             ext = ".tfrecord" if i % 3 else ".tfrecords"
@@ -271,9 +275,15 @@ def check(args):
              else [int(x) for x in args.ranks.split(",")])
     seen = Counter()
     for rank in ranks:
-        share = shardspec.plan_rank(len(flat), weights, args.world, args.seed,
-                                    args.epoch, args.order, args.layout,
-                                    args.balance, rank)
+        if args.run_bytes:
+            share = shardspec.plan_rank_runs(
+                [[len(r) for r in recs] for _, recs in objs], args.world,
+                args.seed, args.epoch, args.order, args.layout, args.balance,
+                args.run_bytes, args.window, rank)
+        else:
+            share = shardspec.plan_rank(len(flat), weights, args.world, args.seed,
+                                        args.epoch, args.order, args.layout,
+                                        args.balance, rank)
         want_order = b"".join(
             b"%s\t%d%s\n" % (flat[i][0].encode(), flat[i][1],
                              b"\tpad" if pad else b"") for i, pad in share)
@@ -327,6 +337,8 @@ def main(argv):
     mk.add_argument("--objects", type=int, default=6)
     mk.add_argument("--seed", type=int, default=7)
     mk.add_argument("--big", action="store_true")
+    mk.add_argument("--small", action="store_true",
+                    help="tfrecord: many records of 2-6 KiB")
     ck = sub.add_parser("check")
     ck.add_argument("format", choices=sorted(SUFFIXES))
     ck.add_argument("src")
@@ -339,11 +351,13 @@ def main(argv):
     ck.add_argument("--balance", default="none")
     ck.add_argument("--parts", type=int, default=8)
     ck.add_argument("--ranks", default="")
+    ck.add_argument("--run-bytes", type=int, default=0)
+    ck.add_argument("--window", type=int, default=1024)
     tc = sub.add_parser("tfrecord-check")
     tc.add_argument("file")
     a = ap.parse_args(argv)
     if a.cmd == "make":
-        make(a.format, a.dir, a.objects, a.seed, a.big)
+        make(a.format, a.dir, a.objects, a.seed, a.big, a.small)
     elif a.cmd == "check":
         check(a)
     else:

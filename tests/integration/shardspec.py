@@ -132,6 +132,40 @@ def plan_rank(n, weights, w, seed, epoch, order, layout, balance, rank):
     return [sb[p] for p in rank_positions(len(sb), w, layout, rank)]
 
 
+def plan_rank_runs(object_lens, w, seed, epoch, order, layout, balance,
+                   run_bytes, window, rank):
+    """Record views dealt in runs (docs/RECORDS.md, "Runs"): each object's
+    records (served lengths object_lens[o]) cut into runs of at most
+    run_bytes (a larger record alone), runs planned as items, a rank's
+    records its runs' records in run order, then (order shuffle, window > 1)
+    its non-pad records shuffled within windows with one generator per
+    rank, derive(2, seed, epoch, rank). Returns [(record id, is_pad)]."""
+    runs, first = [], 0
+    for lens in object_lens:
+        cur = None
+        for j, ln in enumerate(lens):
+            if cur is None or cur[1] + ln > run_bytes:
+                cur = [[first + j], ln]
+                runs.append(cur)
+            else:
+                cur[0].append(first + j)
+                cur[1] += ln
+        first += len(lens)
+    share = plan_rank(len(runs), [r[1] for r in runs], w, seed, epoch, order,
+                      layout, balance, rank)
+    out = [(rec, pad) for i, pad in share for rec in runs[i][0]]
+    if order == "shuffle" and window > 1:
+        g = SplitMix64(derive(2, seed, epoch, rank))
+        body = [rec for rec, pad in out if not pad]
+        pads = [x for x in out if x[1]]
+        for w0 in range(0, len(body), window):
+            chunk = body[w0:w0 + window]
+            fisher_yates(chunk, g)
+            body[w0:w0 + window] = chunk
+        out = [(rec, False) for rec in body] + pads
+    return out
+
+
 def spec_error(w, layout, balance):
     if w < 1:
         return "world_size must be at least 1"

@@ -849,6 +849,133 @@ START_TEST(test_plan_random)
 }
 END_TEST
 
+static int u32_cmp(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* Runs (rplan_build_runs): without a window shuffle each rank's records
+ * are whole runs (consecutive records of one object, at most run_bytes
+ * unless one record alone), ranks are disjoint and cover every record but
+ * the dropped; a window shuffle only permutes within each window; and
+ * run_bytes 0 is rplan_build(). The order itself is checked against
+ * shardspec.py's reference by test_records.sh. */
+START_TEST(test_plan_runs)
+{
+	unsigned c;
+
+	rng_state = 4242;
+	for (c = 0; c < 300; c++) {
+		struct manifest *m;
+		unsigned char **streams;
+		struct rindex *ri = random_index(&m, &streams);
+		struct shard_spec spec = { 0 };
+		struct rplan *plain, *win, *zero, *ref;
+		uint64_t run = 1 + rng_below(120), r;
+		uint32_t window = 2 + (uint32_t)rng_below(6);
+		size_t *seen = calloc(ri->n_records + 1, sizeof(*seen));
+		bool *starts = calloc(ri->n_records + 1, sizeof(*starts));
+		size_t covered = 0, i;
+
+		spec.world_size = 1 + rng_below(4);
+		spec.seed = rng();
+		spec.order = SHARD_ORDER_SHUFFLE;
+		spec.layout = (enum shard_layout)rng_below(3);
+		spec.balance = spec.layout == SHARD_LAYOUT_BYTES
+				       ? SHARD_BALANCE_NONE
+				       : (enum shard_balance)rng_below(3);
+		ck_assert_int_eq(rplan_build_runs(ri, &spec, 2, run, 1, &plain),
+				 0);
+		ck_assert_int_eq(
+			rplan_build_runs(ri, &spec, 2, run, window, &win), 0);
+		ck_assert_uint_eq(rplan_window(win), window);
+		ck_assert_uint_eq(rplan_run_bytes(win), run);
+		for (r = 0; r < spec.world_size; r++) {
+			const uint32_t *a, *b;
+			size_t na, nb, pa, pb, k;
+
+			rplan_rank(plain, r, &a, &na, &pa);
+			rplan_rank(win, r, &b, &nb, &pb);
+			ck_assert_uint_eq(na, nb);
+			ck_assert_uint_eq(pa, pb);
+			for (k = 0; k < na - pa; k++)
+				seen[a[k]]++;
+			/* The window shuffle permutes within windows only. */
+			for (k = 0; k < na - pa; k += window) {
+				size_t len = na - pa - k < window ? na - pa - k
+								  : window;
+				uint32_t *x = malloc(len * 4),
+					 *y = malloc(len * 4);
+
+				memcpy(x, a + k, len * 4);
+				memcpy(y, b + k, len * 4);
+				qsort(x, len, 4, u32_cmp);
+				qsort(y, len, 4, u32_cmp);
+				ck_assert(memcmp(x, y, len * 4) == 0);
+				free(x);
+				free(y);
+			}
+			ck_assert(memcmp(a + na - pa, b + nb - pb, pa * 4) ==
+				  0);
+		}
+		/* Runs as the spec cuts them (greedy from each object's
+		 * first record): a record that does not start a run follows
+		 * its predecessor in every rank's list. */
+		for (i = 0; i < ri->n_objects; i++) {
+			const struct rindex_object *o = &ri->objects[i];
+			uint64_t bytes = 0, x;
+
+			for (x = o->first; x < o->first + o->count; x++) {
+				uint64_t len = rindex_served_len(ri, x);
+
+				starts[x] = x == o->first || bytes + len > run;
+				bytes = starts[x] ? len : bytes + len;
+			}
+		}
+		for (r = 0; r < spec.world_size; r++) {
+			const uint32_t *a;
+			size_t n, np, k;
+
+			rplan_rank(plain, r, &a, &n, &np);
+			for (k = 0; k < n; k++)
+				ck_assert(starts[a[k]] ||
+					  (k > 0 && a[k - 1] == a[k] - 1));
+		}
+		for (i = 0; i < ri->n_records; i++) {
+			ck_assert_uint_le(seen[i], 1);
+			covered += seen[i];
+		}
+		ck_assert_uint_eq(covered + rplan_dropped(plain),
+				  ri->n_records);
+		ck_assert_int_eq(rplan_build_runs(ri, &spec, 2, 0, 4, &zero),
+				 0);
+		ck_assert_int_eq(rplan_build(ri, &spec, 2, &ref), 0);
+		for (r = 0; r < spec.world_size; r++) {
+			const uint32_t *a, *b;
+			size_t na, nb, pa, pb;
+
+			rplan_rank(zero, r, &a, &na, &pa);
+			rplan_rank(ref, r, &b, &nb, &pb);
+			ck_assert_uint_eq(na, nb);
+			ck_assert(na == 0 || memcmp(a, b, na * 4) == 0);
+		}
+		rplan_free(plain);
+		rplan_free(win);
+		rplan_free(zero);
+		rplan_free(ref);
+		free(seen);
+		free(starts);
+		for (i = 0; i < ri->n_objects; i++)
+			free(streams[i]);
+		free(streams);
+		rindex_free(ri);
+		manifest_free(m);
+	}
+}
+END_TEST
+
 START_TEST(test_plan_limits)
 {
 	struct manifest *m = make_manifest(small_objs, 4);
@@ -1178,6 +1305,7 @@ int main(void)
 		{ "flip_every_byte", test_flip_every_byte },
 		{ "builder_refusals", test_builder_refusals },
 		{ "plan_random", test_plan_random },
+		{ "plan_runs", test_plan_runs },
 		{ "plan_limits", test_plan_limits },
 		{ "vectors", test_vectors },
 		{ "scale_1m", test_scale_1m },
