@@ -128,6 +128,17 @@ check "balance = pad, layout = contiguous, world 5: every rank matches the refer
 	$R check jsonl "$T/src-jsonl" "$M" --world 5 --seed 42 --parts 3 --balance pad --layout contiguous
 umount_shardfs "$M"
 
+# --- a reload (SIGHUP) replans the records ------------------------------------
+conf "$T/reload.conf" jsonl "$T/src-jsonl" "$T/cache-reload" "index = $T/jsonl.idx"
+M=$T/mnt-reload
+mount_shardfs "$T/reload.conf" "$M"
+sed -i 's/^seed = 42/seed = 43/' "$T/reload.conf"
+kill -HUP "$LAST_PID"
+for _ in $(seq 100); do grep -q 'reloaded: generation 1' "$LAST_LOG" && break; sleep 0.1; done
+check "SIGHUP with a new seed: the mount serves the new seed's record plan" \
+	$R check jsonl "$T/src-jsonl" "$M" --world 4 --seed 43 --parts 3
+umount_shardfs "$M"
+
 # --- bad input -----------------------------------------------------------------
 # bad NAME FORMAT PYTHON-MUTATION EXPECTED-MESSAGE-PATTERN
 bad() {
