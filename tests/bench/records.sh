@@ -105,7 +105,7 @@ curl_objects() { # curl_objects CONNS -> seconds
 	local par=()
 	[ "$1" -gt 1 ] && par=(--parallel --parallel-immediate --parallel-max "$1")
 	t0=$(now)
-	curl -sS "${par[@]}" "${AUTH[@]}" -K "$cfg" || return 1
+	curl -sS --no-progress-meter "${par[@]}" "${AUTH[@]}" -K "$cfg" || return 1
 	t1=$(now)
 	awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f", b - a}'
 }
@@ -171,7 +171,7 @@ curl_ranges() {
 	local t0 t1 par=()
 	[ "$1" -gt 1 ] && par=(--parallel --parallel-immediate --parallel-max "$1")
 	t0=$(now)
-	curl -sS "${par[@]}" "${AUTH[@]}" -K "$T/ranges.cfg" || return 1
+	curl -sS --no-progress-meter "${par[@]}" "${AUTH[@]}" -K "$T/ranges.cfg" || return 1
 	t1=$(now)
 	awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f", b - a}'
 }
