@@ -50,28 +50,41 @@ static void recview_ahead(const struct fs_data *d, uint32_t r, uint32_t p,
 			  uint64_t from)
 {
 	struct rplan_seg segs[RECVIEW_SEGS];
-	uint64_t done = 0;
+	const struct rindex_object *last = NULL;
+	uint64_t done = 0, last_block = 0;
 	size_t n, i;
 
+	/* A gzip source is inflated whole by its first reader: nothing to
+	 * queue. */
+	if (rec_format_gzip(d->rindex->format))
+		return;
 	while (done < RECVIEW_AHEAD) {
 		n = rplan_map(d->rplan, r, p, from + done, RECVIEW_AHEAD - done,
 			      segs, RECVIEW_SEGS);
 		if (n == 0)
 			return;
 		for (i = 0; i < n; i++) {
+			const struct rindex_object *o;
 			struct cache_object obj;
+			uint64_t at, end;
 
 			done += segs[i].len;
 			if (segs[i].kind != RPLAN_SEG_RECORD)
 				continue;
-			recview_object(d,
-				       rindex_object_of(d->rindex, segs[i].rec),
-				       &obj);
-			if (cache_prefetch_range(
-				    d->cache, &obj,
-				    d->rindex->rec_off[segs[i].rec] +
-					    segs[i].in_off,
-				    segs[i].len) < 0)
+			o = rindex_object_of(d->rindex, segs[i].rec);
+			at = d->rindex->rec_off[segs[i].rec] + segs[i].in_off;
+			end = at + segs[i].len;
+			/* Small records in a run share blocks: ask for each
+			 * block once (every ask costs an index lookup). */
+			if (o == last && at / RECVIEW_CHUNK == last_block)
+				at = (last_block + 1) * RECVIEW_CHUNK;
+			if (at >= end)
+				continue;
+			last = o;
+			last_block = (end - 1) / RECVIEW_CHUNK;
+			recview_object(d, o, &obj);
+			if (cache_prefetch_range(d->cache, &obj, at, end - at) <
+			    0)
 				return;
 		}
 	}
