@@ -1,5 +1,5 @@
 /*
- * frame: the record framing of a record file (docs/RECORDS-frame.md), as
+ * frame: the record framing of a record file (docs/RECORDS.md §1), as
  * a streaming scanner: fed an object's bytes as stored, in any split, it
  * emits each record's extent in the DECODED stream and checks every frame
  * (TFRecord's two CRCs and lengths, truncated tails, tar header checksums,

@@ -1,5 +1,5 @@
 /*
- * frame_tar: WebDataset tar framing (frame_tar.h, docs/RECORDS-frame.md).
+ * frame_tar: WebDataset tar framing (frame_tar.h, docs/RECORDS.md §1).
  *
  * A state machine over 512-byte blocks: a header (collected whole, its
  * checksum checked), then the member's data and padding, skipped as they

@@ -1,7 +1,7 @@
 /*
  * frame_tar: the tar (WebDataset) half of records/frame.h, apart because
  * it is most of the code. Internal to records/: frame.c is its only user.
- * The rules are frame.h's and docs/RECORDS-frame.md's.
+ * The rules are frame.h's and docs/RECORDS.md §1's.
  */
 #ifndef SHARDFS_RECORDS_FRAME_TAR_H
 #define SHARDFS_RECORDS_FRAME_TAR_H

@@ -1,5 +1,5 @@
 /*
- * gunzip: a streaming gzip decoder for record files (docs/RECORDS-frame.md).
+ * gunzip: a streaming gzip decoder for record files (docs/RECORDS.md §1).
  *
  * A stream is one or more gzip members back to back (RFC 1952, what
  * `cat a.gz b.gz` gives): a member ends, the next starts at the next byte.

@@ -1,6 +1,6 @@
 /*
  * rindex: the record index and its canonical file (records/rindex.h,
- * docs/RECORDS-index.md).
+ * docs/RECORDS.md §2).
  *
  * Design: the file is the canonical form itself, so the digest is computed
  * over the bytes as written: one writer (rindex_emit_body) feeds both the

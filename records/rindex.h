@@ -1,6 +1,6 @@
 /*
  * rindex: the record index, where every record of every record object of a
- * manifest lies in its object's decoded stream (docs/RECORDS-index.md).
+ * manifest lies in its object's decoded stream (docs/RECORDS.md §2).
  *
  * Built once (by `shardfs index` or at mount) and pinned like the manifest:
  * its file is a canonical text form, one byte form per index, whose last

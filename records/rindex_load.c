@@ -1,7 +1,7 @@
 /*
  * rindex_load: the record index file's loader (records/rindex.h). Strict:
  * it accepts only the bytes rindex_write() would write for the same index
- * (docs/RECORDS-index.md), checks the end line's digest before anything
+ * (docs/RECORDS.md §2), checks the end line's digest before anything
  * else, then every object against the manifest. On any error nothing is
  * kept and one "PATH:LINE: what" line is logged.
  */

@@ -1,5 +1,5 @@
 /*
- * rplan: the record views' plan (docs/RECORDS-index.md, "Record
+ * rplan: the record views' plan (docs/RECORDS.md §2, "Record
  * sharding"): which records each rank serves, split into parts, and what
  * every byte of every part is.
  *

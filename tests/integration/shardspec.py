@@ -18,7 +18,7 @@ manifest writes them (still escaped); a pad item's line ends in TAB "pad".
     shardspec.py records --index INDEX --world-size W --seed S --epoch E \
         --order ... --layout ... --balance ... --parts P [--rank R]
 
-reads a record index file (docs/RECORDS-index.md; parsed here, not by
+reads a record index file (docs/RECORDS.md §2; parsed here, not by
 shardfs) and prints, for each rank (or only R) and each part, a line
 "rank R part P size BYTES NAME" and then the part's records, one
 "object<TAB>record" line each (object: the key as the index writes it,
@@ -246,7 +246,7 @@ def selftest():
     return 1 if failures else 0
 
 
-# --- Records (docs/RECORDS-index.md) -------------------------------------
+# --- Records (docs/RECORDS.md §2) -------------------------------------
 
 RINDEX_MAGIC = b"# shardfs-records v1"
 REC_FORMATS = {"tfrecord": "tfrecord", "tfrecord.gz": "tfrecord",
@@ -354,7 +354,7 @@ def part_name(fmt, p, parts):
     return "part-%05d-of-%05d.%s" % (p, parts, REC_FORMATS[fmt])
 
 
-# The vectors of docs/RECORDS-index.md: objects a (3 records; in jsonl the
+# The vectors of docs/RECORDS.md §2: objects a (3 records; in jsonl the
 # last is served with an added newline) and b (4 records).
 def vector_objects(fmt):
     ext = REC_FORMATS[fmt]

@@ -6,7 +6,7 @@
  * The loader's every refusal is checked with its message; every byte of a
  * small index file is flipped once and must make the load fail. The plan
  * is checked against a naive construction of each part's bytes over
- * random indexes, and against the vectors of docs/RECORDS-index.md, which
+ * random indexes, and against the vectors of docs/RECORDS.md §2, which
  * tests/integration/shardspec.py computes independently (and which this
  * suite also runs on the same file when python3 is there).
  */
@@ -246,7 +246,7 @@ START_TEST(test_roundtrip)
 	ck_assert_str_eq(got, want);
 	ck_assert_int_eq(sha256_hex(body, strlen(body), hex), 0);
 	ck_assert_str_eq(ri->digest, hex);
-	/* The documented example (docs/RECORDS-index.md), its digests
+	/* The documented example (docs/RECORDS.md §2), its digests
 	 * computed independently (Python's hashlib over the spec's bytes). */
 	ck_assert_str_eq(m->digest, "39239d46e85b105bd0e80293e18e4cd8"
 				    "3cc39518758be02bbeda3761caf887a2");
@@ -1017,7 +1017,7 @@ START_TEST(test_plan_limits)
 }
 END_TEST
 
-/* --- the vectors of docs/RECORDS-index.md -------------------------------- */
+/* --- the vectors of docs/RECORDS.md §2 -------------------------------- */
 
 /* Objects a (3 records; in jsonl the last is served with a '\n' added) and
  * b (4 records), as shardspec.py's vector_objects(). */
