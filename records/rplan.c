@@ -122,21 +122,10 @@ static int rplan_expand(const struct shard_plan *rp_runs,
 		}
 	}
 	p->rank_start[w] = pos;
-	/* Records in no rank: those of the dropped runs. */
-	if (rp_runs->n_dropped) {
-		uint8_t *seen = calloc(runs->n ? runs->n : 1, 1);
-
-		if (!seen) {
-			shard_plan_free(p);
-			return -ENOMEM;
-		}
-		for (k = 0; k < rp_runs->rank_start[w]; k++)
-			seen[rp_runs->items[k]] = 1;
-		for (k = 0; k < runs->n; k++)
-			if (!seen[k])
-				dropped += runs->first[k + 1] - runs->first[k];
-		free(seen);
-	}
+	/* Records in no rank (dropped runs): all but those placed once. */
+	dropped = p->n_items - pos;
+	for (r = 0; r < w; r++)
+		dropped += p->rank_pad[r];
 	p->n_dropped = dropped;
 	*out = p;
 	return 0;
@@ -170,6 +159,29 @@ static void rplan_window_shuffle(struct shard_plan *p,
 	}
 }
 
+/* The checks and the empty plan both builders start from. */
+static int rplan_new(const struct rindex *ri, const struct shard_spec *spec,
+		     unsigned parts, struct rplan **out, struct rplan **rp)
+{
+	if (!ri || !ri->finished || !out || parts < 1 ||
+	    parts > RPLAN_PARTS_MAX || shard_spec_check(spec))
+		return -EINVAL;
+	if (ri->n_records > UINT32_MAX) {
+		log_msg(LOG_ERR,
+			"record index has %llu records; record views take at "
+			"most 4294967295 (2^32-1)",
+			(unsigned long long)ri->n_records);
+		return -EOVERFLOW;
+	}
+	*rp = calloc(1, sizeof(**rp));
+	if (!*rp)
+		return -ENOMEM;
+	(*rp)->ri = ri;
+	(*rp)->parts = parts;
+	(*rp)->tar = rec_format_base(ri->format) == REC_FORMAT_TAR;
+	return 0;
+}
+
 static int rplan_finish(struct rplan *rp, struct rplan **out);
 
 int rplan_build_runs(const struct rindex *ri, const struct shard_spec *spec,
@@ -183,22 +195,9 @@ int rplan_build_runs(const struct rindex *ri, const struct shard_spec *spec,
 
 	if (run_bytes == 0)
 		return rplan_build(ri, spec, parts, out);
-	if (!ri || !ri->finished || !out || parts < 1 ||
-	    parts > RPLAN_PARTS_MAX || shard_spec_check(spec))
-		return -EINVAL;
-	if (ri->n_records > UINT32_MAX) {
-		log_msg(LOG_ERR,
-			"record index has %llu records; record views take at "
-			"most 4294967295 (2^32-1)",
-			(unsigned long long)ri->n_records);
-		return -EOVERFLOW;
-	}
-	rp = calloc(1, sizeof(*rp));
-	if (!rp)
-		return -ENOMEM;
-	rp->ri = ri;
-	rp->parts = parts;
-	rp->tar = rec_format_base(ri->format) == REC_FORMAT_TAR;
+	rc = rplan_new(ri, spec, parts, out, &rp);
+	if (rc)
+		return rc;
 	rc = rplan_cut_runs(ri, run_bytes, &runs);
 	if (rc == 0)
 		rc = shard_plan_build(spec, runs.n, rplan_run_weight, &runs,
@@ -232,22 +231,9 @@ int rplan_build(const struct rindex *ri, const struct shard_spec *spec,
 	struct rplan *rp;
 	int rc;
 
-	if (!ri || !ri->finished || !out || parts < 1 ||
-	    parts > RPLAN_PARTS_MAX || shard_spec_check(spec))
-		return -EINVAL;
-	if (ri->n_records > UINT32_MAX) {
-		log_msg(LOG_ERR,
-			"record index has %llu records; record views take at "
-			"most 4294967295 (2^32-1)",
-			(unsigned long long)ri->n_records);
-		return -EOVERFLOW;
-	}
-	rp = calloc(1, sizeof(*rp));
-	if (!rp)
-		return -ENOMEM;
-	rp->ri = ri;
-	rp->parts = parts;
-	rp->tar = rec_format_base(ri->format) == REC_FORMAT_TAR;
+	rc = rplan_new(ri, spec, parts, out, &rp);
+	if (rc)
+		return rc;
 	rc = shard_plan_build(spec, (size_t)ri->n_records, rplan_weight, ri,
 			      &rp->plan);
 	if (rc == -EOVERFLOW)
