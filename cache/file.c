@@ -243,14 +243,12 @@ void cache_order_ask(struct cache *c, const struct cache_order_ask *ask)
 		file_link_order(c, fn, ctx, order, ask->pos);
 	for (p = ask->from; fn != NULL && p <= ask->to; p++) {
 		struct cache_object next = { 0 };
+		bool end = !fn(ctx, order, p, &next);
 
-		if (!fn(ctx, order, p, &next))
-			break;
-		if (next.size == 0 || next.transform != NULL)
-			continue; /* nothing to read, or never ahead */
-		/* The first chunk: a whole small file, or the start of a
-		 * large one, whose reads then read ahead. */
-		if (file_prefetch_chunk(c, &next, 0) < 0) {
+		/* The end of an order may move (the next epoch's order joins
+		 * it once planned, fs/epoch.c): ask again from there. */
+		if (end || ((next.size != 0 && next.transform == NULL) &&
+			    file_prefetch_chunk(c, &next, 0) < 0)) {
 			pthread_mutex_lock(&c->pf_lock);
 			for (i = 0; i < c->n_orders; i++)
 				if (c->orders[i].order == order)
@@ -259,6 +257,10 @@ void cache_order_ask(struct cache *c, const struct cache_order_ask *ask)
 			pthread_mutex_unlock(&c->pf_lock);
 			break;
 		}
+		if (next.size == 0 || next.transform != NULL)
+			continue; /* nothing to read, or never ahead */
+		/* The first chunk: a whole small file, or the start of a
+		 * large one, whose reads then read ahead. */
 		asked += read_chunk_len(c, &next, 0);
 		n_asked++;
 	}

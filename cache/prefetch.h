@@ -158,7 +158,8 @@ struct prefetch_pace {
 #define PREFETCH_AHEAD_NS (UINT64_C(50) * 1000000)
 unsigned prefetch_depth(const struct prefetch_pace *p);
 
-/* Asking stopped before position pos (memory): positions from pos on may
+/* Asking stopped before position pos (memory, or the order ended there
+ * for now): positions from pos on may
  * be asked for again. */
 void prefetch_order_stopped(struct prefetch_order *o, uint64_t pos);
 

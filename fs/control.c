@@ -75,6 +75,13 @@ int control_write_plan(FILE *f, const struct manifest *m,
 	fprintf(f, "order %s\n", shard_order_name(spec->order));
 	fprintf(f, "layout %s\n", shard_layout_name(spec->layout));
 	fprintf(f, "balance %s\n", shard_balance_name(spec->balance));
+	fprintf(f, "reshuffle %s\n", shard_reshuffle_name(spec->reshuffle));
+	if (spec->skip != 0 || spec->skip_world != 0)
+		fprintf(f, "skip %llu\nskip_world %llu\n",
+			(unsigned long long)spec->skip,
+			(unsigned long long)(spec->skip_world
+						     ? spec->skip_world
+						     : spec->world_size));
 	fprintf(f, "dropped_items %zu\n", plan->n_dropped);
 	/* Largest rank over the mean: 1.0 is perfect balance. */
 	fprintf(f, "imbalance_bytes %.4f\n",
@@ -144,7 +151,10 @@ static bool memo_matches(const struct manifest *m,
 	       memo.spec.seed == spec->seed && memo.spec.epoch == spec->epoch &&
 	       memo.spec.order == spec->order &&
 	       memo.spec.layout == spec->layout &&
-	       memo.spec.balance == spec->balance;
+	       memo.spec.balance == spec->balance &&
+	       memo.spec.reshuffle == spec->reshuffle &&
+	       memo.spec.skip == spec->skip &&
+	       memo.spec.skip_world == spec->skip_world;
 }
 
 /* Fills the memo for m and spec; memo_lock held. */
@@ -420,6 +430,14 @@ static const struct stat_metric stat_metrics[] = {
 	{ "generation", "gauge",
 	  "Trees served so far: 0 at mount, +1 per reload (SIGHUP).",
 	  offsetof(struct control_stats, generation), 1 },
+	{ "epoch_trees", "gauge",
+	  "epoch-E/ and skip-K/ trees in memory (kept, or still used by the "
+	  "kernel).",
+	  offsetof(struct control_stats, epoch_trees), 1 },
+	{ "epoch_trees_built_total", "counter",
+	  "epoch-E/ and skip-K/ trees planned (on first use, or ahead near "
+	  "the end of an epoch).",
+	  offsetof(struct control_stats, epoch_builds), 1 },
 	{ "open_files", "gauge", "Files open now.",
 	  offsetof(struct control_stats, open_files), 1 },
 	{ "reads_total", "counter", "Read requests served.",
@@ -621,8 +639,10 @@ int fs_stats_write(struct fs *fs, FILE *f)
 	st.backend_errors = cs.backend_errors;
 	st.cache = cs;
 	log_errors_get(&st.log);
+	st.epoch_builds = __atomic_load_n(&fs->epoch_builds, __ATOMIC_RELAXED);
+	st.epoch_trees = fs_epoch_count(fs);
 	g = fs_gen_current(fs);
-	st.generation = g->id; /* the same tree as the rest of the text */
+	st.generation = g->serial; /* the same tree as the rest of the text */
 	rc = control_write_stats(f, g->d.manifest, g->d.spec, g->d.plan,
 				 g->d.view, &st);
 	fs_gen_put(fs, g, 1);

@@ -38,7 +38,9 @@
 /* Live counters for the stats file, snapshotted by the caller. */
 struct control_stats {
 	uint64_t uptime_seconds;
-	uint64_t generation; /* fs_generation(): reloads so far */
+	uint64_t generation;   /* fs_generation(): reloads so far */
+	uint64_t epoch_trees;  /* fs_epoch_count() */
+	uint64_t epoch_builds; /* trees planned so far */
 	uint64_t open_files;
 	uint64_t reads;
 	uint64_t read_bytes;

@@ -30,6 +30,7 @@
 #define SHARDFS_FS_IMPL_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <time.h>
@@ -76,7 +77,8 @@ struct ctrl_handle {
 };
 
 struct fs_gen {
-	uint32_t id; /* the high 32 bits of its inode numbers */
+	uint32_t id;	 /* the high 32 bits of its inode numbers */
+	uint32_t serial; /* base: reloads before it (fs_generation) */
 	struct fs_data d;
 	/* Called once when the generation is freed (NULL: nothing). */
 	void (*release)(void *owner);
@@ -100,6 +102,18 @@ struct fs_gen {
 	size_t n_ctrl;
 	struct ctrl_handle *open_ctrl; /* open control files' handles */
 
+	/* Epoch trees (fs/epoch.c). A generation made by a reload or the
+	 * mount (a base) keeps the epoch-E trees built from it in epochs;
+	 * an epoch tree has base set (holding a reference on it: it
+	 * borrows the base's manifest, index and cache) and shows its
+	 * nodes data_node (epoch-E/ or skip-K/) and ctrl_node (their
+	 * .shardfs/ directory) through the base's lookups. */
+	struct fs_epochs *epochs;
+	struct fs_gen *base;
+	uint32_t data_node, ctrl_node; /* view inode numbers */
+	bool skip;		       /* a skip-K tree (no skip-K below it) */
+	uint8_t next_asked; /* atomic: the next epoch's warm-up was asked */
+
 	uint64_t refs; /* atomic; see the file comment */
 	/* Atomic: lookups and readdirplus of the root working on this
 	 * generation. fs_swap waits for them to end before telling the
@@ -121,7 +135,8 @@ struct fs {
 	uint64_t reads;
 	uint64_t read_bytes;
 	uint64_t read_errors;
-	uint64_t open_pushes; /* files put into the page cache at open */
+	uint64_t open_pushes;  /* files put into the page cache at open */
+	uint64_t epoch_builds; /* epoch trees planned (fs/epoch.c) */
 
 	/* gens_lock protects current, the gens list and next_gen: readers
 	 * (every request) find a generation and take a reference under the
@@ -135,12 +150,14 @@ struct fs {
 	struct fs_gen *current;
 	struct fs_gen *gens; /* every generation not yet freed */
 	uint32_t next_gen;
+	uint32_t swaps;		   /* fs_swap()s done: fs_generation() */
 	pthread_mutex_t swap_lock; /* one fs_swap at a time */
 	bool stopping; /* protected by swap_lock: the session is ending, no
 			* more swaps (their notifications would go to a
 			* closed or reused fd) */
 
-	struct fuse_session *se; /* set before the loop starts */
+	struct fuse_session *se;	      /* set before the loop starts */
+	struct fs_epoch_worker *epoch_worker; /* fs/epoch.c */
 };
 
 extern const struct fuse_lowlevel_ops fs_ops;
@@ -167,8 +184,49 @@ struct fs_gen *fs_gen_of_ino(struct fs *fs, fuse_ino_t ino);
 void fs_gen_ref(struct fs_gen *g, uint64_t n);
 /* Drops n references; the last frees g. */
 void fs_gen_put(struct fs *fs, struct fs_gen *g, uint64_t n);
-/* Number of generations not yet freed (tests, stats). */
+/* Number of generations not yet freed (tests, stats), and of those the
+ * epoch trees. */
 size_t fs_gen_count(struct fs *fs);
+size_t fs_epoch_count(struct fs *fs);
+/* Makes a generation over data that is not current (an epoch tree), with
+ * one reference for the caller and a new id. Returns 0, -ENOMEM or
+ * -EOVERFLOW (ids ran out); on failure release is not called. */
+int fs_gen_add(struct fs *fs, const struct fs_data *data,
+	       void (*release)(void *owner), void *owner, struct fs_gen **out);
+
+/* epoch.c: the epoch-E/ and skip-K/ trees (docs/DESIGN.md §3, "Epochs").
+ * At most FS_EPOCH_VIEWS trees per base generation are kept; one evicted
+ * lives on while the kernel still uses it (its entries are invalidated,
+ * so only open files and working directories hold it). */
+#define FS_EPOCH_VIEWS 4
+/* Starts and stops the worker that builds the next epoch's plan near the
+ * end of an epoch and drops evicted trees from the kernel's caches.
+ * fs_epoch_start returns 0 or -ENOMEM/-EAGAIN; fs_epoch_stop (idempotent)
+ * returns once the worker has ended (before the unmount). */
+int fs_epoch_start(struct fs *fs);
+void fs_epoch_stop(struct fs *fs);
+/* A lookup of name in dir (of generation g) that the view does not
+ * have: epoch-E at the root or in .shardfs/, skip-K[-of-W] in an epoch-E
+ * directory or its .shardfs/. Returns 0 with *tg (a reference for the
+ * caller) and *tn, the node to answer; -ENOENT for any other name; or
+ * -ENOMEM/-EOVERFLOW building the tree. */
+int fs_epoch_link(struct fs *fs, struct fs_gen *g, const struct view_node *dir,
+		  const char *name, struct fs_gen **tg,
+		  const struct view_node **tn);
+/* The next epoch's generation of g if it is built (a reference for the
+ * caller), else NULL; never builds. */
+struct fs_gen *fs_epoch_next(struct fs *fs, struct fs_gen *g);
+/* An object at position pos of rank's order (count non-pad items) was
+ * opened in g: near the end, asks for the next epoch's tree. */
+void fs_epoch_opened(struct fs *fs, struct fs_gen *g, uint64_t pos,
+		     uint64_t count);
+/* g stops being current (fs_swap, with swap_lock held; or the end):
+ * drops its kept trees and the kernel's entries for them. */
+void fs_epoch_retire(struct fs *fs, struct fs_gen *g);
+/* Gives a base generation its (empty) set of kept trees: 0 or -ENOMEM. */
+int fs_epoch_init(struct fs_gen *g);
+/* Frees g's epoch bookkeeping (g is being freed). */
+void fs_epoch_free(struct fs_gen *g);
 
 /* control.c: the .shardfs/ files of generation g (node n, kind VIEW_CTRL).
  * The size of n's text: its kept text's (built on first use), 0 for stats.

@@ -188,8 +188,26 @@ static void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	if (parent == FUSE_ROOT_ID)
 		__atomic_add_fetch(&g->root_ops, 1, __ATOMIC_ACQ_REL);
 	rc = view_lookup(g->d.view, dir, name, strlen(name), &ino);
-	if (rc == 0)
+	if (rc == -ENOENT) {
+		/* epoch-E/ and skip-K/: another generation's node. */
+		struct fs_gen *tg;
+		const struct view_node *tn;
+
+		rc = fs_epoch_link(fs, g, dir, name, &tg, &tn);
+		if (rc == 0) {
+			rc = fill_entry(fs, tg, tn, &e);
+			if (rc == 0) {
+				fs_gen_ref(tg, 1);
+				if (fuse_reply_entry(req, &e) != 0)
+					fs_gen_put(fs, tg, 1);
+			}
+			fs_gen_put(fs, tg, 1);
+			if (rc == 0)
+				goto out;
+		}
+	} else if (rc == 0) {
 		rc = fill_entry(fs, g, view_node(g->d.view, ino), &e);
+	}
 	if (rc == -ENOENT) {
 		/* A negative entry with a timeout lets the kernel cache
 		 * misses too, e.g. for probes of files that never exist. */
@@ -206,6 +224,7 @@ static void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		if (fuse_reply_entry(req, &e) != 0)
 			fs_gen_put(fs, g, 1); /* interrupted: not counted */
 	}
+out:
 	if (parent == FUSE_ROOT_ID)
 		__atomic_sub_fetch(&g->root_ops, 1, __ATOMIC_ACQ_REL);
 	fs_gen_put(fs, g, 1);
@@ -540,6 +559,14 @@ static void fs_op_open(fuse_req_t req, fuse_ino_t ino,
 	 * order are queued (this request's reference keeps g's tables and
 	 * strings alive through it). */
 	cache_order_ask(fs->cache, &ask);
+	if (n->kind == VIEW_FILE && g->item_rank[n->u.item] != UINT32_MAX) {
+		const uint32_t *items;
+		size_t count, npad;
+
+		shard_plan_rank(g->d.plan, g->item_rank[n->u.item], &items,
+				&count, &npad);
+		fs_epoch_opened(fs, g, g->item_pos[n->u.item], count - npad);
+	}
 	fs_gen_put(fs, g, 1);
 }
 

@@ -54,6 +54,7 @@ static void gen_free(struct fs_gen *g)
 	if (g == NULL)
 		return;
 	control_files_free(g);
+	fs_epoch_free(g);
 	free(g->item_rank);
 	free(g->item_pos);
 	free(g->item_in_kernel);
@@ -64,7 +65,7 @@ static void gen_free(struct fs_gen *g)
 }
 
 /* A generation over data with one reference (being current). */
-static int gen_new(const struct fs_data *data, uint32_t id,
+static int gen_new(const struct fs_data *data, uint32_t id, bool base,
 		   void (*release)(void *), void *owner, struct fs_gen **out)
 {
 	struct fs_gen *g = calloc(1, sizeof(*g));
@@ -77,7 +78,8 @@ static int gen_new(const struct fs_data *data, uint32_t id,
 	pthread_mutex_init(&g->ctrl_lock, NULL);
 	g->n_ctrl = 2 + data->plan->world_size;
 	g->ctrl = calloc(g->n_ctrl, sizeof(*g->ctrl));
-	if (g->ctrl == NULL || gen_order_build(g) < 0) {
+	if (g->ctrl == NULL || gen_order_build(g) < 0 ||
+	    (base && fs_epoch_init(g) < 0)) {
 		gen_free(g); /* release is not set yet: not called */
 		return -ENOMEM;
 	}
@@ -156,8 +158,23 @@ void fs_gen_put(struct fs *fs, struct fs_gen *g, uint64_t n)
 		}
 	}
 	pthread_rwlock_unlock(&fs->gens_lock);
-	log_msg(LOG_DEBUG, "generation %u freed", g->id);
+	if (g->base != NULL)
+		log_msg(LOG_DEBUG, "epoch tree %u (epoch %llu) freed", g->id,
+			(unsigned long long)g->d.spec->epoch);
+	else
+		log_msg(LOG_DEBUG, "generation %u freed", g->serial);
 	gen_free(g);
+}
+
+size_t fs_epoch_count(struct fs *fs)
+{
+	size_t n = 0;
+
+	pthread_rwlock_rdlock(&fs->gens_lock);
+	for (struct fs_gen *g = fs->gens; g != NULL; g = g->next)
+		n += g->base != NULL;
+	pthread_rwlock_unlock(&fs->gens_lock);
+	return n;
 }
 
 size_t fs_gen_count(struct fs *fs)
@@ -173,12 +190,13 @@ size_t fs_gen_count(struct fs *fs)
 
 uint32_t fs_generation(struct fs *fs)
 {
-	uint32_t id;
+	uint32_t n;
 
+	/* Not the current id: epoch trees take ids too. */
 	pthread_rwlock_rdlock(&fs->gens_lock);
-	id = fs->current->id;
+	n = fs->current->serial;
 	pthread_rwlock_unlock(&fs->gens_lock);
-	return id;
+	return n;
 }
 
 /*
@@ -204,6 +222,20 @@ bool fs_order_object(void *ctx, uint64_t order, uint64_t pos,
 	if ((order & UINT32_MAX) < g->d.plan->world_size) {
 		shard_plan_rank(g->d.plan, order & UINT32_MAX, &items, &count,
 				&npad);
+		if (pos >= count - npad) {
+			/* Past the end: on into the next epoch's order, if
+			 * it is planned (fs_epoch_opened asks for it near the
+			 * end). Its strings are the same manifest's. */
+			struct fs_gen *next = fs_epoch_next(fs, g);
+
+			pos -= count - npad;
+			fs_gen_put(fs, g, 1);
+			g = next;
+			if (g == NULL)
+				return false;
+			shard_plan_rank(g->d.plan, order & UINT32_MAX, &items,
+					&count, &npad);
+		}
 		if (pos < count - npad) {
 			e = &g->d.manifest->entries[items[pos]];
 			out->key = e->key;
@@ -230,7 +262,7 @@ int fs_state_init(struct fs *fs, const struct fs_data *data)
 	clock_gettime(CLOCK_MONOTONIC, &fs->start_mono);
 	pthread_rwlock_init(&fs->gens_lock, NULL);
 	pthread_mutex_init(&fs->swap_lock, NULL);
-	rc = gen_new(data, 0, NULL, NULL, &fs->current);
+	rc = gen_new(data, 0, true, NULL, NULL, &fs->current);
 	if (rc < 0)
 		return rc;
 	fs->gens = fs->current;
@@ -245,8 +277,21 @@ void fs_state_destroy(struct fs *fs)
 
 	if (fs->current != NULL)
 		cache_set_order(fs->cache, NULL, NULL);
+	fs_epoch_stop(fs);
 	/* The loop has ended: whatever the kernel did not forget (it does
-	 * not send FORGETs at unmount) goes now. */
+	 * not send FORGETs at unmount) goes now. Epoch trees first: each
+	 * one's release drops a reference on its base, which must still be
+	 * there. */
+	for (g = fs->gens; g != NULL; g = g->next)
+		if (g->base == NULL)
+			fs_epoch_retire(fs, g);
+	for (;;) {
+		for (g = fs->gens; g != NULL && g->base == NULL; g = g->next)
+			;
+		if (g == NULL)
+			break;
+		fs_gen_put(fs, g, __atomic_load_n(&g->refs, __ATOMIC_RELAXED));
+	}
 	for (g = fs->gens; g != NULL; g = next) {
 		next = g->next;
 		gen_free(g);
@@ -308,6 +353,7 @@ void fs_swap_stop(struct fs *fs)
 	pthread_mutex_lock(&fs->swap_lock);
 	fs->stopping = true;
 	pthread_mutex_unlock(&fs->swap_lock);
+	fs_epoch_stop(fs);
 }
 
 int fs_swap(struct fs *fs, const struct fs_data *data,
@@ -326,7 +372,7 @@ int fs_swap(struct fs *fs, const struct fs_data *data,
 		pthread_mutex_unlock(&fs->swap_lock);
 		return -EOVERFLOW;
 	}
-	rc = gen_new(data, fs->next_gen, release, owner, &g);
+	rc = gen_new(data, fs->next_gen, true, release, owner, &g);
 	if (rc < 0) {
 		pthread_mutex_unlock(&fs->swap_lock);
 		return rc;
@@ -339,6 +385,7 @@ int fs_swap(struct fs *fs, const struct fs_data *data,
 	fs->gens = g;
 	fs->current = g;
 	fs->next_gen++;
+	g->serial = ++fs->swaps;
 	pthread_rwlock_unlock(&fs->gens_lock);
 	/* Same function and context: this only forgets the prefetcher's
 	 * per-order state. Orders carry the generation id, so opens of the
@@ -346,7 +393,33 @@ int fs_swap(struct fs *fs, const struct fs_data *data,
 	cache_set_order(fs->cache, fs_order_object, fs);
 	fs_gen_put(fs, old, 1); /* no longer current */
 	inval_root(fs, old, g);
+	fs_epoch_retire(fs, old);
 	fs_gen_put(fs, old, 1);
 	pthread_mutex_unlock(&fs->swap_lock);
+	return 0;
+}
+
+int fs_gen_add(struct fs *fs, const struct fs_data *data,
+	       void (*release)(void *owner), void *owner, struct fs_gen **out)
+{
+	struct fs_gen *g;
+	int rc;
+
+	/* The id is taken under the lock, after the tables are built. */
+	rc = gen_new(data, 0, false, release, owner, &g);
+	if (rc < 0)
+		return rc;
+	pthread_rwlock_wrlock(&fs->gens_lock);
+	if (fs->next_gen == 0) {
+		pthread_rwlock_unlock(&fs->gens_lock);
+		g->release = NULL; /* the caller keeps owner */
+		gen_free(g);
+		return -EOVERFLOW;
+	}
+	g->id = fs->next_gen++;
+	g->next = fs->gens;
+	fs->gens = g;
+	pthread_rwlock_unlock(&fs->gens_lock);
+	*out = g;
 	return 0;
 }

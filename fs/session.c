@@ -328,6 +328,12 @@ int fs_run(const struct fs_options *opt, const struct fs_data *data,
 		goto out;
 	}
 	fs.se = se;
+	rc = fs_epoch_start(&fs);
+	if (rc < 0) {
+		log_msg(LOG_ERR, "cannot start the epoch worker: %s",
+			strerror(-rc));
+		goto out_session;
+	}
 	if (fuse_set_signal_handlers(se) != 0) {
 		rc = -EIO;
 		goto out_session;

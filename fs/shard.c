@@ -72,6 +72,7 @@ const char *const shard_order_names[] = { "shuffle", "none", NULL };
 const char *const shard_layout_names[] = { "strided", "contiguous", "bytes",
 					   NULL };
 const char *const shard_balance_names[] = { "none", "drop", "pad", NULL };
+const char *const shard_reshuffle_names[] = { "global", "local", NULL };
 
 /* names[v] for v within the NULL-terminated names, else NULL. */
 static const char *shard_name(const char *const *names, unsigned v)
@@ -97,6 +98,11 @@ const char *shard_layout_name(enum shard_layout l)
 const char *shard_balance_name(enum shard_balance b)
 {
 	return shard_name(shard_balance_names, (unsigned)b);
+}
+
+const char *shard_reshuffle_name(enum shard_reshuffle r)
+{
+	return shard_name(shard_reshuffle_names, (unsigned)r);
 }
 
 const char *shard_spec_check(const struct shard_spec *spec)

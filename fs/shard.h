@@ -37,6 +37,11 @@ enum shard_balance {
 	SHARD_BALANCE_PAD,
 };
 
+enum shard_reshuffle {
+	SHARD_RESHUFFLE_GLOBAL = 0, /* default */
+	SHARD_RESHUFFLE_LOCAL,
+};
+
 struct shard_spec {
 	uint64_t world_size; /* >= 1 */
 	uint64_t seed;
@@ -44,6 +49,10 @@ struct shard_spec {
 	enum shard_order order;
 	enum shard_layout layout;
 	enum shard_balance balance;
+	enum shard_reshuffle reshuffle;
+	uint64_t skip; /* K: positions of the epoch's sequence consumed */
+	uint64_t
+		skip_world; /* the world size K was counted on; 0 = world_size */
 };
 
 /* Spec primitives, exported so the test vectors can check them. */
@@ -61,12 +70,14 @@ uint64_t shard_bounded(uint64_t *state, uint64_t n);
 extern const char *const shard_order_names[];
 extern const char *const shard_layout_names[];
 extern const char *const shard_balance_names[];
+extern const char *const shard_reshuffle_names[];
 
 /* The same by value; NULL for a value out of range (shard_spec_check
  * rejects those). */
 const char *shard_order_name(enum shard_order o);
 const char *shard_layout_name(enum shard_layout l);
 const char *shard_balance_name(enum shard_balance b);
+const char *shard_reshuffle_name(enum shard_reshuffle r);
 
 /* Returns NULL if spec is valid, else a static message naming the problem
  * (e.g. "world_size must be at least 1"). */

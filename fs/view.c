@@ -110,7 +110,7 @@ struct level {
 
 /* Adds rank r's directory and its files. */
 static int add_rank(struct view *v, const struct manifest *m,
-		    const struct shard_plan *plan, uint64_t r,
+		    const struct shard_plan *plan, uint32_t under, uint64_t r,
 		    const char *dir_name, uint32_t *sorted,
 		    struct level **stack, size_t *stack_cap, uint32_t *dir_out)
 {
@@ -119,7 +119,8 @@ static int add_rank(struct view *v, const struct manifest *m,
 	uint32_t rank_dir, idx;
 	int rc;
 
-	rc = add_node(v, 0, dir_name, strlen(dir_name), VIEW_DIR, &rank_dir);
+	rc = add_node(v, under, dir_name, strlen(dir_name), VIEW_DIR,
+		      &rank_dir);
 	if (rc < 0)
 		return rc;
 	*dir_out = rank_dir;
@@ -269,10 +270,17 @@ int view_build(const struct manifest *m, const struct shard_plan *plan,
 	       const struct rplan *rp, view_rank_filter filter,
 	       const void *filter_ctx, struct view **out)
 {
+	return view_build_under(m, plan, rp, filter, filter_ctx, NULL, out);
+}
+
+int view_build_under(const struct manifest *m, const struct shard_plan *plan,
+		     const struct rplan *rp, view_rank_filter filter,
+		     const void *filter_ctx, const char *top, struct view **out)
+{
 	struct view *v = calloc(1, sizeof(*v));
 	struct level *stack = NULL;
 	size_t stack_cap = 0, max_rank = 0;
-	uint32_t root, ctl, rank_dir, *sorted = NULL;
+	uint32_t root, ctl, ranks, rank_dir, *sorted = NULL;
 	uint64_t r, shown = 0;
 	char *name;
 	int rc;
@@ -304,6 +312,10 @@ int view_build(const struct manifest *m, const struct shard_plan *plan,
 	    (rc = add_ctrl(v, ctl, "plan", VIEW_CTRL_PLAN, 0)) < 0 ||
 	    (rc = add_ctrl(v, ctl, "stats", VIEW_CTRL_STATS, 0)) < 0)
 		goto err;
+	ranks = root;
+	if (top != NULL &&
+	    (rc = add_node(v, root, top, strlen(top), VIEW_DIR, &ranks)) < 0)
+		goto err;
 
 	name = v->names;
 	for (r = 0; r < plan->world_size; r++) {
@@ -318,8 +330,8 @@ int view_build(const struct manifest *m, const struct shard_plan *plan,
 			 (unsigned long long)r);
 		rc = add_ctrl(v, ctl, order_name, VIEW_CTRL_ORDER, (uint32_t)r);
 		if (rc == 0)
-			rc = add_rank(v, m, plan, r, name, sorted, &stack,
-				      &stack_cap, &rank_dir);
+			rc = add_rank(v, m, plan, ranks, r, name, sorted,
+				      &stack, &stack_cap, &rank_dir);
 		if (rc == 0 && rp != NULL)
 			rc = add_parts(v, rp, rank_dir, r);
 		if (rc < 0)

@@ -78,6 +78,15 @@ int view_build(const struct manifest *m, const struct shard_plan *plan,
 	       const struct rplan *rp, view_rank_filter filter,
 	       const void *filter_ctx, struct view **out);
 
+/* The same with the rank directories in a directory named top (borrowed;
+ * a child of the root beside .shardfs) instead of in the root: an
+ * epoch-E/ tree (fs/epoch.c), whose root is never shown. top NULL is
+ * view_build(). */
+int view_build_under(const struct manifest *m, const struct shard_plan *plan,
+		     const struct rplan *rp, view_rank_filter filter,
+		     const void *filter_ctx, const char *top,
+		     struct view **out);
+
 /* Frees the view; NULL is a no-op. */
 void view_free(struct view *v);
 

@@ -95,6 +95,7 @@ enum {
 	KEY_ORDER,
 	KEY_LAYOUT,
 	KEY_BALANCE,
+	KEY_RESHUFFLE,
 	KEY_UNIT,
 	KEY_RECORDS_FORMAT,
 	KEY_RECORDS_PARTS,
@@ -127,6 +128,7 @@ _Static_assert(sizeof(enum backend_addressing) == sizeof(int), "enum size");
 _Static_assert(sizeof(enum shard_order) == sizeof(int), "enum size");
 _Static_assert(sizeof(enum shard_layout) == sizeof(int), "enum size");
 _Static_assert(sizeof(enum shard_balance) == sizeof(int), "enum size");
+_Static_assert(sizeof(enum shard_reshuffle) == sizeof(int), "enum size");
 _Static_assert(sizeof(enum config_unit) == sizeof(int), "enum size");
 _Static_assert(sizeof(enum rec_format) == sizeof(int), "enum size");
 
@@ -190,6 +192,10 @@ static const struct key keys[KEY_COUNT] = {
 	[KEY_BALANCE] = { "shard", "balance", VAL_ENUM,
 			  FIELD(shard.spec.balance), .def = "none",
 			  .names = shard_balance_names },
+	/* What epoch-E/ directories reshuffle (docs/DESIGN.md §5). */
+	[KEY_RESHUFFLE] = { "shard", "reshuffle", VAL_ENUM,
+			    FIELD(shard.spec.reshuffle), .def = "global",
+			    .names = shard_reshuffle_names },
 	/* What the view serves (a different tree): kept until a restart. */
 	[KEY_UNIT] = { "shard", "unit", VAL_ENUM, FIELD(shard.unit),
 		       .def = "object", .names = unit_names, .restart = true },
@@ -973,6 +979,9 @@ static void spec_reset(struct shard_spec *spec, int k)
 	case KEY_BALANCE:
 		spec->balance = def.balance;
 		break;
+	case KEY_RESHUFFLE:
+		spec->reshuffle = def.reshuffle;
+		break;
 	}
 }
 
@@ -982,10 +991,10 @@ static void spec_reset(struct shard_spec *spec, int k)
  * the user just changed. */
 static void check_spec(struct load *ld)
 {
-	static const int spec_keys[] = {
-		KEY_WORLD_SIZE, KEY_SEED,   KEY_EPOCH,
-		KEY_ORDER,	KEY_LAYOUT, KEY_BALANCE
-	};
+	static const int spec_keys[] = { KEY_WORLD_SIZE, KEY_SEED,
+					 KEY_EPOCH,	 KEY_ORDER,
+					 KEY_LAYOUT,	 KEY_BALANCE,
+					 KEY_RESHUFFLE };
 	const struct shard_spec *spec = &ld->cfg->shard.spec;
 	const char *msg = shard_spec_check(spec);
 	int best = -1;

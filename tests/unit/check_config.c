@@ -551,7 +551,8 @@ struct bad_case {
 	"not ADDRESS:PORT with an IPv4 or [IPv6] address and a port 1..65535"
 #define SIZE_WHY "not a size (digits and an optional K, M, G or T suffix)"
 #define SHARD_KEYS                                                             \
-	"world_size, ranks, seed, epoch, order, layout, balance, unit"
+	"world_size, ranks, seed, epoch, order, layout, balance, reshuffle, "  \
+	"unit"
 
 static const struct bad_case bad_cases[] = {
 	{ MIN_CONF "[shard]\nworld_size = abc\n",

@@ -118,6 +118,7 @@ START_TEST(test_plan_strided_pad)
 		 "order shuffle\n"
 		 "layout strided\n"
 		 "balance pad\n"
+		 "reshuffle global\n"
 		 "dropped_items 0\n"
 		 "imbalance_bytes 1.0167\n"
 		 "imbalance_items 0\n"
@@ -162,6 +163,7 @@ START_TEST(test_plan_contiguous_none)
 		 "order shuffle\n"
 		 "layout contiguous\n"
 		 "balance none\n"
+		 "reshuffle global\n"
 		 "dropped_items 0\n"
 		 "imbalance_bytes 1.2019\n"
 		 "imbalance_items 1\n"
@@ -210,6 +212,7 @@ START_TEST(test_plan_strided_drop)
 		 "order shuffle\n"
 		 "layout strided\n"
 		 "balance drop\n"
+		 "reshuffle global\n"
 		 "dropped_items 2\n"
 		 "imbalance_bytes 1.0203\n"
 		 "imbalance_items 0\n"
@@ -589,7 +592,7 @@ START_TEST(test_stats)
 	ck_assert(!has_sample(s, n, "shardfs_cache_hits_total"));
 	ck_assert(!has_sample(s, n, "shardfs_last_error_info"));
 	/* + build, plan, 3 served totals, 2 x 2 per rank, 3 log. */
-	ck_assert_uint_eq(n, 23 + 13 + MANIFEST_SKIP_NREASONS + 12);
+	ck_assert_uint_eq(n, 25 + 13 + MANIFEST_SKIP_NREASONS + 12);
 }
 END_TEST
 
@@ -633,7 +636,7 @@ START_TEST(test_stats_cache)
 	ck_assert_uint_eq(
 		sample_value(s, n, "shardfs_cache_derived_bytes_total", ""),
 		32);
-	ck_assert_uint_eq(n, 23 + 13 + 9 + MANIFEST_SKIP_NREASONS + 15);
+	ck_assert_uint_eq(n, 25 + 13 + 9 + MANIFEST_SKIP_NREASONS + 15);
 }
 END_TEST
 

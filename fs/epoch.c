@@ -1,0 +1,584 @@
+/*
+ * fs/epoch: the epoch-E/ and epoch-E/skip-K/ trees (docs/DESIGN.md §3,
+ * "Epochs and resuming"; the plans are spec v1's, §5).
+ *
+ * An epoch tree is a generation of its own (fs_impl.h) that is never
+ * current: its plan is the base generation's spec with another epoch (and
+ * skip), over the base's manifest, record index and cache, and its view
+ * (view_build_under) has a hidden root whose two children are what the
+ * mount shows: the "epoch" directory (rank-R/ ..., answered for
+ * MOUNT/epoch-E) and ".shardfs" (answered for MOUNT/.shardfs/epoch-E).
+ * Its inode numbers name it, so the kernel's lookups, open files and
+ * FORGETs count on it as on any generation, and the prefetcher's orders
+ * (gen id << 32 | rank) follow whichever epoch a reader walks.
+ *
+ * Each base keeps at most FS_EPOCH_VIEWS trees (least recently looked up
+ * goes first). The slot holds one reference; an evicted tree lives on only
+ * while the kernel uses it, and the worker thread tells the kernel to
+ * drop its entries so that it lets go (a request handler must not: the
+ * kernel may hold the directory lock the notification needs until the
+ * handler replies). The worker also builds the next epoch's tree when a
+ * reader nears the end of an epoch, so that the prefetcher can walk on
+ * into it (fs_order_object) and the first files of E+1 are warm.
+ *
+ * Names are canonical decimals ("epoch-01" is not epoch 1): one tree per
+ * name, never two spellings of one plan.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fs/fs_impl.h"
+#include "util/log.h"
+
+struct epoch_key {
+	uint64_t epoch;
+	uint64_t skip, skip_world; /* with is_skip */
+	bool is_skip;
+};
+
+struct fs_epochs {
+	pthread_mutex_t lock; /* guards everything below */
+	struct {
+		struct epoch_key key;
+		struct fs_gen *gen; /* NULL: free; one reference */
+		uint64_t used;	    /* LRU clock */
+	} slot[FS_EPOCH_VIEWS];
+	uint64_t clock;
+	bool retired; /* the base is no longer current: no new trees */
+};
+
+/* What an epoch tree owns (its generation's release frees it). */
+struct epoch_owner {
+	struct fs *fs;
+	struct fs_gen *base; /* one reference */
+	struct shard_spec spec;
+	struct shard_plan *plan;
+	struct rplan *rplan;
+	struct view *view;
+};
+
+#define EPOCH_TASKS 64
+
+enum epoch_task_kind { TASK_BUILD, TASK_INVAL };
+
+struct epoch_task {
+	enum epoch_task_kind kind;
+	struct fs_gen *base; /* TASK_BUILD: one reference */
+	struct epoch_key key;
+	uint32_t base_id; /* TASK_INVAL: whose .shardfs/ */
+};
+
+struct fs_epoch_worker {
+	pthread_mutex_t lock; /* guards the ring and stop */
+	pthread_cond_t wake;
+	struct epoch_task ring[EPOCH_TASKS];
+	unsigned head, len;
+	bool stop;
+	pthread_t thr;
+};
+
+static const char top_name[] = "epoch";
+static const char ctrl_name[] = ".shardfs";
+
+/* Parses a canonical decimal (no sign, no leading zero but "0") of
+ * exactly len bytes. */
+static bool parse_u64(const char *s, size_t len, uint64_t *out)
+{
+	uint64_t v = 0;
+	size_t i;
+
+	if (len == 0 || len > 20 || (s[0] == '0' && len > 1))
+		return false;
+	for (i = 0; i < len; i++) {
+		unsigned d = (unsigned char)s[i] - '0';
+
+		if (d > 9 || v > (UINT64_MAX - d) / 10)
+			return false;
+		v = v * 10 + d;
+	}
+	*out = v;
+	return true;
+}
+
+static bool parse_epoch(const char *name, uint64_t *epoch)
+{
+	return strncmp(name, "epoch-", 6) == 0 &&
+	       parse_u64(name + 6, strlen(name + 6), epoch);
+}
+
+/* skip-K or skip-K-of-W (W >= 1). */
+static bool parse_skip(const char *name, uint64_t *skip, uint64_t *world)
+{
+	const char *k = name + 5, *of;
+
+	if (strncmp(name, "skip-", 5) != 0)
+		return false;
+	*world = 0;
+	of = strstr(k, "-of-");
+	if (of == NULL)
+		return parse_u64(k, strlen(k), skip);
+	return parse_u64(k, (size_t)(of - k), skip) &&
+	       parse_u64(of + 4, strlen(of + 4), world) && *world > 0;
+}
+
+static bool key_eq(const struct epoch_key *a, const struct epoch_key *b)
+{
+	return a->epoch == b->epoch && a->is_skip == b->is_skip &&
+	       (!a->is_skip ||
+		(a->skip == b->skip && a->skip_world == b->skip_world));
+}
+
+static uint64_t entry_weight(const void *ctx, size_t i)
+{
+	const struct manifest *m = ctx;
+
+	return m->entries[i].size;
+}
+
+/* An epoch tree shows the ranks its base shows. */
+static bool base_shows_rank(const void *ctx, uint64_t r)
+{
+	const struct view *v = ctx;
+	char name[32];
+	uint64_t ino;
+	int len = snprintf(name, sizeof(name), "rank-%llu",
+			   (unsigned long long)r);
+
+	return view_lookup(v, view_node(v, FUSE_ROOT_ID), name, (size_t)len,
+			   &ino) == 0;
+}
+
+static void owner_free(struct epoch_owner *o)
+{
+	view_free(o->view);
+	rplan_free(o->rplan);
+	shard_plan_free(o->plan);
+	free(o);
+}
+
+static void epoch_release(void *arg)
+{
+	struct epoch_owner *o = arg;
+	struct fs *fs = o->fs;
+	struct fs_gen *base = o->base;
+
+	owner_free(o);
+	fs_gen_put(fs, base, 1);
+}
+
+/* Plans and lays out key's tree over base's data (no lock held: CPU
+ * only). */
+static int owner_build(struct fs *fs, struct fs_gen *base,
+		       const struct epoch_key *key, struct epoch_owner **out)
+{
+	const struct fs_data *d = &base->d;
+	struct epoch_owner *o = calloc(1, sizeof(*o));
+	int rc;
+
+	if (o == NULL)
+		return -ENOMEM;
+	o->fs = fs;
+	o->spec = *d->spec;
+	o->spec.epoch = key->epoch;
+	o->spec.skip = key->is_skip ? key->skip : 0;
+	o->spec.skip_world = key->is_skip ? key->skip_world : 0;
+	if (d->rplan != NULL) {
+		/* A record view: an empty object plan (as dataset.c makes). */
+		rc = shard_plan_build(&o->spec, 0, NULL, NULL, &o->plan);
+		if (rc == 0)
+			rc = rplan_build_runs(d->rindex, &o->spec,
+					      rplan_parts(d->rplan),
+					      rplan_run_bytes(d->rplan),
+					      rplan_window(d->rplan),
+					      &o->rplan);
+	} else {
+		rc = shard_plan_build(&o->spec, d->manifest->count,
+				      entry_weight, d->manifest, &o->plan);
+	}
+	if (rc == 0)
+		rc = view_build_under(d->manifest, o->plan, o->rplan,
+				      base_shows_rank, d->view, top_name,
+				      &o->view);
+	if (rc < 0) {
+		owner_free(o);
+		return rc;
+	}
+	*out = o;
+	return 0;
+}
+
+/* Makes o a generation (taking a reference on base for it). */
+static int owner_gen(struct fs *fs, struct fs_gen *base,
+		     struct epoch_owner *o, const struct epoch_key *key,
+		     struct fs_gen **out)
+{
+	struct fs_data d = base->d;
+	const struct view_node *root;
+	struct fs_gen *g;
+	uint64_t top = 0, ctl = 0;
+	int rc;
+
+	d.spec = &o->spec;
+	d.plan = o->plan;
+	d.rplan = o->rplan;
+	d.view = o->view;
+	root = view_node(o->view, FUSE_ROOT_ID);
+	if (view_lookup(o->view, root, top_name, strlen(top_name), &top) < 0 ||
+	    view_lookup(o->view, root, ctrl_name, strlen(ctrl_name), &ctl) < 0)
+		return -EINVAL; /* view_build_under made both */
+	o->base = base;
+	fs_gen_ref(base, 1);
+	rc = fs_gen_add(fs, &d, epoch_release, o, &g);
+	if (rc < 0) {
+		fs_gen_put(fs, base, 1);
+		o->base = NULL;
+		return rc;
+	}
+	g->base = base;
+	g->data_node = (uint32_t)top;
+	g->ctrl_node = (uint32_t)ctl;
+	g->skip = key->is_skip;
+	__atomic_add_fetch(&fs->epoch_builds, 1, __ATOMIC_RELAXED);
+	*out = g;
+	return 0;
+}
+
+static void worker_push(struct fs *fs, const struct epoch_task *t);
+
+/* base's tree for key, with a reference: kept, or built when build is
+ * set. NULL and *err for none. */
+static struct fs_gen *epochs_get(struct fs *fs, struct fs_gen *base,
+				 const struct epoch_key *key, bool build,
+				 int *err)
+{
+	struct fs_epochs *e = base->epochs;
+	struct fs_gen *g = NULL, *evicted = NULL;
+	struct epoch_owner *o = NULL;
+	unsigned i, victim = 0;
+	int rc;
+
+	*err = -ENOENT;
+	if (e == NULL)
+		return NULL;
+	for (int pass = 0; pass < 2; pass++) {
+		pthread_mutex_lock(&e->lock);
+		if (e->retired) {
+			pthread_mutex_unlock(&e->lock);
+			break;
+		}
+		for (i = 0; i < FS_EPOCH_VIEWS; i++) {
+			if (e->slot[i].gen != NULL &&
+			    key_eq(&e->slot[i].key, key)) {
+				g = e->slot[i].gen;
+				fs_gen_ref(g, 1);
+				if (build)
+					e->slot[i].used = ++e->clock;
+				break;
+			}
+		}
+		if (g == NULL && o != NULL) {
+			/* Built outside the lock; still missing: keep it in
+			 * the least recently used slot. */
+			for (i = 0; i < FS_EPOCH_VIEWS; i++) {
+				if (e->slot[i].gen == NULL) {
+					victim = i;
+					break;
+				}
+				if (e->slot[i].used < e->slot[victim].used)
+					victim = i;
+			}
+			rc = owner_gen(fs, base, o, key, &g);
+			if (rc < 0) {
+				*err = rc;
+			} else {
+				o = NULL; /* the generation's now */
+				evicted = e->slot[victim].gen;
+				e->slot[victim].gen = g;
+				e->slot[victim].key = *key;
+				e->slot[victim].used = ++e->clock;
+				fs_gen_ref(g, 1);
+			}
+		}
+		pthread_mutex_unlock(&e->lock);
+		if (g != NULL || !build || pass == 1)
+			break;
+		rc = owner_build(fs, base, key, &o);
+		if (rc < 0) {
+			*err = rc;
+			break;
+		}
+	}
+	if (o != NULL)
+		owner_free(o); /* another lookup kept its own first */
+	if (evicted != NULL) {
+		struct epoch_task t = { .kind = TASK_INVAL,
+					.base_id = base->id };
+
+		t.key.epoch = evicted->d.spec->epoch;
+		log_msg(LOG_DEBUG, "epoch tree %u (epoch %llu) evicted",
+			evicted->id,
+			(unsigned long long)evicted->d.spec->epoch);
+		worker_push(fs, &t);
+		fs_gen_put(fs, evicted, 1);
+	}
+	if (g != NULL)
+		*err = 0;
+	return g;
+}
+
+int fs_epoch_link(struct fs *fs, struct fs_gen *g, const struct view_node *dir,
+		  const char *name, struct fs_gen **tg,
+		  const struct view_node **tn)
+{
+	uint64_t dir_ino = view_ino(g->d.view, dir);
+	struct epoch_key key = { 0 };
+	struct fs_gen *base, *t;
+	bool ctrl;
+	int rc;
+
+	if (g->base == NULL) {
+		/* The root, or the root's .shardfs/. */
+		if (dir_ino == FUSE_ROOT_ID)
+			ctrl = false;
+		else if (dir->parent == 0 && dir->kind == VIEW_DIR &&
+			 dir->name_len == strlen(ctrl_name) &&
+			 memcmp(dir->name, ctrl_name, dir->name_len) == 0)
+			ctrl = true;
+		else
+			return -ENOENT;
+		if (!parse_epoch(name, &key.epoch))
+			return -ENOENT;
+		base = g;
+	} else {
+		/* An epoch-E tree's directory or its .shardfs/: skip-K. */
+		if (g->skip || (dir_ino != g->data_node &&
+				dir_ino != g->ctrl_node))
+			return -ENOENT;
+		ctrl = dir_ino == g->ctrl_node;
+		if (!parse_skip(name, &key.skip, &key.skip_world))
+			return -ENOENT;
+		key.epoch = g->d.spec->epoch;
+		key.is_skip = true;
+		base = g->base;
+	}
+	t = epochs_get(fs, base, &key, true, &rc);
+	if (t == NULL)
+		return rc;
+	*tg = t;
+	*tn = view_node(t->d.view, ctrl ? t->ctrl_node : t->data_node);
+	return 0;
+}
+
+struct fs_gen *fs_epoch_next(struct fs *fs, struct fs_gen *g)
+{
+	struct fs_gen *base = g->base != NULL ? g->base : g;
+	struct epoch_key key = { .epoch = g->d.spec->epoch + 1 };
+	int err;
+
+	if (g->d.spec->epoch == UINT64_MAX)
+		return NULL;
+	return epochs_get(fs, base, &key, false, &err);
+}
+
+/* Near the end: the last sixteenth, and at least the last 64 files. */
+#define EPOCH_NEAR_END(count) ((count) / 16 > 64 ? (count) / 16 : 64)
+
+void fs_epoch_opened(struct fs *fs, struct fs_gen *g, uint64_t pos,
+		     uint64_t count)
+{
+	struct fs_gen *base = g->base != NULL ? g->base : g;
+	struct epoch_task t = { .kind = TASK_BUILD };
+
+	/* A reader of rank-R/ on a mount that never served an epoch tree
+	 * reads the same epoch again, if any: nothing to warm. */
+	if (g->base == NULL &&
+	    __atomic_load_n(&fs->epoch_builds, __ATOMIC_RELAXED) == 0)
+		return;
+	if (pos + EPOCH_NEAR_END(count) < count ||
+	    g->d.spec->epoch == UINT64_MAX ||
+	    __atomic_exchange_n(&g->next_asked, 1, __ATOMIC_RELAXED))
+		return;
+	t.key.epoch = g->d.spec->epoch + 1;
+	t.base = base;
+	fs_gen_ref(base, 1);
+	worker_push(fs, &t);
+}
+
+/* Tells the kernel to forget epoch-E at the root and in base's
+ * .shardfs/ (and everything below them it does not use). Needs swap_lock
+ * (the session's fd stays open while it is held and not stopping). */
+static void inval_epoch(struct fs *fs, uint32_t base_id, uint64_t epoch)
+{
+	char name[32];
+	int len = snprintf(name, sizeof(name), "epoch-%llu",
+			   (unsigned long long)epoch);
+	/* .shardfs is the root's first child: view inode 2. */
+	fuse_ino_t parents[2] = { FUSE_ROOT_ID, FS_INO(base_id, 2) };
+
+	if (fs->se == NULL || fs->stopping)
+		return;
+	for (int i = 0; i < 2; i++) {
+		int rc = fuse_lowlevel_notify_inval_entry(fs->se, parents[i],
+							  name, (size_t)len);
+
+		if (rc < 0 && rc != -ENOENT)
+			log_msg(LOG_DEBUG, "invalidating %s: %s", name,
+				strerror(-rc));
+	}
+}
+
+void fs_epoch_retire(struct fs *fs, struct fs_gen *g)
+{
+	struct fs_epochs *e = g->epochs;
+	struct fs_gen *gens[FS_EPOCH_VIEWS];
+	unsigned i, n = 0;
+
+	if (e == NULL)
+		return;
+	pthread_mutex_lock(&e->lock);
+	e->retired = true;
+	for (i = 0; i < FS_EPOCH_VIEWS; i++) {
+		if (e->slot[i].gen != NULL)
+			gens[n++] = e->slot[i].gen;
+		e->slot[i].gen = NULL;
+	}
+	pthread_mutex_unlock(&e->lock);
+	for (i = 0; i < n; i++) {
+		inval_epoch(fs, g->id, gens[i]->d.spec->epoch);
+		fs_gen_put(fs, gens[i], 1);
+	}
+}
+
+int fs_epoch_init(struct fs_gen *g)
+{
+	g->epochs = calloc(1, sizeof(*g->epochs));
+	if (g->epochs == NULL)
+		return -ENOMEM;
+	pthread_mutex_init(&g->epochs->lock, NULL);
+	return 0;
+}
+
+void fs_epoch_free(struct fs_gen *g)
+{
+	if (g->epochs == NULL)
+		return;
+	pthread_mutex_destroy(&g->epochs->lock);
+	free(g->epochs);
+	g->epochs = NULL;
+}
+
+static void task_run(struct fs *fs, struct epoch_task *t)
+{
+	struct fs_gen *g;
+	int err;
+
+	if (t->kind == TASK_INVAL) {
+		pthread_mutex_lock(&fs->swap_lock);
+		inval_epoch(fs, t->base_id, t->key.epoch);
+		pthread_mutex_unlock(&fs->swap_lock);
+		return;
+	}
+	g = epochs_get(fs, t->base, &t->key, true, &err);
+	if (g != NULL) {
+		log_msg(LOG_DEBUG, "epoch %llu planned ahead (tree %u)",
+			(unsigned long long)t->key.epoch, g->id);
+		fs_gen_put(fs, g, 1);
+	} else if (err != -ENOENT) {
+		log_msg(LOG_WARNING, "planning epoch %llu ahead: %s",
+			(unsigned long long)t->key.epoch, strerror(-err));
+	}
+	fs_gen_put(fs, t->base, 1);
+}
+
+static void *worker_main(void *arg)
+{
+	struct fs *fs = arg;
+	struct fs_epoch_worker *w = fs->epoch_worker;
+
+	pthread_mutex_lock(&w->lock);
+	for (;;) {
+		struct epoch_task t;
+
+		while (w->len == 0 && !w->stop)
+			pthread_cond_wait(&w->wake, &w->lock);
+		if (w->len == 0)
+			break; /* stopping, nothing left */
+		t = w->ring[w->head];
+		w->head = (w->head + 1) % EPOCH_TASKS;
+		w->len--;
+		pthread_mutex_unlock(&w->lock);
+		/* Once stopping, builds are dropped and invalidations go
+		 * nowhere (inval_epoch checks), but references still go. */
+		if (t.kind == TASK_BUILD && __atomic_load_n(&w->stop,
+							    __ATOMIC_RELAXED))
+			fs_gen_put(fs, t.base, 1);
+		else
+			task_run(fs, &t);
+		pthread_mutex_lock(&w->lock);
+	}
+	pthread_mutex_unlock(&w->lock);
+	return NULL;
+}
+
+/* Queues t; a full queue drops it (a build not done is a cold start of
+ * the next epoch, an invalidation not done leaves the kernel's entries to
+ * their one-second timeout). Never waits. */
+static void worker_push(struct fs *fs, const struct epoch_task *t)
+{
+	struct fs_epoch_worker *w = fs->epoch_worker;
+	bool queued = false;
+
+	if (w != NULL) {
+		pthread_mutex_lock(&w->lock);
+		if (!w->stop && w->len < EPOCH_TASKS) {
+			w->ring[(w->head + w->len) % EPOCH_TASKS] = *t;
+			w->len++;
+			queued = true;
+			pthread_cond_signal(&w->wake);
+		}
+		pthread_mutex_unlock(&w->lock);
+	}
+	if (!queued && t->kind == TASK_BUILD)
+		fs_gen_put(fs, t->base, 1);
+}
+
+int fs_epoch_start(struct fs *fs)
+{
+	struct fs_epoch_worker *w = calloc(1, sizeof(*w));
+	int rc;
+
+	if (w == NULL)
+		return -ENOMEM;
+	pthread_mutex_init(&w->lock, NULL);
+	pthread_cond_init(&w->wake, NULL);
+	fs->epoch_worker = w;
+	rc = pthread_create(&w->thr, NULL, worker_main, fs);
+	if (rc != 0) {
+		fs->epoch_worker = NULL;
+		pthread_cond_destroy(&w->wake);
+		pthread_mutex_destroy(&w->lock);
+		free(w);
+		return -rc;
+	}
+	return 0;
+}
+
+void fs_epoch_stop(struct fs *fs)
+{
+	struct fs_epoch_worker *w = fs->epoch_worker;
+
+	if (w == NULL)
+		return;
+	pthread_mutex_lock(&w->lock);
+	__atomic_store_n(&w->stop, true, __ATOMIC_RELAXED);
+	pthread_cond_signal(&w->wake);
+	pthread_mutex_unlock(&w->lock);
+	pthread_join(w->thr, NULL);
+	fs->epoch_worker = NULL;
+	pthread_cond_destroy(&w->wake);
+	pthread_mutex_destroy(&w->lock);
+	free(w);
+}
