@@ -315,6 +315,7 @@ def selftest():
     check("bytes [5,1,1,1,1,5] W=3",
           show(6, [5, 1, 1, 1, 1, 5], 3, "none", "bytes", "none"),
           [["0"], ["1", "2", "3", "4"], ["5"]])
+    epochs_selftest(check)
     records_selftest(check)
 
     for f in failures:
@@ -322,6 +323,81 @@ def selftest():
     if not failures:
         print("selftest ok")
     return 1 if failures else 0
+
+
+# --- Epochs and skip (docs/EPOCHS-spec.md) ----------------------------
+
+# N=10, seed 42, order shuffle, weights [1..10] (item i weighs i + 1): for
+# each (reshuffle, layout, balance, W, skip, skip_world), epoch: rank lists
+# as "8 6 5*" (* = pad).
+EPOCH_VECTORS = [
+    (("local", "strided", "none", 4, 0, 0), {
+        0: ["8 6 5", "2 0 1", "4 7", "3 9"],
+        1: ["6 5 8", "2 0 1", "7 4", "9 3"],
+        2: ["8 6 5", "0 2 1", "4 7", "9 3"]}),
+    (("local", "strided", "drop", 4, 0, 0), {
+        0: ["8 6", "2 0", "4 7", "3 9"],
+        1: ["6 8", "2 0", "7 4", "9 3"],
+        2: ["8 6", "2 0", "4 7", "9 3"]}),
+    (("local", "strided", "pad", 4, 0, 0), {
+        0: ["8 6 5", "2 0 1", "4 7 8*", "3 9 2*"],
+        1: ["6 5 8", "2 0 1", "7 4 8*", "9 3 2*"],
+        2: ["8 6 5", "0 2 1", "4 7 8*", "9 3 2*"]}),
+    (("local", "contiguous", "none", 4, 0, 0), {
+        0: ["8 2 4", "3 6 0", "7 9", "5 1"],
+        1: ["2 4 8", "3 6 0", "9 7", "1 5"],
+        2: ["8 2 4", "6 3 0", "7 9", "1 5"]}),
+    (("local", "contiguous", "drop", 4, 0, 0), {
+        0: ["8 2", "4 3", "6 0", "7 9"],
+        1: ["2 8", "4 3", "0 6", "9 7"],
+        2: ["8 2", "4 3", "6 0", "9 7"]}),
+    (("local", "contiguous", "pad", 4, 0, 0), {
+        0: ["8 2 4", "3 6 0", "7 9 5", "1 8* 2*"],
+        1: ["2 4 8", "3 6 0", "7 5 9", "1 8* 2*"],
+        2: ["8 2 4", "6 3 0", "7 9 5", "1 8* 2*"]}),
+    (("local", "bytes", "none", 4, 0, 0), {
+        0: ["8 2", "4 3 6", "0 7", "9 5 1"],
+        1: ["2 8", "4 3 6", "7 0", "5 1 9"],
+        2: ["8 2", "3 4 6", "0 7", "5 1 9"]}),
+    (("local", "strided", "none", 2, 0, 0), {
+        1: ["6 7 8 5 4", "0 2 3 1 9"],
+        2: ["4 6 8 5 7", "2 0 1 3 9"]}),
+    (("global", "strided", "none", 4, 0, 0), {
+        1: ["2 7 9", "8 0 4", "5 3", "1 6"],
+        2: ["2 9 8", "1 0 6", "3 5", "4 7"]}),
+    # Skip: K positions of the sequence on skip_world ranks, then W ranks.
+    (("global", "strided", "none", 3, 4, 4), {0: ["6 9", "0 5", "7 1"]}),
+    (("global", "strided", "pad", 4, 4, 4),
+     {0: ["6 5", "0 1", "7 6*", "9 0*"]}),
+    (("global", "strided", "drop", 3, 4, 4), {0: ["6", "0", "7"]}),
+    (("global", "strided", "none", 3, 10, 4), {0: ["", "", ""]}),
+    (("global", "strided", "pad", 3, 0, 4),
+     {0: ["8 3 7 1", "2 6 9 8*", "4 0 5 2*"]}),
+    (("global", "contiguous", "none", 2, 3, 4),
+     {0: ["3 6 0 7", "9 5 1"]}),
+    (("global", "bytes", "none", 3, 3, 4), {0: ["3 6 0", "7 9", "5 1"]}),
+    (("local", "strided", "none", 3, 4, 4), {1: ["5 3", "0 8", "4 1"]}),
+    (("local", "strided", "pad", 3, 5, 4), {1: ["0 8", "4 1", "3 0*"]}),
+    (("local", "contiguous", "pad", 3, 5, 2),
+     {1: ["9 0", "7 1", "5 9*"]}),
+]
+
+
+def epochs_selftest(check):
+    check("derive(3, 42, 1, 0)", "0x%016x" % derive(3, 42, 1, 0),
+          "0xddf781b6b175eced")
+    weights = list(range(1, 11))
+    for (reshuffle, layout, balance, w, skip, skip_world), by_epoch in \
+            EPOCH_VECTORS:
+        for epoch, want in by_epoch.items():
+            got = [" ".join("%d%s" % (i, "*" if pad else "")
+                            for i, pad in lst)
+                   for lst in plan_all(10, weights, w, 42, epoch, "shuffle",
+                                       layout, balance, reshuffle, skip,
+                                       skip_world)]
+            check("%s %s %s W=%d skip %d skip_world %d epoch %d"
+                  % (reshuffle, layout, balance, w, skip, skip_world, epoch),
+                  got, want)
 
 
 # --- Records (docs/RECORDS.md §2) -------------------------------------
