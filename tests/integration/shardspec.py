@@ -1,22 +1,25 @@
 #!/usr/bin/python3
 """Reference implementation of the sharding spec "shardfs-shard v1".
 
-DESIGN.md section 5, written independently of fs/shard.c and as plainly as
-possible: integration tests compare a mount's .shardfs/rank-R.order with
+DESIGN.md section 5 (with epochs, local reshuffle and skip:
+docs/EPOCHS-spec.md until merged there), written independently of
+fs/shard.c and as plainly as possible: integration tests compare a mount's .shardfs/rank-R.order with
 what this script prints, so it must follow the spec text rather than the C
 code's shortcuts. Python's integers are exact, so the bytes layout needs no
 128-bit tricks; uint64 wrapping is spelled out with MASK.
 
     shardspec.py MANIFEST_TSV --world-size W --seed S --epoch E \\
         --order shuffle|none --layout strided|contiguous|bytes \\
-        --balance none|drop|pad --rank R
+        --balance none|drop|pad --rank R \\
+        [--reshuffle global|local] [--skip K] [--skip-world W0]
     shardspec.py --selftest
 
 prints rank R's keys in epoch order, one per line, byte for byte as the
 manifest writes them (still escaped); a pad item's line ends in TAB "pad".
 
     shardspec.py records --index INDEX --world-size W --seed S --epoch E \
-        --order ... --layout ... --balance ... --parts P [--rank R]
+        --order ... --layout ... --balance ... --parts P [--rank R] \
+        [--reshuffle global|local] [--skip K] [--skip-world W0]
 
 reads a record index file (docs/RECORDS.md §2; parsed here, not by
 shardfs) and prints, for each rank (or only R) and each part, a line
@@ -648,8 +651,9 @@ def main(argv):
     except (OSError, ValueError) as e:
         print("shardspec: %s" % e, file=sys.stderr)
         return 2
-    # fs/shard.c stores indices as uint32 and refuses larger plans (a
-    # skip plan's T is at most N long, so bounding both by N suffices).
+    # fs/shard.c stores indices as uint32 and refuses larger plans. A skip
+    # plan's T is at most N long, so this bound may refuse a plan near
+    # 2^32 positions that shardfs builds, never the reverse.
     worlds = [a.world_size]
     if a.skip or a.skip_world:
         worlds.append(a.skip_world or a.world_size)
