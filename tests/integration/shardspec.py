@@ -3,10 +3,11 @@
 
 DESIGN.md section 5 (with epochs, local reshuffle and skip:
 docs/EPOCHS-spec.md until merged there), written independently of
-fs/shard.c and as plainly as possible: integration tests compare a mount's .shardfs/rank-R.order with
-what this script prints, so it must follow the spec text rather than the C
-code's shortcuts. Python's integers are exact, so the bytes layout needs no
-128-bit tricks; uint64 wrapping is spelled out with MASK.
+fs/shard.c and as plainly as possible: integration tests compare a mount's
+.shardfs/rank-R.order with what this script prints, so it must follow the
+spec text rather than the C code's shortcuts. Python's integers are exact,
+so the bytes layout needs no 128-bit tricks; uint64 wrapping is spelled out
+with MASK.
 
     shardspec.py MANIFEST_TSV --world-size W --seed S --epoch E \\
         --order shuffle|none --layout strided|contiguous|bytes \\
