@@ -102,8 +102,9 @@ struct shard_plan {
 	uint64_t world_size;
 	size_t n_items; /* N, the manifest's item count */
 	/* Manifest indices, rank 0's first, each rank's in epoch order
-	 * (the order of S; of T for a skip plan). Rank r owns items[rank_start[r] ..
-	 * rank_start[r+1]); the last rank_pad[r] of those are pad items. */
+	 * (the order of S; of T for a skip plan). Rank r owns
+	 * items[rank_start[r] .. rank_start[r+1]); the last rank_pad[r] of
+	 * those are pad items. */
 	uint32_t *items;
 	size_t *rank_start; /* world_size + 1 entries */
 	size_t *rank_pad;   /* world_size entries */
@@ -117,8 +118,8 @@ struct shard_plan {
 };
 
 /* Computes the plan for all ranks in O(N + W) time (a skip plan: O(N + W +
- * W0)). weight is called only
- * for the bytes layout and may be NULL otherwise.
+ * W0)). weight is called only for the bytes layout and may be NULL
+ * otherwise.
  * Returns 0 and sets *out (free with shard_plan_free), or
  *   -EINVAL     spec or out NULL, spec invalid (see shard_spec_check), or
  *               layout bytes with weight NULL;
