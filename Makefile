@@ -117,8 +117,10 @@ UNIT_ENV := env -u http_proxy -u https_proxy -u HTTP_PROXY -u HTTPS_PROXY \
 	-u ALL_PROXY -u all_proxy NO_PROXY=127.0.0.1,localhost,::1 \
 	no_proxy=127.0.0.1,localhost,::1
 
-unit: $(UNIT_BINS)
-	@rc=0; for t in $(UNIT_BINS); do $(UNIT_ENV) $$t || rc=1; done; exit $$rc
+# shard_xcheck: fs/shard.c against the reference shardspec.py (~1 s).
+unit: $(UNIT_BINS) $(B)/tests/shard_dump
+	@rc=0; for t in $(UNIT_BINS); do $(UNIT_ENV) $$t || rc=1; done; \
+	tests/unit/shard_xcheck.py $(B)/tests/shard_dump || rc=1; exit $$rc
 
 integration: $(B)/shardfs
 	@SHARDFS=$(CURDIR)/$(B)/shardfs tests/integration/run.sh

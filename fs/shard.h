@@ -11,6 +11,12 @@
  * Memory: a plan holds R' uint32 item indices (R' = N, N minus the dropped
  * tail, or N plus pads) plus, for the strided layout, one N scratch array
  * while building: at most 8 bytes per item, plus 16 bytes per rank.
+ * reshuffle = local permutes the epoch-0 plan in place: nothing more. A
+ * skip plan (skip > 0 or skip_world set) first builds the plan on W0 =
+ * skip_world ranks, then the sequence T (at most N items) out of it, then
+ * the final plan from T: the peak is still 8 bytes per item (W0's plan and
+ * T, or T and the final plan), plus 16 bytes per rank of W0 and of W;
+ * time O(N + W0 + W).
  */
 #ifndef SHARDFS_SHARD_H
 #define SHARDFS_SHARD_H
@@ -38,10 +44,14 @@ enum shard_balance {
 };
 
 enum shard_reshuffle {
-	SHARD_RESHUFFLE_GLOBAL = 0, /* default */
-	SHARD_RESHUFFLE_LOCAL,
+	SHARD_RESHUFFLE_GLOBAL = 0, /* default: a new permutation of all items
+				     * each epoch */
+	SHARD_RESHUFFLE_LOCAL,	    /* epoch 0's assignment of items to ranks,
+				     * reshuffled within each rank */
 };
 
+/* Zero-initialized new fields (reshuffle, skip, skip_world) give v1's plan,
+ * bit for bit. */
 struct shard_spec {
 	uint64_t world_size; /* >= 1 */
 	uint64_t seed;
@@ -50,9 +60,10 @@ struct shard_spec {
 	enum shard_layout layout;
 	enum shard_balance balance;
 	enum shard_reshuffle reshuffle;
-	uint64_t skip; /* K: positions of the epoch's sequence consumed */
-	uint64_t
-		skip_world; /* the world size K was counted on; 0 = world_size */
+	/* K: positions of the epoch's sequence already consumed (0: none) */
+	uint64_t skip;
+	/* the world size K was counted on, <= UINT32_MAX; 0 = world_size */
+	uint64_t skip_world;
 };
 
 /* Spec primitives, exported so the test vectors can check them. */
@@ -91,21 +102,30 @@ struct shard_plan {
 	uint64_t world_size;
 	size_t n_items; /* N, the manifest's item count */
 	/* Manifest indices, rank 0's first, each rank's in epoch order
-	 * (the order of S). Rank r owns items[rank_start[r] ..
-	 * rank_start[r+1]); the last rank_pad[r] of those are pad items. */
+	 * (the order of S; of T for a skip plan). Rank r owns
+	 * items[rank_start[r] .. rank_start[r+1]); the last rank_pad[r] of
+	 * those are pad items. */
 	uint32_t *items;
 	size_t *rank_start; /* world_size + 1 entries */
 	size_t *rank_pad;   /* world_size entries */
-	size_t n_dropped;   /* balance = drop: items in no rank */
+	/* Items in no rank, not skipped: balance = drop's (on W0 and on W
+	 * for a skip plan). */
+	size_t n_dropped;
+	/* A skip plan's items before position K of the sequence (pads not
+	 * counted); else 0. n_items = n_skipped + n_dropped + the plan's
+	 * non-pad positions. */
+	size_t n_skipped;
 };
 
-/* Computes the plan for all ranks in O(N + W) time. weight is called only
- * for the bytes layout and may be NULL otherwise.
+/* Computes the plan for all ranks in O(N + W) time (a skip plan: O(N + W +
+ * W0)). weight is called only for the bytes layout and may be NULL
+ * otherwise.
  * Returns 0 and sets *out (free with shard_plan_free), or
  *   -EINVAL     spec or out NULL, spec invalid (see shard_spec_check), or
  *               layout bytes with weight NULL;
- *   -EOVERFLOW  N, world_size or R' (the plan's length, pads included)
- *               exceeds UINT32_MAX;
+ *   -EOVERFLOW  N, world_size or R' (the plan's length, pads included;
+ *               for a skip plan also that of W0's plan) exceeds
+ *               UINT32_MAX;
  *   -ENOMEM.
  * On failure *out is untouched and nothing is leaked. */
 int shard_plan_build(const struct shard_spec *spec, size_t n,

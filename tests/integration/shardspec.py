@@ -1,22 +1,26 @@
 #!/usr/bin/python3
 """Reference implementation of the sharding spec "shardfs-shard v1".
 
-DESIGN.md section 5, written independently of fs/shard.c and as plainly as
-possible: integration tests compare a mount's .shardfs/rank-R.order with
-what this script prints, so it must follow the spec text rather than the C
-code's shortcuts. Python's integers are exact, so the bytes layout needs no
-128-bit tricks; uint64 wrapping is spelled out with MASK.
+DESIGN.md section 5 (with epochs, local reshuffle and skip:
+docs/EPOCHS-spec.md until merged there), written independently of
+fs/shard.c and as plainly as possible: integration tests compare a mount's
+.shardfs/rank-R.order with what this script prints, so it must follow the
+spec text rather than the C code's shortcuts. Python's integers are exact,
+so the bytes layout needs no 128-bit tricks; uint64 wrapping is spelled out
+with MASK.
 
     shardspec.py MANIFEST_TSV --world-size W --seed S --epoch E \\
         --order shuffle|none --layout strided|contiguous|bytes \\
-        --balance none|drop|pad --rank R
+        --balance none|drop|pad --rank R \\
+        [--reshuffle global|local] [--skip K] [--skip-world W0]
     shardspec.py --selftest
 
 prints rank R's keys in epoch order, one per line, byte for byte as the
 manifest writes them (still escaped); a pad item's line ends in TAB "pad".
 
     shardspec.py records --index INDEX --world-size W --seed S --epoch E \
-        --order ... --layout ... --balance ... --parts P [--rank R]
+        --order ... --layout ... --balance ... --parts P [--rank R] \
+        [--reshuffle global|local] [--skip K] [--skip-world W0]
 
 reads a record index file (docs/RECORDS.md §2; parsed here, not by
 shardfs) and prints, for each rank (or only R) and each part, a line
@@ -122,8 +126,8 @@ def bytes_ranks(s, weights, w):
     return ranks
 
 
-def plan_rank(n, weights, w, seed, epoch, order, layout, balance, rank):
-    """Rank `rank`'s share as a list of (item, is_pad), in epoch order."""
+def v1_rank(n, weights, w, seed, epoch, order, layout, balance, rank):
+    """Rank `rank`'s share under v1 (section 5), as [(item, is_pad)]."""
     s = epoch_order(n, seed, epoch, order)
     if layout == "bytes":
         ranks = bytes_ranks(s, weights, w)
@@ -132,14 +136,81 @@ def plan_rank(n, weights, w, seed, epoch, order, layout, balance, rank):
     return [sb[p] for p in rank_positions(len(sb), w, layout, rank)]
 
 
+def base_plan(n, weights, w, seed, epoch, order, layout, balance, reshuffle):
+    """Every rank's list without skip: v1 (global), or (local) epoch 0's v1
+    lists with each rank's non-pad prefix shuffled by
+    splitmix64(derive(3, seed, epoch, rank)), pads left last."""
+    if reshuffle == "global":
+        return [v1_rank(n, weights, w, seed, epoch, order, layout, balance,
+                        r) for r in range(w)]
+    p0 = [v1_rank(n, weights, w, seed, 0, order, layout, balance, r)
+          for r in range(w)]
+    if epoch == 0 or order == "none":
+        return p0
+    out = []
+    for r, lst in enumerate(p0):
+        npad = sum(1 for _, pad in lst if pad)
+        body = lst[:len(lst) - npad]
+        fisher_yates(body, SplitMix64(derive(3, seed, epoch, r)))
+        out.append(body + lst[len(lst) - npad:])
+    return out
+
+
+def sequence(lists, w, layout):
+    """Q, the epoch's sequence of a plan: strided Q[i*W + r] = L_r[i],
+    else L_0 + L_1 + ... + L_{W-1}."""
+    if layout != "strided":
+        return [x for lst in lists for x in lst]
+    q = [None] * sum(len(lst) for lst in lists)
+    for r, lst in enumerate(lists):
+        for i, x in enumerate(lst):
+            q[i * w + r] = x
+    assert None not in q, "strided lists do not tile their sequence"
+    return q
+
+
+def plan_all(n, weights, w, seed, epoch, order, layout, balance,
+             reshuffle="global", skip=0, skip_world=0):
+    """Every rank's list [(item, is_pad)], the extended spec
+    (docs/EPOCHS-spec.md). With skip or skip_world: the sequence Q of the
+    plan on W0 = skip_world (or w) ranks, T its non-pad items from
+    position skip on, then v1's balance and layout on w ranks with T as S."""
+    if skip == 0 and skip_world == 0:
+        return base_plan(n, weights, w, seed, epoch, order, layout, balance,
+                         reshuffle)
+    w0 = skip_world or w
+    q = sequence(base_plan(n, weights, w0, seed, epoch, order, layout,
+                           balance, reshuffle), w0, layout)
+    t = [i for i, pad in q[skip:] if not pad]
+    if layout == "bytes":
+        ranks = bytes_ranks(t, weights, w)
+        return [[(i, False) for i, r in zip(t, ranks) if r == rank]
+                for rank in range(w)]
+    sb = balanced(t, w, balance)
+    return [[sb[p] for p in rank_positions(len(sb), w, layout, rank)]
+            for rank in range(w)]
+
+
+def plan_rank(n, weights, w, seed, epoch, order, layout, balance, rank,
+              reshuffle="global", skip=0, skip_world=0):
+    """Rank `rank`'s share as a list of (item, is_pad), in epoch order."""
+    if reshuffle == "global" and skip == 0 and skip_world == 0:
+        return v1_rank(n, weights, w, seed, epoch, order, layout, balance,
+                       rank)
+    return plan_all(n, weights, w, seed, epoch, order, layout, balance,
+                    reshuffle, skip, skip_world)[rank]
+
+
 def plan_rank_runs(object_lens, w, seed, epoch, order, layout, balance,
-                   run_bytes, window, rank):
+                   run_bytes, window, rank, reshuffle="global", skip=0,
+                   skip_world=0):
     """Record views dealt in runs (docs/RECORDS.md, "Runs"): each object's
     records (served lengths object_lens[o]) cut into runs of at most
     run_bytes (a larger record alone), runs planned as items, a rank's
     records its runs' records in run order, then (order shuffle, window > 1)
     its non-pad records shuffled within windows with one generator per
-    rank, derive(2, seed, epoch, rank). Returns [(record id, is_pad)]."""
+    rank, derive(2, seed, epoch, rank). reshuffle, skip and skip_world
+    apply to the runs (skip counts runs). Returns [(record id, is_pad)]."""
     runs, first = [], 0
     for lens in object_lens:
         cur = None
@@ -152,7 +223,7 @@ def plan_rank_runs(object_lens, w, seed, epoch, order, layout, balance,
                 cur[1] += ln
         first += len(lens)
     share = plan_rank(len(runs), [r[1] for r in runs], w, seed, epoch, order,
-                      layout, balance, rank)
+                      layout, balance, rank, reshuffle, skip, skip_world)
     out = [(rec, pad) for i, pad in share for rec in runs[i][0]]
     if order == "shuffle" and window > 1:
         g = SplitMix64(derive(2, seed, epoch, rank))
@@ -166,12 +237,23 @@ def plan_rank_runs(object_lens, w, seed, epoch, order, layout, balance,
     return out
 
 
-def spec_error(w, layout, balance):
+def spec_error(w, layout, balance, skip_world=0):
     if w < 1:
         return "world_size must be at least 1"
     if layout == "bytes" and balance != "none":
         return "layout bytes requires balance none"
+    if skip_world > UINT32_MAX:
+        return "skip_world must be at most 4294967295 (2^32-1)"
     return None
+
+
+def add_epoch_args(p):
+    p.add_argument("--reshuffle", choices=["global", "local"],
+                   default="global")
+    p.add_argument("--skip", type=uint64_arg, default=0,
+                   help="K: positions of the epoch's sequence consumed")
+    p.add_argument("--skip-world", type=uint64_arg, default=0,
+                   help="the world size K was counted on (0: --world-size)")
 
 
 def read_manifest(path):
@@ -237,6 +319,7 @@ def selftest():
     check("bytes [5,1,1,1,1,5] W=3",
           show(6, [5, 1, 1, 1, 1, 5], 3, "none", "bytes", "none"),
           [["0"], ["1", "2", "3", "4"], ["5"]])
+    epochs_selftest(check)
     records_selftest(check)
 
     for f in failures:
@@ -244,6 +327,81 @@ def selftest():
     if not failures:
         print("selftest ok")
     return 1 if failures else 0
+
+
+# --- Epochs and skip (docs/EPOCHS-spec.md) ----------------------------
+
+# N=10, seed 42, order shuffle, weights [1..10] (item i weighs i + 1): for
+# each (reshuffle, layout, balance, W, skip, skip_world), epoch: rank lists
+# as "8 6 5*" (* = pad).
+EPOCH_VECTORS = [
+    (("local", "strided", "none", 4, 0, 0), {
+        0: ["8 6 5", "2 0 1", "4 7", "3 9"],
+        1: ["6 5 8", "2 0 1", "7 4", "9 3"],
+        2: ["8 6 5", "0 2 1", "4 7", "9 3"]}),
+    (("local", "strided", "drop", 4, 0, 0), {
+        0: ["8 6", "2 0", "4 7", "3 9"],
+        1: ["6 8", "2 0", "7 4", "9 3"],
+        2: ["8 6", "2 0", "4 7", "9 3"]}),
+    (("local", "strided", "pad", 4, 0, 0), {
+        0: ["8 6 5", "2 0 1", "4 7 8*", "3 9 2*"],
+        1: ["6 5 8", "2 0 1", "7 4 8*", "9 3 2*"],
+        2: ["8 6 5", "0 2 1", "4 7 8*", "9 3 2*"]}),
+    (("local", "contiguous", "none", 4, 0, 0), {
+        0: ["8 2 4", "3 6 0", "7 9", "5 1"],
+        1: ["2 4 8", "3 6 0", "9 7", "1 5"],
+        2: ["8 2 4", "6 3 0", "7 9", "1 5"]}),
+    (("local", "contiguous", "drop", 4, 0, 0), {
+        0: ["8 2", "4 3", "6 0", "7 9"],
+        1: ["2 8", "4 3", "0 6", "9 7"],
+        2: ["8 2", "4 3", "6 0", "9 7"]}),
+    (("local", "contiguous", "pad", 4, 0, 0), {
+        0: ["8 2 4", "3 6 0", "7 9 5", "1 8* 2*"],
+        1: ["2 4 8", "3 6 0", "7 5 9", "1 8* 2*"],
+        2: ["8 2 4", "6 3 0", "7 9 5", "1 8* 2*"]}),
+    (("local", "bytes", "none", 4, 0, 0), {
+        0: ["8 2", "4 3 6", "0 7", "9 5 1"],
+        1: ["2 8", "4 3 6", "7 0", "5 1 9"],
+        2: ["8 2", "3 4 6", "0 7", "5 1 9"]}),
+    (("local", "strided", "none", 2, 0, 0), {
+        1: ["6 7 8 5 4", "0 2 3 1 9"],
+        2: ["4 6 8 5 7", "2 0 1 3 9"]}),
+    (("global", "strided", "none", 4, 0, 0), {
+        1: ["2 7 9", "8 0 4", "5 3", "1 6"],
+        2: ["2 9 8", "1 0 6", "3 5", "4 7"]}),
+    # Skip: K positions of the sequence on skip_world ranks, then W ranks.
+    (("global", "strided", "none", 3, 4, 4), {0: ["6 9", "0 5", "7 1"]}),
+    (("global", "strided", "pad", 4, 4, 4),
+     {0: ["6 5", "0 1", "7 6*", "9 0*"]}),
+    (("global", "strided", "drop", 3, 4, 4), {0: ["6", "0", "7"]}),
+    (("global", "strided", "none", 3, 10, 4), {0: ["", "", ""]}),
+    (("global", "strided", "pad", 3, 0, 4),
+     {0: ["8 3 7 1", "2 6 9 8*", "4 0 5 2*"]}),
+    (("global", "contiguous", "none", 2, 3, 4),
+     {0: ["3 6 0 7", "9 5 1"]}),
+    (("global", "bytes", "none", 3, 3, 4), {0: ["3 6 0", "7 9", "5 1"]}),
+    (("local", "strided", "none", 3, 4, 4), {1: ["5 3", "0 8", "4 1"]}),
+    (("local", "strided", "pad", 3, 5, 4), {1: ["0 8", "4 1", "3 0*"]}),
+    (("local", "contiguous", "pad", 3, 5, 2),
+     {1: ["9 0", "7 1", "5 9*"]}),
+]
+
+
+def epochs_selftest(check):
+    check("derive(3, 42, 1, 0)", "0x%016x" % derive(3, 42, 1, 0),
+          "0xddf781b6b175eced")
+    weights = list(range(1, 11))
+    for (reshuffle, layout, balance, w, skip, skip_world), by_epoch in \
+            EPOCH_VECTORS:
+        for epoch, want in by_epoch.items():
+            got = [" ".join("%d%s" % (i, "*" if pad else "")
+                            for i, pad in lst)
+                   for lst in plan_all(10, weights, w, 42, epoch, "shuffle",
+                                       layout, balance, reshuffle, skip,
+                                       skip_world)]
+            check("%s %s %s W=%d skip %d skip_world %d epoch %d"
+                  % (reshuffle, layout, balance, w, skip, skip_world, epoch),
+                  got, want)
 
 
 # --- Records (docs/RECORDS.md §2) -------------------------------------
@@ -328,16 +486,19 @@ def served_lengths(objects):
     return out
 
 
-def plan_records(objects, fmt, w, seed, epoch, order, layout, balance, parts):
+def plan_records(objects, fmt, w, seed, epoch, order, layout, balance, parts,
+                 reshuffle="global", skip=0, skip_world=0):
     """Each rank's parts: [[(size, [(object, record, is_pad), ...]), ...]
-    per part] per rank. objects: [(name, nl_added, [(off, len), ...])]."""
+    per part] per rank. objects: [(name, nl_added, [(off, len), ...])].
+    Records are the items (skip counts records)."""
     items = served_lengths(objects)
     weights = [it[2] for it in items]
     trailer = TAR_TRAILER if REC_FORMATS[fmt] == "tar" else 0
     ranks = []
+    shares = plan_all(len(items), weights, w, seed, epoch, order, layout,
+                      balance, reshuffle, skip, skip_world)
     for r in range(w):
-        share = plan_rank(len(items), weights, w, seed, epoch, order,
-                          layout, balance, r)
+        share = shares[r]
         n = len(share)
         q, m = divmod(n, parts)
         rank_parts = []
@@ -413,8 +574,9 @@ def records_main(argv):
                    default="none")
     p.add_argument("--parts", type=uint64_arg, required=True)
     p.add_argument("--rank", type=uint64_arg)
+    add_epoch_args(p)
     a = p.parse_args(argv)
-    err = spec_error(a.world_size, a.layout, a.balance)
+    err = spec_error(a.world_size, a.layout, a.balance, a.skip_world)
     if err:
         p.error(err)
     if not 1 <= a.parts <= 99999:
@@ -428,7 +590,8 @@ def records_main(argv):
         print("shardspec: %s" % e, file=sys.stderr)
         return 2
     ranks = plan_records(objects, fmt, a.world_size, a.seed, a.epoch,
-                         a.order, a.layout, a.balance, a.parts)
+                         a.order, a.layout, a.balance, a.parts, a.reshuffle,
+                         a.skip, a.skip_world)
     out = sys.stdout.buffer
     for r, rank in enumerate(ranks):
         if a.rank is not None and r != a.rank:
@@ -469,6 +632,7 @@ def main(argv):
     p.add_argument("--balance", choices=["none", "drop", "pad"],
                    default="none")
     p.add_argument("--rank", type=uint64_arg)
+    add_epoch_args(p)
     p.add_argument("--selftest", action="store_true",
                    help="check the DESIGN.md section 5 test vectors")
     a = p.parse_args(argv)
@@ -477,7 +641,7 @@ def main(argv):
         return selftest()
     if a.manifest is None or a.world_size is None or a.rank is None:
         p.error("MANIFEST_TSV, --world-size and --rank are required")
-    err = spec_error(a.world_size, a.layout, a.balance)
+    err = spec_error(a.world_size, a.layout, a.balance, a.skip_world)
     if err:
         p.error(err)
     if a.rank >= a.world_size:
@@ -488,10 +652,15 @@ def main(argv):
     except (OSError, ValueError) as e:
         print("shardspec: %s" % e, file=sys.stderr)
         return 2
-    # fs/shard.c stores indices as uint32 and refuses larger plans.
+    # fs/shard.c stores indices as uint32 and refuses larger plans. A skip
+    # plan's T is at most N long, so this bound may refuse a plan near
+    # 2^32 positions that shardfs builds, never the reverse.
+    worlds = [a.world_size]
+    if a.skip or a.skip_world:
+        worlds.append(a.skip_world or a.world_size)
     n_positions = len(keys)
     if a.balance == "pad":
-        n_positions = -(-len(keys) // a.world_size) * a.world_size
+        n_positions = max(-(-len(keys) // w) * w for w in worlds)
     if max(len(keys), a.world_size, n_positions) > UINT32_MAX:
         print("shardspec: plan too large for shardfs (EOVERFLOW)",
               file=sys.stderr)
@@ -499,7 +668,8 @@ def main(argv):
 
     out = sys.stdout.buffer
     for item, pad in plan_rank(len(keys), sizes, a.world_size, a.seed,
-                               a.epoch, a.order, a.layout, a.balance, a.rank):
+                               a.epoch, a.order, a.layout, a.balance, a.rank,
+                               a.reshuffle, a.skip, a.skip_world):
         out.write(keys[item] + (b"\tpad\n" if pad else b"\n"))
     out.flush()
     return 0

@@ -601,6 +601,8 @@ static void prop_case_make(struct prop_case *c, struct test_rng *g,
 	uint64_t max_weight = 0;
 	size_t k;
 
+	/* v1 only: reshuffle, skip and skip_world zero. */
+	memset(spec, 0, sizeof(*spec));
 	/* Small N and W > N are where the off-by-ones live. */
 	c->n = rng_below(g, 8) == 0 ? rng_below(g, 6)
 				    : rng_below(g, PROP_MAX_N + 1);
