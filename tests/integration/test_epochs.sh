@@ -1,0 +1,215 @@
+#!/usr/bin/env bash
+# Epoch trees and elastic resume on real FUSE mounts of a local dataset:
+# epoch-E/rank-R/ for several epochs without remounting (each against the
+# reference, shardspec.py), reshuffle = local keeping each rank's items,
+# a simulated preemption (W = 4 -> W' = 3 through skip-K) that reads every
+# item exactly once, names that are not canonical, the bound on trees kept
+# in memory, the next epoch planned and prefetched near the end of one, and
+# record views' epoch and skip trees.
+SUITE=epochs
+. "$(dirname "$0")/lib.sh"
+
+SRC=$T/src
+make_dataset "$SRC" 300
+SPEC=$HERE/shardspec.py
+EP=$HERE/epochs.py
+
+conf() { # conf FILE [KEY=VALUE in section shard...]
+	local f=$1; shift
+	{
+		echo "[source]"
+		echo "url = $SRC"
+		echo "[shard]"
+		local kv
+		for kv in "$@"; do echo "${kv%%=*} = ${kv#*=}"; done
+		echo "[cache]"
+		echo "dir = $T/cache"
+	} >"$f"
+}
+
+stat_of() { # stat_of MOUNT NAME: a sample's value in .shardfs/stats
+	awk -v n="shardfs_$2" '$1 == n { print $2 }' "$1/.shardfs/stats"
+}
+
+# orders_match MOUNT CTRL W ARGS...: every rank's order file in MOUNT/CTRL
+# equals the reference's for ARGS.
+orders_match() {
+	local m=$1 ctrl=$2 w=$3 r; shift 3
+	for ((r = 0; r < w; r++)); do
+		/usr/bin/python3 "$SPEC" "$m/.shardfs/manifest.tsv" --world-size "$w" \
+			--rank $r "$@" >"$T/want.order" || return 1
+		cmp -s "$T/want.order" "$m/$ctrl/rank-$r.order" || {
+			echo "# rank $r of $ctrl differs from shardspec.py $*"
+			return 1
+		}
+	done
+}
+
+M=$T/mnt
+C=$T/c.conf
+
+# --- global reshuffle: epochs without remounting -----------------------
+conf "$C" world_size=4 seed=42 epoch=0
+mount_shardfs "$C" "$M" || { fail "mount"; finish; }
+for e in 0 1 5; do
+	check "epoch-$e: rank-R.order = reference (epoch $e)" \
+		orders_match "$M" ".shardfs/epoch-$e" 4 --seed 42 --epoch $e
+	check "epoch-$e: every rank's files = its order, bytes = source" \
+		/usr/bin/python3 "$EP" tree "$M" "epoch-$e" ".shardfs/epoch-$e" "$SRC" --world 4
+done
+check "rank-R/ is the configured epoch: rank-0.order = epoch-0/rank-0.order" \
+	cmp -s "$M/.shardfs/rank-0.order" "$M/.shardfs/epoch-0/rank-0.order"
+if cmp -s "$M/.shardfs/epoch-0/rank-0.order" "$M/.shardfs/epoch-1/rank-0.order"; then
+	fail "epoch 1 reshuffles" "rank 0's order is epoch 0's"
+else
+	ok "epoch 1 reshuffles (rank 0's order differs from epoch 0's)"
+fi
+check "epoch-1's plan says epoch 1 and reshuffle global" \
+	grep -qx 'epoch 1' "$M/.shardfs/epoch-1/plan"
+check "  ... and reshuffle global" grep -qx 'reshuffle global' "$M/.shardfs/epoch-1/plan"
+if ls "$M" | grep -q '^epoch-'; then
+	fail "the root's listing shows no epoch-E" "$(ls "$M" | tr '\n' ' ')"
+else
+	ok "the root's listing shows no epoch-E (they are looked up by name)"
+fi
+bad=""
+for name in epoch-01 epoch- epoch-x epoch-1x epoch-18446744073709551616 \
+	epoch-1/skip-01 epoch-1/skip- epoch-1/skip-5-of-0 epoch-1/skip-5-of- \
+	epoch-1/skip-3/skip-1 epoch-1/rank-0/skip-1 rank-0/epoch-1; do
+	[ -e "$M/$name" ] && bad="$bad $name"
+done
+check "non-canonical or misplaced names do not exist:${bad:-" none"}" test -z "$bad"
+check "epoch-18446744073709551615 (the largest) exists" \
+	test -d "$M/epoch-18446744073709551615/rank-3"
+
+# More epochs than are kept: every tree is still right, and once the
+# kernel lets go of the evicted ones, at most 4 stay in memory.
+for e in 2 3 4 6 7 8 9 10; do ls -R "$M/epoch-$e" >/dev/null; done
+check "epoch-2 after 8 more epochs: still the reference" \
+	orders_match "$M" ".shardfs/epoch-2" 4 --seed 42 --epoch 2
+check "epoch-2 after 8 more epochs: files = order, bytes = source" \
+	/usr/bin/python3 "$EP" tree "$M" "epoch-2" ".shardfs/epoch-2" "$SRC" --world 4
+n=""
+for _ in $(seq 100); do
+	n=$(stat_of "$M" epoch_trees)
+	[ -n "$n" ] && [ "$n" -le 4 ] && break
+	sleep 0.2
+done
+check "trees in memory fall to the 4 kept once the kernel drops the rest (now ${n:-?})" \
+	test -n "$n" -a "${n:-99}" -le 4
+built=$(stat_of "$M" epoch_trees_built_total)
+check "epoch trees were built on demand ($built)" test "${built:-0}" -ge 12
+umount_shardfs "$M" || fail "unmount (global)"
+
+# --- the next epoch is planned and prefetched near the end of one -------
+rm -rf "$T/cache"
+conf "$C" world_size=2 seed=7 epoch=3
+mount_shardfs "$C" "$M" || { fail "mount (prefetch)"; finish; }
+mapfile -t keys < <(grep -v $'\tpad$' "$M/.shardfs/epoch-3/rank-0.order")
+n=${#keys[@]}
+for k in "${keys[@]:0:n-5}"; do cat "$M/epoch-3/rank-0/$k" >/dev/null; done
+for _ in $(seq 100); do
+	[ "$(stat_of "$M" epoch_trees_built_total)" -ge 2 ] && break
+	sleep 0.2
+done
+check "near the end of epoch 3, epoch 4 is planned ahead" \
+	test "$(stat_of "$M" epoch_trees_built_total)" -ge 2
+for k in "${keys[@]:n-5}"; do cat "$M/epoch-3/rank-0/$k" >/dev/null; done
+# The first of epoch 4's first files that epoch 3 did not read on this
+# rank (position j): only the walk past epoch 3's end can have fetched
+# it. The walk asks for positions 1 .. n-1 of epoch 3, then 0 .. j of
+# epoch 4: wait for those asks (made after the open replies) to be made
+# and served.
+want="" j=0
+for k in $(grep -v $'\tpad$' "$M/.shardfs/epoch-4/rank-0.order" | head -4); do
+	grep -qxF "$k" "$M/.shardfs/epoch-3/rank-0.order" || { want=$k; break; }
+	j=$((j + 1))
+done
+for _ in $(seq 100); do
+	[ "$(stat_of "$M" prefetch_issued_total)" -ge $((n + j)) ] &&
+		[ "$(stat_of "$M" backend_inflight)" -eq 0 ] && break
+	sleep 0.2
+done
+# (Its open starts epoch 4's own order, whose asks fetch more: count the
+# reader's misses, not the backend's requests.)
+b0=$(stat_of "$M" cache_misses_total)
+[ -n "$want" ] && cat "$M/epoch-4/rank-0/$want" >/dev/null
+b1=$(stat_of "$M" cache_misses_total)
+check "epoch 4's first new file was prefetched as epoch 3 ended (${want:-none}: $b0 -> $b1 misses)" \
+	test -n "$want" -a "$b0" -eq "$b1"
+umount_shardfs "$M" || fail "unmount (prefetch)"
+
+# --- local reshuffle: the same items per rank, a new order per epoch ----
+rm -rf "$T/cache"
+conf "$C" world_size=4 seed=42 reshuffle=local
+mount_shardfs "$C" "$M" || { fail "mount (local)"; finish; }
+for e in 0 1 2; do
+	check "local epoch-$e: orders = reference (--reshuffle local)" \
+		orders_match "$M" ".shardfs/epoch-$e" 4 --seed 42 --epoch $e --reshuffle local
+done
+/usr/bin/python3 "$EP" sets "$M" .shardfs/epoch-0 --world 4 >"$T/sets0"
+/usr/bin/python3 "$EP" sets "$M" .shardfs/epoch-1 --world 4 >"$T/sets1"
+/usr/bin/python3 "$EP" sets "$M" .shardfs/epoch-2 --world 4 >"$T/sets2"
+check "local: each rank's items are the same in epochs 0, 1, 2" \
+	eval 'cmp -s "$T/sets0" "$T/sets1" && cmp -s "$T/sets0" "$T/sets2"'
+if cmp -s "$M/.shardfs/epoch-1/rank-0.order" "$M/.shardfs/epoch-2/rank-0.order"; then
+	fail "local: epoch 2's order differs from epoch 1's"
+else
+	ok "local: epoch 2's order differs from epoch 1's"
+fi
+check "local: global epoch 0 = local epoch 0" \
+	orders_match "$M" ".shardfs/epoch-0" 4 --seed 42 --epoch 0
+for r in 0 1 2 3; do cat "$M"/epoch-0/rank-$r/train/*/* >/dev/null; done
+b0=$(stat_of "$M" backend_requests_total)
+check "local epoch-1: files = order, bytes = source" \
+	/usr/bin/python3 "$EP" tree "$M" "epoch-1" ".shardfs/epoch-1" "$SRC" --world 4
+b1=$(stat_of "$M" backend_requests_total)
+check "local epoch 1 after epoch 0 reads nothing from the source ($b0 -> $b1 reads)" \
+	test "$b1" -eq "$b0"
+umount_shardfs "$M" || fail "unmount (local)"
+
+# --- exact elastic resume: W = 4 stops after c items, W' = 3 skips 4c ---
+resume() { # resume NAME RESHUFFLE SKIPNAME
+	local name=$1 resh=$2 skipname=$3 c=20 r
+	rm -rf "$T/cache"
+	: >"$T/consumed"
+	conf "$C" world_size=4 seed=9 reshuffle="$resh"
+	mount_shardfs "$C" "$M" || { fail "$name: mount W=4"; return; }
+	for r in 0 1 2 3; do
+		/usr/bin/python3 "$EP" read "$M" epoch-2 .shardfs/epoch-2 "$SRC" \
+			--rank $r --first $c >>"$T/consumed" || fail "$name: read W=4 rank $r"
+	done
+	umount_shardfs "$M" || fail "$name: unmount W=4"
+	conf "$C" world_size=3 seed=9 reshuffle="$resh"
+	mount_shardfs "$C" "$M" || { fail "$name: mount W'=3"; return; }
+	for r in 0 1 2; do
+		/usr/bin/python3 "$EP" read "$M" "epoch-2/$skipname" \
+			".shardfs/epoch-2/$skipname" "$SRC" --rank $r >>"$T/consumed" ||
+			fail "$name: read W'=3 rank $r"
+	done
+	check "$name: skip tree's files = its order, bytes = source" \
+		/usr/bin/python3 "$EP" tree "$M" "epoch-2/$skipname" \
+		".shardfs/epoch-2/$skipname" "$SRC" --world 3
+	umount_shardfs "$M" || fail "$name: unmount W'=3"
+	sed 1d "$T/src.manifest" | cut -f1 | sort >"$T/all"
+	sort "$T/consumed" >"$T/got"
+	local dups
+	dups=$(uniq -d "$T/got" | wc -l)
+	check "$name: 4 x $c items then $skipname on 3 ranks: every item read, $dups twice" \
+		eval 'cmp -s "$T/all" "$T/got"'
+}
+"$SHARDFS" manifest "$SRC" -o "$T/src.manifest" >/dev/null 2>&1 ||
+	fail "shardfs manifest of the source"
+resume "global" global skip-80
+resume "local" local skip-80-of-4
+conf "$C" world_size=3 seed=9
+mount_shardfs "$C" "$M" || { fail "mount (skip reference)"; finish; }
+check "skip-80 (global, strided): orders = reference (--skip 80)" \
+	orders_match "$M" ".shardfs/epoch-2/skip-80" 3 --seed 9 --epoch 2 --skip 80
+check "skip-300 and beyond: empty ranks" \
+	eval 'test -z "$(ls -A "$M/epoch-2/skip-300/rank-0")" && test -z "$(ls -A "$M/epoch-2/skip-1000/rank-2")"'
+check "skip-80's plan names skip 80 and skip_world 3" \
+	eval 'grep -qx "skip 80" "$M/.shardfs/epoch-2/skip-80/plan" && grep -qx "skip_world 3" "$M/.shardfs/epoch-2/skip-80/plan"'
+umount_shardfs "$M" || fail "unmount (skip reference)"
+
+finish
