@@ -9,6 +9,8 @@ Written from the published framings, not from shardfs' C code:
         view must skip.
     records.py check FORMAT SRC MOUNT --world W --seed S [--epoch E]
             [--order O] [--layout L] [--balance B] --parts P [--ranks R,R..]
+            [--reshuffle global|local] [--skip K] [--skip-world W0]
+            [--tree epoch-E[/skip-K]] [--ctrl .shardfs/epoch-E[/skip-K]]
         reads SRC's record files with the readers below, computes every
         rank's records and parts with shardspec.py's plan (the spec's
         reference), then for each shown rank: every part parses with the
@@ -275,23 +277,25 @@ def check(args):
              else [int(x) for x in args.ranks.split(",")])
     seen = Counter()
     for rank in ranks:
+        more = dict(reshuffle=args.reshuffle, skip=args.skip,
+                    skip_world=args.skip_world)
         if args.run_bytes:
             share = shardspec.plan_rank_runs(
                 [[len(r) for r in recs] for _, recs in objs], args.world,
                 args.seed, args.epoch, args.order, args.layout, args.balance,
-                args.run_bytes, args.window, rank)
+                args.run_bytes, args.window, rank, **more)
         else:
             share = shardspec.plan_rank(len(flat), weights, args.world, args.seed,
                                         args.epoch, args.order, args.layout,
-                                        args.balance, rank)
+                                        args.balance, rank, **more)
         want_order = b"".join(
             b"%s\t%d%s\n" % (flat[i][0].encode(), flat[i][1],
                              b"\tpad" if pad else b"") for i, pad in share)
-        with open(os.path.join(mnt, ".shardfs", "rank-%d.order" % rank), "rb") as f:
+        with open(os.path.join(mnt, args.ctrl, "rank-%d.order" % rank), "rb") as f:
             got_order = f.read()
         if got_order != want_order:
-            sys.exit("FAIL rank %d: .shardfs/rank-%d.order differs from the "
-                     "reference" % (rank, rank))
+            sys.exit("FAIL rank %d: %s/rank-%d.order differs from the "
+                     "reference" % (rank, args.ctrl, rank))
         q, m = divmod(len(share), args.parts)
         ext = fmt[:-3] if fmt.endswith(".gz") else fmt
         for p in range(args.parts):
@@ -300,7 +304,8 @@ def check(args):
             if ext == "tar":
                 want += b"\0" * 1024
             name = "part-%05d-of-%05d.%s" % (p, args.parts, ext)
-            path = os.path.join(mnt, "rank-%d" % rank, "records", name)
+            path = os.path.join(mnt, args.tree, "rank-%d" % rank, "records",
+                                name)
             if os.stat(path).st_size != len(want):
                 sys.exit("FAIL %s: size %d, want %d" %
                          (path, os.stat(path).st_size, len(want)))
@@ -320,7 +325,7 @@ def check(args):
         print("ok rank %d: %d records (%d pads) in %d parts, every part "
               "parses and matches" % (rank, len(share),
                                       sum(1 for _, p in share if p), args.parts))
-    if not args.ranks and args.balance != "drop":
+    if not args.ranks and args.balance != "drop" and not args.skip:
         want_all = Counter((k, j) for k, j, _ in flat)
         if seen != want_all:
             sys.exit("FAIL the ranks' records are not the source's records")
@@ -353,6 +358,14 @@ def main(argv):
     ck.add_argument("--ranks", default="")
     ck.add_argument("--run-bytes", type=int, default=0)
     ck.add_argument("--window", type=int, default=1024)
+    ck.add_argument("--reshuffle", default="global")
+    ck.add_argument("--skip", type=int, default=0)
+    ck.add_argument("--skip-world", type=int, default=0)
+    ck.add_argument("--tree", default="",
+                    help="where the rank directories are, under MOUNT "
+                    "(e.g. epoch-1 or epoch-1/skip-40)")
+    ck.add_argument("--ctrl", default=".shardfs",
+                    help="where their order files are, under MOUNT")
     tc = sub.add_parser("tfrecord-check")
     tc.add_argument("file")
     a = ap.parse_args(argv)

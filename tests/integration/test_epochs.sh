@@ -212,4 +212,52 @@ check "skip-80's plan names skip 80 and skip_world 3" \
 	eval 'grep -qx "skip 80" "$M/.shardfs/epoch-2/skip-80/plan" && grep -qx "skip_world 3" "$M/.shardfs/epoch-2/skip-80/plan"'
 umount_shardfs "$M" || fail "unmount (skip reference)"
 
+# --- record views: the same epoch and skip trees --------------------------
+R="/usr/bin/python3 $HERE/records.py"
+rconf() { # rconf FILE FORMAT SRC [EXTRA LINES...]
+	local f=$1 fmt=$2 src=$3; shift 3
+	{
+		printf '[source]\nurl = %s\n[shard]\nunit = record\nworld_size = 4\nseed = 42\n' "$src"
+		printf '[cache]\ndir = %s\n' "$T/cache-rec"
+		printf '[records]\nformat = %s\nparts = 3\n' "$fmt"
+		for l in "$@"; do printf '%s\n' "$l"; done
+	} >"$f"
+}
+for fmt in jsonl tfrecord.gz; do
+	S=$T/rsrc-$fmt
+	rm -rf "$T/cache-rec"
+	$R make "$fmt" "$S" --objects 5 --seed 5
+	rconf "$T/r.conf" "$fmt" "$S"
+	"$SHARDFS" index "$T/r.conf" -o "$T/r.idx" -q >/dev/null 2>&1 || fail "$fmt: shardfs index"
+	rconf "$T/r.conf" "$fmt" "$S" "index = $T/r.idx"
+	mount_shardfs "$T/r.conf" "$M" || { fail "$fmt: record mount"; continue; }
+	check "$fmt records: epoch-1 parts parse and match the reference (epoch 1)" \
+		$R check "$fmt" "$S" "$M" --world 4 --seed 42 --parts 3 --epoch 1 \
+		--tree epoch-1 --ctrl .shardfs/epoch-1
+	check "$fmt records: epoch-2/skip-7 = the reference (--skip 7)" \
+		$R check "$fmt" "$S" "$M" --world 4 --seed 42 --parts 3 --epoch 2 \
+		--skip 7 --tree epoch-2/skip-7 --ctrl .shardfs/epoch-2/skip-7
+	check "$fmt records: rank-R/ = epoch-0/rank-R/ (the configured epoch)" \
+		cmp -s "$M/rank-1/records/part-00001-of-00003.${fmt%.gz}" \
+		"$M/epoch-0/rank-1/records/part-00001-of-00003.${fmt%.gz}"
+	umount_shardfs "$M" || fail "$fmt: record unmount"
+done
+# Local reshuffle with runs: a rank's records stay its own across epochs.
+rm -rf "$T/cache-rec"
+rconf "$T/r.conf" jsonl "$T/rsrc-jsonl" "index = $T/r.idx" "run_bytes = 4096" "window = 8"
+"$SHARDFS" index "$T/r.conf" -o "$T/r.idx" -q >/dev/null 2>&1
+sed -i 's/^seed = 42/seed = 42\nreshuffle = local/' "$T/r.conf"
+mount_shardfs "$T/r.conf" "$M" || fail "local records mount"
+check "local records in runs: epoch-2 = the reference (--reshuffle local)" \
+	$R check jsonl "$T/rsrc-jsonl" "$M" --world 4 --seed 42 --parts 3 --epoch 2 \
+	--run-bytes 4096 --window 8 --reshuffle local --tree epoch-2 --ctrl .shardfs/epoch-2
+for e in 0 2; do
+	for r in 0 1 2 3; do
+		grep -v $'\tpad$' "$M/.shardfs/epoch-$e/rank-$r.order" | sort >"$T/rset.$e.$r"
+	done
+done
+check "local records: each rank's records are the same in epochs 0 and 2" \
+	eval 'for r in 0 1 2 3; do cmp -s "$T/rset.0.$r" "$T/rset.2.$r" || exit 1; done'
+umount_shardfs "$M" || fail "local records unmount"
+
 finish
