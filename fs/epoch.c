@@ -189,11 +189,10 @@ static int owner_build(struct fs *fs, struct fs_gen *base,
 		/* A record view: an empty object plan (as dataset.c makes). */
 		rc = shard_plan_build(&o->spec, 0, NULL, NULL, &o->plan);
 		if (rc == 0)
-			rc = rplan_build_runs(d->rindex, &o->spec,
-					      rplan_parts(d->rplan),
-					      rplan_run_bytes(d->rplan),
-					      rplan_window(d->rplan),
-					      &o->rplan);
+			rc = rplan_build_runs(
+				d->rindex, &o->spec, rplan_parts(d->rplan),
+				rplan_run_bytes(d->rplan),
+				rplan_window(d->rplan), &o->rplan);
 	} else {
 		rc = shard_plan_build(&o->spec, d->manifest->count,
 				      entry_weight, d->manifest, &o->plan);
@@ -211,9 +210,8 @@ static int owner_build(struct fs *fs, struct fs_gen *base,
 }
 
 /* Makes o a generation (taking a reference on base for it). */
-static int owner_gen(struct fs *fs, struct fs_gen *base,
-		     struct epoch_owner *o, const struct epoch_key *key,
-		     struct fs_gen **out)
+static int owner_gen(struct fs *fs, struct fs_gen *base, struct epoch_owner *o,
+		     const struct epoch_key *key, struct fs_gen **out)
 {
 	struct fs_data d = base->d;
 	const struct view_node *root;
@@ -354,8 +352,8 @@ int fs_epoch_link(struct fs *fs, struct fs_gen *g, const struct view_node *dir,
 		base = g;
 	} else {
 		/* An epoch-E tree's directory or its .shardfs/: skip-K. */
-		if (g->skip || (dir_ino != g->data_node &&
-				dir_ino != g->ctrl_node))
+		if (g->skip ||
+		    (dir_ino != g->data_node && dir_ino != g->ctrl_node))
 			return -ENOENT;
 		ctrl = dir_ino == g->ctrl_node;
 		if (!parse_skip(name, &key.skip, &key.skip_world))
@@ -512,8 +510,8 @@ static void *worker_main(void *arg)
 		pthread_mutex_unlock(&w->lock);
 		/* Once stopping, builds are dropped and invalidations go
 		 * nowhere (inval_epoch checks), but references still go. */
-		if (t.kind == TASK_BUILD && __atomic_load_n(&w->stop,
-							    __ATOMIC_RELAXED))
+		if (t.kind == TASK_BUILD &&
+		    __atomic_load_n(&w->stop, __ATOMIC_RELAXED))
 			fs_gen_put(fs, t.base, 1);
 		else
 			task_run(fs, &t);

@@ -17,7 +17,7 @@
  * 2^64: a wrapped total would hand out meaningless shares, and for every
  * total below 2^64 the result is the spec's, bit for bit.
  *
- * Epochs (DESIGN.md §5, docs/EPOCHS-spec.md until merged): reshuffle =
+ * Epochs (DESIGN.md §5, "Epochs, local reshuffle and skip"): reshuffle =
  * local shuffles each rank's non-pad prefix of epoch 0's plan in place; a
  * skip plan reads T off the W0 plan's sequence and deals it through the
  * same shard_deal() as S, so balance and layout have one implementation.

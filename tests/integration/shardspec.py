@@ -1,8 +1,7 @@
 #!/usr/bin/python3
 """Reference implementation of the sharding spec "shardfs-shard v1".
 
-DESIGN.md section 5 (with epochs, local reshuffle and skip:
-docs/EPOCHS-spec.md until merged there), written independently of
+DESIGN.md section 5 (with "Epochs, local reshuffle and skip"), written independently of
 fs/shard.c and as plainly as possible: integration tests compare a mount's
 .shardfs/rank-R.order with what this script prints, so it must follow the
 spec text rather than the C code's shortcuts. Python's integers are exact,
@@ -172,7 +171,7 @@ def sequence(lists, w, layout):
 def plan_all(n, weights, w, seed, epoch, order, layout, balance,
              reshuffle="global", skip=0, skip_world=0):
     """Every rank's list [(item, is_pad)], the extended spec
-    (docs/EPOCHS-spec.md). With skip or skip_world: the sequence Q of the
+    (docs/DESIGN.md section 5, "Epochs, local reshuffle and skip"). With skip or skip_world: the sequence Q of the
     plan on W0 = skip_world (or w) ranks, T its non-pad items from
     position skip on, then v1's balance and layout on w ranks with T as S."""
     if skip == 0 and skip_world == 0:
@@ -329,7 +328,7 @@ def selftest():
     return 1 if failures else 0
 
 
-# --- Epochs and skip (docs/EPOCHS-spec.md) ----------------------------
+# --- Epochs and skip (docs/DESIGN.md section 5, "Epochs, local reshuffle and skip") ----------------------------
 
 # N=10, seed 42, order shuffle, weights [1..10] (item i weighs i + 1): for
 # each (reshuffle, layout, balance, W, skip, skip_world), epoch: rank lists

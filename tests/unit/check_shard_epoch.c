@@ -1,5 +1,5 @@
 /*
- * check_shard_epoch: fs/shard.h's epoch extensions (docs/EPOCHS-spec.md):
+ * check_shard_epoch: fs/shard.h's epoch extensions (docs/DESIGN.md §5, "Epochs, local reshuffle and skip"):
  * reshuffle = local, skip K over skip_world ranks.
  *
  * The vectors are the reference's (tests/integration/shardspec.py
