@@ -32,6 +32,7 @@
 
 #include "fs/fs_impl.h"
 #include "util/log.h"
+#include "util/str.h"
 
 struct epoch_key {
 	uint64_t epoch;
@@ -83,45 +84,10 @@ struct fs_epoch_worker {
 static const char top_name[] = "epoch";
 static const char ctrl_name[] = ".shardfs";
 
-/* Parses a canonical decimal (no sign, no leading zero but "0") of
- * exactly len bytes. */
-static bool parse_u64(const char *s, size_t len, uint64_t *out)
-{
-	uint64_t v = 0;
-	size_t i;
-
-	if (len == 0 || len > 20 || (s[0] == '0' && len > 1))
-		return false;
-	for (i = 0; i < len; i++) {
-		unsigned d = (unsigned char)s[i] - '0';
-
-		if (d > 9 || v > (UINT64_MAX - d) / 10)
-			return false;
-		v = v * 10 + d;
-	}
-	*out = v;
-	return true;
-}
-
 static bool parse_epoch(const char *name, uint64_t *epoch)
 {
 	return strncmp(name, "epoch-", 6) == 0 &&
-	       parse_u64(name + 6, strlen(name + 6), epoch);
-}
-
-/* skip-K or skip-K-of-W (W >= 1). */
-static bool parse_skip(const char *name, uint64_t *skip, uint64_t *world)
-{
-	const char *k = name + 5, *of;
-
-	if (strncmp(name, "skip-", 5) != 0)
-		return false;
-	*world = 0;
-	of = strstr(k, "-of-");
-	if (of == NULL)
-		return parse_u64(k, strlen(k), skip);
-	return parse_u64(k, (size_t)(of - k), skip) &&
-	       parse_u64(of + 4, strlen(of + 4), world) && *world > 0;
+	       str_u64_canon(name + 6, strlen(name + 6), epoch);
 }
 
 static bool key_eq(const struct epoch_key *a, const struct epoch_key *b)
@@ -356,7 +322,8 @@ int fs_epoch_link(struct fs *fs, struct fs_gen *g, const struct view_node *dir,
 		    (dir_ino != g->data_node && dir_ino != g->ctrl_node))
 			return -ENOENT;
 		ctrl = dir_ino == g->ctrl_node;
-		if (!parse_skip(name, &key.skip, &key.skip_world))
+		if (strncmp(name, "skip-", 5) != 0 ||
+		    !str_skip_spec(name + 5, &key.skip, &key.skip_world))
 			return -ENOENT;
 		key.epoch = g->d.spec->epoch;
 		key.is_skip = true;

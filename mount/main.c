@@ -32,6 +32,7 @@
 #include "mount/overrides.h"
 #include "util/log.h"
 #include "util/ranks.h"
+#include "util/str.h"
 
 static const char usage_main[] =
 	"usage: shardfs COMMAND [ARGS]\n"
@@ -85,7 +86,8 @@ static const char usage_manifest[] =
 	"  --anonymous           send unsigned requests (public buckets)\n";
 
 static const char usage_plan[] =
-	"usage: shardfs plan CONFIG [--rank LIST] [-o section.key=value,...]\n"
+	"usage: shardfs plan CONFIG [--rank LIST] [--skip K[-of-W]]\n"
+	"                    [-o section.key=value,...]\n"
 	"\n"
 	"Prints the shard plan CONFIG gives, exactly as .shardfs/plan of a "
 	"mount:\n"
@@ -97,7 +99,15 @@ static const char usage_plan[] =
 	"(--rank 0-3,8,\n"
 	"the grammar of [shard] ranks; --rank may be repeated), prints each "
 	"rank's\n"
-	"order in rank order, each after a line \"# rank R\".\n";
+	"order in rank order, each after a line \"# rank R\".\n"
+	"\n"
+	"  --skip K[-of-W]   the plan of MOUNT/epoch-E/skip-K[-of-W]/ "
+	"instead:\n"
+	"                    the epoch's items from position K of its sequence "
+	"on,\n"
+	"                    positions counted on W ranks (default "
+	"world_size);\n"
+	"                    the epoch with -o shard.epoch=E\n";
 
 /* Loads CONFIG with the overrides; prints the error and returns the exit
  * code on failure, or 0. */
@@ -318,6 +328,7 @@ static int cmd_plan(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "rank", required_argument, NULL, 'r' },
+		{ "skip", required_argument, NULL, 's' },
 		CMD_LONGOPTS_END,
 	};
 	struct overrides ov = { 0 };
@@ -326,11 +337,23 @@ static int cmd_plan(int argc, char **argv)
 	struct plan_ranks pr = { 0 };
 	const char **rank_args = NULL;
 	size_t n_rank_args = 0, i;
+	uint64_t skip = 0, skip_world = 0;
 	int c, rc = EXIT_USAGE;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "r:o:h", longopts, NULL)) != -1) {
 		switch (c) {
+		case 's':
+			if (!str_skip_spec(optarg, &skip, &skip_world)) {
+				fprintf(stderr,
+					"shardfs plan: --skip %s: expected K "
+					"or "
+					"K-of-W (decimal, 1 <= W <= "
+					"4294967295)\n",
+					optarg);
+				goto out;
+			}
+			break;
 		case 'r':
 			if (cmd_args_push(&rank_args, &n_rank_args, optarg) <
 			    0) {
@@ -357,6 +380,8 @@ static int cmd_plan(int argc, char **argv)
 			goto out;
 		}
 	}
+	cfg->shard.spec.skip = skip;
+	cfg->shard.spec.skip_world = skip_world;
 	rc = EXIT_RUNTIME;
 	if (dataset_load(cfg, false, &ds) < 0)
 		goto out;

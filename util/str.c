@@ -65,3 +65,32 @@ void str_unescape_octal(char *s)
 	}
 	*o = '\0';
 }
+
+bool str_u64_canon(const char *s, size_t len, uint64_t *out)
+{
+	uint64_t v = 0;
+
+	if (len == 0 || len > 20 || (s[0] == '0' && len > 1))
+		return false;
+	for (size_t i = 0; i < len; i++) {
+		unsigned d = (unsigned char)s[i] - '0';
+
+		if (d > 9 || v > (UINT64_MAX - d) / 10)
+			return false;
+		v = v * 10 + d;
+	}
+	*out = v;
+	return true;
+}
+
+bool str_skip_spec(const char *s, uint64_t *skip, uint64_t *world)
+{
+	const char *of = strstr(s, "-of-");
+
+	*world = 0;
+	if (of == NULL)
+		return str_u64_canon(s, strlen(s), skip);
+	return str_u64_canon(s, (size_t)(of - s), skip) &&
+	       str_u64_canon(of + 4, strlen(of + 4), world) && *world >= 1 &&
+	       *world <= UINT32_MAX;
+}

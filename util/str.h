@@ -5,7 +5,9 @@
 #ifndef SHARDFS_UTIL_STR_H
 #define SHARDFS_UTIL_STR_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* A malloc'ed copy of p[0..n) followed by a NUL (so a copy of text is a
  * C string, and n == 0 still gives a pointer to free). Returns NULL when
@@ -28,5 +30,14 @@ void str_trim_span(const char **s, const char **e);
  * /proc/mounts write a space as \040, and so on: \ and three octal digits,
  * the first 0-3); anything else is kept as is. */
 void str_unescape_octal(char *s);
+
+/* Parses exactly the len bytes at s as a canonical decimal uint64: digits
+ * only, no sign, no leading zero (but "0"), no overflow. A name such as
+ * epoch-7 then has one spelling. */
+bool str_u64_canon(const char *s, size_t len, uint64_t *out);
+
+/* "K" or "K-of-W" (W >= 1, at most UINT32_MAX), as in skip-K-of-W: sets
+ * *skip and *world (0 without "-of-W"). */
+bool str_skip_spec(const char *s, uint64_t *skip, uint64_t *world);
 
 #endif

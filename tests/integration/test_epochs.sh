@@ -206,6 +206,10 @@ conf "$C" world_size=3 seed=9
 mount_shardfs "$C" "$M" || { fail "mount (skip reference)"; finish; }
 check "skip-80 (global, strided): orders = reference (--skip 80)" \
 	orders_match "$M" ".shardfs/epoch-2/skip-80" 3 --seed 9 --epoch 2 --skip 80
+check "shardfs plan --skip 80 -o shard.epoch=2 --rank 1 = the skip tree's order" \
+	eval '"$SHARDFS" plan "$C" --skip 80 -o shard.epoch=2 --rank 1 | cmp -s - "$M/.shardfs/epoch-2/skip-80/rank-1.order"'
+check "shardfs plan --skip 8-of-0 is a usage error" \
+	eval '! "$SHARDFS" plan "$C" --skip 8-of-0 >/dev/null 2>&1'
 check "skip-300 and beyond: empty ranks" \
 	eval 'test -z "$(ls -A "$M/epoch-2/skip-300/rank-0")" && test -z "$(ls -A "$M/epoch-2/skip-1000/rank-2")"'
 check "skip-80's plan names skip 80 and skip_world 3" \

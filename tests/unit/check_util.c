@@ -101,6 +101,30 @@ START_TEST(test_str_trim)
 }
 END_TEST
 
+START_TEST(test_str_canon)
+{
+	uint64_t v = 99, w = 99;
+
+	ck_assert(str_u64_canon("0", 1, &v) && v == 0);
+	ck_assert(str_u64_canon("18446744073709551615", 20, &v) &&
+		  v == UINT64_MAX);
+	ck_assert(!str_u64_canon("18446744073709551616", 20, &v));
+	ck_assert(!str_u64_canon("07", 2, &v));
+	ck_assert(!str_u64_canon("", 0, &v));
+	ck_assert(!str_u64_canon("+7", 2, &v));
+	ck_assert(!str_u64_canon("7x", 2, &v));
+	ck_assert(str_u64_canon("7x", 1, &v) && v == 7);
+	ck_assert(str_skip_spec("80", &v, &w) && v == 80 && w == 0);
+	ck_assert(str_skip_spec("80-of-4", &v, &w) && v == 80 && w == 4);
+	ck_assert(str_skip_spec("0-of-4294967295", &v, &w) && w == 4294967295u);
+	ck_assert(!str_skip_spec("80-of-4294967296", &v, &w));
+	ck_assert(!str_skip_spec("80-of-0", &v, &w));
+	ck_assert(!str_skip_spec("80-of-", &v, &w));
+	ck_assert(!str_skip_spec("-of-4", &v, &w));
+	ck_assert(!str_skip_spec("80-of-4-of-4", &v, &w));
+}
+END_TEST
+
 START_TEST(test_str_unescape_octal)
 {
 	char a[] = "/mnt/a\\040b\\011c\\134d";
@@ -197,6 +221,7 @@ int main(void)
 		{ "str_memdup", test_str_memdup },
 		{ "str_trim", test_str_trim },
 		{ "str_unescape_octal", test_str_unescape_octal },
+		{ "str_canon", test_str_canon },
 		{ "thread_start_blocks", test_thread_start_blocks },
 		{ "dlist", test_dlist },
 	};
