@@ -264,4 +264,7 @@ check "local records: each rank's records are the same in epochs 0 and 2" \
 	eval 'for r in 0 1 2 3; do cmp -s "$T/rset.0.$r" "$T/rset.2.$r" || exit 1; done'
 umount_shardfs "$M" || fail "local records unmount"
 
+check "no sanitizer report in any daemon's log" bash -c \
+	"! grep -lE 'ERROR: (Address|Thread|Leak)Sanitizer|WARNING: ThreadSanitizer|runtime error' '$T'/shardfs.*.log"
+
 finish
