@@ -6,7 +6,9 @@
  * bits), holding a reference on the generation until it is done, including
  * what it does after its reply. Positive lookup replies and readdirplus
  * entries are counted as references until the kernel FORGETs them; open
- * handles until release. Every handler replies exactly once.
+ * handles until release. Every handler replies exactly once. A name the
+ * view lacks may be an epoch-E/ or skip-K/ tree (epoch.c): the lookup then
+ * answers with that tree's node and counts the reference on that tree.
  *
  * Control files (their texts, kept or snapshotted, and their handles are
  * control.c's): kept texts are served with keep_cache; the stats snapshot
