@@ -296,6 +296,11 @@ typedef bool (*cache_order_fn)(void *ctx, uint64_t order, uint64_t pos,
  * afresh). */
 void cache_set_order(struct cache *c, cache_order_fn fn, void *ctx);
 
+/* Forgets the prefetch state of every order o with (o & mask) == value
+ * (orders that can no longer be opened, e.g. a freed epoch tree's), so
+ * the table of orders stays as small as what is in use. */
+void cache_order_forget(struct cache *c, uint64_t mask, uint64_t value);
+
 #define CACHE_NO_ORDER UINT64_MAX
 
 /* An open object: reads through it drive the prefetcher. */

@@ -39,6 +39,20 @@ static void file_leave(struct cache_file *f)
 	__atomic_fetch_add(&f->left, 1, __ATOMIC_RELEASE);
 }
 
+void cache_order_forget(struct cache *c, uint64_t mask, uint64_t value)
+{
+	size_t i = 0;
+
+	pthread_mutex_lock(&c->pf_lock);
+	while (i < c->n_orders) {
+		if ((c->orders[i].order & mask) == value)
+			c->orders[i] = c->orders[--c->n_orders];
+		else
+			i++;
+	}
+	pthread_mutex_unlock(&c->pf_lock);
+}
+
 void cache_set_order(struct cache *c, cache_order_fn fn, void *ctx)
 {
 	pthread_mutex_lock(&c->pf_lock);

@@ -4,7 +4,12 @@
  * text is built on first use (getattr or open) and kept in the generation;
  * stats is written anew at each open into a snapshot its handle owns.
  * Every open handle is listed in its generation, so one whose RELEASE
- * never comes is freed with the generation.
+ * never comes is freed with the generation. An epoch tree serves its
+ * base's manifest.tsv text.
+ *
+ * Longer than 700 lines because the three texts (plan, orders, the stats
+ * exposition with its metric table) share the plan memo and the handles;
+ * the stats table alone is about 200 lines.
  */
 #include "fs/control.h"
 
@@ -77,11 +82,12 @@ int control_write_plan(FILE *f, const struct manifest *m,
 	fprintf(f, "balance %s\n", shard_balance_name(spec->balance));
 	fprintf(f, "reshuffle %s\n", shard_reshuffle_name(spec->reshuffle));
 	if (spec->skip != 0 || spec->skip_world != 0)
-		fprintf(f, "skip %llu\nskip_world %llu\n",
+		fprintf(f, "skip %llu\nskip_world %llu\nskipped_items %zu\n",
 			(unsigned long long)spec->skip,
 			(unsigned long long)(spec->skip_world
 						     ? spec->skip_world
-						     : spec->world_size));
+						     : spec->world_size),
+			plan->n_skipped);
 	fprintf(f, "dropped_items %zu\n", plan->n_dropped);
 	/* Largest rank over the mean: 1.0 is perfect balance. */
 	fprintf(f, "imbalance_bytes %.4f\n",
@@ -698,6 +704,10 @@ static int ctrl_get(struct fs *fs, struct fs_gen *g, const struct view_node *n,
 	struct ctrl_text *t;
 	int rc = 0;
 
+	/* An epoch tree serves its base's manifest (the same one): one
+	 * kept text, however many trees; the tree keeps the base alive. */
+	if (slot == 0 && g->base != NULL)
+		g = g->base;
 	pthread_mutex_lock(&g->ctrl_lock);
 	t = g->ctrl[slot];
 	if (t == NULL) {

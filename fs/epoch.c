@@ -29,10 +29,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "fs/fs_impl.h"
 #include "util/log.h"
 #include "util/str.h"
+#include "util/thread.h"
 
 struct epoch_key {
 	uint64_t epoch;
@@ -72,12 +74,16 @@ struct epoch_task {
 	uint32_t base_id; /* TASK_INVAL: whose .shardfs/ */
 };
 
+/* Lock order: swap_lock (fs_swap's retire), then a base's epochs lock,
+ * then gens_lock (fs_gen_add, fs_gen_put); the worker's lock is a leaf,
+ * never held while taking another. */
 struct fs_epoch_worker {
-	pthread_mutex_t lock; /* guards the ring and stop */
+	struct fs *fs;
+	pthread_mutex_t lock; /* guards the ring */
 	pthread_cond_t wake;
 	struct epoch_task ring[EPOCH_TASKS];
 	unsigned head, len;
-	bool stop;
+	bool stop; /* atomic; set (under lock) by fs_epoch_stop */
 	pthread_t thr;
 };
 
@@ -152,8 +158,10 @@ static int owner_build(struct fs *fs, struct fs_gen *base,
 	o->spec.skip = key->is_skip ? key->skip : 0;
 	o->spec.skip_world = key->is_skip ? key->skip_world : 0;
 	if (d->rplan != NULL) {
-		/* A record view: an empty object plan (as dataset.c makes). */
-		rc = shard_plan_build(&o->spec, 0, NULL, NULL, &o->plan);
+		/* A record view: an empty object plan (as dataset.c makes;
+		 * the bytes layout wants a weight even for no items). */
+		rc = shard_plan_build(&o->spec, 0, entry_weight, d->manifest,
+				      &o->plan);
 		if (rc == 0)
 			rc = rplan_build_runs(
 				d->rindex, &o->spec, rplan_parts(d->rplan),
@@ -181,6 +189,7 @@ static int owner_gen(struct fs *fs, struct fs_gen *base, struct epoch_owner *o,
 {
 	struct fs_data d = base->d;
 	const struct view_node *root;
+	struct fs_gen_tree tree = { .base = base, .skip = key->is_skip };
 	struct fs_gen *g;
 	uint64_t top = 0, ctl = 0;
 	int rc;
@@ -193,18 +202,16 @@ static int owner_gen(struct fs *fs, struct fs_gen *base, struct epoch_owner *o,
 	if (view_lookup(o->view, root, top_name, strlen(top_name), &top) < 0 ||
 	    view_lookup(o->view, root, ctrl_name, strlen(ctrl_name), &ctl) < 0)
 		return -EINVAL; /* view_build_under made both */
+	tree.data_node = (uint32_t)top;
+	tree.ctrl_node = (uint32_t)ctl;
 	o->base = base;
 	fs_gen_ref(base, 1);
-	rc = fs_gen_add(fs, &d, epoch_release, o, &g);
+	rc = fs_gen_add(fs, &d, &tree, epoch_release, o, &g);
 	if (rc < 0) {
 		fs_gen_put(fs, base, 1);
 		o->base = NULL;
 		return rc;
 	}
-	g->base = base;
-	g->data_node = (uint32_t)top;
-	g->ctrl_node = (uint32_t)ctl;
-	g->skip = key->is_skip;
 	__atomic_add_fetch(&fs->epoch_builds, 1, __ATOMIC_RELAXED);
 	*out = g;
 	return 0;
@@ -323,7 +330,8 @@ int fs_epoch_link(struct fs *fs, struct fs_gen *g, const struct view_node *dir,
 			return -ENOENT;
 		ctrl = dir_ino == g->ctrl_node;
 		if (strncmp(name, "skip-", 5) != 0 ||
-		    !str_skip_spec(name + 5, &key.skip, &key.skip_world))
+		    !str_skip_spec(name + 5, &key.skip, &key.skip_world) ||
+		    key.skip_world > FS_SKIP_WORLD_MAX)
 			return -ENOENT;
 		key.epoch = g->d.spec->epoch;
 		key.is_skip = true;
@@ -373,9 +381,12 @@ void fs_epoch_opened(struct fs *fs, struct fs_gen *g, uint64_t pos,
 }
 
 /* Tells the kernel to forget epoch-E at the root and in base's
- * .shardfs/ (and everything below them it does not use). Needs swap_lock
- * (the session's fd stays open while it is held and not stopping). */
-static void inval_epoch(struct fs *fs, uint32_t base_id, uint64_t epoch)
+ * .shardfs/ (and everything below them it does not use). The session's fd
+ * must stay open: fs_swap's caller holds swap_lock and checks stopping;
+ * the worker runs before fs_epoch_stop returns, and stops between two
+ * notifications once *stop is set. */
+static void inval_epoch(struct fs *fs, const bool *stop, uint32_t base_id,
+			uint64_t epoch)
 {
 	char name[32];
 	int len = snprintf(name, sizeof(name), "epoch-%llu",
@@ -383,12 +394,15 @@ static void inval_epoch(struct fs *fs, uint32_t base_id, uint64_t epoch)
 	/* .shardfs is the root's first child: view inode 2. */
 	fuse_ino_t parents[2] = { FUSE_ROOT_ID, FS_INO(base_id, 2) };
 
-	if (fs->se == NULL || fs->stopping)
-		return;
 	for (int i = 0; i < 2; i++) {
-		int rc = fuse_lowlevel_notify_inval_entry(fs->se, parents[i],
-							  name, (size_t)len);
+		int rc;
 
+		if (stop != NULL && __atomic_load_n(stop, __ATOMIC_ACQUIRE))
+			return;
+		if (fs->se == NULL)
+			return;
+		rc = fuse_lowlevel_notify_inval_entry(fs->se, parents[i], name,
+						      (size_t)len);
 		if (rc < 0 && rc != -ENOENT)
 			log_msg(LOG_DEBUG, "invalidating %s: %s", name,
 				strerror(-rc));
@@ -412,7 +426,8 @@ void fs_epoch_retire(struct fs *fs, struct fs_gen *g)
 	}
 	pthread_mutex_unlock(&e->lock);
 	for (i = 0; i < n; i++) {
-		inval_epoch(fs, g->id, gens[i]->d.spec->epoch);
+		if (!fs->stopping)
+			inval_epoch(fs, NULL, g->id, gens[i]->d.spec->epoch);
 		fs_gen_put(fs, gens[i], 1);
 	}
 }
@@ -435,15 +450,13 @@ void fs_epoch_free(struct fs_gen *g)
 	g->epochs = NULL;
 }
 
-static void task_run(struct fs *fs, struct epoch_task *t)
+static void task_run(struct fs *fs, struct epoch_task *t, const bool *stop)
 {
 	struct fs_gen *g;
 	int err;
 
 	if (t->kind == TASK_INVAL) {
-		pthread_mutex_lock(&fs->swap_lock);
-		inval_epoch(fs, t->base_id, t->key.epoch);
-		pthread_mutex_unlock(&fs->swap_lock);
+		inval_epoch(fs, stop, t->base_id, t->key.epoch);
 		return;
 	}
 	g = epochs_get(fs, t->base, &t->key, true, &err);
@@ -460,8 +473,7 @@ static void task_run(struct fs *fs, struct epoch_task *t)
 
 static void *worker_main(void *arg)
 {
-	struct fs *fs = arg;
-	struct fs_epoch_worker *w = fs->epoch_worker;
+	struct fs_epoch_worker *w = arg;
 
 	pthread_mutex_lock(&w->lock);
 	for (;;) {
@@ -469,19 +481,13 @@ static void *worker_main(void *arg)
 
 		while (w->len == 0 && !w->stop)
 			pthread_cond_wait(&w->wake, &w->lock);
-		if (w->len == 0)
-			break; /* stopping, nothing left */
+		if (w->stop)
+			break; /* fs_epoch_stop drains the queue */
 		t = w->ring[w->head];
 		w->head = (w->head + 1) % EPOCH_TASKS;
 		w->len--;
 		pthread_mutex_unlock(&w->lock);
-		/* Once stopping, builds are dropped and invalidations go
-		 * nowhere (inval_epoch checks), but references still go. */
-		if (t.kind == TASK_BUILD &&
-		    __atomic_load_n(&w->stop, __ATOMIC_RELAXED))
-			fs_gen_put(fs, t.base, 1);
-		else
-			task_run(fs, &t);
+		task_run(w->fs, &t, &w->stop);
 		pthread_mutex_lock(&w->lock);
 	}
 	pthread_mutex_unlock(&w->lock);
@@ -489,8 +495,10 @@ static void *worker_main(void *arg)
 }
 
 /* Queues t; a full queue drops it (a build not done is a cold start of
- * the next epoch, an invalidation not done leaves the kernel's entries to
- * their one-second timeout). Never waits. */
+ * the next epoch; an invalidation not done leaves the evicted tree to the
+ * kernel's own reclaim of unused entries, or to the next walk of that
+ * path, which the one-second entry timeout makes look it up again).
+ * Never waits. */
 static void worker_push(struct fs *fs, const struct epoch_task *t)
 {
 	struct fs_epoch_worker *w = fs->epoch_worker;
@@ -506,8 +514,15 @@ static void worker_push(struct fs *fs, const struct epoch_task *t)
 		}
 		pthread_mutex_unlock(&w->lock);
 	}
-	if (!queued && t->kind == TASK_BUILD)
-		fs_gen_put(fs, t->base, 1);
+	if (!queued) {
+		log_msg(LOG_DEBUG,
+			"epoch worker busy: %s of epoch %llu dropped",
+			t->kind == TASK_BUILD ? "planning ahead"
+					      : "invalidation",
+			(unsigned long long)t->key.epoch);
+		if (t->kind == TASK_BUILD)
+			fs_gen_put(fs, t->base, 1);
+	}
 }
 
 int fs_epoch_start(struct fs *fs)
@@ -517,31 +532,63 @@ int fs_epoch_start(struct fs *fs)
 
 	if (w == NULL)
 		return -ENOMEM;
+	w->fs = fs;
 	pthread_mutex_init(&w->lock, NULL);
 	pthread_cond_init(&w->wake, NULL);
 	fs->epoch_worker = w;
-	rc = pthread_create(&w->thr, NULL, worker_main, fs);
-	if (rc != 0) {
+	rc = thread_start(&w->thr, worker_main, w);
+	if (rc < 0) {
 		fs->epoch_worker = NULL;
 		pthread_cond_destroy(&w->wake);
 		pthread_mutex_destroy(&w->lock);
 		free(w);
-		return -rc;
+		return rc;
 	}
 	return 0;
 }
 
+/* How long fs_epoch_stop waits for the worker. A plan takes well under a
+ * second per million items; what can take longer is a notification the
+ * kernel holds until a lookup in the same directory is answered, and
+ * after the loop has ended nothing answers it until the unmount. */
+#define EPOCH_STOP_WAIT_S 30
+
 void fs_epoch_stop(struct fs *fs)
 {
 	struct fs_epoch_worker *w = fs->epoch_worker;
+	struct timespec until;
+	unsigned i;
+	int rc;
 
 	if (w == NULL)
 		return;
 	pthread_mutex_lock(&w->lock);
-	__atomic_store_n(&w->stop, true, __ATOMIC_RELAXED);
+	__atomic_store_n(&w->stop, true, __ATOMIC_RELEASE);
+	/* The tasks not started: their references go now, so a worker
+	 * that outlives this call (below) has nothing left that touches
+	 * fs. */
+	for (i = 0; i < w->len; i++) {
+		struct epoch_task *t = &w->ring[(w->head + i) % EPOCH_TASKS];
+
+		if (t->kind == TASK_BUILD)
+			fs_gen_put(fs, t->base, 1);
+	}
+	w->len = 0;
 	pthread_cond_signal(&w->wake);
 	pthread_mutex_unlock(&w->lock);
-	pthread_join(w->thr, NULL);
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += EPOCH_STOP_WAIT_S;
+	rc = pthread_timedjoin_np(w->thr, NULL, &until);
+	if (rc != 0) {
+		/* Left running (and w with it, never freed): it stops at its
+		 * next check of stop, once the kernel lets the notification
+		 * go, at the latest when the unmount ends the connection. */
+		log_msg(LOG_WARNING,
+			"epoch worker still in a kernel notification after "
+			"%d s; leaving it behind",
+			EPOCH_STOP_WAIT_S);
+		return;
+	}
 	fs->epoch_worker = NULL;
 	pthread_cond_destroy(&w->wake);
 	pthread_mutex_destroy(&w->lock);

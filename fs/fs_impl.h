@@ -107,7 +107,8 @@ struct fs_gen {
 	 * an epoch tree has base set (holding a reference on it: it
 	 * borrows the base's manifest, index and cache) and shows its
 	 * nodes data_node (epoch-E/ or skip-K/) and ctrl_node (their
-	 * .shardfs/ directory) through the base's lookups. */
+	 * .shardfs/ directory) through the base's lookups. Immutable once
+	 * the generation is listed (fs_gen_add sets them before). */
 	struct fs_epochs *epochs;
 	struct fs_gen *base;
 	uint32_t data_node, ctrl_node; /* view inode numbers */
@@ -191,14 +192,24 @@ size_t fs_epoch_count(struct fs *fs);
 /* Makes a generation over data that is not current (an epoch tree), with
  * one reference for the caller and a new id. Returns 0, -ENOMEM or
  * -EOVERFLOW (ids ran out); on failure release is not called. */
+struct fs_gen_tree {
+	struct fs_gen *base; /* a reference the new generation owns */
+	uint32_t data_node, ctrl_node;
+	bool skip;
+};
 int fs_gen_add(struct fs *fs, const struct fs_data *data,
-	       void (*release)(void *owner), void *owner, struct fs_gen **out);
+	       const struct fs_gen_tree *tree, void (*release)(void *owner),
+	       void *owner, struct fs_gen **out);
 
 /* epoch.c: the epoch-E/ and skip-K/ trees (docs/DESIGN.md §3, "Epochs").
  * At most FS_EPOCH_VIEWS trees per base generation are kept; one evicted
  * lives on while the kernel still uses it (its entries are invalidated,
  * so only open files and working directories hold it). */
 #define FS_EPOCH_VIEWS 4
+/* The largest W in skip-K-of-W: the plan on W ranks costs 16 bytes per
+ * rank, so a name must not be able to ask for gigabytes. The config's own
+ * bound on world_size (CONFIG_WORLD_SIZE_MAX). */
+#define FS_SKIP_WORLD_MAX (1u << 20)
 /* Starts and stops the worker that builds the next epoch's plan near the
  * end of an epoch and drops evicted trees from the kernel's caches.
  * fs_epoch_start returns 0 or -ENOMEM/-EAGAIN; fs_epoch_stop (idempotent)

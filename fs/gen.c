@@ -54,6 +54,11 @@ static void gen_free(struct fs_gen *g)
 	if (g == NULL)
 		return;
 	control_files_free(g);
+	/* Its orders (gen id << 32 | rank) can never be opened again. A
+	 * base's go at the next cache_set_order (fs_swap). */
+	if (g->base != NULL)
+		cache_order_forget(g->d.cache, (uint64_t)UINT32_MAX << 32,
+				   (uint64_t)g->id << 32);
 	fs_epoch_free(g);
 	free(g->item_rank);
 	free(g->item_pos);
@@ -286,11 +291,16 @@ void fs_state_destroy(struct fs *fs)
 		if (g->base == NULL)
 			fs_epoch_retire(fs, g);
 	for (;;) {
-		for (g = fs->gens; g != NULL && g->base == NULL; g = g->next)
+		struct fs_gen **p;
+
+		for (p = &fs->gens; *p != NULL && (*p)->base == NULL;
+		     p = &(*p)->next)
 			;
-		if (g == NULL)
+		if (*p == NULL)
 			break;
-		fs_gen_put(fs, g, __atomic_load_n(&g->refs, __ATOMIC_RELAXED));
+		g = *p;
+		*p = g->next;
+		gen_free(g); /* its release puts its base */
 	}
 	for (g = fs->gens; g != NULL; g = next) {
 		next = g->next;
@@ -367,17 +377,22 @@ int fs_swap(struct fs *fs, const struct fs_data *data,
 		pthread_mutex_unlock(&fs->swap_lock);
 		return -ECANCELED;
 	}
-	/* Ids are never reused: an inode number names one tree forever. */
-	if (fs->next_gen == 0) {
-		pthread_mutex_unlock(&fs->swap_lock);
-		return -EOVERFLOW;
-	}
-	rc = gen_new(data, fs->next_gen, true, release, owner, &g);
+	rc = gen_new(data, 0, true, release, owner, &g);
 	if (rc < 0) {
 		pthread_mutex_unlock(&fs->swap_lock);
 		return rc;
 	}
 	pthread_rwlock_wrlock(&fs->gens_lock);
+	/* Ids are never reused: an inode number names one tree forever.
+	 * Taken here, under the lock, as epoch trees take theirs. */
+	if (fs->next_gen == 0) {
+		pthread_rwlock_unlock(&fs->gens_lock);
+		g->release = NULL; /* the caller keeps owner */
+		gen_free(g);
+		pthread_mutex_unlock(&fs->swap_lock);
+		return -EOVERFLOW;
+	}
+	g->id = fs->next_gen;
 	old = fs->current;
 	/* Ours, for inval_root: old may lose every other reference now. */
 	fs_gen_ref(old, 1);
@@ -400,15 +415,21 @@ int fs_swap(struct fs *fs, const struct fs_data *data,
 }
 
 int fs_gen_add(struct fs *fs, const struct fs_data *data,
-	       void (*release)(void *owner), void *owner, struct fs_gen **out)
+	       const struct fs_gen_tree *tree, void (*release)(void *owner),
+	       void *owner, struct fs_gen **out)
 {
 	struct fs_gen *g;
 	int rc;
 
-	/* The id is taken under the lock, after the tables are built. */
+	/* The id is taken under the lock, after the tables are built; the
+	 * tree's fields are set before anyone can find it. */
 	rc = gen_new(data, 0, false, release, owner, &g);
 	if (rc < 0)
 		return rc;
+	g->base = tree->base;
+	g->data_node = tree->data_node;
+	g->ctrl_node = tree->ctrl_node;
+	g->skip = tree->skip;
 	pthread_rwlock_wrlock(&fs->gens_lock);
 	if (fs->next_gen == 0) {
 		pthread_rwlock_unlock(&fs->gens_lock);

@@ -419,6 +419,7 @@ out_signals:
 	fuse_remove_signal_handlers(se);
 out_session:
 	fuse_session_destroy(se);
+	fs.se = NULL;
 out:
 	fuse_opt_free_args(&args);
 	free(mount_opts);

@@ -21,6 +21,10 @@
  * were too short for real paths).
  *
  * Only the first error is reported; on any error nothing is kept.
+ *
+ * Longer than 700 lines because the key table, its one parser per value
+ * type and the cross-key checks are one unit: splitting them would put a
+ * key's description and its checks in different files.
  */
 #include "mount/config.h"
 

@@ -344,12 +344,13 @@ static int cmd_plan(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "r:o:h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 's':
-			if (!str_skip_spec(optarg, &skip, &skip_world)) {
+			if (!str_skip_spec(optarg, &skip, &skip_world) ||
+			    skip_world > CONFIG_WORLD_SIZE_MAX) {
 				fprintf(stderr,
 					"shardfs plan: --skip %s: expected K "
 					"or "
 					"K-of-W (decimal, 1 <= W <= "
-					"4294967295)\n",
+					"1048576)\n",
 					optarg);
 				goto out;
 			}

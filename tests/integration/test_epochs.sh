@@ -101,6 +101,23 @@ built=$(stat_of "$M" epoch_trees_built_total)
 check "epoch trees were built on demand ($built)" test "${built:-0}" -ge 12
 umount_shardfs "$M" || fail "unmount (global)"
 
+# --- a reload (SIGHUP) with epoch trees kept and a file open in one ------
+conf "$C" world_size=4 seed=42 epoch=0
+mount_shardfs "$C" "$M" || { fail "mount (reload)"; finish; }
+k=$(grep -v $'\tpad$' "$M/.shardfs/epoch-1/rank-2.order" | head -1)
+exec 7<"$M/epoch-1/rank-2/$k"
+sed -i 's/^seed = 42/seed = 43/' "$C"
+kill -HUP "$LAST_PID"
+for _ in $(seq 100); do grep -q 'reloaded: generation 1' "$LAST_LOG" && break; sleep 0.1; done
+check "after a reload to seed 43, epoch-1's orders are seed 43's" \
+	orders_match "$M" ".shardfs/epoch-1" 4 --seed 43 --epoch 1
+check "  ... and its files = order, bytes = source" \
+	/usr/bin/python3 "$EP" tree "$M" "epoch-1" ".shardfs/epoch-1" "$SRC" --world 4
+check "a file opened in the old epoch-1 tree still reads its bytes" \
+	cmp -s /dev/fd/7 "$SRC/$k"
+exec 7<&-
+umount_shardfs "$M" || fail "unmount (reload)"
+
 # --- the next epoch is planned and prefetched near the end of one -------
 rm -rf "$T/cache"
 conf "$C" world_size=2 seed=7 epoch=3
@@ -212,8 +229,12 @@ check "shardfs plan --skip 8-of-0 is a usage error" \
 	eval '! "$SHARDFS" plan "$C" --skip 8-of-0 >/dev/null 2>&1'
 check "skip-300 and beyond: empty ranks" \
 	eval 'test -z "$(ls -A "$M/epoch-2/skip-300/rank-0")" && test -z "$(ls -A "$M/epoch-2/skip-1000/rank-2")"'
-check "skip-80's plan names skip 80 and skip_world 3" \
-	eval 'grep -qx "skip 80" "$M/.shardfs/epoch-2/skip-80/plan" && grep -qx "skip_world 3" "$M/.shardfs/epoch-2/skip-80/plan"'
+check "skip-80's plan names skip 80, skip_world 3 and 80 skipped items" \
+	eval 'grep -qx "skip 80" "$M/.shardfs/epoch-2/skip-80/plan" && grep -qx "skip_world 3" "$M/.shardfs/epoch-2/skip-80/plan" && grep -qx "skipped_items 80" "$M/.shardfs/epoch-2/skip-80/plan"'
+check "skip-0-of-1048577 (more ranks than a config allows) does not exist" \
+	test ! -e "$M/epoch-2/skip-0-of-1048577"
+check "skip-0-of-4294967295 does not exist (no 64 GB plan for a name)" \
+	test ! -e "$M/epoch-2/skip-0-of-4294967295"
 umount_shardfs "$M" || fail "unmount (skip reference)"
 
 # --- record views: the same epoch and skip trees --------------------------
@@ -246,6 +267,15 @@ for fmt in jsonl tfrecord.gz; do
 		"$M/epoch-0/rank-1/records/part-00001-of-00003.${fmt%.gz}"
 	umount_shardfs "$M" || fail "$fmt: record unmount"
 done
+# The bytes layout (records weighed by length) in an epoch tree.
+rconf "$T/r.conf" jsonl "$T/rsrc-jsonl"
+"$SHARDFS" index "$T/r.conf" -o "$T/r.idx" -q >/dev/null 2>&1
+rconf "$T/r.conf" jsonl "$T/rsrc-jsonl" "index = $T/r.idx"
+mount_shardfs "$T/r.conf" "$M" -o shard.layout=bytes || fail "bytes records mount"
+check "records, layout = bytes: epoch-1 = the reference" \
+	$R check jsonl "$T/rsrc-jsonl" "$M" --world 4 --seed 42 --parts 3 --epoch 1 \
+	--layout bytes --tree epoch-1 --ctrl .shardfs/epoch-1
+umount_shardfs "$M" || fail "bytes records unmount"
 # Local reshuffle with runs: a rank's records stay its own across epochs.
 rm -rf "$T/cache-rec"
 rconf "$T/r.conf" jsonl "$T/rsrc-jsonl" "index = $T/r.idx" "run_bytes = 4096" "window = 8"
