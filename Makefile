@@ -35,7 +35,7 @@ SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
 
 B := build
 PKGS := fuse3 libcrypto libcurl expat jansson lmdb zlib libsystemd \
-	libmicrohttpd
+	libmicrohttpd libnfs
 TEST_PKGS := check
 
 WARN := -std=gnu11 -Wall -Wextra -Werror -Wmissing-prototypes \
@@ -139,6 +139,8 @@ FUZZ_LIB_SRCS := util/log.c backends/http.c backends/posix.c backends/s3_creds.c
 	backends/s3_sign.c backends/s3_xml.c fs/manifest.c fs/shard.c \
 	fs/view.c util/ranks.c mount/config.c mount/ini.c mount/overrides.c
 FUZZ_LIB_SRCS += backends/gcs_json.c backends/objstore.c
+# mount/config.c checks nfs:// URLs with the pure parser.
+FUZZ_LIB_SRCS += backends/nfs_url.c
 FUZZ_LIB_SRCS += util/hex.c util/sha256.c util/str.c util/thread.c
 FUZZ_OBJS := $(FUZZ_LIB_SRCS:%.c=$(FUZZ_B)/%.o)
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)

@@ -1,0 +1,1084 @@
+/*
+ * nfs: a directory on an NFS server, reached through libnfs in user space
+ * (no kernel mount), addressed as nfs://HOST[:PORT]/PATH (see nfs.h).
+ *
+ * Connections: a small pool of libnfs contexts, each one TCP connection
+ * (and, over NFSv4, one client id of its own). A libnfs context is not
+ * thread-safe, so a request takes one context for itself and gives it back
+ * when done: requests run in parallel up to the pool size, which is what
+ * makes the fetch engine's concurrency real. Contexts connect lazily.
+ *
+ * Deadlines: libnfs' synchronous calls can block forever on a server that
+ * stops answering, so only its asynchronous calls are used, each driven by
+ * poll() here with a deadline of our own: an RPC ends within
+ * request_timeout_ms, a connection (mount) within connect_timeout_ms, and a
+ * read with all its retries within read_timeout_ms of its start, whatever
+ * the server does (a stalled or vanished server gives -EIO). A context
+ * whose RPC timed out or whose connection failed is destroyed (libnfs'
+ * own reconnect is off) and the next use connects afresh; transient
+ * failures are retried on a new connection with capped exponential
+ * backoff, up to `retries` times.
+ *
+ * Etag: "mtime_ns:size:ctime_ns", from the attributes the server reports
+ * (readdir's for the manifest, GETATTR's for stat and read). Not the posix
+ * backend's "mtime:size:ino": libnfs' NFSv4 readdir leaves the fileid 0,
+ * and the change time serves as well, since a rewrite, a truncation or a
+ * file renamed into place all set it, even when mtime is restored. A read opens the file, checks the etag,
+ * reads exactly the bytes asked for, then compares the attributes
+ * (fileid, size, mtime, ctime) on the open handle again: a file changed
+ * after the manifest gives -ESTALE, one changed during the read -ESTALE,
+ * one shorter than asked -EIO. Bytes of two versions never reach a caller.
+ *
+ * Listing walks directories recursively (libnfs reads a directory whole,
+ * with READDIRPLUS or the NFSv4 equivalent, so there is one round trip per
+ * directory and none per file). Only regular files and directories are
+ * followed: symlinks and other types are skipped (counted, logged once).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <nfsc/libnfs.h>
+#include <nfsc/libnfs-raw-nfs.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backends/backend.h"
+#include "backends/nfs.h"
+#include "util/log.h"
+
+/* Exported by libnfs 4.0 but missing from its header: frees a file
+ * handle without a CLOSE, for a handle whose context is already gone. */
+void nfs_free_nfsfh(struct nfsfh *nfsfh);
+
+#define NFS_READ_CHUNK_MAX (1u << 20) /* bytes per READ when unknown */
+#define NFS_BACKOFF_MIN_MS 50
+#define NFS_BACKOFF_MAX_MS 1000
+#define NFS_POLL_SLICE_MS 100
+#define NFS_SKIPPED_LOG_MAX 20
+
+struct nfs_conn {
+	struct nfs_context *ctx; /* NULL: not connected */
+	bool busy;		 /* protected by nfs_backend.lock */
+};
+
+struct nfs_backend {
+	struct backend base;
+	struct nfs_source src;
+	char *display;	  /* "nfs://HOST/PATH", for messages */
+	char *libnfs_url; /* options for nfs_parse_url_dir(), no path */
+	unsigned connect_ms, request_ms, read_ms, retries;
+	pthread_mutex_t lock;
+	pthread_cond_t cond; /* a connection came free */
+	struct nfs_conn *conns;
+	atomic_bool down; /* a connection failed; not yet one up again */
+	atomic_uint_fast64_t skipped;
+	atomic_uint_fast32_t serial; /* NFSv4 client names */
+	int trace_fd;		     /* SHARDFS_NFS_TRACE, or -1 */
+};
+
+/* One asynchronous call and what its callback left. */
+struct nfs_call {
+	bool done;
+	int status;
+	struct nfsfh *fh;
+	struct nfsdir *dir;
+	struct nfs_stat_64 st;
+	char *buf; /* pread destination */
+	size_t cap;
+	char err[160];
+};
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static uint64_t min_u64(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
+}
+
+static void call_error(struct nfs_call *c, int status, void *data)
+{
+	c->status = status;
+	if (data != NULL)
+		snprintf(c->err, sizeof(c->err), "%s", (const char *)data);
+}
+
+static void cb_plain(int status, struct nfs_context *ctx, void *data,
+		     void *priv)
+{
+	struct nfs_call *c = priv;
+
+	(void)ctx;
+	c->done = true;
+	c->status = 0;
+	if (status < 0)
+		call_error(c, status, data);
+}
+
+static void cb_open(int status, struct nfs_context *ctx, void *data, void *priv)
+{
+	struct nfs_call *c = priv;
+
+	(void)ctx;
+	c->done = true;
+	c->status = 0;
+	if (status < 0)
+		call_error(c, status, data);
+	else
+		c->fh = data;
+}
+
+static void cb_stat(int status, struct nfs_context *ctx, void *data, void *priv)
+{
+	struct nfs_call *c = priv;
+
+	(void)ctx;
+	c->done = true;
+	c->status = 0;
+	if (status < 0)
+		call_error(c, status, data);
+	else
+		memcpy(&c->st, data, sizeof(c->st));
+}
+
+static void cb_pread(int status, struct nfs_context *ctx, void *data,
+		     void *priv)
+{
+	struct nfs_call *c = priv;
+
+	(void)ctx;
+	c->done = true;
+	if (status < 0) {
+		call_error(c, status, data);
+		return;
+	}
+	/* A server that sends more than was asked is not trusted with it. */
+	if ((size_t)status > c->cap) {
+		c->status = -EIO;
+		snprintf(c->err, sizeof(c->err),
+			 "READ returned %d bytes, %zu "
+			 "asked",
+			 status, c->cap);
+		return;
+	}
+	memcpy(c->buf, data, (size_t)status);
+	c->status = status;
+}
+
+static void cb_opendir(int status, struct nfs_context *ctx, void *data,
+		       void *priv)
+{
+	struct nfs_call *c = priv;
+
+	(void)ctx;
+	c->done = true;
+	c->status = 0;
+	if (status < 0)
+		call_error(c, status, data);
+	else
+		c->dir = data;
+}
+
+/* Drives ctx until c is done or deadline (monotonic ms) passes. Returns 0
+ * (the call's own status is in c), -ETIMEDOUT, or -ECONNRESET when the
+ * connection failed under it. */
+static int conn_wait(struct nfs_context *ctx, struct nfs_call *c,
+		     uint64_t deadline)
+{
+	while (!c->done) {
+		uint64_t now = now_ms();
+		struct pollfd p;
+		int n;
+
+		if (now >= deadline)
+			return -ETIMEDOUT;
+		p.fd = nfs_get_fd(ctx);
+		p.events = (short)nfs_which_events(ctx);
+		p.revents = 0;
+		n = poll(&p, 1,
+			 (int)min_u64(deadline - now, NFS_POLL_SLICE_MS));
+		if (n < 0 && errno != EINTR)
+			return -EIO;
+		if (nfs_service(ctx, n > 0 ? p.revents : 0) < 0 && !c->done) {
+			snprintf(c->err, sizeof(c->err), "%s",
+				 nfs_get_error(ctx));
+			return -ECONNRESET;
+		}
+	}
+	return 0;
+}
+
+/* The outcome of a started call: the wait's failure, else the call's. */
+static int call_finish(struct nfs_context *ctx, struct nfs_call *c,
+		       uint64_t deadline)
+{
+	int rc = conn_wait(ctx, c, deadline);
+
+	if (rc < 0)
+		return rc;
+	return c->status < 0 ? c->status : 0;
+}
+
+/* A call that could not even be queued: the context is unusable. */
+static int call_unqueued(struct nfs_context *ctx, struct nfs_call *c)
+{
+	snprintf(c->err, sizeof(c->err), "%s", nfs_get_error(ctx));
+	return -ECONNRESET;
+}
+
+static void conn_drop(struct nfs_conn *conn)
+{
+	if (conn->ctx != NULL) {
+		nfs_destroy_context(conn->ctx);
+		conn->ctx = NULL;
+	}
+}
+
+/* Connects conn (a context of its own, mounted on the source path) within
+ * deadline. 0 or a negative errno, detail in c->err. */
+static int conn_connect(struct nfs_backend *nb, struct nfs_conn *conn,
+			uint64_t deadline, struct nfs_call *c)
+{
+	struct nfs_context *ctx = nfs_init_context();
+	struct nfs_url *u;
+	char name[96];
+	int rc;
+
+	if (ctx == NULL)
+		return -ENOMEM;
+	u = nfs_parse_url_dir(ctx, nb->libnfs_url);
+	if (u == NULL) {
+		snprintf(c->err, sizeof(c->err), "%s", nfs_get_error(ctx));
+		nfs_destroy_context(ctx);
+		return -EINVAL;
+	}
+	nfs_destroy_url(u);
+	/* Our own deadlines and reconnects, never libnfs' endless ones. */
+	nfs_set_autoreconnect(ctx, 0);
+	nfs_set_dircache(ctx, 0);
+	if (nb->src.uid >= 0)
+		nfs_set_uid(ctx, (int)nb->src.uid);
+	if (nb->src.gid >= 0)
+		nfs_set_gid(ctx, (int)nb->src.gid);
+	/* NFSv4 servers key open state by client name: every context needs
+	 * its own, or a new one would evict the others' state. */
+	snprintf(name, sizeof(name), "shardfs-%ld-%p-%" PRIuFAST32,
+		 (long)getpid(), (void *)nb, atomic_fetch_add(&nb->serial, 1));
+	nfs4_set_client_name(ctx, name);
+	memset(c, 0, sizeof(*c));
+	if (nfs_mount_async(ctx, nb->src.host, nb->src.path, cb_plain, c) != 0)
+		rc = call_unqueued(ctx, c);
+	else
+		rc = call_finish(ctx, c,
+				 min_u64(deadline, now_ms() + nb->connect_ms));
+	if (rc < 0) {
+		nfs_destroy_context(ctx);
+		return rc;
+	}
+	conn->ctx = ctx;
+	if (atomic_exchange(&nb->down, false))
+		log_msg(LOG_NOTICE, "source %s: connected again", nb->display);
+	return 0;
+}
+
+/* Takes a free connection, waiting for one until deadline. */
+static int pool_get(struct nfs_backend *nb, uint64_t deadline,
+		    struct nfs_conn **out)
+{
+	struct timespec ts;
+	unsigned i;
+	int rc = 0;
+
+	pthread_mutex_lock(&nb->lock);
+	for (;;) {
+		/* Connected ones first: a new connection costs a mount. */
+		struct nfs_conn *idle = NULL;
+
+		for (i = 0; i < nb->src.connections; i++) {
+			struct nfs_conn *cn = &nb->conns[i];
+
+			if (cn->busy)
+				continue;
+			if (cn->ctx != NULL) {
+				idle = cn;
+				break;
+			}
+			if (idle == NULL)
+				idle = cn;
+		}
+		if (idle != NULL) {
+			idle->busy = true;
+			*out = idle;
+			break;
+		}
+		ts.tv_sec = (time_t)(deadline / 1000);
+		ts.tv_nsec = (long)(deadline % 1000) * 1000000;
+		rc = pthread_cond_timedwait(&nb->cond, &nb->lock, &ts);
+		if (rc == ETIMEDOUT) {
+			rc = -ETIMEDOUT;
+			break;
+		}
+		rc = 0;
+	}
+	pthread_mutex_unlock(&nb->lock);
+	return rc;
+}
+
+static void pool_put(struct nfs_backend *nb, struct nfs_conn *conn)
+{
+	pthread_mutex_lock(&nb->lock);
+	conn->busy = false;
+	pthread_cond_signal(&nb->cond);
+	pthread_mutex_unlock(&nb->lock);
+}
+
+/* After a failed attempt: a transient failure drops the connection (a
+ * timed-out RPC may still be queued on it) and is logged once until a
+ * connection comes up again. */
+static void conn_failed(struct nfs_backend *nb, struct nfs_conn *conn, int rc,
+			const struct nfs_call *c)
+{
+	if (!nfs_errno_transient(rc))
+		return;
+	conn_drop(conn);
+	if (!atomic_exchange(&nb->down, true))
+		log_msg(LOG_WARNING, "source %s: %s%s%s; reconnecting",
+			nb->display,
+			rc == -ETIMEDOUT ? "no answer in time"
+					 : "connection failed",
+			c->err[0] ? ": " : "", c->err);
+}
+
+static void backoff(unsigned attempt, uint64_t deadline)
+{
+	uint64_t ms = NFS_BACKOFF_MIN_MS << (attempt < 5 ? attempt : 5);
+	uint64_t now = now_ms();
+	struct timespec ts;
+
+	if (ms > NFS_BACKOFF_MAX_MS)
+		ms = NFS_BACKOFF_MAX_MS;
+	if (now >= deadline)
+		return;
+	ms = min_u64(ms, deadline - now);
+	ts.tv_sec = (time_t)(ms / 1000);
+	ts.tv_nsec = (long)(ms % 1000) * 1000000;
+	nanosleep(&ts, NULL);
+}
+
+static size_t format_etag(uint64_t mtime_ns, uint64_t size, uint64_t ctime_ns,
+			  char *buf, size_t cap)
+{
+	int n = snprintf(buf, cap, "%" PRIu64 ":%" PRIu64 ":%" PRIu64, mtime_ns,
+			 size, ctime_ns);
+
+	return n > 0 ? (size_t)n : 0;
+}
+
+static uint64_t stat_mtime_ns(const struct nfs_stat_64 *st)
+{
+	return st->nfs_mtime * 1000000000 + st->nfs_mtime_nsec;
+}
+
+static size_t stat_etag(const struct nfs_stat_64 *st, char *buf, size_t cap)
+{
+	return format_etag(stat_mtime_ns(st), st->nfs_size,
+			   st->nfs_ctime * 1000000000 + st->nfs_ctime_nsec, buf,
+			   cap);
+}
+
+static bool same_version(const struct nfs_stat_64 *a,
+			 const struct nfs_stat_64 *b)
+{
+	return a->nfs_ino == b->nfs_ino && a->nfs_size == b->nfs_size &&
+	       a->nfs_mtime == b->nfs_mtime &&
+	       a->nfs_mtime_nsec == b->nfs_mtime_nsec &&
+	       a->nfs_ctime == b->nfs_ctime &&
+	       a->nfs_ctime_nsec == b->nfs_ctime_nsec;
+}
+
+/* Keys come from a manifest that passed the path rules; checked again so
+ * the backend is safe on its own: no empty, "." or ".." component (libnfs
+ * would resolve "..", and the result must stay below the source). Builds
+ * "/KEY", the path below the mount. */
+static int key_to_path(const char *key, size_t key_len, char **out)
+{
+	size_t start = 0, i;
+	char *p;
+
+	if (key_len == 0 || memchr(key, '\0', key_len) != NULL)
+		return -EINVAL;
+	for (i = 0; i <= key_len; i++) {
+		if (i < key_len && key[i] != '/')
+			continue;
+		if (i == start || (i - start == 1 && key[start] == '.') ||
+		    (i - start == 2 && key[start] == '.' &&
+		     key[start + 1] == '.'))
+			return -EINVAL;
+		start = i + 1;
+	}
+	p = malloc(key_len + 2);
+	if (p == NULL)
+		return -ENOMEM;
+	p[0] = '/';
+	memcpy(p + 1, key, key_len);
+	p[key_len + 1] = '\0';
+	*out = p;
+	return 0;
+}
+
+static bool stat_is_reg(const struct nfs_stat_64 *st)
+{
+	return S_ISREG((mode_t)st->nfs_mode);
+}
+
+/* ---- stat ---- */
+
+static int stat_once(struct nfs_backend *nb, struct nfs_conn *conn,
+		     const char *path, uint64_t deadline, struct nfs_call *c)
+{
+	int rc = 0;
+
+	if (conn->ctx == NULL)
+		rc = conn_connect(nb, conn, deadline, c);
+	if (rc < 0)
+		return rc;
+	memset(c, 0, sizeof(*c));
+	if (nfs_stat64_async(conn->ctx, path, cb_stat, c) != 0)
+		return call_unqueued(conn->ctx, c);
+	return call_finish(conn->ctx, c,
+			   min_u64(deadline, now_ms() + nb->request_ms));
+}
+
+/* Runs op on a pooled connection, retrying transient failures on a new
+ * connection until retries or the deadline run out. */
+typedef int (*nfs_op)(struct nfs_backend *nb, struct nfs_conn *conn, void *arg,
+		      uint64_t deadline, struct nfs_call *c);
+
+static int with_retries(struct nfs_backend *nb, nfs_op op, void *arg,
+			uint64_t deadline, struct nfs_call *c)
+{
+	struct nfs_conn *conn;
+	unsigned attempt;
+	int rc = -EIO;
+
+	for (attempt = 0; attempt <= nb->retries; attempt++) {
+		if (attempt > 0)
+			backoff(attempt - 1, deadline);
+		if (now_ms() >= deadline) {
+			rc = -ETIMEDOUT;
+			break;
+		}
+		memset(c, 0, sizeof(*c));
+		rc = pool_get(nb, deadline, &conn);
+		if (rc < 0) {
+			snprintf(c->err, sizeof(c->err),
+				 "all %u connections busy",
+				 nb->src.connections);
+			break;
+		}
+		rc = op(nb, conn, arg, deadline, c);
+		if (rc < 0)
+			conn_failed(nb, conn, rc, c);
+		pool_put(nb, conn);
+		if (rc >= 0 || !nfs_errno_transient(rc))
+			break;
+	}
+	return rc;
+}
+
+struct stat_arg {
+	const char *path;
+};
+
+static int stat_op(struct nfs_backend *nb, struct nfs_conn *conn, void *arg,
+		   uint64_t deadline, struct nfs_call *c)
+{
+	return stat_once(nb, conn, ((struct stat_arg *)arg)->path, deadline, c);
+}
+
+static int nfs_be_stat(struct backend *be, const char *key, size_t key_len,
+		       struct backend_stat *st)
+{
+	struct nfs_backend *nb = (struct nfs_backend *)be;
+	struct stat_arg a;
+	struct nfs_call c;
+	char *path;
+	int rc = key_to_path(key, key_len, &path);
+
+	if (rc < 0)
+		return rc;
+	a.path = path;
+	rc = with_retries(nb, stat_op, &a, now_ms() + nb->read_ms, &c);
+	if (rc == 0 && !stat_is_reg(&c.st))
+		rc = -ENOENT;
+	if (rc == 0) {
+		st->size = c.st.nfs_size;
+		st->mtime_ns = (int64_t)stat_mtime_ns(&c.st);
+		st->etag_len = stat_etag(&c.st, st->etag, sizeof(st->etag));
+	} else if (rc != -ENOENT) {
+		log_msg(LOG_ERR, "source %s%s: stat: %s%s%s", nb->display, path,
+			strerror(-nfs_errno_map(rc)), c.err[0] ? ": " : "",
+			c.err);
+	}
+	free(path);
+	return rc < 0 ? nfs_errno_map(rc) : 0;
+}
+
+/* ---- read ---- */
+
+/* With SHARDFS_NFS_TRACE=FILE, every read attempt appends one line,
+ * "GET /PATH/KEY STATUS BYTES CONN" (the key percent-encoded but for '/',
+ * STATUS 200, or 404, 412 (changed), 416 (short) or 503), the form of the
+ * test suites' HTTP request logs, so they count what the server was asked
+ * for over nfs:// as over s3://. One write(2) per line: appends from
+ * several processes do not interleave. */
+static void trace_read(const struct nfs_backend *nb, const char *path, int rc,
+		       size_t len, const struct nfs_conn *conn)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	char line[8192];
+	size_t n = 0, i, plen = strlen(nb->src.path);
+	int status = rc == 0	      ? 200
+		     : rc == -ENOENT  ? 404
+		     : rc == -ESTALE  ? 412
+		     : rc == -ENODATA ? 416
+				      : 503;
+
+	if (nb->trace_fd < 0)
+		return;
+	memcpy(line, "GET ", 4);
+	n = 4;
+	if (plen > 1 && plen < 1024) {
+		memcpy(line + n, nb->src.path, plen);
+		n += plen;
+	}
+	for (i = 0; path[i] && n < sizeof(line) - 128; i++) {
+		unsigned char c = (unsigned char)path[i];
+
+		if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+		    (c >= '0' && c <= '9') || strchr("-._~/", c) != NULL) {
+			line[n++] = (char)c;
+		} else {
+			line[n++] = '%';
+			line[n++] = hex[c >> 4];
+			line[n++] = hex[c & 15];
+		}
+	}
+	n += (size_t)snprintf(line + n, sizeof(line) - n, " %d %zu %td\n",
+			      status, rc == 0 ? len : 0, conn - nb->conns);
+	if (write(nb->trace_fd, line, n) < 0) {
+		/* a diagnostic: nothing to do */
+	}
+}
+
+struct read_arg {
+	const char *path;
+	const char *etag;
+	size_t etag_len;
+	uint64_t offset;
+	size_t len;
+	char *buf;
+	char why[200]; /* a non-transient failure's detail */
+};
+
+static int fstat_fh(struct nfs_backend *nb, struct nfs_context *ctx,
+		    struct nfsfh *fh, uint64_t deadline, struct nfs_call *c,
+		    struct nfs_stat_64 *out)
+{
+	int rc;
+
+	memset(c, 0, sizeof(*c));
+	if (nfs_fstat64_async(ctx, fh, cb_stat, c) != 0)
+		return call_unqueued(ctx, c);
+	rc = call_finish(ctx, c, min_u64(deadline, now_ms() + nb->request_ms));
+	if (rc == 0)
+		*out = c->st;
+	return rc;
+}
+
+static int read_body(struct nfs_backend *nb, struct nfs_context *ctx,
+		     struct nfsfh *fh, struct read_arg *a, uint64_t deadline,
+		     struct nfs_call *c)
+{
+	struct nfs_stat_64 before, after;
+	uint64_t chunk = nfs_get_readmax(ctx);
+	char cur[96];
+	size_t done = 0, cur_len;
+	int rc;
+
+	if (chunk == 0 || chunk > NFS_READ_CHUNK_MAX)
+		chunk = NFS_READ_CHUNK_MAX;
+	rc = fstat_fh(nb, ctx, fh, deadline, c, &before);
+	if (rc < 0)
+		return rc;
+	if (!stat_is_reg(&before)) {
+		snprintf(a->why, sizeof(a->why), "not a regular file");
+		return -ENOENT;
+	}
+	cur_len = stat_etag(&before, cur, sizeof(cur));
+	if (a->etag != NULL && (cur_len != a->etag_len ||
+				memcmp(cur, a->etag, a->etag_len) != 0)) {
+		snprintf(a->why, sizeof(a->why),
+			 "changed since the manifest was made (etag %.*s, now "
+			 "%s)",
+			 (int)(a->etag_len < 96 ? a->etag_len : 96), a->etag,
+			 cur);
+		return -ESTALE;
+	}
+	while (done < a->len) {
+		size_t want = min_u64(a->len - done, chunk);
+
+		memset(c, 0, sizeof(*c));
+		c->buf = a->buf + done;
+		c->cap = want;
+		if (nfs_pread_async(ctx, fh, a->offset + done, want, cb_pread,
+				    c) != 0)
+			return call_unqueued(ctx, c);
+		rc = conn_wait(ctx, c,
+			       min_u64(deadline, now_ms() + nb->request_ms));
+		if (rc < 0)
+			return rc;
+		if (c->status < 0)
+			return c->status;
+		if (c->status == 0)
+			break;
+		done += (size_t)c->status;
+	}
+	/* The etag was checked before reading; a write during the reads
+	 * would mix versions unseen. The attributes again tell. */
+	rc = fstat_fh(nb, ctx, fh, deadline, c, &after);
+	if (rc < 0)
+		return rc;
+	if (!same_version(&before, &after)) {
+		stat_etag(&after, cur, sizeof(cur));
+		snprintf(a->why, sizeof(a->why),
+			 "changed while being read (now %s)", cur);
+		return -ESTALE;
+	}
+	if (done < a->len) {
+		snprintf(a->why, sizeof(a->why),
+			 "%zu bytes at %" PRIu64 " asked, the file ends at "
+			 "%" PRIu64,
+			 a->len, a->offset, after.nfs_size);
+		return -ENODATA; /* not transient; -EIO to the caller */
+	}
+	return 0;
+}
+
+static int read_op(struct nfs_backend *nb, struct nfs_conn *conn, void *arg,
+		   uint64_t deadline, struct nfs_call *c)
+{
+	struct read_arg *a = arg;
+	struct nfs_call cc;
+	int rc = 0;
+
+	if (conn->ctx == NULL)
+		rc = conn_connect(nb, conn, deadline, c);
+	if (rc < 0)
+		return rc;
+	memset(c, 0, sizeof(*c));
+	if (nfs_open_async(conn->ctx, a->path, O_RDONLY, cb_open, c) != 0)
+		return call_unqueued(conn->ctx, c);
+	rc = call_finish(conn->ctx, c,
+			 min_u64(deadline, now_ms() + nb->request_ms));
+	if (rc < 0) {
+		trace_read(nb, a->path, rc, 0, conn);
+		return rc;
+	}
+	{
+		struct nfsfh *fh = c->fh;
+
+		rc = read_body(nb, conn->ctx, fh, a, deadline, c);
+		trace_read(nb, a->path, rc, a->len, conn);
+		if (rc < 0 && nfs_errno_transient(rc) && rc != -ENODATA) {
+			/* The connection is going away: no CLOSE on it. */
+			conn_drop(conn);
+			nfs_free_nfsfh(fh);
+			return rc;
+		}
+		memset(&cc, 0, sizeof(cc));
+		if (nfs_close_async(conn->ctx, fh, cb_plain, &cc) != 0) {
+			nfs_free_nfsfh(fh);
+			conn_drop(conn);
+		} else if (call_finish(conn->ctx, &cc,
+				       now_ms() + nb->request_ms) < 0) {
+			/* The CLOSE failed: the handle may be freed or not
+			 * (libnfs frees it only on success); the context
+			 * goes, and a leak beats a double free. */
+			conn_drop(conn);
+		}
+	}
+	return rc;
+}
+
+static int nfs_be_read(struct backend *be, const char *key, size_t key_len,
+		       const char *etag, size_t etag_len, uint64_t offset,
+		       size_t len, void *buf, size_t *nread)
+{
+	struct nfs_backend *nb = (struct nfs_backend *)be;
+	struct read_arg a = { .etag = etag,
+			      .etag_len = etag_len,
+			      .offset = offset,
+			      .len = len,
+			      .buf = buf };
+	struct nfs_call c;
+	char *path;
+	int rc = key_to_path(key, key_len, &path);
+
+	if (rc < 0)
+		return rc;
+	a.path = path;
+	rc = with_retries(nb, read_op, &a, now_ms() + nb->read_ms, &c);
+	if (rc < 0) {
+		log_msg(LOG_ERR, "source %s%s: read at %" PRIu64 ": %s",
+			nb->display, path, offset,
+			a.why[0]	   ? a.why
+			: c.err[0]	   ? c.err
+			: rc == -ETIMEDOUT ? "no answer within read_timeout_ms"
+					   : strerror(-nfs_errno_map(rc)));
+		free(path);
+		return nfs_errno_map(rc);
+	}
+	free(path);
+	*nread = len;
+	return 0;
+}
+
+/* ---- list ---- */
+
+struct walk {
+	struct nfs_backend *nb;
+	backend_list_cb cb;
+	void *arg;
+	char *path; /* "/" + key of the directory being read, growable */
+	size_t len, cap;
+};
+
+static int walk_push(struct walk *w, const char *name)
+{
+	size_t nlen = strlen(name), need = w->len + nlen + 2;
+
+	if (need > w->cap) {
+		size_t cap = need * 2;
+		char *p = realloc(w->path, cap);
+
+		if (p == NULL)
+			return -ENOMEM;
+		w->path = p;
+		w->cap = cap;
+	}
+	if (w->len > 1)
+		w->path[w->len++] = '/';
+	memcpy(w->path + w->len, name, nlen + 1);
+	w->len += nlen;
+	return 0;
+}
+
+struct opendir_arg {
+	const char *path;
+	struct nfsdirent *ents; /* copied out, names owned */
+	size_t n;
+};
+
+static void ents_free(struct nfsdirent *ents, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		free(ents[i].name);
+	free(ents);
+}
+
+/* Copies a directory's entries out of libnfs' nfsdir, so no context is
+ * touched once the connection is given back. */
+static int ents_copy(struct nfs_context *ctx, struct nfsdir *dir,
+		     struct opendir_arg *a)
+{
+	struct nfsdirent *e, *ents = NULL;
+	size_t n = 0, cap = 0;
+
+	while ((e = nfs_readdir(ctx, dir)) != NULL) {
+		if (strcmp(e->name, ".") == 0 || strcmp(e->name, "..") == 0)
+			continue;
+		if (n == cap) {
+			size_t ncap = cap ? cap * 2 : 64;
+			struct nfsdirent *p =
+				realloc(ents, ncap * sizeof(*ents));
+
+			if (p == NULL)
+				goto nomem;
+			ents = p;
+			cap = ncap;
+		}
+		ents[n] = *e;
+		ents[n].next = NULL;
+		ents[n].name = strdup(e->name);
+		if (ents[n].name == NULL)
+			goto nomem;
+		n++;
+	}
+	a->ents = ents;
+	a->n = n;
+	return 0;
+nomem:
+	ents_free(ents, n);
+	return -ENOMEM;
+}
+
+/* Reads a whole directory (libnfs does it in this one call: READDIRPLUS,
+ * or READDIR with attributes over NFSv4). */
+static int opendir_op(struct nfs_backend *nb, struct nfs_conn *conn, void *arg,
+		      uint64_t deadline, struct nfs_call *c)
+{
+	struct opendir_arg *a = arg;
+	int rc = 0;
+
+	if (conn->ctx == NULL)
+		rc = conn_connect(nb, conn, deadline, c);
+	if (rc < 0)
+		return rc;
+	memset(c, 0, sizeof(*c));
+	if (nfs_opendir_async(conn->ctx, a->path, cb_opendir, c) != 0)
+		return call_unqueued(conn->ctx, c);
+	rc = call_finish(conn->ctx, c, deadline);
+	if (rc < 0)
+		return rc;
+	rc = ents_copy(conn->ctx, c->dir, a);
+	nfs_closedir(conn->ctx, c->dir);
+	return rc;
+}
+
+static int walk_dir(struct walk *w);
+
+static bool dirent_is(const struct nfsdirent *e, uint32_t type, mode_t fmt)
+{
+	return e->type == type || ((mode_t)e->mode & S_IFMT) == fmt;
+}
+
+static int walk_entry(struct walk *w, const struct nfsdirent *e)
+{
+	struct backend_object obj;
+	char etag[96];
+
+	if (dirent_is(e, NF3DIR, S_IFDIR))
+		return walk_dir(w);
+	if (!dirent_is(e, NF3REG, S_IFREG)) {
+		if (atomic_fetch_add(&w->nb->skipped, 1) < NFS_SKIPPED_LOG_MAX)
+			log_msg(LOG_INFO,
+				"source %s%s: not a regular file or a "
+				"directory (a symlink?), skipped",
+				w->nb->display, w->path);
+		return 0;
+	}
+	obj.key = w->path + 1;
+	obj.key_len = w->len - 1;
+	obj.size = e->size;
+	obj.mtime_ns = (int64_t)e->mtime.tv_sec * 1000000000 + e->mtime_nsec;
+	obj.etag = etag;
+	obj.etag_len = format_etag((uint64_t)obj.mtime_ns, e->size,
+				   (uint64_t)e->ctime.tv_sec * 1000000000 +
+					   e->ctime_nsec,
+				   etag, sizeof(etag));
+	return w->cb(w->arg, &obj);
+}
+
+/* Lists the directory at w->path, then its subdirectories; a connection
+ * is held for one directory at a time, never across the recursion. */
+static int walk_dir(struct walk *w)
+{
+	struct nfs_backend *nb = w->nb;
+	struct opendir_arg a = { .path = w->path };
+	struct nfs_call c;
+	size_t i, saved = w->len;
+	int rc;
+
+	rc = with_retries(nb, opendir_op, &a, now_ms() + nb->read_ms, &c);
+	if (rc < 0) {
+		log_msg(LOG_ERR, "source %s%s: readdir: %s%s%s", nb->display,
+			w->path, strerror(-nfs_errno_map(rc)),
+			c.err[0] ? ": " : "", c.err);
+		return nfs_errno_map(rc);
+	}
+	for (i = 0; i < a.n && rc == 0; i++) {
+		rc = walk_push(w, a.ents[i].name);
+		if (rc == 0)
+			rc = walk_entry(w, &a.ents[i]);
+		w->len = saved;
+		w->path[w->len] = '\0';
+	}
+	ents_free(a.ents, a.n);
+	return rc;
+}
+
+static int nfs_be_list(struct backend *be, const char *prefix,
+		       backend_list_cb cb, void *arg)
+{
+	struct nfs_backend *nb = (struct nfs_backend *)be;
+	struct walk w = { .nb = nb, .cb = cb, .arg = arg };
+	size_t plen = strlen(prefix);
+	int rc;
+
+	w.cap = plen + 64;
+	w.path = malloc(w.cap);
+	if (w.path == NULL)
+		return -ENOMEM;
+	w.path[0] = '/';
+	w.path[1] = '\0';
+	w.len = 1;
+	if (plen > 0) {
+		char *dir = strndup(prefix, plen - (prefix[plen - 1] == '/'));
+
+		rc = dir ? walk_push(&w, dir) : -ENOMEM;
+		free(dir);
+		if (rc < 0) {
+			free(w.path);
+			return rc;
+		}
+	}
+	rc = walk_dir(&w);
+	free(w.path);
+	return rc;
+}
+
+/* ---- open and close ---- */
+
+static int nfs_be_handles(const char *url)
+{
+	return strncmp(url, "nfs://", 6) == 0;
+}
+
+static void nfs_be_close(struct backend *be)
+{
+	struct nfs_backend *nb = (struct nfs_backend *)be;
+	unsigned i;
+
+	if (nb == NULL)
+		return;
+	/* Every call returned: contexts are idle. Destroying one without
+	 * an UMOUNT lets the server expire its state (NFSv4 leases). */
+	for (i = 0; nb->conns != NULL && i < nb->src.connections; i++)
+		conn_drop(&nb->conns[i]);
+	if (nb->trace_fd >= 0)
+		close(nb->trace_fd);
+	free(nb->conns);
+	pthread_cond_destroy(&nb->cond);
+	pthread_mutex_destroy(&nb->lock);
+	free(nb->display);
+	free(nb->libnfs_url);
+	nfs_source_free(&nb->src);
+	free(nb);
+}
+
+/* The libnfs URL that carries the options only (nfs_parse_url_dir()
+ * applies them to a context); the path is passed to the mount itself,
+ * so it needs no escaping. */
+static char *libnfs_options_url(const struct nfs_source *s)
+{
+	char buf[512];
+	size_t n;
+
+	n = (size_t)snprintf(buf, sizeof(buf), "nfs://x/x?version=%d",
+			     s->version);
+	if (s->nfsport && n < sizeof(buf))
+		n += (size_t)snprintf(buf + n, sizeof(buf) - n, "&nfsport=%u",
+				      s->nfsport);
+	if (s->mountport && n < sizeof(buf))
+		n += (size_t)snprintf(buf + n, sizeof(buf) - n, "&mountport=%u",
+				      s->mountport);
+	if (n >= sizeof(buf))
+		return NULL;
+	return strdup(buf);
+}
+
+static int nfs_be_open(const char *url, const struct backend_options *opts,
+		       struct backend **out)
+{
+	struct nfs_backend *nb;
+	struct stat_arg a = { .path = "/" };
+	struct nfs_call c;
+	const char *why = NULL;
+	int rc;
+
+	nb = calloc(1, sizeof(*nb));
+	if (nb == NULL)
+		return -ENOMEM;
+	nb->base.ops = &backend_nfs_ops;
+	nb->trace_fd = -1;
+	rc = nfs_source_parse(url, &nb->src, &why);
+	if (rc < 0) {
+		if (rc == -EINVAL)
+			log_msg(LOG_ERR, "source url '%s': %s", url, why);
+		free(nb);
+		return rc;
+	}
+	nb->connect_ms = opts && opts->connect_timeout_ms
+				 ? opts->connect_timeout_ms
+				 : 5000;
+	nb->request_ms = opts && opts->request_timeout_ms
+				 ? opts->request_timeout_ms
+				 : 10000;
+	nb->read_ms =
+		opts && opts->read_timeout_ms ? opts->read_timeout_ms : 30000;
+	nb->retries = opts && opts->retries >= 0 ? (unsigned)opts->retries : 5;
+	pthread_mutex_init(&nb->lock, NULL);
+	{
+		pthread_condattr_t ca;
+
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&nb->cond, &ca);
+		pthread_condattr_destroy(&ca);
+	}
+	nb->conns = calloc(nb->src.connections, sizeof(*nb->conns));
+	if (getenv("SHARDFS_NFS_TRACE") != NULL)
+		nb->trace_fd =
+			open(getenv("SHARDFS_NFS_TRACE"),
+			     O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+	rc = asprintf(&nb->display, "nfs://%s%s%s", nb->src.host,
+		      strcmp(nb->src.path, "/") ? nb->src.path : "", "");
+	nb->libnfs_url = libnfs_options_url(&nb->src);
+	if (nb->conns == NULL || rc < 0 || nb->libnfs_url == NULL) {
+		if (rc < 0)
+			nb->display = NULL;
+		nfs_be_close(&nb->base);
+		return -ENOMEM;
+	}
+	/* Connect once now, so a wrong server, path or port fails the open
+	 * (and a mount) with the reason, not the first read. */
+	rc = with_retries(nb, stat_op, &a, now_ms() + nb->read_ms, &c);
+	if (rc == 0 && !S_ISDIR((mode_t)c.st.nfs_mode))
+		rc = -ENOTDIR;
+	if (rc < 0) {
+		log_msg(LOG_ERR, "source %s: %s%s%s", nb->display,
+			rc == -ETIMEDOUT ? "no answer in time"
+					 : strerror(-nfs_errno_map(rc)),
+			c.err[0] ? ": " : "", c.err);
+		nfs_be_close(&nb->base);
+		return nfs_errno_map(rc);
+	}
+	*out = &nb->base;
+	return 0;
+}
+
+const struct backend_ops backend_nfs_ops = {
+	.name = "nfs",
+	.handles = nfs_be_handles,
+	.open = nfs_be_open,
+	.list = nfs_be_list,
+	.stat = nfs_be_stat,
+	.read = nfs_be_read,
+	.close = nfs_be_close,
+};
