@@ -37,9 +37,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <nfsc/libnfs.h>
 #include <nfsc/libnfs-raw-nfs.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -52,331 +50,8 @@
 
 #include "backends/backend.h"
 #include "backends/nfs.h"
+#include "backends/nfs_impl.h"
 #include "util/log.h"
-
-/* Exported by libnfs 4.0 but missing from its header: frees a file
- * handle without a CLOSE, for a handle whose context is already gone. */
-void nfs_free_nfsfh(struct nfsfh *nfsfh);
-
-#define NFS_READ_CHUNK_MAX (1u << 20) /* bytes per READ when unknown */
-#define NFS_BACKOFF_MIN_MS 50
-#define NFS_BACKOFF_MAX_MS 1000
-#define NFS_POLL_SLICE_MS 100
-#define NFS_SKIPPED_LOG_MAX 20
-
-struct nfs_conn {
-	struct nfs_context *ctx; /* NULL: not connected */
-	bool busy;		 /* protected by nfs_backend.lock */
-};
-
-struct nfs_backend {
-	struct backend base;
-	struct nfs_source src;
-	char *display;	  /* "nfs://HOST/PATH", for messages */
-	char *libnfs_url; /* options for nfs_parse_url_dir(), no path */
-	unsigned connect_ms, request_ms, read_ms, retries;
-	pthread_mutex_t lock;
-	pthread_cond_t cond; /* a connection came free */
-	struct nfs_conn *conns;
-	atomic_bool down; /* a connection failed; not yet one up again */
-	atomic_uint_fast64_t skipped;
-	atomic_uint_fast32_t serial; /* NFSv4 client names */
-	int trace_fd;		     /* SHARDFS_NFS_TRACE, or -1 */
-};
-
-/* One asynchronous call and what its callback left. */
-struct nfs_call {
-	bool done;
-	int status;
-	struct nfsfh *fh;
-	struct nfsdir *dir;
-	struct nfs_stat_64 st;
-	char *buf; /* pread destination */
-	size_t cap;
-	char err[160];
-};
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static uint64_t min_u64(uint64_t a, uint64_t b)
-{
-	return a < b ? a : b;
-}
-
-static void call_error(struct nfs_call *c, int status, void *data)
-{
-	c->status = status;
-	if (data != NULL)
-		snprintf(c->err, sizeof(c->err), "%s", (const char *)data);
-}
-
-static void cb_plain(int status, struct nfs_context *ctx, void *data,
-		     void *priv)
-{
-	struct nfs_call *c = priv;
-
-	(void)ctx;
-	c->done = true;
-	c->status = 0;
-	if (status < 0)
-		call_error(c, status, data);
-}
-
-static void cb_open(int status, struct nfs_context *ctx, void *data, void *priv)
-{
-	struct nfs_call *c = priv;
-
-	(void)ctx;
-	c->done = true;
-	c->status = 0;
-	if (status < 0)
-		call_error(c, status, data);
-	else
-		c->fh = data;
-}
-
-static void cb_stat(int status, struct nfs_context *ctx, void *data, void *priv)
-{
-	struct nfs_call *c = priv;
-
-	(void)ctx;
-	c->done = true;
-	c->status = 0;
-	if (status < 0)
-		call_error(c, status, data);
-	else
-		memcpy(&c->st, data, sizeof(c->st));
-}
-
-static void cb_pread(int status, struct nfs_context *ctx, void *data,
-		     void *priv)
-{
-	struct nfs_call *c = priv;
-
-	(void)ctx;
-	c->done = true;
-	if (status < 0) {
-		call_error(c, status, data);
-		return;
-	}
-	/* A server that sends more than was asked is not trusted with it. */
-	if ((size_t)status > c->cap) {
-		c->status = -EIO;
-		snprintf(c->err, sizeof(c->err),
-			 "READ returned %d bytes, %zu "
-			 "asked",
-			 status, c->cap);
-		return;
-	}
-	memcpy(c->buf, data, (size_t)status);
-	c->status = status;
-}
-
-static void cb_opendir(int status, struct nfs_context *ctx, void *data,
-		       void *priv)
-{
-	struct nfs_call *c = priv;
-
-	(void)ctx;
-	c->done = true;
-	c->status = 0;
-	if (status < 0)
-		call_error(c, status, data);
-	else
-		c->dir = data;
-}
-
-/* Drives ctx until c is done or deadline (monotonic ms) passes. Returns 0
- * (the call's own status is in c), -ETIMEDOUT, or -ECONNRESET when the
- * connection failed under it. */
-static int conn_wait(struct nfs_context *ctx, struct nfs_call *c,
-		     uint64_t deadline)
-{
-	while (!c->done) {
-		uint64_t now = now_ms();
-		struct pollfd p;
-		int n;
-
-		if (now >= deadline)
-			return -ETIMEDOUT;
-		p.fd = nfs_get_fd(ctx);
-		p.events = (short)nfs_which_events(ctx);
-		p.revents = 0;
-		n = poll(&p, 1,
-			 (int)min_u64(deadline - now, NFS_POLL_SLICE_MS));
-		if (n < 0 && errno != EINTR)
-			return -EIO;
-		if (nfs_service(ctx, n > 0 ? p.revents : 0) < 0 && !c->done) {
-			snprintf(c->err, sizeof(c->err), "%s",
-				 nfs_get_error(ctx));
-			return -ECONNRESET;
-		}
-	}
-	return 0;
-}
-
-/* The outcome of a started call: the wait's failure, else the call's. */
-static int call_finish(struct nfs_context *ctx, struct nfs_call *c,
-		       uint64_t deadline)
-{
-	int rc = conn_wait(ctx, c, deadline);
-
-	if (rc < 0)
-		return rc;
-	return c->status < 0 ? c->status : 0;
-}
-
-/* A call that could not even be queued: the context is unusable. */
-static int call_unqueued(struct nfs_context *ctx, struct nfs_call *c)
-{
-	snprintf(c->err, sizeof(c->err), "%s", nfs_get_error(ctx));
-	return -ECONNRESET;
-}
-
-static void conn_drop(struct nfs_conn *conn)
-{
-	if (conn->ctx != NULL) {
-		nfs_destroy_context(conn->ctx);
-		conn->ctx = NULL;
-	}
-}
-
-/* Connects conn (a context of its own, mounted on the source path) within
- * deadline. 0 or a negative errno, detail in c->err. */
-static int conn_connect(struct nfs_backend *nb, struct nfs_conn *conn,
-			uint64_t deadline, struct nfs_call *c)
-{
-	struct nfs_context *ctx = nfs_init_context();
-	struct nfs_url *u;
-	char name[96];
-	int rc;
-
-	if (ctx == NULL)
-		return -ENOMEM;
-	u = nfs_parse_url_dir(ctx, nb->libnfs_url);
-	if (u == NULL) {
-		snprintf(c->err, sizeof(c->err), "%s", nfs_get_error(ctx));
-		nfs_destroy_context(ctx);
-		return -EINVAL;
-	}
-	nfs_destroy_url(u);
-	/* Our own deadlines and reconnects, never libnfs' endless ones. */
-	nfs_set_autoreconnect(ctx, 0);
-	nfs_set_dircache(ctx, 0);
-	if (nb->src.uid >= 0)
-		nfs_set_uid(ctx, (int)nb->src.uid);
-	if (nb->src.gid >= 0)
-		nfs_set_gid(ctx, (int)nb->src.gid);
-	/* NFSv4 servers key open state by client name: every context needs
-	 * its own, or a new one would evict the others' state. */
-	snprintf(name, sizeof(name), "shardfs-%ld-%p-%" PRIuFAST32,
-		 (long)getpid(), (void *)nb, atomic_fetch_add(&nb->serial, 1));
-	nfs4_set_client_name(ctx, name);
-	memset(c, 0, sizeof(*c));
-	if (nfs_mount_async(ctx, nb->src.host, nb->src.path, cb_plain, c) != 0)
-		rc = call_unqueued(ctx, c);
-	else
-		rc = call_finish(ctx, c,
-				 min_u64(deadline, now_ms() + nb->connect_ms));
-	if (rc < 0) {
-		nfs_destroy_context(ctx);
-		return rc;
-	}
-	conn->ctx = ctx;
-	if (atomic_exchange(&nb->down, false))
-		log_msg(LOG_NOTICE, "source %s: connected again", nb->display);
-	return 0;
-}
-
-/* Takes a free connection, waiting for one until deadline. */
-static int pool_get(struct nfs_backend *nb, uint64_t deadline,
-		    struct nfs_conn **out)
-{
-	struct timespec ts;
-	unsigned i;
-	int rc = 0;
-
-	pthread_mutex_lock(&nb->lock);
-	for (;;) {
-		/* Connected ones first: a new connection costs a mount. */
-		struct nfs_conn *idle = NULL;
-
-		for (i = 0; i < nb->src.connections; i++) {
-			struct nfs_conn *cn = &nb->conns[i];
-
-			if (cn->busy)
-				continue;
-			if (cn->ctx != NULL) {
-				idle = cn;
-				break;
-			}
-			if (idle == NULL)
-				idle = cn;
-		}
-		if (idle != NULL) {
-			idle->busy = true;
-			*out = idle;
-			break;
-		}
-		ts.tv_sec = (time_t)(deadline / 1000);
-		ts.tv_nsec = (long)(deadline % 1000) * 1000000;
-		rc = pthread_cond_timedwait(&nb->cond, &nb->lock, &ts);
-		if (rc == ETIMEDOUT) {
-			rc = -ETIMEDOUT;
-			break;
-		}
-		rc = 0;
-	}
-	pthread_mutex_unlock(&nb->lock);
-	return rc;
-}
-
-static void pool_put(struct nfs_backend *nb, struct nfs_conn *conn)
-{
-	pthread_mutex_lock(&nb->lock);
-	conn->busy = false;
-	pthread_cond_signal(&nb->cond);
-	pthread_mutex_unlock(&nb->lock);
-}
-
-/* After a failed attempt: a transient failure drops the connection (a
- * timed-out RPC may still be queued on it) and is logged once until a
- * connection comes up again. */
-static void conn_failed(struct nfs_backend *nb, struct nfs_conn *conn, int rc,
-			const struct nfs_call *c)
-{
-	if (!nfs_errno_transient(rc))
-		return;
-	conn_drop(conn);
-	if (!atomic_exchange(&nb->down, true))
-		log_msg(LOG_WARNING, "source %s: %s%s%s; reconnecting",
-			nb->display,
-			rc == -ETIMEDOUT ? "no answer in time"
-					 : "connection failed",
-			c->err[0] ? ": " : "", c->err);
-}
-
-static void backoff(unsigned attempt, uint64_t deadline)
-{
-	uint64_t ms = NFS_BACKOFF_MIN_MS << (attempt < 5 ? attempt : 5);
-	uint64_t now = now_ms();
-	struct timespec ts;
-
-	if (ms > NFS_BACKOFF_MAX_MS)
-		ms = NFS_BACKOFF_MAX_MS;
-	if (now >= deadline)
-		return;
-	ms = min_u64(ms, deadline - now);
-	ts.tv_sec = (time_t)(ms / 1000);
-	ts.tv_nsec = (long)(ms % 1000) * 1000000;
-	nanosleep(&ts, NULL);
-}
 
 static size_t format_etag(uint64_t mtime_ns, uint64_t size, uint64_t ctime_ns,
 			  char *buf, size_t cap)
@@ -452,51 +127,14 @@ static int stat_once(struct nfs_backend *nb, struct nfs_conn *conn,
 	int rc = 0;
 
 	if (conn->ctx == NULL)
-		rc = conn_connect(nb, conn, deadline, c);
+		rc = nfsb_connect(nb, conn, deadline, c);
 	if (rc < 0)
 		return rc;
 	memset(c, 0, sizeof(*c));
-	if (nfs_stat64_async(conn->ctx, path, cb_stat, c) != 0)
-		return call_unqueued(conn->ctx, c);
-	return call_finish(conn->ctx, c,
-			   min_u64(deadline, now_ms() + nb->request_ms));
-}
-
-/* Runs op on a pooled connection, retrying transient failures on a new
- * connection until retries or the deadline run out. */
-typedef int (*nfs_op)(struct nfs_backend *nb, struct nfs_conn *conn, void *arg,
-		      uint64_t deadline, struct nfs_call *c);
-
-static int with_retries(struct nfs_backend *nb, nfs_op op, void *arg,
-			uint64_t deadline, struct nfs_call *c)
-{
-	struct nfs_conn *conn;
-	unsigned attempt;
-	int rc = -EIO;
-
-	for (attempt = 0; attempt <= nb->retries; attempt++) {
-		if (attempt > 0)
-			backoff(attempt - 1, deadline);
-		if (now_ms() >= deadline) {
-			rc = -ETIMEDOUT;
-			break;
-		}
-		memset(c, 0, sizeof(*c));
-		rc = pool_get(nb, deadline, &conn);
-		if (rc < 0) {
-			snprintf(c->err, sizeof(c->err),
-				 "all %u connections busy",
-				 nb->src.connections);
-			break;
-		}
-		rc = op(nb, conn, arg, deadline, c);
-		if (rc < 0)
-			conn_failed(nb, conn, rc, c);
-		pool_put(nb, conn);
-		if (rc >= 0 || !nfs_errno_transient(rc))
-			break;
-	}
-	return rc;
+	if (nfs_stat64_async(conn->ctx, path, nfsb_cb_stat, c) != 0)
+		return nfsb_unqueued(conn->ctx, c);
+	return nfsb_finish(conn->ctx, c,
+			   nfsb_min(deadline, nfsb_now_ms() + nb->request_ms));
 }
 
 struct stat_arg {
@@ -521,7 +159,8 @@ static int nfs_be_stat(struct backend *be, const char *key, size_t key_len,
 	if (rc < 0)
 		return rc;
 	a.path = path;
-	rc = with_retries(nb, stat_op, &a, now_ms() + nb->read_ms, &c);
+	rc = nfsb_with_retries(nb, stat_op, &a, nfsb_now_ms() + nb->read_ms,
+			       &c);
 	if (rc == 0 && !stat_is_reg(&c.st))
 		rc = -ENOENT;
 	if (rc == 0) {
@@ -601,9 +240,10 @@ static int fstat_fh(struct nfs_backend *nb, struct nfs_context *ctx,
 	int rc;
 
 	memset(c, 0, sizeof(*c));
-	if (nfs_fstat64_async(ctx, fh, cb_stat, c) != 0)
-		return call_unqueued(ctx, c);
-	rc = call_finish(ctx, c, min_u64(deadline, now_ms() + nb->request_ms));
+	if (nfs_fstat64_async(ctx, fh, nfsb_cb_stat, c) != 0)
+		return nfsb_unqueued(ctx, c);
+	rc = nfsb_finish(ctx, c,
+			 nfsb_min(deadline, nfsb_now_ms() + nb->request_ms));
 	if (rc == 0)
 		*out = c->st;
 	return rc;
@@ -639,16 +279,17 @@ static int read_body(struct nfs_backend *nb, struct nfs_context *ctx,
 		return -ESTALE;
 	}
 	while (done < a->len) {
-		size_t want = min_u64(a->len - done, chunk);
+		size_t want = nfsb_min(a->len - done, chunk);
 
 		memset(c, 0, sizeof(*c));
 		c->buf = a->buf + done;
 		c->cap = want;
-		if (nfs_pread_async(ctx, fh, a->offset + done, want, cb_pread,
-				    c) != 0)
-			return call_unqueued(ctx, c);
-		rc = conn_wait(ctx, c,
-			       min_u64(deadline, now_ms() + nb->request_ms));
+		if (nfs_pread_async(ctx, fh, a->offset + done, want,
+				    nfsb_cb_pread, c) != 0)
+			return nfsb_unqueued(ctx, c);
+		rc = nfsb_wait(
+			ctx, c,
+			nfsb_min(deadline, nfsb_now_ms() + nb->request_ms));
 		if (rc < 0)
 			return rc;
 		if (c->status < 0)
@@ -686,14 +327,14 @@ static int read_op(struct nfs_backend *nb, struct nfs_conn *conn, void *arg,
 	int rc = 0;
 
 	if (conn->ctx == NULL)
-		rc = conn_connect(nb, conn, deadline, c);
+		rc = nfsb_connect(nb, conn, deadline, c);
 	if (rc < 0)
 		return rc;
 	memset(c, 0, sizeof(*c));
-	if (nfs_open_async(conn->ctx, a->path, O_RDONLY, cb_open, c) != 0)
-		return call_unqueued(conn->ctx, c);
-	rc = call_finish(conn->ctx, c,
-			 min_u64(deadline, now_ms() + nb->request_ms));
+	if (nfs_open_async(conn->ctx, a->path, O_RDONLY, nfsb_cb_open, c) != 0)
+		return nfsb_unqueued(conn->ctx, c);
+	rc = nfsb_finish(conn->ctx, c,
+			 nfsb_min(deadline, nfsb_now_ms() + nb->request_ms));
 	if (rc < 0) {
 		trace_read(nb, a->path, rc, 0, conn);
 		return rc;
@@ -705,20 +346,20 @@ static int read_op(struct nfs_backend *nb, struct nfs_conn *conn, void *arg,
 		trace_read(nb, a->path, rc, a->len, conn);
 		if (rc < 0 && nfs_errno_transient(rc) && rc != -ENODATA) {
 			/* The connection is going away: no CLOSE on it. */
-			conn_drop(conn);
+			nfsb_conn_drop(conn);
 			nfs_free_nfsfh(fh);
 			return rc;
 		}
 		memset(&cc, 0, sizeof(cc));
-		if (nfs_close_async(conn->ctx, fh, cb_plain, &cc) != 0) {
+		if (nfs_close_async(conn->ctx, fh, nfsb_cb_plain, &cc) != 0) {
 			nfs_free_nfsfh(fh);
-			conn_drop(conn);
-		} else if (call_finish(conn->ctx, &cc,
-				       now_ms() + nb->request_ms) < 0) {
+			nfsb_conn_drop(conn);
+		} else if (nfsb_finish(conn->ctx, &cc,
+				       nfsb_now_ms() + nb->request_ms) < 0) {
 			/* The CLOSE failed: the handle may be freed or not
 			 * (libnfs frees it only on success); the context
 			 * goes, and a leak beats a double free. */
-			conn_drop(conn);
+			nfsb_conn_drop(conn);
 		}
 	}
 	return rc;
@@ -741,7 +382,8 @@ static int nfs_be_read(struct backend *be, const char *key, size_t key_len,
 	if (rc < 0)
 		return rc;
 	a.path = path;
-	rc = with_retries(nb, read_op, &a, now_ms() + nb->read_ms, &c);
+	rc = nfsb_with_retries(nb, read_op, &a, nfsb_now_ms() + nb->read_ms,
+			       &c);
 	if (rc < 0) {
 		log_msg(LOG_ERR, "source %s%s: read at %" PRIu64 ": %s",
 			nb->display, path, offset,
@@ -847,13 +489,13 @@ static int opendir_op(struct nfs_backend *nb, struct nfs_conn *conn, void *arg,
 	int rc = 0;
 
 	if (conn->ctx == NULL)
-		rc = conn_connect(nb, conn, deadline, c);
+		rc = nfsb_connect(nb, conn, deadline, c);
 	if (rc < 0)
 		return rc;
 	memset(c, 0, sizeof(*c));
-	if (nfs_opendir_async(conn->ctx, a->path, cb_opendir, c) != 0)
-		return call_unqueued(conn->ctx, c);
-	rc = call_finish(conn->ctx, c, deadline);
+	if (nfs_opendir_async(conn->ctx, a->path, nfsb_cb_opendir, c) != 0)
+		return nfsb_unqueued(conn->ctx, c);
+	rc = nfsb_finish(conn->ctx, c, deadline);
 	if (rc < 0)
 		return rc;
 	rc = ents_copy(conn->ctx, c->dir, a);
@@ -905,7 +547,8 @@ static int walk_dir(struct walk *w)
 	size_t i, saved = w->len;
 	int rc;
 
-	rc = with_retries(nb, opendir_op, &a, now_ms() + nb->read_ms, &c);
+	rc = nfsb_with_retries(nb, opendir_op, &a, nfsb_now_ms() + nb->read_ms,
+			       &c);
 	if (rc < 0) {
 		log_msg(LOG_ERR, "source %s%s: readdir: %s%s%s", nb->display,
 			w->path, strerror(-nfs_errno_map(rc)),
@@ -970,7 +613,7 @@ static void nfs_be_close(struct backend *be)
 	/* Every call returned: contexts are idle. Destroying one without
 	 * an UMOUNT lets the server expire its state (NFSv4 leases). */
 	for (i = 0; nb->conns != NULL && i < nb->src.connections; i++)
-		conn_drop(&nb->conns[i]);
+		nfsb_conn_drop(&nb->conns[i]);
 	if (nb->trace_fd >= 0)
 		close(nb->trace_fd);
 	free(nb->conns);
@@ -1058,7 +701,8 @@ static int nfs_be_open(const char *url, const struct backend_options *opts,
 	}
 	/* Connect once now, so a wrong server, path or port fails the open
 	 * (and a mount) with the reason, not the first read. */
-	rc = with_retries(nb, stat_op, &a, now_ms() + nb->read_ms, &c);
+	rc = nfsb_with_retries(nb, stat_op, &a, nfsb_now_ms() + nb->read_ms,
+			       &c);
 	if (rc == 0 && !S_ISDIR((mode_t)c.st.nfs_mode))
 		rc = -ENOTDIR;
 	if (rc < 0) {
