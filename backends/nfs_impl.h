@@ -12,6 +12,9 @@
 #ifndef SHARDFS_NFS_IMPL_H
 #define SHARDFS_NFS_IMPL_H
 
+/* libnfs.h uses struct timeval without including its header. */
+#include <sys/time.h>
+
 #include <nfsc/libnfs.h>
 #include <pthread.h>
 #include <stdatomic.h>

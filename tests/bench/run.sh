@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # make bench: every benchmark. Not part of make check. About 30 minutes on
-# 2 cores. BENCH_PHASES (comma list of scale, cache, peers, latency, gcs, records;
+# 2 cores. BENCH_PHASES (comma list of scale, cache, peers, latency, gcs, records, nfs;
 # default all) runs a subset, BENCH_LATENCIES (ms, default 0,20,50) the
 # latency phases at fewer delays, e.g.
 #   BENCH_PHASES=latency BENCH_LATENCIES=20 make bench
 # (more knobs at the top of bench.py).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
-PHASES=",${BENCH_PHASES:-scale,cache,peers,latency,gcs,records},"
+PHASES=",${BENCH_PHASES:-scale,cache,peers,latency,gcs,records,nfs},"
 for p in ${PHASES//,/ }; do
-	case $p in scale | cache | peers | latency | gcs | records) ;;
-	*) echo "run.sh: unknown phase '$p' in BENCH_PHASES (scale, cache, peers, latency, gcs, records)" >&2; exit 2 ;;
+	case $p in scale | cache | peers | latency | gcs | records | nfs) ;;
+	*) echo "run.sh: unknown phase '$p' in BENCH_PHASES (scale, cache, peers, latency, gcs, records, nfs)" >&2; exit 2 ;;
 	esac
 done
 want() { [[ $PHASES == *",$1,"* ]]; }
@@ -29,3 +29,6 @@ if want gcs; then /usr/bin/python3 "$HERE/bench_gcs.py"; fi
 # Record views (issue 13): a 1M-record index at mount, index build rate,
 # a rank's parts read cold vs raw curl; writes docs/BENCHMARKS-records.md.
 if want records; then "$HERE/records.sh"; fi
+# nfs:// through libnfs on nfs-ganesha vs raw libnfs, nfs-cp and local disk;
+# writes docs/BENCHMARKS-nfs.md.
+if want nfs; then "$HERE/nfs.sh"; fi
