@@ -249,18 +249,80 @@ static int fstat_fh(struct nfs_backend *nb, struct nfs_context *ctx,
 	return rc;
 }
 
-static int read_body(struct nfs_backend *nb, struct nfs_context *ctx,
+/* Reads a->len bytes at a->offset with up to NFS_READ_DEPTH READs in
+ * flight on conn (one round trip per batch, not per READ); *done is how
+ * many bytes from the start arrived (fewer at the end of the file). On a
+ * failure with READs still in flight, the context is dropped here, so no
+ * callback can reach this frame's calls later. */
+static int read_range(struct nfs_backend *nb, struct nfs_conn *conn,
+		      struct nfsfh *fh, struct read_arg *a, uint64_t deadline,
+		      struct nfs_call *c, size_t *done_out)
+{
+	struct nfs_call calls[NFS_READ_DEPTH];
+	size_t want[NFS_READ_DEPTH], done = 0;
+	uint64_t chunk = nfs_get_readmax(conn->ctx);
+	int rc = 0;
+
+	if (chunk == 0 || chunk > NFS_READ_CHUNK_MAX)
+		chunk = NFS_READ_CHUNK_MAX;
+	while (done < a->len) {
+		uint64_t dl =
+			nfsb_min(deadline, nfsb_now_ms() + nb->request_ms);
+		size_t off = done;
+		int k, n;
+
+		for (n = 0; n < NFS_READ_DEPTH && off < a->len; n++) {
+			want[n] = nfsb_min(a->len - off, chunk);
+			memset(&calls[n], 0, sizeof(calls[n]));
+			calls[n].buf = a->buf + off;
+			calls[n].cap = want[n];
+			if (nfs_pread_async(conn->ctx, fh, a->offset + off,
+					    want[n], nfsb_cb_pread,
+					    &calls[n]) != 0) {
+				rc = nfsb_unqueued(conn->ctx, c);
+				break;
+			}
+			off += want[n];
+		}
+		for (k = 0; k < n && rc == 0; k++) {
+			rc = nfsb_wait(conn->ctx, &calls[k], dl);
+			if (rc < 0)
+				memcpy(c->err, calls[k].err, sizeof(c->err));
+		}
+		if (rc < 0) {
+			nfsb_conn_drop(conn);
+			return rc;
+		}
+		/* In order: a short READ ends the bytes known contiguous; what
+		 * came after it is asked again. */
+		for (k = 0; k < n; k++) {
+			if (calls[k].status < 0) {
+				memcpy(c->err, calls[k].err, sizeof(c->err));
+				return calls[k].status;
+			}
+			done += (size_t)calls[k].status;
+			if ((size_t)calls[k].status < want[k])
+				break;
+		}
+		if (k < n && calls[k].status == 0)
+			break; /* the end of the file */
+		if (k < n)     /* the server reads less at a time: ask that */
+			chunk = (uint64_t)calls[k].status;
+	}
+	*done_out = done;
+	return 0;
+}
+
+static int read_body(struct nfs_backend *nb, struct nfs_conn *conn,
 		     struct nfsfh *fh, struct read_arg *a, uint64_t deadline,
 		     struct nfs_call *c)
 {
+	struct nfs_context *ctx = conn->ctx;
 	struct nfs_stat_64 before, after;
-	uint64_t chunk = nfs_get_readmax(ctx);
 	char cur[96];
 	size_t done = 0, cur_len;
 	int rc;
 
-	if (chunk == 0 || chunk > NFS_READ_CHUNK_MAX)
-		chunk = NFS_READ_CHUNK_MAX;
 	rc = fstat_fh(nb, ctx, fh, deadline, c, &before);
 	if (rc < 0)
 		return rc;
@@ -278,26 +340,9 @@ static int read_body(struct nfs_backend *nb, struct nfs_context *ctx,
 			 cur);
 		return -ESTALE;
 	}
-	while (done < a->len) {
-		size_t want = nfsb_min(a->len - done, chunk);
-
-		memset(c, 0, sizeof(*c));
-		c->buf = a->buf + done;
-		c->cap = want;
-		if (nfs_pread_async(ctx, fh, a->offset + done, want,
-				    nfsb_cb_pread, c) != 0)
-			return nfsb_unqueued(ctx, c);
-		rc = nfsb_wait(
-			ctx, c,
-			nfsb_min(deadline, nfsb_now_ms() + nb->request_ms));
-		if (rc < 0)
-			return rc;
-		if (c->status < 0)
-			return c->status;
-		if (c->status == 0)
-			break;
-		done += (size_t)c->status;
-	}
+	rc = read_range(nb, conn, fh, a, deadline, c, &done);
+	if (rc < 0)
+		return rc;
 	/* The etag was checked before reading; a write during the reads
 	 * would mix versions unseen. The attributes again tell. */
 	rc = fstat_fh(nb, ctx, fh, deadline, c, &after);
@@ -342,9 +387,10 @@ static int read_op(struct nfs_backend *nb, struct nfs_conn *conn, void *arg,
 	{
 		struct nfsfh *fh = c->fh;
 
-		rc = read_body(nb, conn->ctx, fh, a, deadline, c);
+		rc = read_body(nb, conn, fh, a, deadline, c);
 		trace_read(nb, a->path, rc, a->len, conn);
-		if (rc < 0 && nfs_errno_transient(rc) && rc != -ENODATA) {
+		if (conn->ctx == NULL ||
+		    (rc < 0 && nfs_errno_transient(rc) && rc != -ENODATA)) {
 			/* The connection is going away: no CLOSE on it. */
 			nfsb_conn_drop(conn);
 			nfs_free_nfsfh(fh);

@@ -13,7 +13,8 @@
 # gives EIO (never bytes of the new version) while others still read; a
 # server stopped (SIGSTOP) mid-read gives EIO within the read deadline,
 # and reads recover once it runs again; a server killed mid-read gives
-# EIO, and reads recover once it is restarted. The cache and prefetch
+# EIO, and reads recover once it is restarted; a server whose READs answer
+# 64 KiB at most still gives whole files. The cache and prefetch
 # suites also run over nfs:// (test_cache_nfs.sh, test_prefetch_nfs.sh).
 # Time bounds below only tell an EIO from a hang; they are generous.
 SUITE=nfs
@@ -238,5 +239,20 @@ else
 	fail "faults: mount"
 fi
 
+# --- a server that answers less than each READ asks -------------------------------
 ganesha_stop
+if GANESHA_MAXREAD=65536 ganesha_start "$EXPORT" "$GANESHA_PORT"; then
+	if mount_shardfs "$C" "$M"; then
+		check "64 KiB READs from the server: a 5 MiB file reads byte-identical" bash -c \
+			"timeout 60 cat '$M/rank-0/big.bin' | cmp -s - '$SRC/big.bin'"
+		check "64 KiB READs: small files byte-identical" bash -c \
+			"for f in '$SRC/日本語/データ.bin' '$SRC/$other'; do timeout 30 cmp -s \"\$f\" '$M/rank-0/'\"\${f#$SRC/}\" || exit 1; done"
+		check "short READs: clean unmount" umount_shardfs "$M"
+	else
+		fail "short READs: mount"
+	fi
+	ganesha_stop
+else
+	fail "ganesha start with MaxRead = 65536"
+fi
 finish

@@ -13,7 +13,8 @@
 # export while it runs, and ganesha would otherwise report a changed
 # file's old attributes for up to 60 s.
 #
-#   ganesha_start DIR [PORT]  exports DIR as /export; sets GANESHA_PORT,
+#   ganesha_start DIR [PORT]  exports DIR as /export (GANESHA_MAXREAD: the
+#                             largest READ it answers); sets GANESHA_PORT,
 #                             GANESHA_PID, GANESHA_LOG, NFS_URL
 #                             (nfs://127.0.0.1:PORT/export); 1 if it did not
 #                             answer within 20 s
@@ -70,6 +71,7 @@ EXPORT {
 	# The suites change files behind the server's back: attributes must
 	# not come from its cache, or a change would go unseen.
 	Attr_Expiration_Time = 0;
+	${GANESHA_MAXREAD:+MaxRead = $GANESHA_MAXREAD;}
 	FSAL { Name = VFS; }
 }
 LOG { Default_Log_Level = EVENT; }
