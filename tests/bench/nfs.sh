@@ -133,6 +133,7 @@ shardfs_run() {
 }
 
 declare -A R
+load_start=$(cut -d' ' -f1 /proc/loadavg)
 for _ in $(seq "$RUNS"); do readfiles "$EXPORT/small" 1; done | median >"$T/x"; R[local_s1]=$(cat "$T/x")
 for _ in $(seq "$RUNS"); do readfiles "$EXPORT/small" 8; done | median >"$T/x"; R[local_s8]=$(cat "$T/x")
 for _ in $(seq "$RUNS"); do readfiles "$EXPORT/large" 1; done | median >"$T/x"; R[local_l]=$(cat "$T/x")
@@ -146,6 +147,7 @@ for _ in $(seq "$RUNS"); do shardfs_run small 8 cold; done | median >"$T/x"; R[s
 for _ in $(seq "$RUNS"); do shardfs_run small 1 warm; done | median >"$T/x"; R[sfs_w1]=$(cat "$T/x")
 for _ in $(seq "$RUNS"); do shardfs_run large 1 cold; done | median >"$T/x"; R[sfs_l]=$(cat "$T/x")
 
+load_end=$(cut -d' ' -f1 /proc/loadavg)
 f() { echo "${R[$1]}" | cut -d' ' -f1; }
 mb() { echo "${R[$1]}" | cut -d' ' -f2; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
@@ -156,7 +158,9 @@ small_mb=$(du -sm "$EXPORT/small" | cut -f1)
 	echo "Written by \`make bench\` (\`tests/bench/nfs.sh\`, phase \`nfs\`); do not edit by hand, rerun."
 	echo "Run of $(date -u '+%Y-%m-%d %H:%M') UTC, shardfs commit \`$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)\`,"
 	echo "nfs-ganesha $(dpkg-query -W -f='${Version}' nfs-ganesha 2>/dev/null || echo '?') (NFSv4.0, VFS FSAL) and libnfs $(dpkg-query -W -f='${Version}' libnfs-dev 2>/dev/null || echo '?') on 127.0.0.1, median of $RUNS runs."
-	echo "**A noisy machine**: 2 cores shared with other work while this ran; compare rows of one run, not across runs."
+	echo "**A noisy machine**: 2 cores shared with other work while this ran (1-minute load average $load_start at the"
+	echo "start, $load_end at the end); compare rows of one run, not across runs. The server (one ganesha process) shares"
+	echo "those cores with the client and with everything else running."
 	echo
 	echo "Data: $N small files of 80-140 KB ($small_mb MiB) and $L files of 64 MiB. \"Cold\" is a fresh shardfs"
 	echo "cache; the server's page cache is warm for every row (caches are not dropped on a shared machine), so"
