@@ -58,7 +58,10 @@ endif
 TSAN_OPTIONS ?= halt_on_error=1 second_deadlock_stack=1
 ASAN_OPTIONS ?= halt_on_error=1 detect_leaks=1
 UBSAN_OPTIONS ?= halt_on_error=1 print_stacktrace=1
-export TSAN_OPTIONS ASAN_OPTIONS UBSAN_OPTIONS
+# Leaks in third-party libraries that shardfs cannot free (each one named
+# and explained in the file).
+LSAN_OPTIONS ?= suppressions=$(CURDIR)/tests/lsan.supp
+export TSAN_OPTIONS ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS
 
 VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 PKG_CFLAGS = $(shell $(PKG_CONFIG) --cflags $(PKGS))
