@@ -736,8 +736,16 @@ static int nfs_be_open(const char *url, const struct backend_options *opts,
 		nb->trace_fd =
 			open(getenv("SHARDFS_NFS_TRACE"),
 			     O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-	rc = asprintf(&nb->display, "nfs://%s%s%s", nb->src.host,
-		      strcmp(nb->src.path, "/") ? nb->src.path : "", "");
+	{
+		char port[16] = "";
+		bool v6 = strchr(nb->src.host, ':') != NULL;
+
+		if (nb->src.nfsport)
+			snprintf(port, sizeof(port), ":%u", nb->src.nfsport);
+		rc = asprintf(&nb->display, "nfs://%s%s%s%s%s", v6 ? "[" : "",
+			      nb->src.host, v6 ? "]" : "", port,
+			      strcmp(nb->src.path, "/") ? nb->src.path : "");
+	}
 	nb->libnfs_url = libnfs_options_url(&nb->src);
 	if (nb->conns == NULL || rc < 0 || nb->libnfs_url == NULL) {
 		if (rc < 0)

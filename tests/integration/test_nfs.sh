@@ -13,7 +13,8 @@
 # gives EIO (never bytes of the new version) while others still read; a
 # server stopped (SIGSTOP) mid-read gives EIO within the read deadline,
 # and reads recover once it runs again; a server killed mid-read gives
-# EIO, and reads recover once it is restarted; a server whose READs answer
+# EIO, and reads recover once it is restarted; a client whose NFSv4 lease
+# expired while idle reconnects on its next read; a server whose READs answer
 # 64 KiB at most still gives whole files. The cache and prefetch
 # suites also run over nfs:// (test_cache_nfs.sh, test_prefetch_nfs.sh).
 # Time bounds below only tell an EIO from a hang; they are generous.
@@ -237,6 +238,24 @@ if mount_shardfs "$C" "$M"; then
 	check "faults: clean unmount" umount_shardfs "$M"
 else
 	fail "faults: mount"
+fi
+
+# --- an idle client whose NFSv4 lease expired ----------------------------------------
+# With a 2 s lease, the daemon's client ids expire while it idles; the next
+# read finds NFS4ERR_EXPIRED, reconnects and succeeds.
+ganesha_stop
+if GANESHA_LEASE=2 ganesha_start "$EXPORT" "$GANESHA_PORT"; then
+	if mount_shardfs "$C" "$M"; then
+		check "lease: a read before the idle time" cmp -s "$M/rank-0/$other" "$SRC/$other"
+		sleep 8
+		check "lease expired while idle: the next read reconnects and succeeds" \
+			timeout 60 cmp -s "$M/rank-0/$victim" "$SRC/$victim"
+		check "lease: clean unmount" umount_shardfs "$M"
+	else
+		fail "lease: mount"
+	fi
+else
+	fail "ganesha start with Lease_Lifetime = 2"
 fi
 
 # --- a server that answers less than each READ asks -------------------------------

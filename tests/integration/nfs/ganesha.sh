@@ -14,7 +14,8 @@
 # file's old attributes for up to 60 s.
 #
 #   ganesha_start DIR [PORT]  exports DIR as /export (GANESHA_MAXREAD: the
-#                             largest READ it answers); sets GANESHA_PORT,
+#                             largest READ it answers; GANESHA_LEASE: the
+#                             NFSv4 lease, s); sets GANESHA_PORT,
 #                             GANESHA_PID, GANESHA_LOG, NFS_URL
 #                             (nfs://127.0.0.1:PORT/export); 1 if it did not
 #                             answer within 20 s
@@ -56,6 +57,7 @@ NFS_CORE_PARAM {
 NFS_KRB5 { Active_krb5 = false; }
 NFSv4 {
 	Graceless = true;
+	${GANESHA_LEASE:+Lease_Lifetime = $GANESHA_LEASE;}
 	RecoveryRoot = "$GANESHA_DIR/recovery";
 	Only_Numeric_Owners = true;
 }
@@ -99,14 +101,16 @@ CONF
 	return 1
 }
 
+# stderr off: the shell's own "Killed" notice of a server killed on purpose
+# would be noise in the suite's output.
 ganesha_wait_gone() {
 	local i
 	for i in $(seq 100); do
-		kill -0 "$GANESHA_PID" 2>/dev/null || { wait "$GANESHA_PID" 2>/dev/null; return 0; }
+		kill -0 "$GANESHA_PID" 2>/dev/null || { wait "$GANESHA_PID"; return 0; }
 		sleep 0.1
 	done
 	return 1
-}
+} 2>/dev/null
 
 ganesha_stop() {
 	kill "$GANESHA_PID" 2>/dev/null || return 0
