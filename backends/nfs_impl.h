@@ -127,4 +127,12 @@ typedef int (*nfsb_op)(struct nfs_backend *nb, struct nfs_conn *conn, void *arg,
 int nfsb_with_retries(struct nfs_backend *nb, nfsb_op op, void *arg,
 		      uint64_t deadline, struct nfs_call *c);
 
+/* "mtime_ns:size:ctime_ns" into buf; its length (nfs.c). */
+size_t nfsb_format_etag(uint64_t mtime_ns, uint64_t size, uint64_t ctime_ns,
+			char *buf, size_t cap);
+
+/* backend_ops.list (nfs_list.c). */
+int nfsb_list(struct backend *be, const char *prefix, backend_list_cb cb,
+	      void *arg);
+
 #endif
