@@ -13,6 +13,7 @@ static const struct backend_ops *const backend_table[] = {
 	&backend_posix_ops,
 	&backend_s3_ops,
 	&backend_gcs_ops,
+	&backend_nfs_ops,
 };
 
 int backend_open(const char *url, const struct backend_options *opts,
@@ -24,7 +25,8 @@ int backend_open(const char *url, const struct backend_options *opts,
 		if (backend_table[i]->handles(url))
 			return backend_table[i]->open(url, opts, out);
 	log_msg(LOG_ERR,
-		"source url '%s': not an absolute path, s3:// or gs:// URL",
+		"source url '%s': not an absolute path, s3://, gs:// or nfs:// "
+		"URL",
 		url);
 	return -EPROTONOSUPPORT;
 }

@@ -2,7 +2,7 @@
  * backend: the one small interface every object store implements.
  *
  * A backend is opened on a source URL (an absolute path, s3://bucket/prefix/,
- * gs://bucket/prefix/) and then addresses objects by keys relative to that
+ * gs://bucket/prefix/, nfs://server/path) and then addresses objects by keys relative to that
  * prefix. Each backend is one .c file in backends/ exporting one
  * `const struct backend_ops`; backend_open() picks it by URL scheme.
  *
@@ -55,7 +55,8 @@ struct backend_object {
 	const char *key; /* relative to the source prefix, not NUL-free */
 	size_t key_len;
 	uint64_t size;
-	const char *etag; /* S3 ETag, GCS generation, posix mtime:size:ino */
+	const char *etag; /* S3 ETag, GCS generation, posix and nfs
+			     mtime:size:ino */
 	size_t etag_len;
 	int64_t mtime_ns; /* last modified, ns since the epoch */
 };
@@ -77,7 +78,7 @@ typedef int (*backend_list_cb)(void *arg, const struct backend_object *obj);
 struct backend;
 
 struct backend_ops {
-	const char *name; /* "posix", "s3", "gcs" */
+	const char *name; /* "posix", "s3", "gcs", "nfs" */
 
 	/* Returns 1 if this backend serves url (by scheme or form), else 0. */
 	int (*handles)(const char *url);
@@ -136,5 +137,9 @@ extern const struct backend_ops backend_s3_ops;
 /* The GCS backend: gs://bucket/prefix/ through the JSON API (or its
  * emulator). */
 extern const struct backend_ops backend_gcs_ops;
+
+/* The NFS backend: nfs://server/path through libnfs, no kernel mount
+ * (backends/nfs.h has the URL form). */
+extern const struct backend_ops backend_nfs_ops;
 
 #endif

@@ -40,6 +40,7 @@
 
 #include <arpa/inet.h>
 
+#include "backends/nfs.h"
 #include "mount/ini.h"
 #include "util/ranks.h"
 #include "util/str.h"
@@ -468,6 +469,8 @@ static bool location_valid(const char *s, bool object)
 
 	if (s[0] == '/')
 		return !object || s[len - 1] != '/';
+	if (strncmp(s, "nfs://", 6) == 0)
+		return nfs_url_valid(s, object);
 	if (strncmp(s, "s3://", 5) && strncmp(s, "gs://", 5))
 		return false;
 	bucket = s + 5;
@@ -697,16 +700,16 @@ static int key_set(struct config *cfg, const struct key *k, const char *value,
 	case VAL_SOURCE_URL:
 		if (!location_valid(value, false)) {
 			snprintf(why, whylen,
-				 "not an absolute path, s3://bucket[/prefix] "
-				 "or gs://bucket[/prefix]");
+				 "not an absolute path, s3://bucket[/prefix], "
+				 "gs://bucket[/prefix] or nfs://server/path");
 			return -EINVAL;
 		}
 		return store_string(field, value);
 	case VAL_MANIFEST:
 		if (!location_valid(value, true)) {
 			snprintf(why, whylen,
-				 "not an absolute file path, s3://bucket/key "
-				 "or gs://bucket/key");
+				 "not an absolute file path, s3://bucket/key, "
+				 "gs://bucket/key or nfs://server/path/file");
 			return -EINVAL;
 		}
 		return store_string(field, value);

@@ -25,6 +25,13 @@ python3-prometheus-client python3-yaml slurm-wlm munge"
 # GCS credentials: the fake token endpoint (tests/integration/gcs) verifies
 # the RS256 JWT with PyJWT and cryptography.
 PKGS="$PKGS python3-jwt python3-cryptography"
+# NFS backend: libnfs (user-space NFS client, no kernel mount); its tests
+# run nfs-ganesha with the VFS FSAL on 127.0.0.1 (tests/integration/nfs),
+# and the bench compares with libnfs' own nfs-cp (libnfs-utils). On a host
+# where systemd runs, the package also enables Debian's nfs-ganesha service
+# (its default config exports nothing); the tests start their own server and
+# never use it: `systemctl disable --now nfs-ganesha` if it is not wanted.
+PKGS="$PKGS libnfs-dev nfs-ganesha nfs-ganesha-vfs libnfs-utils"
 # Fuzzing (tests/fuzz, part of check): clang 14 and its libFuzzer runtime.
 PKGS="$PKGS clang libclang-rt-14-dev"
 command -v node >/dev/null 2>&1 || PKGS="$PKGS nodejs"

@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # make bench: every benchmark. Not part of make check. About 30 minutes on
 # 2 cores. BENCH_PHASES (comma list of scale, cache, peers, latency, gcs,
-# records, epochs; default all) runs a subset, BENCH_LATENCIES (ms, default
-# 0,20,50) the latency phases at fewer delays, e.g.
+# records, epochs, nfs; default all) runs a subset, BENCH_LATENCIES (ms,
+# default 0,20,50) the latency phases at fewer delays, e.g.
 #   BENCH_PHASES=latency BENCH_LATENCIES=20 make bench
 # (more knobs at the top of bench.py).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
-PHASES=",${BENCH_PHASES:-scale,cache,peers,latency,gcs,records,epochs},"
+PHASES=",${BENCH_PHASES:-scale,cache,peers,latency,gcs,records,epochs,nfs},"
 for p in ${PHASES//,/ }; do
-	case $p in scale | cache | peers | latency | gcs | records | epochs) ;;
-	*) echo "run.sh: unknown phase '$p' in BENCH_PHASES (scale, cache, peers, latency, gcs, records, epochs)" >&2; exit 2 ;;
+	case $p in scale | cache | peers | latency | gcs | records | epochs | nfs) ;;
+	*) echo "run.sh: unknown phase '$p' in BENCH_PHASES (scale, cache, peers, latency, gcs, records, epochs, nfs)" >&2; exit 2 ;;
 	esac
 done
 want() { [[ $PHASES == *",$1,"* ]]; }
@@ -33,3 +33,6 @@ if want records; then "$HERE/records.sh"; fi
 # reshuffle = global and local; backend bytes and cache hit rates per
 # epoch; writes docs/BENCHMARKS-epochs.md.
 if want epochs; then "$HERE/epochs.sh"; fi
+# nfs:// through libnfs on nfs-ganesha vs raw libnfs, nfs-cp and local disk;
+# writes docs/BENCHMARKS-nfs.md.
+if want nfs; then "$HERE/nfs.sh"; fi

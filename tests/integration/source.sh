@@ -1,9 +1,13 @@
 # shellcheck shell=bash
-# The store under the suites that run over s3:// and gs:// alike
+# The store under the suites that run over s3://, gs:// and nfs:// alike
 # (test_cache.sh, test_prefetch.sh): SOURCE=s3 (the default) is s3rver,
 # SOURCE=gcs the GCS emulator (test_cache_gcs.sh and test_prefetch_gcs.sh
 # set it); either sits behind the counting proxy (countproxy.py), so the
-# suites count what the server was asked for. Source after lib.sh.
+# suites count what the server was asked for. SOURCE=nfs (the *_nfs.sh
+# suites) is nfs-ganesha exporting a directory of $T (BUCKET is "export",
+# the export's pseudo path); there the nfs backend itself logs each read
+# it makes, in the proxy's form (SHARDFS_NFS_TRACE, backends/nfs.c).
+# Source after lib.sh.
 #
 #   src_suite_start BUCKET   installs and starts the server and the proxy;
 #                            sets SCHEME (s3 or gs), EP (the proxy's URL) and
@@ -28,19 +32,33 @@ SOURCE=${SOURCE:-s3}
 case $SOURCE in
 s3) SCHEME=s3 ;;
 gcs) SCHEME=gs SUITE=${SUITE}_gcs ;;
+nfs) SCHEME=nfs SUITE=${SUITE}_nfs ;;
 *)
-	echo "SOURCE=$SOURCE: not s3 or gcs" >&2
+	echo "SOURCE=$SOURCE: not s3, gcs or nfs" >&2
 	exit 2
 	;;
 esac
 . "$HERE/s3/s3rver.sh"
 . "$HERE/gcs/gcs_emulator.sh"
+. "$HERE/nfs/ganesha.sh"
 
 src_suite_start() {
 	local v
 	if [ "$SOURCE" = s3 ]; then
 		s3_suite_start "$1"
 		countproxy_start
+		return
+	fi
+	if [ "$SOURCE" = nfs ]; then
+		BUCKET=export
+		NFS_EXPORT=$T/export
+		if ! ganesha_start "$NFS_EXPORT"; then
+			fail "ganesha start"
+			finish
+		fi
+		GETLOG=$T/requests.log
+		: >"$GETLOG"
+		export SHARDFS_NFS_TRACE=$GETLOG
 		return
 	fi
 	BUCKET=$1
@@ -74,6 +92,10 @@ src_upload() {
 		aws_s3 cp --recursive "$dir" "s3://$BUCKET/$prefix/"
 		return
 	fi
+	if [ "$SOURCE" = nfs ]; then
+		mkdir -p "$NFS_EXPORT/$prefix" && cp -a "$dir/." "$NFS_EXPORT/$prefix/"
+		return
+	fi
 	# One process, one kept-alive connection: a curl per file costs seconds
 	# for a few hundred files.
 	/usr/bin/python3 - "$GCS_PORT" "$BUCKET" "$dir" "$prefix" <<'PY'
@@ -101,7 +123,9 @@ PY
 }
 
 src_upload_file() {
-	if [ "$SOURCE" = s3 ]; then
+	if [ "$SOURCE" = nfs ]; then
+		mkdir -p "$(dirname "$NFS_EXPORT/$2")" && cp "$1" "$NFS_EXPORT/$2"
+	elif [ "$SOURCE" = s3 ]; then
 		aws_s3 cp "$1" "s3://$BUCKET/$2"
 	else
 		gcs_upload "$BUCKET" "$2" "$1"
@@ -113,12 +137,18 @@ src_manifest() {
 	shift
 	if [ "$SOURCE" = s3 ]; then
 		"$SHARDFS" manifest "s3://$BUCKET/$prefix" --endpoint "$EP" "$@"
+	elif [ "$SOURCE" = nfs ]; then
+		"$SHARDFS" manifest "$NFS_URL/$prefix" "$@"
 	else
 		"$SHARDFS" manifest "gs://$BUCKET/$prefix" "$@"
 	fi
 }
 
 src_conf() {
+	if [ "$SOURCE" = nfs ]; then
+		echo "url = $NFS_URL/$1"
+		return 0
+	fi
 	echo "url = $SCHEME://$BUCKET/$1"
 	[ "$SOURCE" = s3 ] && echo "endpoint = $EP"
 	return 0
@@ -130,7 +160,7 @@ src_conf() {
 # paths have (percent-encoded but for "/"), and leaves listings and
 # metadata requests as they are.
 reqlog() {
-	if [ "$SOURCE" = s3 ]; then
+	if [ "$SOURCE" = s3 ] || [ "$SOURCE" = nfs ]; then
 		cat "$GETLOG"
 		return
 	fi

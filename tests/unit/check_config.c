@@ -544,9 +544,11 @@ struct bad_case {
 };
 
 #define URL_WHY                                                                \
-	"not an absolute path, s3://bucket[/prefix] or gs://bucket[/prefix]"
+	"not an absolute path, s3://bucket[/prefix], gs://bucket[/prefix] or " \
+	"nfs://server/path"
 #define MANIFEST_WHY                                                           \
-	"not an absolute file path, s3://bucket/key or gs://bucket/key"
+	"not an absolute file path, s3://bucket/key, gs://bucket/key or "      \
+	"nfs://server/path/file"
 #define LISTEN_WHY                                                             \
 	"not ADDRESS:PORT with an IPv4 or [IPv6] address and a port 1..65535"
 #define SIZE_WHY "not a size (digits and an optional K, M, G or T suffix)"
@@ -708,7 +710,7 @@ static const struct bad_case bad_cases[] = {
 	  "@:4: [records] parts = 0: must be between 1 and 99999" },
 	{ MIN_CONF "[records]\nindex = records.idx\n",
 	  "@:4: [records] index = records.idx: not an absolute file path, "
-	  "s3://bucket/key or gs://bucket/key" },
+	  "s3://bucket/key, gs://bucket/key or nfs://server/path/file" },
 	{ MIN_CONF "[shard]\nunit = record\n[records]\nformat = jsonl.gz\n"
 		   "[cache]\nenabled = false\n",
 	  "@:8: [cache] enabled = false: [records] format is compressed: its "

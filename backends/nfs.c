@@ -1,0 +1,585 @@
+/*
+ * nfs: a directory on an NFS server, reached through libnfs in user space
+ * (no kernel mount), addressed as nfs://HOST[:PORT]/PATH (see nfs.h).
+ *
+ * Connections: a small pool of libnfs contexts, each one TCP connection
+ * (and, over NFSv4, one client id of its own). A libnfs context is not
+ * thread-safe, so a request takes one context for itself and gives it back
+ * when done: requests run in parallel up to the pool size, which is what
+ * makes the fetch engine's concurrency real. Contexts connect lazily.
+ *
+ * Deadlines: libnfs' synchronous calls can block forever on a server that
+ * stops answering, so only its asynchronous calls are used, each driven by
+ * poll() here with a deadline of our own: an RPC ends within
+ * request_timeout_ms, a connection (mount) within connect_timeout_ms, and a
+ * read with all its retries within read_timeout_ms of its start, whatever
+ * the server does (a stalled or vanished server gives -EIO). A context
+ * whose RPC timed out or whose connection failed is destroyed (libnfs'
+ * own reconnect is off) and the next use connects afresh; transient
+ * failures are retried on a new connection with capped exponential
+ * backoff, up to `retries` times.
+ *
+ * Etag: "mtime_ns:size:ctime_ns", from the attributes the server reports
+ * (readdir's for the manifest, GETATTR's for stat and read). Not the posix
+ * backend's "mtime:size:ino": libnfs' NFSv4 readdir leaves the fileid 0,
+ * and the change time serves as well, since a rewrite, a truncation or a
+ * file renamed into place all set it, even when mtime is restored. A read opens the file, checks the etag,
+ * reads exactly the bytes asked for, then compares the attributes
+ * (fileid, size, mtime, ctime) on the open handle again: a file changed
+ * after the manifest gives -ESTALE, one changed during the read -ESTALE,
+ * one shorter than asked -EIO. Bytes of two versions never reach a caller.
+ *
+ * Listing (nfs_list.c) walks directories recursively (libnfs reads a
+ * directory whole, with READDIRPLUS or the NFSv4 equivalent, so there is
+ * one round trip per directory and none per file). Only regular files and
+ * directories are followed: symlinks and other types are skipped (counted,
+ * the first few logged). Connections, deadlines and retries: nfs_conn.c.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backends/backend.h"
+#include "backends/nfs.h"
+#include "backends/nfs_impl.h"
+#include "util/log.h"
+
+size_t nfsb_format_etag(uint64_t mtime_ns, uint64_t size, uint64_t ctime_ns,
+			char *buf, size_t cap)
+{
+	int n = snprintf(buf, cap, "%" PRIu64 ":%" PRIu64 ":%" PRIu64, mtime_ns,
+			 size, ctime_ns);
+
+	return n > 0 ? (size_t)n : 0;
+}
+
+static uint64_t stat_mtime_ns(const struct nfs_stat_64 *st)
+{
+	return st->nfs_mtime * 1000000000 + st->nfs_mtime_nsec;
+}
+
+static size_t stat_etag(const struct nfs_stat_64 *st, char *buf, size_t cap)
+{
+	return nfsb_format_etag(stat_mtime_ns(st), st->nfs_size,
+				st->nfs_ctime * 1000000000 + st->nfs_ctime_nsec,
+				buf, cap);
+}
+
+static bool same_version(const struct nfs_stat_64 *a,
+			 const struct nfs_stat_64 *b)
+{
+	return a->nfs_ino == b->nfs_ino && a->nfs_size == b->nfs_size &&
+	       a->nfs_mtime == b->nfs_mtime &&
+	       a->nfs_mtime_nsec == b->nfs_mtime_nsec &&
+	       a->nfs_ctime == b->nfs_ctime &&
+	       a->nfs_ctime_nsec == b->nfs_ctime_nsec;
+}
+
+/* Keys come from a manifest that passed the path rules; checked again so
+ * the backend is safe on its own: no empty, "." or ".." component (libnfs
+ * would resolve "..", and the result must stay below the source). Builds
+ * "/KEY", the path below the mount. */
+static int key_to_path(const char *key, size_t key_len, char **out)
+{
+	size_t start = 0, i;
+	char *p;
+
+	if (key_len == 0 || memchr(key, '\0', key_len) != NULL)
+		return -EINVAL;
+	for (i = 0; i <= key_len; i++) {
+		if (i < key_len && key[i] != '/')
+			continue;
+		if (i == start || (i - start == 1 && key[start] == '.') ||
+		    (i - start == 2 && key[start] == '.' &&
+		     key[start + 1] == '.'))
+			return -EINVAL;
+		start = i + 1;
+	}
+	p = malloc(key_len + 2);
+	if (p == NULL)
+		return -ENOMEM;
+	p[0] = '/';
+	memcpy(p + 1, key, key_len);
+	p[key_len + 1] = '\0';
+	*out = p;
+	return 0;
+}
+
+static bool stat_is_reg(const struct nfs_stat_64 *st)
+{
+	return S_ISREG((mode_t)st->nfs_mode);
+}
+
+/* ---- stat ---- */
+
+static int stat_once(struct nfs_backend *nb, struct nfs_conn *conn,
+		     const char *path, uint64_t deadline, struct nfs_call *c)
+{
+	int rc = 0;
+
+	if (conn->ctx == NULL)
+		rc = nfsb_connect(nb, conn, deadline, c);
+	if (rc < 0)
+		return rc;
+	memset(c, 0, sizeof(*c));
+	if (nfs_stat64_async(conn->ctx, path, nfsb_cb_stat, c) != 0)
+		return nfsb_unqueued(conn->ctx, c);
+	return nfsb_finish(conn->ctx, c,
+			   nfsb_min(deadline, nfsb_now_ms() + nb->request_ms));
+}
+
+struct stat_arg {
+	const char *path;
+};
+
+static int stat_op(struct nfs_backend *nb, struct nfs_conn *conn, void *arg,
+		   uint64_t deadline, struct nfs_call *c)
+{
+	return stat_once(nb, conn, ((struct stat_arg *)arg)->path, deadline, c);
+}
+
+static int nfs_be_stat(struct backend *be, const char *key, size_t key_len,
+		       struct backend_stat *st)
+{
+	struct nfs_backend *nb = (struct nfs_backend *)be;
+	struct stat_arg a;
+	struct nfs_call c;
+	char *path;
+	int rc = key_to_path(key, key_len, &path);
+
+	if (rc < 0)
+		return rc;
+	a.path = path;
+	rc = nfsb_with_retries(nb, stat_op, &a, nfsb_now_ms() + nb->read_ms,
+			       &c);
+	if (rc == 0 && !stat_is_reg(&c.st))
+		rc = -ENOENT;
+	if (rc == 0) {
+		st->size = c.st.nfs_size;
+		st->mtime_ns = (int64_t)stat_mtime_ns(&c.st);
+		st->etag_len = stat_etag(&c.st, st->etag, sizeof(st->etag));
+	} else if (rc != -ENOENT) {
+		log_msg(LOG_ERR, "source %s%s: stat: %s%s%s", nb->display, path,
+			strerror(-nfs_errno_map(rc)), c.err[0] ? ": " : "",
+			c.err);
+	}
+	free(path);
+	return rc < 0 ? nfs_errno_map(rc) : 0;
+}
+
+/* ---- read ---- */
+
+/* With SHARDFS_NFS_TRACE=FILE, every read attempt appends one line,
+ * "GET /PATH/KEY STATUS BYTES CONN" (the key percent-encoded but for '/',
+ * STATUS 200, or 404, 412 (changed), 416 (short) or 503), the form of the
+ * test suites' HTTP request logs, so they count what the server was asked
+ * for over nfs:// as over s3://. One write(2) per line: appends from
+ * several processes do not interleave. */
+static void trace_read(const struct nfs_backend *nb, const char *path, int rc,
+		       size_t len, const struct nfs_conn *conn)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	char line[8192];
+	size_t n = 0, i, plen = strlen(nb->src.path);
+	int status = rc == 0	      ? 200
+		     : rc == -ENOENT  ? 404
+		     : rc == -ESTALE  ? 412
+		     : rc == -ENODATA ? 416
+				      : 503;
+
+	if (nb->trace_fd < 0)
+		return;
+	memcpy(line, "GET ", 4);
+	n = 4;
+	if (plen > 1 && plen < 1024) {
+		memcpy(line + n, nb->src.path, plen);
+		n += plen;
+	}
+	for (i = 0; path[i] && n < sizeof(line) - 128; i++) {
+		unsigned char c = (unsigned char)path[i];
+
+		if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+		    (c >= '0' && c <= '9') || strchr("-._~/", c) != NULL) {
+			line[n++] = (char)c;
+		} else {
+			line[n++] = '%';
+			line[n++] = hex[c >> 4];
+			line[n++] = hex[c & 15];
+		}
+	}
+	n += (size_t)snprintf(line + n, sizeof(line) - n, " %d %zu %td\n",
+			      status, rc == 0 ? len : 0, conn - nb->conns);
+	if (write(nb->trace_fd, line, n) < 0) {
+		/* a diagnostic: nothing to do */
+	}
+}
+
+struct read_arg {
+	const char *path;
+	const char *etag;
+	size_t etag_len;
+	uint64_t offset;
+	size_t len;
+	char *buf;
+	char why[200]; /* a non-transient failure's detail */
+};
+
+static int fstat_fh(struct nfs_backend *nb, struct nfs_context *ctx,
+		    struct nfsfh *fh, uint64_t deadline, struct nfs_call *c,
+		    struct nfs_stat_64 *out)
+{
+	int rc;
+
+	memset(c, 0, sizeof(*c));
+	if (nfs_fstat64_async(ctx, fh, nfsb_cb_stat, c) != 0)
+		return nfsb_unqueued(ctx, c);
+	rc = nfsb_finish(ctx, c,
+			 nfsb_min(deadline, nfsb_now_ms() + nb->request_ms));
+	if (rc == 0)
+		*out = c->st;
+	return rc;
+}
+
+/* Reads a->len bytes at a->offset with up to NFS_READ_DEPTH READs in
+ * flight on conn (one round trip per batch, not per READ); *done is how
+ * many bytes from the start arrived (fewer at the end of the file). On a
+ * failure with READs still in flight, the context is dropped here, so no
+ * callback can reach this frame's calls later. */
+static int read_range(struct nfs_backend *nb, struct nfs_conn *conn,
+		      struct nfsfh *fh, struct read_arg *a, uint64_t deadline,
+		      struct nfs_call *c, size_t *done_out)
+{
+	struct nfs_call calls[NFS_READ_DEPTH];
+	size_t want[NFS_READ_DEPTH], done = 0;
+	uint64_t chunk = nfs_get_readmax(conn->ctx);
+	int rc = 0;
+
+	if (chunk == 0 || chunk > NFS_READ_CHUNK_MAX)
+		chunk = NFS_READ_CHUNK_MAX;
+	while (done < a->len) {
+		uint64_t dl =
+			nfsb_min(deadline, nfsb_now_ms() + nb->request_ms);
+		size_t off = done;
+		int k, n;
+
+		for (n = 0; n < NFS_READ_DEPTH && off < a->len; n++) {
+			want[n] = nfsb_min(a->len - off, chunk);
+			memset(&calls[n], 0, sizeof(calls[n]));
+			calls[n].buf = a->buf + off;
+			calls[n].cap = want[n];
+			if (nfs_pread_async(conn->ctx, fh, a->offset + off,
+					    want[n], nfsb_cb_pread,
+					    &calls[n]) != 0) {
+				rc = nfsb_unqueued(conn->ctx, c);
+				break;
+			}
+			off += want[n];
+		}
+		for (k = 0; k < n && rc == 0; k++) {
+			rc = nfsb_wait(conn->ctx, &calls[k], dl);
+			if (rc < 0)
+				memcpy(c->err, calls[k].err, sizeof(c->err));
+		}
+		if (rc < 0) {
+			nfsb_conn_drop(conn);
+			return rc;
+		}
+		/* In order: a short READ ends the bytes known contiguous; what
+		 * came after it is asked again. */
+		for (k = 0; k < n; k++) {
+			if (calls[k].status < 0) {
+				memcpy(c->err, calls[k].err, sizeof(c->err));
+				return calls[k].status;
+			}
+			done += (size_t)calls[k].status;
+			if ((size_t)calls[k].status < want[k])
+				break;
+		}
+		if (k < n && calls[k].status == 0)
+			break; /* the end of the file */
+		if (k < n)     /* the server reads less at a time: ask that */
+			chunk = (uint64_t)calls[k].status;
+	}
+	*done_out = done;
+	return 0;
+}
+
+static int read_body(struct nfs_backend *nb, struct nfs_conn *conn,
+		     struct nfsfh *fh, struct read_arg *a, uint64_t deadline,
+		     struct nfs_call *c)
+{
+	struct nfs_context *ctx = conn->ctx;
+	struct nfs_stat_64 before, after;
+	char cur[96];
+	size_t done = 0, cur_len;
+	int rc;
+
+	rc = fstat_fh(nb, ctx, fh, deadline, c, &before);
+	if (rc < 0)
+		return rc;
+	if (!stat_is_reg(&before)) {
+		snprintf(a->why, sizeof(a->why), "not a regular file");
+		return -ENOENT;
+	}
+	cur_len = stat_etag(&before, cur, sizeof(cur));
+	if (a->etag != NULL && (cur_len != a->etag_len ||
+				memcmp(cur, a->etag, a->etag_len) != 0)) {
+		snprintf(a->why, sizeof(a->why),
+			 "changed since the manifest was made (etag %.*s, now "
+			 "%s)",
+			 (int)(a->etag_len < 96 ? a->etag_len : 96), a->etag,
+			 cur);
+		return -ESTALE;
+	}
+	rc = read_range(nb, conn, fh, a, deadline, c, &done);
+	if (rc < 0)
+		return rc;
+	/* The etag was checked before reading; a write during the reads
+	 * would mix versions unseen. The attributes again tell. */
+	rc = fstat_fh(nb, ctx, fh, deadline, c, &after);
+	if (rc < 0)
+		return rc;
+	if (!same_version(&before, &after)) {
+		stat_etag(&after, cur, sizeof(cur));
+		snprintf(a->why, sizeof(a->why),
+			 "changed while being read (now %s)", cur);
+		return -ESTALE;
+	}
+	if (done < a->len) {
+		snprintf(a->why, sizeof(a->why),
+			 "%zu bytes at %" PRIu64 " asked, the file ends at "
+			 "%" PRIu64,
+			 a->len, a->offset, after.nfs_size);
+		return -ENODATA; /* not transient; -EIO to the caller */
+	}
+	return 0;
+}
+
+static int read_op(struct nfs_backend *nb, struct nfs_conn *conn, void *arg,
+		   uint64_t deadline, struct nfs_call *c)
+{
+	struct read_arg *a = arg;
+	struct nfs_call cc;
+	int rc = 0;
+
+	if (conn->ctx == NULL)
+		rc = nfsb_connect(nb, conn, deadline, c);
+	if (rc < 0)
+		return rc;
+	memset(c, 0, sizeof(*c));
+	if (nfs_open_async(conn->ctx, a->path, O_RDONLY, nfsb_cb_open, c) != 0)
+		return nfsb_unqueued(conn->ctx, c);
+	rc = nfsb_finish(conn->ctx, c,
+			 nfsb_min(deadline, nfsb_now_ms() + nb->request_ms));
+	if (rc < 0) {
+		trace_read(nb, a->path, rc, 0, conn);
+		return rc;
+	}
+	{
+		struct nfsfh *fh = c->fh;
+
+		rc = read_body(nb, conn, fh, a, deadline, c);
+		trace_read(nb, a->path, rc, a->len, conn);
+		if (conn->ctx == NULL ||
+		    (rc < 0 && nfs_errno_transient(rc) && rc != -ENODATA)) {
+			/* The connection is going away: no CLOSE on it. */
+			nfsb_conn_drop(conn);
+			nfs_free_nfsfh(fh);
+			return rc;
+		}
+		memset(&cc, 0, sizeof(cc));
+		if (nfs_close_async(conn->ctx, fh, nfsb_cb_plain, &cc) != 0) {
+			nfs_free_nfsfh(fh);
+			nfsb_conn_drop(conn);
+		} else if (nfsb_finish(conn->ctx, &cc,
+				       nfsb_now_ms() + nb->request_ms) < 0) {
+			/* The CLOSE failed: the handle may be freed or not
+			 * (libnfs frees it only on success); the context
+			 * goes, and a leak beats a double free. */
+			nfsb_conn_drop(conn);
+		}
+	}
+	return rc;
+}
+
+static int nfs_be_read(struct backend *be, const char *key, size_t key_len,
+		       const char *etag, size_t etag_len, uint64_t offset,
+		       size_t len, void *buf, size_t *nread)
+{
+	struct nfs_backend *nb = (struct nfs_backend *)be;
+	struct read_arg a = { .etag = etag,
+			      .etag_len = etag_len,
+			      .offset = offset,
+			      .len = len,
+			      .buf = buf };
+	struct nfs_call c;
+	char *path;
+	int rc = key_to_path(key, key_len, &path);
+
+	if (rc < 0)
+		return rc;
+	a.path = path;
+	rc = nfsb_with_retries(nb, read_op, &a, nfsb_now_ms() + nb->read_ms,
+			       &c);
+	if (rc < 0) {
+		log_msg(LOG_ERR, "source %s%s: read at %" PRIu64 ": %s",
+			nb->display, path, offset,
+			a.why[0]	   ? a.why
+			: c.err[0]	   ? c.err
+			: rc == -ETIMEDOUT ? "no answer within read_timeout_ms"
+					   : strerror(-nfs_errno_map(rc)));
+		free(path);
+		return nfs_errno_map(rc);
+	}
+	free(path);
+	*nread = len;
+	return 0;
+}
+
+/* ---- open and close ---- */
+
+static int nfs_be_handles(const char *url)
+{
+	return strncmp(url, "nfs://", 6) == 0;
+}
+
+static void nfs_be_close(struct backend *be)
+{
+	struct nfs_backend *nb = (struct nfs_backend *)be;
+	unsigned i;
+
+	if (nb == NULL)
+		return;
+	/* Every call returned: contexts are idle. Destroying one without
+	 * an UMOUNT lets the server expire its state (NFSv4 leases). */
+	for (i = 0; nb->conns != NULL && i < nb->src.connections; i++)
+		nfsb_conn_drop(&nb->conns[i]);
+	if (nb->trace_fd >= 0)
+		close(nb->trace_fd);
+	free(nb->conns);
+	pthread_cond_destroy(&nb->cond);
+	pthread_mutex_destroy(&nb->lock);
+	free(nb->display);
+	free(nb->libnfs_url);
+	nfs_source_free(&nb->src);
+	free(nb);
+}
+
+/* The libnfs URL that carries the options only (nfs_parse_url_dir()
+ * applies them to a context); the path is passed to the mount itself,
+ * so it needs no escaping. */
+static char *libnfs_options_url(const struct nfs_source *s)
+{
+	char buf[512];
+	size_t n;
+
+	n = (size_t)snprintf(buf, sizeof(buf), "nfs://x/x?version=%d",
+			     s->version);
+	if (s->nfsport && n < sizeof(buf))
+		n += (size_t)snprintf(buf + n, sizeof(buf) - n, "&nfsport=%u",
+				      s->nfsport);
+	if (s->mountport && n < sizeof(buf))
+		n += (size_t)snprintf(buf + n, sizeof(buf) - n, "&mountport=%u",
+				      s->mountport);
+	if (n >= sizeof(buf))
+		return NULL;
+	return strdup(buf);
+}
+
+static int nfs_be_open(const char *url, const struct backend_options *opts,
+		       struct backend **out)
+{
+	struct nfs_backend *nb;
+	struct stat_arg a = { .path = "/" };
+	struct nfs_call c;
+	const char *why = NULL;
+	int rc;
+
+	nb = calloc(1, sizeof(*nb));
+	if (nb == NULL)
+		return -ENOMEM;
+	nb->base.ops = &backend_nfs_ops;
+	nb->trace_fd = -1;
+	rc = nfs_source_parse(url, &nb->src, &why);
+	if (rc < 0) {
+		if (rc == -EINVAL)
+			log_msg(LOG_ERR, "source url '%s': %s", url, why);
+		free(nb);
+		return rc;
+	}
+	nb->connect_ms = opts && opts->connect_timeout_ms
+				 ? opts->connect_timeout_ms
+				 : 5000;
+	nb->request_ms = opts && opts->request_timeout_ms
+				 ? opts->request_timeout_ms
+				 : 10000;
+	nb->read_ms =
+		opts && opts->read_timeout_ms ? opts->read_timeout_ms : 30000;
+	nb->retries = opts && opts->retries >= 0 ? (unsigned)opts->retries : 5;
+	pthread_mutex_init(&nb->lock, NULL);
+	{
+		pthread_condattr_t ca;
+
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&nb->cond, &ca);
+		pthread_condattr_destroy(&ca);
+	}
+	nb->conns = calloc(nb->src.connections, sizeof(*nb->conns));
+	if (getenv("SHARDFS_NFS_TRACE") != NULL)
+		nb->trace_fd =
+			open(getenv("SHARDFS_NFS_TRACE"),
+			     O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+	{
+		char port[16] = "";
+		bool v6 = strchr(nb->src.host, ':') != NULL;
+
+		if (nb->src.nfsport)
+			snprintf(port, sizeof(port), ":%u", nb->src.nfsport);
+		rc = asprintf(&nb->display, "nfs://%s%s%s%s%s", v6 ? "[" : "",
+			      nb->src.host, v6 ? "]" : "", port,
+			      strcmp(nb->src.path, "/") ? nb->src.path : "");
+	}
+	nb->libnfs_url = libnfs_options_url(&nb->src);
+	if (nb->conns == NULL || rc < 0 || nb->libnfs_url == NULL) {
+		if (rc < 0)
+			nb->display = NULL;
+		nfs_be_close(&nb->base);
+		return -ENOMEM;
+	}
+	/* Connect once now, so a wrong server, path or port fails the open
+	 * (and a mount) with the reason, not the first read. */
+	rc = nfsb_with_retries(nb, stat_op, &a, nfsb_now_ms() + nb->read_ms,
+			       &c);
+	if (rc == 0 && !S_ISDIR((mode_t)c.st.nfs_mode))
+		rc = -ENOTDIR;
+	if (rc < 0) {
+		log_msg(LOG_ERR, "source %s: %s%s%s", nb->display,
+			rc == -ETIMEDOUT ? "no answer in time"
+					 : strerror(-nfs_errno_map(rc)),
+			c.err[0] ? ": " : "", c.err);
+		nfs_be_close(&nb->base);
+		return nfs_errno_map(rc);
+	}
+	*out = &nb->base;
+	return 0;
+}
+
+const struct backend_ops backend_nfs_ops = {
+	.name = "nfs",
+	.handles = nfs_be_handles,
+	.open = nfs_be_open,
+	.list = nfsb_list,
+	.stat = nfs_be_stat,
+	.read = nfs_be_read,
+	.close = nfs_be_close,
+};

@@ -1,0 +1,320 @@
+/*
+ * nfs_conn: the nfs backend's connections (see nfs.c for the design and
+ * nfs_impl.h for the contract): libnfs contexts in a pool, each call driven
+ * by poll() under a deadline of our own, reconnects and retries.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backends/nfs_impl.h"
+#include "util/log.h"
+
+static void call_error(struct nfs_call *c, int status, void *data)
+{
+	c->status = status;
+	if (data != NULL)
+		snprintf(c->err, sizeof(c->err), "%s", (const char *)data);
+}
+
+void nfsb_cb_plain(int status, struct nfs_context *ctx, void *data, void *priv)
+{
+	struct nfs_call *c = priv;
+
+	(void)ctx;
+	c->done = true;
+	c->status = 0;
+	if (status < 0)
+		call_error(c, status, data);
+}
+
+void nfsb_cb_open(int status, struct nfs_context *ctx, void *data, void *priv)
+{
+	struct nfs_call *c = priv;
+
+	(void)ctx;
+	c->done = true;
+	c->status = 0;
+	if (status < 0)
+		call_error(c, status, data);
+	else
+		c->fh = data;
+}
+
+void nfsb_cb_stat(int status, struct nfs_context *ctx, void *data, void *priv)
+{
+	struct nfs_call *c = priv;
+
+	(void)ctx;
+	c->done = true;
+	c->status = 0;
+	if (status < 0)
+		call_error(c, status, data);
+	else
+		memcpy(&c->st, data, sizeof(c->st));
+}
+
+void nfsb_cb_pread(int status, struct nfs_context *ctx, void *data, void *priv)
+{
+	struct nfs_call *c = priv;
+
+	(void)ctx;
+	c->done = true;
+	if (status < 0) {
+		call_error(c, status, data);
+		return;
+	}
+	/* A server that sends more than was asked is not trusted with it. */
+	if ((size_t)status > c->cap) {
+		c->status = -EIO;
+		snprintf(c->err, sizeof(c->err),
+			 "READ returned %d bytes, %zu "
+			 "asked",
+			 status, c->cap);
+		return;
+	}
+	memcpy(c->buf, data, (size_t)status);
+	c->status = status;
+}
+
+void nfsb_cb_opendir(int status, struct nfs_context *ctx, void *data,
+		     void *priv)
+{
+	struct nfs_call *c = priv;
+
+	(void)ctx;
+	c->done = true;
+	c->status = 0;
+	if (status < 0)
+		call_error(c, status, data);
+	else
+		c->dir = data;
+}
+
+/* Drives ctx until c is done or deadline (monotonic ms) passes. Returns 0
+ * (the call's own status is in c), -ETIMEDOUT, or -ECONNRESET when the
+ * connection failed under it. */
+int nfsb_wait(struct nfs_context *ctx, struct nfs_call *c, uint64_t deadline)
+{
+	while (!c->done) {
+		uint64_t now = nfsb_now_ms();
+		struct pollfd p;
+		int n;
+
+		if (now >= deadline)
+			return -ETIMEDOUT;
+		p.fd = nfs_get_fd(ctx);
+		p.events = (short)nfs_which_events(ctx);
+		p.revents = 0;
+		n = poll(&p, 1,
+			 (int)nfsb_min(deadline - now, NFS_POLL_SLICE_MS));
+		if (n < 0 && errno != EINTR)
+			return -EIO;
+		if (nfs_service(ctx, n > 0 ? p.revents : 0) < 0 && !c->done) {
+			snprintf(c->err, sizeof(c->err), "%s",
+				 nfs_get_error(ctx));
+			return -ECONNRESET;
+		}
+	}
+	return 0;
+}
+
+/* The outcome of a started call: the wait's failure, else the call's. */
+int nfsb_finish(struct nfs_context *ctx, struct nfs_call *c, uint64_t deadline)
+{
+	int rc = nfsb_wait(ctx, c, deadline);
+
+	if (rc < 0)
+		return rc;
+	return c->status < 0 ? c->status : 0;
+}
+
+/* A call that could not even be queued: the context is unusable. */
+int nfsb_unqueued(struct nfs_context *ctx, struct nfs_call *c)
+{
+	snprintf(c->err, sizeof(c->err), "%s", nfs_get_error(ctx));
+	return -ECONNRESET;
+}
+
+void nfsb_conn_drop(struct nfs_conn *conn)
+{
+	if (conn->ctx != NULL) {
+		nfs_destroy_context(conn->ctx);
+		conn->ctx = NULL;
+	}
+}
+
+/* Connects conn (a context of its own, mounted on the source path) within
+ * deadline. 0 or a negative errno, detail in c->err. */
+int nfsb_connect(struct nfs_backend *nb, struct nfs_conn *conn,
+		 uint64_t deadline, struct nfs_call *c)
+{
+	struct nfs_context *ctx = nfs_init_context();
+	struct nfs_url *u;
+	char name[96];
+	int rc;
+
+	if (ctx == NULL)
+		return -ENOMEM;
+	u = nfs_parse_url_dir(ctx, nb->libnfs_url);
+	if (u == NULL) {
+		snprintf(c->err, sizeof(c->err), "%s", nfs_get_error(ctx));
+		nfs_destroy_context(ctx);
+		return -EINVAL;
+	}
+	nfs_destroy_url(u);
+	/* Our own deadlines and reconnects, never libnfs' endless ones. */
+	nfs_set_autoreconnect(ctx, 0);
+	nfs_set_dircache(ctx, 0);
+	if (nb->src.uid >= 0)
+		nfs_set_uid(ctx, (int)nb->src.uid);
+	if (nb->src.gid >= 0)
+		nfs_set_gid(ctx, (int)nb->src.gid);
+	/* NFSv4 servers key open state by client name: every context needs
+	 * its own. libnfs' default ("Libnfs pid:P SECONDS") is the same for
+	 * contexts made in one second, and the server refuses the second
+	 * (NFS4ERR_CLID_INUSE). libnfs 4.0 leaks that default when it is
+	 * replaced, about 30 bytes per connection (tests/lsan.supp). */
+	snprintf(name, sizeof(name), "shardfs-%ld-%p-%" PRIuFAST32,
+		 (long)getpid(), (void *)nb, atomic_fetch_add(&nb->serial, 1));
+	nfs4_set_client_name(ctx, name);
+	memset(c, 0, sizeof(*c));
+	if (nfs_mount_async(ctx, nb->src.host, nb->src.path, nfsb_cb_plain,
+			    c) != 0)
+		rc = nfsb_unqueued(ctx, c);
+	else
+		rc = nfsb_finish(
+			ctx, c,
+			nfsb_min(deadline, nfsb_now_ms() + nb->connect_ms));
+	if (rc < 0) {
+		nfs_destroy_context(ctx);
+		return rc;
+	}
+	conn->ctx = ctx;
+	if (atomic_exchange(&nb->down, false))
+		log_msg(LOG_NOTICE, "source %s: connected again", nb->display);
+	return 0;
+}
+
+/* Takes a free connection, waiting for one until deadline. */
+static int pool_get(struct nfs_backend *nb, uint64_t deadline,
+		    struct nfs_conn **out)
+{
+	struct timespec ts;
+	unsigned i;
+	int rc = 0;
+
+	pthread_mutex_lock(&nb->lock);
+	for (;;) {
+		/* Connected ones first: a new connection costs a mount. */
+		struct nfs_conn *idle = NULL;
+
+		for (i = 0; i < nb->src.connections; i++) {
+			struct nfs_conn *cn = &nb->conns[i];
+
+			if (cn->busy)
+				continue;
+			if (cn->ctx != NULL) {
+				idle = cn;
+				break;
+			}
+			if (idle == NULL)
+				idle = cn;
+		}
+		if (idle != NULL) {
+			idle->busy = true;
+			*out = idle;
+			break;
+		}
+		ts.tv_sec = (time_t)(deadline / 1000);
+		ts.tv_nsec = (long)(deadline % 1000) * 1000000;
+		rc = pthread_cond_timedwait(&nb->cond, &nb->lock, &ts);
+		if (rc == ETIMEDOUT) {
+			rc = -ETIMEDOUT;
+			break;
+		}
+		rc = 0;
+	}
+	pthread_mutex_unlock(&nb->lock);
+	return rc;
+}
+
+static void pool_put(struct nfs_backend *nb, struct nfs_conn *conn)
+{
+	pthread_mutex_lock(&nb->lock);
+	conn->busy = false;
+	pthread_cond_signal(&nb->cond);
+	pthread_mutex_unlock(&nb->lock);
+}
+
+/* After a failed attempt: a transient failure drops the connection (a
+ * timed-out RPC may still be queued on it) and is logged once until a
+ * connection comes up again. */
+static void conn_failed(struct nfs_backend *nb, struct nfs_conn *conn, int rc,
+			const struct nfs_call *c)
+{
+	if (!nfs_errno_transient(rc))
+		return;
+	nfsb_conn_drop(conn);
+	if (!atomic_exchange(&nb->down, true))
+		log_msg(LOG_WARNING, "source %s: %s%s%s; reconnecting",
+			nb->display,
+			rc == -ETIMEDOUT ? "no answer in time"
+					 : "connection failed",
+			c->err[0] ? ": " : "", c->err);
+}
+
+static void backoff(unsigned attempt, uint64_t deadline)
+{
+	uint64_t ms = NFS_BACKOFF_MIN_MS << (attempt < 5 ? attempt : 5);
+	uint64_t now = nfsb_now_ms();
+	struct timespec ts;
+
+	if (ms > NFS_BACKOFF_MAX_MS)
+		ms = NFS_BACKOFF_MAX_MS;
+	if (now >= deadline)
+		return;
+	ms = nfsb_min(ms, deadline - now);
+	ts.tv_sec = (time_t)(ms / 1000);
+	ts.tv_nsec = (long)(ms % 1000) * 1000000;
+	nanosleep(&ts, NULL);
+}
+
+/* Runs op on a pooled connection, retrying transient failures on a new
+ * connection until retries or the deadline run out. */
+
+int nfsb_with_retries(struct nfs_backend *nb, nfsb_op op, void *arg,
+		      uint64_t deadline, struct nfs_call *c)
+{
+	struct nfs_conn *conn;
+	unsigned attempt;
+	int rc = -EIO;
+
+	for (attempt = 0; attempt <= nb->retries; attempt++) {
+		if (attempt > 0)
+			backoff(attempt - 1, deadline);
+		if (nfsb_now_ms() >= deadline) {
+			rc = -ETIMEDOUT;
+			break;
+		}
+		memset(c, 0, sizeof(*c));
+		rc = pool_get(nb, deadline, &conn);
+		if (rc < 0) {
+			snprintf(c->err, sizeof(c->err),
+				 "all %u connections busy",
+				 nb->src.connections);
+			break;
+		}
+		rc = op(nb, conn, arg, deadline, c);
+		if (rc < 0)
+			conn_failed(nb, conn, rc, c);
+		pool_put(nb, conn);
+		if (rc >= 0 || !nfs_errno_transient(rc))
+			break;
+	}
+	return rc;
+}

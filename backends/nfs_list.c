@@ -1,0 +1,210 @@
+/*
+ * nfs_list: the nfs backend's listing (see nfs.c): a recursive walk, one
+ * READDIR (with attributes) per directory, copied out of libnfs while the
+ * connection is held, so a connection is held for one directory at a time
+ * and never across the recursion. Regular files and directories are
+ * followed; anything else (symlinks) is skipped, the first few logged.
+ */
+#include <errno.h>
+#include <nfsc/libnfs-raw-nfs.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "backends/nfs_impl.h"
+#include "util/log.h"
+
+struct walk {
+	struct nfs_backend *nb;
+	backend_list_cb cb;
+	void *arg;
+	char *path; /* "/" + key of the directory being read, growable */
+	size_t len, cap;
+};
+
+static int walk_push(struct walk *w, const char *name)
+{
+	size_t nlen = strlen(name), need = w->len + nlen + 2;
+
+	if (need > w->cap) {
+		size_t cap = need * 2;
+		char *p = realloc(w->path, cap);
+
+		if (p == NULL)
+			return -ENOMEM;
+		w->path = p;
+		w->cap = cap;
+	}
+	if (w->len > 1)
+		w->path[w->len++] = '/';
+	memcpy(w->path + w->len, name, nlen + 1);
+	w->len += nlen;
+	return 0;
+}
+
+struct opendir_arg {
+	const char *path;
+	struct nfsdirent *ents; /* copied out, names owned */
+	size_t n;
+};
+
+static void ents_free(struct nfsdirent *ents, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		free(ents[i].name);
+	free(ents);
+}
+
+/* Copies a directory's entries out of libnfs' nfsdir, so no context is
+ * touched once the connection is given back. */
+static int ents_copy(struct nfs_context *ctx, struct nfsdir *dir,
+		     struct opendir_arg *a)
+{
+	struct nfsdirent *e, *ents = NULL;
+	size_t n = 0, cap = 0;
+
+	while ((e = nfs_readdir(ctx, dir)) != NULL) {
+		if (strcmp(e->name, ".") == 0 || strcmp(e->name, "..") == 0)
+			continue;
+		if (n == cap) {
+			size_t ncap = cap ? cap * 2 : 64;
+			struct nfsdirent *p =
+				realloc(ents, ncap * sizeof(*ents));
+
+			if (p == NULL)
+				goto nomem;
+			ents = p;
+			cap = ncap;
+		}
+		ents[n] = *e;
+		ents[n].next = NULL;
+		ents[n].name = strdup(e->name);
+		if (ents[n].name == NULL)
+			goto nomem;
+		n++;
+	}
+	a->ents = ents;
+	a->n = n;
+	return 0;
+nomem:
+	ents_free(ents, n);
+	return -ENOMEM;
+}
+
+/* Reads a whole directory (libnfs does it in this one call: READDIRPLUS,
+ * or READDIR with attributes over NFSv4). */
+static int opendir_op(struct nfs_backend *nb, struct nfs_conn *conn, void *arg,
+		      uint64_t deadline, struct nfs_call *c)
+{
+	struct opendir_arg *a = arg;
+	int rc = 0;
+
+	if (conn->ctx == NULL)
+		rc = nfsb_connect(nb, conn, deadline, c);
+	if (rc < 0)
+		return rc;
+	memset(c, 0, sizeof(*c));
+	if (nfs_opendir_async(conn->ctx, a->path, nfsb_cb_opendir, c) != 0)
+		return nfsb_unqueued(conn->ctx, c);
+	rc = nfsb_finish(conn->ctx, c, deadline);
+	if (rc < 0)
+		return rc;
+	rc = ents_copy(conn->ctx, c->dir, a);
+	nfs_closedir(conn->ctx, c->dir);
+	return rc;
+}
+
+static int walk_dir(struct walk *w);
+
+static bool dirent_is(const struct nfsdirent *e, uint32_t type, mode_t fmt)
+{
+	return e->type == type || ((mode_t)e->mode & S_IFMT) == fmt;
+}
+
+static int walk_entry(struct walk *w, const struct nfsdirent *e)
+{
+	struct backend_object obj;
+	char etag[96];
+
+	if (dirent_is(e, NF3DIR, S_IFDIR))
+		return walk_dir(w);
+	if (!dirent_is(e, NF3REG, S_IFREG)) {
+		if (atomic_fetch_add(&w->nb->skipped, 1) < NFS_SKIPPED_LOG_MAX)
+			log_msg(LOG_INFO,
+				"source %s%s: not a regular file or a "
+				"directory (a symlink?), skipped",
+				w->nb->display, w->path);
+		return 0;
+	}
+	obj.key = w->path + 1;
+	obj.key_len = w->len - 1;
+	obj.size = e->size;
+	obj.mtime_ns = (int64_t)e->mtime.tv_sec * 1000000000 + e->mtime_nsec;
+	obj.etag = etag;
+	obj.etag_len = nfsb_format_etag((uint64_t)obj.mtime_ns, e->size,
+					(uint64_t)e->ctime.tv_sec * 1000000000 +
+						e->ctime_nsec,
+					etag, sizeof(etag));
+	return w->cb(w->arg, &obj);
+}
+
+/* Lists the directory at w->path, then its subdirectories; a connection
+ * is held for one directory at a time, never across the recursion. */
+static int walk_dir(struct walk *w)
+{
+	struct nfs_backend *nb = w->nb;
+	struct opendir_arg a = { .path = w->path };
+	struct nfs_call c;
+	size_t i, saved = w->len;
+	int rc;
+
+	rc = nfsb_with_retries(nb, opendir_op, &a, nfsb_now_ms() + nb->read_ms,
+			       &c);
+	if (rc < 0) {
+		log_msg(LOG_ERR, "source %s%s: readdir: %s%s%s", nb->display,
+			w->path, strerror(-nfs_errno_map(rc)),
+			c.err[0] ? ": " : "", c.err);
+		return nfs_errno_map(rc);
+	}
+	for (i = 0; i < a.n && rc == 0; i++) {
+		rc = walk_push(w, a.ents[i].name);
+		if (rc == 0)
+			rc = walk_entry(w, &a.ents[i]);
+		w->len = saved;
+		w->path[w->len] = '\0';
+	}
+	ents_free(a.ents, a.n);
+	return rc;
+}
+
+int nfsb_list(struct backend *be, const char *prefix, backend_list_cb cb,
+	      void *arg)
+{
+	struct nfs_backend *nb = (struct nfs_backend *)be;
+	struct walk w = { .nb = nb, .cb = cb, .arg = arg };
+	size_t plen = strlen(prefix);
+	int rc;
+
+	w.cap = plen + 64;
+	w.path = malloc(w.cap);
+	if (w.path == NULL)
+		return -ENOMEM;
+	w.path[0] = '/';
+	w.path[1] = '\0';
+	w.len = 1;
+	if (plen > 0) {
+		char *dir = strndup(prefix, plen - (prefix[plen - 1] == '/'));
+
+		rc = dir ? walk_push(&w, dir) : -ENOMEM;
+		free(dir);
+		if (rc < 0) {
+			free(w.path);
+			return rc;
+		}
+	}
+	rc = walk_dir(&w);
+	free(w.path);
+	return rc;
+}

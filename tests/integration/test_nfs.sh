@@ -1,0 +1,277 @@
+#!/usr/bin/env bash
+# nfs:// sources through libnfs, no kernel mount, against a real NFSv4
+# server: nfs-ganesha (VFS FSAL) on 127.0.0.1 exporting a directory of
+# this suite's temp dir (tests/integration/nfs/ganesha.sh).
+#
+# Covered: `shardfs manifest nfs://...` lists what the directory holds
+# (same keys and sizes as the posix backend's listing of it); rank views
+# over nfs:// for several plans are byte-identical to the source files,
+# disjoint, their union the dataset, in the reference order
+# (verify_mount.py, shardspec.py); names with spaces, unicode, '%' and a
+# TAB; a manifest pinned at an nfs:// URL; bad URLs and an unreachable
+# server fail the mount with the reason; a file changed after the manifest
+# gives EIO (never bytes of the new version) while others still read; a
+# server stopped (SIGSTOP) mid-read gives EIO within the read deadline,
+# and reads recover once it runs again; a server killed mid-read gives
+# EIO, and reads recover once it is restarted; a client whose NFSv4 lease
+# expired while idle reconnects on its next read; a server whose READs answer
+# 64 KiB at most still gives whole files. The cache and prefetch
+# suites also run over nfs:// (test_cache_nfs.sh, test_prefetch_nfs.sh).
+# Time bounds below only tell an EIO from a hang; they are generous.
+SUITE=nfs
+. "$(dirname "$0")/lib.sh"
+. "$HERE/nfs/ganesha.sh"
+
+if ! command -v "$GANESHA_BIN" >/dev/null 2>&1 && [ ! -x "$GANESHA_BIN" ]; then
+	fail "nfs-ganesha is not installed (scripts/install-deps.sh)"
+	finish
+fi
+
+EXPORT=$T/export
+SRC=$EXPORT/ds
+make_dataset "$SRC" 200
+mkdir -p "$SRC/odd dir"
+printf 'space' >"$SRC/odd dir/with space.bin"
+printf 'unicode' >"$SRC/odd dir/ünï cødé +=.bin"
+printf 'percent' >"$SRC/odd dir/100%.txt"
+printf 'tab' >"$SRC/odd dir/a	tab"
+mkdir -p "$SRC/日本語"
+head -c 70000 /dev/urandom >"$SRC/日本語/データ.bin"
+head -c $((5 << 20)) /dev/urandom >"$SRC/big.bin"
+head -c $((5 << 20)) /dev/urandom >"$SRC/big2.bin"
+NOBJ=$(find "$SRC" -type f | wc -l)
+
+if ! ganesha_start "$EXPORT"; then
+	fail "ganesha start"
+	finish
+fi
+ok "ganesha serves $EXPORT on 127.0.0.1:$GANESHA_PORT"
+URL=$NFS_URL/ds
+
+# --- the manifest ---------------------------------------------------------------
+"$SHARDFS" manifest "$URL" -o "$T/m.tsv" >"$T/manifest.out" 2>"$T/manifest.err"
+check "shardfs manifest nfs://... succeeds" test -s "$T/m.tsv"
+check "manifest: $NOBJ objects" grep -qx "objects $NOBJ" "$T/manifest.out"
+"$SHARDFS" manifest "$SRC" -o "$T/posix.tsv" >/dev/null 2>&1
+check "manifest: same keys and sizes as the posix listing of the directory" bash -c \
+	"cmp -s <(cut -f1,2 '$T/m.tsv') <(cut -f1,2 '$T/posix.tsv')"
+check "manifest: names escaped as for posix (TAB, %)" bash -c \
+	"grep -qF 'odd dir/a%09tab' '$T/m.tsv' && grep -qF 'odd dir/100%25.txt' '$T/m.tsv'"
+"$SHARDFS" manifest "$URL/" -o "$T/m2.tsv" >/dev/null 2>&1
+check "manifest: a trailing slash lists the same" cmp -s "$T/m.tsv" "$T/m2.tsv"
+"$SHARDFS" manifest "$NFS_URL/ds/odd%20dir" -o "$T/m3.tsv" >/dev/null 2>&1
+check "manifest: %20 in the URL names a directory with a space" \
+	test "$(tail -n +2 "$T/m3.tsv" | wc -l)" -eq 4
+
+conf() { # conf FILE [KEY=VALUE in [shard]...]; SRCKEYS: more [source] lines
+	local f=$1; shift
+	{
+		echo "[source]"
+		echo "url = ${CONF_URL:-$URL}"
+		[ -n "${SRCKEYS:-}" ] && printf '%s\n' "$SRCKEYS"
+		echo "[shard]"
+		local kv
+		for kv in "$@"; do echo "${kv%%=*} = ${kv#*=}"; done
+		echo "[cache]"
+		if [ -n "${NOCACHE:-}" ]; then
+			echo "enabled = false"
+		else
+			echo "dir = ${CACHE:-$T/cache}"
+		fi
+	} >"$f"
+}
+
+# --- the views --------------------------------------------------------------------
+combos=(
+	"1 shuffle strided none 0 0"
+	"4 shuffle strided none 0 0"
+	"3 none contiguous pad 11 2"
+	"5 shuffle bytes none 7 1"
+	"4 shuffle strided drop 3 0"
+)
+M=$T/mnt
+for c in "${combos[@]}"; do
+	read -r W ORDER LAYOUT BALANCE SEED EPOCH <<<"$c"
+	name="W=$W $ORDER $LAYOUT $BALANCE seed=$SEED epoch=$EPOCH"
+	C=$T/c.conf
+	CACHE=$T/cache.$W$LAYOUT conf "$C" world_size=$W order=$ORDER layout=$LAYOUT \
+		balance=$BALANCE seed=$SEED epoch=$EPOCH
+	if ! mount_shardfs "$C" "$M"; then
+		fail "$name: mount"
+		continue
+	fi
+	if /usr/bin/python3 "$HERE/verify_mount.py" "$M" "$SRC" >"$T/verify.out"; then
+		ok "$name: union = dataset, disjoint, byte-identical"
+	else
+		fail "$name: verify" "$(head -5 "$T/verify.out")"
+	fi
+	bad=""
+	for ((r = 0; r < W; r++)); do
+		/usr/bin/python3 "$HERE/shardspec.py" "$M/.shardfs/manifest.tsv" \
+			--world-size "$W" --seed "$SEED" --epoch "$EPOCH" \
+			--order "$ORDER" --layout "$LAYOUT" --balance "$BALANCE" \
+			--rank $r >"$T/spec.$r" || bad="$bad spec$r"
+		cmp -s "$T/spec.$r" "$M/.shardfs/rank-$r.order" || bad="$bad ref$r"
+	done
+	check "$name: rank-R.order = reference implementation" test -z "$bad"
+	check "$name: manifest.tsv = shardfs manifest nfs://" cmp -s "$T/m.tsv" "$M/.shardfs/manifest.tsv"
+	check "$name: clean unmount" umount_shardfs "$M"
+done
+
+# --- odd names, parallel readers, a manifest pinned at an nfs:// URL -------------
+mkdir -p "$EXPORT/pins"
+cp "$T/m.tsv" "$EXPORT/pins/m.tsv"
+C=$T/pinned.conf
+SRCKEYS="manifest = $NFS_URL/pins/m.tsv" CACHE=$T/cache.pin conf "$C" world_size=2
+if mount_shardfs "$C" "$M"; then
+	check "pinned nfs:// manifest: served as pinned" cmp -s "$T/m.tsv" "$M/.shardfs/manifest.tsv"
+	check "odd names (space, unicode, %, TAB) read back byte-identical" bash -c \
+		"for f in '$SRC/odd dir/'* '$SRC/日本語/データ.bin'; do k=\${f#$SRC/}; g=\$(ls -d '$M'/rank-*/\"\$k\" 2>/dev/null); [ -n \"\$g\" ] && cmp -s \"\$f\" \"\$g\" || exit 1; done"
+	check "16 parallel readers get identical bytes" bash -c \
+		"cd '$M' && find rank-* -type f -print0 | xargs -0 -P 16 -n 8 sh -c 'for f; do cmp -s \"\$f\" \"$SRC/\${f#rank-*/}\" || exit 1; done' _"
+	check "pinned: clean unmount" umount_shardfs "$M"
+else
+	fail "pinned nfs:// manifest: mount"
+fi
+
+# --- bad URLs and an unreachable server -----------------------------------------
+C=$T/bad.conf
+CONF_URL="nfs://127.0.0.1:$GANESHA_PORT/export/ds?version=5" conf "$C"
+"$SHARDFS" mount "$C" "$T/badmnt" -f >"$T/bad.out" 2>&1
+check "bad URL (version=5): config error, exit 2" bash -c \
+	"test $? -eq 2 && grep -q 'nfs://server/path' '$T/bad.out'"
+"$SHARDFS" manifest "$NFS_URL/no-such-dir" >"$T/nodir.out" 2>&1
+check "missing path: manifest fails, says so" bash -c \
+	"test $? -ne 0 && grep -qi 'no such file' '$T/nodir.out'"
+dead=$(ganesha_free_port)
+timeout 30 "$SHARDFS" manifest "nfs://127.0.0.1:$dead/export/ds" >"$T/dead.out" 2>&1
+rc=$?
+check "nothing listening: manifest fails (exit $rc), not a hang" bash -c \
+	"test $rc -ne 0 -a $rc -ne 124 && grep -q 'nfs://127.0.0.1' '$T/dead.out'"
+
+# --- a file changed after the manifest ------------------------------------------
+C=$T/stale.conf
+SRCKEYS="manifest = $T/m.tsv" CACHE=$T/cache.stale conf "$C" world_size=1
+victim=train/n00000001/000001.JPEG
+other=train/n00000002/000002.JPEG
+cp "$SRC/$victim" "$T/victim.old"
+if mount_shardfs "$C" "$M"; then
+	# Same size, new bytes: only the etag (mtime, ctime) tells.
+	sleep 0.01
+	head -c "$(stat -c %s "$SRC/$victim")" /dev/urandom >"$T/victim.new"
+	cat "$T/victim.new" >"$SRC/$victim"
+	cat "$M/rank-0/$victim" >"$T/victim.read" 2>"$T/stale.err"
+	rc=$?
+	check "changed after the manifest: EIO" bash -c \
+		"test $rc -ne 0 && grep -q 'Input/output error' '$T/stale.err'"
+	check "changed after the manifest: no byte of the new version returned" bash -c \
+		"! test -s '$T/victim.read' || cmp -s '$T/victim.read' <(head -c \$(stat -c %s '$T/victim.read') '$T/victim.old')"
+	check "changed after the manifest: logged with the key" grep -q "changed since the manifest" "$LAST_LOG"
+	check "other files still read byte-identical" cmp -s "$M/rank-0/$other" "$SRC/$other"
+	check "stale: clean unmount" umount_shardfs "$M"
+else
+	fail "stale: mount"
+fi
+cp "$T/victim.old" "$SRC/$victim"
+"$SHARDFS" manifest "$URL" -o "$T/m.tsv" >/dev/null 2>&1
+
+# --- a server that stalls, then one that dies, mid-read --------------------------
+# midread.py MOUNTFILE SRCFILE PID SIGNAL: reads 1 MiB, signals the server,
+# reads 1 MiB at 4 MiB (not fetched yet: no cache, no prefetch), and prints
+# "eio SECONDS" or "ok"/"wrong".
+cat >"$T/midread.py" <<'PY'
+import errno, os, signal, sys, time
+path, src, pid, sig = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+fd = os.open(path, os.O_RDONLY)
+first = os.pread(fd, 1 << 20, 0)
+want = open(src, "rb").read()
+if first != want[: 1 << 20]:
+    print("wrong first MiB"); sys.exit(0)
+os.kill(pid, getattr(signal, sig))
+t0 = time.monotonic()
+try:
+    b = os.pread(fd, 1 << 20, 4 << 20)
+    print("ok" if b == want[4 << 20 : 5 << 20] else "wrong")
+except OSError as e:
+    print("eio %.1f" % (time.monotonic() - t0) if e.errno == errno.EIO else "errno %d" % e.errno)
+PY
+C=$T/fault.conf
+{
+	echo "[source]"
+	echo "url = $URL"
+	echo "manifest = $T/m.tsv"
+	echo "connect_timeout_ms = 1000"
+	echo "request_timeout_ms = 1000"
+	echo "read_timeout_ms = 4000"
+	echo "retries = 3"
+	echo "[shard]"
+	echo "world_size = 1"
+	echo "[cache]"
+	echo "enabled = false"
+	echo "chunk_size = 1M"
+	echo "[prefetch]"
+	echo "files = 0"
+} >"$C"
+if mount_shardfs "$C" "$M"; then
+	out=$(timeout 60 /usr/bin/python3 "$T/midread.py" "$M/rank-0/big.bin" "$SRC/big.bin" "$GANESHA_PID" SIGSTOP)
+	secs=${out#eio }
+	check "server stalled mid-read: EIO ($out), within the 4 s deadline + 6 s" bash -c \
+		"[[ '$out' == eio* ]] && awk -v s='$secs' 'BEGIN {exit !(s < 10)}'"
+	check "stall: the failure is logged with the key" grep -q "big.bin: read at" "$LAST_LOG"
+	ganesha_resume
+	check "server running again: the file reads byte-identical" bash -c \
+		"timeout 60 cat '$M/rank-0/big.bin' | cmp -s - '$SRC/big.bin'"
+	# Another file: big.bin is in the kernel's page cache now.
+	out=$(timeout 60 /usr/bin/python3 "$T/midread.py" "$M/rank-0/big2.bin" "$SRC/big2.bin" "$GANESHA_PID" SIGKILL)
+	secs=${out#eio }
+	check "server killed mid-read: EIO ($out), within the deadline" bash -c \
+		"[[ '$out' == eio* ]] && awk -v s='$secs' 'BEGIN {exit !(s < 10)}'"
+	ganesha_wait_gone
+	check "server down: .shardfs/stats still answers" bash -c "timeout 10 cat '$M/.shardfs/stats' >/dev/null"
+	if ganesha_start "$EXPORT" "$GANESHA_PORT"; then
+		check "server restarted on its port: reads recover, byte-identical" bash -c \
+			"timeout 60 cat '$M/rank-0/big2.bin' | cmp -s - '$SRC/big2.bin'"
+		check "recovery: reconnect logged" grep -q "connected again" "$LAST_LOG"
+	else
+		fail "ganesha restart"
+	fi
+	check "faults: clean unmount" umount_shardfs "$M"
+else
+	fail "faults: mount"
+fi
+
+# --- an idle client whose NFSv4 lease expired ----------------------------------------
+# With a 2 s lease, the daemon's client ids expire while it idles; the next
+# read finds NFS4ERR_EXPIRED, reconnects and succeeds.
+ganesha_stop
+if GANESHA_LEASE=2 ganesha_start "$EXPORT" "$GANESHA_PORT"; then
+	if mount_shardfs "$C" "$M"; then
+		check "lease: a read before the idle time" cmp -s "$M/rank-0/$other" "$SRC/$other"
+		sleep 8
+		check "lease expired while idle: the next read reconnects and succeeds" \
+			timeout 60 cmp -s "$M/rank-0/$victim" "$SRC/$victim"
+		check "lease: clean unmount" umount_shardfs "$M"
+	else
+		fail "lease: mount"
+	fi
+else
+	fail "ganesha start with Lease_Lifetime = 2"
+fi
+
+# --- a server that answers less than each READ asks -------------------------------
+ganesha_stop
+if GANESHA_MAXREAD=65536 ganesha_start "$EXPORT" "$GANESHA_PORT"; then
+	if mount_shardfs "$C" "$M"; then
+		check "64 KiB READs from the server: a 5 MiB file reads byte-identical" bash -c \
+			"timeout 60 cat '$M/rank-0/big.bin' | cmp -s - '$SRC/big.bin'"
+		check "64 KiB READs: small files byte-identical" bash -c \
+			"for f in '$SRC/日本語/データ.bin' '$SRC/$other'; do timeout 30 cmp -s \"\$f\" '$M/rank-0/'\"\${f#$SRC/}\" || exit 1; done"
+		check "short READs: clean unmount" umount_shardfs "$M"
+	else
+		fail "short READs: mount"
+	fi
+	ganesha_stop
+else
+	fail "ganesha start with MaxRead = 65536"
+fi
+finish

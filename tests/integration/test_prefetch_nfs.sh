@@ -1,0 +1,4 @@
+#!/usr/bin/env bash
+# test_prefetch.sh over nfs://: the same checks against nfs-ganesha on 127.0.0.1
+# (SOURCE=nfs, see source.sh); its closing line is "prefetch_nfs: ...".
+SOURCE=nfs exec bash "$(dirname "$0")/test_prefetch.sh"

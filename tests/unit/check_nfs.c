@@ -1,0 +1,253 @@
+/*
+ * check_nfs: the nfs backend's URL parser and errno classification
+ * (backends/nfs.h), and its deadlines against real sockets that are not
+ * NFS servers: a closed port, and a port that accepts connections but
+ * never answers. Reads against a real server are in
+ * tests/integration/test_nfs.sh (nfs-ganesha).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backends/backend.h"
+#include "backends/nfs.h"
+#include "tests/unit/unit.h"
+#include "util/log.h"
+
+START_TEST(test_parse_full)
+{
+	struct nfs_source s;
+	const char *why = NULL;
+
+	ck_assert_int_eq(
+		nfs_source_parse("nfs://server.example:2050/export/data set/"
+				 "?version=3&uid=1000&gid=100&mountport=635"
+				 "&connections=4",
+				 &s, &why),
+		0);
+	ck_assert_str_eq(s.host, "server.example");
+	ck_assert_uint_eq(s.nfsport, 2050);
+	ck_assert_uint_eq(s.mountport, 635);
+	ck_assert_int_eq(s.version, 3);
+	ck_assert_int_eq(s.uid, 1000);
+	ck_assert_int_eq(s.gid, 100);
+	ck_assert_uint_eq(s.connections, 4);
+	ck_assert_str_eq(s.path, "/export/data set");
+	nfs_source_free(&s);
+}
+END_TEST
+
+START_TEST(test_parse_defaults)
+{
+	struct nfs_source s;
+
+	ck_assert_int_eq(nfs_source_parse("nfs://127.0.0.1/export", &s, NULL),
+			 0);
+	ck_assert_str_eq(s.host, "127.0.0.1");
+	ck_assert_uint_eq(s.nfsport, 0);
+	ck_assert_int_eq(s.version, 4);
+	ck_assert_int_eq(s.uid, -1);
+	ck_assert_int_eq(s.gid, -1);
+	ck_assert_uint_eq(s.connections, NFS_CONNECTIONS_DEFAULT);
+	ck_assert_str_eq(s.path, "/export");
+	nfs_source_free(&s);
+	ck_assert_int_eq(nfs_source_parse("nfs://h/", &s, NULL), 0);
+	ck_assert_str_eq(s.path, "/");
+	nfs_source_free(&s);
+	nfs_source_free(NULL);
+}
+END_TEST
+
+START_TEST(test_parse_escapes_and_ipv6)
+{
+	struct nfs_source s;
+
+	ck_assert_int_eq(nfs_source_parse("nfs://[::1]:2049/a%20b/%C3%A9%3F//",
+					  &s, NULL),
+			 0);
+	ck_assert_str_eq(s.host, "::1");
+	ck_assert_uint_eq(s.nfsport, 2049);
+	ck_assert_str_eq(s.path, "/a b/\xc3\xa9?");
+	nfs_source_free(&s);
+	ck_assert_int_eq(nfs_source_parse("nfs://h/x?nfsport=9", &s, NULL), 0);
+	ck_assert_uint_eq(s.nfsport, 9);
+	nfs_source_free(&s);
+}
+END_TEST
+
+START_TEST(test_parse_bad)
+{
+	static const char *const bad[] = {
+		"s3://b/x",
+		"nfs://",
+		"nfs://host",
+		"nfs:///path",
+		"nfs://host:/p",
+		"nfs://host:0/p",
+		"nfs://host:65536/p",
+		"nfs://host:12a/p",
+		"nfs://ho st/p",
+		"nfs://[::1/p",
+		"nfs://h/p?version=2",
+		"nfs://h/p?version=",
+		"nfs://h/p?uid=-1",
+		"nfs://h/p?connections=0",
+		"nfs://h/p?connections=65",
+		"nfs://h/p?frob=1",
+		"nfs://h/p?version",
+		"nfs://h/p#frag",
+		"nfs://h/p%2",
+		"nfs://h/p%zz",
+		"nfs://h/p%00x",
+		"nfs://h/a/../b",
+		"nfs://h/..",
+	};
+	struct nfs_source s;
+	size_t i;
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		const char *why = NULL;
+
+		ck_assert_msg(nfs_source_parse(bad[i], &s, &why) == -EINVAL,
+			      "%s accepted", bad[i]);
+		ck_assert_msg(why != NULL && *why, "%s: no reason", bad[i]);
+	}
+}
+END_TEST
+
+START_TEST(test_url_valid)
+{
+	ck_assert(nfs_url_valid("nfs://h/export/ds/", false));
+	ck_assert(nfs_url_valid("nfs://h/export?version=3", false));
+	ck_assert(nfs_url_valid("nfs://h:2049/export/m.tsv", true));
+	ck_assert(!nfs_url_valid("nfs://h/export/", true));
+	ck_assert(!nfs_url_valid("nfs://h/", true));
+	ck_assert(!nfs_url_valid("nfs://h/export/m.tsv?version=4", true));
+	ck_assert(!nfs_url_valid("nfs://h", false));
+}
+END_TEST
+
+START_TEST(test_errno)
+{
+	ck_assert_int_eq(nfs_errno_map(-ENOENT), -ENOENT);
+	ck_assert_int_eq(nfs_errno_map(-ESTALE), -ESTALE);
+	ck_assert_int_eq(nfs_errno_map(-EPERM), -EACCES);
+	ck_assert_int_eq(nfs_errno_map(-ETIMEDOUT), -EIO);
+	ck_assert_int_eq(nfs_errno_map(-ECONNRESET), -EIO);
+	ck_assert_int_eq(nfs_errno_map(-EFAULT), -EIO);
+	ck_assert_int_eq(nfs_errno_map(-1000), -EIO);
+	ck_assert_int_eq(nfs_errno_map(-ENODATA), -EIO);
+	ck_assert(nfs_errno_transient(-ETIMEDOUT));
+	ck_assert(nfs_errno_transient(-ECONNRESET));
+	ck_assert(nfs_errno_transient(-EIO));
+	ck_assert(!nfs_errno_transient(-ENOENT));
+	ck_assert(!nfs_errno_transient(-ESTALE));
+	ck_assert(!nfs_errno_transient(-EACCES));
+	ck_assert(!nfs_errno_transient(-ENODATA));
+}
+END_TEST
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* A listening TCP socket on 127.0.0.1 (never accepted from: connects
+ * complete in the backlog, then nothing answers); its port in *port. */
+static int listener(unsigned *port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t len = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	ck_assert_int_ge(fd, 0);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	ck_assert_int_eq(listen(fd, 64), 0);
+	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+	*port = ntohs(a.sin_port);
+	return fd;
+}
+
+START_TEST(test_open_closed_port)
+{
+	struct backend_options o = { .connect_timeout_ms = 500,
+				     .request_timeout_ms = 500,
+				     .read_timeout_ms = 2000,
+				     .retries = 2 };
+	struct backend *be = NULL;
+	unsigned port;
+	char url[96];
+	double t0;
+	int fd = listener(&port);
+
+	close(fd); /* nothing listens there now */
+	snprintf(url, sizeof(url), "nfs://127.0.0.1:%u/export", port);
+	t0 = now_s();
+	ck_assert_int_eq(backend_open(url, &o, &be), -EIO);
+	ck_assert_ptr_null(be);
+	/* Bounded: the deadline, plus slack for a loaded machine. */
+	ck_assert_double_lt(now_s() - t0, 2.0 + 10.0);
+}
+END_TEST
+
+START_TEST(test_open_silent_server)
+{
+	struct backend_options o = { .connect_timeout_ms = 300,
+				     .request_timeout_ms = 300,
+				     .read_timeout_ms = 1500,
+				     .retries = 10 };
+	struct backend *be = NULL;
+	unsigned port;
+	char url[96];
+	double t0;
+	int fd = listener(&port);
+
+	snprintf(url, sizeof(url), "nfs://127.0.0.1:%u/export", port);
+	t0 = now_s();
+	/* Connected, never answered: every attempt times out, and the
+	 * whole open ends at read_timeout_ms, retries left or not. */
+	ck_assert_int_eq(backend_open(url, &o, &be), -EIO);
+	ck_assert_double_lt(now_s() - t0, 1.5 + 10.0);
+	ck_assert_double_ge(now_s() - t0, 0.3);
+	close(fd);
+}
+END_TEST
+
+START_TEST(test_open_bad_url)
+{
+	struct backend *be = NULL;
+
+	ck_assert_int_eq(backend_open("nfs://h/p?version=9", NULL, &be),
+			 -EINVAL);
+	ck_assert_ptr_null(be);
+}
+END_TEST
+
+int main(void)
+{
+	const struct unit_case cases[] = {
+		{ "parse_full", test_parse_full },
+		{ "parse_defaults", test_parse_defaults },
+		{ "parse_escapes_and_ipv6", test_parse_escapes_and_ipv6 },
+		{ "parse_bad", test_parse_bad },
+		{ "url_valid", test_url_valid },
+		{ "errno", test_errno },
+		{ "open_closed_port", test_open_closed_port },
+		{ "open_silent_server", test_open_silent_server },
+		{ "open_bad_url", test_open_bad_url },
+	};
+
+	/* The failures under test log once each; keep the output short. */
+	log_set_level(LOG_ERR - 1);
+	return unit_run(
+		unit_suite("nfs", cases, sizeof(cases) / sizeof(cases[0])));
+}
