@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "tests/unit/shard_util.h"
 #include "tests/unit/unit.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
@@ -25,11 +26,6 @@
 #define PROP_MAX_W 20
 
 typedef unsigned __int128 u128;
-
-static uint64_t weight_array(const void *ctx, size_t i)
-{
-	return ((const uint64_t *)ctx)[i];
-}
 
 static struct shard_spec spec_make(uint64_t world_size, uint64_t seed,
 				   uint64_t epoch, enum shard_order order,
@@ -45,33 +41,6 @@ static struct shard_spec spec_make(uint64_t world_size, uint64_t seed,
 		.balance = balance,
 	};
 	return spec;
-}
-
-static struct shard_plan *build_ok(const struct shard_spec *spec, size_t n,
-				   const uint64_t *weights)
-{
-	struct shard_plan *plan = NULL;
-	int rc = shard_plan_build(spec, n, weights ? weight_array : NULL,
-				  weights, &plan);
-
-	ck_assert_int_eq(rc, 0);
-	ck_assert_ptr_nonnull(plan);
-	return plan;
-}
-
-/* Rank r as "8 6 5*" (pads starred), so a mismatch prints readably. */
-static void rank_str(const struct shard_plan *plan, uint64_t r, char *buf,
-		     size_t len)
-{
-	const uint32_t *items;
-	size_t count, npad, k, used = 0;
-
-	shard_plan_rank(plan, r, &items, &count, &npad);
-	buf[0] = '\0';
-	for (k = 0; k < count && used < len; k++)
-		used += (size_t)snprintf(
-			buf + used, len - used, "%s%" PRIu32 "%s", k ? " " : "",
-			items[k], k >= count - npad ? "*" : "");
 }
 
 static void expect_ranks(const struct shard_plan *plan, const char *const *want,

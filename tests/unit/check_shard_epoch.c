@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "tests/unit/shard_util.h"
 #include "tests/unit/unit.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
@@ -26,38 +27,6 @@
 #define EP_MAX_W 12
 
 static const uint64_t vec_weights[10] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10 };
-
-static uint64_t weight_array(const void *ctx, size_t i)
-{
-	return ((const uint64_t *)ctx)[i];
-}
-
-static struct shard_plan *build_ok(const struct shard_spec *spec, size_t n,
-				   const uint64_t *weights)
-{
-	struct shard_plan *plan = NULL;
-	int rc = shard_plan_build(spec, n, weights ? weight_array : NULL,
-				  weights, &plan);
-
-	ck_assert_int_eq(rc, 0);
-	ck_assert_ptr_nonnull(plan);
-	return plan;
-}
-
-/* Rank r as "8 6 5*" (pads starred). */
-static void rank_str(const struct shard_plan *plan, uint64_t r, char *buf,
-		     size_t len)
-{
-	const uint32_t *items;
-	size_t count, npad, k, used = 0;
-
-	shard_plan_rank(plan, r, &items, &count, &npad);
-	buf[0] = '\0';
-	for (k = 0; k < count && used < len; k++)
-		used += (size_t)snprintf(
-			buf + used, len - used, "%s%" PRIu32 "%s", k ? " " : "",
-			items[k], k >= count - npad ? "*" : "");
-}
 
 /* ---- Vectors: N=10, seed 42, shuffle, weights 1..10 ---- */
 
