@@ -14,10 +14,13 @@
 #include "backends/nfs_impl.h"
 #include "util/log.h"
 
+/* A call cancelled because its context is being destroyed (-EINTR,
+ * "Command was cancelled") keeps the detail it had: the reason for the
+ * destroy is logged, not the cancellation. */
 static void call_error(struct nfs_call *c, int status, void *data)
 {
 	c->status = status;
-	if (data != NULL)
+	if (data != NULL && status != -EINTR)
 		snprintf(c->err, sizeof(c->err), "%s", (const char *)data);
 }
 
@@ -275,9 +278,7 @@ static void pool_drop_idle(struct nfs_backend *nb)
 
 /* After a failed attempt: a transient failure drops the connection (a
  * timed-out RPC may still be queued on it) and the idle ones, and is
- * logged once until a connection comes up again. The detail is copied
- * first: destroying the context runs the pending callback, which leaves
- * "Command was cancelled" in c->err. */
+ * logged once until a connection comes up again. */
 static void conn_failed(struct nfs_backend *nb, struct nfs_conn *conn, int rc,
 			const struct nfs_call *c)
 {
@@ -285,7 +286,7 @@ static void conn_failed(struct nfs_backend *nb, struct nfs_conn *conn, int rc,
 
 	if (!attempt_transient(rc, c))
 		return;
-	memcpy(err, c->err, sizeof(err));
+	memcpy(err, c->err, sizeof(err)); /* c may be this context's call */
 	nfsb_conn_drop(conn);
 	pool_drop_idle(nb);
 	if (!atomic_exchange(&nb->down, true))
