@@ -152,6 +152,15 @@ rc=$?
 check "nothing listening: manifest fails (exit $rc), not a hang" bash -c \
 	"test $rc -ne 0 -a $rc -ne 124 && grep -q 'nfs://127.0.0.1' '$T/dead.out'"
 
+# --- SHARDFS_NFS_TRACE: a symlink is not followed, the file is private ---------
+ln -s "$T/trace.target" "$T/trace.lnk"
+SHARDFS_NFS_TRACE=$T/trace.lnk "$SHARDFS" manifest "$URL" -o "$T/mt.tsv" >"$T/trace.out" 2>&1
+check "trace: a symlinked trace file is refused, with a warning" bash -c \
+	"! test -e '$T/trace.target' && grep -q 'SHARDFS_NFS_TRACE: cannot open' '$T/trace.out'"
+SHARDFS_NFS_TRACE=$T/trace.log "$SHARDFS" manifest "$URL" -o "$T/mt.tsv" >"$T/trace.out" 2>&1
+check "trace: the trace file is created 0600, the tracing noted" bash -c \
+	"test \$(stat -c %a '$T/trace.log') = 600 && grep -q 'SHARDFS_NFS_TRACE: every nfs read' '$T/trace.out'"
+
 # --- a file changed after the manifest ------------------------------------------
 C=$T/stale.conf
 SRCKEYS="manifest = $T/m.tsv" CACHE=$T/cache.stale conf "$C" world_size=1
