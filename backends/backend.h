@@ -55,8 +55,8 @@ struct backend_object {
 	const char *key; /* relative to the source prefix, not NUL-free */
 	size_t key_len;
 	uint64_t size;
-	const char *etag; /* S3 ETag, GCS generation, posix and nfs
-			     mtime:size:ino */
+	const char *etag; /* S3 ETag, GCS generation, posix
+			     mtime:size:ino, nfs mtime_ns:size:ctime_ns */
 	size_t etag_len;
 	int64_t mtime_ns; /* last modified, ns since the epoch */
 };

@@ -401,7 +401,9 @@ static int read_op(struct nfs_backend *nb, struct nfs_conn *conn, void *arg,
 			nfs_free_nfsfh(fh);
 			nfsb_conn_drop(conn);
 		} else if (nfsb_finish(conn->ctx, &cc,
-				       nfsb_now_ms() + nb->request_ms) < 0) {
+				       nfsb_min(deadline,
+						nfsb_now_ms() +
+							nb->request_ms)) < 0) {
 			/* The CLOSE failed: the handle may be freed or not
 			 * (libnfs frees it only on success); the context
 			 * goes, and a leak beats a double free. */
@@ -535,10 +537,25 @@ static int nfs_be_open(const char *url, const struct backend_options *opts,
 		pthread_condattr_destroy(&ca);
 	}
 	nb->conns = calloc(nb->src.connections, sizeof(*nb->conns));
-	if (getenv("SHARDFS_NFS_TRACE") != NULL)
-		nb->trace_fd =
-			open(getenv("SHARDFS_NFS_TRACE"),
-			     O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+	if (getenv("SHARDFS_NFS_TRACE") != NULL) {
+		/* A test and debug aid: unbounded, so never on by default. */
+		const char *tf = getenv("SHARDFS_NFS_TRACE");
+
+		nb->trace_fd = open(tf,
+				    O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC |
+					    O_NOFOLLOW,
+				    0600);
+		if (nb->trace_fd < 0)
+			log_msg(LOG_WARNING,
+				"SHARDFS_NFS_TRACE: cannot open %s: %s; not "
+				"tracing",
+				tf, strerror(errno));
+		else
+			log_msg(LOG_NOTICE,
+				"SHARDFS_NFS_TRACE: every nfs read is "
+				"appended to %s",
+				tf);
+	}
 	{
 		char port[16] = "";
 		bool v6 = strchr(nb->src.host, ':') != NULL;

@@ -65,4 +65,9 @@ int nfs_errno_map(int status);
  * new connection: the connection or the server failed, not the request. */
 bool nfs_errno_transient(int status);
 
+/* true if a failure (status, libnfs' message) is the server refusing the
+ * request for good (NFS4ERR_WRONGSEC: the export wants another security
+ * flavour), which libnfs reports with a status that looks transient. */
+bool nfs_error_refused(int status, const char *msg);
+
 #endif

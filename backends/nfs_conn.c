@@ -14,10 +14,13 @@
 #include "backends/nfs_impl.h"
 #include "util/log.h"
 
+/* A call cancelled because its context is being destroyed (-EINTR,
+ * "Command was cancelled") keeps the detail it had: the reason for the
+ * destroy is logged, not the cancellation. */
 static void call_error(struct nfs_call *c, int status, void *data)
 {
 	c->status = status;
-	if (data != NULL)
+	if (data != NULL && status != -EINTR)
 		snprintf(c->err, sizeof(c->err), "%s", (const char *)data);
 }
 
@@ -181,7 +184,8 @@ int nfsb_connect(struct nfs_backend *nb, struct nfs_conn *conn,
 	 * replaced, about 30 bytes per connection (tests/lsan.supp). */
 	snprintf(name, sizeof(name), "shardfs-%ld-%p-%" PRIuFAST32,
 		 (long)getpid(), (void *)nb, atomic_fetch_add(&nb->serial, 1));
-	nfs4_set_client_name(ctx, name);
+	if (nb->src.version == 4)
+		nfs4_set_client_name(ctx, name);
 	memset(c, 0, sizeof(*c));
 	if (nfs_mount_async(ctx, nb->src.host, nb->src.path, nfsb_cb_plain,
 			    c) != 0)
@@ -251,21 +255,46 @@ static void pool_put(struct nfs_backend *nb, struct nfs_conn *conn)
 	pthread_mutex_unlock(&nb->lock);
 }
 
+/* Worth another attempt on a new connection: not a refusal that libnfs
+ * reports with a status that looks transient. */
+static bool attempt_transient(int rc, const struct nfs_call *c)
+{
+	return nfs_errno_transient(rc) && !nfs_error_refused(rc, c->err);
+}
+
+/* Drops every idle connected context: they reach the same server, so a
+ * restart, an expired lease or a replaced export root that broke one broke
+ * them too, and a retry that took another of them would fail the same way. */
+static void pool_drop_idle(struct nfs_backend *nb)
+{
+	unsigned i;
+
+	pthread_mutex_lock(&nb->lock);
+	for (i = 0; i < nb->src.connections; i++)
+		if (!nb->conns[i].busy)
+			nfsb_conn_drop(&nb->conns[i]);
+	pthread_mutex_unlock(&nb->lock);
+}
+
 /* After a failed attempt: a transient failure drops the connection (a
- * timed-out RPC may still be queued on it) and is logged once until a
- * connection comes up again. */
+ * timed-out RPC may still be queued on it) and the idle ones, and is
+ * logged once until a connection comes up again. */
 static void conn_failed(struct nfs_backend *nb, struct nfs_conn *conn, int rc,
 			const struct nfs_call *c)
 {
-	if (!nfs_errno_transient(rc))
+	char err[sizeof(c->err)];
+
+	if (!attempt_transient(rc, c))
 		return;
+	memcpy(err, c->err, sizeof(err)); /* c may be this context's call */
 	nfsb_conn_drop(conn);
+	pool_drop_idle(nb);
 	if (!atomic_exchange(&nb->down, true))
 		log_msg(LOG_WARNING, "source %s: %s%s%s; reconnecting",
 			nb->display,
 			rc == -ETIMEDOUT ? "no answer in time"
 					 : "connection failed",
-			c->err[0] ? ": " : "", c->err);
+			err[0] ? ": " : "", err);
 }
 
 static void backoff(unsigned attempt, uint64_t deadline)
@@ -292,10 +321,11 @@ int nfsb_with_retries(struct nfs_backend *nb, nfsb_op op, void *arg,
 {
 	struct nfs_conn *conn;
 	unsigned attempt;
+	bool stale_retried = false;
 	int rc = -EIO;
 
 	for (attempt = 0; attempt <= nb->retries; attempt++) {
-		if (attempt > 0)
+		if (attempt > 0 && !(stale_retried && rc == -ESTALE))
 			backoff(attempt - 1, deadline);
 		if (nfsb_now_ms() >= deadline) {
 			rc = -ETIMEDOUT;
@@ -312,8 +342,20 @@ int nfsb_with_retries(struct nfs_backend *nb, nfsb_op op, void *arg,
 		rc = op(nb, conn, arg, deadline, c);
 		if (rc < 0)
 			conn_failed(nb, conn, rc, c);
+		/* The server called a handle stale (not our etag check, which
+		 * leaves c->status 0): the mount's root may have been replaced
+		 * (the export's directory swapped). Once, at no cost in
+		 * retries, on a fresh mount, which looks the path up again. */
+		if (rc == -ESTALE && c->status == -ESTALE && !stale_retried) {
+			stale_retried = true;
+			nfsb_conn_drop(conn);
+			pool_drop_idle(nb);
+			pool_put(nb, conn);
+			attempt--;
+			continue;
+		}
 		pool_put(nb, conn);
-		if (rc >= 0 || !nfs_errno_transient(rc))
+		if (rc >= 0 || !attempt_transient(rc, c))
 			break;
 	}
 	return rc;

@@ -121,9 +121,12 @@ typedef int (*nfsb_op)(struct nfs_backend *nb, struct nfs_conn *conn, void *arg,
 
 /* Runs op on a pooled connection until it succeeds, fails for good, or
  * retries (with capped exponential backoff, each on a new connection) or
- * the deadline run out. A transient failure drops the connection and is
- * logged once until one comes up again. Returns op's result, or
- * -ETIMEDOUT; c holds the last attempt's detail. */
+ * the deadline run out. A transient failure drops the connection and
+ * every idle one (they share the server's fate) and is logged once until
+ * one comes up again. A stale handle the server reported (-ESTALE in
+ * c->status, as opposed to op's own etag check) is retried once on a fresh
+ * mount, outside the retry count. Returns op's result, or -ETIMEDOUT; c
+ * holds the last attempt's detail. */
 int nfsb_with_retries(struct nfs_backend *nb, nfsb_op op, void *arg,
 		      uint64_t deadline, struct nfs_call *c);
 

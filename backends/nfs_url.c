@@ -292,3 +292,13 @@ bool nfs_errno_transient(int status)
 		return true;
 	}
 }
+
+bool nfs_error_refused(int status, const char *msg)
+{
+	/* libnfs 4.0 maps NFSv4 statuses it has no errno for to -ERANGE
+	 * (through its NFSv3 table on OPEN and LOOKUP) or -EIO: an expired
+	 * lease as well as a security refusal. Only the message tells. */
+	if (status != -ERANGE && status != -EIO)
+		return false;
+	return msg != NULL && strstr(msg, "NFS4ERR_WRONGSEC") != NULL;
+}

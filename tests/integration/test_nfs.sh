@@ -15,7 +15,10 @@
 # and reads recover once it runs again; a server killed mid-read gives
 # EIO, and reads recover once it is restarted; a client whose NFSv4 lease
 # expired while idle reconnects on its next read; a server whose READs answer
-# 64 KiB at most still gives whole files. The cache and prefetch
+# 64 KiB at most still gives whole files; a server restarted while all 8
+# pooled connections were up serves the next single read (retries = 1), no
+# failed read logged; the source directory replaced under a mount
+# (NFS4ERR_STALE on the old root), then a reload, reads on. The cache and prefetch
 # suites also run over nfs:// (test_cache_nfs.sh, test_prefetch_nfs.sh).
 # Time bounds below only tell an EIO from a hang; they are generous.
 SUITE=nfs
@@ -149,6 +152,15 @@ rc=$?
 check "nothing listening: manifest fails (exit $rc), not a hang" bash -c \
 	"test $rc -ne 0 -a $rc -ne 124 && grep -q 'nfs://127.0.0.1' '$T/dead.out'"
 
+# --- SHARDFS_NFS_TRACE: a symlink is not followed, the file is private ---------
+ln -s "$T/trace.target" "$T/trace.lnk"
+SHARDFS_NFS_TRACE=$T/trace.lnk "$SHARDFS" manifest "$URL" -o "$T/mt.tsv" >"$T/trace.out" 2>&1
+check "trace: a symlinked trace file is refused, with a warning" bash -c \
+	"! test -e '$T/trace.target' && grep -q 'SHARDFS_NFS_TRACE: cannot open' '$T/trace.out'"
+SHARDFS_NFS_TRACE=$T/trace.log "$SHARDFS" manifest "$URL" -o "$T/mt.tsv" >"$T/trace.out" 2>&1
+check "trace: the trace file is created 0600, the tracing noted" bash -c \
+	"test \$(stat -c %a '$T/trace.log') = 600 && grep -q 'SHARDFS_NFS_TRACE: every nfs read' '$T/trace.out'"
+
 # --- a file changed after the manifest ------------------------------------------
 C=$T/stale.conf
 SRCKEYS="manifest = $T/m.tsv" CACHE=$T/cache.stale conf "$C" world_size=1
@@ -218,6 +230,8 @@ if mount_shardfs "$C" "$M"; then
 	check "server stalled mid-read: EIO ($out), within the 4 s deadline + 6 s" bash -c \
 		"[[ '$out' == eio* ]] && awk -v s='$secs' 'BEGIN {exit !(s < 10)}'"
 	check "stall: the failure is logged with the key" grep -q "big.bin: read at" "$LAST_LOG"
+	check "stall: the reconnect warning gives the reason, not the cancelled call's" bash -c \
+		"grep -q 'reconnecting' '$LAST_LOG' && ! grep 'reconnecting' '$LAST_LOG' | grep -qi 'cancelled'"
 	ganesha_resume
 	check "server running again: the file reads byte-identical" bash -c \
 		"timeout 60 cat '$M/rank-0/big.bin' | cmp -s - '$SRC/big.bin'"
@@ -229,8 +243,11 @@ if mount_shardfs "$C" "$M"; then
 	ganesha_wait_gone
 	check "server down: .shardfs/stats still answers" bash -c "timeout 10 cat '$M/.shardfs/stats' >/dev/null"
 	if ganesha_start "$EXPORT" "$GANESHA_PORT"; then
+		fails=$(grep -c 'read at' "$LAST_LOG")
 		check "server restarted on its port: reads recover, byte-identical" bash -c \
 			"timeout 60 cat '$M/rank-0/big2.bin' | cmp -s - '$SRC/big2.bin'"
+		check "server restarted: no read failed once it was up (not even a retried readahead)" \
+			test "$(grep -c 'read at' "$LAST_LOG")" -eq "$fails"
 		check "recovery: reconnect logged" grep -q "connected again" "$LAST_LOG"
 	else
 		fail "ganesha restart"
@@ -250,6 +267,7 @@ if GANESHA_LEASE=2 ganesha_start "$EXPORT" "$GANESHA_PORT"; then
 		sleep 8
 		check "lease expired while idle: the next read reconnects and succeeds" \
 			timeout 60 cmp -s "$M/rank-0/$victim" "$SRC/$victim"
+		check "lease expired: no read failed" bash -c "! grep -q 'read at' '$LAST_LOG'"
 		check "lease: clean unmount" umount_shardfs "$M"
 	else
 		fail "lease: mount"
@@ -274,4 +292,76 @@ if GANESHA_MAXREAD=65536 ganesha_start "$EXPORT" "$GANESHA_PORT"; then
 else
 	fail "ganesha start with MaxRead = 65536"
 fi
+
+# --- a restart while every pooled connection is warm -----------------------------
+# All 8 connections were up when the server went away: they share its fate,
+# so one failure must not leave the others to use up the retries. One
+# pread(2) of a file not read before, so no kernel readahead retry hides a
+# failed first read; the log must show no failed read either.
+cat >"$T/oneread.py" <<'PY'
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+want = open(sys.argv[2], "rb").read()
+try:
+    b = os.pread(fd, len(want), 0)
+    print("ok" if b == want else "wrong")
+except OSError as e:
+    print("errno %d" % e.errno)
+PY
+C=$T/pool.conf
+{
+	echo "[source]"
+	echo "url = $URL?connections=8"
+	echo "manifest = $T/m.tsv"
+	echo "connect_timeout_ms = 1000"
+	echo "request_timeout_ms = 1000"
+	echo "read_timeout_ms = 8000"
+	echo "retries = 1"
+	echo "[shard]"
+	echo "world_size = 1"
+	echo "[cache]"
+	echo "enabled = false"
+	echo "[prefetch]"
+	echo "files = 0"
+} >"$C"
+if ganesha_start "$EXPORT" "$GANESHA_PORT" && mount_shardfs "$C" "$M"; then
+	(cd "$M/rank-0" && find train -type f | sort | head -96 |
+		xargs -P 16 -n 2 sh -c 'for f; do cat "$f" >/dev/null; done' _)
+	fresh=$(cd "$SRC" && find train -type f -size +1k | sort | tail -1)
+	ganesha_stop
+	if ganesha_start "$EXPORT" "$GANESHA_PORT"; then
+		out=$(timeout 60 /usr/bin/python3 "$T/oneread.py" "$M/rank-0/$fresh" "$SRC/$fresh")
+		check "restart with 8 warm connections, retries = 1: one read succeeds ($out)" \
+			test "$out" = ok
+		check "restart with 8 warm connections: no failed read logged" \
+			bash -c "! grep -q 'read at' '$LAST_LOG'"
+	else
+		fail "ganesha restart (pool)"
+	fi
+	check "pool: clean unmount" umount_shardfs "$M"
+else
+	fail "pool: ganesha start or mount"
+fi
+
+# --- the source directory replaced under a mount, then a reload --------------------
+# The backend's mount of /export/ds now names a directory that is gone
+# (NFS4ERR_STALE): the reload must list the new one, and reads must go on.
+NOCACHE=1 conf "$T/swap.conf" world_size=1
+if mount_shardfs "$T/swap.conf" "$M"; then
+	check "swap: a read before" cmp -s "$M/rank-0/$other" "$SRC/$other"
+	cp -a "$SRC" "$SRC.new" && rm -rf "$SRC" && mv "$SRC.new" "$SRC"
+	kill -HUP "$LAST_PID"
+	for _ in $(seq 300); do
+		grep -q 'reloaded: generation 1' "$LAST_LOG" && break
+		grep -q 'reload: ' "$LAST_LOG" && break
+		sleep 0.1
+	done
+	check "swap: the reload lists the new directory" grep -q 'reloaded: generation 1' "$LAST_LOG"
+	check "swap: files read byte-identical after the reload" bash -c \
+		"for f in '$victim' '$other' big.bin 'odd dir/with space.bin'; do timeout 30 cmp -s \"$SRC/\$f\" \"$M/rank-0/\$f\" || exit 1; done"
+	check "swap: clean unmount" umount_shardfs "$M"
+else
+	fail "swap: mount"
+fi
+ganesha_stop
 finish

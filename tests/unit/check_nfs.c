@@ -149,6 +149,17 @@ START_TEST(test_errno)
 	ck_assert(!nfs_errno_transient(-ESTALE));
 	ck_assert(!nfs_errno_transient(-EACCES));
 	ck_assert(!nfs_errno_transient(-ENODATA));
+	/* libnfs 4.0 maps NFSv4 statuses it has no errno for to -ERANGE:
+	 * an expired lease (retried on a new connection) as well as a
+	 * security refusal (not retried). */
+	ck_assert(nfs_errno_transient(-ERANGE));
+	ck_assert(nfs_error_refused(
+		-ERANGE, "NFS4: (path /a) failed with NFS4ERR_WRONGSEC(-34)"));
+	ck_assert(
+		nfs_error_refused(-EIO, "LOOKUP failed with NFS4ERR_WRONGSEC"));
+	ck_assert(!nfs_error_refused(
+		-ERANGE, "NFS4: (path /a) failed with NFS4ERR_EXPIRED(-5)"));
+	ck_assert(!nfs_error_refused(-ECONNRESET, "NFS4ERR_WRONGSEC"));
 }
 END_TEST
 

@@ -3,10 +3,16 @@
 # exports one directory of the suite's temp dir on 127.0.0.1, started and
 # stopped by PID. Source after lib.sh (uses T, PIDS).
 #
-# Its config, pid file, log and NFSv4 recovery directory all live under $T:
-# nothing in /etc or /var is read or written. NFSv4 only (no rpcbind, no
-# mountd, NLM, rquota or UDP), on a free port (libnfs reaches it with
-# nfs://127.0.0.1:PORT/...), Graceless, so a restarted server serves at
+# Its config, pid file, log and NFSv4 recovery directory live under $T.
+# ganesha 4.3 still reaches outside them on its own, and no option of its
+# config stops it: it registers NFS V4 with rpcbind (and unregisters its
+# ports when it stops), creates /var/run/ganesha (callback credentials),
+# reads /etc/krb5.keytab for callbacks, and tries the D-Bus system bus. On
+# a machine without rpcbind and D-Bus (the test machines) those attempts
+# fail and are logged; ganesha_start refuses to run when an rpcbind answers
+# on 127.0.0.1, so the host's real NFS registrations are never touched.
+# NFSv4 only (no mountd, NLM, rquota or UDP), on a free port (libnfs
+# reaches it with nfs://127.0.0.1:PORT/...), Graceless, so a restarted server serves at
 # once instead of after a 90 s grace period. The export is read-only and
 # does not squash root (the daemon under test runs as root). Attributes
 # are never cached (Attr_Expiration_Time = 0): files change under the
@@ -18,7 +24,7 @@
 #                             NFSv4 lease, s); sets GANESHA_PORT,
 #                             GANESHA_PID, GANESHA_LOG, NFS_URL
 #                             (nfs://127.0.0.1:PORT/export); 1 if it did not
-#                             answer within 20 s
+#                             answer within 20 s, or an rpcbind runs
 #   ganesha_stop              SIGTERM, then SIGKILL after 5 s
 #   ganesha_kill              SIGKILL (a server that vanishes)
 #   ganesha_pause / _resume   SIGSTOP / SIGCONT (a server that stalls)
@@ -38,8 +44,24 @@ ganesha_plugins_dir() {
 	echo /usr/lib/x86_64-linux-gnu/ganesha
 }
 
+# true if an rpcbind answers on 127.0.0.1 (rpcinfo, or its port 111).
+ganesha_rpcbind_up() {
+	if command -v rpcinfo >/dev/null 2>&1; then
+		timeout 5 rpcinfo -p 127.0.0.1 >/dev/null 2>&1
+	else
+		(exec 3<>/dev/tcp/127.0.0.1/111) 2>/dev/null
+	fi
+}
+
 ganesha_start() {
 	local dir=$1
+	if ganesha_rpcbind_up; then
+		echo "an rpcbind answers on 127.0.0.1: nfs-ganesha 4.3 would register" \
+			"with it and unregister the host's NFS service when stopped" \
+			"(no option of its config prevents it); stop rpcbind or run" \
+			"the nfs suites on a machine without it" >&2
+		return 1
+	fi
 	GANESHA_PORT=${2:-${GANESHA_PORT:-$(ganesha_free_port)}}
 	GANESHA_DIR=$T/ganesha
 	GANESHA_LOG=$GANESHA_DIR/ganesha.${#PIDS[@]}.log
