@@ -8,7 +8,7 @@ export SHARDFS
 passed=0
 failed=0
 for t in "$HERE"/test_*.sh; do
-	[ -n "${ONLY:-}" ] && [[ "$t" != *"$ONLY"* ]] && continue
+	[ -n "${ONLY:-}" ] && [[ "$(basename "$t")" != *"$ONLY"* ]] && continue
 	echo "== $(basename "$t")"
 	out=$(mktemp)
 	timeout -k 10 "${SUITE_TIMEOUT:-600}" bash "$t" 2>&1 | tee "$out"
