@@ -21,8 +21,10 @@
  * reader nears the end of an epoch, so that the prefetcher can walk on
  * into it (fs_order_object) and the first files of E+1 are warm.
  *
- * Names are canonical decimals ("epoch-01" is not epoch 1): one tree per
- * name, never two spellings of one plan.
+ * Names are canonical decimals ("epoch-01" is not epoch 1), so a number
+ * has one spelling; a few names still plan what another does (skip-0 of
+ * a strided epoch is the epoch itself), which costs a tree, not a wrong
+ * byte.
  */
 #include <errno.h>
 #include <pthread.h>
