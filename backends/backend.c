@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <stddef.h>
+#include <string.h>
 
 #include "util/log.h"
 
@@ -35,4 +36,22 @@ void backend_close(struct backend *be)
 {
 	if (be != NULL)
 		be->ops->close(be);
+}
+
+int backend_key_relative(const char *key, size_t key_len)
+{
+	size_t start = 0, i;
+
+	if (key_len == 0 || memchr(key, '\0', key_len) != NULL)
+		return -EINVAL;
+	for (i = 0; i <= key_len; i++) {
+		if (i < key_len && key[i] != '/')
+			continue;
+		if (i == start || (i - start == 1 && key[start] == '.') ||
+		    (i - start == 2 && key[start] == '.' &&
+		     key[start + 1] == '.'))
+			return -EINVAL;
+		start = i + 1;
+	}
+	return 0;
 }

@@ -128,6 +128,13 @@ int backend_open(const char *url, const struct backend_options *opts,
 /* Closes a backend opened by backend_open(); NULL is a no-op. */
 void backend_close(struct backend *be);
 
+/* For the backends that resolve keys as paths below their root (posix,
+ * nfs): 0 if key is a relative path that stays below it (not empty, no
+ * NUL, no empty, "." or ".." component, so not absolute either), else
+ * -EINVAL. Keys from a manifest passed the path rules already; checking
+ * again keeps each backend safe on its own. */
+int backend_key_relative(const char *key, size_t key_len);
+
 /* The posix backend: an absolute directory path (local disk or NFS). */
 extern const struct backend_ops backend_posix_ops;
 

@@ -84,26 +84,16 @@ static bool same_version(const struct nfs_stat_64 *a,
 	       a->nfs_ctime_nsec == b->nfs_ctime_nsec;
 }
 
-/* Keys come from a manifest that passed the path rules; checked again so
- * the backend is safe on its own: no empty, "." or ".." component (libnfs
- * would resolve "..", and the result must stay below the source). Builds
- * "/KEY", the path below the mount. */
+/* "/KEY", the path below the mount, for a key backend_key_relative()
+ * accepts (libnfs would resolve "..": the result must stay below the
+ * source). */
 static int key_to_path(const char *key, size_t key_len, char **out)
 {
-	size_t start = 0, i;
 	char *p;
+	int rc = backend_key_relative(key, key_len);
 
-	if (key_len == 0 || memchr(key, '\0', key_len) != NULL)
-		return -EINVAL;
-	for (i = 0; i <= key_len; i++) {
-		if (i < key_len && key[i] != '/')
-			continue;
-		if (i == start || (i - start == 1 && key[start] == '.') ||
-		    (i - start == 2 && key[start] == '.' &&
-		     key[start + 1] == '.'))
-			return -EINVAL;
-		start = i + 1;
-	}
+	if (rc < 0)
+		return rc;
 	p = malloc(key_len + 2);
 	if (p == NULL)
 		return -ENOMEM;

@@ -425,26 +425,14 @@ static int posix_list(struct backend *be, const char *prefix,
 	return rc;
 }
 
-/* Keys from a manifest passed the path rules already; checking again here
- * keeps the backend safe on its own: no key may name anything outside the
- * root ("..", or an absolute path, which openat() would take as is). */
+/* backend_key_relative(), and NUL-terminated as openat() reads it (no
+ * key may name anything outside the root, nor an absolute path, which
+ * openat() would take as is). */
 static int key_to_path(const char *key, size_t key_len)
 {
-	size_t start = 0, i;
-
-	if (key_len == 0 || memchr(key, '\0', key_len) != NULL ||
-	    key[key_len] != '\0')
+	if (key_len == 0 || key[key_len] != '\0')
 		return -EINVAL;
-	for (i = 0; i <= key_len; i++) {
-		if (i < key_len && key[i] != '/')
-			continue;
-		if (i == start || (i - start == 1 && key[start] == '.') ||
-		    (i - start == 2 && key[start] == '.' &&
-		     key[start + 1] == '.'))
-			return -EINVAL;
-		start = i + 1;
-	}
-	return 0;
+	return backend_key_relative(key, key_len);
 }
 
 /* Logs a failure of open_beneath() for key. A missing key is news to a
