@@ -205,24 +205,6 @@ END_TEST
 
 /* ---- Properties ---- */
 
-/* xorshift64*: the test's own fixed-seed source. */
-struct test_rng {
-	uint64_t s;
-};
-
-static uint64_t rng_next(struct test_rng *g)
-{
-	g->s ^= g->s >> 12;
-	g->s ^= g->s << 25;
-	g->s ^= g->s >> 27;
-	return g->s * 0x2545F4914F6CDD1DULL;
-}
-
-static uint64_t rng_below(struct test_rng *g, uint64_t n)
-{
-	return rng_next(g) % n;
-}
-
 struct ep_case {
 	char desc[256];
 	struct shard_spec spec;

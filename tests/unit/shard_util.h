@@ -1,7 +1,8 @@
 /*
  * shard_util: what the shard suites (check_shard, check_shard_epoch)
- * share: a weight table, a build that must succeed, and a rank printed
- * as "8 6 5*" (pads starred) so that a mismatch reads plainly.
+ * share: a weight table, a build that must succeed, a rank printed as
+ * "8 6 5*" (pads starred) so that a mismatch reads plainly, and the
+ * property tests' random source.
  */
 #ifndef SHARDFS_TESTS_SHARD_UTIL_H
 #define SHARDFS_TESTS_SHARD_UTIL_H
@@ -41,6 +42,25 @@ static inline void rank_str(const struct shard_plan *plan, uint64_t r,
 		used += (size_t)snprintf(
 			buf + used, len - used, "%s%" PRIu32 "%s", k ? " " : "",
 			items[k], k >= count - npad ? "*" : "");
+}
+
+/* xorshift64*: the property tests' own fixed-seed source, independent of
+ * shard.c. */
+struct test_rng {
+	uint64_t s;
+};
+
+static inline uint64_t rng_next(struct test_rng *g)
+{
+	g->s ^= g->s >> 12;
+	g->s ^= g->s << 25;
+	g->s ^= g->s >> 27;
+	return g->s * 0x2545F4914F6CDD1DULL;
+}
+
+static inline uint64_t rng_below(struct test_rng *g, uint64_t n)
+{
+	return rng_next(g) % n;
 }
 
 #endif
