@@ -25,6 +25,7 @@ struct rindex_parser {
 	const char *name;
 	const char *p, *end; /* the unread rest of the body */
 	size_t lineno;
+	size_t objects_lineno; /* the "objects N records N skipped N" line */
 	char why[768];
 };
 
@@ -192,6 +193,7 @@ static int rindex_parse_header(struct rindex_parser *ps, struct rindex *ri,
 	if (!rindex_line(ps, &l, &n) || !rindex_prefix(l, n, "objects ", 8))
 		return rindex_fail(ps,
 				   "expected 'objects N records N skipped N'");
+	ps->objects_lineno = ps->lineno;
 	sp1 = memmem(l + 8, n - 8, " records ", 9);
 	sp2 = sp1 ? memmem(sp1 + 9, (size_t)(l + n - sp1 - 9), " skipped ", 9)
 		  : NULL;
@@ -427,6 +429,16 @@ static int rindex_parse_body(struct rindex_parser *ps, struct rindex *ri,
 		return rindex_fail_key(ps, m, next,
 				       "record object of the manifest is "
 				       "missing from the index");
+	/* Fewer object lines than the count, with the skipped count made to
+	 * add up: the writer never says so, and the skipped count would be
+	 * wrong. Named at the objects line. */
+	if (ri->n_objects != n_obj) {
+		ps->lineno = ps->objects_lineno;
+		return rindex_fail(ps,
+				   "the objects line says %llu objects, the "
+				   "index has %zu object lines",
+				   (unsigned long long)n_obj, ri->n_objects);
+	}
 	if (ri->n_records != n_rec)
 		return rindex_fail(ps,
 				   "%llu records, the objects line says %llu",

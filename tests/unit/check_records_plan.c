@@ -336,6 +336,12 @@ START_TEST(test_refusals)
 		  ":4: expected 'objects", NULL },
 		{ "skipped 1", "skipped 2", "the manifest has 4 objects",
 		  NULL },
+		/* Counts that add up to the manifest's but not to the
+		 * object lines (with the digest recomputed, even pinned). */
+		{ "objects 3 records 5 skipped 1",
+		  "objects 4 records 5 skipped 0",
+		  ":4: the objects line says 4 objects",
+		  "the index has 3 object lines" },
 		{ "records 5 ", "records 6 ",
 		  "5 records, the objects line says 6", NULL },
 		{ "o a.jsonl\te1\t60\t60\t3\tn\n10\n",
@@ -442,6 +448,17 @@ START_TEST(test_refusals)
 		       "digest is ",
 		       digest_hex);
 
+	/* A wrong objects count is refused even when the config pins the
+	 * edited file's own digest. */
+	b = replace(body, "objects 3 records 5 skipped 1",
+		    "objects 4 records 5 skipped 0");
+	b2 = with_end(b, &len);
+	b2[len - 1] = '\0'; /* the end line's digest, alone */
+	expect_refusal(b, false, b2 + len - 65, m,
+		       ":4: the objects line says 4 objects", NULL);
+	free(b2);
+	free(b);
+
 	/* The same file with the right pin loads. */
 	write_all(path_in_tmp("good.idx"), text, len);
 	ck_assert_int_eq(rindex_load(path_in_tmp("good.idx"), m,
@@ -496,6 +513,78 @@ START_TEST(test_flip_every_byte)
 	free(text);
 	free(log_take());
 	rindex_free(ri);
+	manifest_free(m);
+}
+END_TEST
+
+/* Every byte of the body changed, one at a time, with the end line's
+ * digest recomputed (a hand-edited index): whatever still loads is the
+ * one canonical form of what it holds, so it writes back to exactly the
+ * bytes it was loaded from. A count that disagrees with the lines, a
+ * leading zero or a doubled space loaded before. */
+START_TEST(test_edits_canonical)
+{
+	struct manifest *m = make_manifest(small_objs, 4);
+	char *body = small_body(m), *text, *out;
+	size_t blen = strlen(body), len, olen, i, loaded = 0;
+	struct rindex *back;
+	unsigned k;
+	FILE *f;
+	static const unsigned char flips[] = { 0x01, 0x02, 0x04, 0x07,
+					       0x10, 0x20, 0x80 };
+
+	log_capture();
+	for (i = 0; i < blen; i++) {
+		for (k = 0; k < sizeof(flips); k++) {
+			body[i] ^= (char)flips[k];
+			text = with_end(body, &len);
+			back = NULL;
+			if (rindex_parse("edit", text, len, m, REC_FORMAT_JSONL,
+					 NULL, &back) == 0) {
+				loaded++;
+				out = NULL;
+				olen = 0;
+				f = open_memstream(&out, &olen);
+				ck_assert_ptr_nonnull(f);
+				ck_assert_int_eq(rindex_write(back, f), 0);
+				ck_assert_int_eq(fclose(f), 0);
+				ck_assert_msg(olen == len && memcmp(out, text,
+								    len) == 0,
+					      "byte %zu ^ 0x%02x loaded but is "
+					      "not canonical:\n%s",
+					      i, flips[k], text);
+				free(out);
+				rindex_free(back);
+			}
+			free(text);
+			body[i] ^= (char)flips[k];
+		}
+	}
+	/* Some edits are other canonical indexes (another record split):
+	 * the property was checked on those. */
+	ck_assert_uint_gt(loaded, 0);
+
+	/* Every other triple of counts on the objects line: none loads. */
+	for (i = 0; i < 7 * 7 * 7; i++) {
+		char line[64], *edited;
+		unsigned o = (unsigned)(i / 49), r = (unsigned)(i / 7 % 7),
+			 sk = (unsigned)(i % 7);
+
+		if (o == 3 && r == 5 && sk == 1)
+			continue;
+		snprintf(line, sizeof(line), "objects %u records %u skipped %u",
+			 o, r, sk);
+		edited = replace(body, "objects 3 records 5 skipped 1", line);
+		text = with_end(edited, &len);
+		back = NULL;
+		ck_assert_msg(rindex_parse("edit", text, len, m,
+					   REC_FORMAT_JSONL, NULL, &back) < 0,
+			      "'%s' loaded", line);
+		free(text);
+		free(edited);
+	}
+	free(log_take());
+	free(body);
 	manifest_free(m);
 }
 END_TEST
@@ -1303,6 +1392,7 @@ int main(void)
 		{ "roundtrip", test_roundtrip },
 		{ "refusals", test_refusals },
 		{ "flip_every_byte", test_flip_every_byte },
+		{ "edits_canonical", test_edits_canonical },
 		{ "builder_refusals", test_builder_refusals },
 		{ "plan_random", test_plan_random },
 		{ "plan_runs", test_plan_runs },
