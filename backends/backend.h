@@ -56,7 +56,8 @@ struct backend_object {
 	size_t key_len;
 	uint64_t size;
 	const char *etag; /* S3 ETag, GCS generation, posix
-			     mtime:size:ino, nfs mtime_ns:size:ctime_ns */
+			     mtime_ns:size:ino:ctime_ns, nfs
+			     mtime_ns:size:ctime_ns */
 	size_t etag_len;
 	int64_t mtime_ns; /* last modified, ns since the epoch */
 };

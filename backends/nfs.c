@@ -21,7 +21,7 @@
  *
  * Etag: "mtime_ns:size:ctime_ns", from the attributes the server reports
  * (readdir's for the manifest, GETATTR's for stat and read). Not the posix
- * backend's "mtime:size:ino": libnfs' NFSv4 readdir leaves the fileid 0,
+ * backend's "mtime:size:ino:ctime": libnfs' NFSv4 readdir leaves the fileid 0,
  * and the change time serves as well, since a rewrite, a truncation or a
  * file renamed into place all set it, even when mtime is restored. A read opens the file, checks the etag,
  * reads exactly the bytes asked for, then compares the attributes

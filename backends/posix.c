@@ -2,9 +2,14 @@
  * posix: a directory on a local or NFS-mounted filesystem.
  *
  * Keys are paths relative to the root directory. The etag is
- * "mtime_ns:size:ino", so a file replaced or rewritten in place gets a new
- * etag, and a read that finds a different etag fails with -ESTALE instead of
- * serving bytes of another version. Everything is relative to one O_PATH
+ * "mtime_ns:size:ino:ctime_ns", so a file replaced or rewritten in place
+ * gets a new etag, even when its mtime was put back afterwards (only the
+ * kernel sets a ctime), and a read that finds a different etag fails with
+ * -ESTALE instead of serving bytes of another version. Manifests made
+ * before the ctime was part of it hold "mtime_ns:size:ino": read() still
+ * accepts those, comparing the three fields, and warns once per backend
+ * that a rewrite with a restored mtime goes unseen until the manifest is
+ * made again (docs/RELIABILITY.md). Everything is relative to one O_PATH
  * directory descriptor opened at open(), so a root renamed or remounted
  * under us cannot redirect reads.
  *
@@ -54,6 +59,7 @@ struct posix_backend {
 	int root_fd; /* O_PATH directory, read-only after open */
 	char *root;  /* for messages */
 	atomic_uint_fast64_t links_refused; /* skipped by list() */
+	atomic_flag legacy_warned;	    /* a 3-field etag was seen */
 };
 
 static int posix_handles(const char *url)
@@ -81,6 +87,7 @@ static int posix_open(const char *url, const struct backend_options *opts,
 	if (pb == NULL)
 		return -ENOMEM;
 	pb->base.ops = &backend_posix_ops;
+	atomic_flag_clear(&pb->legacy_warned);
 	pb->root = strdup(path);
 	if (pb->root == NULL) {
 		rc = -ENOMEM;
@@ -118,19 +125,25 @@ static void posix_close(struct backend *be)
 	free(pb);
 }
 
-static size_t format_etag(const struct stat *st, char *buf, size_t cap)
-{
-	int n = snprintf(buf, cap, "%" PRId64 ":%" PRIu64 ":%" PRIu64,
-			 (int64_t)st->st_mtim.tv_sec * 1000000000 +
-				 st->st_mtim.tv_nsec,
-			 (uint64_t)st->st_size, (uint64_t)st->st_ino);
-
-	return n > 0 ? (size_t)n : 0;
-}
-
 static int64_t mtime_ns(const struct stat *st)
 {
 	return (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+}
+
+/* "mtime_ns:size:ino:ctime_ns"; with legacy, the first three fields only
+ * (what manifests made before the ctime was in the etag hold). */
+static size_t format_etag(const struct stat *st, bool legacy, char *buf,
+			  size_t cap)
+{
+	int n = snprintf(buf, cap, "%" PRId64 ":%" PRIu64 ":%" PRIu64,
+			 mtime_ns(st), (uint64_t)st->st_size,
+			 (uint64_t)st->st_ino);
+
+	if (n > 0 && !legacy && (size_t)n < cap)
+		n += snprintf(buf + n, cap - (size_t)n, ":%" PRId64,
+			      (int64_t)st->st_ctim.tv_sec * 1000000000 +
+				      st->st_ctim.tv_nsec);
+	return n > 0 && (size_t)n < cap ? (size_t)n : 0;
 }
 
 /* The path the kernel reports for fd into buf; 0, or -EACCES when it
@@ -347,7 +360,7 @@ static int walk_entry(struct walk *w, int dir_fd, const char *name)
 	obj.key_len = w->len;
 	obj.size = (uint64_t)st.st_size;
 	obj.etag = etag;
-	obj.etag_len = format_etag(&st, etag, sizeof(etag));
+	obj.etag_len = format_etag(&st, false, etag, sizeof(etag));
 	obj.mtime_ns = mtime_ns(&st);
 	return w->cb(w->arg, &obj);
 }
@@ -475,7 +488,7 @@ static int posix_stat(struct backend *be, const char *key, size_t key_len,
 		return -ENOENT;
 	st->size = (uint64_t)sb.st_size;
 	st->mtime_ns = mtime_ns(&sb);
-	st->etag_len = format_etag(&sb, st->etag, sizeof(st->etag));
+	st->etag_len = format_etag(&sb, false, st->etag, sizeof(st->etag));
 	return 0;
 }
 
@@ -512,7 +525,17 @@ static int posix_read(struct backend *be, const char *key, size_t key_len,
 		goto out;
 	}
 	if (etag != NULL) {
-		cur_len = format_etag(&before, cur, sizeof(cur));
+		bool legacy = backend_posix_etag_legacy(etag, etag_len);
+
+		if (legacy && !atomic_flag_test_and_set(&pb->legacy_warned))
+			log_msg(LOG_WARNING,
+				"source %s: the manifest's etags have no ctime "
+				"(mtime:size:inode, made by an older shardfs): "
+				"a file rewritten in place with its mtime put "
+				"back is not detected until the manifest is "
+				"made again (shardfs manifest)",
+				pb->root);
+		cur_len = format_etag(&before, legacy, cur, sizeof(cur));
 		if (cur_len != etag_len || memcmp(cur, etag, etag_len) != 0) {
 			log_msg(LOG_ERR,
 				"source %s/%s: changed since the manifest was "
@@ -548,7 +571,7 @@ static int posix_read(struct backend *be, const char *key, size_t key_len,
 		goto out;
 	}
 	if (!same_version(&before, &after)) {
-		cur_len = format_etag(&after, cur, sizeof(cur));
+		cur_len = format_etag(&after, false, cur, sizeof(cur));
 		log_msg(LOG_ERR,
 			"source %s/%s: changed while being read (now %s)",
 			pb->root, key, cur);
@@ -569,6 +592,25 @@ static int posix_read(struct backend *be, const char *key, size_t key_len,
 out:
 	close(fd);
 	return rc;
+}
+
+bool backend_posix_etag_legacy(const char *etag, size_t len)
+{
+	size_t i, colons = 0;
+
+	for (i = 0; i < len; i++)
+		colons += etag[i] == ':';
+	return colons == 2;
+}
+
+size_t backend_posix_etag_legacy_len(const char *etag, size_t len)
+{
+	const char *last = memrchr(etag, ':', len);
+	size_t colons = 0, i;
+
+	for (i = 0; i < len; i++)
+		colons += etag[i] == ':';
+	return colons == 3 && last != NULL ? (size_t)(last - etag) : len;
 }
 
 uint64_t backend_posix_links_refused(const struct backend *be)

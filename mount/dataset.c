@@ -52,6 +52,66 @@ int dataset_list_manifest(struct backend *be, struct manifest **out)
 	return manifest_finish_into(m, rc, out);
 }
 
+/* A copy of the listed manifest m of a posix source with each etag cut to
+ * the "mtime_ns:size:ino" older shardfs listed (backends/posix.h), or NULL
+ * if m is not such a listing or memory runs out. */
+static struct manifest *legacy_posix_manifest(const struct backend *be,
+					      const struct manifest *m)
+{
+	struct manifest *old;
+	size_t i;
+	int rc = 0;
+
+	if (be == NULL || be->ops != &backend_posix_ops)
+		return NULL;
+	old = manifest_new();
+	if (old == NULL)
+		return NULL;
+	for (i = 0; i < m->count && rc == 0; i++) {
+		const struct manifest_entry *e = &m->entries[i];
+
+		rc = manifest_add(
+			old, e->key, e->key_len, e->size, e->etag,
+			backend_posix_etag_legacy_len(e->etag, e->etag_len),
+			e->mtime_ns);
+	}
+	if (rc == 0)
+		rc = manifest_finish(old);
+	if (rc < 0) {
+		manifest_free(old);
+		return NULL;
+	}
+	/* The keys m skipped are not in it: its counts are m's. */
+	memcpy(old->skipped, m->skipped, sizeof(old->skipped));
+	return old;
+}
+
+/* A pin that does not match a posix listing may have been taken by an
+ * older shardfs, whose etags had no ctime. If the listing cut to those
+ * etags has the pinned digest, it is the same dataset: serve it with the
+ * pinned etags (a file rewritten in place with its mtime put back then
+ * goes unseen, as before) and say how to get the full check. Returns true
+ * and replaces ds->manifest in that case. */
+static bool pin_of_older_listing(const struct config *cfg, struct dataset *ds)
+{
+	struct manifest *old = legacy_posix_manifest(ds->backend, ds->manifest);
+
+	if (old == NULL || strcmp(old->digest, cfg->source.manifest_sha256)) {
+		manifest_free(old);
+		return false;
+	}
+	log_msg(LOG_WARNING,
+		"%s: manifest_sha256 = %s is the digest of %s as older "
+		"shardfs listed it (etags without the ctime): serving it so; a "
+		"file rewritten in place with its mtime put back is not "
+		"detected until you pin the digest of today's listing, %s",
+		cfg->file, cfg->source.manifest_sha256, cfg->source.url,
+		ds->manifest->digest);
+	manifest_free(ds->manifest);
+	ds->manifest = old;
+	return true;
+}
+
 /* Reads a small object named by URL ("s3://bucket/dir/name" or
  * "gs://bucket/dir/name", the etag then being the generation) whole:
  * opens a backend on the object's directory with the [source] options,
@@ -369,7 +429,8 @@ int dataset_load_manifest(const struct config *cfg, bool need_backend,
 	if (rc < 0)
 		goto err;
 	if (cfg->source.manifest_sha256 != NULL &&
-	    strcmp(cfg->source.manifest_sha256, ds->manifest->digest) != 0) {
+	    strcmp(cfg->source.manifest_sha256, ds->manifest->digest) != 0 &&
+	    (cfg->source.manifest != NULL || !pin_of_older_listing(cfg, ds))) {
 		log_msg(LOG_ERR,
 			"manifest digest mismatch: the config pins "
 			"manifest_sha256 = %s but %s has sha256 %s; refusing "

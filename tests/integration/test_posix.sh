@@ -274,6 +274,80 @@ check "unmount" umount_shardfs "$M"
 check "still no byte of the new version in the cache" bash -c "! grep -rqa 'V1 file' '$T/cache-rw'"
 rm -rf "$RW" "$T/cache-rw"
 
+# --- rewritten in place, its mtime put back -----------------------------
+# (rsync --inplace -t, cp --preserve=timestamps over the file, a tool that
+# restores times): inode, size and mtime are the manifest's, only the ctime
+# moved. The new bytes were served before the etag held the ctime.
+RM=$T/restored
+mkdir -p "$RM"
+printf 'version-1 of the file\n' >"$RM/a.txt"
+printf 'another file\n' >"$RM/b.txt"
+touch -d @1500000000 "$RM/a.txt" "$RM/b.txt"
+"$SHARDFS" manifest "$RM" -o "$T/restored.tsv" 2>/dev/null
+# Same size, same inode; the mtime put back until the ctime has moved
+# (it moves with the kernel's coarse clock: bounded, never timing-bound).
+/usr/bin/python3 - "$RM/a.txt" <<'PY'
+import os, sys, time
+p = sys.argv[1]
+before = os.stat(p).st_ctime_ns
+with open(p, "r+b") as f:
+    f.write(b"version-2 of the file\n")
+for _ in range(400):
+    os.utime(p, ns=(1500000000 * 10**9, 1500000000 * 10**9))
+    if os.stat(p).st_ctime_ns != before:
+        sys.exit(0)
+    time.sleep(0.005)
+sys.exit("the ctime never moved")
+PY
+check "rewritten with the mtime put back: size and mtime as in the manifest" \
+	bash -c "[ \"\$(stat -c '%s %Y' '$RM/a.txt')\" = '22 1500000000' ]"
+cat >"$C" <<EOF
+[source]
+url = $RM
+manifest = $T/restored.tsv
+[shard]
+world_size = 1
+[cache]
+dir = $T/cache-restored
+EOF
+mount_shardfs "$C" "$M" || fail "mount for the restored-mtime test"
+check "rewritten with the mtime put back: a read gives EIO, not the new bytes" \
+	bash -c "! cat '$M/rank-0/a.txt' >'$T/restored.out' 2>'$T/restored.err' && grep -q 'Input/output error' '$T/restored.err' && ! grep -q version-2 '$T/restored.out'"
+check "... and is logged with the key" grep -q "$RM/a.txt: changed since the manifest was made" "$LAST_LOG"
+check "... the other file still reads" grep -qx 'another file' "$M/rank-0/b.txt"
+check "unmount" umount_shardfs "$M"
+check "no byte of the new version in the cache" bash -c "! grep -rqa 'version-2' '$T/cache-restored'"
+
+# Manifests and pins made before the etag held the ctime ("mtime:size:ino")
+# keep working, with a warning saying what they cannot see.
+printf 'version-1 of the file\n' >"$RM/a.txt"
+touch -d @1500000000 "$RM/a.txt"
+"$SHARDFS" manifest "$RM" -o "$T/now.tsv" 2>/dev/null
+awk -F'\t' 'BEGIN {OFS = "\t"} NR > 1 {sub(/:[0-9]+$/, "", $3)} {print}' \
+	"$T/now.tsv" >"$T/legacy.tsv"
+check "an older manifest: three-field etags" \
+	bash -c "tail -n +2 '$T/legacy.tsv' | cut -f3 | grep -qxE '[0-9]+:[0-9]+:[0-9]+'"
+sed -i "s|^manifest = .*|manifest = $T/legacy.tsv|; s|^dir = .*|dir = $T/cache-legacy|" "$C"
+mount_shardfs "$C" "$M" || fail "mount with an older manifest"
+check "an older manifest is served" grep -qx 'version-1 of the file' "$M/rank-0/a.txt"
+check "... with one warning that a restored mtime goes unseen" \
+	bash -c "[ \"\$(grep -c 'etags have no ctime' '$LAST_LOG')\" = 1 ] && cat '$M/rank-0/b.txt' >/dev/null && [ \"\$(grep -c 'etags have no ctime' '$LAST_LOG')\" = 1 ]"
+check "unmount" umount_shardfs "$M"
+old_digest=$("$SHARDFS" plan "$C" | awk '$1 == "manifest_sha256" {print $2}')
+# The same pin on a listing (no manifest file): the listing cut to the
+# older etags has the pinned digest, so it is served, with a warning
+# naming today's digest.
+sed -i "/^manifest = /d; /^url = /a manifest_sha256 = $old_digest" "$C"
+mount_shardfs "$C" "$M" || fail "mount of a listing pinned by an older shardfs"
+check "a listing pinned by an older shardfs's digest is served" grep -qx 'another file' "$M/rank-0/b.txt"
+check "... with a warning naming today's digest" \
+	grep -q "as older shardfs listed it.*pin the digest of today's listing, $(awk '$1 == "sha256" {print $2}' <("$SHARDFS" manifest "$RM" 2>&1 >/dev/null))" "$LAST_LOG"
+check "... and .shardfs/plan shows the pinned digest" grep -qx "manifest_sha256 $old_digest" "$M/.shardfs/plan"
+check "unmount" umount_shardfs "$M"
+sed -i "s|^manifest_sha256 = .*|manifest_sha256 = $(printf '1%.0s' $(seq 64))|" "$C"
+"$SHARDFS" mount "$C" "$M" -f >"$T/badpin.log" 2>&1
+check "any other pin is still refused" grep -q 'manifest digest mismatch' "$T/badpin.log"
+
 # --- symlinks that leave the source root ----------------------------------
 # A link to /etc/shadow, absolute and relative links to a 0600 file outside
 # the source: none is listed, served or cached; links inside are served.

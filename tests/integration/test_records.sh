@@ -120,6 +120,55 @@ check "a mismatching index_sha256 refuses the mount (exit $rc)" test "$rc" -ne 0
 check "... naming both digests" bash -c "grep -q '0000000000000000' '$T/wrong.log' && grep -q '$(awk '$1 == "sha256" {print $2}' "$T/tfrecord.index.out")' '$T/wrong.log'"
 check "... and nothing is mounted" bash -c "! grep -qs ' $T/mnt-wrong ' /proc/mounts"
 
+# --- a record object rewritten in place, its mtime put back ------------------
+# Same size, same inode, same mtime, one byte of a record changed (so its
+# CRC no longer matches): before the etag held the ctime, the part holding
+# it was served with the bad record in it.
+RS=$T/src-restored
+cp -r "$T/src-tfrecord" "$RS"
+find "$RS" -type f -exec touch -d @1500000000 {} +
+# Manifest and index pinned, as a cluster does (a listing after the
+# rewrite is another manifest, which the index would not match).
+"$SHARDFS" manifest "$RS" -o "$T/restored.tsv" 2>/dev/null
+conf "$T/restored.conf" tfrecord "$RS" "$T/cache-restored"
+sed -i "/^url = /a manifest = $T/restored.tsv" "$T/restored.conf"
+"$SHARDFS" index "$T/restored.conf" -o "$T/restored.idx" -q >"$T/restored.index.out" 2>&1 ||
+	fail "restored: shardfs index"
+victim=$(find "$RS" -name '*.tfrecord*' -type f | sort | head -1)
+/usr/bin/python3 - "$victim" <<'PY'
+import os, sys, time
+p = sys.argv[1]
+before = os.stat(p).st_ctime_ns
+with open(p, "r+b") as f:  # the last byte: the last record's data CRC
+    f.seek(-1, os.SEEK_END)
+    b = f.read(1)
+    f.seek(-1, os.SEEK_END)
+    f.write(bytes([b[0] ^ 0x40]))
+for _ in range(400):
+    os.utime(p, ns=(1500000000 * 10**9, 1500000000 * 10**9))
+    if os.stat(p).st_ctime_ns != before:
+        sys.exit(0)
+    time.sleep(0.005)
+sys.exit("the ctime never moved")
+PY
+conf "$T/restored.pinned.conf" tfrecord "$RS" "$T/cache-restored" "index = $T/restored.idx"
+sed -i "/^url = /a manifest = $T/restored.tsv" "$T/restored.pinned.conf"
+M=$T/mnt-restored
+mount_shardfs "$T/restored.pinned.conf" "$M" || fail "restored: mount"
+check "a record object rewritten with its mtime put back: reading every part fails with EIO" \
+	bash -c "! cat '$M'/rank-*/records/* >/dev/null 2>'$T/restored.err' && grep -q 'Input/output error' '$T/restored.err'"
+# Every part that reads is valid TFRecord (both CRCs); the ones holding
+# the changed object's records give EIO.
+bad_parts=0
+for part in "$M"/rank-*/records/*; do
+	if cat "$part" >"$T/restored.part" 2>/dev/null; then
+		$R tfrecord-check "$T/restored.part" || bad_parts=$((bad_parts + 1))
+	fi
+done
+check "... never a record with a bad CRC ($bad_parts parts read with one)" test "$bad_parts" -eq 0
+check "... logged with the key" grep -q "$(basename "$victim"): changed since the manifest was made" "$LAST_LOG"
+umount_shardfs "$M"
+
 # --- pads and the contiguous layout -------------------------------------------
 conf "$T/pad.conf" jsonl "$T/src-jsonl" "$T/cache-pad" "index = $T/jsonl.idx"
 M=$T/mnt-pad
