@@ -1,7 +1,11 @@
 /*
- * cmd_index: `shardfs index CONFIG -o FILE`, the record index a record
- * view pins ([records] index, index_sha256), built once by reading every
- * record object of CONFIG's dataset (mount/rbuild.h).
+ * cmd_index: `shardfs index CONFIG --output FILE`, the record index a
+ * record view pins ([records] index, index_sha256), built once by reading
+ * every record object of CONFIG's dataset (mount/rbuild.h).
+ *
+ * -o gives config overrides, as for mount, plan and warm. It named the
+ * output file here once, so that a second -o KEY=VALUE silently replaced
+ * it: an -o without '=' is now a usage error naming --output.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -16,8 +20,8 @@
 #include "util/log.h"
 
 const char usage_index[] =
-	"usage: shardfs index CONFIG -o FILE [-j N] [-q] [--set "
-	"section.key=value]...\n"
+	"usage: shardfs index CONFIG --output FILE [-j N] [-q] "
+	"[-o section.key=value,...]\n"
 	"\n"
 	"Reads every record object of CONFIG's dataset once (objects whose "
 	"names end in\n"
@@ -33,11 +37,12 @@ const char usage_index[] =
 	"and what\n"
 	"was wrong; FILE is then not written.\n"
 	"\n"
-	"  -o, --output FILE   where to write the index (\"-\": standard "
+	"  --output FILE       where to write the index (\"-\": standard "
 	"output)\n"
 	"  -j, --jobs N        objects read at once (default 8)\n"
 	"  -q, --quiet         no progress line\n"
-	"  --set KEY=VALUE     override a config key, as -o does for mount\n";
+	"  -o OPTS             section.key=value overrides of config keys, as "
+	"for mount\n";
 
 static int index_write(FILE *f, const void *ri)
 {
@@ -47,10 +52,11 @@ static int index_write(FILE *f, const void *ri)
 int cmd_index(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "output", required_argument, NULL, 'o' },
+		{ "output", required_argument, NULL, 'O' },
 		{ "jobs", required_argument, NULL, 'j' },
 		{ "quiet", no_argument, NULL, 'q' },
-		{ "set", required_argument, NULL, 'S' },
+		/* The older spelling of -o KEY=VALUE here. */
+		{ "set", required_argument, NULL, 'o' },
 		CMD_LONGOPTS_END,
 	};
 	struct overrides ov = { 0 };
@@ -66,8 +72,23 @@ int cmd_index(int argc, char **argv)
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "o:j:qh", longopts, NULL)) != -1) {
 		switch (c) {
-		case 'o':
+		case 'O':
 			output = optarg;
+			break;
+		case 'o':
+			if (strchr(optarg, '=') == NULL) {
+				fprintf(stderr,
+					"shardfs: index: -o %s: -o gives "
+					"config "
+					"overrides (section.key=value), as for "
+					"mount, plan and warm; name the output "
+					"file with --output %s\n",
+					optarg, optarg);
+				rc = EXIT_USAGE;
+				goto out;
+			}
+			if (!cmd_option_common(c, &ov, usage_index, &rc))
+				goto out;
 			break;
 		case 'j':
 			errno = 0;
@@ -85,11 +106,6 @@ int cmd_index(int argc, char **argv)
 		case 'q':
 			bo.progress = false;
 			break;
-		case 'S':
-			/* the -o of other commands; -o is the output here */
-			if (!cmd_option_common('o', &ov, usage_index, &rc))
-				goto out;
-			break;
 		default:
 			rc = cmd_option_other(c, usage_index);
 			goto out;
@@ -100,7 +116,7 @@ int cmd_index(int argc, char **argv)
 		goto out;
 	if (output == NULL) {
 		rc = cmd_usage_error(usage_index, "index: %s missing",
-				     "-o FILE");
+				     "--output FILE");
 		goto out;
 	}
 	rc = cmd_load_config(argv[optind], &ov, &cfg);

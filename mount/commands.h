@@ -8,7 +8,7 @@
  *   shardfs cache stat|verify|clear DIR
  *   shardfs unmount [--lazy] [--stale-only] CONFIG|MOUNTPOINT
  *   shardfs status MOUNTPOINT [--json] [--interval SECONDS]
- *   shardfs index CONFIG -o FILE [-j N] [-q]
+ *   shardfs index CONFIG --output FILE [-j N] [-q] [-o OPTS]
  *
  * Each cmd_* takes argv with argv[0] = the subcommand's name and returns
  * the process exit code: 0 ok, 1 runtime failure, 2 usage or config error.

@@ -5,6 +5,7 @@
  *   shardfs CONFIG MOUNTPOINT [-o OPTS]      (mount(8) and fstab form)
  *   shardfs manifest URL [-o FILE]
  *   shardfs plan CONFIG [--rank LIST] [-o OPTS]
+ *   shardfs index CONFIG --output FILE [-o OPTS]
  *   shardfs warm CONFIG [--rank LIST] [-o OPTS]
  *   shardfs cache stat|verify|clear DIR
  *   shardfs unmount [--lazy] [--stale-only] CONFIG|MOUNTPOINT
@@ -45,7 +46,7 @@ static const char usage_main[] =
 	"CONFIG\n"
 	"  manifest URL [-o FILE]     list a source and write its manifest\n"
 	"  plan CONFIG [--rank LIST]  print the shard plan without mounting\n"
-	"  index CONFIG -o FILE       build the record index a record view "
+	"  index CONFIG --output FILE  build the record index a record view "
 	"pins\n"
 	"  warm CONFIG [--rank LIST]  fill the cache with the ranks' files\n"
 	"  cache stat|verify|clear DIR  inspect, check or empty a cache\n"
@@ -210,6 +211,19 @@ static int cmd_manifest(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'o':
+			/* manifest reads no config: an override here would
+			 * silently become the output file's name. */
+			if (strchr(optarg, '=') != NULL &&
+			    strchr(optarg, '/') == NULL) {
+				fprintf(stderr,
+					"shardfs: manifest: -o %s: manifest "
+					"takes no config overrides (-o names "
+					"the output file here); use "
+					"--endpoint, --region, --addressing "
+					"or --anonymous\n",
+					optarg);
+				return EXIT_USAGE;
+			}
 			output = optarg;
 			break;
 		case 'E':

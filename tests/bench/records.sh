@@ -127,7 +127,7 @@ format = tfrecord
 parts = 4
 CONF
 t0=$(now)
-"$SHARDFS" index "$T/rec.conf" -o "$T/ds.idx" -q >"$T/index.out"
+"$SHARDFS" index "$T/rec.conf" --output "$T/ds.idx" -q >"$T/index.out"
 t1=$(now)
 idx_s=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f", b - a}')
 printf 'index = %s\n' "$T/ds.idx" >>"$T/rec.conf"

@@ -253,7 +253,7 @@ for fmt in jsonl tfrecord.gz; do
 	rm -rf "$T/cache-rec"
 	$R make "$fmt" "$S" --objects 5 --seed 5
 	rconf "$T/r.conf" "$fmt" "$S"
-	"$SHARDFS" index "$T/r.conf" -o "$T/r.idx" -q >/dev/null 2>&1 || fail "$fmt: shardfs index"
+	"$SHARDFS" index "$T/r.conf" --output "$T/r.idx" -q >/dev/null 2>&1 || fail "$fmt: shardfs index"
 	rconf "$T/r.conf" "$fmt" "$S" "index = $T/r.idx"
 	mount_shardfs "$T/r.conf" "$M" || { fail "$fmt: record mount"; continue; }
 	check "$fmt records: epoch-1 parts parse and match the reference (epoch 1)" \
@@ -269,7 +269,7 @@ for fmt in jsonl tfrecord.gz; do
 done
 # The bytes layout (records weighed by length) in an epoch tree.
 rconf "$T/r.conf" jsonl "$T/rsrc-jsonl"
-"$SHARDFS" index "$T/r.conf" -o "$T/r.idx" -q >/dev/null 2>&1
+"$SHARDFS" index "$T/r.conf" --output "$T/r.idx" -q >/dev/null 2>&1
 rconf "$T/r.conf" jsonl "$T/rsrc-jsonl" "index = $T/r.idx"
 mount_shardfs "$T/r.conf" "$M" -o shard.layout=bytes || fail "bytes records mount"
 check "records, layout = bytes: epoch-1 = the reference" \
@@ -279,7 +279,7 @@ umount_shardfs "$M" || fail "bytes records unmount"
 # Local reshuffle with runs: a rank's records stay its own across epochs.
 rm -rf "$T/cache-rec"
 rconf "$T/r.conf" jsonl "$T/rsrc-jsonl" "index = $T/r.idx" "run_bytes = 4096" "window = 8"
-"$SHARDFS" index "$T/r.conf" -o "$T/r.idx" -q >/dev/null 2>&1
+"$SHARDFS" index "$T/r.conf" --output "$T/r.idx" -q >/dev/null 2>&1
 sed -i 's/^seed = 42/seed = 42\nreshuffle = local/' "$T/r.conf"
 mount_shardfs "$T/r.conf" "$M" || fail "local records mount"
 check "local records in runs: epoch-2 = the reference (--reshuffle local)" \

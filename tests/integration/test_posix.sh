@@ -98,6 +98,10 @@ check "manifest escapes TAB, LF and %" bash -c \
 	"grep -qF 'odd dir/a%09tab' '$T/cli.tsv' && grep -qF 'odd dir/b%0Anl' '$T/cli.tsv' && grep -qF 'odd dir/100%25.txt' '$T/cli.tsv'"
 check "manifest to stdout equals -o FILE" bash -c \
 	"'$SHARDFS' manifest '$SRC' 2>/dev/null | cmp -s - '$T/cli.tsv'"
+rc=0
+(cd "$T" && "$SHARDFS" manifest "$SRC" -o source.region=x >/dev/null 2>"$T/mo.err") || rc=$?
+check "manifest -o section.key=value: a usage error (exit 2, got $rc), no file of that name" \
+	bash -c "[ $rc -eq 2 ] && grep -q 'takes no config overrides' '$T/mo.err' && [ ! -e '$T/source.region=x' ]"
 check ".shardfs hidden from ls, shown by ls -a" bash -c \
 	"! ls '$M' | grep -q shardfs && ls -a '$M' | grep -qx .shardfs"
 check "stats is Prometheus text" bash -c \

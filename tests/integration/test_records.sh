@@ -47,7 +47,7 @@ for fmt in tfrecord tfrecord.gz jsonl jsonl.gz tar; do
 	$R make "$fmt" "$S" --objects 7 --seed 11
 	conf "$T/$fmt.conf" "$fmt" "$S" "$T/cache-$fmt"
 	check "$fmt: shardfs index writes an index and its digest" \
-		bash -c "'$SHARDFS' index '$T/$fmt.conf' -o '$T/$fmt.idx' -q >'$T/$fmt.index.out'"
+		bash -c "'$SHARDFS' index '$T/$fmt.conf' --output '$T/$fmt.idx' -q >'$T/$fmt.index.out'"
 	sha=$(awk '$1 == "sha256" {print $2}' "$T/$fmt.index.out")
 	check "$fmt: the digest is 64 hex digits" bash -c "[[ '$sha' =~ ^[0-9a-f]{64}$ ]]"
 	conf "$T/$fmt.pinned.conf" "$fmt" "$S" "$T/cache-$fmt" \
@@ -83,6 +83,23 @@ for fmt in tfrecord tfrecord.gz jsonl jsonl.gz tar; do
 		umount_shardfs "$M" || fail "$fmt: unmount after remount"
 	fi
 done
+
+# --- -o means config overrides, as for mount, plan and warm ------------------
+# (it named the output file here, and a second -o KEY=VALUE replaced it)
+rc=0
+(cd "$T" && "$SHARDFS" index "$T/tfrecord.conf" --output "$T/o1.idx" -o shard.world_size=2 -q) \
+	>"$T/o1.out" 2>&1 || rc=$?
+check "index --output FILE -o KEY=VALUE: exit 0 (got $rc), FILE written" \
+	bash -c "[ $rc -eq 0 ] && cmp -s '$T/o1.idx' '$T/tfrecord.idx'"
+check "... the override is an override, not a file" test ! -e "$T/shard.world_size=2"
+rc=0
+"$SHARDFS" index "$T/tfrecord.conf" -o "$T/o2.idx" -q >"$T/o2.out" 2>&1 || rc=$?
+check "index -o FILE (the older form): a usage error (exit 2, got $rc) naming --output" \
+	bash -c "[ $rc -eq 2 ] && grep -q -- '--output $T/o2.idx' '$T/o2.out' && [ ! -e '$T/o2.idx' ]"
+rc=0
+"$SHARDFS" index "$T/tfrecord.conf" -q >"$T/o3.out" 2>&1 || rc=$?
+check "index without --output: a usage error (exit 2, got $rc)" \
+	bash -c "[ $rc -eq 2 ] && grep -q -- '--output FILE missing' '$T/o3.out'"
 
 # --- a cache smaller than the decompressed records: warned at mount ---------
 M=$T/mnt-small
@@ -132,7 +149,7 @@ find "$RS" -type f -exec touch -d @1500000000 {} +
 "$SHARDFS" manifest "$RS" -o "$T/restored.tsv" 2>/dev/null
 conf "$T/restored.conf" tfrecord "$RS" "$T/cache-restored"
 sed -i "/^url = /a manifest = $T/restored.tsv" "$T/restored.conf"
-"$SHARDFS" index "$T/restored.conf" -o "$T/restored.idx" -q >"$T/restored.index.out" 2>&1 ||
+"$SHARDFS" index "$T/restored.conf" --output "$T/restored.idx" -q >"$T/restored.index.out" 2>&1 ||
 	fail "restored: shardfs index"
 victim=$(find "$RS" -name '*.tfrecord*' -type f | sort | head -1)
 /usr/bin/python3 - "$victim" <<'PY'
@@ -198,7 +215,7 @@ bad() {
 	victim=$(find "$d" -name "part001*" | head -1)
 	/usr/bin/python3 -c "import sys; p=sys.argv[1]; b=bytearray(open(p,'rb').read()); $mutate; open(p,'wb').write(b)" "$victim"
 	conf "$T/bad-$name.conf" "$fmt" "$d" "$T/cache-bad-$name"
-	"$SHARDFS" index "$T/bad-$name.conf" -o "$T/bad-$name.idx" -q >"$T/bad-$name.out" 2>&1
+	"$SHARDFS" index "$T/bad-$name.conf" --output "$T/bad-$name.idx" -q >"$T/bad-$name.out" 2>&1
 	local rc=$?
 	check "$name: shardfs index fails (exit $rc)" test "$rc" -eq 1
 	check "$name: the error names the object and what was wrong" \
@@ -227,7 +244,7 @@ for name, members in (("a.tar", [".x"]), ("b.tar", ["c.txt", "d.txt"])):
             t.addfile(ti, io.BytesIO(b"abc"))
 PY
 conf "$T/emptykey.conf" tar "$T/emptykey" "$T/cache-emptykey"
-"$SHARDFS" index "$T/emptykey.conf" -o "$T/emptykey.idx" -q >"$T/emptykey.out" 2>&1
+"$SHARDFS" index "$T/emptykey.conf" --output "$T/emptykey.idx" -q >"$T/emptykey.out" 2>&1
 rc=$?
 check "a tar sample with an empty key: shardfs index fails cleanly (exit $rc)" test "$rc" -eq 1
 check "... naming the tar and the empty key" \

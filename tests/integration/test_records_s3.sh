@@ -60,7 +60,7 @@ dataset() {
 	check "$ds: upload ($(du -sm "$src" | cut -f1) MiB)" aws_s3 cp --recursive "$src" "s3://$BUCKET/$ds/"
 	printf '[source]\nurl = s3://%s/%s/\nendpoint = %s\n[shard]\nunit = record\nworld_size = 8\n[records]\nformat = tfrecord\n' \
 		"$BUCKET" "$ds" "$S3_EP" >"$T/$ds.index.conf"
-	check "$ds: shardfs index over S3" bash -c "'$SHARDFS' index '$T/$ds.index.conf' -o '$T/$ds.idx' -q >'$T/$ds.index.out'"
+	check "$ds: shardfs index over S3" bash -c "'$SHARDFS' index '$T/$ds.index.conf' --output '$T/$ds.idx' -q >'$T/$ds.index.out'"
 	check "$ds: node A (ranks 0-3) mounts through its own proxy" node_start "$ds" A 0-3 "$run"
 	pid_a=$LAST_PID
 	check "$ds: node B (ranks 4-7) mounts through its own proxy" node_start "$ds" B 4-7 "$run"
