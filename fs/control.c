@@ -42,28 +42,16 @@ static uint64_t rank_bytes(const struct manifest *m,
 	return bytes;
 }
 
-int control_write_plan(FILE *f, const struct manifest *m,
-		       const struct shard_spec *spec,
-		       const struct shard_plan *plan)
+/* The lines every plan text starts with: the spec, the manifest and every
+ * parameter of the plan. */
+static void write_plan_params(FILE *f, const struct manifest *m,
+			      const struct shard_spec *spec)
 {
-	uint64_t skipped = 0, total = 0, max_bytes = 0, r;
-	size_t max_items = 0, min_items = SIZE_MAX;
+	uint64_t skipped = 0;
 	int i;
 
 	for (i = 0; i < MANIFEST_SKIP_NREASONS; i++)
 		skipped += m->skipped[i];
-	for (r = 0; r < plan->world_size; r++) {
-		uint64_t b = rank_bytes(m, plan, r);
-		size_t n = plan->rank_start[r + 1] - plan->rank_start[r];
-
-		total += b;
-		if (b > max_bytes)
-			max_bytes = b;
-		if (n > max_items)
-			max_items = n;
-		if (n < min_items)
-			min_items = n;
-	}
 	fprintf(f, "spec %s\n", SHARD_SPEC_VERSION);
 	fprintf(f, "manifest_sha256 %s\n", m->digest);
 	fprintf(f, "manifest_items %zu\n", m->count);
@@ -82,12 +70,35 @@ int control_write_plan(FILE *f, const struct manifest *m,
 	fprintf(f, "balance %s\n", shard_balance_name(spec->balance));
 	fprintf(f, "reshuffle %s\n", shard_reshuffle_name(spec->reshuffle));
 	if (spec->skip != 0 || spec->skip_world != 0)
-		fprintf(f, "skip %llu\nskip_world %llu\nskipped_items %zu\n",
+		fprintf(f, "skip %llu\nskip_world %llu\n",
 			(unsigned long long)spec->skip,
 			(unsigned long long)(spec->skip_world
 						     ? spec->skip_world
-						     : spec->world_size),
-			plan->n_skipped);
+						     : spec->world_size));
+}
+
+int control_write_plan(FILE *f, const struct manifest *m,
+		       const struct shard_spec *spec,
+		       const struct shard_plan *plan)
+{
+	uint64_t total = 0, max_bytes = 0, r;
+	size_t max_items = 0, min_items = SIZE_MAX;
+
+	for (r = 0; r < plan->world_size; r++) {
+		uint64_t b = rank_bytes(m, plan, r);
+		size_t n = plan->rank_start[r + 1] - plan->rank_start[r];
+
+		total += b;
+		if (b > max_bytes)
+			max_bytes = b;
+		if (n > max_items)
+			max_items = n;
+		if (n < min_items)
+			min_items = n;
+	}
+	write_plan_params(f, m, spec);
+	if (spec->skip != 0 || spec->skip_world != 0)
+		fprintf(f, "skipped_items %zu\n", plan->n_skipped);
 	fprintf(f, "dropped_items %zu\n", plan->n_dropped);
 	/* Largest rank over the mean: 1.0 is perfect balance. */
 	fprintf(f, "imbalance_bytes %.4f\n",
@@ -103,6 +114,16 @@ int control_write_plan(FILE *f, const struct manifest *m,
 			plan->rank_pad[r],
 			(unsigned long long)rank_bytes(m, plan, r));
 	return ferror(f) ? -EIO : 0;
+}
+
+int control_write_plan_of(FILE *f, const struct fs_data *d)
+{
+	/* A record view's object plan is empty: its rank lines and
+	 * aggregates would only say so. */
+	if (d->rplan == NULL)
+		return control_write_plan(f, d->manifest, d->spec, d->plan);
+	write_plan_params(f, d->manifest, d->spec);
+	return ferror(f) ? -EIO : recview_write_plan(f, d);
 }
 
 int control_write_order(FILE *f, const struct manifest *m,
@@ -671,9 +692,7 @@ static int ctrl_generate(struct fs *fs, struct fs_gen *g,
 		rc = manifest_write(g->d.manifest, f);
 		break;
 	case VIEW_CTRL_PLAN:
-		rc = control_write_plan(f, g->d.manifest, g->d.spec, g->d.plan);
-		if (rc == 0 && g->d.rplan != NULL)
-			rc = recview_write_plan(f, &g->d);
+		rc = control_write_plan_of(f, &g->d);
 		break;
 	case VIEW_CTRL_ORDER:
 		if (g->d.rplan != NULL)

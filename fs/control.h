@@ -6,7 +6,10 @@
  * print exactly the same bytes. Formats (docs/DESIGN.md §3):
  *   plan         "name value" lines, then one "rank R items N pad P bytes B"
  *                line per rank; bytes count pad items too (a rank reads
- *                them), items includes pads.
+ *                them), items includes pads. A record view's: the same
+ *                parameter lines, then recview_write_plan()'s (its own
+ *                aggregates and "rank R records N pad P bytes B" lines),
+ *                nothing of its empty object plan.
  *   rank-R.order one escaped key per line, in epoch order; pads end in
  *                "\tpad".
  *   stats        Prometheus text exposition format (version 0.0.4): every
@@ -61,6 +64,11 @@ struct control_stats {
 int control_write_plan(FILE *f, const struct manifest *m,
 		       const struct shard_spec *spec,
 		       const struct shard_plan *plan);
+struct fs_data;
+/* The plan text of a mount serving d (.shardfs/plan, `shardfs plan`):
+ * control_write_plan()'s for an object view, the record view's as above
+ * when d->rplan is set. Returns 0 or -EIO. */
+int control_write_plan_of(FILE *f, const struct fs_data *d);
 int control_write_order(FILE *f, const struct manifest *m,
 			const struct shard_plan *plan, uint64_t rank);
 /* The stats text of a mount serving view (the ranks it shows) of plan,

@@ -870,6 +870,11 @@ static void fs_op_release(fuse_req_t req, fuse_ino_t ino,
 	fuse_reply_err(req, 0);
 }
 
+/* df: the dataset's size, none of it used and all of it free, inodes
+ * likewise. A read-only mount with nothing free read as 100% used and
+ * tripped disk-full alerts (node_exporter's avail/size); rclone's mounts
+ * report free space too when the store gives none. Free space here
+ * promises no write: every write is EROFS. docs/OPERATIONS.md. */
 static void fs_op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
 	struct fs *fs = fs_of(req);
@@ -881,7 +886,9 @@ static void fs_op_statfs(fuse_req_t req, fuse_ino_t ino)
 	sv.f_bsize = 4096;
 	sv.f_frsize = 4096;
 	sv.f_blocks = (g->d.manifest->total_bytes + 4095) / 4096;
+	sv.f_bfree = sv.f_bavail = sv.f_blocks;
 	sv.f_files = view_node_count(g->d.view);
+	sv.f_ffree = sv.f_favail = sv.f_files;
 	sv.f_namemax = 255;
 	sv.f_flag = ST_RDONLY | ST_NOSUID | ST_NODEV;
 	fs_gen_put(fs, g, 1);

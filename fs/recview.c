@@ -219,7 +219,9 @@ int recview_write_plan(FILE *f, const struct fs_data *d)
 {
 	const struct rindex *ri = d->rindex;
 	const struct rplan *rp = d->rplan;
-	uint64_t r;
+	uint64_t r, total = 0, max_bytes = 0;
+	size_t max_n = 0, min_n = SIZE_MAX;
+	int pass;
 
 	fprintf(f, "unit record\n");
 	fprintf(f, "records_format %s\n", rec_format_name(ri->format));
@@ -231,18 +233,40 @@ int recview_write_plan(FILE *f, const struct fs_data *d)
 	fprintf(f, "parts %u\n", rplan_parts(rp));
 	fprintf(f, "run_bytes %llu\n", (unsigned long long)rplan_run_bytes(rp));
 	fprintf(f, "window %u\n", (unsigned)rplan_window(rp));
-	for (r = 0; r < d->spec->world_size; r++) {
-		const uint32_t *recs;
-		size_t count, npad;
-		uint64_t bytes = 0;
-		unsigned p;
+	fprintf(f, "dropped_records %zu\n", rplan_dropped(rp));
+	/* The object plan's aggregates, for the records: the largest
+	 * rank's bytes over the mean and the spread of record counts. */
+	for (pass = 0; pass < 2; pass++) {
+		for (r = 0; r < d->spec->world_size; r++) {
+			const uint32_t *recs;
+			size_t count, npad;
+			uint64_t bytes = 0;
+			unsigned p;
 
-		rplan_rank(rp, r, &recs, &count, &npad);
-		for (p = 0; p < rplan_parts(rp); p++)
-			bytes += rplan_part_size(rp, r, p);
-		fprintf(f, "rank %llu records %zu pad %zu bytes %llu\n",
-			(unsigned long long)r, count, npad,
-			(unsigned long long)bytes);
+			rplan_rank(rp, r, &recs, &count, &npad);
+			for (p = 0; p < rplan_parts(rp); p++)
+				bytes += rplan_part_size(rp, r, p);
+			if (pass == 1) {
+				fprintf(f,
+					"rank %llu records %zu pad %zu bytes "
+					"%llu\n",
+					(unsigned long long)r, count, npad,
+					(unsigned long long)bytes);
+				continue;
+			}
+			total += bytes;
+			max_bytes = bytes > max_bytes ? bytes : max_bytes;
+			max_n = count > max_n ? count : max_n;
+			min_n = count < min_n ? count : min_n;
+		}
+		if (pass == 0)
+			fprintf(f,
+				"imbalance_bytes %.4f\nimbalance_records %zu\n",
+				total ? (double)max_bytes *
+						(double)d->spec->world_size /
+						(double)total
+				      : 1.0,
+				d->spec->world_size ? max_n - min_n : 0);
 	}
 	return ferror(f) ? -EIO : 0;
 }

@@ -48,9 +48,11 @@ uint64_t recview_part_size(const struct fs_data *d, uint32_t r, uint32_t p);
 ssize_t recview_read(const struct fs_data *d, uint32_t r, uint32_t p,
 		     uint64_t off, size_t len, void *buf);
 
-/* The record view's lines of .shardfs/plan (after the object plan's):
- * format, index digest, record and part counts, each rank's records, pads
- * and bytes. Returns 0 or -EIO. */
+/* The record view's lines of .shardfs/plan (after the plan's parameter
+ * lines, control_write_plan_of()): format, index digest, record and part
+ * counts, dropped records, imbalance_bytes (the largest rank's bytes over
+ * the mean) and imbalance_records (largest minus smallest count), each
+ * rank's records, pads and bytes. Returns 0 or -EIO. */
 int recview_write_plan(FILE *f, const struct fs_data *d);
 
 /* .shardfs/rank-R.order of a record view: "KEY<TAB>RECORD" per record in

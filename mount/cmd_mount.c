@@ -93,37 +93,39 @@ struct mount_run {
 	struct metrics *metrics;      /* [metrics] listen, or NULL */
 };
 
-/* The STATUS= line: what is served and how the cache does. */
+/* The STATUS= line: what is served and how the cache does. Sizes in the
+ * unit that fits ("0.0 GiB" said nothing of a small dataset). */
 static void mount_status_text(void *arg, char *buf, size_t cap)
 {
 	struct mount_run *run = arg;
 	struct mount_served sv;
 	struct cache_stats st;
 	unsigned long long lookups;
+	char size[32], read[32];
 
 	pthread_mutex_lock(&run->lock);
 	sv = run->served;
 	pthread_mutex_unlock(&run->lock);
 	cache_stats_get(run->cache, &st);
 	lookups = (unsigned long long)(st.hits + st.misses);
+	cmd_human_bytes(size, sizeof(size), (double)sv.bytes);
+	cmd_human_bytes(read, sizeof(read), (double)st.backend_bytes);
 	if (!st.enabled)
 		snprintf(buf, cap,
-			 "serving %zu objects (%.1f GiB), ranks %s of %llu; "
-			 "no disk cache; %.1f MiB read from the source",
-			 sv.objects, (double)sv.bytes / (1 << 30), sv.ranks,
-			 (unsigned long long)sv.world_size,
-			 (double)st.backend_bytes / (1 << 20));
+			 "serving %zu objects (%s), ranks %s of %llu; "
+			 "no disk cache; %s read from the source",
+			 sv.objects, size, sv.ranks,
+			 (unsigned long long)sv.world_size, read);
 	else
 		snprintf(buf, cap,
-			 "serving %zu objects (%.1f GiB), ranks %s of %llu; "
+			 "serving %zu objects (%s), ranks %s of %llu; "
 			 "cache hit rate %.1f%% (%llu of %llu chunks); "
-			 "%.1f MiB read from the source",
-			 sv.objects, (double)sv.bytes / (1 << 30), sv.ranks,
+			 "%s read from the source",
+			 sv.objects, size, sv.ranks,
 			 (unsigned long long)sv.world_size,
 			 lookups ? 100.0 * (double)st.hits / (double)lookups
 				 : 0.0,
-			 (unsigned long long)st.hits, lookups,
-			 (double)st.backend_bytes / (1 << 20));
+			 (unsigned long long)st.hits, lookups, read);
 }
 
 /* hooks->ready: the mount answers (a stat went through the kernel). */

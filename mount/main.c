@@ -411,10 +411,7 @@ static int cmd_plan(int argc, char **argv)
 			c = plan_write_orders(&pr, &d,
 					      cfg->shard.spec.world_size);
 		} else {
-			c = control_write_plan(stdout, ds->manifest,
-					       &cfg->shard.spec, ds->plan);
-			if (c == 0 && ds->rplan != NULL)
-				c = recview_write_plan(stdout, &d);
+			c = control_write_plan_of(stdout, &d);
 		}
 	}
 	rc = c < 0 || fflush(stdout) != 0 ? EXIT_RUNTIME : EXIT_OK;

@@ -98,6 +98,15 @@ check "manifest escapes TAB, LF and %" bash -c \
 	"grep -qF 'odd dir/a%09tab' '$T/cli.tsv' && grep -qF 'odd dir/b%0Anl' '$T/cli.tsv' && grep -qF 'odd dir/100%25.txt' '$T/cli.tsv'"
 check "manifest to stdout equals -o FILE" bash -c \
 	"'$SHARDFS' manifest '$SRC' 2>/dev/null | cmp -s - '$T/cli.tsv'"
+# df: the dataset's size, nothing used, as much free (a read-only mount
+# that said 100% used tripped disk-full alerts); inodes likewise.
+mbytes=$(awk '$1 == "manifest_bytes" {print $2}' "$M/.shardfs/plan")
+read -r sb sf sa sc sd < <(stat -f -c '%b %f %a %c %d' "$M")
+check "statfs: blocks = the dataset's bytes in 4 KiB ($sb for $mbytes bytes), all free and available" \
+	bash -c "[ $sb -eq $(((mbytes + 4095) / 4096)) ] && [ $sf -eq $sb ] && [ $sa -eq $sb ] && [ $sb -gt 0 ]"
+check "statfs: inodes all free ($sd of $sc)" bash -c "[ $sc -gt 0 ] && [ $sd -eq $sc ]"
+check "df: 0% used, 0% of inodes used" \
+	bash -c "[ \"\$(df --output=pcent,ipcent '$M' | tail -1 | tr -s ' ')\" = ' 0% 0%' ]"
 rc=0
 (cd "$T" && "$SHARDFS" manifest "$SRC" -o source.region=x >/dev/null 2>"$T/mo.err") || rc=$?
 check "manifest -o section.key=value: a usage error (exit 2, got $rc), no file of that name" \

@@ -65,6 +65,12 @@ for fmt in tfrecord tfrecord.gz jsonl jsonl.gz tar; do
 		test "$(stat_of "$M" backend_requests_total)" -eq 0
 	check "$fmt: every part of every rank parses and matches the reference" \
 		$R check "$fmt" "$S" "$M" --world 4 --seed 42 --parts 3
+	# The object plan of a record view is empty: its rank lines
+	# ("rank 0 items 0 pad 0 bytes 0") and aggregates said nothing.
+	check "$fmt: .shardfs/plan has record rank lines only" bash -c \
+		"[ \"\$(grep -c '^rank [0-9]* records ' '$M/.shardfs/plan')\" = 4 ] && ! grep -Eq '^(rank [0-9]+ items|dropped_items|imbalance_items)' '$M/.shardfs/plan'"
+	check "$fmt: shardfs plan prints the same text" \
+		bash -c "'$SHARDFS' plan '$T/$fmt.pinned.conf' 2>/dev/null | cmp -s - '$M/.shardfs/plan'"
 	if [[ $fmt == *.gz ]]; then
 		runs=$(stat_of "$M" cache_derived_runs_total)
 		check "$fmt: each gzip object decompressed once ($runs runs)" \

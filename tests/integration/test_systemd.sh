@@ -133,6 +133,10 @@ check "READY=1 came only once the mount answered" wait_for '^CHECK READY serving
 check "no READY=1 before the mount answered" bash -c "! grep -q '^CHECK READY serving=0' '$NLOG'"
 check "STATUS= a human can read: objects, ranks, cache hit rate" grep -qE \
 	'^MSG READY=1\|STATUS=serving 40 objects .*ranks 0-1 of 2; cache hit rate' "$NLOG"
+# A dataset of a few MiB is not "0.0 GiB": sizes in the unit that fits.
+want_size=$(find "$SRC" -type f -printf "%s\n" | awk '{t += $1} END {b = t; split("B KiB MiB GiB", u); i = 1; while (b >= 1024 && i < 4) {b /= 1024; i++}; printf(i > 1 ? "%.1f %s" : "%d %s", b, u[i])}')
+check "STATUS= the dataset's size in the unit that fits ($want_size), not 0.0 GiB" grep -qE \
+	"^MSG READY=1\\|STATUS=serving 40 objects \\($want_size\\), .*; 0 B read from the source" "$NLOG"
 check "WATCHDOG=1 pings with WatchdogSec set" wait_for '^MSG WATCHDOG=1$'
 check "STATUS= refreshed after READY" wait_for '^MSG STATUS=serving' 2
 cat "$M"/rank-0/train/*/* >/dev/null
