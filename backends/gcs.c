@@ -44,16 +44,20 @@
 #include "backends/http.h"
 #include "backends/objstore.h"
 #include "util/log.h"
+#include "util/str.h"
 
 /* Requests */
 
 char *gcs_what(const struct gcs_backend *gb, const char *key)
 {
-	char *what;
+	/* The key as the manifest escapes it: the name goes into logs. */
+	char *what, *esc = str_escape_key_dup(key, strlen(key));
+	int n = esc ? asprintf(&what, "gs://%s/%s%s", gb->bucket, gb->prefix,
+			       esc)
+		    : -1;
 
-	if (asprintf(&what, "gs://%s/%s%s", gb->bucket, gb->prefix, key) < 0)
-		return NULL;
-	return what;
+	free(esc);
+	return n < 0 ? NULL : what;
 }
 
 /* Logs a final non-2xx answer once, with the JSON error's reason, and

@@ -32,7 +32,8 @@ struct gcs_req_ctx {
 	const char *range; /* "bytes=a-b" for a media GET, or NULL */
 };
 
-/* "gs://BUCKET/PREFIXKEY" for logs; malloc'd or NULL. */
+/* "gs://BUCKET/PREFIXKEY" for logs, the key escaped as the manifest
+ * escapes it (util/str.h); malloc'd or NULL. */
 char *gcs_what(const struct gcs_backend *gb, const char *key);
 
 /* The http_prepare_cb of every GCS request (arg: struct gcs_req_ctx):

@@ -158,7 +158,10 @@ static int nfs_be_stat(struct backend *be, const char *key, size_t key_len,
 		st->mtime_ns = (int64_t)stat_mtime_ns(&c.st);
 		st->etag_len = stat_etag(&c.st, st->etag, sizeof(st->etag));
 	} else if (rc != -ENOENT) {
-		log_msg(LOG_ERR, "source %s%s: stat: %s%s%s", nb->display, path,
+		char kb[LOG_KEY_MAX];
+
+		log_msg(LOG_ERR, "source %s%s: stat: %s%s%s", nb->display,
+			log_key(kb, path, strlen(path)),
 			strerror(-nfs_errno_map(rc)), c.err[0] ? ": " : "",
 			c.err);
 	}
@@ -423,8 +426,10 @@ static int nfs_be_read(struct backend *be, const char *key, size_t key_len,
 	rc = nfsb_with_retries(nb, read_op, &a, nfsb_now_ms() + nb->read_ms,
 			       &c);
 	if (rc < 0) {
+		char kb[LOG_KEY_MAX];
+
 		log_msg(LOG_ERR, "source %s%s: read at %" PRIu64 ": %s",
-			nb->display, path, offset,
+			nb->display, log_key(kb, path, strlen(path)), offset,
 			a.why[0]	   ? a.why
 			: c.err[0]	   ? c.err
 			: rc == -ETIMEDOUT ? "no answer within read_timeout_ms"

@@ -20,6 +20,7 @@ struct walk {
 	void *arg;
 	char *path; /* "/" + key of the directory being read, growable */
 	size_t len, cap;
+	char kb[LOG_KEY_MAX]; /* a key escaped for a message (log_key()) */
 };
 
 static int walk_push(struct walk *w, const char *name)
@@ -135,7 +136,8 @@ static int walk_entry(struct walk *w, const struct nfsdirent *e)
 			log_msg(LOG_INFO,
 				"source %s%s: not a regular file or a "
 				"directory (a symlink?), skipped",
-				w->nb->display, w->path);
+				w->nb->display,
+				log_key(w->kb, w->path, w->len));
 		return 0;
 	}
 	obj.key = w->path + 1;
@@ -164,8 +166,9 @@ static int walk_dir(struct walk *w)
 			       &c);
 	if (rc < 0) {
 		log_msg(LOG_ERR, "source %s%s: readdir: %s%s%s", nb->display,
-			w->path, strerror(-nfs_errno_map(rc)),
-			c.err[0] ? ": " : "", c.err);
+			log_key(w->kb, w->path, w->len),
+			strerror(-nfs_errno_map(rc)), c.err[0] ? ": " : "",
+			c.err);
 		return nfs_errno_map(rc);
 	}
 	for (i = 0; i < a.n && rc == 0; i++) {

@@ -278,6 +278,7 @@ struct walk {
 	void *arg;
 	char *path;
 	size_t len, cap;
+	char kb[LOG_KEY_MAX]; /* a key escaped for a message (log_key()) */
 };
 
 static int walk_push(struct walk *w, const char *name, size_t *saved)
@@ -314,8 +315,8 @@ static int walk_entry(struct walk *w, int dir_fd, const char *name)
 		rc = -errno;
 		if (rc == -ENOENT) /* removed while we list: not an error */
 			return 0;
-		log_msg(LOG_ERR, "source %s/%s: %s", w->pb->root, w->path,
-			strerror(-rc));
+		log_msg(LOG_ERR, "source %s/%s: %s", w->pb->root,
+			log_key(w->kb, w->path, w->len), strerror(-rc));
 		return rc;
 	}
 	if (S_ISLNK(st.st_mode)) {
@@ -329,7 +330,8 @@ static int walk_entry(struct walk *w, int dir_fd, const char *name)
 				log_msg(LOG_WARNING,
 					"source %s/%s: symlink leads outside "
 					"the source root, skipped",
-					w->pb->root, w->path);
+					w->pb->root,
+					log_key(w->kb, w->path, w->len));
 			return 0;
 		}
 		rc = fd < 0 ? fd : fstat(fd, &st) < 0 ? -errno : 0;
@@ -339,7 +341,7 @@ static int walk_entry(struct walk *w, int dir_fd, const char *name)
 			log_msg(LOG_INFO,
 				"source %s/%s: symlink not to a regular file, "
 				"ignored",
-				w->pb->root, w->path);
+				w->pb->root, log_key(w->kb, w->path, w->len));
 			return 0;
 		}
 	}
@@ -349,7 +351,7 @@ static int walk_entry(struct walk *w, int dir_fd, const char *name)
 		if (sub < 0) {
 			rc = -errno;
 			log_msg(LOG_ERR, "source %s/%s: %s", w->pb->root,
-				w->path, strerror(-rc));
+				log_key(w->kb, w->path, w->len), strerror(-rc));
 			return rc;
 		}
 		return walk_dir(w, sub);
@@ -385,7 +387,9 @@ static int walk_dir(struct walk *w, int dir_fd)
 			if (errno != 0) {
 				rc = -errno;
 				log_msg(LOG_ERR, "source %s/%s: readdir: %s",
-					w->pb->root, w->path, strerror(-rc));
+					w->pb->root,
+					log_key(w->kb, w->path, w->len),
+					strerror(-rc));
 			}
 			break;
 		}
@@ -417,9 +421,11 @@ static int posix_list(struct backend *be, const char *prefix,
 	fd = openat(pb->root_fd, prefix[0] ? prefix : ".",
 		    O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0) {
+		char kb[LOG_KEY_MAX];
+
 		rc = -errno;
-		log_msg(LOG_ERR, "source %s/%s: %s", pb->root, prefix,
-			strerror(-rc));
+		log_msg(LOG_ERR, "source %s/%s: %s", pb->root,
+			log_key(kb, prefix, strlen(prefix)), strerror(-rc));
 		return rc;
 	}
 	if (prefix[0] != '\0') {
@@ -453,14 +459,16 @@ static int key_to_path(const char *key, size_t key_len)
 static void log_open_error(const struct posix_backend *pb, const char *key,
 			   int rc, bool log_enoent)
 {
+	char kb[LOG_KEY_MAX];
+
 	if (rc == -EACCES)
 		log_msg(LOG_ERR,
 			"source %s/%s: leads outside the source root "
 			"(a symlink), refused",
-			pb->root, key);
+			pb->root, log_key(kb, key, strlen(key)));
 	else if (rc != -ENOENT || log_enoent)
-		log_msg(LOG_ERR, "source %s/%s: open: %s", pb->root, key,
-			strerror(-rc));
+		log_msg(LOG_ERR, "source %s/%s: open: %s", pb->root,
+			log_key(kb, key, strlen(key)), strerror(-rc));
 }
 
 static int posix_stat(struct backend *be, const char *key, size_t key_len,
@@ -480,8 +488,10 @@ static int posix_stat(struct backend *be, const char *key, size_t key_len,
 	rc = fstat(fd, &sb) < 0 ? -errno : 0;
 	close(fd);
 	if (rc < 0) {
-		log_msg(LOG_ERR, "source %s/%s: %s", pb->root, key,
-			strerror(-rc));
+		char kb[LOG_KEY_MAX];
+
+		log_msg(LOG_ERR, "source %s/%s: %s", pb->root,
+			log_key(kb, key, key_len), strerror(-rc));
 		return rc;
 	}
 	if (!S_ISREG(sb.st_mode))
@@ -497,7 +507,7 @@ static int posix_read(struct backend *be, const char *key, size_t key_len,
 		      size_t len, void *buf, size_t *nread)
 {
 	struct posix_backend *pb = (struct posix_backend *)be;
-	char cur[96];
+	char cur[96], kb[LOG_KEY_MAX];
 	struct stat before, after;
 	size_t done = 0, cur_len;
 	ssize_t n;
@@ -514,13 +524,13 @@ static int posix_read(struct backend *be, const char *key, size_t key_len,
 	}
 	if (fstat(fd, &before) < 0) {
 		rc = -errno;
-		log_msg(LOG_ERR, "source %s/%s: %s", pb->root, key,
-			strerror(-rc));
+		log_msg(LOG_ERR, "source %s/%s: %s", pb->root,
+			log_key(kb, key, key_len), strerror(-rc));
 		goto out;
 	}
 	if (!S_ISREG(before.st_mode)) {
 		log_msg(LOG_ERR, "source %s/%s: not a regular file", pb->root,
-			key);
+			log_key(kb, key, key_len));
 		rc = -ENOENT;
 		goto out;
 	}
@@ -540,7 +550,8 @@ static int posix_read(struct backend *be, const char *key, size_t key_len,
 			log_msg(LOG_ERR,
 				"source %s/%s: changed since the manifest was "
 				"made (etag %.*s, now %s)",
-				pb->root, key, (int)etag_len, etag, cur);
+				pb->root, log_key(kb, key, key_len),
+				(int)etag_len, etag, cur);
 			rc = -ESTALE;
 			goto out;
 		}
@@ -554,7 +565,8 @@ static int posix_read(struct backend *be, const char *key, size_t key_len,
 			rc = -errno;
 			log_msg(LOG_ERR,
 				"source %s/%s: read at %" PRIu64 ": %s",
-				pb->root, key, offset + done, strerror(-rc));
+				pb->root, log_key(kb, key, key_len),
+				offset + done, strerror(-rc));
 			goto out;
 		}
 		if (n == 0)
@@ -566,15 +578,15 @@ static int posix_read(struct backend *be, const char *key, size_t key_len,
 	 * tells whether any write, truncation or chmod happened meanwhile. */
 	if (fstat(fd, &after) < 0) {
 		rc = -errno;
-		log_msg(LOG_ERR, "source %s/%s: %s", pb->root, key,
-			strerror(-rc));
+		log_msg(LOG_ERR, "source %s/%s: %s", pb->root,
+			log_key(kb, key, key_len), strerror(-rc));
 		goto out;
 	}
 	if (!same_version(&before, &after)) {
 		cur_len = format_etag(&after, false, cur, sizeof(cur));
 		log_msg(LOG_ERR,
 			"source %s/%s: changed while being read (now %s)",
-			pb->root, key, cur);
+			pb->root, log_key(kb, key, key_len), cur);
 		rc = -ESTALE;
 		goto out;
 	}
@@ -584,7 +596,8 @@ static int posix_read(struct backend *be, const char *key, size_t key_len,
 		log_msg(LOG_ERR,
 			"source %s/%s: %zu bytes at %" PRIu64
 			" asked, the file ends at %" PRIu64,
-			pb->root, key, len, offset, (uint64_t)after.st_size);
+			pb->root, log_key(kb, key, key_len), len, offset,
+			(uint64_t)after.st_size);
 		rc = -EIO;
 		goto out;
 	}

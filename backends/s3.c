@@ -39,6 +39,7 @@
 #include "backends/s3_sign.h"
 #include "backends/s3_xml.h"
 #include "util/log.h"
+#include "util/str.h"
 
 #define S3_AUTH_MAX 1024
 
@@ -479,10 +480,18 @@ static int s3_obj_req(struct s3_backend *sb, const char *key, size_t key_len,
 		      struct sign_ctx *sc, struct http_request *req,
 		      struct s3_obj_req *o)
 {
+	char *esc;
+	int n;
+
 	o->path = s3_object_path(&sb->ep, sb->prefix, key, key_len);
 	o->url = o->path ? objstore_url(sb->ep.base, o->path, "") : NULL;
-	if (o->url == NULL || asprintf(&o->what, "s3://%s/%s%s", sb->bucket,
-				       sb->prefix, key) < 0) {
+	/* The key as the manifest escapes it: the name goes into logs. */
+	esc = str_escape_key_dup(key, key_len);
+	n = o->url && esc ? asprintf(&o->what, "s3://%s/%s%s", sb->bucket,
+				     sb->prefix, esc)
+			  : -1;
+	free(esc);
+	if (n < 0) {
 		o->what = NULL;
 		return -ENOMEM;
 	}

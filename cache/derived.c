@@ -377,6 +377,7 @@ static void derived_run(struct cache *c, const struct cache_object *obj,
 			struct derived_flight *fl, cache_transform_fn fn,
 			void *ctx)
 {
+	char kb[LOG_KEY_MAX];
 	struct derived_state *d = &c->derived;
 	struct cache_object raw = { .key = obj->key,
 				    .key_len = obj->key_len,
@@ -400,15 +401,15 @@ static void derived_run(struct cache *c, const struct cache_object *obj,
 	}
 	if (rc == 0 && r.pos != obj->size) {
 		log_msg(LOG_ERR,
-			"%.*s: %s gave %llu bytes, the record index "
+			"%s: %s gave %llu bytes, the record index "
 			"says %llu",
-			(int)obj->key_len, obj->key, obj->transform,
+			log_key(kb, obj->key, obj->key_len), obj->transform,
 			(unsigned long long)r.pos,
 			(unsigned long long)obj->size);
 		rc = -EIO;
 	} else if (rc < 0 && r.chunk != NULL) {
-		log_msg(LOG_ERR, "%.*s: %s failed after %llu of %llu bytes: %s",
-			(int)obj->key_len, obj->key, obj->transform,
+		log_msg(LOG_ERR, "%s: %s failed after %llu of %llu bytes: %s",
+			log_key(kb, obj->key, obj->key_len), obj->transform,
 			(unsigned long long)r.pos,
 			(unsigned long long)obj->size, strerror(-rc));
 	}
@@ -443,6 +444,7 @@ static void derived_run(struct cache *c, const struct cache_object *obj,
 static int derived_wait(struct cache *c, const struct cache_object *obj,
 			struct derived_flight *fl, struct derived_waiter *w)
 {
+	char kb[LOG_KEY_MAX];
 	struct derived_state *d = &c->derived;
 	struct derived_waiter **pp;
 	bool timed_out = false, last;
@@ -469,9 +471,9 @@ static int derived_wait(struct cache *c, const struct cache_object *obj,
 	pthread_mutex_unlock(&d->lock);
 	if (timed_out)
 		log_msg(LOG_ERR,
-			"cache: %.*s: the %s run this read waits for produced "
+			"cache: %s: the %s run this read waits for produced "
 			"nothing for the wait bound; failing the read",
-			(int)obj->key_len, obj->key, obj->transform);
+			log_key(kb, obj->key, obj->key_len), obj->transform);
 	if (last)
 		free(fl);
 	return rc;
@@ -485,6 +487,7 @@ static int derived_wait(struct cache *c, const struct cache_object *obj,
 static int derived_join(struct cache *c, const struct cache_object *obj,
 			struct derived_waiter *w, uint64_t ended)
 {
+	char kb[LOG_KEY_MAX];
 	struct derived_state *d = &c->derived;
 	struct derived_flight *fl;
 	cache_transform_fn fn = NULL;
@@ -503,9 +506,10 @@ static int derived_join(struct cache *c, const struct cache_object *obj,
 		if (fn == NULL) {
 			pthread_mutex_unlock(&d->lock);
 			log_msg(LOG_ERR,
-				"cache: %.*s: no producer for transform %s; "
+				"cache: %s: no producer for transform %s; "
 				"failing the read",
-				(int)obj->key_len, obj->key, obj->transform);
+				log_key(kb, obj->key, obj->key_len),
+				obj->transform);
 			return -EOPNOTSUPP;
 		}
 		if (ended != DERIVED_NO_CHECK && ended != d->ended) {
@@ -538,6 +542,7 @@ static int derived_join(struct cache *c, const struct cache_object *obj,
 ssize_t derived_read(struct cache *c, const struct cache_object *obj,
 		     uint64_t offset, size_t len, void *buf)
 {
+	char kb[LOG_KEY_MAX];
 	int rounds = 0, relooks = 0, rc;
 
 	while (rounds < DERIVED_ROUNDS) {
@@ -563,10 +568,11 @@ ssize_t derived_read(struct cache *c, const struct cache_object *obj,
 		rounds++;
 	}
 	log_msg(LOG_ERR,
-		"cache: %.*s: %s: the chunks of %d runs were gone before this "
+		"cache: %s: %s: the chunks of %d runs were gone before this "
 		"read could have them (evicted, or not storable); failing the "
 		"read",
-		(int)obj->key_len, obj->key, obj->transform, DERIVED_ROUNDS);
+		log_key(kb, obj->key, obj->key_len), obj->transform,
+		DERIVED_ROUNDS);
 	return -EIO;
 }
 

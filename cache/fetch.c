@@ -1072,6 +1072,7 @@ static void run_part(struct fetch *f, struct flight *fl, bool worker)
 static void part_finish(struct fetch *f, struct flight *fl, unsigned part,
 			int rc, size_t nread, bool worker)
 {
+	char kb[LOG_KEY_MAX];
 	struct flight *dead;
 	unsigned i;
 
@@ -1095,7 +1096,8 @@ static void part_finish(struct fetch *f, struct flight *fl, unsigned part,
 		log_msg(LOG_ERR,
 			"fetch: %s: the backend returned %llu of %llu bytes "
 			"at offset %llu; failing the read",
-			fl->key, (unsigned long long)fl->valid,
+			log_key(kb, fl->key, fl->key_len),
+			(unsigned long long)fl->valid,
 			(unsigned long long)fl->len,
 			(unsigned long long)fl->offset);
 		fl->rc = -EIO;
@@ -1373,6 +1375,7 @@ static bool hedge_request(struct fetch *f, struct flight *fl)
  * just gives back what it holds. */
 static void hedge_run(struct fetch *f)
 {
+	char kb[LOG_KEY_MAX];
 	struct flight *fl = f->hedge_head;
 	uint64_t len = fl->len, t0, late_ms;
 	uint8_t *buf = fl->hedge_buf;
@@ -1394,7 +1397,8 @@ static void hedge_run(struct fetch *f)
 	if (!skip) {
 		log_msg(LOG_DEBUG,
 			"fetch: %s: read running for %llu ms; hedging it",
-			fl->key, (unsigned long long)late_ms);
+			log_key(kb, fl->key, fl->key_len),
+			(unsigned long long)late_ms);
 		rc = fetch_backend_read(
 			f, fl->key, fl->key_len, fl->has_etag ? fl->etag : NULL,
 			fl->etag_len, fl->offset, (size_t)len, buf, &nread);
@@ -1420,10 +1424,11 @@ static void hedge_run(struct fetch *f)
 static int wait_failed(const struct fetch_request *r, const char *what,
 		       uint64_t wait_ns)
 {
+	char kb[LOG_KEY_MAX];
 	log_msg(LOG_ERR,
-		"fetch: %.*s: gave up waiting for %s after %llu ms "
+		"fetch: %s: gave up waiting for %s after %llu ms "
 		"(chunk at offset %llu); failing the read",
-		(int)r->key_len, r->key, what,
+		log_key(kb, r->key, r->key_len), what,
 		(unsigned long long)(wait_ns / 1000000u),
 		(unsigned long long)r->offset);
 	return -EIO;
@@ -1436,6 +1441,7 @@ static ssize_t direct_read(struct fetch *f, const struct fetch_request *r,
 			   uint64_t off, size_t len, void *dst,
 			   uint64_t deadline_ns)
 {
+	char kb[LOG_KEY_MAX];
 	size_t nread = 0;
 	uint64_t wait_ns;
 	int rc;
@@ -1457,9 +1463,9 @@ static ssize_t direct_read(struct fetch *f, const struct fetch_request *r,
 		return rc;
 	if (nread != len) {
 		log_msg(LOG_ERR,
-			"fetch: %.*s: the backend returned %zu of %zu bytes "
+			"fetch: %s: the backend returned %zu of %zu bytes "
 			"at offset %llu; failing the read",
-			(int)r->key_len, r->key, nread, len,
+			log_key(kb, r->key, r->key_len), nread, len,
 			(unsigned long long)(r->offset + off));
 		return -EIO;
 	}

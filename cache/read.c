@@ -36,12 +36,13 @@ uint64_t read_chunk_len(const struct cache *c, const struct cache_object *obj,
 
 int read_obj_check(const struct cache *c, const struct cache_object *obj)
 {
+	char kb[LOG_KEY_MAX];
 	if (cache_obj_chunk_ok(c, obj))
 		return 0;
 	log_msg(LOG_ERR,
-		"cache: %.*s: chunk size %llu is not a multiple of %llu up to "
+		"cache: %s: chunk size %llu is not a multiple of %llu up to "
 		"the cache's %llu; failing the read",
-		(int)obj->key_len, obj->key,
+		log_key(kb, obj->key, obj->key_len),
 		(unsigned long long)obj->chunk_size,
 		(unsigned long long)CACHE_CRC_BLOCK,
 		(unsigned long long)c->chunk_size);
@@ -341,15 +342,16 @@ bool read_chunk_present(struct cache *c, const struct read_chunk *ch)
 static ssize_t read_through(struct cache *c, const struct cache_object *obj,
 			    uint64_t offset, size_t len, void *buf)
 {
+	char kb[LOG_KEY_MAX];
 	size_t nread = 0;
 	int rc;
 
 	rc = fetch_slot_acquire(c->fetch);
 	if (rc < 0) {
 		log_msg(LOG_ERR,
-			"cache: %.*s: no backend connection came free in time; "
+			"cache: %s: no backend connection came free in time; "
 			"failing the read at offset %llu",
-			(int)obj->key_len, obj->key,
+			log_key(kb, obj->key, obj->key_len),
 			(unsigned long long)offset);
 		return rc;
 	}
@@ -361,9 +363,9 @@ static ssize_t read_through(struct cache *c, const struct cache_object *obj,
 	if (nread != len) {
 		/* Exactly the bytes asked for, or an error. */
 		log_msg(LOG_ERR,
-			"cache: %.*s: the backend returned %zu of %zu bytes at "
+			"cache: %s: the backend returned %zu of %zu bytes at "
 			"offset %llu; failing the read",
-			(int)obj->key_len, obj->key, nread, len,
+			log_key(kb, obj->key, obj->key_len), nread, len,
 			(unsigned long long)offset);
 		return -EIO;
 	}
@@ -386,12 +388,13 @@ static void read_join_count(struct cache *c, bool ready, ssize_t got)
 static ssize_t read_whole(const char *key, size_t key_len, uint64_t n,
 			  ssize_t got, size_t want)
 {
+	char kb[LOG_KEY_MAX];
 	if (got < 0 || (size_t)got == want)
 		return got;
 	log_msg(LOG_ERR,
-		"cache: %.*s: chunk %llu gave %zd of %zu bytes; failing the "
+		"cache: %s: chunk %llu gave %zd of %zu bytes; failing the "
 		"read",
-		(int)key_len, key, (unsigned long long)n, got, want);
+		log_key(kb, key, key_len), (unsigned long long)n, got, want);
 	return -EIO;
 }
 
@@ -503,6 +506,7 @@ static ssize_t read_chunk(struct cache *c, const struct cache_object *obj,
 static ssize_t read_coalesced(struct cache *c, const struct cache_object *obj,
 			      uint64_t offset, size_t len, void *buf)
 {
+	char kb[LOG_KEY_MAX];
 	uint64_t unit = cache_obj_chunk(c, obj), first = offset / unit;
 	uint64_t last = (offset + len - 1) / unit, n, start = first * unit;
 	uint64_t span = last * unit + read_chunk_len(c, obj, last) - start;
@@ -530,9 +534,9 @@ static ssize_t read_coalesced(struct cache *c, const struct cache_object *obj,
 	rc = fetch_slot_acquire(c->fetch);
 	if (rc < 0) {
 		log_msg(LOG_ERR,
-			"cache: %.*s: no backend connection came free in time; "
+			"cache: %s: no backend connection came free in time; "
 			"failing the read at offset %llu",
-			(int)obj->key_len, obj->key,
+			log_key(kb, obj->key, obj->key_len),
 			(unsigned long long)offset);
 		goto out;
 	}
@@ -542,10 +546,10 @@ static ssize_t read_coalesced(struct cache *c, const struct cache_object *obj,
 	fetch_slot_release(c->fetch);
 	if (rc == 0 && nread != span) {
 		log_msg(LOG_ERR,
-			"cache: %.*s: the backend returned %zu of %llu bytes "
+			"cache: %s: the backend returned %zu of %llu bytes "
 			"at "
 			"offset %llu; failing the read",
-			(int)obj->key_len, obj->key, nread,
+			log_key(kb, obj->key, obj->key_len), nread,
 			(unsigned long long)span, (unsigned long long)start);
 		rc = -EIO;
 	}

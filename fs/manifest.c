@@ -17,6 +17,7 @@
 #include "util/hex.h"
 #include "util/log.h"
 #include "util/sha256.h"
+#include "util/str.h"
 
 #define ARENA_CHUNK (1u << 20)
 #define ARENA_FIRST (16u << 10)
@@ -464,7 +465,7 @@ int manifest_write_escaped(FILE *f, const char *s, size_t len)
 	for (i = 0; i < len; i++) {
 		unsigned char c = (unsigned char)s[i];
 
-		if (c >= 0x20 && c != '%')
+		if (!str_key_escapes(c))
 			continue;
 		if (fwrite(s + run, 1, i - run, f) != i - run ||
 		    fputc('%', f) == EOF || fputc(hex[c >> 4], f) == EOF ||

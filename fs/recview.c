@@ -130,11 +130,14 @@ ssize_t recview_read(const struct fs_data *d, uint32_t r, uint32_t p,
 				if (got < 0)
 					return got;
 				if ((uint64_t)got != s->len) {
+					char kb[LOG_KEY_MAX];
+
 					log_msg(LOG_ERR,
 						"%s: record %llu: %zd bytes "
 						"where the record index "
 						"says %llu",
-						obj.key,
+						log_key(kb, obj.key,
+							obj.key_len),
 						(unsigned long long)(s->rec -
 								     o->first),
 						got,
@@ -203,8 +206,12 @@ static int recview_gunzip(void *ctx, struct cache *c,
 	}
 	if (rc == 0)
 		rc = rec_gunzip_finish(g);
-	if (rc == -EBADMSG)
-		log_msg(LOG_ERR, "%s: %s", raw->key, rec_gunzip_error(g));
+	if (rc == -EBADMSG) {
+		char kb[LOG_KEY_MAX];
+
+		log_msg(LOG_ERR, "%s: %s", log_key(kb, raw->key, raw->key_len),
+			rec_gunzip_error(g));
+	}
 	rec_gunzip_free(g);
 	cache_buffer_free(c, buf, RECVIEW_PIECE);
 	return rc;

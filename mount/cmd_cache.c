@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 
 #include "util/log.h"
+#include "util/str.h"
 
 const char usage_cache[] =
 	"usage: shardfs cache stat|verify|clear DIR\n"
@@ -104,11 +105,17 @@ int mount_cache_open(const struct config *cfg, struct backend *be,
 	return rc;
 }
 
+/* Key and etag escaped as in the manifest, the source made printable:
+ * what the index holds came from the store, and goes to a terminal. */
 static void print_bad(void *arg, const struct cache_bad_entry *b)
 {
+	char kb[LOG_KEY_MAX], eb[LOG_KEY_MAX], sb[LOG_KEY_MAX];
+
 	(void)arg;
+	str_printable(sb, sizeof(sb), b->backend_id, strlen(b->backend_id));
 	printf("bad %s: %s (source %s, key %s, etag %s, chunk %llu)\n",
-	       b->hash_hex, b->reason, b->backend_id, b->key, b->etag,
+	       b->hash_hex, b->reason, sb, log_key(kb, b->key, strlen(b->key)),
+	       log_key(eb, b->etag, strlen(b->etag)),
 	       (unsigned long long)b->chunk);
 }
 

@@ -48,7 +48,8 @@ struct rb_run {
 struct rb_scan {
 	struct rb_object *o;
 	const char *key; /* the object's, for messages */
-	bool tar;	 /* samples have keys */
+	size_t key_len;
+	bool tar; /* samples have keys */
 };
 
 static int rb_grow(void **p, size_t want, size_t *cap, size_t elem)
@@ -73,13 +74,15 @@ static int rb_emit(void *arg, uint64_t off, uint64_t len, const char *key,
 {
 	struct rb_scan *s = arg;
 	struct rb_object *o = s->o;
+	char kb[LOG_KEY_MAX];
 	size_t cap;
 
 	if (len > UINT32_MAX) {
 		log_msg(LOG_ERR,
 			"%s: offset %llu: record %u is %llu bytes; records "
 			"of 4 GiB and more are not supported",
-			s->key, (unsigned long long)off, o->count,
+			log_key(kb, s->key, s->key_len),
+			(unsigned long long)off, o->count,
 			(unsigned long long)len);
 		return -EBADMSG;
 	}
@@ -90,12 +93,13 @@ static int rb_emit(void *arg, uint64_t off, uint64_t len, const char *key,
 			"%s: offset %llu: sample %u has an empty key (a member "
 			"name whose last component starts with '.'); "
 			"WebDataset readers drop such members: rename it",
-			s->key, (unsigned long long)off, o->count);
+			log_key(kb, s->key, s->key_len),
+			(unsigned long long)off, o->count);
 		return -EBADMSG;
 	}
 	if (o->count == UINT32_MAX) {
 		log_msg(LOG_ERR, "%s: more than %u records in one object",
-			s->key, UINT32_MAX - 1);
+			log_key(kb, s->key, s->key_len), UINT32_MAX - 1);
 		return -EBADMSG;
 	}
 	if (o->count == o->cap) {
@@ -129,9 +133,11 @@ static int rb_scan_object(struct rb_run *run, struct rb_object *o, char *buf)
 	const struct manifest_entry *e = &run->m->entries[o->item];
 	struct rb_scan ctx = { .o = o,
 			       .key = e->key,
+			       .key_len = e->key_len,
 			       .tar = run->f == REC_FORMAT_TAR };
 	struct rec_scan_result res;
 	struct rec_scan *s = NULL;
+	char kb[LOG_KEY_MAX];
 	uint64_t pos = 0;
 	size_t got;
 	int rc;
@@ -150,7 +156,8 @@ static int rb_scan_object(struct rb_run *run, struct rb_object *o, char *buf)
 			rc = -EIO; /* backends promise exact reads */
 		if (rc < 0) {
 			log_msg(LOG_ERR, "%s: cannot read (offset %llu): %s",
-				e->key, (unsigned long long)pos, strerror(-rc));
+				log_key(kb, e->key, e->key_len),
+				(unsigned long long)pos, strerror(-rc));
 			goto out;
 		}
 		atomic_fetch_add(&run->bytes, want);
@@ -171,7 +178,8 @@ static int rb_scan_object(struct rb_run *run, struct rb_object *o, char *buf)
 	goto out;
 bad:
 	if (rc == -EBADMSG)
-		log_msg(LOG_ERR, "%s: not a valid %s file: %s", e->key,
+		log_msg(LOG_ERR, "%s: not a valid %s file: %s",
+			log_key(kb, e->key, e->key_len),
 			rec_format_name(run->f), rec_scan_error(s));
 out:
 	rec_scan_free(s);
@@ -261,6 +269,7 @@ static int rb_check_keys(const struct rb_run *run)
 	qsort(k, n, sizeof(*k), rb_key_cmp);
 	for (i = 1; i < n; i++) {
 		const struct manifest_entry *a, *b;
+		char kk[LOG_KEY_MAX], ka[LOG_KEY_MAX], kb[LOG_KEY_MAX];
 
 		if (k[i].hash != k[i - 1].hash ||
 		    strcmp(k[i].key, k[i - 1].key) != 0)
@@ -273,7 +282,9 @@ static int rb_check_keys(const struct rb_run *run)
 			"samples with one key, and a shuffled part can put "
 			"them next to each other; make the keys unique "
 			"(e.g. prefix each with its tar's name)",
-			k[i].key, a->key, k[i - 1].rec, b->key, k[i].rec);
+			log_key(kk, k[i].key, strlen(k[i].key)),
+			log_key(ka, a->key, a->key_len), k[i - 1].rec,
+			log_key(kb, b->key, b->key_len), k[i].rec);
 		rc = -EBADMSG;
 		break;
 	}

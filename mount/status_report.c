@@ -15,6 +15,7 @@
 #include <jansson.h>
 
 #include "mount/commands.h"
+#include "util/str.h"
 
 void status_snap_free(struct status_snap *sn)
 {
@@ -360,17 +361,30 @@ static int report_json(const struct status_info *in)
 	return EXIT_OK;
 }
 
+/* s made printable for a terminal (util/str.h: control bytes, C1 and
+ * bytes that are not UTF-8 as %XX) into buf; "?" for NULL. The stats text
+ * comes from a daemon, perhaps an older one, and what it quotes (an error
+ * naming an object key) must not reach the terminal raw. */
+static const char *printable(char *buf, size_t cap, const char *s)
+{
+	if (s == NULL)
+		return "?";
+	str_printable(buf, cap, s, strlen(s));
+	return buf;
+}
+
 static void report_text(const struct status_info *in)
 {
 	const struct status_snap *s = in->s, *a = in->a, *b = in->b;
 	double cache_hr = in->cache_hr, pf_hr = in->pf_hr;
-	char *last = in->last;
-	char b1[32], b2[32], p1[16];
+	char b1[32], b2[32], p1[16], t1[4096], t2[256], t3[256];
 
-	printf("%-10s %s (shardfs %s, %s)\n", "mount", in->mp,
-	       in->version ? in->version : "?", in->spec ? in->spec : "?");
-	printf("%-10s %s\n", "plan", in->plan ? in->plan : "?");
-	printf("%-10s %s\n", "manifest", in->mdig ? in->mdig : "?");
+	printf("%-10s %s (shardfs %s, %s)\n", "mount",
+	       printable(t1, sizeof(t1), in->mp),
+	       printable(t2, sizeof(t2), in->version),
+	       printable(t3, sizeof(t3), in->spec));
+	printf("%-10s %s\n", "plan", printable(t2, sizeof(t2), in->plan));
+	printf("%-10s %s\n", "manifest", printable(t2, sizeof(t2), in->mdig));
 	printf("%-10s %s of world_size %llu\n", "ranks",
 	       in->rtext[0] ? in->rtext : "none", v(s, "shardfs_world_size"));
 	cmd_human_bytes(b1, sizeof(b1), (double)v(s, "shardfs_served_bytes"));
@@ -425,7 +439,7 @@ static void report_text(const struct status_info *in)
 	printf("%-10s %llu errors, %llu warnings logged\n", "errors",
 	       v(s, "shardfs_log_errors_total"),
 	       v(s, "shardfs_log_warnings_total"));
-	if (last != NULL) {
+	if (in->last != NULL) {
 		time_t t = (time_t)in->last_time;
 		struct tm tm;
 		char when[32] = "?";
@@ -433,12 +447,10 @@ static void report_text(const struct status_info *in)
 		if (gmtime_r(&t, &tm) != NULL)
 			strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC",
 				 &tm);
-		/* One line: a newline in the message would look like
-		 * another field. */
-		for (char *c = last; *c; c++)
-			if (*c == '\n')
-				*c = ' ';
-		printf("%-10s %s: %s\n", "last error", when, last);
+		/* One line: a newline (%0A here) would look like another
+		 * field, an ESC would reach the terminal. */
+		printf("%-10s %s: %s\n", "last error", when,
+		       printable(t1, sizeof(t1), in->last));
 	}
 }
 

@@ -22,6 +22,7 @@
 #include "records/rindex_impl.h"
 #include "util/log.h"
 #include "util/sha256.h"
+#include "util/str.h"
 
 /* --- builder ------------------------------------------------------------ */
 
@@ -255,7 +256,7 @@ static void emit_u64(struct rindex_emit *e, uint64_t v)
  * 0x20 as %XX, uppercase. */
 bool rindex_needs_escape(unsigned char c)
 {
-	return c < 0x20 || c == '%';
+	return str_key_escapes(c);
 }
 
 static void emit_escaped(struct rindex_emit *e, const char *s, size_t len)

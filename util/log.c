@@ -1,11 +1,14 @@
 /*
  * log: see log.h. A line is assembled in a stack buffer and written with one
  * write(2) (or one syslog() call), so lines from different threads never
- * interleave.
+ * interleave. The message is made printable (str_printable()) before it is
+ * written, counted or kept: whatever a caller passes, no line holds a
+ * control byte, so none can forge another line or reach a terminal.
  */
 #include "util/log.h"
 
 #include "util/fnv.h"
+#include "util/str.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -162,16 +165,29 @@ static int log_file_prefix(char *buf, size_t cap, int level)
 			(int)getpid(), log_level_name(level));
 }
 
+const char *log_key(char *buf, const char *key, size_t len)
+{
+	return str_escape_key(buf, LOG_KEY_MAX, key, len);
+}
+
 void log_write(int level, const char *fmt, ...)
 {
-	char line[2048];
+	char msg[2048], line[2048];
 	int saved_errno = errno;
 	int sink = __atomic_load_n(&log_sink_now, __ATOMIC_ACQUIRE);
 	int fd = STDERR_FILENO;
-	size_t len, start;
+	size_t len, start, mlen;
 	int n;
 	va_list ap;
 
+	va_start(ap, fmt);
+	n = vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	mlen = n < 0			 ? 0
+	       : (size_t)n < sizeof(msg) ? (size_t)n
+					 : sizeof(msg) - 1;
+	while (mlen > 0 && msg[mlen - 1] == '\n')
+		mlen--;
 	if (sink == LOG_SINK_SYSLOG)
 		n = 0;
 	else if (sink == LOG_SINK_FILE)
@@ -183,13 +199,8 @@ void log_write(int level, const char *fmt, ...)
 			     log_level_name(level));
 	len = n > 0 ? (size_t)n : 0;
 	start = len;
-	va_start(ap, fmt);
-	n = vsnprintf(line + len, sizeof(line) - len, fmt, ap);
-	va_end(ap);
-	if (n > 0)
-		len += (size_t)n;
-	if (len > sizeof(line) - 2)
-		len = sizeof(line) - 2;
+	/* Room for the '\n' after it. */
+	len += str_printable(line + len, sizeof(line) - len - 1, msg, mlen);
 	log_errors_note(level, line + start, len - start);
 	if (sink == LOG_SINK_SYSLOG) {
 		line[len] = '\0';

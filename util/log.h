@@ -18,11 +18,19 @@
  * line costs a compare. A line is written with one write(2) (or syslog()
  * call), so lines from threads never interleave. Never pass a secret or a
  * signed URL.
+ *
+ * A message is one line of printable text whatever it is given: control
+ * bytes (newlines, ESC), C1 controls and bytes that are not UTF-8 are
+ * written %XX (util/str.h, str_printable()) before the line is written,
+ * counted or kept for `shardfs status`, so no caller can forge a line or
+ * send a terminal escape. Object keys go in escaped with log_key(), as the
+ * manifest writes them, so a key reads the same in both.
  */
 #ifndef SHARDFS_LOG_H
 #define SHARDFS_LOG_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <syslog.h> /* LOG_ERR, LOG_WARNING, LOG_NOTICE, LOG_INFO, LOG_DEBUG */
 
 /* Current threshold; messages with a numerically higher level are dropped.
@@ -59,6 +67,15 @@ void log_set_sink(enum log_sink sink);
 
 /* Sets the threshold (LOG_ERR .. LOG_DEBUG). Default LOG_INFO. */
 void log_set_level(int level);
+
+/* Room log_key() needs; longer keys are cut, ending in "...". */
+#define LOG_KEY_MAX 1024
+
+/* key[0..len) escaped for a log line as the manifest escapes keys ('%' and
+ * bytes below 0x20 as %XX: util/str.h, str_escape_key()) into buf, which
+ * holds LOG_KEY_MAX bytes. Returns buf. Every log line that names an
+ * object key passes it through this. */
+const char *log_key(char *buf, const char *key, size_t len);
 
 /* Formats and writes one line; use log_msg(), which checks the level. */
 void log_write(int level, const char *fmt, ...)

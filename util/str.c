@@ -94,3 +94,105 @@ bool str_skip_spec(const char *s, uint64_t *skip, uint64_t *world)
 	       str_u64_canon(of + 4, strlen(of + 4), world) && *world >= 1 &&
 	       *world <= UINT32_MAX;
 }
+
+bool str_key_escapes(unsigned char c)
+{
+	return c < 0x20 || c == '%';
+}
+
+static const char str_hex[] = "0123456789ABCDEF";
+
+const char *str_escape_key(char *buf, size_t cap, const char *s, size_t len)
+{
+	size_t i, o = 0, total = 0;
+
+	for (i = 0; i < len; i++)
+		total += str_key_escapes((unsigned char)s[i]) ? 3 : 1;
+	for (i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)s[i];
+		size_t need = str_key_escapes(c) ? 3 : 1;
+
+		/* Cut short: leave room for "..." and the NUL. */
+		if (total >= cap && o + need + 3 >= cap) {
+			memcpy(buf + o, "...", 3);
+			o += 3;
+			break;
+		}
+		if (need == 3) {
+			buf[o++] = '%';
+			buf[o++] = str_hex[c >> 4];
+			buf[o++] = str_hex[c & 15];
+		} else {
+			buf[o++] = (char)c;
+		}
+	}
+	buf[o] = '\0';
+	return buf;
+}
+
+char *str_escape_key_dup(const char *s, size_t len)
+{
+	size_t i, n = len + 1;
+	char *buf;
+
+	for (i = 0; i < len; i++)
+		n += str_key_escapes((unsigned char)s[i]) ? 2 : 0;
+	buf = malloc(n);
+	return buf ? (char *)str_escape_key(buf, n, s, len) : NULL;
+}
+
+/* The length of the valid, printable UTF-8 character at p (at most n
+ * bytes), or 0 if p starts with a byte str_printable() escapes. */
+static size_t str_char_len(const unsigned char *p, size_t n)
+{
+	size_t k = 0, i;
+
+	if (p[0] >= 0x20 && p[0] < 0x7f)
+		return 1;
+	if (p[0] >= 0xc2 && p[0] <= 0xdf)
+		k = 2;
+	else if (p[0] >= 0xe0 && p[0] <= 0xef)
+		k = 3;
+	else if (p[0] >= 0xf0 && p[0] <= 0xf4)
+		k = 4;
+	if (k == 0 || k > n)
+		return 0;
+	for (i = 1; i < k; i++)
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+	/* C1 controls, overlongs, surrogates, past U+10FFFF. */
+	if ((k == 2 && p[0] == 0xc2 && p[1] < 0xa0) ||
+	    (k == 3 && p[0] == 0xe0 && p[1] < 0xa0) ||
+	    (k == 3 && p[0] == 0xed && p[1] >= 0xa0) ||
+	    (k == 4 && p[0] == 0xf0 && p[1] < 0x90) ||
+	    (k == 4 && p[0] == 0xf4 && p[1] >= 0x90))
+		return 0;
+	return k;
+}
+
+size_t str_printable(char *out, size_t cap, const char *s, size_t len)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t i = 0, o = 0;
+
+	while (i < len) {
+		size_t k = str_char_len(p + i, len - i);
+
+		if (k == 0) {
+			if (o + 3 >= cap)
+				break;
+			out[o++] = '%';
+			out[o++] = str_hex[p[i] >> 4];
+			out[o++] = str_hex[p[i] & 15];
+			i++;
+			continue;
+		}
+		if (o + k >= cap)
+			break;
+		memcpy(out + o, p + i, k);
+		o += k;
+		i += k;
+	}
+	out[o] = '\0';
+	return o;
+}

@@ -40,4 +40,28 @@ bool str_u64_canon(const char *s, size_t len, uint64_t *out);
  * *skip and *world (0 without "-of-W"). */
 bool str_skip_spec(const char *s, uint64_t *skip, uint64_t *world);
 
+/* Whether a key writes byte c as %XX: '%' and every byte below 0x20 (TAB,
+ * LF and CR included). The manifest's rule (docs/DESIGN.md §4), also the
+ * record index's and every log line's, so a key reads the same in all. */
+bool str_key_escapes(unsigned char c);
+
+/* s[0..len) escaped by str_key_escapes() into buf (cap >= 4 bytes, always
+ * terminated). A key that does not fit is cut before an escape, never
+ * inside one, and ends in "...". Returns buf. */
+const char *str_escape_key(char *buf, size_t cap, const char *s, size_t len);
+
+/* As str_escape_key(), whole, into a malloc'ed string (NULL when out of
+ * memory): for a name that must stay distinct from every other key's
+ * (backends' request names, which also key their failure holds). */
+char *str_escape_key_dup(const char *s, size_t len);
+
+/* s[0..len) with every byte a terminal or a log reader could take for a
+ * control written as %XX: C0 controls (TAB, LF, ESC included), DEL, the
+ * C1 controls U+0080..U+009F (CSI among them) and every byte that is not
+ * part of valid UTF-8 (a terminal in an 8-bit mode reads 0x9B as CSI).
+ * Valid UTF-8 text is copied unchanged. Writes into out (cap >= 1 bytes,
+ * always terminated), cutting at a character, never inside one or an
+ * escape; returns the length written. */
+size_t str_printable(char *out, size_t cap, const char *s, size_t len);
+
 #endif

@@ -377,6 +377,46 @@ else
 	ok "no IPv6 loopback here: IPv6 endpoint not tried"
 fi
 
+# --- a key with a newline and an ESC sequence ------------------------------------
+# File names may hold both. A key went into log lines and the last error
+# raw: a newline forged a second "shardfs: error:" line, an ESC sequence
+# reached the log and the terminal of `shardfs status`.
+IS=$T/inject
+mkdir -p "$IS"
+EVIL=$'evil\nshardfs: error: forged line\e[31mred'
+printf 'x' >"$IS/$EVIL"
+printf 'ok' >"$IS/plain.txt"
+printf '[source]\nurl = %s\n[shard]\nworld_size = 1\n[cache]\ndir = %s\n' \
+	"$IS" "$T/cache-inject" >"$T/inject.conf"
+if mount_shardfs "$T/inject.conf" "$T/mnt-inject"; then
+	PID_I=$LAST_PID
+	LOG_I=$LAST_LOG
+	printf 'yy' >"$IS/$EVIL" # changed since the manifest: the read fails
+	check "a key with a newline and ESC: changed, its read fails" \
+		bash -c '! cat "$1" >/dev/null 2>&1' _ "$T/mnt-inject/rank-0/$EVIL"
+	check "... logged once, with the key escaped as in the manifest" \
+		grep -qF 'evil%0Ashardfs: error: forged line%1B[31mred: changed since the manifest' "$LOG_I"
+	check "... no forged log line" bash -c "! grep -q '^shardfs: error: forged' '$LOG_I'"
+	check "... no ESC byte in the log" bash -c "! grep -q \$'\\e' '$LOG_I'"
+	"$SHARDFS" status "$T/mnt-inject" --interval 0 >"$T/inject.txt"
+	"$SHARDFS" status "$T/mnt-inject" --interval 0 --json >"$T/inject.json"
+	check "... shardfs status prints no control byte" $PY -c '
+import sys
+b = open(sys.argv[1], "rb").read()
+bad = [c for c in b if (c < 0x20 and c != 0x0a) or c == 0x7f]
+assert not bad and b"%1B" in b, (bad, b)
+' "$T/inject.txt"
+	check "... status --json: the last error escaped, one line" $PY -c '
+import json, sys
+e = json.load(open(sys.argv[1]))["errors"]["last_error"]
+assert "\x1b" not in e and "\n" not in e and "evil%0Ashardfs" in e, e
+' "$T/inject.json"
+	check "... .shardfs/stats holds no ESC byte" bash -c "! grep -q \$'\\e' '$T/mnt-inject/.shardfs/stats'"
+	check "unmount the inject mount" umount_shardfs "$T/mnt-inject" "$PID_I"
+else
+	fail "mount of a source with a newline and ESC in a key"
+fi
+
 # --- not a mount, a dead mount, a hung mount -------------------------------------
 mkdir -p "$T/plain"
 "$SHARDFS" status "$T/plain" >"$T/o.txt" 2>&1

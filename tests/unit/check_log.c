@@ -179,6 +179,54 @@ START_TEST(test_file_sink)
 }
 END_TEST
 
+/* Whatever a caller passes, a line is one line of printable text: a
+ * newline in an object key forged a second "shardfs: error:" line, an ESC
+ * sequence reached the log and `shardfs status` (the last error). */
+START_TEST(test_controls_neutralised)
+{
+	char path[] = "/tmp/check_log.XXXXXX", kb[LOG_KEY_MAX];
+	static const char key[] = "evil\nshardfs: error: forged\x1b[31mred";
+	struct log_errors e;
+	const char *text;
+	int fd = mkstemp(path), saved;
+
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	saved = stderr_to(path);
+	unsetenv("JOURNAL_STREAM");
+	log_init("shardfs");
+	/* A caller that escaped the key (log_key()), one that did not, and
+	 * C1, DEL and bytes that are not UTF-8; trailing newlines go. */
+	log_write(LOG_ERR, "source /d/%s: changed",
+		  log_key(kb, key, sizeof(key) - 1));
+	log_write(LOG_ERR, "raw /d/%s: changed", key);
+	log_write(LOG_WARNING,
+		  "c1 \xc2\x9b[2J del \x7f bad \xff ok \xc3\xbc\n");
+	stderr_back(saved);
+	text = slurp(path);
+	ck_assert_str_eq(text,
+			 "shardfs: error: source /d/evil%0Ashardfs: error: "
+			 "forged%1B[31mred: changed\n"
+			 "shardfs: error: raw /d/evil%0Ashardfs: error: "
+			 "forged%1B[31mred: changed\n"
+			 "shardfs: warning: c1 %C2%9B[2J del %7F bad %FF ok "
+			 "\xc3\xbc\n");
+	log_errors_get(&e);
+	ck_assert_str_eq(e.last, "raw /d/evil%0Ashardfs: error: "
+				 "forged%1B[31mred: changed");
+	/* Very long keys are cut, not the line's end. */
+	{
+		char big[3000];
+
+		memset(big, '\n', sizeof(big));
+		log_key(kb, big, sizeof(big));
+		ck_assert_uint_lt(strlen(kb), LOG_KEY_MAX);
+		ck_assert_str_eq(kb + strlen(kb) - 3, "...");
+	}
+	unlink(path);
+}
+END_TEST
+
 int main(void)
 {
 	const struct unit_case cases[] = {
@@ -187,6 +235,7 @@ int main(void)
 		{ "errors_counted", test_errors_counted },
 		{ "journal_stream_detection", test_journal_stream_detection },
 		{ "file_sink", test_file_sink },
+		{ "controls_neutralised", test_controls_neutralised },
 	};
 	return unit_run(
 		unit_suite("log", cases, sizeof(cases) / sizeof(cases[0])));

@@ -174,6 +174,66 @@ START_TEST(test_thread_start_blocks)
 }
 END_TEST
 
+/* A key escapes exactly as the manifest writes it; a long one is cut
+ * before an escape, never inside, with "...". */
+START_TEST(test_str_escape_key)
+{
+	static const char key[] = "a\tb%c\x1b[31m\ndone\x7f\xff";
+	char buf[64], small[8], *dup;
+	size_t i;
+
+	ck_assert_str_eq(str_escape_key(buf, sizeof(buf), key, sizeof(key) - 1),
+			 "a%09b%25c%1B[31m%0Adone\x7f\xff");
+	dup = str_escape_key_dup(key, sizeof(key) - 1);
+	ck_assert_str_eq(dup, buf);
+	free(dup);
+	/* Every cut of a key of escapes: terminated, no half escape. */
+	for (i = 4; i <= sizeof(small); i++) {
+		size_t n = strlen(str_escape_key(small, i, "\n\n\n\n", 4));
+
+		ck_assert_uint_lt(n, i);
+		ck_assert_msg(strcmp(small, "...") == 0 ||
+				      strncmp(small, "%0A", 3) == 0,
+			      "cap %zu: '%s'", i, small);
+		ck_assert(n < 3 || small[n - 1] == '.' || small[n - 1] == 'A');
+	}
+	ck_assert_str_eq(str_escape_key(small, sizeof(small), "abcdefghij", 10),
+			 "abcd...");
+	ck_assert_str_eq(str_escape_key(small, sizeof(small), "abcdefg", 7),
+			 "abcdefg");
+	ck_assert(str_key_escapes('%') && str_key_escapes('\n') &&
+		  str_key_escapes(0) && !str_key_escapes(' ') &&
+		  !str_key_escapes(0x7f) && !str_key_escapes(0xc3));
+}
+END_TEST
+
+/* Printable text: valid UTF-8 unchanged; controls, DEL, C1 and bytes that
+ * are not UTF-8 as %XX; cut at a character. */
+START_TEST(test_str_printable)
+{
+	char out[128];
+	static const char in[] = "ok \xc3\xbcn\xc3\xaf \xe2\x82\xac "
+				 "\x1b[31m\r\n\t\x7f \xc2\x9b \xff\xc3 "
+				 "\xe0\x80\x80 \xed\xa0\x80 \xf4\x90\x80\x80";
+
+	ck_assert_uint_eq(str_printable(out, sizeof(out), in, sizeof(in) - 1),
+			  strlen(out));
+	ck_assert_str_eq(out, "ok \xc3\xbcn\xc3\xaf \xe2\x82\xac "
+			      "%1B[31m%0D%0A%09%7F %C2%9B %FF%C3 "
+			      "%E0%80%80 %ED%A0%80 %F4%90%80%80");
+	/* Cut: never half a character or half an escape. */
+	ck_assert_uint_eq(str_printable(out, 5, "ab\xc3\xbc", 4), 4);
+	ck_assert_str_eq(out, "ab\xc3\xbc");
+	ck_assert_uint_eq(str_printable(out, 4, "ab\xc3\xbc", 4), 2);
+	ck_assert_str_eq(out, "ab");
+	ck_assert_uint_eq(str_printable(out, 5, "a\x1b", 2), 4);
+	ck_assert_uint_eq(str_printable(out, 4, "a\x1b", 2), 1);
+	ck_assert_str_eq(out, "a");
+	ck_assert_uint_eq(str_printable(out, 1, "abc", 3), 0);
+	ck_assert_str_eq(out, "");
+}
+END_TEST
+
 struct node {
 	struct node *prev, *next;
 	int v;
@@ -222,6 +282,8 @@ int main(void)
 		{ "str_trim", test_str_trim },
 		{ "str_unescape_octal", test_str_unescape_octal },
 		{ "str_canon", test_str_canon },
+		{ "str_escape_key", test_str_escape_key },
+		{ "str_printable", test_str_printable },
 		{ "thread_start_blocks", test_thread_start_blocks },
 		{ "dlist", test_dlist },
 	};
