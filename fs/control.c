@@ -2,14 +2,15 @@
  * control: see control.h; and the .shardfs/ files of a mounted generation
  * (fs_impl.h): manifest.tsv, plan and rank-R.order never change, so their
  * text is built on first use (getattr or open) and kept in the generation;
- * stats is written anew at each open into a snapshot its handle owns.
+ * stats and log are written anew at each open into a snapshot its handle
+ * owns.
  * Every open handle is listed in its generation, so one whose RELEASE
  * never comes is freed with the generation. An epoch tree serves its
  * base's manifest.tsv text.
  *
- * Longer than 700 lines because the three texts (plan, orders, the stats
- * exposition with its metric table) share the plan memo and the handles;
- * the stats table alone is about 200 lines.
+ * Longer than 700 lines because the texts (plan, orders, the stats
+ * exposition with its metric table, the log) share the plan memo and the
+ * handles; the stats table alone is about 200 lines.
  */
 #include "fs/control.h"
 
@@ -19,6 +20,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Only the version macro: the library itself stays behind backends/. */
 #include <curl/curlver.h>
@@ -420,6 +422,23 @@ static int write_ranks(FILE *f, const struct manifest *m,
 	return ferror(f) ? -EIO : 0;
 }
 
+int control_write_log(FILE *f, const struct log_entry *e, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		time_t t = (time_t)e[i].time;
+		struct tm tm;
+		char when[32] = "?";
+
+		if (gmtime_r(&t, &tm) != NULL)
+			strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+		fprintf(f, "%s %s: %s\n", when, log_level_name(e[i].level),
+			e[i].msg);
+	}
+	return ferror(f) ? -EIO : 0;
+}
+
 static void write_log(FILE *f, const struct log_errors *log)
 {
 	metric(f, "log_errors_total", "counter", "Errors logged.", log->errors);
@@ -433,6 +452,18 @@ static void write_log(FILE *f, const struct log_errors *log)
 		       "Always 1: the last error logged, as its message "
 		       "label.");
 		labelled(f, "last_error_info", "message", log->last, 1);
+	}
+	if (log->target[0] != '\0') {
+		family(f, "log_target_info", "gauge",
+		       "Always 1: where the log goes (target, path of a file, "
+		       "why a fallback was taken).");
+		fputs("shardfs_log_target_info{target=\"", f);
+		write_label_value(f, log->target);
+		fputs("\",path=\"", f);
+		write_label_value(f, log->path);
+		fputs("\",fallback=\"", f);
+		write_label_value(f, log->note);
+		fputs("\"} 1\n", f);
 	}
 }
 
@@ -701,6 +732,12 @@ static int ctrl_generate(struct fs *fs, struct fs_gen *g,
 			rc = control_write_order(f, g->d.manifest, g->d.plan,
 						 n->u.rank);
 		break;
+	case VIEW_CTRL_LOG: {
+		struct log_entry e[LOG_RECENT_MAX];
+
+		rc = control_write_log(f, e, log_recent_get(e, LOG_RECENT_MAX));
+		break;
+	}
 	default:
 		rc = fs_stats_write(fs, f);
 		break;
@@ -750,7 +787,7 @@ int control_file_size(struct fs *fs, struct fs_gen *g,
 	const struct ctrl_text *t;
 	int rc;
 
-	if (n->ctrl == VIEW_CTRL_STATS) {
+	if (n->ctrl == VIEW_CTRL_STATS || n->ctrl == VIEW_CTRL_LOG) {
 		*size = 0;
 		return 0;
 	}
@@ -769,7 +806,8 @@ int control_file_open(struct fs *fs, struct fs_gen *g,
 
 	if (h == NULL)
 		return -ENOMEM;
-	*snapshot = n->ctrl == VIEW_CTRL_STATS;
+	/* Written anew at each open, served with direct_io. */
+	*snapshot = n->ctrl == VIEW_CTRL_STATS || n->ctrl == VIEW_CTRL_LOG;
 	if (*snapshot) {
 		rc = ctrl_generate(fs, g, n, &h->snapshot);
 		h->text = &h->snapshot;

@@ -19,7 +19,13 @@
  *                Besides the live counters: shardfs_build_info, the plan
  *                (shardfs_plan_info with the plan and manifest digests),
  *                the ranks served with their objects and bytes, and the
- *                log's error and warning counts and last error.
+ *                log's error and warning counts, last error and target
+ *                (shardfs_log_target_info: target, path, fallback).
+ *   log          the last warnings and errors (util/log.h, at most
+ *                LOG_RECENT_MAX), oldest first, one per line:
+ *                "2026-01-02T03:04:05Z error: message" (UTC; messages are
+ *                printable text, util/log.h). Written at each open, as
+ *                stats is.
  *
  * The plan digest is the SHA-256 of the plan text, so it is exactly
  * `shardfs plan CONFIG | sha256sum`: two nodes that print the same digest
@@ -77,6 +83,9 @@ int control_write_stats(FILE *f, const struct manifest *m,
 			const struct shard_spec *spec,
 			const struct shard_plan *plan, const struct view *view,
 			const struct control_stats *st);
+
+/* The log file's text from n entries (oldest first). Returns 0 or -EIO. */
+int control_write_log(FILE *f, const struct log_entry *e, size_t n);
 
 /* Sets hex (65 bytes) to the plan digest: the lowercase hex SHA-256 of
  * control_write_plan's text. The last result is kept (keyed by what the

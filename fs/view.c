@@ -310,7 +310,8 @@ int view_build_under(const struct manifest *m, const struct shard_plan *plan,
 	    (rc = add_ctrl(v, ctl, "manifest.tsv", VIEW_CTRL_MANIFEST, 0)) <
 		    0 ||
 	    (rc = add_ctrl(v, ctl, "plan", VIEW_CTRL_PLAN, 0)) < 0 ||
-	    (rc = add_ctrl(v, ctl, "stats", VIEW_CTRL_STATS, 0)) < 0)
+	    (rc = add_ctrl(v, ctl, "stats", VIEW_CTRL_STATS, 0)) < 0 ||
+	    (rc = add_ctrl(v, ctl, "log", VIEW_CTRL_LOG, 0)) < 0)
 		goto err;
 	ranks = root;
 	if (top != NULL &&

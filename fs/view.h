@@ -41,6 +41,7 @@ enum view_ctrl {
 	VIEW_CTRL_PLAN,
 	VIEW_CTRL_ORDER, /* rank says whose */
 	VIEW_CTRL_STATS,
+	VIEW_CTRL_LOG, /* the last warnings and errors */
 };
 
 struct view_node {

@@ -23,6 +23,7 @@
 #include "mount/config.h"
 #include "mount/daemon.h"
 #include "mount/dataset.h"
+#include "mount/logtarget.h"
 #include "mount/metrics.h"
 #include "mount/mountpoint.h"
 #include "mount/notify.h"
@@ -39,8 +40,10 @@ const char usage_mount[] =
 	"original\n"
 	"relative paths, and .shardfs/ with manifest.tsv, plan, "
 	"rank-R.order, stats.\n"
-	"Returns once the mount serves, unless -f; then logs to [log] file "
-	"or syslog.\n"
+	"Returns once the mount serves, unless -f; then logs to [log] target "
+	"(auto:\n"
+	"[log] file, the journal, syslog, else [log] dir/MOUNTNAME.log; it "
+	"says which).\n"
 	"Refuses a mount point that is mounted or not empty (see -o "
 	"nonempty); a dead\n"
 	"mount left by a killed daemon is unmounted first. Stop it with "
@@ -84,7 +87,7 @@ struct mount_run {
 	const struct config *cfg; /* as started: what cannot change live */
 	const char *mountpoint;	  /* absolute: the daemon moves to "/" */
 	struct cache *cache;
-	bool log_file; /* [log] file is open: log there once serving */
+	struct logtarget log; /* where lines go once serving */
 	/* What SIGHUP re-reads; only the reload thread uses it. */
 	struct mount_reload reload;
 	pthread_mutex_t lock;
@@ -135,11 +138,10 @@ static void mount_on_ready(struct fs *fs, void *arg)
 	char status[512];
 
 	(void)fs;
-	/* Background: the waiting `shardfs mount` returns now, and the
-	 * log moves to [log] file or syslog. */
-	daemon_serving(run->log_file);
-	if (run->log_file)
-		log_set_sink(LOG_SINK_FILE);
+	/* The log moves to its target, then (background) the waiting
+	 * `shardfs mount` returns. */
+	logtarget_switch(&run->log);
+	daemon_serving(run->log.keep_stderr);
 	mount_status_text(run, status, sizeof(status));
 	log_msg(LOG_INFO, "%s: %s", run->mountpoint, status);
 	notify_ready(status);
@@ -405,15 +407,8 @@ int cmd_mount(int argc, char **argv, bool helper_form)
 			strerror(errno));
 		goto out;
 	}
-	if (cfg->log.file != NULL) {
-		c = log_file_open(cfg->log.file);
-		if (c < 0) {
-			log_msg(LOG_ERR, "%s: [log] file = %s: %s", cfg->file,
-				cfg->log.file, strerror(-c));
-			goto out;
-		}
-		run.log_file = true;
-	}
+	if (logtarget_prepare(cfg, abs_mountpoint, fo.foreground, &run.log) < 0)
+		goto out;
 	if (!fo.foreground) {
 		/* Before any thread: the child does the rest. */
 		c = daemon_fork();

@@ -46,9 +46,11 @@ const char usage_status[] =
 	"errors and\n"
 	"the last error. Reads MOUNTPOINT/.shardfs/stats twice, SECONDS "
 	"apart, for the\n"
-	"rates (default 1; 0 = no rates). Gives up on a mount that does not "
-	"answer\n"
-	"within 10 s.\n"
+	"rates (default 1; 0 = no rates), and the last warnings and errors "
+	"from\n"
+	"MOUNTPOINT/.shardfs/log, with where the log goes. Gives up on a mount "
+	"that\n"
+	"does not answer within 10 s.\n"
 	"\n"
 	"options:\n"
 	"  --json              one JSON object (fields in "
@@ -201,7 +203,9 @@ int cmd_status(int argc, char **argv)
 		CMD_LONGOPTS_END,
 	};
 	struct status_snap a = { 0 }, b = { 0 };
-	char *abs = NULL, *stats = NULL, fstype[256] = "";
+	char *abs = NULL, *stats = NULL, *logf = NULL, *log = NULL;
+	char fstype[256] = "";
+	size_t log_len = 0;
 	double interval = 1.0;
 	int c, as_json = 0, rc = EXIT_USAGE;
 	char *end;
@@ -280,8 +284,25 @@ int cmd_status(int argc, char **argv)
 		if (rc != 0)
 			goto out;
 	}
-	rc = status_report(abs, &a, interval > 0 ? &b : NULL, as_json);
+	/* The recent warnings and errors; a daemon older than the file has
+	 * none to give (ENOENT), which is no failure. */
+	if (asprintf(&logf, "%s/.shardfs/log", abs) < 0) {
+		logf = NULL;
+		rc = EXIT_RUNTIME;
+		goto out;
+	}
+	c = status_read_file(logf, &log, &log_len);
+	if (c < 0 && c != -ENOENT) {
+		fprintf(stderr, "shardfs: status: %s: cannot read %s: %s\n",
+			abs, logf,
+			c == -ETIMEDOUT ? "no answer in time" : strerror(-c));
+		rc = EXIT_RUNTIME;
+		goto out;
+	}
+	rc = status_report(abs, &a, interval > 0 ? &b : NULL, log, as_json);
 out:
+	free(log);
+	free(logf);
 	status_snap_free(&a);
 	status_snap_free(&b);
 	free(stats);

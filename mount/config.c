@@ -121,7 +121,11 @@ enum {
 	KEY_MOUNT_PATH,
 	KEY_ALLOW_OTHER,
 	KEY_NONEMPTY,
+	KEY_LOG_TARGET,
 	KEY_LOG_FILE,
+	KEY_LOG_DIR,
+	KEY_LOG_MAX_SIZE,
+	KEY_LOG_ROTATE,
 	KEY_METRICS_LISTEN,
 	KEY_COUNT
 };
@@ -136,11 +140,17 @@ _Static_assert(sizeof(enum shard_balance) == sizeof(int), "enum size");
 _Static_assert(sizeof(enum shard_reshuffle) == sizeof(int), "enum size");
 _Static_assert(sizeof(enum config_unit) == sizeof(int), "enum size");
 _Static_assert(sizeof(enum rec_format) == sizeof(int), "enum size");
+_Static_assert(sizeof(enum config_log_target) == sizeof(int), "enum size");
 
 static const char *const addressing_names[] = { "auto", "path", "virtual",
 						NULL };
 static const char *const unit_names[] = {
 	[CONFIG_UNIT_OBJECT] = "object", [CONFIG_UNIT_RECORD] = "record", NULL
+};
+static const char *const log_target_names[] = {
+	[CONFIG_LOG_AUTO] = "auto",	[CONFIG_LOG_JOURNAL] = "journal",
+	[CONFIG_LOG_SYSLOG] = "syslog", [CONFIG_LOG_FILE] = "file",
+	[CONFIG_LOG_STDERR] = "stderr", NULL
 };
 
 /* One row per key: section, name, type, field, bounds, default, enum
@@ -266,8 +276,20 @@ static const struct key keys[KEY_COUNT] = {
 			      .restart = true },
 	[KEY_NONEMPTY] = { "mount", "nonempty", VAL_BOOL, FIELD(mount.nonempty),
 			   .def = "false", .restart = true },
+	/* Where lines go once the mount serves (mount/logtarget.h). */
+	[KEY_LOG_TARGET] = { "log", "target", VAL_ENUM, FIELD(log.target),
+			     .def = "auto", .names = log_target_names,
+			     .restart = true },
 	[KEY_LOG_FILE] = { "log", "file", VAL_PATH, FIELD(log.file),
 			   .optional = true, .restart = true },
+	/* The fallback file's directory: DIR/MOUNTNAME.log. */
+	[KEY_LOG_DIR] = { "log", "dir", VAL_PATH, FIELD(log.dir),
+			  .def = "/var/log/shardfs", .restart = true },
+	/* 0: never rotated (logrotate's copytruncate then). */
+	[KEY_LOG_MAX_SIZE] = { "log", "max_size", VAL_SIZE, FIELD(log.max_size),
+			       0, UINT64_MAX, .def = "10M", .restart = true },
+	[KEY_LOG_ROTATE] = { "log", "rotate", VAL_UINT, FIELD(log.rotate), 0,
+			     100, .def = "3", .restart = true },
 	[KEY_METRICS_LISTEN] = { "metrics", "listen", VAL_LISTEN,
 				 FIELD(metrics.listen), .optional = true,
 				 .restart = true },

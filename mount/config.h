@@ -42,6 +42,16 @@ enum config_unit {
 	CONFIG_UNIT_RECORD,	/* records of [records] format, as parts */
 };
 
+/* [log] target: where a mount's lines go once it serves
+ * (mount/logtarget.h). */
+enum config_log_target {
+	CONFIG_LOG_AUTO = 0, /* file if set, else journal, syslog, a file */
+	CONFIG_LOG_JOURNAL,
+	CONFIG_LOG_SYSLOG,
+	CONFIG_LOG_FILE,
+	CONFIG_LOG_STDERR,
+};
+
 /* The parsed values. Defaults, bounds and enum names are in one place:
  * the key table in config.c (one row per key), which shardfs.conf(5)
  * follows. */
@@ -104,7 +114,11 @@ struct config {
 		bool nonempty; /* false: refuse a non-empty dir */
 	} mount;
 	struct {
-		char *file; /* NULL: a background mount logs to syslog */
+		enum config_log_target target;
+		char *file;	   /* NULL: none named */
+		char *dir;	   /* the fallback file's directory */
+		uint64_t max_size; /* rotate files at this size; 0: never */
+		unsigned rotate;   /* older files kept */
 	} log;
 	struct {
 		char *listen; /* "127.0.0.1:9100" or NULL: no endpoint */

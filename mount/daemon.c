@@ -132,19 +132,20 @@ int daemon_fork(void)
 	return -1;
 }
 
-void daemon_serving(bool use_file)
+void daemon_serving(bool keep_stderr)
 {
 	int fd;
 
 	if (daemon_pipe < 0)
 		return;
-	/* The sink first, so no line goes to /dev/null in between. */
-	log_set_sink(use_file ? LOG_SINK_FILE : LOG_SINK_SYSLOG);
+	/* The caller switched the sink first, so no line goes to /dev/null
+	 * in between. */
 	fd = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (fd >= 0) {
 		dup2(fd, STDIN_FILENO);
 		dup2(fd, STDOUT_FILENO);
-		dup2(fd, STDERR_FILENO);
+		if (!keep_stderr)
+			dup2(fd, STDERR_FILENO);
 		if (fd > STDERR_FILENO)
 			close(fd);
 	}

@@ -9,8 +9,8 @@
  * its errors to the caller's stderr, so a failing mount says why where it
  * was started. Once it serves, the child lets go of the caller's stdin,
  * stdout and stderr (pointing them at /dev/null), so `ssh node shardfs
- * mount ...` and `shardfs mount ... | cat` return, and logs to [log] file
- * or else syslog.
+ * mount ...` and `shardfs mount ... | cat` return, and logs where
+ * mount/logtarget.h decided.
  */
 #ifndef SHARDFS_DAEMON_H
 #define SHARDFS_DAEMON_H
@@ -29,11 +29,11 @@
  * failure. Returns 1 (in the only process) if the fork failed, logged. */
 int daemon_fork(void);
 
-/* In a forked child, once the mount serves: switches the log to the file
- * sink when use_file (log_file_open() succeeded) else to syslog, points
- * stdin, stdout and stderr at /dev/null, moves to "/" (so the daemon keeps
- * no directory busy) and tells the parent. Does nothing in a process that
- * did not fork (-f). Call once, from any thread. */
-void daemon_serving(bool use_file);
+/* In a forked child, once the mount serves and its log went to its target
+ * (logtarget_switch()): points stdin, stdout and, unless keep_stderr,
+ * stderr at /dev/null, moves to "/" (so the daemon keeps no directory
+ * busy) and tells the parent. Does nothing in a process that did not
+ * fork (-f). Call once, from any thread. */
+void daemon_serving(bool keep_stderr);
 
 #endif

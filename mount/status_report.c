@@ -237,17 +237,72 @@ static void human_pct(char *buf, size_t cap, double r)
 		snprintf(buf, cap, "%.1f%%", r * 100);
 }
 
+/* One line of .shardfs/log: "2026-01-02T03:04:05Z LEVEL: message". */
+struct status_recent {
+	long long time; /* 0 if the time did not parse */
+	char level[16];
+	const char *msg; /* into the log text */
+	size_t msg_len;
+};
+
+#define STATUS_RECENT_MAX 64 /* more than a daemon keeps */
+
 /* What both forms print, taken from the later sample. */
 struct status_info {
 	const char *mp;
-	const struct status_snap *s, *a, *b;	   /* s = b ? b : a */
-	char *version, *spec, *plan, *mdig, *last; /* NULL if absent */
-	json_t *ranks;				   /* the ranks served */
-	char *rtext;				   /* "0-3,8" */
+	const struct status_snap *s, *a, *b;	    /* s = b ? b : a */
+	char *version, *spec, *plan, *mdig, *last;  /* NULL if absent */
+	char *log_target, *log_path, *log_fallback; /* NULL if absent */
+	json_t *ranks;				    /* the ranks served */
+	char *rtext;				    /* "0-3,8" */
 	int cache_on;
 	double cache_hr, pf_hr; /* NaN: no lookups yet */
 	unsigned long long last_time;
+	struct status_recent recent[STATUS_RECENT_MAX];
+	size_t n_recent;
+	bool has_log; /* the mount has .shardfs/log */
 };
+
+/* Splits .shardfs/log's text into in->recent (the last
+ * STATUS_RECENT_MAX lines); lines that do not parse are kept whole as the
+ * message. */
+static void recent_parse(struct status_info *in, const char *text)
+{
+	const char *p = text;
+
+	while (p != NULL && *p) {
+		const char *nl = strchr(p, '\n'),
+			   *end = nl ? nl : p + strlen(p);
+		const char *sp = memchr(p, ' ', (size_t)(end - p)), *colon;
+		struct status_recent *r;
+		struct tm tm = { 0 };
+		char when[32];
+
+		if (in->n_recent == STATUS_RECENT_MAX) {
+			memmove(in->recent, in->recent + 1,
+				(STATUS_RECENT_MAX - 1) * sizeof(*in->recent));
+			in->n_recent--;
+		}
+		r = &in->recent[in->n_recent++];
+		memset(r, 0, sizeof(*r));
+		r->msg = p;
+		r->msg_len = (size_t)(end - p);
+		colon = sp ? memchr(sp, ':', (size_t)(end - sp)) : NULL;
+		if (sp && colon && (size_t)(sp - p) < sizeof(when) &&
+		    (size_t)(colon - sp - 1) < sizeof(r->level)) {
+			memcpy(when, p, (size_t)(sp - p));
+			when[sp - p] = '\0';
+			if (strptime(when, "%Y-%m-%dT%H:%M:%SZ", &tm) != NULL) {
+				r->time = (long long)timegm(&tm);
+				memcpy(r->level, sp + 1,
+				       (size_t)(colon - sp - 1));
+				r->msg = colon + (colon + 1 < end ? 2 : 1);
+				r->msg_len = (size_t)(end - r->msg);
+			}
+		}
+		p = nl ? nl + 1 : NULL;
+	}
+}
 
 /* The counters and gauges of the JSON form: section (NULL: the top
  * level), key, and the metric it is read from. */
@@ -330,6 +385,28 @@ static int report_json(const struct status_info *in)
 	if (sec != NULL)
 		json_object_set_new(sec, "hit_rate", json_ratio(in->pf_hr));
 	sec = json_section(o, "errors");
+	if (sec != NULL && in->has_log) {
+		json_t *arr = json_array();
+		size_t i;
+
+		for (i = 0; arr != NULL && i < in->n_recent; i++) {
+			const struct status_recent *r = &in->recent[i];
+
+			json_array_append_new(
+				arr, json_pack("{s:o, s:s, s:s%}", "time",
+					       r->time ? json_integer(r->time)
+						       : json_null(),
+					       "level", r->level, "message",
+					       r->msg, r->msg_len));
+		}
+		json_object_set_new(sec, "recent", arr ? arr : json_null());
+	}
+	json_object_set_new(
+		o, "log",
+		in->log_target ? json_pack("{s:s, s:s?, s:s?}", "target",
+					   in->log_target, "path", in->log_path,
+					   "fallback", in->log_fallback)
+			       : json_null());
 	if (sec != NULL) {
 		json_object_set_new(sec, "last_error",
 				    in->last ? json_string(in->last)
@@ -452,10 +529,34 @@ static void report_text(const struct status_info *in)
 		printf("%-10s %s: %s\n", "last error", when,
 		       printable(t1, sizeof(t1), in->last));
 	}
+	if (in->log_target != NULL) {
+		printf("%-10s %s", "log",
+		       printable(t2, sizeof(t2), in->log_target));
+		if (in->log_path && in->log_path[0])
+			printf(" %s", printable(t1, sizeof(t1), in->log_path));
+		if (in->log_fallback && in->log_fallback[0])
+			printf(" (the fallback: %s)",
+			       printable(t1, sizeof(t1), in->log_fallback));
+		putchar('\n');
+	}
+	for (size_t i = 0; i < in->n_recent; i++) {
+		const struct status_recent *r = &in->recent[i];
+		time_t t = (time_t)r->time;
+		struct tm tm;
+		char when[32] = "", msg[2048];
+
+		if (r->time && gmtime_r(&t, &tm) != NULL)
+			strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC ",
+				 &tm);
+		str_printable(msg, sizeof(msg), r->msg, r->msg_len);
+		printf("%-10s %s%s%s%s\n", i == 0 ? "recent" : "", when,
+		       printable(t2, sizeof(t2), r->level),
+		       r->level[0] ? ": " : "", msg);
+	}
 }
 
 int status_report(const char *mp, const struct status_snap *a,
-		  const struct status_snap *b, bool as_json)
+		  const struct status_snap *b, const char *log, bool as_json)
 {
 	const struct status_snap *s = b ? b : a;
 	struct status_info in = {
@@ -473,9 +574,17 @@ int status_report(const char *mp, const struct status_snap *a,
 		.pf_hr = ratio(v(s, "shardfs_prefetch_hits_total"),
 			       v(s, "shardfs_prefetch_misses_total")),
 		.last_time = v(s, "shardfs_last_error_timestamp_seconds"),
+		.log_target =
+			snap_label(s, "shardfs_log_target_info", "target"),
+		.log_path = snap_label(s, "shardfs_log_target_info", "path"),
+		.log_fallback =
+			snap_label(s, "shardfs_log_target_info", "fallback"),
+		.has_log = log != NULL,
 	};
 	int rc = EXIT_OK;
 
+	if (log != NULL)
+		recent_parse(&in, log);
 	in.cache_hr = in.cache_on ? ratio(v(s, "shardfs_cache_hits_total"),
 					  v(s, "shardfs_cache_misses_total"))
 				  : NAN;
@@ -497,5 +606,8 @@ int status_report(const char *mp, const struct status_snap *a,
 	free(in.plan);
 	free(in.mdig);
 	free(in.last);
+	free(in.log_target);
+	free(in.log_path);
+	free(in.log_fallback);
 	return rc;
 }

@@ -30,9 +30,11 @@ int status_snap_parse(const char *text, size_t len, struct status_snap *sn);
 void status_snap_free(struct status_snap *sn);
 
 /* Prints the report for the mount at mp to stdout: from a, with rates
- * over a..b when b is not NULL; JSON (one object, one line) or text.
- * Returns the exit code: 0, or 1 if out of memory or stdout failed. */
+ * over a..b when b is not NULL, and the recent warnings and errors from
+ * log (the text of .shardfs/log, NULL when the mount has none: an older
+ * daemon); JSON (one object, one line) or text. Returns the exit code:
+ * 0, or 1 if out of memory or stdout failed. */
 int status_report(const char *mp, const struct status_snap *a,
-		  const struct status_snap *b, bool as_json);
+		  const struct status_snap *b, const char *log, bool as_json);
 
 #endif

@@ -4,6 +4,12 @@
  * interleave. The message is made printable (str_printable()) before it is
  * written, counted or kept: whatever a caller passes, no line holds a
  * control byte, so none can forge another line or reach a terminal.
+ *
+ * The file sink writes and rotates under log_file_lock, so a rotation
+ * swaps the descriptor (dup3 onto the same number) between two lines.
+ * Lock order: log_file_lock, then the file's flock (never waited for:
+ * LOCK_NB, a busy lock retries at the next line); log_errors_lock is
+ * taken alone.
  */
 #include "util/log.h"
 
@@ -18,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -26,8 +33,15 @@ int log_threshold = LOG_INFO;
 static const char *log_prog = "shardfs";
 static bool log_journal;       /* stderr is the journal stream */
 static int log_sink_now;       /* enum log_sink; atomic */
-static int log_file_fd = -1;   /* the file sink; set before threads */
 static bool log_syslog_opened; /* set before the switch to syslog */
+static log_sink_fn log_func;   /* set before the switch to it */
+
+/* The file sink. Set before threads; then protected by log_file_lock. */
+static pthread_mutex_t log_file_lock = PTHREAD_MUTEX_INITIALIZER;
+static int log_file_fd = -1;
+static char *log_file_path; /* for rotation */
+static uint64_t log_file_max;
+static unsigned log_file_keep;
 
 /*
  * systemd.exec(5): JOURNAL_STREAM holds "DEV:INODE" of the stream systemd
@@ -68,18 +82,84 @@ bool log_stderr_is_journal(void)
 	return log_journal;
 }
 
+static int log_file_create(const char *path)
+{
+	return open(path,
+		    O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
+		    0640);
+}
+
 int log_file_open(const char *path)
 {
-	int fd = open(path,
-		      O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
-		      0640);
+	char *copy = strdup(path);
+	int fd;
 
-	if (fd < 0)
-		return -errno;
+	if (copy == NULL)
+		return -ENOMEM;
+	fd = log_file_create(path);
+	if (fd < 0) {
+		fd = -errno;
+		free(copy);
+		return fd;
+	}
 	if (log_file_fd >= 0)
 		close(log_file_fd);
 	log_file_fd = fd;
+	free(log_file_path);
+	log_file_path = copy;
 	return 0;
+}
+
+void log_file_limits(uint64_t max_size, unsigned keep)
+{
+	log_file_max = max_size;
+	log_file_keep = keep;
+}
+
+/* After a line, with log_file_lock held: rotates the file once it reached
+ * log_file_max, or reopens PATH if another process rotated it. Best
+ * effort: a failure leaves the current file in use. */
+static void log_file_rotate(void)
+{
+	char from[4200], to[4200];
+	struct stat fs, ps;
+	unsigned k;
+	int fd;
+
+	if (fstat(log_file_fd, &fs) != 0 || (uint64_t)fs.st_size < log_file_max)
+		return;
+	/* Several daemons may share the file: one rotates, the others
+	 * find PATH is another file and reopen it. */
+	if (flock(log_file_fd, LOCK_EX | LOCK_NB) != 0)
+		return;
+	if (stat(log_file_path, &ps) == 0 && ps.st_dev == fs.st_dev &&
+	    ps.st_ino == fs.st_ino) {
+		if (log_file_keep == 0) {
+			if (ftruncate(log_file_fd, 0) != 0)
+				(void)0; /* the next line tries again */
+			flock(log_file_fd, LOCK_UN);
+			return;
+		}
+		for (k = log_file_keep; k > 0; k--) {
+			if (k > 1)
+				snprintf(from, sizeof(from), "%s.%u",
+					 log_file_path, k - 1);
+			else
+				snprintf(from, sizeof(from), "%s",
+					 log_file_path);
+			snprintf(to, sizeof(to), "%s.%u", log_file_path, k);
+			if (rename(from, to) != 0 && errno != ENOENT)
+				break;
+		}
+	}
+	fd = log_file_create(log_file_path);
+	flock(log_file_fd, LOCK_UN);
+	if (fd < 0)
+		return;
+	/* The same descriptor number: a daemon kept exactly it open. */
+	if (dup3(fd, log_file_fd, O_CLOEXEC) < 0)
+		(void)0; /* keep the old file */
+	close(fd);
 }
 
 int log_file_fileno(void)
@@ -87,9 +167,16 @@ int log_file_fileno(void)
 	return log_file_fd;
 }
 
+void log_set_func(log_sink_fn fn)
+{
+	log_func = fn;
+}
+
 void log_set_sink(enum log_sink sink)
 {
 	if (sink == LOG_SINK_FILE && log_file_fd < 0)
+		return;
+	if (sink == LOG_SINK_FUNC && log_func == NULL)
 		return;
 	if (sink == LOG_SINK_SYSLOG && !log_syslog_opened) {
 		openlog(log_prog, LOG_PID | LOG_NDELAY, LOG_DAEMON);
@@ -103,7 +190,7 @@ void log_set_level(int level)
 	log_threshold = level;
 }
 
-static const char *log_level_name(int level)
+const char *log_level_name(int level)
 {
 	switch (level) {
 	case LOG_EMERG:
@@ -124,6 +211,10 @@ static const char *log_level_name(int level)
 
 static pthread_mutex_t log_errors_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct log_errors log_errs; /* protected by log_errors_lock */
+/* The last LOG_RECENT_MAX warnings and errors, a ring; protected by
+ * log_errors_lock. */
+static struct log_entry log_ring[LOG_RECENT_MAX];
+static size_t log_ring_next, log_ring_n;
 
 void log_errors_get(struct log_errors *out)
 {
@@ -132,22 +223,71 @@ void log_errors_get(struct log_errors *out)
 	pthread_mutex_unlock(&log_errors_lock);
 }
 
-/* Counts a warning or an error and keeps the last error's text. */
+size_t log_recent_get(struct log_entry *out, size_t max)
+{
+	size_t i, n;
+
+	pthread_mutex_lock(&log_errors_lock);
+	n = log_ring_n < max ? log_ring_n : max;
+	for (i = 0; i < n; i++)
+		out[i] = log_ring[(log_ring_next + LOG_RECENT_MAX - n + i) %
+				  LOG_RECENT_MAX];
+	pthread_mutex_unlock(&log_errors_lock);
+	return n;
+}
+
+/* Copies printable msg[0..len) into dst (cap bytes), cut at a character
+ * (never inside a UTF-8 sequence: msg came from str_printable()). */
+static void log_copy_cut(char *dst, size_t cap, const char *msg, size_t len)
+{
+	if (len >= cap) {
+		len = cap - 1;
+		while (len > 0 && ((unsigned char)msg[len] & 0xc0) == 0x80)
+			len--;
+	}
+	memcpy(dst, msg, len);
+	dst[len] = '\0';
+}
+
+static void log_set_field(char *dst, size_t cap, const char *s)
+{
+	log_copy_cut(dst, cap, s ? s : "", s ? strlen(s) : 0);
+}
+
+void log_set_target(const char *target, const char *path, const char *note)
+{
+	pthread_mutex_lock(&log_errors_lock);
+	log_set_field(log_errs.target, sizeof(log_errs.target), target);
+	log_set_field(log_errs.path, sizeof(log_errs.path), path);
+	log_set_field(log_errs.note, sizeof(log_errs.note), note);
+	pthread_mutex_unlock(&log_errors_lock);
+}
+
+/* Counts a warning or an error, keeps the last error's text and keeps
+ * both in the ring. */
 static void log_errors_note(int level, const char *msg, size_t len)
 {
+	struct log_entry *e;
+	long long now;
+
 	if (level > LOG_WARNING)
 		return;
+	now = (long long)time(NULL);
 	pthread_mutex_lock(&log_errors_lock);
 	if (level == LOG_WARNING) {
 		log_errs.warnings++;
 	} else {
 		log_errs.errors++;
-		log_errs.last_time = (long long)time(NULL);
-		if (len >= sizeof(log_errs.last))
-			len = sizeof(log_errs.last) - 1;
-		memcpy(log_errs.last, msg, len);
-		log_errs.last[len] = '\0';
+		log_errs.last_time = now;
+		log_copy_cut(log_errs.last, sizeof(log_errs.last), msg, len);
 	}
+	e = &log_ring[log_ring_next];
+	e->time = now;
+	e->level = level;
+	log_copy_cut(e->msg, sizeof(e->msg), msg, len);
+	log_ring_next = (log_ring_next + 1) % LOG_RECENT_MAX;
+	if (log_ring_n < LOG_RECENT_MAX)
+		log_ring_n++;
 	pthread_mutex_unlock(&log_errors_lock);
 }
 
@@ -208,9 +348,23 @@ void log_write(int level, const char *fmt, ...)
 		errno = saved_errno;
 		return;
 	}
-	if (sink == LOG_SINK_FILE)
-		fd = log_file_fd;
+	if (sink == LOG_SINK_FUNC) {
+		line[len] = '\0';
+		log_func(level, line + start, len - start);
+		errno = saved_errno;
+		return;
+	}
 	line[len++] = '\n';
+	if (sink == LOG_SINK_FILE) {
+		pthread_mutex_lock(&log_file_lock);
+		if (write(log_file_fd, line, len) < 0)
+			(void)0; /* nothing useful to do */
+		if (log_file_max > 0)
+			log_file_rotate();
+		pthread_mutex_unlock(&log_file_lock);
+		errno = saved_errno;
+		return;
+	}
 	/* Nothing useful to do if the sink is gone. */
 	if (write(fd, line, len) < 0)
 		(void)0;

@@ -36,6 +36,11 @@ cleanup() {
 			kill -9 "$p" 2>/dev/null || true
 		fi
 	done
+	# Background mounts without a log daemon write the fallback file
+	# [log] dir/MOUNTNAME.log (/var/log/shardfs by default; MOUNTNAME is
+	# the mount point's path with '/' as '-'): this suite's, by $T's name.
+	local fb=${T#/}
+	rm -f /var/log/shardfs/"${fb//\//-}"-*.log /var/log/shardfs/"${fb//\//-}"-*.log.[0-9]*
 	rm -rf "$T"
 }
 trap cleanup EXIT

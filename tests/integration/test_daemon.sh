@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The daemon's life outside the FUSE handlers: where it logs (journal stream
-# detection, [log] file, syslog once detached), the mount point checks (an
+# detection, [log] file, the fallback file without a log daemon, said at
+# mount, the recent warnings and errors in .shardfs/log and `shardfs
+# status`, [log] target = stderr kept once detached), the mount point checks (an
 # existing mount, a non-empty directory, a dead mount left by kill -9),
 # `shardfs unmount`, a background mount that returns once it serves and lets
 # go of the caller's stdout and stderr, the options and flags mount(8)
@@ -277,6 +279,79 @@ check "[log] file lines carry a time and the pid" \
 	grep -qE "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}Z shardfs\[${dp:-x}\]: info: unmounting" "$T/daemon.log"
 check "[log] file is 0640" test "$(stat -c %a "$T/daemon.log")" = 640
 check "nothing after detaching reached the caller's stderr" bash -c "! grep -q unmounting '$T/lf.err'"
+
+# --- no log daemon: the fallback file, said at mount; status shows the ring --
+# A container without /dev/log or a journal: a detached daemon's lines went
+# to syslog(), into nothing, while status said "2 errors logged". Where
+# this host has either socket, the scenario runs in a mount namespace of
+# its own with /dev/null bound over them (FORCE_UNSHARE=1 forces that).
+NL=$T/nolog
+mkdir -p "$NL/src" "$NL/mnt" "$NL/mnt2"
+printf 'first\n' >"$NL/src/a.txt"
+printf 'second\n' >"$NL/src/b.txt"
+printf '[source]\nurl = %s\n[shard]\nworld_size = 1\n[cache]\ndir = %s\n[log]\ndir = %s\n' \
+	"$NL/src" "$NL/cache" "$NL/logs" >"$NL/c.conf"
+sed 's/^dir = .*logs$/target = stderr/' "$NL/c.conf" >"$NL/stderr.conf"
+cat >"$NL/run.sh" <<'EOS'
+SHARDFS=$1 NL=$2
+for s in /dev/log /run/systemd/journal/socket; do
+	[ -e "$s" ] && mount --bind /dev/null "$s"
+done
+"$SHARDFS" mount "$NL/c.conf" "$NL/mnt" 2>"$NL/mount.err"
+echo "mount_rc=$?" >"$NL/result"
+printf 'changed!\n' >"$NL/src/a.txt"
+if cat "$NL/mnt/rank-0/a.txt" >/dev/null 2>&1; then
+	echo "read=ok" >>"$NL/result"
+else
+	echo "read=eio" >>"$NL/result"
+fi
+"$SHARDFS" status "$NL/mnt" --interval 0 >"$NL/status.txt" 2>&1
+"$SHARDFS" status "$NL/mnt" --interval 0 --json >"$NL/status.json" 2>&1
+cp "$NL/mnt/.shardfs/log" "$NL/dot-log.txt"
+"$SHARDFS" unmount "$NL/mnt" >/dev/null 2>&1
+echo "unmount_rc=$?" >>"$NL/result"
+# [log] target = stderr: the caller's stderr, also once detached.
+"$SHARDFS" mount "$NL/stderr.conf" "$NL/mnt2" 2>"$NL/stderr.err"
+echo "mount2_rc=$?" >>"$NL/result"
+printf 'changed again\n' >"$NL/src/a.txt"
+cat "$NL/mnt2/rank-0/a.txt" >/dev/null 2>&1
+"$SHARDFS" unmount "$NL/mnt2" >/dev/null 2>&1
+EOS
+if [ -e /dev/log ] || [ -e /run/systemd/journal/socket ] || [ -n "${FORCE_UNSHARE:-}" ]; then
+	echo "# no-log-daemon scenario in a mount namespace of its own"
+	timeout 120 unshare -m --propagation private bash "$NL/run.sh" "$SHARDFS" "$NL"
+else
+	timeout 120 bash "$NL/run.sh" "$SHARDFS" "$NL"
+fi
+for p in $(pgrep -f "shardfs mount $NL/" || true); do PIDS+=("$p"); wait_gone "$p"; done
+nl_name=${NL#/}
+nl_log=$NL/logs/${nl_name//\//-}-mnt.log
+check "no log daemon: the background mount serves (exit 0)" grep -qx 'mount_rc=0' "$NL/result"
+check "... and says at mount where its lines go, and why" grep -q \
+	"notice: log: once serving, lines go to $nl_log (rotated at 10.0 MiB, 3 older files kept), the fallback: no journal (/run/systemd/journal/socket: .*), no syslog (/dev/log: .*)" \
+	"$NL/mount.err"
+check "... a changed file reads EIO" grep -qx 'read=eio' "$NL/result"
+check "... the fallback file has the lines logged after detaching (0640)" bash -c \
+	"grep -q 'a.txt: changed since the manifest was made' '$nl_log' && grep -q 'info: unmounting' '$nl_log' && [ \"\$(stat -c %a '$nl_log')\" = 640 ]"
+check "... its first line says why it is the fallback" \
+	grep -q "notice: log: $NL/mnt logs here (the fallback: no journal" "$nl_log"
+check "... nothing after detaching reached the caller's stderr" \
+	bash -c "! grep -q 'changed since' '$NL/mount.err'"
+check "... .shardfs/log has the error, with its time" \
+	grep -qE '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}Z error: source .*a.txt: changed since the manifest' "$NL/dot-log.txt"
+check "... shardfs status names the log file and shows the recent error" bash -c \
+	"grep -q '^log  *file $nl_log (the fallback: no journal' '$NL/status.txt' && grep -qE '^recent  *[0-9-]+ [0-9:]+ UTC error: source .*a.txt: changed since' '$NL/status.txt'"
+check "... status --json: log target and the recent error" /usr/bin/python3 -c '
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert s["log"]["target"] == "file" and s["log"]["path"] == sys.argv[2], s["log"]
+r = s["errors"]["recent"]
+assert r and r[-1]["level"] == "error" and "a.txt: changed since" in r[-1]["message"], r
+assert isinstance(r[-1]["time"], int) and r[-1]["time"] > 0, r
+' "$NL/status.json" "$nl_log"
+check "... shardfs unmount (exit 0)" grep -qx 'unmount_rc=0' "$NL/result"
+check "[log] target = stderr: the caller's stderr gets the lines after detaching" bash -c \
+	"grep -qx 'mount2_rc=0' '$NL/result' && grep -q 'a.txt: changed since the manifest' '$NL/stderr.err' && grep -q 'info: unmounting' '$NL/stderr.err'"
 
 # --- mount(8)'s helper conventions: spec dir [-sfnv] [-o opts] [-t type] ----
 conf "$C"

@@ -659,6 +659,42 @@ START_TEST(test_stats_last_error_escaped)
 }
 END_TEST
 
+/* Where the log goes is one info sample; the log file lists the recent
+ * warnings and errors, oldest first, with UTC times. */
+START_TEST(test_log_target_and_file)
+{
+	struct control_stats st = stats_given;
+	const struct log_entry e[2] = {
+		{ .time = 86400, .level = LOG_WARNING, .msg = "w \"one\"" },
+		{ .time = 86401, .level = LOG_ERR, .msg = "e two" },
+	};
+	struct sample s[96];
+	struct out o;
+	size_t n;
+
+	snprintf(st.log.target, sizeof(st.log.target), "file");
+	snprintf(st.log.path, sizeof(st.log.path), "/var/log/shardfs/m.log");
+	snprintf(st.log.note, sizeof(st.log.note), "no syslog (/dev/log)");
+	n = stats_common(&st, s, ARRAY_LEN(s));
+	ck_assert_uint_eq(sample_value(s, n, "shardfs_log_target_info",
+				       "target=\"file\",path=\"/var/log/"
+				       "shardfs/m.log\",fallback=\"no syslog "
+				       "(/dev/log)\""),
+			  1);
+	out_open(&o);
+	ck_assert_int_eq(control_write_log(o.f, e, 2), 0);
+	text(&o);
+	ck_assert_str_eq(o.buf, "1970-01-02T00:00:00Z warning: w \"one\"\n"
+				"1970-01-02T00:00:01Z error: e two\n");
+	free(o.buf);
+	out_open(&o);
+	ck_assert_int_eq(control_write_log(o.f, e, 0), 0);
+	text(&o);
+	ck_assert_uint_eq(o.len, 0);
+	free(o.buf);
+}
+END_TEST
+
 /* sha256 of control_write_plan's text, with OpenSSL's one-shot SHA256(). */
 static void plan_text_sha256(const struct manifest *m,
 			     const struct shard_spec *spec,
@@ -758,6 +794,7 @@ static Suite *control_suite(void)
 		{ "stats", test_stats },
 		{ "stats_cache", test_stats_cache },
 		{ "stats_last_error_escaped", test_stats_last_error_escaped },
+		{ "log_target_and_file", test_log_target_and_file },
 		{ "plan_digest", test_plan_digest },
 		{ "write_errors", test_write_errors },
 	};

@@ -2,7 +2,8 @@
  * check_log: log_limit(), which keeps repeats of one failure out of the
  * log for LOG_REPEAT_S seconds (the passing of that time is not tested:
  * no test waits on a clock), log_errors_get(), the journal stream
- * detection and the file sink.
+ * detection, the file sink and its rotation, the function sink, the
+ * ring of recent warnings and errors, and printable lines.
  */
 #include <check.h>
 #include <errno.h>
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -227,6 +229,179 @@ START_TEST(test_controls_neutralised)
 }
 END_TEST
 
+/* The last LOG_RECENT_MAX warnings and errors, oldest first; infos are
+ * not kept; a long message is cut at a character. */
+START_TEST(test_recent_ring)
+{
+	struct log_entry e[LOG_RECENT_MAX + 4];
+	char big[1000];
+	size_t n, i;
+
+	log_set_level(LOG_DEBUG);
+	ck_assert_uint_eq(log_recent_get(e, LOG_RECENT_MAX), 0);
+	log_write(LOG_INFO, "not kept");
+	log_write(LOG_WARNING, "w%d", 0);
+	log_write(LOG_ERR, "e%d", 1);
+	n = log_recent_get(e, LOG_RECENT_MAX);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_str_eq(e[0].msg, "w0");
+	ck_assert_int_eq(e[0].level, LOG_WARNING);
+	ck_assert_str_eq(e[1].msg, "e1");
+	ck_assert_int_eq(e[1].level, LOG_ERR);
+	ck_assert_int_gt(e[1].time, 0);
+	for (i = 2; i < LOG_RECENT_MAX + 3; i++)
+		log_write(LOG_ERR, "e%zu", i);
+	n = log_recent_get(e, LOG_RECENT_MAX + 4);
+	ck_assert_uint_eq(n, LOG_RECENT_MAX);
+	/* The oldest went: e3 .. e18, in order. */
+	for (i = 0; i < n; i++) {
+		char want[16];
+
+		snprintf(want, sizeof(want), "e%zu", i + 3);
+		ck_assert_str_eq(e[i].msg, want);
+	}
+	ck_assert_uint_eq(log_recent_get(e, 2), 2);
+	ck_assert_str_eq(e[1].msg, "e18");
+	/* 2-byte characters: the cut never splits one. */
+	for (i = 0; i + 1 < sizeof(big); i += 2) {
+		big[i] = (char)0xc3;
+		big[i + 1] = (char)0xbc;
+	}
+	big[sizeof(big) - 1] = '\0';
+	log_write(LOG_WARNING, "x%s", big);
+	n = log_recent_get(e, LOG_RECENT_MAX);
+	ck_assert_uint_lt(strlen(e[n - 1].msg), sizeof(e[n - 1].msg));
+	ck_assert_uint_eq(strlen(e[n - 1].msg) % 2, 1); /* "x" + pairs */
+}
+END_TEST
+
+static size_t lines_in(const char *path)
+{
+	FILE *f = fopen(path, "re");
+	size_t n = 0;
+	int c;
+
+	if (f == NULL)
+		return 0;
+	while ((c = fgetc(f)) != EOF)
+		n += c == '\n';
+	fclose(f);
+	return n;
+}
+
+static off_t size_of(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 ? st.st_size : -1;
+}
+
+/* Rotation: PATH at max_size becomes PATH.1, PATH.1 PATH.2, keep files
+ * kept; no line lost or split while they fit; another process's PATH
+ * (already rotated) is just reopened. */
+START_TEST(test_file_rotation)
+{
+	char dir[] = "/tmp/check_log.XXXXXX", path[256], p1[280], p2[280],
+	     p3[280];
+	size_t i, total;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/x.log", dir);
+	snprintf(p1, sizeof(p1), "%s.1", path);
+	snprintf(p2, sizeof(p2), "%s.2", path);
+	snprintf(p3, sizeof(p3), "%s.3", path);
+	log_set_level(LOG_DEBUG);
+	ck_assert_int_eq(log_file_open(path), 0);
+	log_file_limits(1000, 2);
+	log_set_sink(LOG_SINK_FILE);
+	/* ~100-byte lines: 10 a file; 25 lines fit in PATH, .1 and .2. */
+	for (i = 0; i < 25; i++)
+		log_write(LOG_INFO, "line %02zu %060d", i, 0);
+	total = lines_in(path) + lines_in(p1) + lines_in(p2);
+	ck_assert_uint_eq(total, 25);
+	ck_assert_int_ge(size_of(p1), 1000);
+	ck_assert_int_lt(size_of(p1), 1200);
+	ck_assert_int_ge(size_of(p2), 1000);
+	ck_assert_int_lt(size_of(path), 1000);
+	ck_assert_int_eq(size_of(p3), -1);
+	/* More: the oldest lines go, never more than keep files. */
+	for (i = 0; i < 40; i++)
+		log_write(LOG_INFO, "more %02zu %060d", i, 0);
+	ck_assert_int_eq(size_of(p3), -1);
+	ck_assert_ptr_nonnull(strstr(slurp(path), "more 39"));
+	/* Another process rotated PATH: this one reopens it, renames
+	 * nothing. */
+	ck_assert_int_eq(rename(path, p3), 0);
+	for (i = 0; i < 12; i++)
+		log_write(LOG_INFO, "after %02zu %060d", i, 0);
+	ck_assert_int_ge(size_of(path), 0);
+	ck_assert_ptr_nonnull(strstr(slurp(path), "after 11"));
+	/* keep 0: the file is emptied instead. */
+	log_file_limits(1000, 0);
+	for (i = 0; i < 30; i++)
+		log_write(LOG_INFO, "zero %02zu %060d", i, 0);
+	ck_assert_int_lt(size_of(path), 1000);
+	/* A busy lock (another process rotating) is not waited for: the
+	 * file grows past the limit and rotates once it is free. */
+	{
+		int fd = open(path, O_RDONLY | O_CLOEXEC), before;
+
+		log_file_limits(1000, 1);
+		ck_assert_int_ge(fd, 0);
+		ck_assert_int_eq(flock(fd, LOCK_EX), 0);
+		for (i = 0; i < 20; i++)
+			log_write(LOG_INFO, "held %02zu %060d", i, 0);
+		before = (int)size_of(path);
+		ck_assert_int_gt(before, 1000);
+		flock(fd, LOCK_UN);
+		close(fd);
+		log_write(LOG_INFO, "free %060d", 0);
+		ck_assert_int_lt(size_of(path), before);
+	}
+	log_set_sink(LOG_SINK_STDERR);
+	log_file_limits(0, 0);
+	unlink(path);
+	unlink(p1);
+	unlink(p2);
+	unlink(p3);
+	rmdir(dir);
+}
+END_TEST
+
+static char func_got[256];
+static int func_level;
+
+static void func_sink(int level, const char *msg, size_t len)
+{
+	func_level = level;
+	snprintf(func_got, sizeof(func_got), "%.*s", (int)len, msg);
+}
+
+/* The function sink gets the level and the printable message; the target
+ * is what log_errors_get() reports. */
+START_TEST(test_func_sink_and_target)
+{
+	struct log_errors e;
+
+	log_set_sink(LOG_SINK_FUNC); /* none set yet: ignored */
+	log_set_func(func_sink);
+	log_set_sink(LOG_SINK_FUNC);
+	log_write(LOG_WARNING, "to the %s\n", "journal\x1b");
+	log_set_sink(LOG_SINK_STDERR);
+	ck_assert_int_eq(func_level, LOG_WARNING);
+	ck_assert_str_eq(func_got, "to the journal%1B");
+	log_errors_get(&e);
+	ck_assert_str_eq(e.target, "");
+	log_set_target("file", "/var/log/shardfs/x.log", "no syslog");
+	log_errors_get(&e);
+	ck_assert_str_eq(e.target, "file");
+	ck_assert_str_eq(e.path, "/var/log/shardfs/x.log");
+	ck_assert_str_eq(e.note, "no syslog");
+	ck_assert_str_eq(log_level_name(LOG_ERR), "error");
+	ck_assert_str_eq(log_level_name(LOG_NOTICE), "notice");
+}
+END_TEST
+
 int main(void)
 {
 	const struct unit_case cases[] = {
@@ -236,6 +411,9 @@ int main(void)
 		{ "journal_stream_detection", test_journal_stream_detection },
 		{ "file_sink", test_file_sink },
 		{ "controls_neutralised", test_controls_neutralised },
+		{ "recent_ring", test_recent_ring },
+		{ "file_rotation", test_file_rotation },
+		{ "func_sink_and_target", test_func_sink_and_target },
 	};
 	return unit_run(
 		unit_suite("log", cases, sizeof(cases) / sizeof(cases[0])));

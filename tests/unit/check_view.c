@@ -310,6 +310,7 @@ static void check_view(const struct view *v, const struct manifest *m,
 	Q_EQ(lookup(v, ctl, "manifest.tsv")->ctrl, VIEW_CTRL_MANIFEST);
 	Q_EQ(lookup(v, ctl, "plan")->ctrl, VIEW_CTRL_PLAN);
 	Q_EQ(lookup(v, ctl, "stats")->ctrl, VIEW_CTRL_STATS);
+	Q_EQ(lookup(v, ctl, "log")->ctrl, VIEW_CTRL_LOG);
 	for (r = 0; r < plan->world_size; r++) {
 		const struct view_node *dir, *ord;
 		const uint32_t *items;
@@ -385,7 +386,7 @@ static void check_view(const struct view *v, const struct manifest *m,
 		}
 	}
 	Q_EQ(root->u.dir.count, 1 + shown);
-	Q_EQ(ctl->u.dir.count, 3 + shown);
+	Q_EQ(ctl->u.dir.count, 4 + shown); /* manifest.tsv, plan, stats, log */
 	Q_EQ(root->nlink, 2 + 1 + shown);
 	Q_EQ(ctl->nlink, 2);
 	for (i = 0; i < ctl->u.dir.count; i++)
@@ -403,11 +404,12 @@ START_TEST(test_root_and_ctrl)
 		"rank-7",   "rank-8", "rank-9",
 	};
 	static const char *const want_ctl[] = {
-		"manifest.tsv", "plan",		 "rank-0.order",
-		"rank-1.order", "rank-10.order", "rank-11.order",
-		"rank-2.order", "rank-3.order",	 "rank-4.order",
-		"rank-5.order", "rank-6.order",	 "rank-7.order",
-		"rank-8.order", "rank-9.order",	 "stats",
+		"log",		 "manifest.tsv", "plan",
+		"rank-0.order",	 "rank-1.order", "rank-10.order",
+		"rank-11.order", "rank-2.order", "rank-3.order",
+		"rank-4.order",	 "rank-5.order", "rank-6.order",
+		"rank-7.order",	 "rank-8.order", "rank-9.order",
+		"stats",
 	};
 	struct manifest *m = manifest_of(keys, ARRAY_LEN(keys));
 	struct shard_plan *plan =
@@ -434,7 +436,8 @@ START_TEST(test_rank_filter)
 	static const char *const want_root[] = { ".shardfs", "rank-1",
 						 "rank-4" };
 	static const char *const want_ctl[] = {
-		"manifest.tsv", "plan", "rank-1.order", "rank-4.order", "stats",
+		"log",		"manifest.tsv", "plan",
+		"rank-1.order", "rank-4.order", "stats",
 	};
 	struct rank_set set = { .bits = (1u << 1) | (1u << 4) };
 	struct rank_set none = { .bits = 0 };
@@ -458,7 +461,7 @@ START_TEST(test_rank_filter)
 	v = view_of(m, plan, &none);
 	root = root_of(v);
 	ck_assert_uint_eq(root->u.dir.count, 1);
-	ck_assert_uint_eq(view_node_count(v), 5);
+	ck_assert_uint_eq(view_node_count(v), 6);
 	check_view(v, m, plan, &none);
 	view_free(v);
 	shard_plan_free(plan);
@@ -681,8 +684,8 @@ START_TEST(test_empty_manifest)
 			SHARD_BALANCE_PAD);
 	struct view *v = view_of(m, plan, NULL);
 
-	/* root, .shardfs, 3 control files, 3 order files, 3 rank dirs */
-	ck_assert_uint_eq(view_node_count(v), 11);
+	/* root, .shardfs, 4 control files, 3 order files, 3 rank dirs */
+	ck_assert_uint_eq(view_node_count(v), 12);
 	ck_assert_uint_eq(lookup(v, root_of(v), "rank-2")->u.dir.count, 0);
 	check_view(v, m, plan, NULL);
 	view_free(v);
