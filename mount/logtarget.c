@@ -92,8 +92,8 @@ void logtarget_file_name(const char *mountpoint, char *buf, size_t cap)
 
 /* Opens dir/name as the file sink, creating dir (one level, mode) if it
  * is missing. Returns 0 with path filled, or a negative errno. */
-static int open_in(const char *dir, const char *name, mode_t mode,
-		   char *path, size_t cap)
+static int open_in(const char *dir, const char *name, mode_t mode, char *path,
+		   size_t cap)
 {
 	int n;
 
@@ -261,8 +261,9 @@ static void journal_line(int level, const char *msg, size_t len)
 
 	n = snprintf(message, sizeof(message), "MESSAGE=%.*s", (int)len, msg);
 	iov[0].iov_base = message;
-	iov[0].iov_len = n < 0 ? 0 : (size_t)n < sizeof(message) ? (size_t)n
-								  : sizeof(message) - 1;
+	iov[0].iov_len = n < 0			       ? 0
+			 : (size_t)n < sizeof(message) ? (size_t)n
+						       : sizeof(message) - 1;
 	n = snprintf(priority, sizeof(priority), "PRIORITY=%d", level);
 	iov[1].iov_base = priority;
 	iov[1].iov_len = (size_t)n;
@@ -271,8 +272,9 @@ static void journal_line(int level, const char *msg, size_t len)
 	n = snprintf(mount, sizeof(mount), "SHARDFS_MOUNT=%s",
 		     lt_journal->mountpoint);
 	iov[3].iov_base = mount;
-	iov[3].iov_len = n < 0 ? 0 : (size_t)n < sizeof(mount) ? (size_t)n
-							       : sizeof(mount) - 1;
+	iov[3].iov_len = n < 0			     ? 0
+			 : (size_t)n < sizeof(mount) ? (size_t)n
+						     : sizeof(mount) - 1;
 	/* A journal that went away loses the line; warnings and errors are
 	 * still kept in memory (util/log.h). */
 	if (sd_journal_sendv(iov, 4) < 0)

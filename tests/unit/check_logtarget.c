@@ -45,8 +45,8 @@ START_TEST(test_file_name)
 	ck_assert_str_eq(buf, "mnt-image_net-__.log");
 	logtarget_file_name("/", buf, sizeof(buf));
 	ck_assert_str_eq(buf, "root.log");
-	logtarget_file_name("/a/very/long/mount/point/that/does/not/fit",
-			    buf, 16);
+	logtarget_file_name("/a/very/long/mount/point/that/does/not/fit", buf,
+			    16);
 	ck_assert_uint_lt(strlen(buf), 16);
 	ck_assert_str_eq(buf + strlen(buf) - 4, ".log");
 }
@@ -176,8 +176,7 @@ START_TEST(test_prepare)
 	config_free(cfg);
 	snprintf(lines, sizeof(lines), "file = %s/x.log\n", in_tmp("notadir"));
 	cfg = config_of(lines);
-	ck_assert_int_eq(logtarget_prepare(cfg, "/mnt/x", false, &t),
-			 -ENOTDIR);
+	ck_assert_int_eq(logtarget_prepare(cfg, "/mnt/x", false, &t), -ENOTDIR);
 	config_free(cfg);
 
 	/* stderr: kept, also once detached. */
