@@ -128,6 +128,29 @@ int control_write_plan_of(FILE *f, const struct fs_data *d)
 	return ferror(f) ? -EIO : recview_write_plan(f, d);
 }
 
+int control_plan_digest_of(const struct fs_data *d, char hex[65])
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f;
+	int rc;
+
+	if (d->rplan == NULL)
+		return control_plan_digest(d->manifest, d->spec, d->plan, hex);
+	/* A record view's text is a few lines per rank: hashed each time,
+	 * no memo. */
+	f = open_memstream(&text, &len);
+	if (f == NULL)
+		return -ENOMEM;
+	rc = control_write_plan_of(f, d);
+	if (fclose(f) != 0 && rc == 0)
+		rc = -ENOMEM;
+	if (rc == 0)
+		rc = sha256_hex(text, len, hex);
+	free(text);
+	return rc;
+}
+
 int control_write_order(FILE *f, const struct manifest *m,
 			const struct shard_plan *plan, uint64_t rank)
 {
@@ -313,11 +336,14 @@ static void labelled(FILE *f, const char *name, const char *label,
 
 static int write_info(FILE *f, const struct manifest *m,
 		      const struct shard_spec *spec,
-		      const struct shard_plan *plan)
+		      const struct shard_plan *plan,
+		      const struct control_stats *st)
 {
 	char digest[65];
 
-	if (control_plan_digest(m, spec, plan, digest) < 0)
+	if (st->plan_digest[0] != '\0')
+		memcpy(digest, st->plan_digest, sizeof(digest));
+	else if (control_plan_digest(m, spec, plan, digest) < 0)
 		return -EIO;
 	family(f, "build_info", "gauge",
 	       "Always 1: this build's version and libraries.");
@@ -639,7 +665,7 @@ int control_write_stats(FILE *f, const struct manifest *m,
 {
 	int i;
 
-	if (write_info(f, m, spec, plan) < 0 ||
+	if (write_info(f, m, spec, plan, st) < 0 ||
 	    write_ranks(f, m, spec, plan, view) < 0)
 		return -EIO;
 
@@ -701,6 +727,8 @@ int fs_stats_write(struct fs *fs, FILE *f)
 	st.epoch_trees = fs_epoch_count(fs);
 	g = fs_gen_current(fs);
 	st.generation = g->serial; /* the same tree as the rest of the text */
+	if (g->d.rplan != NULL && control_plan_digest_of(&g->d, st.plan_digest))
+		st.plan_digest[0] = '\0';
 	rc = control_write_stats(f, g->d.manifest, g->d.spec, g->d.plan,
 				 g->d.view, &st);
 	fs_gen_put(fs, g, 1);

@@ -30,7 +30,9 @@
  * The plan digest is the SHA-256 of the plan text, so it is exactly
  * `shardfs plan CONFIG | sha256sum`: two nodes that print the same digest
  * serve the same plan (the text names the spec version, the manifest
- * digest and every spec parameter, of which the plan is a pure function).
+ * digest and every spec parameter, of which the plan is a pure function;
+ * a record view's also the index digest, parts, runs and window:
+ * control_plan_digest_of()).
  */
 #ifndef SHARDFS_CONTROL_H
 #define SHARDFS_CONTROL_H
@@ -64,6 +66,10 @@ struct control_stats {
 	struct cache_stats cache;
 	/* The log's error and warning counters and last error. */
 	struct log_errors log;
+	/* The plan digest to show (control_plan_digest_of(), which knows a
+	 * record view's plan); "": control_plan_digest() of the object
+	 * plan. */
+	char plan_digest[65];
 };
 
 /* Each returns 0 or -EIO if the stream failed. */
@@ -86,6 +92,12 @@ int control_write_stats(FILE *f, const struct manifest *m,
 
 /* The log file's text from n entries (oldest first). Returns 0 or -EIO. */
 int control_write_log(FILE *f, const struct log_entry *e, size_t n);
+
+/* The plan digest of a mount serving d: the SHA-256 of
+ * control_write_plan_of()'s text, so of .shardfs/plan and `shardfs plan`
+ * for record views too (an object view's is control_plan_digest()'s).
+ * Returns 0, -ENOMEM or -EIO. */
+int control_plan_digest_of(const struct fs_data *d, char hex[65]);
 
 /* Sets hex (65 bytes) to the plan digest: the lowercase hex SHA-256 of
  * control_write_plan's text. The last result is kept (keyed by what the

@@ -141,8 +141,7 @@ int mount_reload(struct fs *fs, struct mount_reload *rl)
 	data.rplan = rg->ds->rplan;
 	data.view = rg->view;
 	data.cache = rl->cache;
-	if (control_plan_digest(data.manifest, data.spec, data.plan, digest) <
-	    0)
+	if (control_plan_digest_of(&data, digest) < 0)
 		strcpy(digest, "?");
 	mount_served_fill(rg->cfg, rg->ds, &served);
 	rc = fs_swap(fs, &data, reload_gen_release, rg);

@@ -71,6 +71,8 @@ for fmt in tfrecord tfrecord.gz jsonl jsonl.gz tar; do
 		"[ \"\$(grep -c '^rank [0-9]* records ' '$M/.shardfs/plan')\" = 4 ] && ! grep -Eq '^(rank [0-9]+ items|dropped_items|imbalance_items)' '$M/.shardfs/plan'"
 	check "$fmt: shardfs plan prints the same text" \
 		bash -c "'$SHARDFS' plan '$T/$fmt.pinned.conf' 2>/dev/null | cmp -s - '$M/.shardfs/plan'"
+	check "$fmt: the plan digest (status, stats) is sha256 of .shardfs/plan" bash -c \
+		"[ \"\$('$SHARDFS' status '$M' --json --interval 0 | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)[\"plan_sha256\"])')\" = \"\$(sha256sum <'$M/.shardfs/plan' | cut -d' ' -f1)\" ]"
 	if [[ $fmt == *.gz ]]; then
 		runs=$(stat_of "$M" cache_derived_runs_total)
 		check "$fmt: each gzip object decompressed once ($runs runs)" \
