@@ -3,8 +3,21 @@
  * node-local disk cache behind it (docs/DESIGN.md §8).
  *
  * fs/ and the CLI only ever read object bytes through here. A cache made by
- * cache_new() is a pass-through: every read goes to the backend. A cache
- * made by cache_open() on a directory keeps what it fetched on disk:
+ * cache_new() is a pass-through: every read goes to the backend, and keeps
+ * nothing on disk. There, an object of up to CACHE_UNCACHED_WHOLE_MAX
+ * bytes is fetched whole whatever range is read (so the backend checks
+ * the reply against the store's checksum of the whole object, where the
+ * store gives one: docs/RELIABILITY.md), and every read of it is served
+ * from that one copy while the engine holds it (single-flight, retained
+ * until its bytes were read once: fetch.h), so a file the kernel reads
+ * again in 4 KiB pieces after a failed read costs one request, not one per
+ * piece. A larger object is read as asked (ranges, unchecked as a whole;
+ * a sequential reader's next chunks are read ahead into memory,
+ * cache_file_read()). Short of memory for the whole object (the engine's
+ * budget filled by reply buffers, fetch_get()), a read takes just its
+ * bytes straight from the backend: unchecked, counted in direct_reads.
+ * A cache made by cache_open() on a directory keeps what it fetched on
+ * disk:
  *
  *   DIR/index.mdb        LMDB data file (MDB_NOSUBDIR) with three tables:
  *                        idx (a row per chunk: header, CRCs, identity),
@@ -71,6 +84,13 @@
 #define CACHE_CHUNK_SIZE_DEFAULT (UINT64_C(8) << 20)
 #define CACHE_INLINE_MAX_DEFAULT (UINT64_C(256) << 10)
 #define CACHE_CRC_BLOCK (UINT64_C(64) << 10) /* bytes per stored CRC32 */
+/* Without a disk cache, objects up to this size are read whole (above):
+ * the largest reply the S3 backend checks against its MD5 ETag, the
+ * engine's largest single backend read (FETCH_PART_SIZE) and a
+ * pass-through cache's chunk size. Every small file of an image or audio
+ * dataset is below it; the copy counts in the engine's memory budget
+ * (prefetch.memory) until its bytes were read once. */
+#define CACHE_UNCACHED_WHOLE_MAX (UINT64_C(8) << 20)
 
 /* The object a read is for, as pinned by the manifest. Borrowed. Fields
  * a caller does not use must be 0 (initialise the whole struct). */

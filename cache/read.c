@@ -11,7 +11,9 @@
  * Between 1 and 4 the engine's epoch (fetch_epoch()) closes the race with
  * a fetch that stores the chunk after 2-3 missed it. read_chunk() is that
  * sequence; cache_read() cuts a request into chunks, cache_fill() makes
- * sure chunks are stored; a pass-through cache reads straight through.
+ * sure chunks are stored. A pass-through cache reads an object of up to
+ * CACHE_UNCACHED_WHOLE_MAX bytes whole through the engine (one checked
+ * copy serves every read of it: cache.h), a larger one straight through.
  */
 #include "cache/cache_impl.h"
 
@@ -395,6 +397,42 @@ static ssize_t read_whole(const char *key, size_t key_len, uint64_t n,
 	return -EIO;
 }
 
+/* The largest object a pass-through cache reads whole (cache.h): one
+ * backend read (FETCH_PART_SIZE), in one chunk of the cache's size. */
+static uint64_t read_uncached_whole_max(const struct cache *c)
+{
+	_Static_assert(CACHE_UNCACHED_WHOLE_MAX <= FETCH_PART_SIZE,
+		       "a whole object is fetched in one backend read");
+	return c->chunk_size < CACHE_UNCACHED_WHOLE_MAX
+		       ? c->chunk_size
+		       : CACHE_UNCACHED_WHOLE_MAX;
+}
+
+/* A pass-through read of obj, an object of at most
+ * CACHE_UNCACHED_WHOLE_MAX bytes (cache.h): the engine fetches it whole,
+ * as one chunk of the cache's chunk size (so one backend read, which the
+ * backend checks against the store's checksum of the whole object), or
+ * joins that fetch, or finds the copy retained since; [offset, offset +
+ * len) is copied from there. Short of memory the engine reads just these
+ * bytes instead (a direct read, unchecked: see cache.h). */
+static ssize_t read_whole_uncached(struct cache *c,
+				   const struct cache_object *obj,
+				   uint64_t offset, size_t len, void *buf)
+{
+	struct cache_object whole = *obj;
+	struct read_chunk ch;
+	ssize_t got;
+	int rc;
+
+	whole.chunk_size = 0; /* the cache's: one chunk holds all of it */
+	rc = read_chunk_name(c, &whole, 0, &ch);
+	if (rc < 0)
+		return rc;
+	got = fetch_get(c->fetch, &ch.r, FETCH_NO_EPOCH, offset, len, buf);
+	read_chunk_release(&ch);
+	return read_whole(obj->key, obj->key_len, 0, got, len);
+}
+
 /* Steps 2-4 until one answers, for read_chunk():
  * [in_off, in_off + want) of chunk ch from the queue or the index into dst
  * (with hold, see read_lookup()), else from the engine. Counts the hit or
@@ -597,7 +635,9 @@ ssize_t cache_read(struct cache *c, const struct cache_object *obj,
 	if (obj->transform != NULL)
 		return derived_read(c, obj, offset, len, buf);
 	if (!c->disk)
-		return read_through(c, obj, offset, len, buf);
+		return obj->size <= read_uncached_whole_max(c)
+			       ? read_whole_uncached(c, obj, offset, len, buf)
+			       : read_through(c, obj, offset, len, buf);
 	if (unit < c->chunk_size &&
 	    offset / unit != (offset + len - 1) / unit) {
 		ssize_t got = read_coalesced(c, obj, offset, len, buf);
