@@ -53,6 +53,20 @@
  * committer thread per process indexes stored chunks in one transaction per
  * batch (a queued chunk is served from the queue meanwhile).
  *
+ * What the store vouches for (docs/RELIABILITY.md): a chunk that came in
+ * ranged replies was checked by the backend for its range and length, not
+ * against the store's checksum of the whole object, which covers only a
+ * reply of all of it. So where the replies carried such a checksum
+ * (backend.h, read_claim(): S3's single-part MD5 ETag, GCS's crc32c), the
+ * cache checks the object once this node holds every chunk of it, in a
+ * checker thread at low priority: a CRC-32C combined from the chunks' as
+ * they were stored (chunks stored before are read back), an MD5 over the
+ * chunks read back in order. On a mismatch every chunk of the object, at
+ * every chunk size, is dropped (index, queue, the engine's memory), and
+ * it is logged with the key and both checksums and counted
+ * (whole_mismatches); a match is counted in whole_checked. Bytes served
+ * before the check ended, and objects never held whole, are not covered.
+ *
  * The cache never turns a read into an error of its own: when the disk
  * cache cannot store (full filesystem, quota, any I/O error) it logs a
  * rate-limited warning and serves the fetched bytes uncached; when it
@@ -164,6 +178,10 @@ struct cache_stats {
 	/* Derived objects (cache_set_transform()); 0 without a disk cache. */
 	uint64_t derived_runs;	/* producer runs, failed ones too */
 	uint64_t derived_bytes; /* bytes those runs produced */
+	/* Whole-object checks (below); 0 without a disk cache. */
+	uint64_t whole_checked;	   /* objects that matched the store's
+				    * checksum of the whole object */
+	uint64_t whole_mismatches; /* objects that did not: dropped */
 };
 
 /* How to open a disk cache. Strings are borrowed for the call. */

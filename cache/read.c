@@ -14,6 +14,11 @@
  * sure chunks are stored. A pass-through cache reads an object of up to
  * CACHE_UNCACHED_WHOLE_MAX bytes whole through the engine (one checked
  * copy serves every read of it: cache.h), a larger one straight through.
+ *
+ * Over 700 lines because every path here (a chunk's steps, replies
+ * without copies, coalesced small chunks, pass-through) shares the
+ * read_chunk naming and read_lookup(); the pass-through and coalesced
+ * paths are the first to move out if it grows.
  */
 #include "cache/cache_impl.h"
 
@@ -69,6 +74,7 @@ int read_chunk_name(const struct cache *c, const struct cache_object *obj,
 	ch->r.etag_len = obj->etag_len;
 	ch->r.offset = n * cache_obj_chunk(c, obj);
 	ch->r.len = ch->len;
+	ch->r.object_size = obj->size;
 	return 0;
 }
 
@@ -306,6 +312,14 @@ ssize_t read_stored(struct cache *c, const struct read_chunk *ch,
 	return (ssize_t)len;
 }
 
+ssize_t read_stored_uncounted(struct cache *c, const struct read_chunk *ch,
+			      uint64_t in_off, size_t len, void *dst)
+{
+	return read_lookup(c, ch, in_off, len, dst, NULL) == LOOKUP_HIT
+		       ? (ssize_t)len
+		       : -ENOENT;
+}
+
 struct read_present_args {
 	const uint8_t *id;
 	size_t id_len;
@@ -356,7 +370,7 @@ static ssize_t read_through(struct cache *c, const struct cache_object *obj,
 		return rc;
 	}
 	rc = fetch_backend_read(c->fetch, obj->key, obj->key_len, obj->etag,
-				obj->etag_len, offset, len, buf, &nread);
+				obj->etag_len, offset, len, buf, &nread, NULL);
 	fetch_slot_release(c->fetch);
 	if (rc < 0)
 		return rc;
@@ -544,6 +558,7 @@ static ssize_t read_coalesced(struct cache *c, const struct cache_object *obj,
 	uint64_t unit = cache_obj_chunk(c, obj), first = offset / unit;
 	uint64_t last = (offset + len - 1) / unit, n, start = first * unit;
 	uint64_t span = last * unit + read_chunk_len(c, obj, last) - start;
+	struct fetch_vouch v = { .object_size = obj->size };
 	size_t nread = 0;
 	uint8_t *all;
 	int rc;
@@ -575,8 +590,8 @@ static ssize_t read_coalesced(struct cache *c, const struct cache_object *obj,
 		goto out;
 	}
 	rc = fetch_backend_read(c->fetch, obj->key, obj->key_len, obj->etag,
-				obj->etag_len, start, (size_t)span, all,
-				&nread);
+				obj->etag_len, start, (size_t)span, all, &nread,
+				&v.claim);
 	fetch_slot_release(c->fetch);
 	if (rc == 0 && nread != span) {
 		log_msg(LOG_ERR,
@@ -595,6 +610,8 @@ static ssize_t read_coalesced(struct cache *c, const struct cache_object *obj,
 			continue; /* served, not stored */
 		store_chunk(c, ch.hash, ch.id, ch.id_len,
 			    all + (n - first) * unit, ch.len, NULL);
+		whole_note(c, ch.id, ch.id_len, all + (n - first) * unit,
+			   ch.len, &v);
 		read_chunk_release(&ch);
 	}
 	if (rc == 0)
