@@ -235,9 +235,8 @@ struct whole_state {
 	uint64_t obj_bytes; /* what the objects' chunk records take */
 	uint64_t close_ns;  /* CLOCK_MONOTONIC: give up checking then */
 	/* Relaxed atomics: statistics. */
-	uint64_t checked;	/* objects that matched what the store said */
-	uint64_t mismatches;	/* objects that did not: their chunks dropped */
-	uint64_t notes_dropped; /* notes not queued (queue full, memory) */
+	uint64_t checked;    /* objects that matched what the store said */
+	uint64_t mismatches; /* objects that did not: their chunks dropped */
 };
 
 struct cache {

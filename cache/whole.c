@@ -33,8 +33,8 @@
  * some of its chunks. A chunk found missing when read back (evicted
  * meanwhile) sends the cursor back to it.
  *
- * Bounds: WHOLE_NOTES_MAX notes queued (more are dropped, counted: their
- * chunks are then found by the cursor and read back), WHOLE_OBJS_MAX
+ * Bounds: WHOLE_NOTES_MAX notes queued (more are dropped: their chunks
+ * are then found by the cursor and read back), WHOLE_OBJS_MAX
  * objects followed and WHOLE_BYTES_MAX bytes of per-chunk records (the
  * least recently noted object is forgotten first: it is checked later
  * only if a chunk of it is stored again), objects of up to
@@ -66,7 +66,7 @@
 #include "util/sha256.h"
 #include "util/thread.h"
 
-#define WHOLE_NOTES_MAX 65536u
+#define WHOLE_NOTES_MAX 16384u /* each a few hundred bytes */
 #define WHOLE_OBJS_MAX 4096u
 #define WHOLE_BYTES_MAX (UINT64_C(16) << 20)
 #define WHOLE_CHUNKS_MAX (UINT64_C(1) << 20)
@@ -106,7 +106,7 @@ static void bit_set(uint8_t *b, uint64_t n, bool on)
 	if (on)
 		b[n / 8] |= (uint8_t)(1u << (n % 8));
 	else
-		b[n / 8] &= (uint8_t)~(1u << (n % 8));
+		b[n / 8] &= (uint8_t) ~(1u << (n % 8));
 }
 
 static void cond_init_mono(pthread_cond_t *cv)
@@ -243,8 +243,9 @@ static struct whole_obj *obj_for(struct whole_state *w,
 	o->conflict = nt->conflict;
 	o->bytes = sizeof(*o) + o->prefix_len + 2 * bits +
 		   (o->crc != NULL ? n_chunks * sizeof(*o->crc) : 0);
-	while (w->lru_tail != NULL && (w->n_objs >= WHOLE_OBJS_MAX ||
-				       w->obj_bytes + o->bytes > WHOLE_BYTES_MAX))
+	while (w->lru_tail != NULL &&
+	       (w->n_objs >= WHOLE_OBJS_MAX ||
+		w->obj_bytes + o->bytes > WHOLE_BYTES_MAX))
 		obj_drop(w, w->lru_tail);
 	o->bnext = w->buckets[h % WHOLE_BUCKETS];
 	w->buckets[h % WHOLE_BUCKETS] = o;
@@ -339,7 +340,8 @@ static void whole_apply(struct cache *c, struct whole_note *nt)
 		o->conflict = true;
 	bit_set(o->noted, nt->n, true);
 	if (o->crc != NULL)
-		o->crc[nt->n] = nt->crc; /* (a note of another kind: conflict) */
+		o->crc[nt->n] =
+			nt->crc; /* (a note of another kind: conflict) */
 	if (!o->dirty) {
 		o->dirty = true;
 		o->dnext = w->dirty;
@@ -361,8 +363,6 @@ static void whole_batch(struct cache *c, struct whole_note *batch, uint8_t *buf)
 		batch = nt->next;
 		if (buf != NULL && !whole_closing_late(c))
 			whole_apply(c, nt);
-		else
-			stat_add(&w->notes_dropped, 1);
 		free(nt);
 	}
 	while ((o = w->dirty) != NULL) {
@@ -471,19 +471,17 @@ void whole_note(struct cache *c, const uint8_t *id, size_t id_len,
 
 	if (pid != 0 && pid != thread_pid())
 		whole_forked(c); /* see fetch.c's fork_check() */
-	if (v == NULL || (v->claim.kind == BACKEND_CLAIM_NONE && !v->conflict) ||
+	if (v == NULL ||
+	    (v->claim.kind == BACKEND_CLAIM_NONE && !v->conflict) ||
 	    v->object_size == 0 || id_len < 24 || c->readonly)
 		return;
 	n = entry_le64(id + id_len - 8);
 	/* A reply of the whole object the backend checked: nothing to add. */
-	if (n == 0 && len == v->object_size && v->claim.checked &&
-	    !v->conflict)
+	if (n == 0 && len == v->object_size && v->claim.checked && !v->conflict)
 		return;
 	nt = malloc(sizeof(*nt) + id_len - 8);
-	if (nt == NULL) {
-		stat_add(&w->notes_dropped, 1);
+	if (nt == NULL)
 		return;
-	}
 	nt->next = NULL;
 	nt->n = n;
 	nt->len = len;
@@ -499,7 +497,6 @@ void whole_note(struct cache *c, const uint8_t *id, size_t id_len,
 	pthread_mutex_lock(&w->lock);
 	if (w->stop || w->n_notes >= WHOLE_NOTES_MAX) {
 		pthread_mutex_unlock(&w->lock);
-		stat_add(&w->notes_dropped, 1);
 		free(nt);
 		return;
 	}
@@ -509,7 +506,6 @@ void whole_note(struct cache *c, const uint8_t *id, size_t id_len,
 	}
 	if (!w->running) {
 		pthread_mutex_unlock(&w->lock);
-		stat_add(&w->notes_dropped, 1);
 		free(nt);
 		return;
 	}

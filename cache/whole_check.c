@@ -20,9 +20,8 @@
 
 /* Reads chunk n of o back from the cache in pieces of WHOLE_PIECE into
  * buf, adding them to *crc (a CRC-32C from 0) if crc, and to md if md. */
-static int obj_read_back(struct cache *c, const struct whole_obj *o,
-			 uint64_t n, uint8_t *buf, uint32_t *crc,
-			 struct md5 *md)
+static int obj_read_back(struct cache *c, const struct whole_obj *o, uint64_t n,
+			 uint8_t *buf, uint32_t *crc, struct md5 *md)
 {
 	struct read_chunk ch;
 	uint64_t off;
@@ -56,9 +55,8 @@ static int obj_read_back(struct cache *c, const struct whole_obj *o,
 
 /* What o's bytes give, in got (the claim's kind). Returns WHOLE_*, with
  * *missing the chunk not stored. */
-static int obj_compute(struct cache *c, const struct whole_obj *o,
-		       uint8_t *buf, struct backend_claim *got,
-		       uint64_t *missing)
+static int obj_compute(struct cache *c, const struct whole_obj *o, uint8_t *buf,
+		       struct backend_claim *got, uint64_t *missing)
 {
 	uint64_t n, last = o->n_chunks - 1;
 	uint64_t last_len = o->object_size - last * o->chunk_size;
@@ -127,7 +125,7 @@ struct drop_scan {
 		uint8_t hash[HASH_LEN];
 		uint8_t *id;
 		size_t id_len;
-	} *rows;
+	} * rows;
 	size_t n, cap;
 };
 
