@@ -67,8 +67,8 @@ static int vouch_read(struct backend *be, const char *key, size_t key_len,
 	struct vouch *v = (struct vouch *)be;
 	int rc;
 
-	rc = v->inner->ops->read(v->inner, key, key_len, etag, etag_len,
-				 offset, len, buf, nread);
+	rc = v->inner->ops->read(v->inner, key, key_len, etag, etag_len, offset,
+				 len, buf, nread);
 	pthread_mutex_lock(&v->lock);
 	v->reads++;
 	if (rc == 0 && v->flip_at != NO_FLIP && v->flip_at >= offset &&
@@ -80,10 +80,10 @@ static int vouch_read(struct backend *be, const char *key, size_t key_len,
 	return rc;
 }
 
-static int vouch_read_claim(struct backend *be, const char *key,
-			    size_t key_len, const char *etag, size_t etag_len,
-			    uint64_t offset, size_t len, void *buf,
-			    size_t *nread, struct backend_claim *claim)
+static int vouch_read_claim(struct backend *be, const char *key, size_t key_len,
+			    const char *etag, size_t etag_len, uint64_t offset,
+			    size_t len, void *buf, size_t *nread,
+			    struct backend_claim *claim)
 {
 	struct vouch *v = (struct vouch *)be;
 	int rc = vouch_read(be, key, key_len, etag, etag_len, offset, len, buf,
@@ -102,9 +102,8 @@ static int vouch_read_claim(struct backend *be, const char *key,
 	pthread_mutex_unlock(&v->lock);
 	/* A reply of the whole object is checked, as the real backends do. */
 	if (rc == 0 && offset == 0 && len == v->size)
-		claim->checked =
-			v->kind == BACKEND_CLAIM_CRC32C &&
-			crc32c_update(0, buf, len) == claim->crc32c;
+		claim->checked = v->kind == BACKEND_CLAIM_CRC32C &&
+				 crc32c_update(0, buf, len) == claim->crc32c;
 	return rc;
 }
 
@@ -426,8 +425,8 @@ int main(void)
 	};
 
 	log_set_level(LOG_ERR - 1); /* the mismatches are logged */
-	return unit_run_in_tmpdir(
-		unit_suite("cache_whole", cases,
-			   sizeof(cases) / sizeof(cases[0])),
-		"/tmp/check_cache_whole.XXXXXX", root, sizeof(root));
+	return unit_run_in_tmpdir(unit_suite("cache_whole", cases,
+					     sizeof(cases) / sizeof(cases[0])),
+				  "/tmp/check_cache_whole.XXXXXX", root,
+				  sizeof(root));
 }
