@@ -32,6 +32,21 @@ int backend_open(const char *url, const struct backend_options *opts,
 	return -EPROTONOSUPPORT;
 }
 
+bool backend_claim_same(const struct backend_claim *a,
+			const struct backend_claim *b)
+{
+	if (a->kind != b->kind)
+		return false;
+	switch (a->kind) {
+	case BACKEND_CLAIM_CRC32C:
+		return a->crc32c == b->crc32c;
+	case BACKEND_CLAIM_MD5:
+		return memcmp(a->md5, b->md5, BACKEND_MD5_LEN) == 0;
+	default:
+		return true;
+	}
+}
+
 void backend_close(struct backend *be)
 {
 	if (be != NULL)

@@ -20,6 +20,7 @@
 #ifndef SHARDFS_BACKEND_H
 #define SHARDFS_BACKEND_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -72,6 +73,32 @@ struct backend_stat {
 	char etag[BACKEND_ETAG_MAX];
 };
 
+/* What a store vouches for about a whole object, as a reply to a read
+ * states it (read_claim()): a checksum of all of the object's bytes,
+ * whatever range the reply held. */
+enum backend_claim_kind {
+	BACKEND_CLAIM_NONE = 0, /* the reply vouched for nothing */
+	BACKEND_CLAIM_CRC32C,	/* util/crc32c.h: GCS's x-goog-hash crc32c */
+	BACKEND_CLAIM_MD5,	/* S3's single-part ETag */
+};
+#define BACKEND_MD5_LEN 16
+struct backend_claim {
+	enum backend_claim_kind kind;
+	uint32_t crc32c;	      /* BACKEND_CLAIM_CRC32C */
+	uint8_t md5[BACKEND_MD5_LEN]; /* BACKEND_CLAIM_MD5 */
+	/* The reply held the whole object and its bytes matched the claim
+	 * (the backend checked them); false for a part of it. */
+	bool checked;
+	/* What said it, for logs: a static string ("ETag", "x-goog-hash"),
+	 * or NULL. */
+	const char *source;
+};
+
+/* True if a and b claim the same thing (kind and value; checked and
+ * source aside). */
+bool backend_claim_same(const struct backend_claim *a,
+			const struct backend_claim *b);
+
 /* Called once per object; a non-zero return stops the listing and list()
  * returns that value. */
 typedef int (*backend_list_cb)(void *arg, const struct backend_object *obj);
@@ -111,6 +138,22 @@ struct backend_ops {
 	int (*read)(struct backend *be, const char *key, size_t key_len,
 		    const char *etag, size_t etag_len, uint64_t offset,
 		    size_t len, void *buf, size_t *nread);
+
+	/* Optional: NULL for a store that vouches for nothing (posix, nfs),
+	 * whose callers use read(). As read(), and on success also fills
+	 * *claim with what the reply vouched for about the whole object
+	 * (kind BACKEND_CLAIM_NONE: nothing), however little of it was read:
+	 * S3's ETag when it is a single-part MD5 of an object not encrypted
+	 * with SSE-KMS or SSE-C (backends/s3.h, s3_etag_claim()), GCS's
+	 * x-goog-hash crc32c, which GCS sends on ranged replies too. A
+	 * claim is what the reply says, not a verdict: unless claim->checked,
+	 * the bytes read were not compared with it (a part of an object
+	 * cannot be), and the caller compares the whole object once it has
+	 * all of it. On error *claim is unspecified. */
+	int (*read_claim)(struct backend *be, const char *key, size_t key_len,
+			  const char *etag, size_t etag_len, uint64_t offset,
+			  size_t len, void *buf, size_t *nread,
+			  struct backend_claim *claim);
 
 	/* Frees everything the backend owns. close(NULL) is a no-op. */
 	void (*close)(struct backend *be);

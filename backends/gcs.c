@@ -405,5 +405,6 @@ const struct backend_ops backend_gcs_ops = {
 	.list = gcs_list,
 	.stat = gcs_stat,
 	.read = gcs_read,
+	.read_claim = gcs_read_claim,
 	.close = gcs_close,
 };

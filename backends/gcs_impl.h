@@ -57,4 +57,11 @@ int gcs_read(struct backend *be, const char *key, size_t key_len,
 	     const char *etag, size_t etag_len, uint64_t offset, size_t len,
 	     void *buf, size_t *nread);
 
+/* backend_ops.read_claim (gcs_read.c): the claim is x-goog-hash's crc32c,
+ * the whole object's on a ranged reply too. */
+int gcs_read_claim(struct backend *be, const char *key, size_t key_len,
+		   const char *etag, size_t etag_len, uint64_t offset,
+		   size_t len, void *buf, size_t *nread,
+		   struct backend_claim *claim);
+
 #endif

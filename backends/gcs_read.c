@@ -4,7 +4,10 @@
  * used: x-goog-generation, status, Content-Range and length exactly as
  * for S3, and a reply holding the whole object against its x-goog-hash
  * crc32c. The emulator answers a range it does not serve with 200 and
- * the whole object; that is accepted when it holds the range.
+ * the whole object; that is accepted when it holds the range. A ranged
+ * reply's x-goog-hash is the whole object's too (real GCS and the
+ * emulator): read_claim() hands it to the cache, which checks the object
+ * once it holds all of it.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -31,6 +34,7 @@ struct gcs_read_ctx {
 	/* While the reply is the whole object and has a crc32c: */
 	bool crc_on;
 	uint32_t crc;
+	bool whole_checked; /* this attempt's body matched the crc32c */
 };
 
 static void gcs_read_header(void *arg, const char *name, size_t name_len,
@@ -114,6 +118,7 @@ static int gcs_read_body(void *arg, struct http_response *resp,
 		rc->crc_on = rc->has_hash && r->pos == 0 &&
 			     r->total == r->offset + r->len;
 		rc->crc = 0;
+		rc->whole_checked = false;
 	}
 	if (rc->crc_on)
 		rc->crc = crc32c_update(rc->crc, data, len);
@@ -132,17 +137,20 @@ static int gcs_read_check(void *arg, struct http_response *resp)
 		if (r < 0)
 			return r;
 		rc->crc_on = false;
+		rc->whole_checked = false;
 	}
 	r = objstore_range_complete(&rc->range, resp);
 	if (r < 0)
 		return r;
-	if (rc->crc_on && rc->range.pos == rc->range.total &&
-	    rc->crc != rc->hash_crc) {
-		http_response_why(resp,
-				  "the body's crc32c %08x is not x-goog-hash's "
-				  "%08x",
-				  rc->crc, rc->hash_crc);
-		return -EAGAIN;
+	if (rc->crc_on && rc->range.pos == rc->range.total) {
+		if (rc->crc != rc->hash_crc) {
+			http_response_why(resp,
+					  "the body's crc32c %08x is not "
+					  "x-goog-hash's %08x",
+					  rc->crc, rc->hash_crc);
+			return -EAGAIN;
+		}
+		rc->whole_checked = true;
 	}
 	return 0;
 }
@@ -170,9 +178,11 @@ static int gcs_read_gone(struct gcs_backend *gb, const char *key,
 	return -ESTALE;
 }
 
-int gcs_read(struct backend *be, const char *key, size_t key_len,
-	     const char *etag, size_t etag_len, uint64_t offset, size_t len,
-	     void *buf, size_t *nread)
+/* gcs_read() and gcs_read_claim() (claim may be NULL). */
+static int gcs_read_any(struct backend *be, const char *key, size_t key_len,
+			const char *etag, size_t etag_len, uint64_t offset,
+			size_t len, void *buf, size_t *nread,
+			struct backend_claim *claim)
 {
 	struct gcs_backend *gb = (struct gcs_backend *)be;
 	struct http_response resp = { 0 };
@@ -188,6 +198,8 @@ int gcs_read(struct backend *be, const char *key, size_t key_len,
 				    .no_proxy = gb->no_proxy };
 	int rc = -ENOMEM;
 
+	if (claim != NULL)
+		memset(claim, 0, sizeof(*claim));
 	if (len == 0) {
 		*nread = 0;
 		return 0;
@@ -230,6 +242,12 @@ int gcs_read(struct backend *be, const char *key, size_t key_len,
 		rc = objstore_range_result(&ctx.range, what, &resp, gcs_fail);
 	if (rc == 0)
 		*nread = len;
+	if (rc == 0 && claim != NULL && ctx.has_hash) {
+		claim->kind = BACKEND_CLAIM_CRC32C;
+		claim->crc32c = ctx.hash_crc;
+		claim->source = "x-goog-hash";
+		claim->checked = ctx.whole_checked;
+	}
 out:
 	http_response_fini(&resp);
 	free(what);
@@ -238,4 +256,21 @@ out:
 	free(gen);
 	free(path);
 	return rc;
+}
+
+int gcs_read(struct backend *be, const char *key, size_t key_len,
+	     const char *etag, size_t etag_len, uint64_t offset, size_t len,
+	     void *buf, size_t *nread)
+{
+	return gcs_read_any(be, key, key_len, etag, etag_len, offset, len, buf,
+			    nread, NULL);
+}
+
+int gcs_read_claim(struct backend *be, const char *key, size_t key_len,
+		   const char *etag, size_t etag_len, uint64_t offset,
+		   size_t len, void *buf, size_t *nread,
+		   struct backend_claim *claim)
+{
+	return gcs_read_any(be, key, key_len, etag, etag_len, offset, len, buf,
+			    nread, claim);
 }

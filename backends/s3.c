@@ -14,7 +14,14 @@
  * emulator does). Reads are ranged GETs with If-Match on the manifest's
  * ETag; because some servers ignore If-Match and some mishandle ranges, the
  * answer's own ETag and Content-Range are checked too, and no byte of a
- * different object version ever reaches the caller's buffer.
+ * different object version ever reaches the caller's buffer. An ETag
+ * that is the object's MD5 (single-part, not SSE-KMS or SSE-C:
+ * s3_etag_claim()) checks a reply holding the whole object, and is the
+ * claim read_claim() hands to the cache for larger objects. S3's
+ * x-amz-checksum-* headers are not asked for: S3 sends the object's
+ * only for a GET without a Range (every read here has one); a ranged GET
+ * gets none, or, for a range that is exactly one part of a multipart
+ * upload, that part's, which would look like the object's.
  *
  * Failures are mapped to errno in s3_error_errno() and logged once, in
  * s3_fail(), with the key, the HTTP status and S3's error code; URLs are
@@ -22,7 +29,6 @@
  */
 #include "backends/s3.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <openssl/evp.h>
@@ -551,20 +557,86 @@ struct read_ctx {
 	struct objstore_range range;
 	const char *etag; /* expected, or NULL */
 	size_t etag_len;
-	EVP_MD_CTX *md5; /* while the reply is a whole object to check */
+	EVP_MD_CTX *md5;    /* while the reply is a whole object to check */
+	bool whole_checked; /* this attempt's body matched the MD5 */
+	/* From this attempt's headers (read_header()): */
+	char sse[32]; /* x-amz-server-side-encryption, "" if none */
+	bool sse_customer;
 };
 
-/* Is etag a single-part S3 ETag, "<32 hex digits>", the object's MD5? */
-static bool etag_is_md5(const char *etag, size_t len)
+static int hex_digit(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+void s3_etag_claim(const char *etag, size_t etag_len, const char *sse,
+		   bool sse_customer, struct backend_claim *out)
 {
 	size_t i;
 
-	if (etag == NULL || len != 34 || etag[0] != '"' || etag[33] != '"')
-		return false;
-	for (i = 1; i < 33; i++)
-		if (!isxdigit((unsigned char)etag[i]))
-			return false;
-	return true;
+	memset(out, 0, sizeof(*out));
+	/* SSE-KMS, DSSE-KMS and SSE-C objects have ETags that are not an
+	 * MD5 of their bytes; so may any encryption not known here. */
+	if (sse_customer || (sse != NULL && strcmp(sse, "AES256") != 0))
+		return;
+	if (etag == NULL || etag_len != 34 || etag[0] != '"' || etag[33] != '"')
+		return;
+	for (i = 0; i < BACKEND_MD5_LEN; i++) {
+		int hi = hex_digit(etag[1 + 2 * i]);
+		int lo = hex_digit(etag[2 + 2 * i]);
+
+		if (hi < 0 || lo < 0)
+			return;
+		out->md5[i] = (uint8_t)(hi << 4 | lo);
+	}
+	out->kind = BACKEND_CLAIM_MD5;
+	out->source = "ETag";
+}
+
+/* The claim of this attempt's reply under etag (the pinned one, or the
+ * reply's own). */
+static void read_claim_of(const struct read_ctx *rc, const char *etag,
+			  size_t etag_len, struct backend_claim *out)
+{
+	s3_etag_claim(etag, etag_len, rc->sse[0] ? rc->sse : NULL,
+		      rc->sse_customer, out);
+}
+
+/* Keeps the headers that say whether the ETag is an MD5 (see
+ * s3_etag_claim()). */
+static void read_header(void *arg, const char *name, size_t name_len,
+			const char *value, size_t value_len)
+{
+	struct read_ctx *rc = arg;
+	static const char sse[] = "x-amz-server-side-encryption";
+	static const char cust[] =
+		"x-amz-server-side-encryption-customer-algorithm";
+
+	if (name == NULL) { /* a new reply: forget the last one */
+		rc->sse[0] = '\0';
+		rc->sse_customer = false;
+		return;
+	}
+	if (name_len == sizeof(sse) - 1 &&
+	    strncasecmp(name, sse, name_len) == 0) {
+		/* One too long for any known value is kept as one that
+		 * is not AES256. */
+		if (value_len >= sizeof(rc->sse))
+			value_len = sizeof(rc->sse) - 1;
+		memcpy(rc->sse, value, value_len);
+		rc->sse[value_len] = '\0';
+		if (value_len == 0)
+			strcpy(rc->sse, "?");
+	} else if (name_len == sizeof(cust) - 1 &&
+		   strncasecmp(name, cust, name_len) == 0) {
+		rc->sse_customer = true;
+	}
 }
 
 /* The checks on a reply's status line and headers, before any byte of it
@@ -586,15 +658,20 @@ static int read_reply_check(struct read_ctx *rc, struct http_response *resp)
 }
 
 /* Starts an MD5 of the reply when it is the whole object under a
- * single-part ETag. */
+ * single-part ETag that is its MD5 (s3_etag_claim()). */
 static void read_md5_start(struct read_ctx *rc)
 {
 	const struct objstore_range *r = &rc->range;
+	struct backend_claim claim;
 
 	EVP_MD_CTX_free(rc->md5);
 	rc->md5 = NULL;
+	rc->whole_checked = false;
 	if (r->offset != 0 || r->total != r->len || r->len > S3_MD5_MAX ||
-	    !etag_is_md5(rc->etag, rc->etag_len))
+	    rc->etag == NULL)
+		return;
+	read_claim_of(rc, rc->etag, rc->etag_len, &claim);
+	if (claim.kind != BACKEND_CLAIM_MD5)
 		return;
 	rc->md5 = EVP_MD_CTX_new();
 	if (rc->md5 != NULL &&
@@ -655,12 +732,15 @@ static int read_check(void *arg, struct http_response *resp)
 				  (int)rc->etag_len, rc->etag);
 		return -EAGAIN;
 	}
+	rc->whole_checked = true;
 	return 0;
 }
 
-static int s3_read(struct backend *be, const char *key, size_t key_len,
-		   const char *etag, size_t etag_len, uint64_t offset,
-		   size_t len, void *buf, size_t *nread)
+/* read() and read_claim() (claim may be NULL). */
+static int s3_read_any(struct backend *be, const char *key, size_t key_len,
+		       const char *etag, size_t etag_len, uint64_t offset,
+		       size_t len, void *buf, size_t *nread,
+		       struct backend_claim *claim)
 {
 	struct s3_backend *sb = (struct s3_backend *)be;
 	struct http_response resp = { 0 };
@@ -670,11 +750,15 @@ static int s3_read(struct backend *be, const char *key, size_t key_len,
 	struct sign_ctx sc = { .sb = sb, .method = "GET", .query = "" };
 	struct http_request req = { .method = "GET",
 				    .prepare = sign_prepare,
-				    .prepare_arg = &sc };
+				    .prepare_arg = &sc,
+				    .on_header = read_header,
+				    .header_arg = &ctx };
 	int rc = -ENOMEM;
 
 	if (len == 0) {
 		*nread = 0;
+		if (claim != NULL)
+			memset(claim, 0, sizeof(*claim));
 		return 0;
 	}
 	objstore_range_init(&ctx.range, offset, len, buf, &req, read_body,
@@ -695,11 +779,32 @@ static int s3_read(struct backend *be, const char *key, size_t key_len,
 		rc = objstore_range_result(&ctx.range, o.what, &resp, s3_fail);
 	if (rc == 0)
 		*nread = len;
+	if (rc == 0 && claim != NULL) {
+		read_claim_of(&ctx, resp.etag, strlen(resp.etag), claim);
+		claim->checked = ctx.whole_checked;
+	}
 	EVP_MD_CTX_free(ctx.md5);
 	http_response_fini(&resp);
 	s3_obj_req_fini(&o);
 	free(etag_z);
 	return rc;
+}
+
+static int s3_read(struct backend *be, const char *key, size_t key_len,
+		   const char *etag, size_t etag_len, uint64_t offset,
+		   size_t len, void *buf, size_t *nread)
+{
+	return s3_read_any(be, key, key_len, etag, etag_len, offset, len, buf,
+			   nread, NULL);
+}
+
+static int s3_read_claim(struct backend *be, const char *key, size_t key_len,
+			 const char *etag, size_t etag_len, uint64_t offset,
+			 size_t len, void *buf, size_t *nread,
+			 struct backend_claim *claim)
+{
+	return s3_read_any(be, key, key_len, etag, etag_len, offset, len, buf,
+			   nread, claim);
 }
 
 /* open / close */
@@ -799,5 +904,6 @@ const struct backend_ops backend_s3_ops = {
 	.list = s3_list,
 	.stat = s3_stat,
 	.read = s3_read,
+	.read_claim = s3_read_claim,
 	.close = s3_close,
 };

@@ -6,6 +6,7 @@
 #ifndef SHARDFS_S3_H
 #define SHARDFS_S3_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "backends/backend.h"
@@ -68,5 +69,18 @@ int s3_authorization(const struct s3_endpoint *ep, const char *region,
  * (http_status_errno); everything else, including 5xx, 429 and SlowDown
  * once retries are spent, is -EIO. code may be NULL or "". */
 int s3_error_errno(long status, const char *code);
+
+/* What a reply's ETag vouches for about the whole object (backend.h,
+ * struct backend_claim): the object's MD5 when the ETag is "<32 hex
+ * digits>" (a multipart upload's is "<32 hex>-N", an MD5 of the parts'
+ * MD5s), unless the object is encrypted so that its ETag is not an MD5
+ * of its bytes. sse is the reply's x-amz-server-side-encryption (NULL if
+ * none): only "AES256" (SSE-S3) keeps the MD5; "aws:kms",
+ * "aws:kms:dsse" and anything else do not. sse_customer: the reply had
+ * x-amz-server-side-encryption-customer-algorithm (SSE-C), which never
+ * does. Fills *out (kind BACKEND_CLAIM_NONE for no claim; checked
+ * false). */
+void s3_etag_claim(const char *etag, size_t etag_len, const char *sse,
+		   bool sse_customer, struct backend_claim *out);
 
 #endif

@@ -108,6 +108,8 @@ void cache_stats_get(struct cache *c, struct cache_stats *out)
 	out->store_failures = stat_load(&c->store_failures);
 	out->derived_runs = stat_load(&c->derived_runs);
 	out->derived_bytes = stat_load(&c->derived_bytes);
+	out->whole_checked = stat_load(&c->whole.checked);
+	out->whole_mismatches = stat_load(&c->whole.mismatches);
 	out->live_bytes = index_live_bytes(c);
 	out->budget_bytes = c->budget;
 }
@@ -150,6 +152,7 @@ static struct cache *cache_alloc(struct backend *be)
 	pthread_cond_init(&c->q.idle, NULL);
 	c->q.tail = &c->q.head;
 	derived_init(c);
+	whole_init(c);
 	return c;
 }
 
@@ -289,8 +292,10 @@ void cache_free(struct cache *c)
 {
 	if (c == NULL)
 		return;
-	/* First: its workers store what they fetch (and the store queue
-	 * lets go of the engine's memory before that). */
+	/* First the checker, which reads the index and drops chunks from
+	 * the engine; then the engine's workers store what they fetch (and
+	 * the store queue lets go of the engine's memory before that). */
+	whole_close(c);
 	if (c->disk)
 		store_close(c);
 	fetch_free(c->fetch);
@@ -321,6 +326,7 @@ void cache_free(struct cache *c)
 	pthread_cond_destroy(&c->q.work);
 	pthread_cond_destroy(&c->q.idle);
 	derived_destroy(c);
+	whole_destroy(c);
 	free(c->index_path);
 	free(c->backend_id);
 	free(c->dir);

@@ -3,8 +3,21 @@
  * node-local disk cache behind it (docs/DESIGN.md §8).
  *
  * fs/ and the CLI only ever read object bytes through here. A cache made by
- * cache_new() is a pass-through: every read goes to the backend. A cache
- * made by cache_open() on a directory keeps what it fetched on disk:
+ * cache_new() is a pass-through: every read goes to the backend, and keeps
+ * nothing on disk. There, an object of up to CACHE_UNCACHED_WHOLE_MAX
+ * bytes is fetched whole whatever range is read (so the backend checks
+ * the reply against the store's checksum of the whole object, where the
+ * store gives one: docs/RELIABILITY.md), and every read of it is served
+ * from that one copy while the engine holds it (single-flight, retained
+ * until its bytes were read once: fetch.h), so a file the kernel reads
+ * again in 4 KiB pieces after a failed read costs one request, not one per
+ * piece. A larger object is read as asked (ranges, unchecked as a whole;
+ * a sequential reader's next chunks are read ahead into memory,
+ * cache_file_read()). Short of memory for the whole object (the engine's
+ * budget filled by reply buffers, fetch_get()), a read takes just its
+ * bytes straight from the backend: unchecked, counted in direct_reads.
+ * A cache made by cache_open() on a directory keeps what it fetched on
+ * disk:
  *
  *   DIR/index.mdb        LMDB data file (MDB_NOSUBDIR) with three tables:
  *                        idx (a row per chunk: header, CRCs, identity),
@@ -40,6 +53,20 @@
  * committer thread per process indexes stored chunks in one transaction per
  * batch (a queued chunk is served from the queue meanwhile).
  *
+ * What the store vouches for (docs/RELIABILITY.md): a chunk that came in
+ * ranged replies was checked by the backend for its range and length, not
+ * against the store's checksum of the whole object, which covers only a
+ * reply of all of it. So where the replies carried such a checksum
+ * (backend.h, read_claim(): S3's single-part MD5 ETag, GCS's crc32c), the
+ * cache checks the object once this node holds every chunk of it, in a
+ * checker thread at low priority: a CRC-32C combined from the chunks' as
+ * they were stored (chunks stored before are read back), an MD5 over the
+ * chunks read back in order. On a mismatch every chunk of the object, at
+ * every chunk size, is dropped (index, queue, the engine's memory), and
+ * it is logged with the key and both checksums and counted
+ * (whole_mismatches); a match is counted in whole_checked. Bytes served
+ * before the check ended, and objects never held whole, are not covered.
+ *
  * The cache never turns a read into an error of its own: when the disk
  * cache cannot store (full filesystem, quota, any I/O error) it logs a
  * rate-limited warning and serves the fetched bytes uncached; when it
@@ -71,6 +98,13 @@
 #define CACHE_CHUNK_SIZE_DEFAULT (UINT64_C(8) << 20)
 #define CACHE_INLINE_MAX_DEFAULT (UINT64_C(256) << 10)
 #define CACHE_CRC_BLOCK (UINT64_C(64) << 10) /* bytes per stored CRC32 */
+/* Without a disk cache, objects up to this size are read whole (above):
+ * the largest reply the S3 backend checks against its MD5 ETag, the
+ * engine's largest single backend read (FETCH_PART_SIZE) and a
+ * pass-through cache's chunk size. Every small file of an image or audio
+ * dataset is below it; the copy counts in the engine's memory budget
+ * (prefetch.memory) until its bytes were read once. */
+#define CACHE_UNCACHED_WHOLE_MAX (UINT64_C(8) << 20)
 
 /* The object a read is for, as pinned by the manifest. Borrowed. Fields
  * a caller does not use must be 0 (initialise the whole struct). */
@@ -144,6 +178,10 @@ struct cache_stats {
 	/* Derived objects (cache_set_transform()); 0 without a disk cache. */
 	uint64_t derived_runs;	/* producer runs, failed ones too */
 	uint64_t derived_bytes; /* bytes those runs produced */
+	/* Whole-object checks (below); 0 without a disk cache. */
+	uint64_t whole_checked;	   /* objects that matched the store's
+				    * checksum of the whole object */
+	uint64_t whole_mismatches; /* objects that did not: dropped */
 };
 
 /* How to open a disk cache. Strings are borrowed for the call. */

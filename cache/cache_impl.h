@@ -17,6 +17,10 @@
  *            state machines (prefetch.h)
  *   derived.c derived (transformed) objects: one producer run per object
  *            at a time, its stream stored chunk by chunk
+ *   whole.c  the whole-object check: an object the store gave a checksum
+ *            for, once this node holds all of its chunks, compared with it
+ *            by a checker thread (whole_check.c: the comparison, and a
+ *            mismatch drops every chunk of it)
  *
  * Index (LMDB, one environment per process, MDB_NOTLS so a FUSE worker may
  * run a short read transaction on any thread):
@@ -57,17 +61,20 @@
  * (fetch.h) for misses; its workers read the backend and store whole
  * chunks: a store queues the row for the process' committer thread
  * (started on the first store), which indexes everything queued in one
- * transaction. Locks (each field of struct cache below names its own):
+ * transaction; a stored chunk with a whole-object claim is noted for the
+ * checker thread (whole.c, started on the first note). Locks (each field
+ * of struct cache below names its own):
  * the index's lock (index.c: the environment of this process), q.lock
  * (the queue), evict.touch_lock (access times), evict.lock (one eviction
  * at a time; takes evict.touch_lock and LMDB's writer lock inside),
  * warn_lock, pf_lock (the prefetcher's orders), files_lock (the open
  * files), a cache_file's lock (its read-ahead window), derived.lock (the
- * producers and the runs of derived objects), and the engine's
+ * producers and the runs of derived objects), whole.lock (the checker's
+ * queue), and the engine's
  * own lock inside fetch.c. None is held across backend I/O or a call into
  * the engine; q.lock, evict.touch_lock, warn_lock, pf_lock, files_lock,
- * derived.lock and a cache_file's lock are never held while taking
- * another lock.
+ * derived.lock, whole.lock and a cache_file's lock are never held while
+ * taking another lock.
  */
 #ifndef SHARDFS_CACHE_IMPL_H
 #define SHARDFS_CACHE_IMPL_H
@@ -199,6 +206,39 @@ struct derived_state {
 	uint64_t wait_ns; /* a waiter's bound without output */
 };
 
+#define WHOLE_RECENT 64 /* objects checked lately (whole.c) */
+
+/* The whole-object check (whole.c). lock protects the queue of notes,
+ * n_notes, running and stop; it is never held while taking another lock
+ * or across I/O. Only the checker thread touches what whole.c keeps per
+ * object. */
+struct whole_note;
+struct whole_obj;
+struct whole_state {
+	pthread_mutex_t lock;
+	pthread_cond_t work; /* a note was queued, or stop */
+	struct whole_note *head, **tail;
+	unsigned n_notes;
+	bool running, stop;
+	pthread_t thread;
+	pid_t pid;    /* atomic: the process whose checker runs; 0: none */
+	uint64_t seq; /* notes queued so far */
+	/* The checker thread's own: */
+	struct whole_obj **buckets;	       /* by the object's identity */
+	struct whole_obj *lru_head, *lru_tail; /* most recently noted first */
+	struct whole_obj *dirty; /* noted in the batch being taken */
+	struct {
+		uint64_t hash, seq; /* an object checked when seq was w.seq */
+	} recent[WHOLE_RECENT];
+	unsigned recent_next;
+	size_t n_objs;
+	uint64_t obj_bytes; /* what the objects' chunk records take */
+	uint64_t close_ns;  /* CLOCK_MONOTONIC: give up checking then */
+	/* Relaxed atomics: statistics. */
+	uint64_t checked;    /* objects that matched what the store said */
+	uint64_t mismatches; /* objects that did not: their chunks dropped */
+};
+
 struct cache {
 	/* Every backend request goes through it; created with the cache, it
 	 * owns the (borrowed) backend and counts its requests. */
@@ -238,6 +278,9 @@ struct cache {
 
 	/* derived.c: producers and runs. */
 	struct derived_state derived;
+
+	/* whole.c: the whole-object check. */
+	struct whole_state whole;
 
 	/* The disk cache; index is NULL for a pass-through cache. All of it
 	 * is read-only after cache_open() except as noted. */
@@ -394,6 +437,25 @@ int index_meta_record(struct cache *c, void *arg);
 
 /* ---- entry.c ---- */
 
+/* Identities hold their numbers as 8 bytes, little-endian. */
+static inline void entry_le64_put(uint8_t *p, uint64_t v)
+{
+	int i;
+
+	for (i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static inline uint64_t entry_le64(const uint8_t *p)
+{
+	uint64_t v = 0;
+	int i;
+
+	for (i = 0; i < 8; i++)
+		v |= (uint64_t)p[i] << (8 * i);
+	return v;
+}
+
 /* The identity of chunk n of obj, and its hash. *id is malloc'd. */
 int entry_ident_build(const struct cache *c, const struct cache_object *obj,
 		      uint64_t n, uint8_t **id, size_t *id_len,
@@ -461,10 +523,11 @@ int store_pending_find(struct cache *c, const uint8_t *hash, const uint8_t *id,
 		       size_t id_len, uint64_t chunk_len, uint64_t off,
 		       size_t len, void *dst, struct entry *e);
 /* The fetch engine's done callback (ctx: the cache): a chunk fetched
- * whole goes to the disk cache (store_chunk()). */
+ * whole goes to the disk cache (store_chunk()), and to the whole-object
+ * check with what its replies vouched for (whole_note()). */
 void store_fetch_done(void *ctx, const uint8_t *hash, const uint8_t *id,
 		      size_t id_len, const uint8_t *data, uint64_t len,
-		      struct fetch_pin *keep);
+		      const struct fetch_vouch *v, struct fetch_pin *keep);
 /* Keeps a queued chunk found bad from being indexed. */
 void store_pending_drop(struct cache *c, const uint8_t *hash);
 /* Directories 0700 and files 0600 of the cache, whatever the umask. */
@@ -492,6 +555,73 @@ ssize_t derived_stored(struct cache *c, const struct cache_object *obj,
 /* cache_fill() of a transformed obj with a disk cache. */
 int derived_fill(struct cache *c, const struct cache_object *obj,
 		 uint64_t *fetched);
+
+/* ---- whole.c ----
+ * The whole-object check (docs/DESIGN.md §8, "What the store vouches
+ * for"): once this node holds every chunk of an object the store gave a
+ * checksum for, the checker thread compares the object with it and drops
+ * every chunk of an object that does not match. */
+
+/* An object the checker follows (whole.c). Only its thread touches it. */
+struct whole_obj {
+	struct whole_obj *bnext;       /* its bucket's chain */
+	struct whole_obj *prev, *next; /* the LRU list */
+	struct whole_obj *dnext;       /* the batch's list of noted ones */
+	bool dirty;		       /* on that list */
+	uint64_t hash;		       /* of prefix */
+	uint8_t *prefix;	       /* the identity of its chunks, less n */
+	size_t prefix_len;
+	uint64_t object_size, chunk_size, n_chunks;
+	struct backend_claim claim;
+	bool conflict;	 /* replies claimed different checksums */
+	uint64_t cursor; /* chunks before it are noted or stored */
+	uint8_t *noted;	 /* a bit per chunk: noted here (crc[] set) */
+	uint8_t *seen;	 /* a bit per chunk: found stored, not noted */
+	uint32_t *crc;	 /* per chunk, for a CRC-32C claim; else NULL */
+	uint64_t bytes;	 /* what the records take */
+};
+
+#define WHOLE_PIECE ((size_t)1 << 20) /* read back this much at a time */
+
+static inline bool whole_bit(const uint8_t *bits, uint64_t n)
+{
+	return bits[n / 8] >> (n % 8) & 1;
+}
+
+/* Sets up c->whole (cache_alloc()). */
+void whole_init(struct cache *c);
+/* Stops the checker thread, letting it check what is queued for at most
+ * WHOLE_CLOSE_MS, and frees what it holds; notes after it are dropped.
+ * Before the engine and the index go (cache_free()). */
+void whole_close(struct cache *c);
+/* Frees the rest, once nothing can note any more (after fetch_free()). */
+void whole_destroy(struct cache *c);
+/* In a child after fork(): the parent's checker did not come along. */
+void whole_forked(struct cache *c);
+/* Chunk id (raw, not derived) of len bytes at data was stored (or
+ * offered to the store) with what its replies vouched for (v; NULL:
+ * nothing): computes its CRC-32C if the claim is one, and queues it for
+ * the checker. Cheap for objects with no claim (returns at once) and
+ * never waits. data is only read during the call. */
+void whole_note(struct cache *c, const uint8_t *id, size_t id_len,
+		const uint8_t *data, uint64_t len, const struct fetch_vouch *v);
+/* Names chunk n of o. Returns 0 or -ENOMEM; release with
+ * read_chunk_release(). */
+struct read_chunk;
+int whole_obj_chunk(const struct whole_obj *o, uint64_t n,
+		    struct read_chunk *ch);
+/* True once cache_free() has waited for the checker long enough. */
+bool whole_closing_late(struct cache *c);
+
+/* whole_check.c: every chunk of o is stored; compares the object with its
+ * claim (reading chunks back into buf, WHOLE_PIECE bytes), counts the
+ * verdict, and on a mismatch drops every chunk of it at every chunk size
+ * and logs it. Returns WHOLE_DONE; WHOLE_MISSING with *missing a chunk
+ * found not stored when read back (evicted); or WHOLE_STOPPED: no verdict
+ * (the close cut it short, or no digest). */
+enum { WHOLE_DONE = 0, WHOLE_MISSING = 1, WHOLE_STOPPED = 2 };
+int whole_check(struct cache *c, const struct whole_obj *o, uint8_t *buf,
+		uint64_t *missing);
 
 /* ---- read.c ---- */
 
@@ -546,6 +676,10 @@ bool read_chunk_present(struct cache *c, const struct read_chunk *ch);
  * len or -ENOENT (not stored, or dropped). */
 ssize_t read_stored(struct cache *c, const struct read_chunk *ch,
 		    uint64_t in_off, size_t len, void *dst);
+/* read_stored() not counted as a hit (the whole-object check reading
+ * chunks back). */
+ssize_t read_stored_uncounted(struct cache *c, const struct read_chunk *ch,
+			      uint64_t in_off, size_t len, void *dst);
 
 /* ---- maint.c ---- */
 

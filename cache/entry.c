@@ -14,24 +14,6 @@
 #include "util/hex.h"
 #include "util/sha256.h"
 
-static void put_le64(uint8_t *p, uint64_t v)
-{
-	int i;
-
-	for (i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get_le64(const uint8_t *p)
-{
-	uint64_t v = 0;
-	int i;
-
-	for (i = 0; i < 8; i++)
-		v |= (uint64_t)p[i] << (8 * i);
-	return v;
-}
-
 /* The identity of chunk n of obj, and its hash. *id is malloc'd. */
 int entry_ident_build(const struct cache *c, const struct cache_object *obj,
 		      uint64_t n, uint8_t **id, size_t *id_len,
@@ -46,24 +28,24 @@ int entry_ident_build(const struct cache *c, const struct cache_object *obj,
 	if (buf == NULL)
 		return -ENOMEM;
 	p = buf;
-	put_le64(p, c->backend_id_len);
+	entry_le64_put(p, c->backend_id_len);
 	memcpy(p + 8, c->backend_id, c->backend_id_len);
 	p += 8 + c->backend_id_len;
-	put_le64(p, obj->key_len);
+	entry_le64_put(p, obj->key_len);
 	memcpy(p + 8, obj->key, obj->key_len);
 	p += 8 + obj->key_len;
-	put_le64(p, obj->etag_len);
+	entry_le64_put(p, obj->etag_len);
 	memcpy(p + 8, obj->etag, obj->etag_len);
 	p += 8 + obj->etag_len;
 	if (obj->transform != NULL) {
 		/* A derived object's own part: its chunks can never be the
 		 * raw object's (entry_ident_parse() tells them apart). */
-		put_le64(p, t_len);
+		entry_le64_put(p, t_len);
 		memcpy(p + 8, obj->transform, t_len);
 		p += 8 + t_len;
 	}
-	put_le64(p, cache_obj_chunk(c, obj));
-	put_le64(p + 8, n);
+	entry_le64_put(p, cache_obj_chunk(c, obj));
+	entry_le64_put(p + 8, n);
 	if (sha256(buf, len, hash) < 0) {
 		free(buf);
 		return -ENOMEM;
@@ -87,7 +69,7 @@ bool entry_ident_parse(const uint8_t *id, size_t len, const uint8_t *part[3],
 
 		if (len - pos < 8)
 			return false;
-		l = get_le64(id + pos);
+		l = entry_le64(id + pos);
 		pos += 8;
 		if (l > len - pos)
 			return false;
@@ -100,12 +82,12 @@ bool entry_ident_parse(const uint8_t *id, size_t len, const uint8_t *part[3],
 
 		if (len - pos < 8 + 16)
 			return false;
-		l = get_le64(id + pos);
+		l = entry_le64(id + pos);
 		if (l != len - pos - 8 - 16)
 			return false;
 		pos += 8 + (size_t)l;
 	}
-	*chunk = get_le64(id + pos + 8);
+	*chunk = entry_le64(id + pos + 8);
 	return true;
 }
 

@@ -168,6 +168,13 @@ struct flight {
 	bool first_running, hedged, hedge_running;
 	uint8_t *hedge_buf;   /* the hedge's buffer while queued */
 	struct flight *hnext; /* hedge queue link */
+	/* What its replies vouched for about the whole object (claim_add()),
+	 * for done_fn. */
+	uint64_t object_size;
+	struct backend_claim claim;
+	unsigned claims; /* replies that said it */
+	bool claim_conflict;
+	bool forgotten; /* fetch_forget() while storing: not retained */
 };
 
 struct queue {
@@ -401,15 +408,22 @@ int fetch_new(struct backend *be, unsigned connections, uint64_t memory,
 
 int fetch_backend_read(struct fetch *f, const char *key, size_t key_len,
 		       const char *etag, size_t etag_len, uint64_t offset,
-		       size_t len, void *buf, size_t *nread)
+		       size_t len, void *buf, size_t *nread,
+		       struct backend_claim *claim)
 {
 	int rc;
 
+	if (claim != NULL)
+		memset(claim, 0, sizeof(*claim));
 	if (f->be == NULL)
 		return -ENXIO;
 	__atomic_add_fetch(&f->backend_reads, 1, __ATOMIC_RELAXED);
-	rc = f->be->ops->read(f->be, key, key_len, etag, etag_len, offset, len,
-			      buf, nread);
+	if (claim != NULL && f->be->ops->read_claim != NULL)
+		rc = f->be->ops->read_claim(f->be, key, key_len, etag, etag_len,
+					    offset, len, buf, nread, claim);
+	else
+		rc = f->be->ops->read(f->be, key, key_len, etag, etag_len,
+				      offset, len, buf, nread);
 	if (rc < 0) {
 		__atomic_add_fetch(&f->backend_errors, 1, __ATOMIC_RELAXED);
 		return rc;
@@ -739,6 +753,7 @@ static struct flight *flight_create(struct fetch *f,
 	fl->etag_len = r->etag_len;
 	fl->has_etag = r->etag != NULL;
 	fl->offset = r->offset;
+	fl->object_size = r->object_size;
 	f->chunk_bytes += buf_size(r->len);
 	/* Parts only as far as connections are free now: splitting a chunk
 	 * no one can fetch in parallel only adds requests. */
@@ -791,21 +806,40 @@ static struct flight *queue_next(struct fetch *f)
 					      : f->q[PRIO_PREFETCH].head;
 }
 
+/* Caller holds f->lock: one more reply of fl (a part, the first read or
+ * its hedge) that brought every byte asked for vouched for claim. */
+static void claim_add(struct flight *fl, const struct backend_claim *claim)
+{
+	if (fl->claims++ == 0) {
+		fl->claim = *claim;
+	} else if (!backend_claim_same(&fl->claim, claim)) {
+		fl->claim_conflict = true;
+	} else {
+		/* Checked whole only if every reply was: a part is not. */
+		fl->claim.checked = fl->claim.checked && claim->checked;
+	}
+}
+
 /* Hands done flight fl to done_fn, then leaves it retained, or drops it
  * if readers have copied it all meanwhile. Caller holds f->lock (dropped
  * around done_fn) and a reference. */
 static void store(struct fetch *f, struct flight *fl)
 {
 	struct fetch_pin keep = { fl, fl->buf, 0 };
+	struct fetch_vouch v = { .object_size = fl->object_size,
+				 .claim = fl->claim,
+				 .conflict = fl->claim_conflict };
 
+	if (v.conflict)
+		memset(&v.claim, 0, sizeof(v.claim));
 	fl->refs++; /* keep's */
 	pthread_mutex_unlock(&f->lock);
-	f->done_fn(f->ctx, fl->hash, fl->id, fl->id_len, fl->buf, fl->len,
+	f->done_fn(f->ctx, fl->hash, fl->id, fl->id_len, fl->buf, fl->len, &v,
 		   &keep);
 	fetch_unpin(f, &keep); /* unless done_fn kept it */
 	pthread_mutex_lock(&f->lock);
 	fl->storing = false;
-	if (fl->served >= fl->len)
+	if (fl->served >= fl->len || fl->forgotten)
 		table_drop(f, fl); /* not the last reference: the caller's */
 	else
 		retain(f, fl);
@@ -1003,6 +1037,7 @@ static void run_part(struct fetch *f, struct flight *fl, bool worker)
 	unsigned part;
 	bool pf = fl->prio == PRIO_PREFETCH;
 	void *unmap = NULL;
+	struct backend_claim claim;
 	uint8_t *buf;
 	int rc;
 
@@ -1030,14 +1065,16 @@ static void run_part(struct fetch *f, struct flight *fl, bool worker)
 	pthread_mutex_unlock(&f->lock);
 
 	if (rc == 0)
-		rc = fetch_backend_read(f, fl->key, fl->key_len,
-					fl->has_etag ? fl->etag : NULL,
-					fl->etag_len, fl->offset + start,
-					(size_t)plen, buf + start, &nread);
+		rc = fetch_backend_read(
+			f, fl->key, fl->key_len, fl->has_etag ? fl->etag : NULL,
+			fl->etag_len, fl->offset + start, (size_t)plen,
+			buf + start, &nread, &claim);
 
 	pthread_mutex_lock(&f->lock);
-	if (rc == 0 && nread == plen)
+	if (rc == 0 && nread == plen) {
 		lat_record(f, plen, now_ns() - t0);
+		claim_add(fl, &claim);
+	}
 	if (rc == 0)
 		pace_record(f, t0, now_ns(), nread);
 	f->inflight--;
@@ -1381,6 +1418,7 @@ static void hedge_run(struct fetch *f)
 	uint8_t *buf = fl->hedge_buf;
 	size_t nread = 0;
 	void *unmap = NULL;
+	struct backend_claim claim;
 	/* A first read that finished since the hedge was queued makes it
 	 * moot: no request, hedge_arrive() gives the buffer back. */
 	bool ok, skip = f->stop || fl->done;
@@ -1399,16 +1437,19 @@ static void hedge_run(struct fetch *f)
 			"fetch: %s: read running for %llu ms; hedging it",
 			log_key(kb, fl->key, fl->key_len),
 			(unsigned long long)late_ms);
-		rc = fetch_backend_read(
-			f, fl->key, fl->key_len, fl->has_etag ? fl->etag : NULL,
-			fl->etag_len, fl->offset, (size_t)len, buf, &nread);
+		rc = fetch_backend_read(f, fl->key, fl->key_len,
+					fl->has_etag ? fl->etag : NULL,
+					fl->etag_len, fl->offset, (size_t)len,
+					buf, &nread, &claim);
 	}
 
 	pthread_mutex_lock(&f->lock);
 	slot_put(f);
 	ok = rc == 0 && nread == len;
-	if (ok)
+	if (ok) {
 		lat_record(f, len, now_ns() - t0);
+		claim_add(fl, &claim);
+	}
 	if (hedge_arrive(f, fl, buf, ok, true, &unmap))
 		part_finish(f, fl, 0, rc, nread, true);
 	else
@@ -1455,7 +1496,7 @@ static ssize_t direct_read(struct fetch *f, const struct fetch_request *r,
 	if (rc < 0)
 		return wait_failed(r, "a connection", wait_ns);
 	rc = fetch_backend_read(f, r->key, r->key_len, r->etag, r->etag_len,
-				r->offset + off, len, dst, &nread);
+				r->offset + off, len, dst, &nread, NULL);
 	pthread_mutex_lock(&f->lock);
 	slot_put(f);
 	pthread_mutex_unlock(&f->lock);
@@ -1772,6 +1813,27 @@ bool fetch_in_flight(struct fetch *f, const struct fetch_request *r)
 	found = table_find(f, r) != NULL;
 	pthread_mutex_unlock(&f->lock);
 	return found;
+}
+
+void fetch_forget(struct fetch *f, const uint8_t *hash, const uint8_t *id,
+		  size_t id_len)
+{
+	struct flight *fl;
+
+	fork_check(f);
+	pthread_mutex_lock(&f->lock);
+	for (fl = f->table[bucket_of(hash)]; fl != NULL; fl = fl->tnext)
+		if ((fl->retained || fl->storing) &&
+		    memcmp(fl->hash, hash, FETCH_HASH_LEN) == 0 &&
+		    fl->id_len == id_len && memcmp(fl->id, id, id_len) == 0)
+			break;
+	/* One being stored (done_fn may be what told the caller) leaves the
+	 * table instead of being retained when done_fn returns (store()). */
+	if (fl != NULL && fl->storing)
+		fl->forgotten = true;
+	else if (fl != NULL)
+		table_drop_free(f, fl);
+	pthread_mutex_unlock(&f->lock);
 }
 
 int fetch_slot_acquire(struct fetch *f)

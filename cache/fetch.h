@@ -85,6 +85,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "backends/backend.h"
+
 #define FETCH_HASH_LEN 32
 #define FETCH_PART_SIZE (UINT64_C(8) << 20)
 #define FETCH_PARTS_MAX 4
@@ -107,17 +109,33 @@ struct fetch_request {
 	size_t etag_len;
 	uint64_t offset; /* of the chunk in the object */
 	uint64_t len;	 /* chunk length (as the manifest says) */
+	/* The whole object's size (the manifest's), handed to done_fn for
+	 * its whole-object check; 0: unknown. */
+	uint64_t object_size;
+};
+
+/* What the backend replies that brought a chunk vouched for about its
+ * whole object (backend.h, read_claim()), for done_fn. */
+struct fetch_vouch {
+	uint64_t object_size; /* fetch_request.object_size */
+	/* What every reply of the chunk claimed (its parts, a hedge that
+	 * answered too); kind BACKEND_CLAIM_NONE if nothing, and checked
+	 * only if every reply was checked whole. */
+	struct backend_claim claim;
+	bool conflict; /* two replies claimed different things */
 };
 
 /* Called once per chunk fetched whole, before the chunk leaves the
  * single-flight table, so a reader never misses both the table and the
- * store (e.g. the cache's store). data is borrowed for the call, unless
- * done_fn keeps the pin *keep on it (keep->len is 0: releasing it counts
- * no bytes as read): it copies *keep, sets keep->fl to NULL, and releases
- * its copy with fetch_unpin() when done with data, before fetch_free(). */
+ * store (e.g. the cache's store). data and *v are borrowed for the call,
+ * unless done_fn keeps the pin *keep on data (keep->len is 0: releasing it
+ * counts no bytes as read): it copies *keep, sets keep->fl to NULL, and
+ * releases its copy with fetch_unpin() when done with data, before
+ * fetch_free(). */
 struct fetch_pin;
 typedef void (*fetch_done_fn)(void *ctx, const uint8_t *hash, const uint8_t *id,
 			      size_t id_len, const uint8_t *data, uint64_t len,
+			      const struct fetch_vouch *v,
 			      struct fetch_pin *keep);
 
 struct fetch_stats {
@@ -168,12 +186,15 @@ int fetch_new(struct backend *be, unsigned connections, uint64_t memory,
 
 /* One backend read of [offset, offset + len) of key into buf, counted in
  * the engine's stats; returns 0 and sets *nread, or a negative errno
- * (-ENXIO without a backend). It takes no connection: the engine's own
- * reads hold one, and a caller outside the chunk machinery takes one with
- * fetch_slot_acquire() first. */
+ * (-ENXIO without a backend). With claim (may be NULL), also what the
+ * reply vouched for about the whole object (backend.h, read_claim(); kind
+ * BACKEND_CLAIM_NONE from a backend without it). It takes no connection:
+ * the engine's own reads hold one, and a caller outside the chunk
+ * machinery takes one with fetch_slot_acquire() first. */
 int fetch_backend_read(struct fetch *f, const char *key, size_t key_len,
 		       const char *etag, size_t etag_len, uint64_t offset,
-		       size_t len, void *buf, size_t *nread);
+		       size_t len, void *buf, size_t *nread,
+		       struct backend_claim *claim);
 
 /* Changes the limits; takes effect for the worker count only if no fetch
  * has started yet in this process. */
@@ -264,6 +285,15 @@ int fetch_prefetch(struct fetch *f, const struct fetch_request *r,
 
 /* True if chunk r is being fetched now, queued, or retained. */
 bool fetch_in_flight(struct fetch *f, const struct fetch_request *r);
+
+/* Drops the chunk of identity (hash, id) from memory if it was fetched
+ * and is retained (see fetch_join()), or, while done_fn has it, makes it
+ * leave the table instead of being retained when done_fn returns, so no
+ * new reader is served its bytes: the cache found its object's bytes
+ * bad. A chunk still being fetched is left alone (its bytes come from a
+ * new reply); readers that joined or pinned it keep what they have. */
+void fetch_forget(struct fetch *f, const uint8_t *hash, const uint8_t *id,
+		  size_t id_len);
 
 /* A connection for a read outside the chunk machinery (the pass-through
  * cache): waits for a free one, ahead of queued prefetches, at most the

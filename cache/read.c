@@ -11,7 +11,14 @@
  * Between 1 and 4 the engine's epoch (fetch_epoch()) closes the race with
  * a fetch that stores the chunk after 2-3 missed it. read_chunk() is that
  * sequence; cache_read() cuts a request into chunks, cache_fill() makes
- * sure chunks are stored; a pass-through cache reads straight through.
+ * sure chunks are stored. A pass-through cache reads an object of up to
+ * CACHE_UNCACHED_WHOLE_MAX bytes whole through the engine (one checked
+ * copy serves every read of it: cache.h), a larger one straight through.
+ *
+ * Over 700 lines because every path here (a chunk's steps, replies
+ * without copies, coalesced small chunks, pass-through) shares the
+ * read_chunk naming and read_lookup(); the pass-through and coalesced
+ * paths are the first to move out if it grows.
  */
 #include "cache/cache_impl.h"
 
@@ -68,6 +75,7 @@ int read_chunk_name(const struct cache *c, const struct cache_object *obj,
 	ch->r.etag_len = obj->etag_len;
 	ch->r.offset = n * cache_obj_chunk(c, obj);
 	ch->r.len = ch->len;
+	ch->r.object_size = obj->size;
 	return 0;
 }
 
@@ -305,6 +313,14 @@ ssize_t read_stored(struct cache *c, const struct read_chunk *ch,
 	return (ssize_t)len;
 }
 
+ssize_t read_stored_uncounted(struct cache *c, const struct read_chunk *ch,
+			      uint64_t in_off, size_t len, void *dst)
+{
+	return read_lookup(c, ch, in_off, len, dst, NULL) == LOOKUP_HIT
+		       ? (ssize_t)len
+		       : -ENOENT;
+}
+
 struct read_present_args {
 	const uint8_t *id;
 	size_t id_len;
@@ -356,7 +372,7 @@ static ssize_t read_through(struct cache *c, const struct cache_object *obj,
 		return rc;
 	}
 	rc = fetch_backend_read(c->fetch, obj->key, obj->key_len, obj->etag,
-				obj->etag_len, offset, len, buf, &nread);
+				obj->etag_len, offset, len, buf, &nread, NULL);
 	fetch_slot_release(c->fetch);
 	if (rc < 0)
 		return rc;
@@ -396,6 +412,42 @@ static ssize_t read_whole(const char *key, size_t key_len, uint64_t n,
 		"read",
 		log_key(kb, key, key_len), (unsigned long long)n, got, want);
 	return -EIO;
+}
+
+/* The largest object a pass-through cache reads whole (cache.h): one
+ * backend read (FETCH_PART_SIZE), in one chunk of the cache's size. */
+static uint64_t read_uncached_whole_max(const struct cache *c)
+{
+	_Static_assert(CACHE_UNCACHED_WHOLE_MAX <= FETCH_PART_SIZE,
+		       "a whole object is fetched in one backend read");
+	return c->chunk_size < CACHE_UNCACHED_WHOLE_MAX
+		       ? c->chunk_size
+		       : CACHE_UNCACHED_WHOLE_MAX;
+}
+
+/* A pass-through read of obj, an object of at most
+ * CACHE_UNCACHED_WHOLE_MAX bytes (cache.h): the engine fetches it whole,
+ * as one chunk of the cache's chunk size (so one backend read, which the
+ * backend checks against the store's checksum of the whole object), or
+ * joins that fetch, or finds the copy retained since; [offset, offset +
+ * len) is copied from there. Short of memory the engine reads just these
+ * bytes instead (a direct read, unchecked: see cache.h). */
+static ssize_t read_whole_uncached(struct cache *c,
+				   const struct cache_object *obj,
+				   uint64_t offset, size_t len, void *buf)
+{
+	struct cache_object whole = *obj;
+	struct read_chunk ch;
+	ssize_t got;
+	int rc;
+
+	whole.chunk_size = 0; /* the cache's: one chunk holds all of it */
+	rc = read_chunk_name(c, &whole, 0, &ch);
+	if (rc < 0)
+		return rc;
+	got = fetch_get(c->fetch, &ch.r, FETCH_NO_EPOCH, offset, len, buf);
+	read_chunk_release(&ch);
+	return read_whole(obj->key, obj->key_len, 0, got, len);
 }
 
 /* Steps 2-4 until one answers, for read_chunk():
@@ -510,6 +562,7 @@ static ssize_t read_coalesced(struct cache *c, const struct cache_object *obj,
 	uint64_t unit = cache_obj_chunk(c, obj), first = offset / unit;
 	uint64_t last = (offset + len - 1) / unit, n, start = first * unit;
 	uint64_t span = last * unit + read_chunk_len(c, obj, last) - start;
+	struct fetch_vouch v = { .object_size = obj->size };
 	size_t nread = 0;
 	uint8_t *all;
 	int rc;
@@ -541,8 +594,8 @@ static ssize_t read_coalesced(struct cache *c, const struct cache_object *obj,
 		goto out;
 	}
 	rc = fetch_backend_read(c->fetch, obj->key, obj->key_len, obj->etag,
-				obj->etag_len, start, (size_t)span, all,
-				&nread);
+				obj->etag_len, start, (size_t)span, all, &nread,
+				&v.claim);
 	fetch_slot_release(c->fetch);
 	if (rc == 0 && nread != span) {
 		log_msg(LOG_ERR,
@@ -561,6 +614,8 @@ static ssize_t read_coalesced(struct cache *c, const struct cache_object *obj,
 			continue; /* served, not stored */
 		store_chunk(c, ch.hash, ch.id, ch.id_len,
 			    all + (n - first) * unit, ch.len, NULL);
+		whole_note(c, ch.id, ch.id_len, all + (n - first) * unit,
+			   ch.len, &v);
 		read_chunk_release(&ch);
 	}
 	if (rc == 0)
@@ -601,7 +656,9 @@ ssize_t cache_read(struct cache *c, const struct cache_object *obj,
 	if (obj->transform != NULL)
 		return derived_read(c, obj, offset, len, buf);
 	if (!c->disk)
-		return read_through(c, obj, offset, len, buf);
+		return obj->size <= read_uncached_whole_max(c)
+			       ? read_whole_uncached(c, obj, offset, len, buf)
+			       : read_through(c, obj, offset, len, buf);
 	if (unit < c->chunk_size &&
 	    offset / unit != (offset + len - 1) / unit) {
 		ssize_t got = read_coalesced(c, obj, offset, len, buf);

@@ -328,6 +328,8 @@ static const struct status_field {
 	{ "cache", "bytes_from_cache", "shardfs_cache_bytes_from_cache_total" },
 	{ "cache", "live_bytes", "shardfs_cache_live_bytes" },
 	{ "cache", "budget_bytes", "shardfs_cache_budget_bytes" },
+	{ "cache", "whole_checked", "shardfs_cache_whole_checked_total" },
+	{ "cache", "whole_mismatches", "shardfs_cache_whole_mismatches_total" },
 	{ "prefetch", "depth_files", "shardfs_prefetch_depth_files" },
 	{ "prefetch", "hits", "shardfs_prefetch_hits_total" },
 	{ "prefetch", "misses", "shardfs_prefetch_misses_total" },
@@ -499,6 +501,10 @@ static void report_text(const struct status_info *in)
 		       "%s of %s\n",
 		       "cache", p1, v(s, "shardfs_cache_hits_total"),
 		       v(s, "shardfs_cache_misses_total"), b1, b2);
+		printf("%-10s %llu objects checked whole against the store's "
+		       "checksum, %llu did not match (dropped)\n",
+		       "integrity", v(s, "shardfs_cache_whole_checked_total"),
+		       v(s, "shardfs_cache_whole_mismatches_total"));
 	} else {
 		printf("%-10s off\n", "cache");
 	}

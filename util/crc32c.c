@@ -3,6 +3,12 @@
  * built once (pthread_once); the SSE4.2 path feeds the crc32 instruction
  * 8 bytes at a time, which is fast enough next to a network read that no
  * three-way interleaving is worth its complexity here.
+ *
+ * Combining: with the inversions in and out, crc(A B) = crc(A) * x^(8|B|)
+ * + crc(B) modulo the polynomial (the inversions of B's own CRC cancel
+ * those A's register would have carried into it), so combining is one
+ * product with x^(8|B|) mod P, had by squaring. Polynomials are kept in
+ * the reflected order the CRC uses: bit 31 is x^0, bit 0 is x^31.
  */
 #include "util/crc32c.h"
 
@@ -56,6 +62,44 @@ uint32_t crc32c_update_sw(uint32_t crc, const void *buf, size_t len)
 	while (len-- > 0)
 		crc = (crc >> 8) ^ crc32c_table[0][(crc ^ *p++) & 0xff];
 	return ~crc;
+}
+
+/* a * b mod P (reflected order). */
+static uint32_t crc32c_mulmod(uint32_t a, uint32_t b)
+{
+	uint32_t prod = 0;
+	int i;
+
+	for (i = 31; i >= 0; i--) { /* bit i of a: the term x^(31 - i) */
+		if (a & (UINT32_C(1) << i))
+			prod ^= b;
+		/* b * x: x^31 (bit 0) becomes x^32, that is P's rest. */
+		b = b & 1 ? (b >> 1) ^ CRC32C_POLY : b >> 1;
+	}
+	return prod;
+}
+
+uint32_t crc32c_shift_op(uint64_t len)
+{
+	uint32_t op = UINT32_C(1) << 31; /* x^0 */
+	uint32_t sq = UINT32_C(1) << 23; /* x^8: one byte */
+
+	for (; len != 0; len >>= 1) {
+		if (len & 1)
+			op = crc32c_mulmod(op, sq);
+		sq = crc32c_mulmod(sq, sq);
+	}
+	return op;
+}
+
+uint32_t crc32c_combine_op(uint32_t crc_a, uint32_t crc_b, uint32_t op)
+{
+	return crc32c_mulmod(op, crc_a) ^ crc_b;
+}
+
+uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b)
+{
+	return crc32c_combine_op(crc_a, crc_b, crc32c_shift_op(len_b));
 }
 
 #if defined(__x86_64__)

@@ -18,4 +18,16 @@ uint32_t crc32c_update(uint32_t crc, const void *p, size_t len);
 /* The table-driven version, whatever the CPU: for tests. */
 uint32_t crc32c_update_sw(uint32_t crc, const void *p, size_t len);
 
+/* The CRC-32C of A followed by B, from crc_a = crc32c_update(0, A, ...),
+ * crc_b = crc32c_update(0, B, ...) and B's length, without the bytes: how
+ * a whole object's CRC is had from its chunks' (the cache's whole-object
+ * check). O(log len_b), a few microseconds. */
+uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
+
+/* For many combines with pieces of one length: op = crc32c_shift_op(len)
+ * once, then crc32c_combine_op(crc_a, crc_b, op) is crc32c_combine(crc_a,
+ * crc_b, len) in 32 steps. */
+uint32_t crc32c_shift_op(uint64_t len);
+uint32_t crc32c_combine_op(uint32_t crc_a, uint32_t crc_b, uint32_t op);
+
 #endif

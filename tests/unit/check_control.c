@@ -444,6 +444,8 @@ static const struct control_stats stats_given = {
 		.hedges_won = 30,
 		.derived_runs = 31,
 		.derived_bytes = 32,
+		.whole_checked = 33,
+		.whole_mismatches = 34,
 	},
 };
 
@@ -636,7 +638,13 @@ START_TEST(test_stats_cache)
 	ck_assert_uint_eq(
 		sample_value(s, n, "shardfs_cache_derived_bytes_total", ""),
 		32);
-	ck_assert_uint_eq(n, 25 + 13 + 9 + MANIFEST_SKIP_NREASONS + 15);
+	ck_assert_uint_eq(
+		sample_value(s, n, "shardfs_cache_whole_checked_total", ""),
+		33);
+	ck_assert_uint_eq(
+		sample_value(s, n, "shardfs_cache_whole_mismatches_total", ""),
+		34);
+	ck_assert_uint_eq(n, 25 + 13 + 9 + MANIFEST_SKIP_NREASONS + 17);
 }
 END_TEST
 

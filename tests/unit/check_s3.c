@@ -3,7 +3,8 @@
  * s3_sign.h, s3_xml.h and s3_creds.h: source URLs, endpoints and
  * addressing, query encoding, ListObjectsV2/Error/STS XML (namespaces,
  * entities, url encoding), the error map, backoff, credential files and
- * JSON, and SigV4.
+ * JSON, SigV4, and what an ETag vouches for (s3_etag_claim: the MD5 of a
+ * single-part object, not of a multipart or SSE-KMS/SSE-C one).
  *
  * Signatures are checked two ways: against AWS's published S3 examples,
  * and against botocore (Debian's python3-botocore, an independent
@@ -850,6 +851,83 @@ START_TEST(test_sigv4_botocore)
 }
 END_TEST
 
+/* --- whole-object claims -------------------------------------------------- */
+
+START_TEST(test_etag_claim)
+{
+	static const uint8_t md5[16] = { 0x9e, 0x10, 0x7d, 0x9d, 0x37, 0x2b,
+					 0xb6, 0x82, 0x6b, 0xd8, 0x1d, 0x35,
+					 0x42, 0xa4, 0x19, 0xd6 };
+	const char *e = "\"9e107d9d372bb6826bd81d3542a419d6\"";
+	struct backend_claim c, d;
+
+	/* A single-part object's ETag is its MD5, upper case too, and
+	 * SSE-S3 (AES256) keeps it so. */
+	memset(&c, 0xa5, sizeof(c));
+	s3_etag_claim(e, strlen(e), NULL, false, &c);
+	ck_assert_int_eq(c.kind, BACKEND_CLAIM_MD5);
+	ck_assert_mem_eq(c.md5, md5, 16);
+	ck_assert(!c.checked);
+	s3_etag_claim("\"9E107D9D372BB6826BD81D3542A419D6\"", 34, "AES256",
+		      false, &d);
+	ck_assert_int_eq(d.kind, BACKEND_CLAIM_MD5);
+	ck_assert(backend_claim_same(&c, &d));
+	/* Nothing to vouch for: a multipart upload's ETag (an MD5 of the
+	 * parts' MD5s), SSE-KMS and DSSE-KMS, SSE-C, no quotes, a weak
+	 * ETag, another length, a non-hex digit, none at all. */
+	{
+		static const char *const none[] = {
+			"\"9e107d9d372bb6826bd81d3542a419d6-12\"",
+			"9e107d9d372bb6826bd81d3542a419d6",
+			"W/\"9e107d9d372bb6826bd81d3542a419d6\"",
+			"\"9e107d9d372bb6826bd81d3542a419d\"",
+			"\"9e107d9d372bb6826bd81d3542a419dg\"",
+			"",
+		};
+		size_t i;
+
+		for (i = 0; i < ARRAY_LEN(none); i++) {
+			s3_etag_claim(none[i], strlen(none[i]), NULL, false,
+				      &c);
+			ck_assert_int_eq(c.kind, BACKEND_CLAIM_NONE);
+		}
+		s3_etag_claim(NULL, 0, NULL, false, &c);
+		ck_assert_int_eq(c.kind, BACKEND_CLAIM_NONE);
+	}
+	s3_etag_claim(e, strlen(e), "aws:kms", false, &c);
+	ck_assert_int_eq(c.kind, BACKEND_CLAIM_NONE);
+	s3_etag_claim(e, strlen(e), "aws:kms:dsse", false, &c);
+	ck_assert_int_eq(c.kind, BACKEND_CLAIM_NONE);
+	s3_etag_claim(e, strlen(e), NULL, true, &c);
+	ck_assert_int_eq(c.kind, BACKEND_CLAIM_NONE);
+	s3_etag_claim(e, strlen(e), "AES256", true, &c);
+	ck_assert_int_eq(c.kind, BACKEND_CLAIM_NONE);
+	/* An encryption this code does not know: not taken for an MD5. */
+	s3_etag_claim(e, strlen(e), "aws:fancy", false, &c);
+	ck_assert_int_eq(c.kind, BACKEND_CLAIM_NONE);
+}
+END_TEST
+
+START_TEST(test_claim_same)
+{
+	struct backend_claim a = { .kind = BACKEND_CLAIM_CRC32C, .crc32c = 1 },
+			     b = a, n = { .kind = BACKEND_CLAIM_NONE };
+
+	b.checked = true; /* not part of what is claimed */
+	ck_assert(backend_claim_same(&a, &b));
+	b.crc32c = 2;
+	ck_assert(!backend_claim_same(&a, &b));
+	ck_assert(!backend_claim_same(&a, &n));
+	ck_assert(backend_claim_same(&n, &n));
+	a.kind = b.kind = BACKEND_CLAIM_MD5;
+	memset(a.md5, 1, 16);
+	memcpy(b.md5, a.md5, 16);
+	ck_assert(backend_claim_same(&a, &b));
+	b.md5[15] ^= 1;
+	ck_assert(!backend_claim_same(&a, &b));
+}
+END_TEST
+
 static Suite *s3_suite(void)
 {
 	Suite *s = suite_create("s3");
@@ -878,6 +956,8 @@ static Suite *s3_suite(void)
 		{ "creds_chain_local", test_creds_chain_local },
 		{ "sigv4_aws_examples", test_sigv4_aws_examples },
 		{ "sigv4_botocore", test_sigv4_botocore },
+		{ "etag_claim", test_etag_claim },
+		{ "claim_same", test_claim_same },
 	};
 	size_t i;
 

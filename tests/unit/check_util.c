@@ -1,6 +1,6 @@
 /*
- * check_util: the small shared helpers of util/ (hex.h, sha256.h, str.h,
- * thread.h, dlist.h) through their headers.
+ * check_util: the small shared helpers of util/ (hex.h, sha256.h, md5.h,
+ * str.h, thread.h, dlist.h) through their headers.
  */
 #include <check.h>
 #include <pthread.h>
@@ -11,6 +11,7 @@
 
 #include "util/dlist.h"
 #include "util/hex.h"
+#include "util/md5.h"
 #include "util/sha256.h"
 #include "util/str.h"
 #include "util/thread.h"
@@ -63,6 +64,51 @@ START_TEST(test_sha256)
 	sha256_free(s);
 	ck_assert_mem_eq(md, md2, SHA256_LEN);
 	sha256_free(NULL);
+}
+END_TEST
+
+/* RFC 1321's test suite, in one piece and in pieces of 3 bytes. */
+START_TEST(test_md5)
+{
+	static const char *const in[] = {
+		"",
+		"a",
+		"abc",
+		"message digest",
+		"abcdefghijklmnopqrstuvwxyz",
+		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012345678"
+		"9",
+		"1234567890123456789012345678901234567890123456789012345678901"
+		"2345678901234567890",
+	};
+	static const char *const out[] = {
+		"d41d8cd98f00b204e9800998ecf8427e",
+		"0cc175b9c0f1b6a831c399e269772661",
+		"900150983cd24fb0d6963f7d28e17f72",
+		"f96b697d7cb7938d525a2f31aaf161d0",
+		"c3fcd3d76192e4007dfb496cca67e13b",
+		"d174ab98d277d9f5a5611c2c9f419d9f",
+		"57edf4a22be3c955ac49da2e2107b67a",
+	};
+	uint8_t md[MD5_LEN];
+	char hex[2 * MD5_LEN + 1];
+	size_t i, j, n;
+
+	for (i = 0; i < sizeof(in) / sizeof(in[0]); i++) {
+		struct md5 *m = md5_new();
+
+		ck_assert_ptr_nonnull(m);
+		n = strlen(in[i]);
+		for (j = 0; j < n; j += 3)
+			ck_assert_int_eq(
+				md5_update(m, in[i] + j, n - j < 3 ? n - j : 3),
+				0);
+		ck_assert_int_eq(md5_final(m, md), 0);
+		md5_free(m);
+		hex_encode(md, MD5_LEN, hex);
+		ck_assert_str_eq(hex, out[i]);
+	}
+	md5_free(NULL);
 }
 END_TEST
 
@@ -278,6 +324,7 @@ int main(void)
 	const struct unit_case cases[] = {
 		{ "hex_encode", test_hex_encode },
 		{ "sha256", test_sha256 },
+		{ "md5", test_md5 },
 		{ "str_memdup", test_str_memdup },
 		{ "str_trim", test_str_trim },
 		{ "str_unescape_octal", test_str_unescape_octal },

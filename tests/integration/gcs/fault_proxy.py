@@ -9,6 +9,13 @@ Writes its port to PORT_FILE once listening. By object name (decoded):
   ...denied...    every request gets 403 forbidden (JSON API error body)
   ...badcrc...    media replies arrive with their last byte flipped
                   (headers, x-goog-hash included, unchanged)
+  ...flipped...   every media reply that holds the object's middle byte
+                  (offset size // 2) has bit 4 of it flipped (headers,
+                  x-goog-hash included, unchanged)
+  ...flipone...   the same, but only in the first such reply for the
+                  object that is a 206 (one ranged read of a large object)
+  ...wronghash... media replies carry an x-goog-hash whose crc32c is not
+                  the object's (the body unchanged)
   ...realgen...   a media request pinned to a generation that is not the
                   current one gets 404 notFound, as real GCS answers
                   (the emulator serves the current generation instead)
@@ -44,6 +51,7 @@ import http.client
 import http.server
 import json
 import os
+import re
 import sys
 import threading
 import urllib.parse
@@ -167,6 +175,12 @@ def main():
                 hdrs = [("x-goog-generation", "1")] + hdrs
             if "badcrc" in name and status in (200, 206) and body:
                 body = body[:-1] + bytes([body[-1] ^ 1])
+            if media and status in (200, 206) and ("flipped" in name or
+                                                   "flipone" in name):
+                body = self.flip(name, status, hdrs, body)
+            if media and "wronghash" in name:
+                hdrs = [(k, "crc32c=AAAAAA==" if k.lower() == "x-goog-hash"
+                         else v) for k, v in hdrs]
             if "badrange" in name and status == 206:
                 fixed = []
                 for k, v in hdrs:
@@ -179,6 +193,27 @@ def main():
                     fixed.append((k, v))
                 hdrs = fixed
             self.reply(status, body, hdrs)
+
+        def flip(self, name, status, hdrs, body):
+            # The reply's place in the object: Content-Range, or all of it.
+            start, size = 0, len(body)
+            for k, v in hdrs:
+                m = re.match(r"bytes (\d+)-(\d+)/(\d+)", v)
+                if k.lower() == "content-range" and m:
+                    start, size = int(m.group(1)), int(m.group(3))
+            at = size // 2 - start
+            if not 0 <= at < len(body):
+                return body
+            if "flipone" in name:
+                with lock:
+                    if status != 206 or seen.get(("flipped", name)):
+                        return body
+                    seen[("flipped", name)] = 1
+            b = bytearray(body)
+            b[at] ^= 0x10
+            with lock, open(log_file, "a") as f:
+                f.write("flipped %s at %d\n" % (name, size // 2))
+            return bytes(b)
 
         def list(self, u, q):
             prefix = dict(q).get("prefix", "")
