@@ -110,6 +110,8 @@ class Mounts:
                            % m.log.read_text(errors="replace"))
 
     def unmount(self, m):
+        """Unmounts m; raises if the daemon does not exit 0 (a sanitizer's
+        report under make SAN=1 makes it exit non-zero)."""
         if m not in self.live:
             return
         self.live.remove(m)
@@ -117,14 +119,26 @@ class Mounts:
             if subprocess.run(["fusermount3", "-u", m.path]).returncode != 0:
                 subprocess.run(["fusermount3", "-u", "-z", m.path])
         try:
-            m.proc.wait(timeout=20)
+            rc = m.proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
             m.proc.kill()
             m.proc.wait(timeout=20)
+            raise RuntimeError("%s: the daemon did not exit within 20 s of the unmount"
+                               % m.path) from None
+        if rc != 0:
+            tail = m.log.read_text(errors="replace").splitlines()[-30:]
+            raise RuntimeError("%s: the daemon exited %d; the end of its log:\n%s"
+                               % (m.path, rc, "\n".join(tail)))
 
     def close(self):
+        errors = []
         for m in list(self.live):
-            self.unmount(m)
+            try:
+                self.unmount(m)
+            except RuntimeError as e:
+                errors.append(str(e))
+        if errors:
+            raise RuntimeError("\n".join(errors))
 
 
 @pytest.fixture(scope="session")
