@@ -36,13 +36,16 @@ def crc32c_python(data, crc=0):
 
 def _accelerated():
     try:
-        import crcmod.crcmod  # Debian: python3-crcmod
+        import importlib
+        # Debian: python3-crcmod. Its package's `crcmod` attribute is not
+        # the crcmod.crcmod module: ask the module itself.
+        impl = importlib.import_module("crcmod.crcmod")
         import crcmod.predefined
     except ImportError:
         return None
     # Only worth it with crcmod's C extension; its pure Python fallback is
     # no faster than the function above.
-    if not getattr(crcmod.crcmod, "_usingExtension", False):
+    if not getattr(impl, "_usingExtension", False):
         return None
     fn = crcmod.predefined.mkPredefinedCrcFun("crc-32c")
     if fn(b"123456789") != 0xE3069283:
