@@ -63,26 +63,36 @@ WORKER = textwrap.dedent("""
     import json, sys, datetime
     import torch.distributed as dist
     import shardfs, shardfs.torch
-    rank, store, mount = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+    rank, store, mounts = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
     dist.init_process_group("gloo", init_method="file://" + store, rank=rank,
                             world_size=2, timeout=datetime.timedelta(seconds=60))
-    try:
-        print(json.dumps({"digest": shardfs.torch.check_same_plan(mount)}))
-    except (shardfs.PlanMismatch, OSError) as e:
-        print(json.dumps({"error": type(e).__name__, "msg": str(e)}))
+    out = []
+    for mount in mounts:  # one check per case, every rank in step
+        try:
+            out.append({"digest": shardfs.torch.check_same_plan(mount)})
+        except (shardfs.PlanMismatch, OSError) as e:
+            out.append({"error": type(e).__name__, "msg": str(e)})
+    print(json.dumps(out))
     dist.destroy_process_group()
 """)
 
 
-def run_two(tmp_path, m0, m1):
-    """Runs the check in two processes of one torch.distributed job, rank
-    r reading mount m_r; returns their JSON results."""
-    store = tmp_path / "store"
+@pytest.fixture(scope="module")
+def two_ranks(three, tmp_path_factory):
+    """One torch.distributed job of two processes (gloo on 127.0.0.1),
+    rank r reading mount r of each case: the same plan (a1, a2), another
+    seed (a1, b), no mount at all on rank 1. Returns each case's [rank 0's
+    result, rank 1's]."""
+    a1, a2, b = three
+    tmp = tmp_path_factory.mktemp("dist")
+    (tmp / "notmounted").mkdir()
+    cases = [(a1, a2), (a1, b), (a1, tmp / "notmounted")]
     env = dict(os.environ, GLOO_SOCKET_IFNAME="lo", MASTER_ADDR="127.0.0.1",
                PYTHONPATH=os.path.dirname(os.path.dirname(shardfs.__file__)))
-    procs = [subprocess.Popen([sys.executable, "-c", WORKER, str(r), str(store), str(m)],
+    procs = [subprocess.Popen([sys.executable, "-c", WORKER, str(r), str(tmp / "store")] +
+                              [str(c[r]) for c in cases],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-             for r, m in enumerate((m0, m1))]
+             for r in range(2)]
     out = []
     try:
         for p in procs:
@@ -94,27 +104,21 @@ def run_two(tmp_path, m0, m1):
             if p.poll() is None:
                 p.kill()
                 p.wait()
-    return out
+    return [[out[0][i], out[1][i]] for i in range(len(cases))]
 
 
-def test_torch_distributed_same_and_different(three, tmp_path):
-    a1, a2, b = three
-    for d in ("same", "diff"):
-        (tmp_path / d).mkdir()
-    same = run_two(tmp_path / "same", a1, a2)
+def test_torch_distributed_same_and_different(three, two_ranks):
+    a1, _, _ = three
+    same, diff, _ = two_ranks
     assert same == [{"digest": shardfs.plan_digest(a1)}] * 2
-    diff = run_two(tmp_path / "diff", a1, b)
     for r, res in enumerate(diff):
         assert res["error"] == "PlanMismatch", res
         assert re.search(r"rank %d: the job's ranks read 2 different plans \(ranks 0: "
                          r"[0-9a-f]{64}; ranks 1: [0-9a-f]{64}\)" % r, res["msg"]), res
 
 
-def test_torch_distributed_a_rank_without_a_mount_fails_every_rank(three, tmp_path):
-    a1, _, _ = three
-    (tmp_path / "x").mkdir()
-    (tmp_path / "notmounted").mkdir()
-    res = run_two(tmp_path / "x", a1, tmp_path / "notmounted")
+def test_torch_distributed_a_rank_without_a_mount_fails_every_rank(two_ranks):
+    res = two_ranks[2]
     assert res[0]["error"] == "PlanMismatch" and \
         "rank 1: " in res[0]["msg"] and "a shardfs mount" in res[0]["msg"], res
     assert res[1]["error"] == "FileNotFoundError", res

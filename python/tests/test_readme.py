@@ -6,7 +6,6 @@ replaced by a call that records the batch."""
 
 import collections
 import hashlib
-import os
 import re
 import textwrap
 
