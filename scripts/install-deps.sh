@@ -32,6 +32,12 @@ PKGS="$PKGS python3-jwt python3-cryptography"
 # (its default config exports nothing); the tests start their own server and
 # never use it: `systemctl disable --now nfs-ganesha` if it is not wanted.
 PKGS="$PKGS libnfs-dev nfs-ganesha nfs-ganesha-vfs libnfs-utils"
+# The Python helper (python/, tests/integration/test_python.sh): Debian's
+# torch and pytest for /usr/bin/python3, and a venv (--system-site-packages)
+# that installs the package offline with Debian's pip and setuptools;
+# python3-crcmod is its optional CRC-32C accelerator (C), tested too.
+PKGS="$PKGS python3-torch python3-pytest python3-venv python3-pip python3-setuptools \
+python3-crcmod"
 # Fuzzing (tests/fuzz, part of check): clang 14 and its libFuzzer runtime.
 PKGS="$PKGS clang libclang-rt-14-dev"
 command -v node >/dev/null 2>&1 || PKGS="$PKGS nodejs"

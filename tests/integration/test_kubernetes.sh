@@ -10,11 +10,18 @@
 # before the mount and passes after, the init container's command leaves a
 # live mount alone and clears a dead one (a daemon killed with SIGKILL), the
 # preStop hook's command unmounts it (lazily while a file is open) and the
-# daemon exits 0; the Dockerfile's packages provide every library
-# the binary needs; and the checker notices a broken DaemonSet.
+# daemon exits 0; the trainer Job's command reads every file of its rank on
+# a mount whose keys need the order file's %XX escapes and that has pads;
+# the DaemonSet tolerates GPU nodes' taints; the Dockerfile builds shardfs
+# in a build stage from the repository's sources with Debian's -dev
+# packages (no engine runs here: the suite copies what the stage copies and
+# runs its commands) and its runtime stage installs exactly the packages of
+# the libraries the binary links, fuse3 and ca-certificates; and the checker
+# notices a broken DaemonSet.
 SUITE=kubernetes
 . "$(dirname "$0")/lib.sh"
 K8S=$(cd "$HERE/../../contrib/kubernetes" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
 
 if ! /usr/bin/python3 -c 'import yaml' 2>/dev/null; then
 	fail "python3-yaml is not installed (scripts/install-deps.sh installs it)"
@@ -107,7 +114,48 @@ else
 	fail "the ConfigMap's config mounts (dead)"
 fi
 
-# --- the image's packages cover the binary's libraries ------------------------------
+# --- the trainer's command on a real mount -------------------------------------------
+# Keys that need the order file's escapes (%, TAB, a byte that is not
+# UTF-8) and pads (balance = pad): the trainer must read every file of its
+# rank, unescaping the keys and skipping the pads.
+SRC2=$T/src2
+cp -r "$SRC" "$SRC2"
+mkdir -p "$SRC2/odd"
+printf 'percent' >"$SRC2/odd/100%.bin"
+printf 'tab' >"$SRC2/odd/a"$'\t'"b.bin"
+printf 'latin1' >"$SRC2/odd/caf"$'\xe9'".bin"
+printf 'escape-lookalike' >"$SRC2/odd/%41.bin"
+printf 'newline' >"$SRC2/odd/new"$'\n'"line.bin" # 65 files on 4 ranks: 3 pads
+if [ -s "$OUT/trainer.json" ] &&
+	mount_shardfs "$CONF" "$M" -o "source.url=$SRC2,cache.dir=$T/cache2,shard.balance=pad"; then
+	world=$(sed -n 's/^world_size //p' "$M/.shardfs/plan")
+	check "the trainer test has pads (balance = pad)" grep -q $'\tpad$' "$M"/.shardfs/rank-*.order
+	troot=$(cat "$OUT/trainer_root")
+	total=0
+	for ((r = 0; r < world; r++)); do
+		want=$(find "$M/rank-$r" -type f -printf '%s\n' | awk '{s += $1} END {print s + 0}')
+		got=$(RANK=$r /usr/bin/python3 - "$OUT/trainer.json" "$troot" "$M" <<'PY' 2>"$T/trainer.err"
+import json, subprocess, sys
+cmd = [a.replace(sys.argv[2], sys.argv[3]) for a in json.load(open(sys.argv[1]))]
+r = subprocess.run(cmd, timeout=120, stdout=subprocess.PIPE)
+sys.stdout.write(r.stdout.decode().strip())
+sys.exit(r.returncode)
+PY
+		)
+		rc=$?
+		check "the trainer's command reads every byte of rank $r's files (got ${got:-nothing}, want $want, exit $rc)" \
+			test "$rc" -eq 0 -a "$got" = "$want"
+		[ "$rc" -eq 0 ] || sed 's/^/#   /' "$T/trainer.err" | tail -5
+		total=$((total + want))
+	done
+	check "... and the ranks' files are the whole dataset ($total bytes)" \
+		test "$total" -eq "$(find "$SRC2" -type f -printf '%s\n' | awk '{s += $1} END {print s}')"
+	umount_shardfs "$M" || fail "unmount (trainer)"
+else
+	fail "the trainer's command was not extracted, or the mount for it failed"
+fi
+
+# --- the image: built from the repository, only the runtime libraries it needs ------
 missing=""
 for lib in $(readelf -d "$SHARDFS" | sed -n 's/.*Shared library: \[\(.*\)\]/\1/p'); do
 	path=$(ldd "$SHARDFS" | awk -v n="$lib" '$1 == n {print $3}')
@@ -119,10 +167,61 @@ for lib in $(readelf -d "$SHARDFS" | sed -n 's/.*Shared library: \[\(.*\)\]/\1/p
 	# what an image ships.
 	libasan[0-9]* | libubsan[0-9]* | libtsan[0-9]* | liblsan[0-9]*) ;;
 	'') missing="$missing $lib(no package)" ;;
-	*) grep -qx "$pkg" "$OUT/docker-packages" || missing="$missing $pkg" ;;
+	*)
+		echo "$pkg" >>"$T/needed-packages"
+		grep -qsx "$pkg" "$OUT/docker-packages" || missing="$missing $pkg"
+		;;
 	esac
 done
 check "the Dockerfile installs every library the binary links${missing:+ (missing:$missing)}" test -z "$missing"
+# And nothing else: the packages of those libraries, fusermount3 (fuse3) and
+# the CA certificates for TLS to S3 and GCS.
+extra=""
+for pkg in $(cat "$OUT/docker-packages" 2>/dev/null); do
+	case $pkg in
+	ca-certificates | fuse3) continue ;;
+	esac
+	grep -qx "$pkg" "$T/needed-packages" || extra="$extra $pkg"
+done
+check "the Dockerfile's runtime stage installs no package the binary does not need${extra:+ (extra:$extra)}" \
+	test -s "$OUT/docker-packages" -a -z "$extra"
+
+# The build stage's packages provide every pkg-config module the Makefile
+# builds with (the .pc file's package).
+mods=$(printf 'print-pkgs:\n\t@echo $(PKGS)\n' |
+	env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s -C "$ROOT" -f Makefile -f - print-pkgs)
+nopc=""
+for mod in $mods; do
+	pc=$(pkg-config --path "$mod" 2>/dev/null)
+	pkg=$(dpkg -S "$(realpath "$pc" 2>/dev/null)" 2>/dev/null || dpkg -S "$pc" 2>/dev/null)
+	pkg=${pkg%%:*}
+	grep -qx "${pkg:-?}" "$OUT/docker-build-packages" 2>/dev/null || nopc="$nopc $mod(${pkg:-no package})"
+done
+check "the build stage installs the -dev package of every pkg-config module ($(echo $mods))${nopc:+ (missing:$nopc)}" \
+	test -n "$mods" -a -z "$nopc"
+
+# No container engine runs here: do what the build stage does, in a
+# directory holding only what it copies from the repository.
+CTX=$T/ctx
+mkdir -p "$CTX"
+copied=1
+while IFS= read -r p; do
+	[ -n "$p" ] || continue
+	case $p in "!"*) copied=0; continue ;; esac
+	(cd "$ROOT" && cp -r --parents "${p%/}" "$CTX/") || copied=0
+done < <(cat "$OUT/docker-build-copies" 2>/dev/null)
+check "the build stage's COPY sources exist in the repository" test "$copied" -eq 1 -a -s "$OUT/docker-build-copies"
+if [ "$copied" -eq 1 ] && [ -s "$OUT/docker-build-run" ]; then
+	(cd "$CTX" && env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL nice -n 10 sh -e "$OUT/docker-build-run") \
+		>"$T/ctx-build.log" 2>&1
+	rc=$?
+	check "the build stage's commands build shardfs from those sources alone (exit $rc)" \
+		test "$rc" -eq 0 -a -x "$CTX/build/shardfs"
+	[ "$rc" -eq 0 ] || tail -n 20 "$T/ctx-build.log" | sed 's/^/#   /'
+	check "... and that binary runs (--version)" "$CTX/build/shardfs" --version
+else
+	fail "the build stage's commands were not extracted"
+fi
 
 # --- the checker is not blind ---------------------------------------------------------
 mkdir -p "$T/broken" "$T/broken.out"
@@ -131,5 +230,16 @@ sed -i 's/mountPropagation: Bidirectional/mountPropagation: HostToContainer/' "$
 /usr/bin/python3 "$HERE/cluster/check_k8s.py" "$T/broken" "$T/broken.out" >"$T/broken.log" 2>&1
 check "the checker fails a DaemonSet without Bidirectional" bash -c \
 	"test $? -ne 0 && grep -q '^FAIL - DaemonSet: the config.s mount path' '$T/broken.log'"
+# Without the GPU tolerations, and with the host's binary copied in one stage.
+mkdir -p "$T/broken2" "$T/broken2.out"
+cp "$K8S"/*.yaml "$T/broken2/"
+sed -i '/^      tolerations:/,/^      [a-z]/{/^      tolerations:/d;/^        /d}' "$T/broken2/shardfs-daemonset.yaml"
+printf 'FROM debian:12-slim\nRUN apt-get install -y fuse3 libinih1\nCOPY build/shardfs /usr/local/bin/shardfs\n' \
+	>"$T/broken2/Dockerfile"
+/usr/bin/python3 "$HERE/cluster/check_k8s.py" "$T/broken2" "$T/broken2.out" >"$T/broken2.log" 2>&1
+check "the checker fails a DaemonSet without tolerations for GPU nodes" bash -c \
+	"test $? -ne 0 && grep -q '^FAIL - DaemonSet: runs on GPU nodes tainted nvidia.com/gpu' '$T/broken2.log'"
+check "the checker fails a one-stage Dockerfile" \
+	grep -q '^FAIL - Dockerfile: two stages' "$T/broken2.log"
 
 finish

@@ -5,8 +5,12 @@ and checks the fields a shardfs deployment depends on. Prints one
 them) and writes, for the shell suite to exercise with the real binary:
 OUT/dataset.conf (the ConfigMap's config), OUT/mount_path, OUT/ready.json,
 OUT/prestop.json and OUT/init.json (the readiness probe's, the preStop
-hook's and the init container's commands), OUT/docker-packages (the
-Dockerfile's apt packages).
+hook's and the init container's commands), OUT/trainer.json and
+OUT/trainer_root (the trainer's command and where it sees the mount),
+and from the Dockerfile: OUT/docker-packages (the runtime stage's apt
+packages), OUT/docker-build-packages (the build stage's),
+OUT/docker-build-copies (the paths the build stage copies from the
+repository, one a line) and OUT/docker-build-run (its RUN commands).
 
     check_k8s.py CONTRIB_KUBERNETES_DIR OUT_DIR
 
@@ -45,7 +49,33 @@ KNOWN = {
     "podSpec": {"containers", "initContainers", "volumes", "priorityClassName",
                 "terminationGracePeriodSeconds", "nodeSelector", "tolerations",
                 "restartPolicy", "securityContext", "serviceAccountName", "hostNetwork"},
+    "toleration": {"key", "operator", "value", "effect", "tolerationSeconds"},
 }
+# Taints GPU nodes commonly carry (GKE and the NVIDIA GPU operator:
+# nvidia.com/gpu, with value "present" on GKE; AMD's device plugin
+# deployments: amd.com/gpu): the daemon must run where trainers do.
+GPU_TAINTS = [
+    {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
+    {"key": "nvidia.com/gpu", "value": "", "effect": "NoSchedule"},
+    {"key": "amd.com/gpu", "value": "", "effect": "NoSchedule"},
+]
+
+
+def tolerates(tol, taint):
+    """Kubernetes' rule (core/v1 Toleration.ToleratesTaint)."""
+    if tol.get("effect") and tol["effect"] != taint["effect"]:
+        return False
+    if tol.get("key") and tol["key"] != taint["key"]:
+        return False
+    if not tol.get("key") and tol.get("operator") != "Exists":
+        return False
+    if tol.get("operator", "Equal") == "Exists":
+        return True
+    return tol.get("value", "") == taint.get("value", "")
+
+
+def tolerated(spec, taint):
+    return any(tolerates(t, taint) for t in spec.get("tolerations", []))
 HOSTPATH_TYPES = {"", "DirectoryOrCreate", "Directory", "FileOrCreate", "File",
                   "Socket", "CharDevice", "BlockDevice"}
 
@@ -71,6 +101,14 @@ def check_pod_fields(where, spec):
         for p in ("readinessProbe", "livenessProbe", "startupProbe"):
             if p in c:
                 bad += ["probe:" + k for k in unknown("probe", c[p])]
+    for t in spec.get("tolerations", []):
+        bad += ["toleration:" + k for k in unknown("toleration", t)]
+        if t.get("operator", "Equal") not in ("Equal", "Exists"):
+            bad.append("toleration operator " + str(t["operator"]))
+        if t.get("operator") == "Exists" and t.get("value"):
+            bad.append("toleration with operator Exists and a value")
+        if t.get("effect", "") not in ("", "NoSchedule", "PreferNoSchedule", "NoExecute"):
+            bad.append("toleration effect " + str(t["effect"]))
     for v in spec.get("volumes", []):
         bad += ["volume:" + k for k in unknown("volume", v)]
         if "hostPath" in v:
@@ -216,6 +254,11 @@ def main():
         json.dump(pre or [], f)
     check("DaemonSet: updateStrategy OnDelete (a rolled pod unmounts under trainers)",
           ds["spec"].get("updateStrategy", {}).get("type") == "OnDelete")
+    for taint in GPU_TAINTS:
+        check("DaemonSet: runs on GPU nodes tainted %s%s:%s" % (
+            taint["key"], "=" + taint["value"] if taint["value"] else "", taint["effect"]),
+            tolerated(spec, taint), "no toleration matches (tolerations: %s)"
+            % json.dumps(spec.get("tolerations", [])))
 
     # --- the trainer ----------------------------------------------------------
     for t in trainers:
@@ -235,8 +278,16 @@ def main():
                 inside = tm[0]["mountPath"].rstrip("/") + host_mnt[len(
                     vols[mvol["name"]]["hostPath"]["path"].rstrip("/")):]
                 if tc in tspec["containers"]:
-                    check("%s/%s reads %s/rank-$RANK" % (tname, tc["name"], inside),
-                          "%s/rank-$RANK" % inside in shell_text(tc.get("command", [])))
+                    text = shell_text(tc.get("command", []))
+                    check("%s/%s reads %s/rank-R in the order of .shardfs/rank-R.order"
+                          % (tname, tc["name"], inside),
+                          inside in text and "rank-" in text and ".order" in text and
+                          "RANK" in text)
+                    # test_kubernetes.sh runs it on a real mount.
+                    with open(os.path.join(out, "trainer.json"), "w") as f:
+                        json.dump(tc.get("command", []), f)
+                    with open(os.path.join(out, "trainer_root"), "w") as f:
+                        f.write(inside)
                     env = {e["name"]: e for e in tc.get("env", [])}
                     check("%s/%s: RANK comes from the Job's completion index" % (tname, tc["name"]),
                           "job-completion-index" in json.dumps(env.get("RANK", {})))
@@ -250,16 +301,101 @@ def main():
         nonroot = tspec.get("securityContext", {}).get("runAsNonRoot")
         check("%s: non-root trainers need allow_other = true in the config" % tname,
               not nonroot or ini.get("mount", "allow_other", fallback="false") == "true")
+        # Wherever a trainer may be scheduled, the daemon must be too: each
+        # taint a trainer's toleration names (with its value and effect,
+        # NoSchedule if it names none) must be one the DaemonSet tolerates.
+        missed = [t for t in tspec.get("tolerations", []) if t.get("key") and not tolerated(
+            spec, {"key": t["key"], "value": t.get("value", ""),
+                   "effect": t.get("effect") or "NoSchedule"})]
+        check("%s: the DaemonSet tolerates every taint the trainer tolerates" % tname,
+              not missed, json.dumps(missed))
 
     # --- the image -------------------------------------------------------------
     df = os.path.join(src, "Dockerfile")
-    if os.path.exists(df):
-        text = open(df).read().replace("\\\n", " ")
-        m = re.search(r"apt-get install ([^&]*)", text)
-        pk = [w for w in (m.group(1).split() if m else []) if not w.startswith("-")]
-        with open(os.path.join(out, "docker-packages"), "w") as f:
-            f.write("\n".join(pk) + "\n")
-        check("Dockerfile installs fuse3 (fusermount3)", "fuse3" in pk)
+    if check("contrib/kubernetes/Dockerfile exists", os.path.exists(df)):
+        check_dockerfile(df, out)
+
+
+def dockerfile_stages(path):
+    """[{"from": image, "name": alias, "run": [cmd], "copy": [args]}] of a
+    Dockerfile: continuation lines joined, comments dropped."""
+    lines, cur = [], ""
+    with open(path) as f:
+        for raw in f:
+            s = raw.rstrip("\n")
+            if not cur and s.lstrip().startswith("#"):
+                continue
+            if s.endswith("\\"):
+                cur += s[:-1] + " "
+                continue
+            lines.append(cur + s)
+            cur = ""
+    stages = []
+    for line in lines:
+        w = line.split(None, 1)
+        if not w:
+            continue
+        op, arg = w[0].upper(), (w[1] if len(w) > 1 else "")
+        if op == "FROM":
+            a = arg.split()
+            stages.append({"from": a[0], "name": a[2] if len(a) == 3 and a[1].lower() == "as"
+                           else None, "run": [], "copy": []})
+        elif stages and op == "RUN":
+            stages[-1]["run"].append(arg)
+        elif stages and op in ("COPY", "ADD"):
+            stages[-1]["copy"].append(arg.split())
+    return stages
+
+
+def apt_packages(stage):
+    pk = []
+    for run in stage["run"]:
+        for m in re.finditer(r"apt-get install ([^&;|]*)", run):
+            pk += [w for w in m.group(1).split() if not w.startswith("-")]
+    return pk
+
+
+def check_dockerfile(df, out):
+    stages = dockerfile_stages(df)
+    ok = check("Dockerfile: two stages, a named build stage and the runtime (%d FROM)"
+               % len(stages), len(stages) == 2 and stages[0]["name"] is not None)
+    check("Dockerfile: both stages are Debian 12 (%s)" % ", ".join(s["from"] for s in stages),
+          all(re.match(r"debian:(12|bookworm)\b", s["from"]) for s in stages))
+    if not ok:
+        return
+    build, run = stages
+    bpk, rpk = apt_packages(build), apt_packages(run)
+    with open(os.path.join(out, "docker-packages"), "w") as f:
+        f.write("\n".join(rpk) + "\n")
+    with open(os.path.join(out, "docker-build-packages"), "w") as f:
+        f.write("\n".join(bpk) + "\n")
+    srcs = []
+    for c in build["copy"]:
+        args = [a for a in c if not a.startswith("--")]
+        if any(a.startswith("--from") for a in c) or len(args) < 2:
+            srcs.append("!" + " ".join(c))
+        else:
+            srcs += args[:-1]
+    with open(os.path.join(out, "docker-build-copies"), "w") as f:
+        f.write("\n".join(srcs) + "\n")
+    with open(os.path.join(out, "docker-build-run"), "w") as f:
+        f.write("\n".join(r for r in build["run"] if "apt-get" not in r) + "\n")
+    check("Dockerfile: the build stage compiles shardfs with make (%s)"
+          % "; ".join(build["run"][1:]),
+          any(re.search(r"\bmake\b.*\bbuild/shardfs\b", r) for r in build["run"]))
+    check("Dockerfile: the build stage copies sources only, never a host build/ (%s)"
+          % " ".join(srcs),
+          srcs and not [s for s in srcs if s.startswith("!") or
+                        re.match(r"(\./)?build(/|$)", s) or s in (".", "./")])
+    check("Dockerfile: the build stage installs a compiler and the build tools",
+          {"gcc", "libc6-dev", "make", "pkg-config"} <= set(bpk))
+    ins = [c for c in run["copy"]]
+    check("Dockerfile: the runtime stage copies only the binary, from the build stage (%s)"
+          % "; ".join(" ".join(c) for c in ins),
+          len(ins) == 1 and "--from=%s" % build["name"] in ins[0] and
+          ins[0][-1] == "/usr/local/bin/shardfs")
+    check("Dockerfile: the runtime stage installs fuse3 (fusermount3) and no -dev package",
+          "fuse3" in rpk and not [p for p in rpk if p.endswith("-dev")])
 
 
 if __name__ == "__main__":

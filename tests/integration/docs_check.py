@@ -1,0 +1,198 @@
+#!/usr/bin/python3
+"""Checks that the README, the man pages and the code name the same
+commands, options, config keys and fuzz harnesses. Prints one "ok - ..."
+or "FAIL - ...: why" line per check (test_docs.sh counts them); exits 1
+if any failed.
+
+    docs_check.py REPO_ROOT SHARDFS_BINARY
+
+- every command of `shardfs --help` has a row in README.md's command table;
+- every row of that table (its command and every option it shows) is in
+  the SYNOPSIS of man/shardfs.8;
+- every option of each command's usage line (`shardfs help CMD`) is in
+  that command's SYNOPSIS entry of man/shardfs.8;
+- every key of mount/config.c's key table (the source of truth) is
+  documented under its section in man/shardfs.conf.5;
+- every `[section] key` of README.md's ini examples is a key of that table;
+- README.md names every fuzz harness of tests/fuzz/ (fuzz_NAME.c).
+"""
+
+import os
+import re
+import subprocess
+import sys
+
+results = []
+
+
+def check(name, cond, why=""):
+    results.append(bool(cond))
+    print(("ok - %s" % name) if cond else ("FAIL - %s%s" % (name, ": " + why if why else "")))
+
+
+# An option starts a word, or follows the "[" that starts one: not the
+# "-of-W" of "K[-of-W]".
+OPT = re.compile(r"(?:^|(?<=\s)|(?<=\s\[))(--?[a-zA-Z][a-zA-Z-]*)")
+
+
+def options(text):
+    return set(OPT.findall(text))
+
+
+def roff_text(line):
+    """A roff line as the words it shows: macros, font escapes and \\-
+    undone."""
+    line = re.sub(r"^\.(B|I|R|BR|RB|BI|IB|IR|RI)\s+", "", line)
+    line = re.sub(r"\\f[BIRP]", "", line).replace("\\-", "-").replace('"', "")
+    return line
+
+
+def man_synopsis(path):
+    """{command: entry text} of shardfs(8)'s SYNOPSIS; the command is the
+    word after 'shardfs' ('CONFIG' for the `shardfs CONFIG MOUNTPOINT`
+    form)."""
+    text = open(path).read()
+    m = re.search(r"^\.SH SYNOPSIS\n(.*?)^\.SH ", text, re.S | re.M)
+    if not m:
+        return {}
+    out = {}
+    for entry in m.group(1).split(".br\n"):
+        words = " ".join(roff_text(ln) for ln in entry.splitlines()).split()
+        if len(words) >= 2 and words[0] == "shardfs":
+            out.setdefault(words[1], " ".join(words))
+    return out
+
+
+def readme_commands(text):
+    """[(command, row text)] of README's command table."""
+    m = re.search(r"^\| command \| what it does \|\n\|[-|]+\|\n((?:\|.*\n)+)", text, re.M)
+    rows = []
+    for line in (m.group(1).splitlines() if m else []):
+        cell = re.match(r"\| `([^`]*)` \|", line)
+        if not cell:
+            rows.append(("?", line))
+            continue
+        words = cell.group(1).replace("\\|", "|").split()
+        rows.append((words[1] if len(words) > 1 else "?", cell.group(1).replace("\\|", "|")))
+    return rows
+
+
+def help_commands(shardfs):
+    out = subprocess.run([shardfs, "--help"], capture_output=True, text=True, timeout=30).stdout
+    block = out.split("commands:", 1)[1].split("\n\n", 1)[0] if "commands:" in out else ""
+    return [m.group(1) for m in re.finditer(r"^  ([a-z]+) ", block, re.M)]
+
+
+def usage(shardfs, cmd):
+    """The usage line(s) of `shardfs help CMD`."""
+    out = subprocess.run([shardfs, "help", cmd], capture_output=True, text=True, timeout=30)
+    text = out.stdout or out.stderr
+    m = re.search(r"^usage: .*(?:\n[ \t]+\S.*)*", text, re.M)
+    return m.group(0) if m else ""
+
+
+def config_keys(path):
+    """[(section, key)] of mount/config.c's key table, and the enum names
+    that have no entry (should be none)."""
+    src = open(path).read()
+    entries = re.findall(r'\[(KEY_[A-Z0-9_]+)\]\s*=\s*\{\s*"([a-z_]+)",\s*"([a-z_0-9]+)"', src)
+    enum = re.search(r"enum\s+\w*\s*\{([^}]*KEY_COUNT[^}]*)\}", src)
+    names = re.findall(r"\b(KEY_[A-Z0-9_]+)\b", enum.group(1)) if enum else []
+    missing = [n for n in names if n != "KEY_COUNT" and n not in {e[0] for e in entries}]
+    return [(s, k) for _, s, k in entries], missing
+
+
+def man_keys(path):
+    """{(section, key)} documented in shardfs.conf(5): `.TP` then `.B key`
+    under `.SS "[section]..."`."""
+    out, sec = set(), None
+    lines = open(path).read().splitlines()
+    for i, line in enumerate(lines):
+        m = re.match(r'^\.SS "?\[([a-z]+)\]', line)
+        if m:
+            sec = m.group(1)
+        elif line.startswith(".SH"):
+            sec = None
+        elif sec and line == ".TP" and i + 1 < len(lines):
+            m = re.match(r"^\.B ([a-z_0-9]+)$", lines[i + 1])
+            if m:
+                out.add((sec, m.group(1)))
+    return out
+
+
+def readme_ini_keys(text):
+    """{(section, key)} of README's ini code blocks."""
+    out = set()
+    for block in re.findall(r"^```ini\n(.*?)^```", text, re.S | re.M):
+        sec = None
+        for line in block.splitlines():
+            s = line.strip()
+            m = re.match(r"^\[([a-z]+)\]", s)
+            if m:
+                sec = m.group(1)
+            elif sec and s and s[0] not in ";#":
+                m = re.match(r"^([a-z_0-9]+)\s*=", s)
+                if m:
+                    out.add((sec, m.group(1)))
+    return out
+
+
+def main():
+    root, shardfs = sys.argv[1], sys.argv[2]
+    readme = open(os.path.join(root, "README.md")).read()
+    syn = man_synopsis(os.path.join(root, "man", "shardfs.8"))
+    check("shardfs(8) has a SYNOPSIS with shardfs commands (%d)" % len(syn), len(syn) >= 5)
+
+    rows = readme_commands(readme)
+    check("README.md has a command table (%d rows)" % len(rows), len(rows) >= 5)
+    cmds = help_commands(shardfs)
+    check("shardfs --help lists commands (%s)" % " ".join(cmds), len(cmds) >= 5)
+    in_table = {c for c, _ in rows}
+    for c in cmds:
+        if c == "help":
+            continue  # `shardfs help COMMAND` is named in the text above the table
+        check("README's command table has a row for `shardfs %s`" % c, c in in_table)
+    for c, row in rows:
+        entry = syn.get(c)
+        check("README row `%s`: in shardfs(8)'s SYNOPSIS" % row, entry is not None)
+        if entry is not None:
+            miss = sorted(options(row) - options(entry))
+            check("README row `%s`: its options are in the SYNOPSIS entry" % row, not miss,
+                  "missing " + " ".join(miss) + " in: " + entry)
+    for c in cmds:
+        if c == "help":
+            continue
+        u = usage(shardfs, c)
+        entry = syn.get(c)
+        check("`shardfs help %s` has a usage line" % c, u)
+        check("shardfs(8) SYNOPSIS has `shardfs %s`" % c, entry is not None)
+        if u and entry is not None:
+            miss = sorted(options(u) - options(entry))
+            check("shardfs(8) SYNOPSIS of `%s` has every option of its usage line" % c,
+                  not miss, "missing " + " ".join(miss) + " (%s)" % " ".join(u.split()))
+
+    keys, unlisted = config_keys(os.path.join(root, "mount", "config.c"))
+    check("mount/config.c's key table parses (%d keys)" % len(keys),
+          len(keys) >= 30 and not unlisted, "enum names without an entry: %s" % unlisted)
+    documented = man_keys(os.path.join(root, "man", "shardfs.conf.5"))
+    miss = ["[%s] %s" % k for k in keys if k not in documented]
+    check("shardfs.conf(5) documents every key of mount/config.c (%d)" % len(keys), not miss,
+          "missing: " + ", ".join(miss))
+    extra = ["[%s] %s" % k for k in sorted(documented - set(keys))]
+    check("shardfs.conf(5) documents no key mount/config.c does not have", not extra,
+          "unknown: " + ", ".join(extra))
+    unknown = ["[%s] %s" % k for k in sorted(readme_ini_keys(readme) - set(keys))]
+    check("README.md's ini examples use only keys of mount/config.c", not unknown,
+          "unknown: " + ", ".join(unknown))
+
+    harnesses = sorted(f[5:-2] for f in os.listdir(os.path.join(root, "tests", "fuzz"))
+                       if f.startswith("fuzz_") and f.endswith(".c"))
+    para = next((p for p in readme.split("\n\n") if "tests/fuzz/" in p), "")
+    miss = [h for h in harnesses if "`%s`" % h not in para]
+    check("README.md names every fuzz harness of tests/fuzz/ (%s)" % " ".join(harnesses),
+          harnesses and not miss, "missing: " + " ".join(miss))
+
+
+if __name__ == "__main__":
+    main()
+    sys.exit(0 if all(results) else 1)

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# The documentation names what the code has (docs_check.py): every command
+# of `shardfs --help` has a row in README.md's command table; every row,
+# with its options, is in shardfs(8)'s SYNOPSIS, which also has every
+# option of each command's usage line; every key of mount/config.c's table
+# is documented in shardfs.conf(5) under its section, and README.md's ini
+# examples use no other; README.md names every fuzz harness. Then the
+# checker must notice a key removed from a copy of shardfs.conf(5). And
+# text the docs quote from the binary: README's `shardfs manifest` output
+# lines, OPERATIONS.md's message of `shardfs status` on a dead mount.
+# DOCS_ROOT=DIR checks another tree's README.md and docs/ for those two.
+SUITE=docs
+. "$(dirname "$0")/lib.sh"
+
+ROOT=$(cd "$HERE/../.." && pwd)
+/usr/bin/python3 "$HERE/docs_check.py" "$ROOT" "$SHARDFS" >"$T/check.out" 2>&1
+rc=$?
+while IFS= read -r line; do
+	case $line in
+	"ok - "*) ok "${line#ok - }" ;;
+	"FAIL - "*) fail "${line#FAIL - }" ;;
+	*) echo "# $line" ;;
+	esac
+done <"$T/check.out"
+check "docs_check.py exits 0 exactly when every check passed (exit $rc)" \
+	test "$rc" -eq "$((FAILED > 0))"
+
+# Text the docs quote from the binary's output, compared with what it prints
+# now (whitespace aside; MOUNTPOINT and the numbers are placeholders).
+DOCS=${DOCS_ROOT:-$ROOT} # another tree's docs, to see these checks fail
+SRC=$T/src
+make_dataset "$SRC" 12
+"$SHARDFS" manifest "$SRC" -o "$T/m.tsv" >"$T/manifest.out" 2>&1
+want=$(awk '{print $1}' "$T/manifest.out" | paste -sd ' ')
+got=$(/usr/bin/python3 - "$DOCS/README.md" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+m = re.search(r"^ {4}shardfs manifest /\S+ -o \S+\n((?: {4}.*\n)+)", text, re.M)
+print(" ".join(l.split()[0] for l in m.group(1).splitlines()) if m else "(no example)")
+PY
+)
+check "README's shardfs manifest example shows the lines it prints ($want; README: $got)" \
+	test "$got" = "$want"
+
+# A dead mount (its daemon killed) and what shardfs status says about it.
+M=$T/mnt
+printf '[source]\nurl = %s\n[cache]\ndir = %s\n' "$SRC" "$T/cache" >"$T/c.conf"
+if mount_shardfs "$T/c.conf" "$M"; then
+	kill -9 "$LAST_PID"
+	wait "$LAST_PID" 2>/dev/null
+	"$SHARDFS" status "$M" >"$T/status.out" 2>&1
+	rc=$?
+	fusermount3 -u -z "$M" 2>/dev/null
+	check "shardfs status on a dead mount exits 1 (exit $rc)" test "$rc" -eq 1
+	check "OPERATIONS.md quotes status's dead-mount message as it is printed" \
+		/usr/bin/python3 - "$DOCS/docs/OPERATIONS.md" "$T/status.out" "$M" <<'PY'
+import re, sys
+doc = " ".join(open(sys.argv[1]).read().split())
+out = open(sys.argv[2]).read().strip()
+msg = out.split(": status: %s: " % sys.argv[3], 1)[-1].replace(sys.argv[3], "MOUNTPOINT")
+msg = " ".join(msg.split())
+if "`%s`" % msg not in doc:
+    print("# printed: %s" % msg)
+    m = re.search(r"`(mount is dead[^`]*)`", doc)
+    print("# OPERATIONS.md: %s" % (m.group(1) if m else "(no quote)"))
+    sys.exit(1)
+PY
+else
+	fail "mount for the dead-mount message"
+fi
+
+# The checker is not blind: a copy of the tree whose shardfs.conf(5) lacks
+# [cache] fsync.
+mkdir -p "$T/copy/man" "$T/copy/mount" "$T/copy/tests"
+cp "$ROOT/README.md" "$T/copy/"
+cp "$ROOT/man/shardfs.8" "$ROOT/man/shardfs.conf.5" "$T/copy/man/"
+cp "$ROOT/mount/config.c" "$T/copy/mount/"
+cp -r "$ROOT/tests/fuzz" "$T/copy/tests/"
+sed -i '/^\.B fsync$/d' "$T/copy/man/shardfs.conf.5"
+/usr/bin/python3 "$HERE/docs_check.py" "$T/copy" "$SHARDFS" >"$T/copy.out" 2>&1
+rc=$?
+check "the checker fails a shardfs.conf(5) without [cache] fsync, naming it (exit $rc)" \
+	bash -c "test $rc -ne 0 && grep -q '^FAIL - shardfs.conf(5) documents every key.*missing: \[cache\] fsync' '$T/copy.out'"
+finish
