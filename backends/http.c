@@ -2,12 +2,16 @@
  * http: see http.h. A mutex-protected stack of idle easy handles plus one
  * retry loop. Handles are reset (curl_easy_reset keeps their live
  * connections) when they come back, so no option of one request leaks into
- * the next.
+ * the next. Each handle keeps at most one connection (CURLOPT_MAXCONNECTS
+ * 1), so the socket CURLINFO_ACTIVESOCKET names after a transfer is the
+ * only one its next request can reuse: the one pool_put() and pool_get()
+ * look at for bytes nobody asked for (see http.h, "Stray replies").
  */
 #include "backends/http.h"
 
 #include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -15,13 +19,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include "util/fnv.h"
 #include "util/log.h"
 #include "util/str.h"
 
-#define HTTP_IDLE_MAX 128		/* idle handles kept; more are freed */
+/* Idle handles kept; more are freed. Enough for the fetch engine's 64
+ * connections plus what HTTP_REUSE_AFTER_MS keeps resting at its rate. */
+#define HTTP_IDLE_MAX 256
 #define HTTP_ERROR_BODY_MAX (64 * 1024) /* enough for any S3 <Error> */
 #define HTTP_DEFAULT_MAX_BODY (16 * 1024 * 1024)
 #define HTTP_BACKOFF_BASE_MS 100
@@ -29,11 +36,20 @@
 
 #define HTTP_HOLD_SLOTS 64
 
+/* An idle handle and the one connection it keeps. */
+struct idle_handle {
+	CURL *h;
+	curl_socket_t sock; /* CURL_SOCKET_BAD: none kept */
+	bool h1;	    /* HTTP/1.x: a stray reply can sit on it */
+	uint64_t since_ms;  /* when it came back (CLOCK_MONOTONIC) */
+};
+
 struct http_pool {
 	struct http_pool_options opts;
 	char *ca_bundle;
 	pthread_mutex_t lock; /* protects idle, n_idle, held */
-	CURL *idle[HTTP_IDLE_MAX];
+	/* Oldest first; since_ms never decreases along it. */
+	struct idle_handle idle[HTTP_IDLE_MAX];
 	size_t n_idle;
 	/* Ranged requests that failed lately, by hash of what (0: free),
 	 * with their range and when they failed (ms, CLOCK_MONOTONIC). */
@@ -97,29 +113,119 @@ void http_pool_free(struct http_pool *pool)
 	if (pool == NULL)
 		return;
 	for (i = 0; i < pool->n_idle; i++)
-		curl_easy_cleanup(pool->idle[i]);
+		curl_easy_cleanup(pool->idle[i].h);
 	pthread_mutex_destroy(&pool->lock);
 	free(pool->ca_bundle);
 	free(pool);
 }
 
-static CURL *pool_get(struct http_pool *pool)
-{
-	CURL *h = NULL;
+static uint64_t now_ms(void);
 
-	pthread_mutex_lock(&pool->lock);
-	if (pool->n_idle > 0)
-		h = pool->idle[--pool->n_idle];
-	pthread_mutex_unlock(&pool->lock);
-	return h != NULL ? h : curl_easy_init();
+/* Does the connection on sock hold anything to read: bytes, an end of
+ * stream, an error? An HTTP/1 connection between two requests must hold
+ * nothing: what it holds would be read as the next request's answer.
+ * Logs bytes (a server or proxy that answers twice, or sends junk after
+ * a reply) once in a while; an end of stream (a server that closed an
+ * idle connection) is routine. */
+static bool conn_has_input(curl_socket_t sock, const char *what)
+{
+	struct pollfd p = { .fd = sock, .events = POLLIN | POLLPRI };
+	unsigned long quiet = 0;
+	char c;
+	int n;
+
+	do
+		n = poll(&p, 1, 0);
+	while (n < 0 && errno == EINTR);
+	if (n == 0)
+		return false;
+	if (n > 0 && (p.revents & (POLLIN | POLLPRI)) &&
+	    recv(sock, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 1 &&
+	    !log_limit("http stray bytes", &quiet))
+		log_msg(LOG_WARNING,
+			"%s: the server sent bytes after a complete reply on "
+			"a kept-alive connection (a store or proxy that "
+			"answers twice?): the connection is closed, never "
+			"reused%s",
+			what, quiet ? " (and earlier ones, not logged)" : "");
+	return true;
 }
 
-static void pool_put(struct http_pool *pool, CURL *h)
+/* The one connection h keeps after a transfer: its socket, or
+ * CURL_SOCKET_BAD when curl closed it, and whether it speaks HTTP/1 (on
+ * HTTP/2 every frame names its stream, so nothing can be misread). */
+static void conn_of(CURL *h, curl_socket_t *sock, bool *h1)
 {
+	curl_socket_t s = CURL_SOCKET_BAD;
+	long v = 0;
+
+	if (curl_easy_getinfo(h, CURLINFO_ACTIVESOCKET, &s) != CURLE_OK)
+		s = CURL_SOCKET_BAD;
+	if (curl_easy_getinfo(h, CURLINFO_HTTP_VERSION, &v) != CURLE_OK)
+		v = 0;
+	*sock = s;
+	*h1 = s != CURL_SOCKET_BAD && v != CURL_HTTP_VERSION_2_0 &&
+	      v != CURL_HTTP_VERSION_3;
+}
+
+/* True when h's connection may serve another request now: nothing on it
+ * (after a transfer, or between a request's attempts). */
+static bool conn_clean(CURL *h, const char *what)
+{
+	curl_socket_t sock;
+	bool h1;
+
+	conn_of(h, &sock, &h1);
+	return !h1 || !conn_has_input(sock, what);
+}
+
+/* A handle for a request: the most recently returned one that has rested
+ * HTTP_REUSE_AFTER_MS with nothing arriving on its connection, or a new
+ * one (a new connection) when none has. */
+static CURL *pool_get(struct http_pool *pool)
+{
+	struct idle_handle e;
+	uint64_t now;
+	size_t i;
+
+	for (;;) {
+		pthread_mutex_lock(&pool->lock);
+		now = now_ms();
+		for (i = pool->n_idle; i > 0; i--) {
+			e = pool->idle[i - 1];
+			if (!e.h1 || now - e.since_ms >= HTTP_REUSE_AFTER_MS)
+				break;
+		}
+		if (i == 0) {
+			pthread_mutex_unlock(&pool->lock);
+			return curl_easy_init();
+		}
+		memmove(&pool->idle[i - 1], &pool->idle[i],
+			(pool->n_idle - i) * sizeof(pool->idle[0]));
+		pool->n_idle--;
+		pthread_mutex_unlock(&pool->lock);
+		if (!e.h1 || !conn_has_input(e.sock, "http"))
+			return e.h;
+		curl_easy_cleanup(e.h); /* closes the connection */
+	}
+}
+
+/* Takes h back after a request named what. A handle whose connection
+ * holds anything already is freed, not kept. */
+static void pool_put(struct http_pool *pool, CURL *h, const char *what)
+{
+	struct idle_handle e = { .h = h };
+
+	conn_of(h, &e.sock, &e.h1);
+	if (e.h1 && conn_has_input(e.sock, what)) {
+		curl_easy_cleanup(h);
+		return;
+	}
 	curl_easy_reset(h);
 	pthread_mutex_lock(&pool->lock);
+	e.since_ms = now_ms();
 	if (pool->n_idle < HTTP_IDLE_MAX) {
-		pool->idle[pool->n_idle++] = h;
+		pool->idle[pool->n_idle++] = e;
 		h = NULL;
 	}
 	pthread_mutex_unlock(&pool->lock);
@@ -492,6 +598,7 @@ static int setup(struct http_pool *pool, struct attempt *a,
 	SET(CURLOPT_LOW_SPEED_TIME, stall_s > 0 ? stall_s : 1L);
 	SET(CURLOPT_TIMEOUT_MS, attempt_timeout_ms(pool, req, left_ms));
 	SET(CURLOPT_TCP_KEEPALIVE, 1L);
+	SET(CURLOPT_MAXCONNECTS, 1L); /* one connection to look at */
 	SET(CURLOPT_FOLLOWLOCATION, 0L);
 	SET(CURLOPT_FILETIME, 1L);
 	SET(CURLOPT_PROTOCOLS_STR, "http,https");
@@ -721,9 +828,16 @@ int http_perform(struct http_pool *pool, const struct http_request *req,
 				d = (deadline - now) / 2;
 			sleep_ms((unsigned)d);
 		}
+		/* The retry may reuse the connection of a reply that was
+		 * final but retryable (a 503): whatever came after that
+		 * reply must not answer the retry. */
+		if (!conn_clean(a.h, req->what) && handle_renew(&a) < 0) {
+			rc = -ENOMEM;
+			break;
+		}
 	}
 	if (a.h != NULL)
-		pool_put(pool, a.h);
+		pool_put(pool, a.h, req->what);
 	/* A retried status once the budget is spent is a failure too. */
 	if (rc == -EIO || (rc == 0 && http_status_retryable(resp->status)))
 		hold_note(pool, req);

@@ -20,6 +20,28 @@
  * the handle and its connections are dropped: bytes a broken reply left on
  * a connection must never be read as the next reply.
  *
+ * Stray replies. A store or proxy may send a second, well-formed reply
+ * after a real one (answering a request twice); on a kept-alive HTTP/1
+ * connection the next request would take it for its answer, and if that
+ * request is for the same object and range, every check passes on the
+ * wrong bytes. So a connection with anything left to read after a
+ * complete reply (bytes, or the server's close) is closed, never reused:
+ * each handle keeps one connection, which is looked at with a
+ * zero-timeout poll when the handle comes back to the pool, before a
+ * retry reuses it, and when it is taken again; and a handle is taken
+ * again only after it rested HTTP_REUSE_AFTER_MS (else a new one, with a
+ * new connection, serves the request), so a stray reply that comes in
+ * the same segment as the real one, right after it or up to that long
+ * after it is seen before any request is sent on the connection. What
+ * remains: a stray reply later than that, arriving just after the next
+ * request went out, and a proxy that holds its wrong answer until it sees
+ * the next request, are indistinguishable from a real answer; only the
+ * caller's checks catch those (version, Content-Range, lengths, the
+ * whole-object checksums). HTTP/2 connections are not looked at: every
+ * frame names its stream, and a frame for a finished one is ignored. A
+ * stray reply over TLS is seen as long as OpenSSL has not read its
+ * records ahead (curl does not turn read-ahead on).
+ *
  * Time: every wait is bounded. An attempt fails when fewer than
  * HTTP_MIN_RATE bytes a second arrive for request_timeout_ms (a silent or
  * trickling server), and when it takes longer than request_timeout_ms plus
@@ -47,6 +69,11 @@
 
 /* An attempt slower than this for request_timeout_ms is a stall. */
 #define HTTP_MIN_RATE 1024u
+/* How long an HTTP/1 connection rests between two requests, so that a
+ * stray reply shows before the next request is sent (see above). The
+ * cost: at a steady rate R of requests, about R x this many connections
+ * in use instead of one per concurrent request. */
+#define HTTP_REUSE_AFTER_MS 20
 /* How long after a failed ranged request one read within its range is
  * only a probe, and how long the probe may take. */
 #define HTTP_FAIL_HOLD_MS 2000

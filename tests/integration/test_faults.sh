@@ -14,7 +14,9 @@
 # every file keeps its size (stalls and trickles at 10%). A mixed pass at
 # 10% over more than 3,000
 # reads with 8 readers, cache on and off: 0 wrong bytes, every EIO logged
-# with its key. A server that never answers gives EIO within the read
+# with its key. A second, well-formed reply after a real one (in the same
+# write, right after, 5 ms later) is never read as the next request's
+# answer, even by a request for the same range. A server that never answers gives EIO within the read
 # deadline, not a hang, and .shardfs/stats answers while 16 reads wait on
 # it. Listings whose continuation token repeats or whose pages repeat end
 # with an error. Timings are reported, never asserted, except as bounds
@@ -161,6 +163,56 @@ pass mixed both . 10 any
 chaos "" 0
 echo "# all passes: $TOTAL_READS reads, $TOTAL_WRONG wrong, $TOTAL_EIO EIO"
 check "mixed: over 3,000 reads in all passes" test "$TOTAL_READS" -ge 3000
+
+# --- a second, well-formed reply after the real one --------------------------------
+# A store or proxy that answers a request twice leaves a complete reply
+# (same ETag, same Content-Range, a body of zeros) on the kept-alive
+# connection: in the same write as the real one, in a write right after
+# it, or 5 ms later. Four readers of one 40 MiB file read each 1 MiB
+# range twice (O_DIRECT: every read reaches the daemon; cache off: every
+# read is a ranged GET), the second time once the proxy has sent the
+# stray reply of the first (strayreaders.py), so the stray reply is on
+# its connection, and names the very range asked for again, whatever the
+# machine's load: a connection with anything on it must never be reused.
+# (A stray reply still on its way when the next request goes out is the
+# window HTTP_REUSE_AFTER_MS narrows; see backends/http.h.)
+mkdir -p "$T/big"
+head -c $((40 << 20)) /dev/urandom >"$T/big/big.bin"
+check "upload the 40 MiB file" aws_s3 cp "$T/big/big.bin" "s3://$BUCKET/big/big.bin"
+chaos "" 0
+"$SHARDFS" manifest "s3://$BUCKET/big/" --endpoint "$EP" -o "$T/big.tsv" \
+	>/dev/null 2>&1
+for f in extra_now extra_next extra_late; do
+	cat >"$C" <<EOF
+[source]
+url = s3://$BUCKET/big/
+endpoint = $EP
+manifest = $T/big.tsv
+connect_timeout_ms = 1000
+request_timeout_ms = 1000
+read_timeout_ms = 8000
+retries = 8
+[cache]
+enabled = false
+[prefetch]
+files = 0
+EOF
+	mount_shardfs "$C" "$M" || { fail "$f: mount"; continue; }
+	chaos "$f" 0.25
+	out=$(/usr/bin/python3 "$HERE/strayreaders.py" "$M/rank-0/big.bin" \
+		"$T/big/big.bin" 4 $((1 << 20)) "$EP/__chaos/strays" 2>"$T/extra.err")
+	wrong=$(echo "$out" | sed -n 's/.* wrong \([0-9]*\) .*/\1/p')
+	errs=$(echo "$out" | sed -n 's/.* errors \([0-9]*\)$/\1/p')
+	wrong=${wrong:-1} errs=${errs:-1}
+	echo "# $f: 4 readers of 40 MiB, each range read twice, injected $(injected): $out"
+	[ "$errs" -eq 0 ] || sed 's/^/#   /' "$T/extra.err"
+	chaos "" 0
+	check "$f: a stray reply is never read as the next request's answer (0 wrong of 320 reads)" \
+		test "$wrong" -eq 0
+	check "$f: and no read fails (the connection is dropped, not the read)" test "$errs" -eq 0
+	check "$f: the stray bytes are logged as such" grep -q "answers twice" "$LAST_LOG"
+	umount_shardfs "$M" || fail "$f: unmount"
+done
 
 # --- a server that never answers: EIO within the deadline ---------------------------
 READ_TIMEOUT_MS=5000 conf "$C" off

@@ -14,7 +14,8 @@
 # 403, a body that is not its crc32c, a 206 naming another range or with
 # a body longer or shorter than it, a 200 without Content-Length, a
 # pinned reply without x-goog-generation or with two that disagree read
-# as EIO, logged with the key; an object GCS would transcode (stored
+# as EIO, logged with the key; a second, well-formed reply after every
+# real one is never read as the next request's answer; an object GCS would transcode (stored
 # gzip-encoded) reads byte-identical, with Range; real GCS's 404 for a
 # replaced generation is told from a deletion. Credentials never go to a
 # plain-http endpoint that is not loopback. The
@@ -381,6 +382,42 @@ if mount_shardfs "$C" "$M"; then
 	check "unmount" umount_shardfs "$M"
 else
 	fail "mount through the fault proxy"
+fi
+
+# --- a second, well-formed reply after the real one -----------------------------
+# Every media reply for extra.bin is followed by a complete copy of it with
+# a body of zeros (gcs/fault_proxy.py), in the same write, right after it
+# or 5 ms later. Four readers read each 1 MiB range twice (O_DIRECT, cache
+# off: each read is a ranged GET), the second time once the stray reply of
+# the first is sent (strayreaders.py), so it is on its connection and
+# names the range asked for: that connection must never be reused.
+mkdir -p "$T/extra"
+head -c $((16 << 20)) /dev/urandom >"$T/extra/extra.bin"
+upload_tree ds3/ "$T/extra" || fail "upload ds3/"
+STORAGE_EMULATOR_HOST=$EMU "$SHARDFS" manifest "gs://$BUCKET/ds3/" -o "$T/ds3.tsv" >/dev/null 2>&1
+cat >"$C" <<EOF
+[source]
+url = gs://$BUCKET/ds3/
+manifest = $T/ds3.tsv
+endpoint = $FEP
+anonymous = true
+[shard]
+world_size = 1
+[cache]
+enabled = false
+[prefetch]
+files = 0
+EOF
+if mount_shardfs "$C" "$M"; then
+	out=$(/usr/bin/python3 "$HERE/strayreaders.py" "$M/rank-0/extra.bin" \
+		"$T/extra/extra.bin" 4 $((1 << 20)) "$FEP/__strays" 2>"$T/extra.err")
+	echo "# stray replies: $out"
+	check "a stray reply after every media reply is never read as the next answer ($out)" \
+		test "$out" = "reads 128 wrong 0 errors 0"
+	check "the stray bytes are logged as such" grep -q "answers twice" "$LAST_LOG"
+	check "unmount" umount_shardfs "$M"
+else
+	fail "mount for the stray replies"
 fi
 
 # --- the cache and the prefetcher over gs:// ----------------------------------
