@@ -22,6 +22,7 @@
  */
 #include "backends/s3.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -54,20 +55,38 @@ struct s3_backend {
 
 /* Pure parts (s3.h) */
 
-/* 1 to 255 of a-z A-Z 0-9 - . _ (legacy names included). */
-static int s3_bucket_ok(const char *b, size_t len)
+const char *s3_bucket_rule(const char *b, size_t len)
 {
+	char ip[16];
+	struct in_addr a;
 	size_t i;
 
-	if (len == 0 || len > 255)
-		return 0;
+	if (len < 3 || len > 63)
+		return "must be 3 to 63 characters long";
 	for (i = 0; i < len; i++)
 		if (!((b[i] >= 'a' && b[i] <= 'z') ||
-		      (b[i] >= 'A' && b[i] <= 'Z') ||
 		      (b[i] >= '0' && b[i] <= '9') || b[i] == '-' ||
-		      b[i] == '.' || b[i] == '_'))
-			return 0;
-	return 1;
+		      b[i] == '.'))
+			return "may hold only lowercase letters, digits, '.' "
+			       "and '-'";
+	if (b[0] == '-' || b[0] == '.' || b[len - 1] == '-' ||
+	    b[len - 1] == '.')
+		return "must start and end with a letter or a digit";
+	for (i = 1; i < len; i++)
+		if (b[i] == '.' && b[i - 1] == '.')
+			return "must not hold two dots in a row";
+	if (len < sizeof(ip)) {
+		memcpy(ip, b, len);
+		ip[len] = '\0';
+		if (inet_pton(AF_INET, ip, &a) == 1)
+			return "must not be an IP address";
+	}
+	return NULL;
+}
+
+static int s3_bucket_ok(const char *b, size_t len)
+{
+	return s3_bucket_rule(b, len) == NULL;
 }
 
 int s3_url_parse(const char *url, char **bucket, char **prefix)
@@ -715,6 +734,24 @@ static void s3_close(struct backend *be)
 	free(sb);
 }
 
+/* Says what is wrong with a source URL s3_url_parse() refused: the
+ * bucket name and the rule it breaks, or the URL's form. */
+static void s3_url_log_bad(const char *url)
+{
+	size_t blen = strncmp(url, "s3://", 5) == 0 ? strcspn(url + 5, "/") : 0;
+	const char *rule = blen > 0 ? s3_bucket_rule(url + 5, blen) : NULL;
+
+	if (rule == NULL)
+		log_msg(LOG_ERR,
+			"source url '%s': expected s3://bucket/prefix/", url);
+	else
+		log_msg(LOG_ERR,
+			"source url '%s': bucket '%.*s' %s (S3 bucket names: "
+			"3-63 of a-z 0-9 . -, starting and ending with a "
+			"letter or digit, no '..', not an IP address)",
+			url, (int)blen, url + 5, rule);
+}
+
 static int s3_open(const char *url, const struct backend_options *opts,
 		   struct backend **out)
 {
@@ -730,9 +767,7 @@ static int s3_open(const char *url, const struct backend_options *opts,
 	rc = s3_url_parse(url, &sb->bucket, &sb->prefix);
 	if (rc < 0) {
 		if (rc == -EINVAL)
-			log_msg(LOG_ERR,
-				"source url '%s': expected s3://bucket/prefix/",
-				url);
+			s3_url_log_bad(url);
 		goto err;
 	}
 	if (region == NULL || region[0] == '\0')

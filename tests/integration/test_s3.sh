@@ -70,6 +70,10 @@ check "virtual-hosted addressing lists the same" cmp -s "$T/virt.tsv" "$T/s3.tsv
 	-o "$T/anon.tsv" >/dev/null 2>"$T/anon.err"
 check "anonymous (unsigned) requests work on a public bucket" bash -c \
 	"cmp -s '$T/anon.tsv' '$T/s3.tsv' && ! grep -q 'credentials from' '$T/anon.err'"
+"$SHARDFS" manifest "s3://My_Bucket/ds/" --endpoint "$EP" >/dev/null 2>"$T/badbkt.err"
+rc=$?
+check "a bucket name AWS refuses fails at once (exit 2), naming the bucket and the rule" bash -c \
+	"test $rc -eq 2 && grep -q \"source url 's3://My_Bucket/ds/': bucket 'My_Bucket' may hold only lowercase letters, digits\" '$T/badbkt.err'"
 "$SHARDFS" manifest "s3://$BUCKET/ds/odd dir/" --endpoint "$EP" -o "$T/sub.tsv" >/dev/null 2>&1
 check "a prefix with a space lists only its keys, relative to it" test \
 	"$(tail -n +2 "$T/sub.tsv" | cut -f1 | LC_ALL=C sort | tr '\n' '|')" = \
@@ -274,7 +278,10 @@ check "environment variables come first" bash -c \
 	"test $rc -eq 0 && grep -q 'from environment' '$T/chain.err' && test ! -s '$CS_LOG'"
 chain AWS_SHARED_CREDENTIALS_FILE=$T/credentials AWS_PROFILE=nosuch
 check "a missing AWS_PROFILE is an error, not a fall-through" bash -c \
-	"test $rc -eq 1 && grep -q 'AWS_PROFILE=nosuch' '$T/chain.err'"
+	"test $rc -eq 1 && grep -q 'AWS_PROFILE=nosuch: no such profile in $T/credentials' '$T/chain.err'"
+chain AWS_SHARED_CREDENTIALS_FILE=$T/no-such-file AWS_PROFILE=nosuch
+check "AWS_PROFILE without a credentials file: the error says the file does not exist" bash -c \
+	"test $rc -eq 1 && grep -q 'AWS_PROFILE=nosuch: no credentials file to look in ($T/no-such-file does not exist)' '$T/chain.err'"
 chain AWS_EC2_METADATA_DISABLED=true
 check "no credentials anywhere: exit 1 with advice" bash -c \
 	"test $rc -eq 1 && grep -q 'no AWS credentials' '$T/chain.err'"
