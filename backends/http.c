@@ -1,17 +1,12 @@
 /*
- * http: see http.h. A mutex-protected stack of idle easy handles plus one
- * retry loop. Handles are reset (curl_easy_reset keeps their live
- * connections) when they come back, so no option of one request leaks into
- * the next. Each handle keeps at most one connection (CURLOPT_MAXCONNECTS
- * 1), so the socket CURLINFO_ACTIVESOCKET names after a transfer is the
- * only one its next request can reuse: the one pool_put() and pool_get()
- * look at for bytes nobody asked for (see http.h, "Stray replies").
+ * http: see http.h. One retry loop over the handles of http_pool.c, and
+ * the parsing of what comes back (status, headers, body) into a
+ * struct http_response.
  */
 #include "backends/http.h"
 
 #include <errno.h>
 #include <inttypes.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -19,45 +14,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/socket.h>
 #include <time.h>
 
-#include "util/fnv.h"
+#include "backends/http_impl.h"
 #include "util/log.h"
 #include "util/str.h"
 
-/* Idle handles kept; more are freed. Enough for the fetch engine's 64
- * connections plus what HTTP_REUSE_AFTER_MS keeps resting at its rate. */
-#define HTTP_IDLE_MAX 256
 #define HTTP_ERROR_BODY_MAX (64 * 1024) /* enough for any S3 <Error> */
 #define HTTP_DEFAULT_MAX_BODY (16 * 1024 * 1024)
 #define HTTP_BACKOFF_BASE_MS 100
 #define HTTP_BACKOFF_CAP_MS 5000
-
-#define HTTP_HOLD_SLOTS 64
-
-/* An idle handle and the one connection it keeps. */
-struct idle_handle {
-	CURL *h;
-	curl_socket_t sock; /* CURL_SOCKET_BAD: none kept */
-	bool h1;	    /* HTTP/1.x: a stray reply can sit on it */
-	uint64_t since_ms;  /* when it came back (CLOCK_MONOTONIC) */
-};
-
-struct http_pool {
-	struct http_pool_options opts;
-	char *ca_bundle;
-	pthread_mutex_t lock; /* protects idle, n_idle, held */
-	/* Oldest first; since_ms never decreases along it. */
-	struct idle_handle idle[HTTP_IDLE_MAX];
-	size_t n_idle;
-	/* Ranged requests that failed lately, by hash of what (0: free),
-	 * with their range and when they failed (ms, CLOCK_MONOTONIC). */
-	struct {
-		uint64_t hash, at_ms, start, end;
-	} held[HTTP_HOLD_SLOTS];
-	uint64_t rng; /* jitter state; atomics only */
-};
 
 static pthread_once_t global_once = PTHREAD_ONCE_INIT;
 static int global_rc;
@@ -74,176 +40,6 @@ int http_global_init(void)
 	if (global_rc < 0)
 		log_msg(LOG_ERR, "cannot initialise libcurl");
 	return global_rc;
-}
-
-int http_pool_new(const struct http_pool_options *opts, struct http_pool **out)
-{
-	struct http_pool *p = calloc(1, sizeof(*p));
-	struct timespec ts;
-
-	if (p == NULL)
-		return -ENOMEM;
-	p->opts = *opts;
-	if (p->opts.connect_timeout_ms == 0)
-		p->opts.connect_timeout_ms = 5000;
-	if (p->opts.request_timeout_ms == 0)
-		p->opts.request_timeout_ms = 10000;
-	if (p->opts.deadline_ms == 0)
-		p->opts.deadline_ms = 30000;
-	if (opts->ca_bundle != NULL) {
-		p->ca_bundle = strdup(opts->ca_bundle);
-		if (p->ca_bundle == NULL) {
-			free(p);
-			return -ENOMEM;
-		}
-	}
-	p->opts.ca_bundle = p->ca_bundle;
-	pthread_mutex_init(&p->lock, NULL);
-	clock_gettime(CLOCK_REALTIME, &ts);
-	p->rng = ((uint64_t)ts.tv_nsec << 32) ^ (uint64_t)ts.tv_sec ^
-		 (uint64_t)(uintptr_t)p;
-	*out = p;
-	return 0;
-}
-
-void http_pool_free(struct http_pool *pool)
-{
-	size_t i;
-
-	if (pool == NULL)
-		return;
-	for (i = 0; i < pool->n_idle; i++)
-		curl_easy_cleanup(pool->idle[i].h);
-	pthread_mutex_destroy(&pool->lock);
-	free(pool->ca_bundle);
-	free(pool);
-}
-
-static uint64_t now_ms(void);
-
-/* Does the connection on sock hold anything to read: bytes, an end of
- * stream, an error? An HTTP/1 connection between two requests must hold
- * nothing: what it holds would be read as the next request's answer.
- * Logs bytes (a server or proxy that answers twice, or sends junk after
- * a reply) once in a while; an end of stream (a server that closed an
- * idle connection) is routine. */
-static bool conn_has_input(curl_socket_t sock, const char *what)
-{
-	struct pollfd p = { .fd = sock, .events = POLLIN | POLLPRI };
-	unsigned long quiet = 0;
-	char c;
-	int n;
-
-	do
-		n = poll(&p, 1, 0);
-	while (n < 0 && errno == EINTR);
-	if (n == 0)
-		return false;
-	if (n > 0 && (p.revents & (POLLIN | POLLPRI)) &&
-	    recv(sock, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 1 &&
-	    !log_limit("http stray bytes", &quiet))
-		log_msg(LOG_WARNING,
-			"%s: the server sent bytes after a complete reply on "
-			"a kept-alive connection (a store or proxy that "
-			"answers twice?): the connection is closed, never "
-			"reused%s",
-			what, quiet ? " (and earlier ones, not logged)" : "");
-	return true;
-}
-
-/* The one connection h keeps after a transfer: its socket, or
- * CURL_SOCKET_BAD when curl closed it, and whether it speaks HTTP/1 (on
- * HTTP/2 every frame names its stream, so nothing can be misread). */
-static void conn_of(CURL *h, curl_socket_t *sock, bool *h1)
-{
-	curl_socket_t s = CURL_SOCKET_BAD;
-	long v = 0;
-
-	if (curl_easy_getinfo(h, CURLINFO_ACTIVESOCKET, &s) != CURLE_OK)
-		s = CURL_SOCKET_BAD;
-	if (curl_easy_getinfo(h, CURLINFO_HTTP_VERSION, &v) != CURLE_OK)
-		v = 0;
-	*sock = s;
-	*h1 = s != CURL_SOCKET_BAD && v != CURL_HTTP_VERSION_2_0 &&
-	      v != CURL_HTTP_VERSION_3;
-}
-
-/* True when h's connection may serve another request now: nothing on it
- * (after a transfer, or between a request's attempts). */
-static bool conn_clean(CURL *h, const char *what)
-{
-	curl_socket_t sock;
-	bool h1;
-
-	conn_of(h, &sock, &h1);
-	return !h1 || !conn_has_input(sock, what);
-}
-
-/* A handle for a request: the most recently returned one that has rested
- * HTTP_REUSE_AFTER_MS with nothing arriving on its connection, or a new
- * one (a new connection) when none has. */
-static CURL *pool_get(struct http_pool *pool)
-{
-	struct idle_handle e;
-	uint64_t now;
-	size_t i;
-
-	for (;;) {
-		pthread_mutex_lock(&pool->lock);
-		now = now_ms();
-		for (i = pool->n_idle; i > 0; i--) {
-			e = pool->idle[i - 1];
-			if (!e.h1 || now - e.since_ms >= HTTP_REUSE_AFTER_MS)
-				break;
-		}
-		if (i == 0) {
-			pthread_mutex_unlock(&pool->lock);
-			return curl_easy_init();
-		}
-		memmove(&pool->idle[i - 1], &pool->idle[i],
-			(pool->n_idle - i) * sizeof(pool->idle[0]));
-		pool->n_idle--;
-		pthread_mutex_unlock(&pool->lock);
-		if (!e.h1 || !conn_has_input(e.sock, "http"))
-			return e.h;
-		curl_easy_cleanup(e.h); /* closes the connection */
-	}
-}
-
-/* Takes h back after a request named what. A handle whose connection
- * holds anything already is freed, not kept. */
-static void pool_put(struct http_pool *pool, CURL *h, const char *what)
-{
-	struct idle_handle e = { .h = h };
-
-	conn_of(h, &e.sock, &e.h1);
-	if (e.h1 && conn_has_input(e.sock, what)) {
-		curl_easy_cleanup(h);
-		return;
-	}
-	curl_easy_reset(h);
-	pthread_mutex_lock(&pool->lock);
-	e.since_ms = now_ms();
-	if (pool->n_idle < HTTP_IDLE_MAX) {
-		pool->idle[pool->n_idle++] = e;
-		h = NULL;
-	}
-	pthread_mutex_unlock(&pool->lock);
-	if (h != NULL)
-		curl_easy_cleanup(h);
-}
-
-/* A uniform double in [0, 1) from a shared xorshift state. Races between
- * threads only mix the state further, which is all jitter needs. */
-static double pool_jitter(struct http_pool *pool)
-{
-	uint64_t x = __atomic_load_n(&pool->rng, __ATOMIC_RELAXED);
-
-	x ^= x << 13;
-	x ^= x >> 7;
-	x ^= x << 17;
-	__atomic_store_n(&pool->rng, x, __ATOMIC_RELAXED);
-	return (double)(x >> 11) / (double)(1ULL << 53);
 }
 
 unsigned http_backoff_ms(unsigned attempt, unsigned base_ms, unsigned cap_ms,
@@ -265,53 +61,6 @@ static uint64_t now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static uint64_t hold_hash(const struct http_request *req)
-{
-	return fnv_hash(req->what, strlen(req->what));
-}
-
-/* Is req a read within a range of its object that failed less than
- * HTTP_FAIL_HOLD_MS ago? Then it takes the hold (one request only). */
-static bool hold_take(struct http_pool *pool, const struct http_request *req)
-{
-	uint64_t h, now = now_ms();
-	bool held = false;
-	unsigned i;
-
-	if (!req->hold)
-		return false;
-	h = hold_hash(req);
-	i = (unsigned)(h % HTTP_HOLD_SLOTS);
-	pthread_mutex_lock(&pool->lock);
-	if (pool->held[i].hash == h &&
-	    now - pool->held[i].at_ms < HTTP_FAIL_HOLD_MS &&
-	    req->range_offset >= pool->held[i].start &&
-	    req->range_offset + req->range_len <= pool->held[i].end) {
-		pool->held[i].hash = 0;
-		held = true;
-	}
-	pthread_mutex_unlock(&pool->lock);
-	return held;
-}
-
-/* Notes that req failed. */
-static void hold_note(struct http_pool *pool, const struct http_request *req)
-{
-	uint64_t h;
-	unsigned i;
-
-	if (!req->hold)
-		return;
-	h = hold_hash(req);
-	i = (unsigned)(h % HTTP_HOLD_SLOTS);
-	pthread_mutex_lock(&pool->lock);
-	pool->held[i].hash = h;
-	pool->held[i].at_ms = now_ms();
-	pool->held[i].start = req->range_offset;
-	pool->held[i].end = req->range_offset + req->range_len;
-	pthread_mutex_unlock(&pool->lock);
 }
 
 static void sleep_ms(unsigned ms)
@@ -611,7 +360,7 @@ static int setup(struct http_pool *pool, struct attempt *a,
 	if (pool->opts.ca_bundle != NULL)
 		SET(CURLOPT_CAINFO, pool->opts.ca_bundle);
 	/* Set either way: a handle renewed or reused within this request
-	 * must not keep another request's choice (pool_put's reset clears
+	 * must not keep another request's choice (http_pool_put's reset clears
 	 * it between requests too). NULL goes back to the environment's
 	 * no_proxy. */
 	SET(CURLOPT_NOPROXY, req->no_proxy ? "*" : NULL);
@@ -623,7 +372,7 @@ static int setup(struct http_pool *pool, struct attempt *a,
 		 * handle is reset and free it unwiped, and a token
 		 * request's body is a secret the caller wipes. The body
 		 * lives until http_perform returns, after the transfer;
-		 * pool_put's reset drops the pointer. (curl 7.88 still
+		 * http_pool_put's reset drops the pointer. (curl 7.88 still
 		 * appends a small body to its request buffer for the send,
 		 * a transient copy out of our reach.) */
 		SET(CURLOPT_POSTFIELDS, req->body ? req->body : "");
@@ -664,16 +413,7 @@ int http_perform(struct http_pool *pool, const struct http_request *req,
 					     : pool->opts.deadline_ms);
 	memset(resp, 0, sizeof(*resp));
 	response_reset(resp, max_body);
-	if (hold_take(pool, req)) {
-		/* One short try: the store failed this range just now. */
-		log_msg(LOG_DEBUG,
-			"%s: failed less than %u ms ago: one probe of %u ms",
-			req->what, HTTP_FAIL_HOLD_MS, HTTP_HOLD_PROBE_MS);
-		retries = 0;
-		if (start + HTTP_HOLD_PROBE_MS < deadline)
-			deadline = start + HTTP_HOLD_PROBE_MS;
-	}
-	a.h = pool_get(pool);
+	a.h = http_pool_get(pool);
 	if (a.h == NULL)
 		return -ENOMEM;
 	for (;;) {
@@ -821,7 +561,7 @@ int http_perform(struct http_pool *pool, const struct http_request *req,
 		{
 			uint64_t d = http_backoff_ms(
 				failures, HTTP_BACKOFF_BASE_MS,
-				HTTP_BACKOFF_CAP_MS, pool_jitter(pool));
+				HTTP_BACKOFF_CAP_MS, http_pool_jitter(pool));
 
 			/* Leave the last attempt some time of its own. */
 			if (now + d >= deadline)
@@ -831,15 +571,12 @@ int http_perform(struct http_pool *pool, const struct http_request *req,
 		/* The retry may reuse the connection of a reply that was
 		 * final but retryable (a 503): whatever came after that
 		 * reply must not answer the retry. */
-		if (!conn_clean(a.h, req->what) && handle_renew(&a) < 0) {
+		if (!http_conn_clean(a.h, req->what) && handle_renew(&a) < 0) {
 			rc = -ENOMEM;
 			break;
 		}
 	}
 	if (a.h != NULL)
-		pool_put(pool, a.h, req->what);
-	/* A retried status once the budget is spent is a failure too. */
-	if (rc == -EIO || (rc == 0 && http_status_retryable(resp->status)))
-		hold_note(pool, req);
+		http_pool_put(pool, a.h, req->what);
 	return rc;
 }

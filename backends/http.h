@@ -49,13 +49,9 @@
  * backoff ends within deadline_ms of its start: no retry starts once the
  * deadline has passed, and the last attempt's limit is cut to what is
  * left. So a backend request fails with -EIO at most deadline_ms after it
- * started (plus scheduling delays), whatever the server does. After a
- * ranged request (hold set) failed so, the next request for the same what
- * within a part of its range, within HTTP_FAIL_HOLD_MS, is one probe: a
- * single attempt of at most HTTP_HOLD_PROBE_MS. The kernel follows a
- * failed read-ahead with a read of its first page, which would otherwise
- * wait out the deadline a second time; a store that is back answers the
- * probe.
+ * started (plus scheduling delays), whatever the server does. (A read the
+ * kernel makes again at once after such a failure is failed by the fetch
+ * engine without a request: cache/fetch_fail.h.)
  *
  * Only backends/ includes this header (it names libcurl types).
  */
@@ -74,10 +70,6 @@
  * cost: at a steady rate R of requests, about R x this many connections
  * in use instead of one per concurrent request. */
 #define HTTP_REUSE_AFTER_MS 20
-/* How long after a failed ranged request one read within its range is
- * only a probe, and how long the probe may take. */
-#define HTTP_FAIL_HOLD_MS 2000
-#define HTTP_HOLD_PROBE_MS 1000
 /* The rate an attempt's whole-body time limit assumes (bytes/s). */
 #define HTTP_MIN_TOTAL_RATE (1024u * 1024u)
 
@@ -166,10 +158,6 @@ struct http_request {
 	/* The caller logs the failure itself: the final failure is logged
 	 * here at LOG_DEBUG only, so a failure is logged once. */
 	bool quiet;
-	/* The failure hold (see above): set for a ranged read of what,
-	 * with its range. */
-	bool hold;
-	uint64_t range_offset, range_len;
 };
 
 /* What came back. Non-2xx bodies are kept (up to 64 KiB) in body, for the

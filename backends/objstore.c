@@ -382,9 +382,6 @@ void objstore_range_init(struct objstore_range *r, uint64_t offset, size_t len,
 	req->check_arg = arg;
 	req->expect_bytes = len;
 	req->retries = -1;
-	req->hold = true;
-	req->range_offset = offset;
-	req->range_len = len;
 }
 
 int objstore_range_reply(struct objstore_range *r, struct http_response *resp)

@@ -207,8 +207,8 @@ struct objstore_range {
 };
 
 /* Sets up r for len > 0 bytes at offset into buf, and req's fields for a
- * ranged read (body and check callbacks with arg, hold, the expected
- * size, the pool's retries). */
+ * ranged read (body and check callbacks with arg, the expected size, the
+ * pool's retries). */
 void objstore_range_init(struct objstore_range *r, uint64_t offset, size_t len,
 			 void *buf, struct http_request *req,
 			 http_body_cb on_body, http_check_cb check, void *arg);

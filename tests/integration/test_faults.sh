@@ -214,6 +214,30 @@ EOF
 	umount_shardfs "$M" || fail "$f: unmount"
 done
 
+# --- one read() against a silent server ends within read_timeout_ms ---------------
+# After a failed read-ahead the kernel asks again for its first page; a
+# range that has just failed fails again at once (cache/fetch_fail.h), so
+# the read() does not wait out the deadline twice (before: 2 x
+# read_timeout_ms, or read_timeout_ms plus a 1 s probe). One 64 KiB
+# read() of each of four uncached files, cache off and on,
+# read_timeout_ms = 1500: each EIO within 1.6 x read_timeout_ms (2400 ms:
+# a bound that tells one deadline from a deadline and a probe).
+for cache in off on; do
+	READ_TIMEOUT_MS=1500 conf "$C" "$cache"
+	mount_shardfs "$C" "$M" || { fail "read bound (cache $cache): mount"; continue; }
+	chaos stall_headers 1 60
+	out=$(timeout 120 /usr/bin/python3 "$HERE/timedread.py" "$M"/rank-0/s/04[0-3].bin)
+	chaos "" 0
+	echo "# silent server, cache $cache: one read() each: $(echo $out)"
+	check "read bound (cache $cache): every read() fails with EIO" \
+		test "$(echo "$out" | grep -c '^eio ')" -eq 4
+	check "read bound (cache $cache): each within 1.6 x read_timeout_ms (2400 ms)" \
+		test "$(echo "$out" | awk '$2 >= 2400' | wc -l)" -eq 0
+	check "read bound (cache $cache): the reads that failed at once are logged" \
+		grep -q "failed .* ms ago" "$LAST_LOG"
+	umount_shardfs "$M" || fail "read bound (cache $cache): unmount"
+done
+
 # --- a server that never answers: EIO within the deadline ---------------------------
 READ_TIMEOUT_MS=5000 conf "$C" off
 mount_shardfs "$C" "$M" || fail "mount (silent server)"

@@ -15,7 +15,9 @@
 # a body longer or shorter than it, a 200 without Content-Length, a
 # pinned reply without x-goog-generation or with two that disagree read
 # as EIO, logged with the key; a second, well-formed reply after every
-# real one is never read as the next request's answer; an object GCS would transcode (stored
+# real one is never read as the next request's answer; one read() of a
+# file whose media requests are never answered ends with EIO within
+# 1.6 x read_timeout_ms, cache off and on; an object GCS would transcode (stored
 # gzip-encoded) reads byte-identical, with Range; real GCS's 404 for a
 # replaced generation is told from a deletion. Credentials never go to a
 # plain-http endpoint that is not loopback. The
@@ -419,6 +421,47 @@ if mount_shardfs "$C" "$M"; then
 else
 	fail "mount for the stray replies"
 fi
+
+# --- one read() against a silent server ends within read_timeout_ms -------------
+# Media requests for stall*.bin are never answered (gcs/fault_proxy.py).
+# After the failed read-ahead the kernel asks again for its first page,
+# which fails at once (cache/fetch_fail.h) instead of waiting out a second
+# deadline. One 64 KiB read() of each of four files, cache off and on,
+# read_timeout_ms = 1500: each EIO within 1.6 x read_timeout_ms.
+mkdir -p "$T/stall"
+for i in 0 1 2 3; do head -c 100000 /dev/urandom >"$T/stall/stall$i.bin"; done
+upload_tree ds4/ "$T/stall" || fail "upload ds4/"
+STORAGE_EMULATOR_HOST=$EMU "$SHARDFS" manifest "gs://$BUCKET/ds4/" -o "$T/ds4.tsv" >/dev/null 2>&1
+for cache in off on; do
+	cat >"$C" <<EOF
+[source]
+url = gs://$BUCKET/ds4/
+manifest = $T/ds4.tsv
+endpoint = $FEP
+anonymous = true
+connect_timeout_ms = 1000
+request_timeout_ms = 1000
+read_timeout_ms = 1500
+[shard]
+world_size = 1
+[cache]
+enabled = $([ $cache = on ] && echo true || echo false)
+dir = $T/cache-stall-$cache
+EOF
+	if mount_shardfs "$C" "$M"; then
+		out=$(timeout 120 /usr/bin/python3 "$HERE/timedread.py" "$M"/rank-0/stall[0-3].bin)
+		echo "# silent server, cache $cache: one read() each: $(echo $out)"
+		check "read bound (cache $cache): every read() fails with EIO" \
+			test "$(echo "$out" | grep -c '^eio ')" -eq 4
+		check "read bound (cache $cache): each within 1.6 x read_timeout_ms (2400 ms)" \
+			test "$(echo "$out" | awk '$2 >= 2400' | wc -l)" -eq 0
+		check "read bound (cache $cache): the reads that failed at once are logged" \
+			grep -q "failed .* ms ago" "$LAST_LOG"
+		check "unmount" umount_shardfs "$M"
+	else
+		fail "read bound (cache $cache): mount"
+	fi
+done
 
 # --- the cache and the prefetcher over gs:// ----------------------------------
 # Through the proxy (no faults for these names), whose log shows every

@@ -12,7 +12,9 @@
 # server fail the mount with the reason; a file changed after the manifest
 # gives EIO (never bytes of the new version) while others still read; a
 # server stopped (SIGSTOP) mid-read gives EIO within the read deadline,
-# and reads recover once it runs again; a server killed mid-read gives
+# and reads recover once it runs again; one read() of an uncached file
+# while it is stopped ends with EIO within 1.6 x read_timeout_ms, cache
+# off and on; a server killed mid-read gives
 # EIO, and reads recover once it is restarted; a client whose NFSv4 lease
 # expired while idle reconnects on its next read; a server whose READs answer
 # 64 KiB at most still gives whole files; a server restarted while all 8
@@ -256,6 +258,45 @@ if mount_shardfs "$C" "$M"; then
 else
 	fail "faults: mount"
 fi
+
+# --- one read() against a stalled server ends within read_timeout_ms ------------
+# After the failed read-ahead the kernel asks again for its first page,
+# which fails at once (cache/fetch_fail.h) instead of waiting out a second
+# deadline (before: 2 x read_timeout_ms every time). One 64 KiB read() of
+# each of four files while the server is stopped (SIGSTOP), cache off and
+# on, read_timeout_ms = 1500: each EIO within 1.6 x read_timeout_ms.
+for cache in off on; do
+	{
+		echo "[source]"
+		echo "url = $URL"
+		echo "manifest = $T/m.tsv"
+		echo "connect_timeout_ms = 1000"
+		echo "request_timeout_ms = 1000"
+		echo "read_timeout_ms = 1500"
+		echo "[shard]"
+		echo "world_size = 1"
+		echo "[cache]"
+		if [ $cache = on ]; then echo "dir = $T/cache-bound"; else echo "enabled = false"; fi
+	} >"$T/bound.conf"
+	if mount_shardfs "$T/bound.conf" "$M"; then
+		if [ $cache = off ]; then set -- 1 2 3 4; else set -- 5 6 7 8; fi
+		files=()
+		for i in "$@"; do files+=("$M/rank-0/train/n0000000$((i % 7))/00000$i.JPEG"); done
+		ganesha_pause
+		out=$(timeout 120 /usr/bin/python3 "$HERE/timedread.py" "${files[@]}")
+		ganesha_resume
+		echo "# stalled server, cache $cache: one read() each: $(echo $out)"
+		check "read bound (cache $cache): every read() fails with EIO" \
+			test "$(echo "$out" | grep -c '^eio ')" -eq 4
+		check "read bound (cache $cache): each within 1.6 x read_timeout_ms (2400 ms)" \
+			test "$(echo "$out" | awk '$2 >= 2400' | wc -l)" -eq 0
+		check "read bound (cache $cache): the reads that failed at once are logged" \
+			grep -q "failed .* ms ago" "$LAST_LOG"
+		check "read bound (cache $cache): clean unmount" umount_shardfs "$M"
+	else
+		fail "read bound (cache $cache): mount"
+	fi
+done
 
 # --- an idle client whose NFSv4 lease expired ----------------------------------------
 # With a 2 s lease, the daemon's client ids expire while it idles; the next

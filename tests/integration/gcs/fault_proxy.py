@@ -28,6 +28,8 @@ Writes its port to PORT_FILE once listening. By object name (decoded):
   ...nogen...     media replies lose their x-goog-generation header
   ...dupgen...    media replies carry two x-goog-generation headers: a
                   wrong one first, then the real one
+  ...stall...     media requests are never answered: the proxy holds
+                  them for 60 s, then closes the connection
   ...extra...     every media reply is followed by a second, complete
                   reply with the same headers and a body of zeros (a
                   server answering twice), in turn in the same write, in
@@ -183,6 +185,10 @@ def main():
                 return self.json_error(503, "backendError",
                                        "Backend Error")
             media = dict(q).get("alt") == "media"
+            if media and "stall" in name:
+                time.sleep(60)
+                self.close_connection = True
+                return
             if "gzipped" in name and media:
                 ae = self.headers.get_all("Accept-Encoding") or []
                 if not any("gzip" in v.lower() for v in ae):
