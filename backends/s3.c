@@ -51,6 +51,8 @@ struct s3_backend {
 	struct s3_endpoint ep;
 	struct http_pool *http;
 	struct s3_creds_provider *creds; /* NULL when anonymous */
+	unsigned list_timeout_ms;	 /* backend_options' */
+	uint64_t list_memory;
 };
 
 /* Pure parts (s3.h) */
@@ -405,9 +407,8 @@ static int s3_list_page(void *arg, const struct http_response *resp,
 				lc->what, guard->pages + 1);
 		return rc == -ENOMEM ? rc : -EIO;
 	}
-	objstore_list_scope_init(&sc, lc->what, guard->pages + 1,
-				 lc->sb->prefix, strlen(lc->sb->prefix), lc->cb,
-				 lc->arg);
+	objstore_list_scope_init(&sc, guard, lc->what, lc->sb->prefix,
+				 strlen(lc->sb->prefix), lc->cb, lc->arg);
 	rc = objstore_list_page(
 		guard, lc->what, page.truncated ? page.next_token : NULL,
 		page.count, page.count ? page.objects[0].key : NULL,
@@ -470,6 +471,8 @@ static int s3_list(struct backend *be, const char *prefix, backend_list_cb cb,
 	};
 	lc.what = l.what = what;
 	lc.full = full;
+	backend_list_bound_start(&l.guard.bound, sb->list_timeout_ms,
+				 sb->list_memory, what);
 	rc = objstore_list_run(&l);
 	free(lc.query);
 	free(full);
@@ -764,6 +767,10 @@ static int s3_open(const char *url, const struct backend_options *opts,
 	if (sb == NULL)
 		return -ENOMEM;
 	sb->base.ops = &backend_s3_ops;
+	if (opts != NULL) {
+		sb->list_timeout_ms = opts->list_timeout_ms;
+		sb->list_memory = opts->list_memory;
+	}
 	rc = s3_url_parse(url, &sb->bucket, &sb->prefix);
 	if (rc < 0) {
 		if (rc == -EINVAL)

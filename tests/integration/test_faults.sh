@@ -19,7 +19,8 @@
 # answer, even by a request for the same range. A server that never answers gives EIO within the read
 # deadline, not a hang, and .shardfs/stats answers while 16 reads wait on
 # it. Listings whose continuation token repeats or whose pages repeat end
-# with an error. Timings are reported, never asserted, except as bounds
+# with an error; one that never repeats itself ends at its memory or time
+# bound, naming it, its memory near the bound. Timings are reported, never asserted, except as bounds
 # that tell a slow answer from a hang.
 SUITE=faults
 . "$(dirname "$0")/lib.sh"
@@ -279,6 +280,55 @@ for f in list_loop list_spin; do
 	check "$f: the listing ends with an error (exit $rc)" test "$rc" -ne 0 -a "$rc" -ne 124
 	check "$f: the error says the server repeats itself" grep -q "repeats" "$T/loop.err"
 done
+chaos "" 0
+
+# A listing that never repeats itself (a new token and new names on every
+# page, list_endless) is ended by its bounds only: the memory its objects
+# hold ([source] list_memory, --list-memory) and its time
+# (list_timeout_ms, --list-timeout-ms). Each must end it with an error
+# naming the bound, the memory staying near the bound (peak RSS compared
+# with a normal listing's, with a generous margin), long before the
+# 60 s that tells an end from none.
+# peak CMD...: prints CMD's exit status and peak RSS (KiB).
+peak() {
+	/usr/bin/python3 -c 'import resource, subprocess, sys
+r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL)
+print(r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)' "$@"
+}
+read -r rc base_kb < <(peak "$SHARDFS" manifest "s3://$BUCKET/ds/" --endpoint "$EP" \
+	-o "$T/normal.tsv" 2>/dev/null)
+chaos list_endless 1
+read -r rc kb < <(timeout 60 bash -c "$(declare -f peak); peak '$SHARDFS' manifest \
+	's3://$BUCKET/ds/' --endpoint '$EP' --list-memory 4M -o '$T/endless.tsv'" 2>"$T/endless.err")
+echo "# list_endless, --list-memory 4M: exit ${rc:-none}, peak RSS ${kb:-?} KiB (a normal listing: $base_kb KiB)"
+check "list_endless: the listing ends with an error once its objects hold 4 MiB" test "${rc:-124}" -eq 1
+check "list_endless: the error names list_memory and how to raise it" \
+	grep -q "hold more than \[source\] list_memory = 4194304 bytes; giving up (.*raise list_memory (shardfs manifest: --list-memory)" "$T/endless.err"
+check "list_endless: memory stays near the bound (peak under a normal listing's + 2 x 4 MiB + 32 MiB)" \
+	test "${kb:-999999999}" -lt $((base_kb + 8192 + 32768))
+read -r rc kb < <(timeout 60 bash -c "$(declare -f peak); peak '$SHARDFS' manifest \
+	's3://$BUCKET/ds/' --endpoint '$EP' --list-timeout-ms 2000 --list-memory 1T \
+	-o '$T/endless.tsv'" 2>"$T/endless.err")
+echo "# list_endless, --list-timeout-ms 2000: exit ${rc:-none}, peak RSS ${kb:-?} KiB"
+check "list_endless: the listing ends with an error after list_timeout_ms" test "${rc:-124}" -eq 1
+check "list_endless: the error names list_timeout_ms and how to raise it" \
+	grep -q "still listing after \[source\] list_timeout_ms = 2000 ms (.*raise list_timeout_ms (shardfs manifest: --list-timeout-ms)" "$T/endless.err"
+{
+	echo "[source]"
+	echo "url = s3://$BUCKET/ds/"
+	echo "endpoint = $EP"
+	echo "list_memory = 4M"
+	echo "[cache]"
+	echo "enabled = false"
+} >"$C"
+if mount_shardfs "$C" "$M" 2>/dev/null; then
+	fail "list_endless: a mount that lists fails at start"
+	umount_shardfs "$M"
+else
+	ok "list_endless: a mount that lists fails at start"
+fi
+check "list_endless: the mount's error names [source] list_memory" \
+	grep -q "hold more than \[source\] list_memory = 4194304 bytes" "$LAST_LOG"
 chaos "" 0
 
 finish

@@ -9,16 +9,18 @@
 # read as EIO, never new bytes, and a missing object logged with key,
 # status and reason. Through a fault proxy (gcs/fault_proxy.py): real
 # paging with pages of 3, a repeated page token, a restarted listing, an
-# endless run of empty pages and a malformed page all fail the listing
-# with a clear error, as does a page out of name order; 503s are retried;
-# 403, a body that is not its crc32c, a 206 naming another range or with
-# a body longer or shorter than it, a 200 without Content-Length, a
-# pinned reply without x-goog-generation or with two that disagree read
-# as EIO, logged with the key; a second, well-formed reply after every
-# real one is never read as the next request's answer; one read() of a
-# file whose media requests are never answered ends with EIO within
-# 1.6 x read_timeout_ms, cache off and on; an object GCS would transcode (stored
-# gzip-encoded) reads byte-identical, with Range; real GCS's 404 for a
+# endless run of empty pages, a listing with new names and a new token on
+# every page (at its memory or time bound) and a malformed page all fail
+# the listing with a clear error, as does a page out of name order; 503s
+# are retried; 403, a body that is not its crc32c, a 206 naming another
+# range or with a body longer or shorter than it, a 200 without
+# Content-Length, a pinned reply without x-goog-generation or with two
+# that disagree read as EIO, logged with the key; a second, well-formed
+# reply after every real one is never read as the next request's answer;
+# one read() of a file whose media requests are never answered ends with
+# EIO within 1.6 x read_timeout_ms, cache off and on; an object GCS would
+# transcode (stored gzip-encoded) reads byte-identical, with Range; real
+# GCS's 404 for a
 # replaced generation is told from a deletion. Credentials never go to a
 # plain-http endpoint that is not loopback. The
 # disk cache (a remount reads everything with zero GETs) and the order
@@ -284,7 +286,7 @@ fmanifest() {
 	frc=$?
 }
 LS=$T/listsets
-for d in small loop restart badpage unordered; do
+for d in small loop restart badpage unordered endless; do
 	mkdir -p "$LS/$d"
 	for i in $(seq 10); do printf '%s' "$d$i" >"$LS/$d/o$i.bin"; done
 	upload_tree "$d/" "$LS/$d" || fail "upload $d/"
@@ -309,6 +311,18 @@ check "pages without objects but with a token are bounded" bash -c \
 fmanifest badpage/
 check "a malformed page fails the listing, naming what was wrong" bash -c \
 	"test $frc -eq 1 && grep -q 'gs://$BUCKET/badpage/: list: malformed objects.list answer (page 1): item 0: size is not a decimal string' '$T/f.err'"
+# A new token and new names on every page: only the listing's bounds end
+# it (60 s tells an end from none).
+timeout 60 "$SHARDFS" manifest "gs://$BUCKET/endless/" --endpoint "$FEP" --anonymous \
+	--list-memory 64K -o "$T/f.tsv" >/dev/null 2>"$T/f.err"
+frc=$?
+check "a listing that never ends fails once its objects hold --list-memory, naming it (exit $frc)" bash -c \
+	"test $frc -eq 1 && grep -q 'gs://$BUCKET/endless/: list: the objects listed so far (.*) hold more than \[source\] list_memory = 65536 bytes; giving up' '$T/f.err'"
+timeout 60 "$SHARDFS" manifest "gs://$BUCKET/endless/" --endpoint "$FEP" --anonymous \
+	--list-timeout-ms 1000 -o "$T/f.tsv" >/dev/null 2>"$T/f.err"
+frc=$?
+check "and after --list-timeout-ms, naming it (exit $frc)" bash -c \
+	"test $frc -eq 1 && grep -q 'gs://$BUCKET/endless/: list: still listing after \[source\] list_timeout_ms = 1000 ms' '$T/f.err'"
 
 F=$T/faults
 mkdir -p "$F"

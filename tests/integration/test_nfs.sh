@@ -4,7 +4,8 @@
 # this suite's temp dir (tests/integration/nfs/ganesha.sh).
 #
 # Covered: `shardfs manifest nfs://...` lists what the directory holds
-# (same keys and sizes as the posix backend's listing of it); rank views
+# (same keys and sizes as the posix backend's listing of it), and fails,
+# naming the bound, past its memory bound; rank views
 # over nfs:// for several plans are byte-identical to the source files,
 # disjoint, their union the dataset, in the reference order
 # (verify_mount.py, shardspec.py); names with spaces, unicode, '%' and a
@@ -67,6 +68,12 @@ check "manifest: a trailing slash lists the same" cmp -s "$T/m.tsv" "$T/m2.tsv"
 "$SHARDFS" manifest "$NFS_URL/ds/odd%20dir" -o "$T/m3.tsv" >/dev/null 2>&1
 check "manifest: %20 in the URL names a directory with a space" \
 	test "$(tail -n +2 "$T/m3.tsv" | wc -l)" -eq 4
+# The listing's memory bound ([source] list_memory): 4 KiB is less than
+# the dataset's keys and etags hold.
+"$SHARDFS" manifest "$URL" --list-memory 4K -o "$T/m4.tsv" >/dev/null 2>"$T/m4.err"
+rc=$?
+check "manifest: a listing past --list-memory fails, naming the bound (exit $rc)" bash -c \
+	"test $rc -eq 1 && grep -q '$URL/: list: the objects listed so far (.*) hold more than \[source\] list_memory = 4096 bytes; giving up' '$T/m4.err'"
 
 conf() { # conf FILE [KEY=VALUE in [shard]...]; SRCKEYS: more [source] lines
 	local f=$1; shift

@@ -44,6 +44,9 @@ By listing prefix (the prefix= parameter, decoded):
                   pageToken sent upstream one the emulator does not know
                   (so it restarts the listing from its first object)
   ...empty...     no items ever, a new nextPageToken every page
+  ...endless...   every page is the first page with each name renamed for
+                  that page (NAME.pN) and a new nextPageToken: a listing
+                  that never repeats itself and never ends
   ...badpage...   the first item's size is a JSON number, not a string
   ...unordered... pages of 3, the first two items of page 2 swapped
 Everything else is forwarded unchanged. Each request appends
@@ -251,12 +254,21 @@ def main():
                     v = "3"
                 if k == "pageToken" and "restart" in prefix:
                     v = "no-such-token"
+                if k == "pageToken" and "endless" in prefix:
+                    continue  # ours: the emulator gets page one
                 q2.append((k, v))
             path = u.path + "?" + urllib.parse.urlencode(q2, quote_via=urllib.parse.quote)
             status, hdrs, body = self.forward(path)
             if status == 200 and any(s in prefix for s in ("loop", "restart", "badpage",
-                                                         "unordered")):
+                                                         "unordered", "endless")):
                 page = json.loads(body)
+                if "endless" in prefix:
+                    with lock:
+                        empty_pages[0] += 1
+                        n = empty_pages[0]
+                    for it in page.get("items", []):
+                        it["name"] += ".p%d" % n
+                    page["nextPageToken"] = "endless-%d" % n
                 if "loop" in prefix and "nextPageToken" in page:
                     page["nextPageToken"] = "the-same-token"
                 if "restart" in prefix and "nextPageToken" in page:

@@ -42,6 +42,9 @@ the rate set through the control path, with one of the enabled faults:
 Listing GETs get 503 or one of the listing faults (object GETs never):
   list_loop       a truncated page whose continuation token never changes
   list_spin       a truncated page with a new token every time, same keys
+  list_endless    a truncated page with a new token every time, and every
+                  key renamed for that page (KEY.pN): a listing that never
+                  repeats itself and never ends
 Control (not forwarded):
   GET /__chaos/set?faults=a,b&rate=0.1&stall=30   enable faults
   GET /__chaos/stats                              JSON counts per fault
@@ -66,7 +69,7 @@ import urllib.parse
 FAULTS = ("503 reset short_honest short_dishonest cl_short cl_long cr_early "
           "cr_late cr_missing cr_total stall_headers stall_body trickle "
           "surplus flip ignore_range no_etag cr_junk extra_now extra_next "
-          "extra_late list_loop list_spin").split()
+          "extra_late list_loop list_spin list_endless").split()
 EXTRA_MS = 5
 SLOWDOWN = (b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown'
             b"</Code><Message>Please reduce your request rate.</Message>"
@@ -219,7 +222,8 @@ def main():
                               path)
             status, headers, body = upstream_request(self.command, path,
                                                      hdrs)
-            if listing and fault in ("list_loop", "list_spin") and \
+            if listing and fault in ("list_loop", "list_spin",
+                                     "list_endless") and \
                     status == 200:
                 return self.reply(None, status, headers,
                                   self.looping_page(fault, body))
@@ -235,6 +239,12 @@ def main():
             with st.lock:
                 st.spins = getattr(st, "spins", 0) + 1
                 token = "loop" if fault == "list_loop" else "spin%d" % st.spins
+                page = st.spins
+            if fault == "list_endless":
+                body = re.sub(rb"<Key>([^<]*)</Key>",
+                              lambda m: b"<Key>%s.p%d</Key>" % (m.group(1),
+                                                                page),
+                              body)
             body = re.sub(rb"<IsTruncated>false</IsTruncated>",
                           b"<IsTruncated>true</IsTruncated>", body)
             body = re.sub(rb"<NextContinuationToken>[^<]*"
