@@ -38,9 +38,10 @@
  * the next request, are indistinguishable from a real answer; only the
  * caller's checks catch those (version, Content-Range, lengths, the
  * whole-object checksums). HTTP/2 connections are not looked at: every
- * frame names its stream, and a frame for a finished one is ignored. A
- * stray reply over TLS is seen as long as OpenSSL has not read its
- * records ahead (curl does not turn read-ahead on).
+ * frame names its stream, and a frame for a finished one is ignored. Over
+ * TLS the poll sees what is still in the socket: bytes of a stray reply
+ * that OpenSSL already read into its own buffer with the end of the real
+ * one are not seen (not checked here: curl 7.88 gives no way to ask).
  *
  * Time: every wait is bounded. An attempt fails when fewer than
  * HTTP_MIN_RATE bytes a second arrive for request_timeout_ms (a silent or
@@ -67,8 +68,8 @@
 #define HTTP_MIN_RATE 1024u
 /* How long an HTTP/1 connection rests between two requests, so that a
  * stray reply shows before the next request is sent (see above). The
- * cost: at a steady rate R of requests, about R x this many connections
- * in use instead of one per concurrent request. */
+ * cost: at a steady R requests a second, about R x this / 1000 more
+ * connections in use than requests run at once. */
 #define HTTP_REUSE_AFTER_MS 20
 /* The rate an attempt's whole-body time limit assumes (bytes/s). */
 #define HTTP_MIN_TOTAL_RATE (1024u * 1024u)

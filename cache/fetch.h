@@ -171,8 +171,9 @@ int fetch_new(struct backend *be, unsigned connections, uint64_t memory,
 /* One backend read of [offset, offset + len) of key into buf, counted in
  * the engine's stats; returns 0 and sets *nread, or a negative errno
  * (-ENXIO without a backend). A read of a range of key and etag that
- * overlaps one whose backend read failed less than FETCH_FAIL_WINDOW_MS
- * ago fails at once with that errno, without a request (fetch_fail.h).
+ * overlaps one whose backend read failed with -EIO less than
+ * FETCH_FAIL_WINDOW_MS ago fails at once with that errno, without a
+ * request (fetch_fail.h).
  * It takes no connection: the engine's own reads hold one, and a caller
  * outside the chunk machinery takes one with fetch_slot_acquire() first. */
 int fetch_backend_read(struct fetch *f, const char *key, size_t key_len,

@@ -159,8 +159,7 @@ void fetch_fail_note(struct fetch_fail *ff, const char *key, size_t key_len,
 	uint64_t now;
 	size_t i;
 
-	if (err >= 0 || err == -ENOMEM || err == -EAGAIN || err == -EINTR ||
-	    err == -ENOBUFS || len == 0)
+	if ((err != -EIO && err != -ETIMEDOUT) || len == 0)
 		return;
 	n.key = malloc(key_len + 1);
 	n.etag = malloc(etag != NULL ? etag_len + 1 : 1);

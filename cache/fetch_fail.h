@@ -12,20 +12,24 @@
  * that second read from a new one; the fetch engine, through which every
  * backend read of a mount goes (fetch_backend_read()), can.
  *
- * What: a backend read that failed is remembered with the object's key and
- * version (etag), its byte range, its errno and when it failed, for
- * FETCH_FAIL_WINDOW_MS. A read of the same key and version whose range
- * overlaps a remembered one within that time fails at once with the same
- * errno, without a request; the first such read of each failure is logged
- * (once per window: "... failed N ms ago ..."). The window runs from the
+ * What: a backend read that failed with -EIO or -ETIMEDOUT (no usable
+ * answer: the store did not answer in time, or answered wrongly until the
+ * retries ran out) is remembered with the object's key and version
+ * (etag), its byte range, its errno and when it failed, for
+ * FETCH_FAIL_WINDOW_MS. A read of the same key and version
+ * whose range overlaps a remembered one within that time fails at once
+ * with the same errno, without a request; the first such read of each
+ * failure is logged ("... failed N ms ago ..."). The window runs from the
  * failure of a real read, never from a read that failed at once, so a
  * store that is back is asked again at most FETCH_FAIL_WINDOW_MS after it
- * failed. With it, one read() of an uncached file ends within
+ * failed: a read of that range in the window fails even if the store
+ * answers again. With it, one read() of an uncached file ends within
  * read_timeout_ms of its first backend request plus the time to fail the
  * re-read (docs/RELIABILITY.md, "Deadlines and the time to EIO").
  *
- * Not remembered: failures that say nothing about the store (-ENOMEM,
- * -EAGAIN, -EINTR, -ENOBUFS). Ranges of one object that failed apart are
+ * Not remembered: an answer (-ESTALE, -ENOENT, -EACCES, ...), which comes
+ * quickly and may change (an object put back is seen at once), and local
+ * failures (-ENOMEM). Ranges of one object that failed apart are
  * remembered apart; the table holds FETCH_FAIL_SLOTS failures, the oldest
  * replaced first.
  *

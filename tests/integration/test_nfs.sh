@@ -242,6 +242,10 @@ if mount_shardfs "$C" "$M"; then
 	check "stall: the reconnect warning gives the reason, not the cancelled call's" bash -c \
 		"grep -q 'reconnecting' '$LAST_LOG' && ! grep 'reconnecting' '$LAST_LOG' | grep -qi 'cancelled'"
 	ganesha_resume
+	# The range that just failed fails at once for FETCH_FAIL_WINDOW_MS
+	# (2 s, cache/fetch_fail.h): a store that is back is asked again
+	# after that.
+	sleep 2.5
 	check "server running again: the file reads byte-identical" bash -c \
 		"timeout 60 cat '$M/rank-0/big.bin' | cmp -s - '$SRC/big.bin'"
 	# Another file: big.bin is in the kernel's page cache now.
@@ -252,6 +256,7 @@ if mount_shardfs "$C" "$M"; then
 	ganesha_wait_gone
 	check "server down: .shardfs/stats still answers" bash -c "timeout 10 cat '$M/.shardfs/stats' >/dev/null"
 	if ganesha_start "$EXPORT" "$GANESHA_PORT"; then
+		sleep 2.5 # past the failure window, as above
 		fails=$(grep -c 'read at' "$LAST_LOG")
 		check "server restarted on its port: reads recover, byte-identical" bash -c \
 			"timeout 60 cat '$M/rank-0/big2.bin' | cmp -s - '$SRC/big2.bin'"

@@ -399,6 +399,10 @@ fault_round() { # fault_round NAME ACTION UNDO
 	check "$name: the read fails with EIO within 30 s, not a hang (took ${secs:-?} s)" \
 		bash -c "test '$what' = EIO && awk 'BEGIN {exit !($secs < 30)}'"
 	$undo
+	# A range whose read just failed after a wait fails at once for
+	# FETCH_FAIL_WINDOW_MS (2 s, cache/fetch_fail.h); the server is
+	# asked again after that.
+	sleep 2.5
 	check "$name: reads succeed again once the server is back" \
 		cmp -s "$M/rank-0/blob.bin" "$T/blob.bin"
 	check "$name: unmount" umount_shardfs "$M"

@@ -92,8 +92,11 @@ static int rec_read(struct backend *be, const char *key, size_t key_len,
 		len /= 2; /* a backend that answers less than asked */
 	if (r->fail_err != 0) {
 		int err = r->fail_err; /* a store that does not answer */
+		unsigned delay_us = r->delay_us;
 
 		pthread_mutex_unlock(&r->lock);
+		if (delay_us > 0)
+			usleep(delay_us); /* (its deadline) */
 		return err;
 	}
 	pthread_mutex_unlock(&r->lock);
@@ -1205,20 +1208,23 @@ static unsigned rec_reads(struct rec *r)
 	return n;
 }
 
-static void rec_fail(struct rec *r, int err)
+/* Reads fail with err (0: they do not) after delay_ms. */
+static void rec_fail(struct rec *r, int err, unsigned delay_ms)
 {
 	pthread_mutex_lock(&r->lock);
 	r->fail_err = err;
+	r->delay_us = delay_ms * 1000;
 	pthread_mutex_unlock(&r->lock);
 }
 
-/* After a backend read failed, a read that overlaps its range (the
- * kernel's re-read of the first page of a failed read-ahead) fails at once
- * with the same error, without a request, for FETCH_FAIL_WINDOW_MS, with a
- * disk cache and without; a range that did not fail and another version
- * of the object are asked for; after the window the range is asked for
- * again. Before: the re-read was another backend read (against a store
- * that does not answer, another read_timeout_ms). */
+/* After a backend read failed with EIO (a store that does not answer), a
+ * read that overlaps its range (the kernel's re-read of the first page of
+ * a failed read-ahead) fails at once with the same error, without a
+ * request, for FETCH_FAIL_WINDOW_MS, with a disk cache and without; a
+ * range that did not fail and another version of the object are asked
+ * for; after the window the range is asked for again; an answer (ESTALE)
+ * is not remembered. Before: the re-read was another backend read
+ * (against a store that does not answer, another read_timeout_ms). */
 START_TEST(test_fail_window)
 {
 	static const char *const names[] = { "failcache", "failthru" };
@@ -1235,7 +1241,7 @@ START_TEST(test_fail_window)
 			ck_assert_int_eq(cache_new(&fx.rec.base, &fx.c), 0);
 		else
 			fx_open(&fx, 1 << 20, 8, 64 << 20, 0);
-		rec_fail(&fx.rec, -EIO);
+		rec_fail(&fx.rec, -EIO, 50);
 		ck_assert_int_eq(cache_read(fx.c, &fx.objs[0], 100, 5000, buf),
 				 -EIO);
 		wait_idle(&fx);
@@ -1246,7 +1252,7 @@ START_TEST(test_fail_window)
 		ck_assert_int_eq(cache_read(fx.c, &fx.objs[0], 0, 4096, buf),
 				 -EIO);
 		ck_assert_uint_eq(rec_reads(&fx.rec), n);
-		rec_fail(&fx.rec, 0);
+		rec_fail(&fx.rec, 0, 0);
 		ck_assert_int_eq(cache_read(fx.c, &fx.objs[0], 4096, 4096, buf),
 				 -EIO);
 		ck_assert_uint_eq(rec_reads(&fx.rec), n);
@@ -1270,6 +1276,19 @@ START_TEST(test_fail_window)
 				 4096);
 		check_bytes(0, 0, buf, 4096);
 		ck_assert_uint_eq(rec_reads(&fx.rec), n + 3);
+		/* An answer is asked again (another chunk: the first is
+		 * stored now). */
+		rec_fail(&fx.rec, -ESTALE, 0);
+		ck_assert_int_eq(
+			cache_read(fx.c, &fx.objs[0], 1 << 20, 4096, buf),
+			-ESTALE);
+		wait_idle(&fx);
+		n = rec_reads(&fx.rec);
+		ck_assert_int_eq(
+			cache_read(fx.c, &fx.objs[0], 1 << 20, 4096, buf),
+			-ESTALE);
+		ck_assert_uint_eq(rec_reads(&fx.rec), n + 1);
+		rec_fail(&fx.rec, 0, 0);
 		fx_free(&fx);
 	}
 	free(buf);
