@@ -144,7 +144,7 @@ FUZZ_LIB_SRCS := util/log.c backends/http.c backends/http_pool.c \
 	backends/posix.c backends/s3_creds.c \
 	backends/s3_sign.c backends/s3_xml.c fs/manifest.c fs/shard.c \
 	fs/view.c util/ranks.c mount/config.c mount/ini.c mount/overrides.c
-FUZZ_LIB_SRCS += backends/gcs_json.c backends/objstore.c
+FUZZ_LIB_SRCS += backends/gcs_json.c backends/objstore.c backends/backend_list.c
 # mount/config.c checks nfs:// URLs with the pure parser.
 FUZZ_LIB_SRCS += backends/nfs_url.c
 FUZZ_LIB_SRCS += util/hex.c util/sha256.c util/str.c util/thread.c
