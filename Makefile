@@ -140,10 +140,11 @@ FUZZ_CFLAGS = $(WARN) -Wno-missing-field-initializers -O1 -g $(FUZZ_SAN) \
 # Only the sources the harnesses link: half the compile time, and clang's
 # warnings never stop check over code no harness runs. A harness that needs
 # more fails to link, naming the missing symbol.
-FUZZ_LIB_SRCS := util/log.c backends/http.c backends/posix.c backends/s3_creds.c \
+FUZZ_LIB_SRCS := util/log.c backends/http.c backends/http_pool.c \
+	backends/posix.c backends/s3_creds.c \
 	backends/s3_sign.c backends/s3_xml.c fs/manifest.c fs/shard.c \
 	fs/view.c util/ranks.c mount/config.c mount/ini.c mount/overrides.c
-FUZZ_LIB_SRCS += backends/gcs_json.c backends/objstore.c
+FUZZ_LIB_SRCS += backends/gcs_json.c backends/objstore.c backends/backend_list.c
 # mount/config.c checks nfs:// URLs with the pure parser.
 FUZZ_LIB_SRCS += backends/nfs_url.c
 FUZZ_LIB_SRCS += util/hex.c util/sha256.c util/str.c util/thread.c

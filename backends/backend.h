@@ -48,7 +48,22 @@ struct backend_options {
 	unsigned read_timeout_ms;
 	/* Retries after the first try; < 0: default 5. */
 	int retries;
+	/* A listing ends with -EIO (logged, naming the limit) once it has run
+	 * this long; 0: BACKEND_LIST_TIMEOUT_MS_DEFAULT. */
+	unsigned list_timeout_ms;
+	/* ... or once the objects it listed hold more than this many bytes
+	 * (backend_list_bound); 0: BACKEND_LIST_MEMORY_DEFAULT. */
+	uint64_t list_memory;
 };
+
+/* The defaults of [source] list_timeout_ms and list_memory, for a caller
+ * without a config (`shardfs manifest`); the config table's defaults are
+ * the same (check_config compares them). */
+#define BACKEND_LIST_TIMEOUT_MS_DEFAULT 3600000u
+#define BACKEND_LIST_MEMORY_DEFAULT (UINT64_C(4) << 30)
+/* What a listed object costs besides its key and etag: the manifest's
+ * record of it (struct manifest_entry and two terminating NULs). */
+#define BACKEND_LIST_OBJECT_BYTES 48u
 
 /* One object as reported by list(). In a list() callback the
  * pointers are borrowed until the callback returns. */
@@ -102,6 +117,34 @@ bool backend_claim_same(const struct backend_claim *a,
 /* Called once per object; a non-zero return stops the listing and list()
  * returns that value. */
 typedef int (*backend_list_cb)(void *arg, const struct backend_object *obj);
+
+/* The bounds of a listing. A listing ends, however the store answers: a
+ * store that hands out a new page token with every page (with new names,
+ * or the same ones under a prefix that changes) would otherwise be listed
+ * until the process runs out of memory. Every backend but posix (a local
+ * directory) counts its listing against these: time, and the bytes its
+ * listed objects hold once the caller keeps them (key, etag and
+ * BACKEND_LIST_OBJECT_BYTES each). */
+struct backend_list_bound {
+	const char *what;    /* names the listing in the message */
+	uint64_t timeout_ms; /* from start */
+	uint64_t memory;     /* bytes */
+	uint64_t start_ms;   /* CLOCK_MONOTONIC */
+	uint64_t bytes, objects;
+};
+
+/* Starts b for the listing what (borrowed for b's life) with the
+ * backend_options fields list_timeout_ms and list_memory (0: their
+ * defaults). */
+void backend_list_bound_start(struct backend_list_bound *b, unsigned timeout_ms,
+			      uint64_t memory, const char *what);
+
+/* Counts obj (NULL: none, at a page or directory) and checks both
+ * bounds. Returns 0, or -EIO when one is passed, logged once with what,
+ * the bound, how far the listing got and the [source] key that raises
+ * it. */
+int backend_list_bound_check(struct backend_list_bound *b,
+			     const struct backend_object *obj);
 
 struct backend;
 

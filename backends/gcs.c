@@ -149,7 +149,7 @@ static int gcs_list_page(void *arg, const struct http_response *resp,
 				lc->what, guard->pages + 1, why);
 		return rc == -ENOMEM ? rc : -EIO;
 	}
-	objstore_list_scope_init(&sc, lc->what, guard->pages + 1, lc->full,
+	objstore_list_scope_init(&sc, guard, lc->what, lc->full,
 				 strlen(lc->gb->prefix), lc->cb, lc->arg);
 	rc = objstore_list_page(guard, lc->what, page.next_token, page.count,
 				page.count ? page.objects[0].name : NULL,
@@ -205,6 +205,8 @@ static int gcs_list(struct backend *be, const char *prefix, backend_list_cb cb,
 	}
 	lc.what = l.what = what;
 	lc.full = full;
+	backend_list_bound_start(&l.guard.bound, gb->list_timeout_ms,
+				 gb->list_memory, what);
 	rc = objstore_list_run(&l);
 	free(full);
 	free(what);
@@ -324,6 +326,10 @@ static int gcs_open(const char *url, const struct backend_options *opts,
 	if (gb == NULL)
 		return -ENOMEM;
 	gb->base.ops = &backend_gcs_ops;
+	if (opts != NULL) {
+		gb->list_timeout_ms = opts->list_timeout_ms;
+		gb->list_memory = opts->list_memory;
+	}
 	rc = gcs_url_parse(url, &gb->bucket, &gb->prefix);
 	if (rc < 0) {
 		if (rc == -EINVAL)

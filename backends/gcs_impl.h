@@ -24,6 +24,8 @@ struct gcs_backend {
 	 * straight there, never through an environment proxy (which would
 	 * see a bearer token in clear, and cannot reach our loopback). */
 	bool no_proxy;
+	unsigned list_timeout_ms; /* backend_options' */
+	uint64_t list_memory;
 };
 
 /* What gcs_prepare() adds to a request. */

@@ -1,8 +1,7 @@
 /*
- * http: see http.h. A mutex-protected stack of idle easy handles plus one
- * retry loop. Handles are reset (curl_easy_reset keeps their live
- * connections) when they come back, so no option of one request leaks into
- * the next.
+ * http: see http.h. One retry loop over the handles of http_pool.c, and
+ * the parsing of what comes back (status, headers, body) into a
+ * struct http_response.
  */
 #include "backends/http.h"
 
@@ -17,31 +16,14 @@
 #include <strings.h>
 #include <time.h>
 
-#include "util/fnv.h"
+#include "backends/http_impl.h"
 #include "util/log.h"
 #include "util/str.h"
 
-#define HTTP_IDLE_MAX 128		/* idle handles kept; more are freed */
 #define HTTP_ERROR_BODY_MAX (64 * 1024) /* enough for any S3 <Error> */
 #define HTTP_DEFAULT_MAX_BODY (16 * 1024 * 1024)
 #define HTTP_BACKOFF_BASE_MS 100
 #define HTTP_BACKOFF_CAP_MS 5000
-
-#define HTTP_HOLD_SLOTS 64
-
-struct http_pool {
-	struct http_pool_options opts;
-	char *ca_bundle;
-	pthread_mutex_t lock; /* protects idle, n_idle, held */
-	CURL *idle[HTTP_IDLE_MAX];
-	size_t n_idle;
-	/* Ranged requests that failed lately, by hash of what (0: free),
-	 * with their range and when they failed (ms, CLOCK_MONOTONIC). */
-	struct {
-		uint64_t hash, at_ms, start, end;
-	} held[HTTP_HOLD_SLOTS];
-	uint64_t rng; /* jitter state; atomics only */
-};
 
 static pthread_once_t global_once = PTHREAD_ONCE_INIT;
 static int global_rc;
@@ -58,86 +40,6 @@ int http_global_init(void)
 	if (global_rc < 0)
 		log_msg(LOG_ERR, "cannot initialise libcurl");
 	return global_rc;
-}
-
-int http_pool_new(const struct http_pool_options *opts, struct http_pool **out)
-{
-	struct http_pool *p = calloc(1, sizeof(*p));
-	struct timespec ts;
-
-	if (p == NULL)
-		return -ENOMEM;
-	p->opts = *opts;
-	if (p->opts.connect_timeout_ms == 0)
-		p->opts.connect_timeout_ms = 5000;
-	if (p->opts.request_timeout_ms == 0)
-		p->opts.request_timeout_ms = 10000;
-	if (p->opts.deadline_ms == 0)
-		p->opts.deadline_ms = 30000;
-	if (opts->ca_bundle != NULL) {
-		p->ca_bundle = strdup(opts->ca_bundle);
-		if (p->ca_bundle == NULL) {
-			free(p);
-			return -ENOMEM;
-		}
-	}
-	p->opts.ca_bundle = p->ca_bundle;
-	pthread_mutex_init(&p->lock, NULL);
-	clock_gettime(CLOCK_REALTIME, &ts);
-	p->rng = ((uint64_t)ts.tv_nsec << 32) ^ (uint64_t)ts.tv_sec ^
-		 (uint64_t)(uintptr_t)p;
-	*out = p;
-	return 0;
-}
-
-void http_pool_free(struct http_pool *pool)
-{
-	size_t i;
-
-	if (pool == NULL)
-		return;
-	for (i = 0; i < pool->n_idle; i++)
-		curl_easy_cleanup(pool->idle[i]);
-	pthread_mutex_destroy(&pool->lock);
-	free(pool->ca_bundle);
-	free(pool);
-}
-
-static CURL *pool_get(struct http_pool *pool)
-{
-	CURL *h = NULL;
-
-	pthread_mutex_lock(&pool->lock);
-	if (pool->n_idle > 0)
-		h = pool->idle[--pool->n_idle];
-	pthread_mutex_unlock(&pool->lock);
-	return h != NULL ? h : curl_easy_init();
-}
-
-static void pool_put(struct http_pool *pool, CURL *h)
-{
-	curl_easy_reset(h);
-	pthread_mutex_lock(&pool->lock);
-	if (pool->n_idle < HTTP_IDLE_MAX) {
-		pool->idle[pool->n_idle++] = h;
-		h = NULL;
-	}
-	pthread_mutex_unlock(&pool->lock);
-	if (h != NULL)
-		curl_easy_cleanup(h);
-}
-
-/* A uniform double in [0, 1) from a shared xorshift state. Races between
- * threads only mix the state further, which is all jitter needs. */
-static double pool_jitter(struct http_pool *pool)
-{
-	uint64_t x = __atomic_load_n(&pool->rng, __ATOMIC_RELAXED);
-
-	x ^= x << 13;
-	x ^= x >> 7;
-	x ^= x << 17;
-	__atomic_store_n(&pool->rng, x, __ATOMIC_RELAXED);
-	return (double)(x >> 11) / (double)(1ULL << 53);
 }
 
 unsigned http_backoff_ms(unsigned attempt, unsigned base_ms, unsigned cap_ms,
@@ -159,53 +61,6 @@ static uint64_t now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static uint64_t hold_hash(const struct http_request *req)
-{
-	return fnv_hash(req->what, strlen(req->what));
-}
-
-/* Is req a read within a range of its object that failed less than
- * HTTP_FAIL_HOLD_MS ago? Then it takes the hold (one request only). */
-static bool hold_take(struct http_pool *pool, const struct http_request *req)
-{
-	uint64_t h, now = now_ms();
-	bool held = false;
-	unsigned i;
-
-	if (!req->hold)
-		return false;
-	h = hold_hash(req);
-	i = (unsigned)(h % HTTP_HOLD_SLOTS);
-	pthread_mutex_lock(&pool->lock);
-	if (pool->held[i].hash == h &&
-	    now - pool->held[i].at_ms < HTTP_FAIL_HOLD_MS &&
-	    req->range_offset >= pool->held[i].start &&
-	    req->range_offset + req->range_len <= pool->held[i].end) {
-		pool->held[i].hash = 0;
-		held = true;
-	}
-	pthread_mutex_unlock(&pool->lock);
-	return held;
-}
-
-/* Notes that req failed. */
-static void hold_note(struct http_pool *pool, const struct http_request *req)
-{
-	uint64_t h;
-	unsigned i;
-
-	if (!req->hold)
-		return;
-	h = hold_hash(req);
-	i = (unsigned)(h % HTTP_HOLD_SLOTS);
-	pthread_mutex_lock(&pool->lock);
-	pool->held[i].hash = h;
-	pool->held[i].at_ms = now_ms();
-	pool->held[i].start = req->range_offset;
-	pool->held[i].end = req->range_offset + req->range_len;
-	pthread_mutex_unlock(&pool->lock);
 }
 
 static void sleep_ms(unsigned ms)
@@ -492,6 +347,7 @@ static int setup(struct http_pool *pool, struct attempt *a,
 	SET(CURLOPT_LOW_SPEED_TIME, stall_s > 0 ? stall_s : 1L);
 	SET(CURLOPT_TIMEOUT_MS, attempt_timeout_ms(pool, req, left_ms));
 	SET(CURLOPT_TCP_KEEPALIVE, 1L);
+	SET(CURLOPT_MAXCONNECTS, 1L); /* one connection to look at */
 	SET(CURLOPT_FOLLOWLOCATION, 0L);
 	SET(CURLOPT_FILETIME, 1L);
 	SET(CURLOPT_PROTOCOLS_STR, "http,https");
@@ -504,7 +360,7 @@ static int setup(struct http_pool *pool, struct attempt *a,
 	if (pool->opts.ca_bundle != NULL)
 		SET(CURLOPT_CAINFO, pool->opts.ca_bundle);
 	/* Set either way: a handle renewed or reused within this request
-	 * must not keep another request's choice (pool_put's reset clears
+	 * must not keep another request's choice (http_pool_put's reset clears
 	 * it between requests too). NULL goes back to the environment's
 	 * no_proxy. */
 	SET(CURLOPT_NOPROXY, req->no_proxy ? "*" : NULL);
@@ -516,7 +372,7 @@ static int setup(struct http_pool *pool, struct attempt *a,
 		 * handle is reset and free it unwiped, and a token
 		 * request's body is a secret the caller wipes. The body
 		 * lives until http_perform returns, after the transfer;
-		 * pool_put's reset drops the pointer. (curl 7.88 still
+		 * http_pool_put's reset drops the pointer. (curl 7.88 still
 		 * appends a small body to its request buffer for the send,
 		 * a transient copy out of our reach.) */
 		SET(CURLOPT_POSTFIELDS, req->body ? req->body : "");
@@ -557,16 +413,7 @@ int http_perform(struct http_pool *pool, const struct http_request *req,
 					     : pool->opts.deadline_ms);
 	memset(resp, 0, sizeof(*resp));
 	response_reset(resp, max_body);
-	if (hold_take(pool, req)) {
-		/* One short try: the store failed this range just now. */
-		log_msg(LOG_DEBUG,
-			"%s: failed less than %u ms ago: one probe of %u ms",
-			req->what, HTTP_FAIL_HOLD_MS, HTTP_HOLD_PROBE_MS);
-		retries = 0;
-		if (start + HTTP_HOLD_PROBE_MS < deadline)
-			deadline = start + HTTP_HOLD_PROBE_MS;
-	}
-	a.h = pool_get(pool);
+	a.h = http_pool_get(pool);
 	if (a.h == NULL)
 		return -ENOMEM;
 	for (;;) {
@@ -714,18 +561,22 @@ int http_perform(struct http_pool *pool, const struct http_request *req,
 		{
 			uint64_t d = http_backoff_ms(
 				failures, HTTP_BACKOFF_BASE_MS,
-				HTTP_BACKOFF_CAP_MS, pool_jitter(pool));
+				HTTP_BACKOFF_CAP_MS, http_pool_jitter(pool));
 
 			/* Leave the last attempt some time of its own. */
 			if (now + d >= deadline)
 				d = (deadline - now) / 2;
 			sleep_ms((unsigned)d);
 		}
+		/* The retry may reuse the connection of a reply that was
+		 * final but retryable (a 503): whatever came after that
+		 * reply must not answer the retry. */
+		if (!http_conn_clean(a.h, req->what) && handle_renew(&a) < 0) {
+			rc = -ENOMEM;
+			break;
+		}
 	}
 	if (a.h != NULL)
-		pool_put(pool, a.h);
-	/* A retried status once the budget is spent is a failure too. */
-	if (rc == -EIO || (rc == 0 && http_status_retryable(resp->status)))
-		hold_note(pool, req);
+		http_pool_put(pool, a.h, req->what);
 	return rc;
 }

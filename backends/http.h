@@ -20,6 +20,29 @@
  * the handle and its connections are dropped: bytes a broken reply left on
  * a connection must never be read as the next reply.
  *
+ * Stray replies. A store or proxy may send a second, well-formed reply
+ * after a real one (answering a request twice); on a kept-alive HTTP/1
+ * connection the next request would take it for its answer, and if that
+ * request is for the same object and range, every check passes on the
+ * wrong bytes. So a connection with anything left to read after a
+ * complete reply (bytes, or the server's close) is closed, never reused:
+ * each handle keeps one connection, which is looked at with a
+ * zero-timeout poll when the handle comes back to the pool, before a
+ * retry reuses it, and when it is taken again; and a handle is taken
+ * again only after it rested HTTP_REUSE_AFTER_MS (else a new one, with a
+ * new connection, serves the request), so a stray reply that comes in
+ * the same segment as the real one, right after it or up to that long
+ * after it is seen before any request is sent on the connection. What
+ * remains: a stray reply later than that, arriving just after the next
+ * request went out, and a proxy that holds its wrong answer until it sees
+ * the next request, are indistinguishable from a real answer; only the
+ * caller's checks catch those (version, Content-Range, lengths, the
+ * whole-object checksums). HTTP/2 connections are not looked at: every
+ * frame names its stream, and a frame for a finished one is ignored. Over
+ * TLS the poll sees what is still in the socket: bytes of a stray reply
+ * that OpenSSL already read into its own buffer with the end of the real
+ * one are not seen (not checked here: curl 7.88 gives no way to ask).
+ *
  * Time: every wait is bounded. An attempt fails when fewer than
  * HTTP_MIN_RATE bytes a second arrive for request_timeout_ms (a silent or
  * trickling server), and when it takes longer than request_timeout_ms plus
@@ -27,13 +50,9 @@
  * backoff ends within deadline_ms of its start: no retry starts once the
  * deadline has passed, and the last attempt's limit is cut to what is
  * left. So a backend request fails with -EIO at most deadline_ms after it
- * started (plus scheduling delays), whatever the server does. After a
- * ranged request (hold set) failed so, the next request for the same what
- * within a part of its range, within HTTP_FAIL_HOLD_MS, is one probe: a
- * single attempt of at most HTTP_HOLD_PROBE_MS. The kernel follows a
- * failed read-ahead with a read of its first page, which would otherwise
- * wait out the deadline a second time; a store that is back answers the
- * probe.
+ * started (plus scheduling delays), whatever the server does. (A read the
+ * kernel makes again at once after such a failure is failed by the fetch
+ * engine without a request: cache/fetch_fail.h.)
  *
  * Only backends/ includes this header (it names libcurl types).
  */
@@ -47,10 +66,11 @@
 
 /* An attempt slower than this for request_timeout_ms is a stall. */
 #define HTTP_MIN_RATE 1024u
-/* How long after a failed ranged request one read within its range is
- * only a probe, and how long the probe may take. */
-#define HTTP_FAIL_HOLD_MS 2000
-#define HTTP_HOLD_PROBE_MS 1000
+/* How long an HTTP/1 connection rests between two requests, so that a
+ * stray reply shows before the next request is sent (see above). The
+ * cost: at a steady R requests a second, about R x this / 1000 more
+ * connections in use than requests run at once. */
+#define HTTP_REUSE_AFTER_MS 20
 /* The rate an attempt's whole-body time limit assumes (bytes/s). */
 #define HTTP_MIN_TOTAL_RATE (1024u * 1024u)
 
@@ -139,10 +159,6 @@ struct http_request {
 	/* The caller logs the failure itself: the final failure is logged
 	 * here at LOG_DEBUG only, so a failure is logged once. */
 	bool quiet;
-	/* The failure hold (see above): set for a ranged read of what,
-	 * with its range. */
-	bool hold;
-	uint64_t range_offset, range_len;
 };
 
 /* What came back. Non-2xx bodies are kept (up to 64 KiB) in body, for the

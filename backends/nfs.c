@@ -522,6 +522,10 @@ static int nfs_be_open(const char *url, const struct backend_options *opts,
 	nb->read_ms =
 		opts && opts->read_timeout_ms ? opts->read_timeout_ms : 30000;
 	nb->retries = opts && opts->retries >= 0 ? (unsigned)opts->retries : 5;
+	if (opts != NULL) {
+		nb->list_timeout_ms = opts->list_timeout_ms;
+		nb->list_memory = opts->list_memory;
+	}
 	pthread_mutex_init(&nb->lock, NULL);
 	{
 		pthread_condattr_t ca;

@@ -48,6 +48,8 @@ struct nfs_backend {
 	char *display;	  /* "nfs://HOST/PATH", for messages */
 	char *libnfs_url; /* options for nfs_parse_url_dir(), no path */
 	unsigned connect_ms, request_ms, read_ms, retries;
+	unsigned list_timeout_ms; /* backend_options' */
+	uint64_t list_memory;
 	pthread_mutex_t lock;
 	pthread_cond_t cond; /* a connection came free */
 	struct nfs_conn *conns;

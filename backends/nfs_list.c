@@ -21,6 +21,8 @@ struct walk {
 	char *path; /* "/" + key of the directory being read, growable */
 	size_t len, cap;
 	char kb[LOG_KEY_MAX]; /* a key escaped for a message (log_key()) */
+	struct backend_list_bound bound; /* checked per directory, file */
+	char *what;			 /* "nfs://HOST/PATH/prefix" */
 };
 
 static int walk_push(struct walk *w, const char *name)
@@ -128,6 +130,7 @@ static int walk_entry(struct walk *w, const struct nfsdirent *e)
 {
 	struct backend_object obj;
 	char etag[96];
+	int rc;
 
 	if (dirent_is(e, NF3DIR, S_IFDIR))
 		return walk_dir(w);
@@ -149,7 +152,8 @@ static int walk_entry(struct walk *w, const struct nfsdirent *e)
 					(uint64_t)e->ctime.tv_sec * 1000000000 +
 						e->ctime_nsec,
 					etag, sizeof(etag));
-	return w->cb(w->arg, &obj);
+	rc = backend_list_bound_check(&w->bound, &obj);
+	return rc < 0 ? rc : w->cb(w->arg, &obj);
 }
 
 /* Lists the directory at w->path, then its subdirectories; a connection
@@ -162,6 +166,9 @@ static int walk_dir(struct walk *w)
 	size_t i, saved = w->len;
 	int rc;
 
+	rc = backend_list_bound_check(&w->bound, NULL);
+	if (rc < 0)
+		return rc;
 	rc = nfsb_with_retries(nb, opendir_op, &a, nfsb_now_ms() + nb->read_ms,
 			       &c);
 	if (rc < 0) {
@@ -190,10 +197,16 @@ int nfsb_list(struct backend *be, const char *prefix, backend_list_cb cb,
 	size_t plen = strlen(prefix);
 	int rc;
 
+	if (asprintf(&w.what, "%s/%s", nb->display, prefix) < 0)
+		return -ENOMEM;
+	backend_list_bound_start(&w.bound, nb->list_timeout_ms, nb->list_memory,
+				 w.what);
 	w.cap = plen + 64;
 	w.path = malloc(w.cap);
-	if (w.path == NULL)
+	if (w.path == NULL) {
+		free(w.what);
 		return -ENOMEM;
+	}
 	w.path[0] = '/';
 	w.path[1] = '\0';
 	w.len = 1;
@@ -204,10 +217,12 @@ int nfsb_list(struct backend *be, const char *prefix, backend_list_cb cb,
 		free(dir);
 		if (rc < 0) {
 			free(w.path);
+			free(w.what);
 			return rc;
 		}
 	}
 	rc = walk_dir(&w);
 	free(w.path);
+	free(w.what);
 	return rc;
 }

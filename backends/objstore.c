@@ -292,12 +292,14 @@ int objstore_list_page(struct objstore_list_guard *g, const char *what,
 	return 0;
 }
 
-void objstore_list_scope_init(struct objstore_list_scope *sc, const char *what,
-			      unsigned page, const char *must, size_t plen,
+void objstore_list_scope_init(struct objstore_list_scope *sc,
+			      struct objstore_list_guard *guard,
+			      const char *what, const char *must, size_t plen,
 			      backend_list_cb cb, void *arg)
 {
 	sc->what = what;
-	sc->page = page;
+	sc->page = guard->pages + 1;
+	sc->bound = &guard->bound;
 	sc->must = must;
 	sc->must_len = strlen(must);
 	sc->plen = plen;
@@ -317,6 +319,7 @@ int objstore_list_object(const struct objstore_list_scope *sc, const char *name,
 		.etag_len = strlen(etag),
 		.mtime_ns = mtime_ns,
 	};
+	int rc;
 
 	if (name_len < sc->must_len || memcmp(name, sc->must, sc->must_len)) {
 		log_msg(LOG_ERR,
@@ -325,7 +328,10 @@ int objstore_list_object(const struct objstore_list_scope *sc, const char *name,
 			sc->what, sc->page);
 		return -EIO;
 	}
-	return name_len == sc->plen ? 0 : sc->cb(sc->arg, &obj);
+	if (name_len == sc->plen)
+		return 0;
+	rc = backend_list_bound_check(sc->bound, &obj);
+	return rc < 0 ? rc : sc->cb(sc->arg, &obj);
 }
 
 int objstore_list_run(struct objstore_lister *l)
@@ -355,6 +361,11 @@ int objstore_list_run(struct objstore_lister *l)
 		next = NULL;
 		if (rc != 0 || token == NULL)
 			break;
+		/* Every page is bounded by the request's deadline; the
+		 * listing as a whole by this. */
+		rc = backend_list_bound_check(&l->guard.bound, NULL);
+		if (rc != 0)
+			break;
 	}
 	log_msg(LOG_DEBUG, "%s: listed %u pages", l->what, l->guard.pages);
 	free(token);
@@ -382,9 +393,6 @@ void objstore_range_init(struct objstore_range *r, uint64_t offset, size_t len,
 	req->check_arg = arg;
 	req->expect_bytes = len;
 	req->retries = -1;
-	req->hold = true;
-	req->range_offset = offset;
-	req->range_len = len;
 }
 
 int objstore_range_reply(struct objstore_range *r, struct http_response *resp)

@@ -129,6 +129,9 @@ struct objstore_list_guard {
 	const char *item_name;	/* e.g. "key" */
 	const char *restart;	/* why a repeated first item, e.g. "the
 				   server repeats itself" */
+	/* Set by the caller with backend_list_bound_start(): the time and
+	 * memory the listing may take, checked at every page and object. */
+	struct backend_list_bound bound;
 	/* private: a set of 64-bit hashes (open addressing, 0 free) */
 	uint64_t *slot;
 	size_t cap, n;
@@ -172,23 +175,27 @@ struct objstore_list_scope {
 	size_t plen; /* the source prefix's length, cut off every name */
 	backend_list_cb cb;
 	void *arg;
+	struct backend_list_bound *bound; /* the listing's */
 };
 
-/* Sets up sc for page number page of the listing what: names must
- * start with must, and lose the first plen bytes (the source prefix). */
-void objstore_list_scope_init(struct objstore_list_scope *sc, const char *what,
-			      unsigned page, const char *must, size_t plen,
+/* Sets up sc for the next page (guard->pages + 1) of the listing what:
+ * names must start with must, and lose the first plen bytes (the source
+ * prefix); each counts against guard->bound. */
+void objstore_list_scope_init(struct objstore_list_scope *sc,
+			      struct objstore_list_guard *guard,
+			      const char *what, const char *must, size_t plen,
 			      backend_list_cb cb, void *arg);
 
 /* Hands one listed object to sc->cb, its name without the source
  * prefix; the prefix's own marker (the name that is the prefix) is
  * skipped. Returns cb's answer, 0, or -EIO (logged) for a name that does
- * not start with sc->must. */
+ * not start with sc->must or an object past the listing's bounds. */
 int objstore_list_object(const struct objstore_list_scope *sc, const char *name,
 			 size_t name_len, uint64_t size, const char *etag,
 			 int64_t mtime_ns);
 
-/* Runs the listing. Returns 0, or the first errno a page or the request
+/* Runs the listing, checking guard.bound's time before each page after
+ * the first. Returns 0, or the first errno a page, the request or a bound
  * gave (logged). Frees what the guard holds. */
 int objstore_list_run(struct objstore_lister *l);
 
@@ -207,8 +214,8 @@ struct objstore_range {
 };
 
 /* Sets up r for len > 0 bytes at offset into buf, and req's fields for a
- * ranged read (body and check callbacks with arg, hold, the expected
- * size, the pool's retries). */
+ * ranged read (body and check callbacks with arg, the expected size, the
+ * pool's retries). */
 void objstore_range_init(struct objstore_range *r, uint64_t offset, size_t len,
 			 void *buf, struct http_request *req,
 			 http_body_cb on_body, http_check_cb check, void *arg);

@@ -57,187 +57,9 @@ struct s3_backend {
 	struct s3_endpoint ep;
 	struct http_pool *http;
 	struct s3_creds_provider *creds; /* NULL when anonymous */
+	unsigned list_timeout_ms;	 /* backend_options' */
+	uint64_t list_memory;
 };
-
-/* Pure parts (s3.h) */
-
-/* 1 to 255 of a-z A-Z 0-9 - . _ (legacy names included). */
-static int s3_bucket_ok(const char *b, size_t len)
-{
-	size_t i;
-
-	if (len == 0 || len > 255)
-		return 0;
-	for (i = 0; i < len; i++)
-		if (!((b[i] >= 'a' && b[i] <= 'z') ||
-		      (b[i] >= 'A' && b[i] <= 'Z') ||
-		      (b[i] >= '0' && b[i] <= '9') || b[i] == '-' ||
-		      b[i] == '.' || b[i] == '_'))
-			return 0;
-	return 1;
-}
-
-int s3_url_parse(const char *url, char **bucket, char **prefix)
-{
-	return objstore_url_split(url, "s3://", s3_bucket_ok, bucket, prefix);
-}
-
-void s3_endpoint_fini(struct s3_endpoint *ep)
-{
-	free(ep->base);
-	free(ep->host);
-	free(ep->path_prefix);
-	memset(ep, 0, sizeof(*ep));
-}
-
-static int dns_bucket(const char *b)
-{
-	size_t i, n = strlen(b);
-
-	if (n < 3 || n > 63 || b[0] == '-' || b[n - 1] == '-')
-		return 0;
-	for (i = 0; i < n; i++)
-		if (!((b[i] >= 'a' && b[i] <= 'z') ||
-		      (b[i] >= '0' && b[i] <= '9') || b[i] == '-'))
-			return 0;
-	return 1;
-}
-
-static int aws_host(const char *host, size_t len)
-{
-	static const char *const suffixes[] = { ".amazonaws.com",
-						".amazonaws.com.cn" };
-	size_t i, n;
-
-	for (i = 0; i < 2; i++) {
-		n = strlen(suffixes[i]);
-		if (len > n && strncasecmp(host + len - n, suffixes[i], n) == 0)
-			return 1;
-	}
-	return 0;
-}
-
-int s3_endpoint_resolve(const char *endpoint, const char *bucket,
-			const char *region, enum backend_addressing addressing,
-			struct s3_endpoint *out)
-{
-	struct s3_endpoint ep = { 0 };
-	const char *scheme_end, *auth, *auth_end, *host_end;
-	char *deflt = NULL, *enc = NULL;
-	size_t alen;
-	int rc = -ENOMEM, is_aws;
-
-	if (endpoint == NULL || endpoint[0] == '\0')
-		endpoint = getenv("AWS_ENDPOINT_URL_S3");
-	if (endpoint == NULL || endpoint[0] == '\0')
-		endpoint = getenv("AWS_ENDPOINT_URL");
-	if (endpoint == NULL || endpoint[0] == '\0') {
-		if (asprintf(&deflt, "https://s3.%s.amazonaws.com", region) < 0)
-			return -ENOMEM;
-		endpoint = deflt;
-	}
-	scheme_end = strstr(endpoint, "://");
-	if (scheme_end == NULL || !((scheme_end - endpoint == 4 &&
-				     strncasecmp(endpoint, "http", 4) == 0) ||
-				    (scheme_end - endpoint == 5 &&
-				     strncasecmp(endpoint, "https", 5) == 0))) {
-		rc = -EINVAL;
-		goto out;
-	}
-	auth = scheme_end + 3;
-	auth_end = auth + strcspn(auth, "/?#");
-	/* Only a bare "/" may follow the authority. */
-	if (auth_end == auth ||
-	    (auth_end[0] != '\0' && strcmp(auth_end, "/"))) {
-		rc = -EINVAL;
-		goto out;
-	}
-	alen = (size_t)(auth_end - auth);
-	if (memchr(auth, '@', alen) != NULL) {
-		rc = -EINVAL; /* credentials never go in a URL */
-		goto out;
-	}
-	host_end = auth[0] == '[' ? memchr(auth, ']', alen)
-				  : memchr(auth, ':', alen);
-	is_aws = aws_host(auth, host_end ? (size_t)(host_end - auth) : alen);
-	if (addressing == BACKEND_ADDRESSING_AUTO)
-		ep.virtual_hosted = is_aws && dns_bucket(bucket);
-	else
-		ep.virtual_hosted = addressing == BACKEND_ADDRESSING_VIRTUAL;
-	if (ep.virtual_hosted && !dns_bucket(bucket)) {
-		rc = -EINVAL;
-		goto out;
-	}
-	if (ep.virtual_hosted) {
-		if (asprintf(&ep.host, "%s.%.*s", bucket, (int)alen, auth) < 0)
-			ep.host = NULL;
-		ep.path_prefix = strdup("");
-	} else {
-		ep.host = strndup(auth, alen);
-		enc = s3_uri_encode(bucket, strlen(bucket), 0);
-		if (enc != NULL && asprintf(&ep.path_prefix, "/%s", enc) < 0)
-			ep.path_prefix = NULL;
-	}
-	if (ep.host != NULL &&
-	    asprintf(&ep.base, "%.*s://%s", (int)(scheme_end - endpoint),
-		     endpoint, ep.host) < 0)
-		ep.base = NULL;
-	if (ep.host == NULL || ep.path_prefix == NULL || ep.base == NULL)
-		goto out;
-	*out = ep;
-	memset(&ep, 0, sizeof(ep));
-	rc = 0;
-out:
-	s3_endpoint_fini(&ep);
-	free(enc);
-	free(deflt);
-	return rc;
-}
-
-char *s3_list_query(const char *prefix, const char *token)
-{
-	char *p = s3_uri_encode(prefix, strlen(prefix), 0);
-	char *t = token ? s3_uri_encode(token, strlen(token), 0) : NULL;
-	char *q = NULL;
-
-	if (p != NULL && (token == NULL || t != NULL)) {
-		/* Sorted by name: continuation-token, encoding-type,
-		 * list-type, max-keys, prefix. */
-		if (asprintf(&q,
-			     "%s%s%sencoding-type=url&list-type=2&max-keys=1000"
-			     "&prefix=%s",
-			     t ? "continuation-token=" : "", t ? t : "",
-			     t ? "&" : "", p) < 0)
-			q = NULL;
-	}
-	free(p);
-	free(t);
-	return q;
-}
-
-int s3_error_errno(long status, const char *code)
-{
-	static const struct objstore_code codes[] = {
-		{ "NoSuchKey", -ENOENT },
-		{ "NoSuchBucket", -ENOENT },
-		{ "AccessDenied", -EACCES },
-		{ "AllAccessDisabled", -EACCES },
-		{ "InvalidAccessKeyId", -EACCES },
-		{ "SignatureDoesNotMatch", -EACCES },
-		{ "ExpiredToken", -EACCES },
-		{ "InvalidToken", -EACCES },
-		{ "AccountProblem", -EACCES },
-		{ "PreconditionFailed", -ESTALE },
-		{ "InvalidRange", -ERANGE },
-		{ "SlowDown", -EIO },
-		{ "InternalError", -EIO },
-		{ "ServiceUnavailable", -EIO },
-		{ "RequestTimeout", -EIO },
-	};
-
-	return objstore_error_errno(status, code, codes,
-				    sizeof(codes) / sizeof(codes[0]));
-}
 
 /* Requests */
 
@@ -332,25 +154,6 @@ static int sign_prepare(void *arg, struct curl_slist **headers)
 	return rc;
 }
 
-char *s3_object_path(const struct s3_endpoint *ep, const char *prefix,
-		     const char *key, size_t key_len)
-{
-	size_t plen = strlen(prefix);
-	char *full = malloc(plen + key_len + 1), *enc, *path = NULL;
-
-	if (full == NULL)
-		return NULL;
-	memcpy(full, prefix, plen);
-	memcpy(full + plen, key, key_len);
-	full[plen + key_len] = '\0';
-	enc = s3_uri_encode(full, plen + key_len, 1);
-	free(full);
-	if (enc != NULL && asprintf(&path, "%s/%s", ep->path_prefix, enc) < 0)
-		path = NULL;
-	free(enc);
-	return path;
-}
-
 /* list */
 
 /* A listing of s3://BUCKET/full. */
@@ -393,9 +196,8 @@ static int s3_list_page(void *arg, const struct http_response *resp,
 				lc->what, guard->pages + 1);
 		return rc == -ENOMEM ? rc : -EIO;
 	}
-	objstore_list_scope_init(&sc, lc->what, guard->pages + 1,
-				 lc->sb->prefix, strlen(lc->sb->prefix), lc->cb,
-				 lc->arg);
+	objstore_list_scope_init(&sc, guard, lc->what, lc->sb->prefix,
+				 strlen(lc->sb->prefix), lc->cb, lc->arg);
 	rc = objstore_list_page(
 		guard, lc->what, page.truncated ? page.next_token : NULL,
 		page.count, page.count ? page.objects[0].key : NULL,
@@ -458,6 +260,8 @@ static int s3_list(struct backend *be, const char *prefix, backend_list_cb cb,
 	};
 	lc.what = l.what = what;
 	lc.full = full;
+	backend_list_bound_start(&l.guard.bound, sb->list_timeout_ms,
+				 sb->list_memory, what);
 	rc = objstore_list_run(&l);
 	free(lc.query);
 	free(full);
@@ -829,6 +633,24 @@ static void s3_close(struct backend *be)
 	free(sb);
 }
 
+/* Says what is wrong with a source URL s3_url_parse() refused: the
+ * bucket name and the rule it breaks, or the URL's form. */
+static void s3_url_log_bad(const char *url)
+{
+	size_t blen = strncmp(url, "s3://", 5) == 0 ? strcspn(url + 5, "/") : 0;
+	const char *rule = blen > 0 ? s3_bucket_rule(url + 5, blen) : NULL;
+
+	if (rule == NULL)
+		log_msg(LOG_ERR,
+			"source url '%s': expected s3://bucket/prefix/", url);
+	else
+		log_msg(LOG_ERR,
+			"source url '%s': bucket '%.*s' %s (S3 bucket names: "
+			"3-63 of a-z 0-9 . -, starting and ending with a "
+			"letter or digit, no '..', not an IP address)",
+			url, (int)blen, url + 5, rule);
+}
+
 static int s3_open(const char *url, const struct backend_options *opts,
 		   struct backend **out)
 {
@@ -841,12 +663,14 @@ static int s3_open(const char *url, const struct backend_options *opts,
 	if (sb == NULL)
 		return -ENOMEM;
 	sb->base.ops = &backend_s3_ops;
+	if (opts != NULL) {
+		sb->list_timeout_ms = opts->list_timeout_ms;
+		sb->list_memory = opts->list_memory;
+	}
 	rc = s3_url_parse(url, &sb->bucket, &sb->prefix);
 	if (rc < 0) {
 		if (rc == -EINVAL)
-			log_msg(LOG_ERR,
-				"source url '%s': expected s3://bucket/prefix/",
-				url);
+			s3_url_log_bad(url);
 		goto err;
 	}
 	if (region == NULL || region[0] == '\0')

@@ -13,10 +13,19 @@
 #include "backends/s3_creds.h"
 
 /* Splits "s3://bucket[/prefix]" into malloc'd bucket and prefix (caller
- * frees both). A non-empty prefix always ends in '/', so "s3://b/data" and
- * "s3://b/data/" name the same directory. Returns 0, -EINVAL (not s3://,
- * empty or malformed bucket name) or -ENOMEM; nothing is set on failure. */
+ * frees both). A non-empty prefix always ends in '/', so "s3://bkt/data"
+ * and "s3://bkt/data/" name the same directory. Returns 0, -EINVAL (not
+ * s3://, or a bucket name s3_bucket_rule() refuses) or -ENOMEM; nothing
+ * is set on failure. */
 int s3_url_parse(const char *url, char **bucket, char **prefix);
+
+/* NULL if b[0..len) is a valid bucket name by AWS's rules (3 to 63 of
+ * a-z 0-9 . -, starting and ending with a letter or digit, no "..", not
+ * an IPv4 address; S3-compatible stores such as MinIO and s3rver take
+ * the same), else the rule it breaks, as a static phrase that completes
+ * "bucket 'NAME' ...". Names from before 2018 that us-east-1 allowed
+ * (capitals, '_', up to 255) are refused. */
+const char *s3_bucket_rule(const char *b, size_t len);
 
 /* Where requests go, after endpoint and addressing are resolved. */
 struct s3_endpoint {

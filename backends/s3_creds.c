@@ -271,6 +271,7 @@ static int from_profile(struct s3_creds **out)
 				      : "default";
 	const char *file = env("AWS_SHARED_CREDENTIALS_FILE");
 	char *path = NULL, *text = NULL;
+	bool no_file;
 	size_t len;
 	int rc;
 
@@ -280,11 +281,19 @@ static int from_profile(struct s3_creds **out)
 		if (asprintf(&path, "%s/.aws/credentials", env("HOME")) < 0)
 			path = NULL;
 	} else {
-		return -ENOENT;
+		if (explicit_profile == NULL)
+			return -ENOENT;
+		log_msg(LOG_ERR,
+			"AWS_PROFILE=%s: no credentials file to look in "
+			"(neither AWS_SHARED_CREDENTIALS_FILE nor HOME is "
+			"set)",
+			profile);
+		return -EACCES;
 	}
 	if (path == NULL)
 		return -ENOMEM;
 	rc = read_file(path, &text, &len);
+	no_file = rc == -ENOENT;
 	if (rc == 0) {
 		rc = s3_creds_parse_ini(text, len, profile, out);
 		if (rc == -EINVAL)
@@ -293,7 +302,16 @@ static int from_profile(struct s3_creds **out)
 				"aws_secret_access_key",
 				path, profile);
 	}
-	if (rc == -ENOENT && explicit_profile != NULL) {
+	/* Name only a file that was read: a message pointing at a file
+	 * that does not exist sends the reader looking in the wrong
+	 * place. */
+	if (rc == -ENOENT && explicit_profile != NULL && no_file) {
+		log_msg(LOG_ERR,
+			"AWS_PROFILE=%s: no credentials file to look in (%s "
+			"does not exist)",
+			profile, path);
+		rc = -EACCES;
+	} else if (rc == -ENOENT && explicit_profile != NULL) {
 		log_msg(LOG_ERR, "AWS_PROFILE=%s: no such profile in %s",
 			profile, path);
 		rc = -EACCES;

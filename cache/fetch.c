@@ -92,6 +92,7 @@
 #include <unistd.h>
 
 #include "backends/backend.h"
+#include "cache/fetch_fail.h"
 #include "util/log.h"
 #include "util/thread.h"
 
@@ -193,6 +194,7 @@ struct fetch {
 	struct backend *be; /* borrowed; NULL: reads fail with -ENXIO */
 	fetch_done_fn done_fn;
 	void *ctx;
+	struct fetch_fail *fails; /* ranges that failed just now; own lock */
 
 	pthread_mutex_t lock;  /* see the file comment */
 	pthread_cond_t work;   /* a part was queued, a slot freed, or stop */
@@ -389,6 +391,10 @@ int fetch_new(struct backend *be, unsigned connections, uint64_t memory,
 
 	if (f == NULL)
 		return -ENOMEM;
+	if (fetch_fail_new(&f->fails) < 0) {
+		free(f);
+		return -ENOMEM;
+	}
 	f->be = be;
 	f->done_fn = done_fn;
 	f->ctx = ctx;
@@ -417,6 +423,11 @@ int fetch_backend_read(struct fetch *f, const char *key, size_t key_len,
 		memset(claim, 0, sizeof(*claim));
 	if (f->be == NULL)
 		return -ENXIO;
+	/* A range that failed just now fails at once (fetch_fail.h). */
+	rc = fetch_fail_check(f->fails, key, key_len, etag, etag_len, offset,
+			      len);
+	if (rc < 0)
+		return rc;
 	__atomic_add_fetch(&f->backend_reads, 1, __ATOMIC_RELAXED);
 	if (claim != NULL && f->be->ops->read_claim != NULL)
 		rc = f->be->ops->read_claim(f->be, key, key_len, etag, etag_len,
@@ -426,6 +437,8 @@ int fetch_backend_read(struct fetch *f, const char *key, size_t key_len,
 				      offset, len, buf, nread);
 	if (rc < 0) {
 		__atomic_add_fetch(&f->backend_errors, 1, __ATOMIC_RELAXED);
+		fetch_fail_note(f->fails, key, key_len, etag, etag_len, offset,
+				len, rc);
 		return rc;
 	}
 	__atomic_add_fetch(&f->backend_bytes, *nread, __ATOMIC_RELAXED);
@@ -1240,6 +1253,7 @@ static void fork_check(struct fetch *f)
 	if (__atomic_load_n(&f->owner_pid, __ATOMIC_ACQUIRE) == pid)
 		return;
 	pthread_mutex_init(&f->lock, NULL);
+	fetch_fail_forked(f->fails);
 	cond_init(&f->work);
 	cond_init(&f->done);
 	cond_init(&f->slot);
@@ -1554,6 +1568,7 @@ void fetch_free(struct fetch *f)
 	pthread_cond_destroy(&f->done);
 	pthread_cond_destroy(&f->slot);
 	pthread_cond_destroy(&f->memory);
+	fetch_fail_free(f->fails);
 	free(f);
 }
 

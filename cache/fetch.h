@@ -28,7 +28,9 @@
  *   - bounded waits: a reader waits for a chunk another thread fetches,
  *     for memory or for a connection at most the engine's wait bound
  *     (fetch_set_wait()), then fails with -EIO (logged with the key).
- *     A backend read the reader runs itself is bounded by the backend;
+ *     A backend read the reader runs itself is bounded by the backend,
+ *     and a range that failed just now fails again at once
+ *     (fetch_fail.h), so one read() waits out one deadline, not two;
  *   - hedged reads (fetch_set_hedge(), on by default): a read much slower
  *     than the recent ones is issued again on another connection, and
  *     the first valid answer is served (below).
@@ -188,9 +190,12 @@ int fetch_new(struct backend *be, unsigned connections, uint64_t memory,
  * the engine's stats; returns 0 and sets *nread, or a negative errno
  * (-ENXIO without a backend). With claim (may be NULL), also what the
  * reply vouched for about the whole object (backend.h, read_claim(); kind
- * BACKEND_CLAIM_NONE from a backend without it). It takes no connection:
- * the engine's own reads hold one, and a caller outside the chunk
- * machinery takes one with fetch_slot_acquire() first. */
+ * BACKEND_CLAIM_NONE from a backend without it). A read of a range of key
+ * and etag that overlaps one whose backend read failed with -EIO less
+ * than FETCH_FAIL_WINDOW_MS ago fails at once with that errno, without a
+ * request (fetch_fail.h). It takes no connection: the engine's own reads
+ * hold one, and a caller outside the chunk machinery takes one with
+ * fetch_slot_acquire() first. */
 int fetch_backend_read(struct fetch *f, const char *key, size_t key_len,
 		       const char *etag, size_t etag_len, uint64_t offset,
 		       size_t len, void *buf, size_t *nread,

@@ -259,8 +259,7 @@ int whole_check(struct cache *c, const struct whole_obj *o, uint8_t *buf,
 			"%llu chunks do not match what the store vouches for "
 			"the object: %s, %s; dropped its chunks (and %llu at "
 			"other chunk sizes), to be fetched again",
-			c->dir,
-			log_key(kb, (const char *)part[1], part_len[1]),
+			c->dir, log_key(kb, (const char *)part[1], part_len[1]),
 			(int)part_len[2], (const char *)part[2],
 			(unsigned long long)o->object_size,
 			(unsigned long long)o->n_chunks, said, gave,

@@ -92,6 +92,8 @@ enum {
 	KEY_REQUEST_TIMEOUT_MS,
 	KEY_READ_TIMEOUT_MS,
 	KEY_RETRIES,
+	KEY_LIST_TIMEOUT_MS,
+	KEY_LIST_MEMORY,
 	KEY_ALLOW_EMPTY,
 	KEY_WORLD_SIZE,
 	KEY_RANKS,
@@ -190,6 +192,15 @@ static const struct key keys[KEY_COUNT] = {
 				  .def = "30000", .restart = true },
 	[KEY_RETRIES] = { "source", "retries", VAL_UINT, FIELD(source.retries),
 			  0, 100, .def = "5", .restart = true },
+	/* Bounds of a listing (backend.h; the same defaults as
+	 * BACKEND_LIST_*_DEFAULT, which check_config compares): an hour,
+	 * and about 30 million objects of 100-byte keys and etags. */
+	[KEY_LIST_TIMEOUT_MS] = { "source", "list_timeout_ms", VAL_UINT,
+				  FIELD(source.list_timeout_ms), 1000, UINT_MAX,
+				  .def = "3600000", .restart = true },
+	[KEY_LIST_MEMORY] = { "source", "list_memory", VAL_SIZE,
+			      FIELD(source.list_memory), 1, UINT64_MAX,
+			      .def = "4G", .restart = true },
 	[KEY_ALLOW_EMPTY] = { "source", "allow_empty", VAL_BOOL,
 			      FIELD(source.allow_empty), .def = "false" },
 	[KEY_WORLD_SIZE] = { "shard", "world_size", VAL_U64,
@@ -1186,6 +1197,8 @@ void config_backend_options(const struct config *cfg,
 	opts->request_timeout_ms = cfg->source.request_timeout_ms;
 	opts->read_timeout_ms = cfg->source.read_timeout_ms;
 	opts->retries = (int)cfg->source.retries;
+	opts->list_timeout_ms = cfg->source.list_timeout_ms;
+	opts->list_memory = cfg->source.list_memory;
 }
 
 void config_free(struct config *cfg)

@@ -70,7 +70,9 @@ struct config {
 		unsigned request_timeout_ms;
 		unsigned read_timeout_ms;
 		unsigned retries;
-		bool allow_empty; /* false: listing 0 objects fails */
+		unsigned list_timeout_ms; /* a listing's time, */
+		uint64_t list_memory;	  /* and its objects' bytes */
+		bool allow_empty;	  /* false: listing 0 objects fails */
 	} source;
 
 	struct {

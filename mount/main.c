@@ -16,6 +16,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,7 +85,14 @@ static const char usage_manifest[] =
 	"  --region R            S3 region (default: $AWS_REGION, else "
 	"us-east-1)\n"
 	"  --addressing A        S3: auto, path or virtual (default auto)\n"
-	"  --anonymous           send unsigned requests (public buckets)\n";
+	"  --anonymous           send unsigned requests (public buckets)\n"
+	"Listing bounds (as [source] list_timeout_ms and list_memory, with "
+	"their\n"
+	"defaults):\n"
+	"  --list-timeout-ms MS  give up a listing still going after MS\n"
+	"  --list-memory SIZE    give up once the listed objects hold more "
+	"than SIZE\n"
+	"                        (e.g. 16G)\n";
 
 static const char usage_plan[] =
 	"usage: shardfs plan CONFIG [--rank LIST] [--skip K[-of-W]]\n"
@@ -199,12 +207,16 @@ static int cmd_manifest(int argc, char **argv)
 		{ "region", required_argument, NULL, 'R' },
 		{ "addressing", required_argument, NULL, 'A' },
 		{ "anonymous", no_argument, NULL, 'N' },
+		{ "list-timeout-ms", required_argument, NULL, 'T' },
+		{ "list-memory", required_argument, NULL, 'M' },
 		CMD_LONGOPTS_END,
 	};
 	struct backend_options opts = { .retries = -1 };
 	const char *output = NULL;
 	struct backend *be = NULL;
 	struct manifest *m = NULL;
+	unsigned long ms;
+	char *end;
 	int c, rc;
 
 	optind = 1;
@@ -243,6 +255,27 @@ static int cmd_manifest(int argc, char **argv)
 			break;
 		case 'N':
 			opts.anonymous = 1;
+			break;
+		case 'T':
+			errno = 0;
+			ms = strtoul(optarg, &end, 10);
+			if (errno || *end || end == optarg ||
+			    optarg[0] == '-' || ms < 1000 || ms > UINT_MAX)
+				return cmd_usage_error(
+					usage_manifest,
+					"manifest: --list-timeout-ms %s: "
+					"expected 1000 to 4294967295",
+					optarg);
+			opts.list_timeout_ms = (unsigned)ms;
+			break;
+		case 'M':
+			if (config_parse_size(optarg, &opts.list_memory) < 0 ||
+			    opts.list_memory == 0)
+				return cmd_usage_error(
+					usage_manifest,
+					"manifest: --list-memory %s: "
+					"expected a size such as 512M or 16G",
+					optarg);
 			break;
 		default:
 			return cmd_option_other(c, usage_manifest);

@@ -14,10 +14,13 @@
 # every file keeps its size (stalls and trickles at 10%). A mixed pass at
 # 10% over more than 3,000
 # reads with 8 readers, cache on and off: 0 wrong bytes, every EIO logged
-# with its key. A server that never answers gives EIO within the read
+# with its key. A second, well-formed reply after a real one (in the same
+# write, right after, 5 ms later) is never read as the next request's
+# answer, even by a request for the same range. A server that never answers gives EIO within the read
 # deadline, not a hang, and .shardfs/stats answers while 16 reads wait on
 # it. Listings whose continuation token repeats or whose pages repeat end
-# with an error. Timings are reported, never asserted, except as bounds
+# with an error; one that never repeats itself ends at its memory or time
+# bound, naming it, its memory near the bound. Timings are reported, never asserted, except as bounds
 # that tell a slow answer from a hang.
 SUITE=faults
 . "$(dirname "$0")/lib.sh"
@@ -162,6 +165,80 @@ chaos "" 0
 echo "# all passes: $TOTAL_READS reads, $TOTAL_WRONG wrong, $TOTAL_EIO EIO"
 check "mixed: over 3,000 reads in all passes" test "$TOTAL_READS" -ge 3000
 
+# --- a second, well-formed reply after the real one --------------------------------
+# A store or proxy that answers a request twice leaves a complete reply
+# (same ETag, same Content-Range, a body of zeros) on the kept-alive
+# connection: in the same write as the real one, in a write right after
+# it, or 5 ms later. Four readers of one 40 MiB file read each 1 MiB
+# range twice (O_DIRECT: every read reaches the daemon; cache off: every
+# read is a ranged GET), the second time once the proxy has sent the
+# stray reply of the first (strayreaders.py), so the stray reply is on
+# its connection, and names the very range asked for again, whatever the
+# machine's load: a connection with anything on it must never be reused.
+# (A stray reply still on its way when the next request goes out is the
+# window HTTP_REUSE_AFTER_MS narrows; see backends/http.h.)
+mkdir -p "$T/big"
+head -c $((40 << 20)) /dev/urandom >"$T/big/big.bin"
+check "upload the 40 MiB file" aws_s3 cp "$T/big/big.bin" "s3://$BUCKET/big/big.bin"
+chaos "" 0
+"$SHARDFS" manifest "s3://$BUCKET/big/" --endpoint "$EP" -o "$T/big.tsv" \
+	>/dev/null 2>&1
+for f in extra_now extra_next extra_late; do
+	cat >"$C" <<EOF
+[source]
+url = s3://$BUCKET/big/
+endpoint = $EP
+manifest = $T/big.tsv
+connect_timeout_ms = 1000
+request_timeout_ms = 1000
+read_timeout_ms = 8000
+retries = 8
+[cache]
+enabled = false
+[prefetch]
+files = 0
+EOF
+	mount_shardfs "$C" "$M" || { fail "$f: mount"; continue; }
+	chaos "$f" 0.25
+	out=$(/usr/bin/python3 "$HERE/strayreaders.py" "$M/rank-0/big.bin" \
+		"$T/big/big.bin" 4 $((1 << 20)) "$EP/__chaos/strays" 2>"$T/extra.err")
+	wrong=$(echo "$out" | sed -n 's/.* wrong \([0-9]*\) .*/\1/p')
+	errs=$(echo "$out" | sed -n 's/.* errors \([0-9]*\)$/\1/p')
+	wrong=${wrong:-1} errs=${errs:-1}
+	echo "# $f: 4 readers of 40 MiB, each range read twice, injected $(injected): $out"
+	[ "$errs" -eq 0 ] || sed 's/^/#   /' "$T/extra.err"
+	chaos "" 0
+	check "$f: a stray reply is never read as the next request's answer (0 wrong of 320 reads)" \
+		test "$wrong" -eq 0
+	check "$f: and no read fails (the connection is dropped, not the read)" test "$errs" -eq 0
+	check "$f: the stray bytes are logged as such" grep -q "answers twice" "$LAST_LOG"
+	umount_shardfs "$M" || fail "$f: unmount"
+done
+
+# --- one read() against a silent server ends within read_timeout_ms ---------------
+# After a failed read-ahead the kernel asks again for its first page; a
+# range that has just failed fails again at once (cache/fetch_fail.h), so
+# the read() does not wait out the deadline twice (before: 2 x
+# read_timeout_ms, or read_timeout_ms plus a 1 s probe). One 64 KiB
+# read() of each of four uncached files, cache off and on,
+# read_timeout_ms = 1500: each EIO within 1.6 x read_timeout_ms (2400 ms:
+# a bound that tells one deadline from a deadline and a probe).
+for cache in off on; do
+	READ_TIMEOUT_MS=1500 conf "$C" "$cache"
+	mount_shardfs "$C" "$M" || { fail "read bound (cache $cache): mount"; continue; }
+	chaos stall_headers 1 60
+	out=$(timeout 120 /usr/bin/python3 "$HERE/timedread.py" "$M"/rank-0/s/04[0-3].bin)
+	chaos "" 0
+	echo "# silent server, cache $cache: one read() each: $(echo $out)"
+	check "read bound (cache $cache): every read() fails with EIO" \
+		test "$(echo "$out" | grep -c '^eio ')" -eq 4
+	check "read bound (cache $cache): each within 1.6 x read_timeout_ms (2400 ms)" \
+		test "$(echo "$out" | awk '$2 >= 2400' | wc -l)" -eq 0
+	check "read bound (cache $cache): the reads that failed at once are logged" \
+		grep -q "failed .* ms ago" "$LAST_LOG"
+	umount_shardfs "$M" || fail "read bound (cache $cache): unmount"
+done
+
 # --- a server that never answers: EIO within the deadline ---------------------------
 READ_TIMEOUT_MS=5000 conf "$C" off
 mount_shardfs "$C" "$M" || fail "mount (silent server)"
@@ -203,6 +280,60 @@ for f in list_loop list_spin; do
 	check "$f: the listing ends with an error (exit $rc)" test "$rc" -ne 0 -a "$rc" -ne 124
 	check "$f: the error says the server repeats itself" grep -q "repeats" "$T/loop.err"
 done
+chaos "" 0
+
+# A listing that never repeats itself (a new token and new names on every
+# page, list_endless) is ended by its bounds only: the memory its objects
+# hold ([source] list_memory, --list-memory) and its time
+# (list_timeout_ms, --list-timeout-ms). Each must end it with an error
+# naming the bound, the memory staying near the bound (peak RSS compared
+# with a normal listing's, with a generous margin), long before the
+# 60 s that tells an end from none.
+# peak CMD...: prints CMD's exit status and peak RSS (KiB).
+peak() {
+	/usr/bin/python3 -c 'import resource, subprocess, sys
+r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL)
+print(r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)' "$@"
+}
+read -r rc base_kb < <(peak "$SHARDFS" manifest "s3://$BUCKET/ds/" --endpoint "$EP" \
+	-o "$T/normal.tsv" 2>/dev/null)
+chaos list_endless 1
+read -r rc kb < <(timeout 60 bash -c "$(declare -f peak); peak '$SHARDFS' manifest \
+	's3://$BUCKET/ds/' --endpoint '$EP' --list-memory 4M -o '$T/endless.tsv'" 2>"$T/endless.err")
+echo "# list_endless, --list-memory 4M: exit ${rc:-none}, peak RSS ${kb:-?} KiB (a normal listing: $base_kb KiB)"
+check "list_endless: the listing ends with an error once its objects hold 4 MiB" test "${rc:-124}" -eq 1
+check "list_endless: the error names list_memory and how to raise it" \
+	grep -q "hold more than \[source\] list_memory = 4194304 bytes; giving up (.*raise list_memory (shardfs manifest: --list-memory)" "$T/endless.err"
+if ldd "$SHARDFS" 2>/dev/null | grep -Eq 'lib(asan|tsan)'; then
+	# Their quarantine and shadow memory keep freed memory resident.
+	ok "list_endless: peak RSS not compared under a sanitizer"
+else
+	check "list_endless: memory stays near the bound (peak under a normal listing's + 2 x 4 MiB + 32 MiB)" \
+		test "${kb:-999999999}" -lt $((base_kb + 8192 + 32768))
+fi
+read -r rc kb < <(timeout 60 bash -c "$(declare -f peak); peak '$SHARDFS' manifest \
+	's3://$BUCKET/ds/' --endpoint '$EP' --list-timeout-ms 2000 --list-memory 1T \
+	-o '$T/endless.tsv'" 2>"$T/endless.err")
+echo "# list_endless, --list-timeout-ms 2000: exit ${rc:-none}, peak RSS ${kb:-?} KiB"
+check "list_endless: the listing ends with an error after list_timeout_ms" test "${rc:-124}" -eq 1
+check "list_endless: the error names list_timeout_ms and how to raise it" \
+	grep -q "still listing after \[source\] list_timeout_ms = 2000 ms (.*raise list_timeout_ms (shardfs manifest: --list-timeout-ms)" "$T/endless.err"
+{
+	echo "[source]"
+	echo "url = s3://$BUCKET/ds/"
+	echo "endpoint = $EP"
+	echo "list_memory = 4M"
+	echo "[cache]"
+	echo "enabled = false"
+} >"$C"
+if mount_shardfs "$C" "$M" 2>/dev/null; then
+	fail "list_endless: a mount that lists fails at start"
+	umount_shardfs "$M"
+else
+	ok "list_endless: a mount that lists fails at start"
+fi
+check "list_endless: the mount's error names [source] list_memory" \
+	grep -q "hold more than \[source\] list_memory = 4194304 bytes" "$LAST_LOG"
 chaos "" 0
 
 finish

@@ -9,13 +9,18 @@
 # read as EIO, never new bytes, and a missing object logged with key,
 # status and reason. Through a fault proxy (gcs/fault_proxy.py): real
 # paging with pages of 3, a repeated page token, a restarted listing, an
-# endless run of empty pages and a malformed page all fail the listing
-# with a clear error, as does a page out of name order; 503s are retried;
-# 403, a body that is not its crc32c, a 206 naming another range or with
-# a body longer or shorter than it, a 200 without Content-Length, a
-# pinned reply without x-goog-generation or with two that disagree read
-# as EIO, logged with the key; an object GCS would transcode (stored
-# gzip-encoded) reads byte-identical, with Range; real GCS's 404 for a
+# endless run of empty pages, a listing with new names and a new token on
+# every page (at its memory or time bound) and a malformed page all fail
+# the listing with a clear error, as does a page out of name order; 503s
+# are retried; 403, a body that is not its crc32c, a 206 naming another
+# range or with a body longer or shorter than it, a 200 without
+# Content-Length, a pinned reply without x-goog-generation or with two
+# that disagree read as EIO, logged with the key; a second, well-formed
+# reply after every real one is never read as the next request's answer;
+# one read() of a file whose media requests are never answered ends with
+# EIO within 1.6 x read_timeout_ms, cache off and on; an object GCS would
+# transcode (stored gzip-encoded) reads byte-identical, with Range; real
+# GCS's 404 for a
 # replaced generation is told from a deletion. Credentials never go to a
 # plain-http endpoint that is not loopback. The
 # disk cache (a remount reads everything with zero GETs) and the order
@@ -281,7 +286,7 @@ fmanifest() {
 	frc=$?
 }
 LS=$T/listsets
-for d in small loop restart badpage unordered; do
+for d in small loop restart badpage unordered endless; do
 	mkdir -p "$LS/$d"
 	for i in $(seq 10); do printf '%s' "$d$i" >"$LS/$d/o$i.bin"; done
 	upload_tree "$d/" "$LS/$d" || fail "upload $d/"
@@ -306,6 +311,18 @@ check "pages without objects but with a token are bounded" bash -c \
 fmanifest badpage/
 check "a malformed page fails the listing, naming what was wrong" bash -c \
 	"test $frc -eq 1 && grep -q 'gs://$BUCKET/badpage/: list: malformed objects.list answer (page 1): item 0: size is not a decimal string' '$T/f.err'"
+# A new token and new names on every page: only the listing's bounds end
+# it (60 s tells an end from none).
+timeout 60 "$SHARDFS" manifest "gs://$BUCKET/endless/" --endpoint "$FEP" --anonymous \
+	--list-memory 64K -o "$T/f.tsv" >/dev/null 2>"$T/f.err"
+frc=$?
+check "a listing that never ends fails once its objects hold --list-memory, naming it (exit $frc)" bash -c \
+	"test $frc -eq 1 && grep -q 'gs://$BUCKET/endless/: list: the objects listed so far (.*) hold more than \[source\] list_memory = 65536 bytes; giving up' '$T/f.err'"
+timeout 60 "$SHARDFS" manifest "gs://$BUCKET/endless/" --endpoint "$FEP" --anonymous \
+	--list-timeout-ms 1000 -o "$T/f.tsv" >/dev/null 2>"$T/f.err"
+frc=$?
+check "and after --list-timeout-ms, naming it (exit $frc)" bash -c \
+	"test $frc -eq 1 && grep -q 'gs://$BUCKET/endless/: list: still listing after \[source\] list_timeout_ms = 1000 ms' '$T/f.err'"
 
 F=$T/faults
 mkdir -p "$F"
@@ -382,6 +399,83 @@ if mount_shardfs "$C" "$M"; then
 else
 	fail "mount through the fault proxy"
 fi
+
+# --- a second, well-formed reply after the real one -----------------------------
+# Every media reply for extra.bin is followed by a complete copy of it with
+# a body of zeros (gcs/fault_proxy.py), in the same write, right after it
+# or 5 ms later. Four readers read each 1 MiB range twice (O_DIRECT, cache
+# off: each read is a ranged GET), the second time once the stray reply of
+# the first is sent (strayreaders.py), so it is on its connection and
+# names the range asked for: that connection must never be reused.
+mkdir -p "$T/extra"
+head -c $((16 << 20)) /dev/urandom >"$T/extra/extra.bin"
+upload_tree ds3/ "$T/extra" || fail "upload ds3/"
+STORAGE_EMULATOR_HOST=$EMU "$SHARDFS" manifest "gs://$BUCKET/ds3/" -o "$T/ds3.tsv" >/dev/null 2>&1
+cat >"$C" <<EOF
+[source]
+url = gs://$BUCKET/ds3/
+manifest = $T/ds3.tsv
+endpoint = $FEP
+anonymous = true
+[shard]
+world_size = 1
+[cache]
+enabled = false
+[prefetch]
+files = 0
+EOF
+if mount_shardfs "$C" "$M"; then
+	out=$(/usr/bin/python3 "$HERE/strayreaders.py" "$M/rank-0/extra.bin" \
+		"$T/extra/extra.bin" 4 $((1 << 20)) "$FEP/__strays" 2>"$T/extra.err")
+	echo "# stray replies: $out"
+	check "a stray reply after every media reply is never read as the next answer ($out)" \
+		test "$out" = "reads 128 wrong 0 errors 0"
+	check "the stray bytes are logged as such" grep -q "answers twice" "$LAST_LOG"
+	check "unmount" umount_shardfs "$M"
+else
+	fail "mount for the stray replies"
+fi
+
+# --- one read() against a silent server ends within read_timeout_ms -------------
+# Media requests for stall*.bin are never answered (gcs/fault_proxy.py).
+# After the failed read-ahead the kernel asks again for its first page,
+# which fails at once (cache/fetch_fail.h) instead of waiting out a second
+# deadline. One 64 KiB read() of each of four files, cache off and on,
+# read_timeout_ms = 1500: each EIO within 1.6 x read_timeout_ms.
+mkdir -p "$T/stall"
+for i in 0 1 2 3; do head -c 100000 /dev/urandom >"$T/stall/stall$i.bin"; done
+upload_tree ds4/ "$T/stall" || fail "upload ds4/"
+STORAGE_EMULATOR_HOST=$EMU "$SHARDFS" manifest "gs://$BUCKET/ds4/" -o "$T/ds4.tsv" >/dev/null 2>&1
+for cache in off on; do
+	cat >"$C" <<EOF
+[source]
+url = gs://$BUCKET/ds4/
+manifest = $T/ds4.tsv
+endpoint = $FEP
+anonymous = true
+connect_timeout_ms = 1000
+request_timeout_ms = 1000
+read_timeout_ms = 1500
+[shard]
+world_size = 1
+[cache]
+enabled = $([ $cache = on ] && echo true || echo false)
+dir = $T/cache-stall-$cache
+EOF
+	if mount_shardfs "$C" "$M"; then
+		out=$(timeout 120 /usr/bin/python3 "$HERE/timedread.py" "$M"/rank-0/stall[0-3].bin)
+		echo "# silent server, cache $cache: one read() each: $(echo $out)"
+		check "read bound (cache $cache): every read() fails with EIO" \
+			test "$(echo "$out" | grep -c '^eio ')" -eq 4
+		check "read bound (cache $cache): each within 1.6 x read_timeout_ms (2400 ms)" \
+			test "$(echo "$out" | awk '$2 >= 2400' | wc -l)" -eq 0
+		check "read bound (cache $cache): the reads that failed at once are logged" \
+			grep -q "failed .* ms ago" "$LAST_LOG"
+		check "unmount" umount_shardfs "$M"
+	else
+		fail "read bound (cache $cache): mount"
+	fi
+done
 
 # --- the cache and the prefetcher over gs:// ----------------------------------
 # Through the proxy (no faults for these names), whose log shows every

@@ -4,7 +4,8 @@
 # this suite's temp dir (tests/integration/nfs/ganesha.sh).
 #
 # Covered: `shardfs manifest nfs://...` lists what the directory holds
-# (same keys and sizes as the posix backend's listing of it); rank views
+# (same keys and sizes as the posix backend's listing of it), and fails,
+# naming the bound, past its memory bound; rank views
 # over nfs:// for several plans are byte-identical to the source files,
 # disjoint, their union the dataset, in the reference order
 # (verify_mount.py, shardspec.py); names with spaces, unicode, '%' and a
@@ -12,7 +13,9 @@
 # server fail the mount with the reason; a file changed after the manifest
 # gives EIO (never bytes of the new version) while others still read; a
 # server stopped (SIGSTOP) mid-read gives EIO within the read deadline,
-# and reads recover once it runs again; a server killed mid-read gives
+# and reads recover once it runs again; one read() of an uncached file
+# while it is stopped ends with EIO within 1.6 x read_timeout_ms, cache
+# off and on; a server killed mid-read gives
 # EIO, and reads recover once it is restarted; a client whose NFSv4 lease
 # expired while idle reconnects on its next read; a server whose READs answer
 # 64 KiB at most still gives whole files; a server restarted while all 8
@@ -65,6 +68,12 @@ check "manifest: a trailing slash lists the same" cmp -s "$T/m.tsv" "$T/m2.tsv"
 "$SHARDFS" manifest "$NFS_URL/ds/odd%20dir" -o "$T/m3.tsv" >/dev/null 2>&1
 check "manifest: %20 in the URL names a directory with a space" \
 	test "$(tail -n +2 "$T/m3.tsv" | wc -l)" -eq 4
+# The listing's memory bound ([source] list_memory): 4 KiB is less than
+# the dataset's keys and etags hold.
+"$SHARDFS" manifest "$URL" --list-memory 4K -o "$T/m4.tsv" >/dev/null 2>"$T/m4.err"
+rc=$?
+check "manifest: a listing past --list-memory fails, naming the bound (exit $rc)" bash -c \
+	"test $rc -eq 1 && grep -q '$URL/: list: the objects listed so far (.*) hold more than \[source\] list_memory = 4096 bytes; giving up' '$T/m4.err'"
 
 conf() { # conf FILE [KEY=VALUE in [shard]...]; SRCKEYS: more [source] lines
 	local f=$1; shift
@@ -233,6 +242,10 @@ if mount_shardfs "$C" "$M"; then
 	check "stall: the reconnect warning gives the reason, not the cancelled call's" bash -c \
 		"grep -q 'reconnecting' '$LAST_LOG' && ! grep 'reconnecting' '$LAST_LOG' | grep -qi 'cancelled'"
 	ganesha_resume
+	# The range that just failed fails at once for FETCH_FAIL_WINDOW_MS
+	# (2 s, cache/fetch_fail.h): a store that is back is asked again
+	# after that.
+	sleep 2.5
 	check "server running again: the file reads byte-identical" bash -c \
 		"timeout 60 cat '$M/rank-0/big.bin' | cmp -s - '$SRC/big.bin'"
 	# Another file: big.bin is in the kernel's page cache now.
@@ -243,6 +256,7 @@ if mount_shardfs "$C" "$M"; then
 	ganesha_wait_gone
 	check "server down: .shardfs/stats still answers" bash -c "timeout 10 cat '$M/.shardfs/stats' >/dev/null"
 	if ganesha_start "$EXPORT" "$GANESHA_PORT"; then
+		sleep 2.5 # past the failure window, as above
 		fails=$(grep -c 'read at' "$LAST_LOG")
 		check "server restarted on its port: reads recover, byte-identical" bash -c \
 			"timeout 60 cat '$M/rank-0/big2.bin' | cmp -s - '$SRC/big2.bin'"
@@ -256,6 +270,45 @@ if mount_shardfs "$C" "$M"; then
 else
 	fail "faults: mount"
 fi
+
+# --- one read() against a stalled server ends within read_timeout_ms ------------
+# After the failed read-ahead the kernel asks again for its first page,
+# which fails at once (cache/fetch_fail.h) instead of waiting out a second
+# deadline (before: 2 x read_timeout_ms every time). One 64 KiB read() of
+# each of four files while the server is stopped (SIGSTOP), cache off and
+# on, read_timeout_ms = 1500: each EIO within 1.6 x read_timeout_ms.
+for cache in off on; do
+	{
+		echo "[source]"
+		echo "url = $URL"
+		echo "manifest = $T/m.tsv"
+		echo "connect_timeout_ms = 1000"
+		echo "request_timeout_ms = 1000"
+		echo "read_timeout_ms = 1500"
+		echo "[shard]"
+		echo "world_size = 1"
+		echo "[cache]"
+		if [ $cache = on ]; then echo "dir = $T/cache-bound"; else echo "enabled = false"; fi
+	} >"$T/bound.conf"
+	if mount_shardfs "$T/bound.conf" "$M"; then
+		if [ $cache = off ]; then set -- 1 2 3 4; else set -- 5 6 7 8; fi
+		files=()
+		for i in "$@"; do files+=("$M/rank-0/train/n0000000$((i % 7))/00000$i.JPEG"); done
+		ganesha_pause
+		out=$(timeout 120 /usr/bin/python3 "$HERE/timedread.py" "${files[@]}")
+		ganesha_resume
+		echo "# stalled server, cache $cache: one read() each: $(echo $out)"
+		check "read bound (cache $cache): every read() fails with EIO" \
+			test "$(echo "$out" | grep -c '^eio ')" -eq 4
+		check "read bound (cache $cache): each within 1.6 x read_timeout_ms (2400 ms)" \
+			test "$(echo "$out" | awk '$2 >= 2400' | wc -l)" -eq 0
+		check "read bound (cache $cache): the reads that failed at once are logged" \
+			grep -q "failed .* ms ago" "$LAST_LOG"
+		check "read bound (cache $cache): clean unmount" umount_shardfs "$M"
+	else
+		fail "read bound (cache $cache): mount"
+	fi
+done
 
 # --- an idle client whose NFSv4 lease expired ----------------------------------------
 # With a 2 s lease, the daemon's client ids expire while it idles; the next

@@ -130,10 +130,20 @@ hits=$(stat_of "$M" prefetch_hits_total)
 check "b: prefetch hits counted ($hits)" test "$hits" -gt 0
 check "b: each small file fetched at most once" \
 	test "$(reqlog | grep -c "^GET /$BUCKET/ds/s/")" -le 48
-# Keep-alive: connections are reused, never one per GET.
+# Keep-alive: connections are reused, never one per GET. An HTTP
+# connection rests HTTP_REUSE_AFTER_MS (20 ms) between two requests, so a
+# stray reply shows before it is reused (backends/http.h): over s3:// and
+# gs:// more connections than prefetch.connections may be open, each
+# serving one request at a time; nfs:// keeps at most that many.
+ngets=$(grep -c '^GET ' "$GETLOG")
 nconn=$(reqlog | awk '$1 == "GET" {print $5}' | sort -u | wc -l)
-check "b: $(grep -c '^GET ' "$GETLOG") GETs came over $nconn connections (prefetch.connections = 4)" \
-	test "$nconn" -ge 1 -a "$nconn" -le 4
+if [ "$SOURCE" = nfs ]; then
+	check "b: $ngets GETs came over $nconn connections (prefetch.connections = 4)" \
+		test "$nconn" -ge 1 -a "$nconn" -le 4
+else
+	check "b: $ngets GETs came over $nconn connections, reused (not one per GET)" \
+		test "$nconn" -ge 1 -a "$nconn" -lt "$ngets"
+fi
 check "unmount b" umount_shardfs "$M"
 
 # --- b1. a prefetched small file goes into the page cache at its open ----------

@@ -113,6 +113,8 @@ START_TEST(test_defaults)
 	ck_assert_uint_eq(cfg->source.request_timeout_ms, 10000);
 	ck_assert_uint_eq(cfg->source.read_timeout_ms, 30000);
 	ck_assert_uint_eq(cfg->source.retries, 5);
+	ck_assert_uint_eq(cfg->source.list_timeout_ms, 3600000);
+	ck_assert_uint_eq(cfg->source.list_memory, UINT64_C(4) << 30);
 
 	ck_assert_uint_eq(cfg->shard.spec.world_size, 1);
 	ck_assert_uint_eq(cfg->shard.spec.seed, 0);
@@ -148,6 +150,10 @@ START_TEST(test_defaults)
 	ck_assert_uint_eq(opts.request_timeout_ms, 10000);
 	ck_assert_uint_eq(opts.read_timeout_ms, 30000);
 	ck_assert_uint_eq(opts.retries, 5);
+	/* What a caller without a config (shardfs manifest) gets for 0. */
+	ck_assert_uint_eq(opts.list_timeout_ms,
+			  BACKEND_LIST_TIMEOUT_MS_DEFAULT);
+	ck_assert_uint_eq(opts.list_memory, BACKEND_LIST_MEMORY_DEFAULT);
 	config_free(cfg);
 }
 END_TEST

@@ -28,6 +28,7 @@
 
 #include "backends/backend.h"
 #include "cache/cache.h"
+#include "cache/fetch_fail.h"
 #include "unit.h"
 
 static const char *root;
@@ -61,6 +62,7 @@ struct rec {
 	bool gate_first;     /* only the first read of gate_key waits */
 	unsigned gate_reads; /* reads of gate_key so far */
 	unsigned delay_us;   /* every read takes at least this long */
+	int fail_err;	     /* if set, every read fails with it */
 	char log[LOG_MAX][32];
 	unsigned n_log;
 };
@@ -88,6 +90,15 @@ static int rec_read(struct backend *be, const char *key, size_t key_len,
 	}
 	if (r->short_reads)
 		len /= 2; /* a backend that answers less than asked */
+	if (r->fail_err != 0) {
+		int err = r->fail_err; /* a store that does not answer */
+		unsigned delay_us = r->delay_us;
+
+		pthread_mutex_unlock(&r->lock);
+		if (delay_us > 0)
+			usleep(delay_us); /* (its deadline) */
+		return err;
+	}
 	pthread_mutex_unlock(&r->lock);
 	if (r->delay_us > 0)
 		usleep(r->delay_us); /* a store with latency */
@@ -1185,6 +1196,105 @@ START_TEST(test_hedge_off)
 }
 END_TEST
 
+/* ---- a range that failed just now (issue 24, finding 8) ---- */
+
+static unsigned rec_reads(struct rec *r)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&r->lock);
+	n = r->n_log;
+	pthread_mutex_unlock(&r->lock);
+	return n;
+}
+
+/* Reads fail with err (0: they do not) after delay_ms. */
+static void rec_fail(struct rec *r, int err, unsigned delay_ms)
+{
+	pthread_mutex_lock(&r->lock);
+	r->fail_err = err;
+	r->delay_us = delay_ms * 1000;
+	pthread_mutex_unlock(&r->lock);
+}
+
+/* After a backend read failed with EIO (a store that does not answer), a
+ * read that overlaps its range (the kernel's re-read of the first page of
+ * a failed read-ahead) fails at once with the same error, without a
+ * request, for FETCH_FAIL_WINDOW_MS, with a disk cache and without; a
+ * range that did not fail and another version of the object are asked
+ * for; after the window the range is asked for again; an answer (ESTALE)
+ * is not remembered. Before: the re-read was another backend read
+ * (against a store that does not answer, another read_timeout_ms). */
+START_TEST(test_fail_window)
+{
+	static const char *const names[] = { "failcache", "failthru" };
+	struct cache_object other;
+	struct fixture fx;
+	uint8_t *buf = malloc(8192);
+	unsigned through, n;
+
+	ck_assert_ptr_nonnull(buf);
+	for (through = 0; through < 2; through++) {
+		fx_init(&fx, names[through]);
+		add_file(&fx, 3 << 20);
+		if (through)
+			ck_assert_int_eq(cache_new(&fx.rec.base, &fx.c), 0);
+		else
+			fx_open(&fx, 1 << 20, 8, 64 << 20, 0);
+		rec_fail(&fx.rec, -EIO, 50);
+		ck_assert_int_eq(cache_read(fx.c, &fx.objs[0], 100, 5000, buf),
+				 -EIO);
+		wait_idle(&fx);
+		n = rec_reads(&fx.rec);
+		ck_assert_uint_ge(n, 1);
+		/* The re-read: at once, no request, even once the store is
+		 * back (within the window). */
+		ck_assert_int_eq(cache_read(fx.c, &fx.objs[0], 0, 4096, buf),
+				 -EIO);
+		ck_assert_uint_eq(rec_reads(&fx.rec), n);
+		rec_fail(&fx.rec, 0, 0);
+		ck_assert_int_eq(cache_read(fx.c, &fx.objs[0], 4096, 4096, buf),
+				 -EIO);
+		ck_assert_uint_eq(rec_reads(&fx.rec), n);
+		/* A range that did not fail. */
+		ck_assert_int_eq(
+			cache_read(fx.c, &fx.objs[0], 2 << 20, 4096, buf),
+			4096);
+		check_bytes(0, 2 << 20, buf, 4096);
+		ck_assert_uint_eq(rec_reads(&fx.rec), n + 1);
+		/* Another version is another object (posix: -ESTALE from
+		 * the store, so it was asked). */
+		other = fx.objs[0];
+		other.etag = "1:2:3";
+		other.etag_len = 5;
+		ck_assert_int_eq(cache_read(fx.c, &other, 0, 4096, buf),
+				 -ESTALE);
+		ck_assert_uint_eq(rec_reads(&fx.rec), n + 2);
+		/* After the window: asked for again. */
+		usleep((FETCH_FAIL_WINDOW_MS + 200) * 1000);
+		ck_assert_int_eq(cache_read(fx.c, &fx.objs[0], 0, 4096, buf),
+				 4096);
+		check_bytes(0, 0, buf, 4096);
+		ck_assert_uint_eq(rec_reads(&fx.rec), n + 3);
+		/* An answer is asked again (another chunk: the first is
+		 * stored now). */
+		rec_fail(&fx.rec, -ESTALE, 0);
+		ck_assert_int_eq(
+			cache_read(fx.c, &fx.objs[0], 1 << 20, 4096, buf),
+			-ESTALE);
+		wait_idle(&fx);
+		n = rec_reads(&fx.rec);
+		ck_assert_int_eq(
+			cache_read(fx.c, &fx.objs[0], 1 << 20, 4096, buf),
+			-ESTALE);
+		ck_assert_uint_eq(rec_reads(&fx.rec), n + 1);
+		rec_fail(&fx.rec, 0, 0);
+		fx_free(&fx);
+	}
+	free(buf);
+}
+END_TEST
+
 static Suite *fetch_suite(void)
 {
 	Suite *s = suite_create("fetch");
@@ -1224,6 +1334,11 @@ static Suite *fetch_suite(void)
 	tc = tcase_create("short");
 	tcase_add_test(tc, test_short_chunk);
 	tcase_add_test(tc, test_short_through);
+	tcase_set_timeout(tc, 30);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("fail_window");
+	tcase_add_test(tc, test_fail_window);
 	tcase_set_timeout(tc, 30);
 	suite_add_tcase(s, tc);
 

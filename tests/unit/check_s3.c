@@ -27,6 +27,7 @@
 #include "backends/s3_sign.h"
 #include "backends/s3_xml.h"
 #include "tests/unit/unit.h"
+#include "util/log.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define EX_AK "AKIAIOSFODNN7EXAMPLE"
@@ -68,11 +69,39 @@ START_TEST(test_url_parse)
 		{ "s3://bkt/", "bkt", "" },
 		{ "s3://bkt/data", "bkt", "data/" },
 		{ "s3://bkt/data/", "bkt", "data/" },
-		{ "s3://my.bucket_x/a/b c/", "my.bucket_x", "a/b c/" },
+		{ "s3://my.bucket-x1/a/b c/", "my.bucket-x1", "a/b c/" },
+		{ "s3://a.b.c/x", "a.b.c", "x/" },
+		{ "s3://123/x", "123", "x/" },
+		{ "s3://1.2.3/x", "1.2.3", "x/" },
+		{ "s3://bkt--usw2-az1--x-s3/x", "bkt--usw2-az1--x-s3", "x/" },
+		{ "s3://"
+		  "a23456789012345678901234567890123456789012345678901234567890"
+		  "123",
+		  "a23456789012345678901234567890123456789012345678901234567890"
+		  "123",
+		  "" },
 	};
 	static const char *const bad[] = {
-		"s3://",       "s3:///x",    "gs://bkt/x",
-		"/local/path", "s3://b?k/x", "s3://b k/x",
+		"s3://",
+		"s3:///x",
+		"gs://bkt/x",
+		"/local/path",
+		"s3://b?k/x",
+		"s3://b k/x",
+		"s3://b/x",
+		"s3://ab/x",
+		"s3://Bkt/x",
+		"s3://b_kt/x",
+		"s3://-bkt/x",
+		"s3://bkt-/x",
+		"s3://.bkt/x",
+		"s3://bkt./x",
+		"s3://a..b/x",
+		"s3://1.2.3.4/x",
+		"s3://my.bucket_x/a/",
+		"s3://"
+		"a2345678901234567890123456789012345678901234567890123456789012"
+		"34",
 	};
 	char *b, *p;
 	size_t i;
@@ -87,6 +116,38 @@ START_TEST(test_url_parse)
 	for (i = 0; i < ARRAY_LEN(bad); i++)
 		ck_assert_msg(s3_url_parse(bad[i], &b, &p) == -EINVAL, "%s",
 			      bad[i]);
+}
+END_TEST
+
+/* A bad bucket name fails the open with a message naming the bucket and
+ * the rule it breaks, before any request. */
+START_TEST(test_bucket_names)
+{
+	static const struct {
+		const char *url, *says;
+	} bad[] = {
+		{ "s3://ab/x", "3 to 63 characters" },
+		{ "s3://My_Bucket/x", "lowercase letters, digits" },
+		{ "s3://-bkt/x", "start and end with a letter or a digit" },
+		{ "s3://a..b/x", "two dots in a row" },
+		{ "s3://10.0.0.1/x", "IP address" },
+	};
+	struct backend_options opts = { .anonymous = 1, .retries = -1 };
+	struct backend *be = NULL;
+	struct log_errors le;
+	char bucket[80];
+	size_t i;
+
+	for (i = 0; i < ARRAY_LEN(bad); i++) {
+		ck_assert_int_eq(backend_open(bad[i].url, &opts, &be), -EINVAL);
+		log_errors_get(&le);
+		snprintf(bucket, sizeof(bucket), "bucket '%.*s'",
+			 (int)strcspn(bad[i].url + 5, "/"), bad[i].url + 5);
+		ck_assert_msg(strstr(le.last, bucket) != NULL, "%s: %s",
+			      bad[i].url, le.last);
+		ck_assert_msg(strstr(le.last, bad[i].says) != NULL, "%s: %s",
+			      bad[i].url, le.last);
+	}
 }
 END_TEST
 
@@ -606,6 +667,7 @@ START_TEST(test_creds_chain_local)
 {
 	char path[] = "/tmp/check_s3_creds.XXXXXX";
 	struct s3_creds_provider *p;
+	struct log_errors le;
 	struct s3_creds *c;
 	FILE *f;
 	int fd;
@@ -641,9 +703,41 @@ START_TEST(test_creds_chain_local)
 	ck_assert_str_eq(c->access_key, "AKOTHER");
 	s3_creds_put(c);
 
-	/* An explicit profile the file lacks is an error. */
+	/* An explicit profile the file lacks is an error that names the
+	 * file. */
 	setenv("AWS_PROFILE", "missing", 1);
 	ck_assert_int_eq(s3_creds_provider_new(NULL, "us-east-1", &p), -EACCES);
+	log_errors_get(&le);
+	ck_assert_msg(strstr(le.last, "AWS_PROFILE=missing") != NULL &&
+			      strstr(le.last, path) != NULL,
+		      "%s", le.last);
+
+	/* And when the credentials file does not exist, the message says
+	 * so, and claims nothing about a file it never read. */
+	setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/shardfs-creds", 1);
+	setenv("AWS_PROFILE", "nosuch", 1);
+	ck_assert_int_eq(s3_creds_provider_new(NULL, "us-east-1", &p), -EACCES);
+	log_errors_get(&le);
+	ck_assert_msg(strstr(le.last, "AWS_PROFILE=nosuch") != NULL &&
+			      strstr(le.last, "does not exist") != NULL &&
+			      strstr(le.last, "no such profile in") == NULL,
+		      "%s", le.last);
+	unsetenv("AWS_SHARED_CREDENTIALS_FILE"); /* HOME: nonexistent */
+	ck_assert_int_eq(s3_creds_provider_new(NULL, "us-east-1", &p), -EACCES);
+	log_errors_get(&le);
+	ck_assert_msg(strstr(le.last, "AWS_PROFILE=nosuch") != NULL &&
+			      strstr(le.last, "/nonexistent-shardfs-test-home/"
+					      ".aws/credentials does not "
+					      "exist") != NULL,
+		      "%s", le.last);
+	unsetenv("HOME");
+	ck_assert_int_eq(s3_creds_provider_new(NULL, "us-east-1", &p), -EACCES);
+	log_errors_get(&le);
+	ck_assert_msg(strstr(le.last, "AWS_PROFILE=nosuch: no credentials "
+				      "file to look in (neither") != NULL,
+		      "%s", le.last);
+	setenv("HOME", "/nonexistent-shardfs-test-home", 1);
+	setenv("AWS_SHARED_CREDENTIALS_FILE", path, 1);
 
 	/* The environment comes first. */
 	setenv("AWS_ACCESS_KEY_ID", "AKENV", 1);
@@ -936,6 +1030,7 @@ static Suite *s3_suite(void)
 		const TTest *test;
 	} cases[] = {
 		{ "url_parse", test_url_parse },
+		{ "bucket_names", test_bucket_names },
 		{ "endpoint", test_endpoint },
 		{ "uri_encode", test_uri_encode },
 		{ "list_query", test_list_query },

@@ -35,6 +35,15 @@ Writes its port to PORT_FILE once listening. By object name (decoded):
   ...nogen...     media replies lose their x-goog-generation header
   ...dupgen...    media replies carry two x-goog-generation headers: a
                   wrong one first, then the real one
+  ...stall...     media requests are never answered: the proxy holds
+                  them for 60 s, then closes the connection
+  ...extra...     every media reply is followed by a second, complete
+                  reply with the same headers and a body of zeros (a
+                  server answering twice), in turn in the same write, in
+                  a write right after, and 5 ms after the real reply;
+                  GET /__strays answers {"begun": B, "written": W}: such
+                  replies begun, and those whose stray reply's first
+                  bytes are sent
 By listing prefix (the prefix= parameter, decoded):
   ...small...     pages of 3 objects (maxResults rewritten): real paging
   ...loop...      pages of 3, and every page's nextPageToken is the same
@@ -42,6 +51,9 @@ By listing prefix (the prefix= parameter, decoded):
                   pageToken sent upstream one the emulator does not know
                   (so it restarts the listing from its first object)
   ...empty...     no items ever, a new nextPageToken every page
+  ...endless...   every page is the first page with each name renamed for
+                  that page (NAME.pN) and a new nextPageToken: a listing
+                  that never repeats itself and never ends
   ...badpage...   the first item's size is a JSON number, not a string
   ...unordered... pages of 3, the first two items of page 2 swapped
 Everything else is forwarded unchanged. Each request appends
@@ -54,6 +66,7 @@ import os
 import re
 import sys
 import threading
+import time
 import urllib.parse
 
 
@@ -62,6 +75,7 @@ def main():
     lock = threading.Lock()
     seen = {}
     empty_pages = [0]
+    extras = [0, 0]  # stray replies begun, and first bytes sent
 
     class Handler(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -81,6 +95,34 @@ def main():
             self.end_headers()
             self.wfile.write(body)
             self.log(status)
+
+        def reply_twice(self, status, body, headers):
+            # The second reply is framed exactly like the first: only
+            # which request it answers is wrong.
+            head = ["HTTP/1.1 %d %s\r\n" % (
+                status, http.client.responses.get(status, "OK"))]
+            head += ["%s: %s\r\n" % (k, v) for k, v in headers]
+            head.append("Content-Length: %d\r\n\r\n" % len(body))
+            head = "".join(head).encode("latin-1")
+            with lock:
+                extras[0] += 1
+                mode = extras[0] % 3
+            self.log(status)
+            try:
+                if mode == 0:
+                    self.wfile.write(head + body + head)
+                else:
+                    self.wfile.write(head + body)
+                    self.wfile.flush()
+                    if mode == 2:
+                        time.sleep(0.005)
+                    self.wfile.write(head)
+                self.wfile.flush()
+            finally:
+                with lock:
+                    extras[1] += 1
+            self.wfile.write(bytes(len(body)))
+            self.wfile.flush()
 
         def reply_chunked(self, status, body, headers=()):
             # No Content-Length: the body's end is the last chunk's.
@@ -115,6 +157,15 @@ def main():
             return r.status, hdrs, body
 
         def do_GET(self):
+            if self.path == "/__strays":
+                with lock:
+                    body = json.dumps({"begun": extras[0],
+                                       "written": extras[1]}).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                return
             u = urllib.parse.urlsplit(self.path)
             q = urllib.parse.parse_qsl(u.query, keep_blank_values=True)
             parts = u.path.split("/")
@@ -145,6 +196,10 @@ def main():
                 return self.json_error(503, "backendError",
                                        "Backend Error")
             media = dict(q).get("alt") == "media"
+            if media and "stall" in name:
+                time.sleep(60)
+                self.close_connection = True
+                return
             if "gzipped" in name and media:
                 ae = self.headers.get_all("Accept-Encoding") or []
                 if not any("gzip" in v.lower() for v in ae):
@@ -173,6 +228,8 @@ def main():
                         if k.lower() != "x-goog-generation"]
             if media and "dupgen" in name:
                 hdrs = [("x-goog-generation", "1")] + hdrs
+            if media and "extra" in name and status in (200, 206):
+                return self.reply_twice(status, body, hdrs)
             if "badcrc" in name and status in (200, 206) and body:
                 body = body[:-1] + bytes([body[-1] ^ 1])
             if media and status in (200, 206) and ("flipped" in name or
@@ -232,12 +289,21 @@ def main():
                     v = "3"
                 if k == "pageToken" and "restart" in prefix:
                     v = "no-such-token"
+                if k == "pageToken" and "endless" in prefix:
+                    continue  # ours: the emulator gets page one
                 q2.append((k, v))
             path = u.path + "?" + urllib.parse.urlencode(q2, quote_via=urllib.parse.quote)
             status, hdrs, body = self.forward(path)
             if status == 200 and any(s in prefix for s in ("loop", "restart", "badpage",
-                                                         "unordered")):
+                                                         "unordered", "endless")):
                 page = json.loads(body)
+                if "endless" in prefix:
+                    with lock:
+                        empty_pages[0] += 1
+                        n = empty_pages[0]
+                    for it in page.get("items", []):
+                        it["name"] += ".p%d" % n
+                    page["nextPageToken"] = "endless-%d" % n
                 if "loop" in prefix and "nextPageToken" in page:
                     page["nextPageToken"] = "the-same-token"
                 if "restart" in prefix and "nextPageToken" in page:

@@ -29,13 +29,28 @@ the rate set through the control path, with one of the enabled faults:
   ignore_range    200 with the whole object (legal: not a fault to fail)
   no_etag         the reply without its ETag (its version cannot be told)
   cr_junk         a 206 whose Content-Range has junk after the total
+  extra_now       the right reply and, in the same write, a second
+                  complete reply with the same headers and a body of
+                  zeros, as if for a request not yet sent (a store or
+                  proxy answering twice): the kept-alive connection
+                  carries it to whatever request comes next
+  extra_next      the same, the second reply in a write of its own right
+                  after the first
+  extra_late      the same, the second reply EXTRA_MS (5) ms after the
+                  first
 
 Listing GETs get 503 or one of the listing faults (object GETs never):
   list_loop       a truncated page whose continuation token never changes
   list_spin       a truncated page with a new token every time, same keys
+  list_endless    a truncated page with a new token every time, and every
+                  key renamed for that page (KEY.pN): a listing that never
+                  repeats itself and never ends
 Control (not forwarded):
   GET /__chaos/set?faults=a,b&rate=0.1&stall=30   enable faults
   GET /__chaos/stats                              JSON counts per fault
+  GET /__chaos/strays     {"begun": B, "written": W}: extra_* replies
+                          begun, and those whose stray reply's first
+                          bytes are sent
 Each request appends "METHOD PATH RANGE -> FAULT" to LOG_FILE.
 """
 import http.client
@@ -53,8 +68,9 @@ import urllib.parse
 
 FAULTS = ("503 reset short_honest short_dishonest cl_short cl_long cr_early "
           "cr_late cr_missing cr_total stall_headers stall_body trickle "
-          "surplus flip ignore_range no_etag cr_junk list_loop "
-          "list_spin").split()
+          "surplus flip ignore_range no_etag cr_junk extra_now extra_next "
+          "extra_late list_loop list_spin list_endless").split()
+EXTRA_MS = 5
 SLOWDOWN = (b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown'
             b"</Code><Message>Please reduce your request rate.</Message>"
             b"</Error>")
@@ -68,6 +84,7 @@ class State:
         self.stall = 30.0
         self.rng = random.Random(1)
         self.counts = {}
+        self.strays_begun = self.strays_written = 0
 
     def pick(self):
         with self.lock:
@@ -143,6 +160,11 @@ def main():
                         st.counts = {}
                         body = b"ok\n"
                         self.send_response(200)
+            elif u.path == "/__chaos/strays":
+                with st.lock:
+                    body = json.dumps({"begun": st.strays_begun,
+                                       "written": st.strays_written}).encode()
+                self.send_response(200)
             else:
                 with st.lock:
                     body = json.dumps(st.counts).encode()
@@ -200,7 +222,8 @@ def main():
                               path)
             status, headers, body = upstream_request(self.command, path,
                                                      hdrs)
-            if listing and fault in ("list_loop", "list_spin") and \
+            if listing and fault in ("list_loop", "list_spin",
+                                     "list_endless") and \
                     status == 200:
                 return self.reply(None, status, headers,
                                   self.looping_page(fault, body))
@@ -216,6 +239,12 @@ def main():
             with st.lock:
                 st.spins = getattr(st, "spins", 0) + 1
                 token = "loop" if fault == "list_loop" else "spin%d" % st.spins
+                page = st.spins
+            if fault == "list_endless":
+                body = re.sub(rb"<Key>([^<]*)</Key>",
+                              lambda m: b"<Key>%s.p%d</Key>" % (m.group(1),
+                                                                page),
+                              body)
             body = re.sub(rb"<IsTruncated>false</IsTruncated>",
                           b"<IsTruncated>true</IsTruncated>", body)
             body = re.sub(rb"<NextContinuationToken>[^<]*"
@@ -303,6 +332,26 @@ def main():
                 except OSError:
                     pass
                 self.close_connection = True
+                return
+            if fault in ("extra_now", "extra_next", "extra_late"):
+                # Framed exactly like the real reply, so only which
+                # request it answers is wrong. "written" counts a stray
+                # reply once its first bytes are sent (its body may wait
+                # for a reader that never comes).
+                with st.lock:
+                    st.strays_begun += 1
+                try:
+                    if fault == "extra_now":
+                        self.raw(head + body + head)
+                    else:
+                        self.raw(head + body)
+                        if fault == "extra_late":
+                            time.sleep(EXTRA_MS / 1000)
+                        self.raw(head)
+                finally:
+                    with st.lock:
+                        st.strays_written += 1
+                self.raw(bytes(len(body)))
                 return
             if fault == "surplus":
                 self.raw(head + body + b"HTTP/1.1 200 OK\r\nX-Junk: 1\r\n"
