@@ -43,8 +43,11 @@ printf 'percent' >"$SRC/odd dir/100%.txt"
 printf 'tab' >"$SRC/odd dir/a	tab"
 mkdir -p "$SRC/日本語"
 head -c 70000 /dev/urandom >"$SRC/日本語/データ.bin"
-head -c $((5 << 20)) /dev/urandom >"$SRC/big.bin"
-head -c $((5 << 20)) /dev/urandom >"$SRC/big2.bin"
+# Larger than CACHE_UNCACHED_WHOLE_MAX (8 MiB): without a disk cache a
+# smaller object is fetched whole at its first read, and the mid-read
+# faults below need a range that was not fetched yet.
+head -c $((12 << 20)) /dev/urandom >"$SRC/big.bin"
+head -c $((12 << 20)) /dev/urandom >"$SRC/big2.bin"
 NOBJ=$(find "$SRC" -type f | wc -l)
 
 if ! ganesha_start "$EXPORT"; then
