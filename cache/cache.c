@@ -143,7 +143,6 @@ static struct cache *cache_alloc(struct backend *be)
 	c->ra_cap = PREFETCH_WINDOW_MAX;
 	c->q.max = QUEUE_BYTES_MAX;
 	pthread_mutex_init(&c->pf_lock, NULL);
-	pthread_mutex_init(&c->files_lock, NULL);
 	pthread_mutex_init(&c->evict.touch_lock, NULL);
 	pthread_mutex_init(&c->evict.lock, NULL);
 	pthread_mutex_init(&c->warn_lock, NULL);
@@ -153,6 +152,10 @@ static struct cache *cache_alloc(struct backend *be)
 	c->q.tail = &c->q.head;
 	derived_init(c);
 	whole_init(c);
+	if (ahead_init(c) < 0) {
+		cache_free(c);
+		return NULL;
+	}
 	return c;
 }
 
@@ -162,7 +165,7 @@ int cache_new(struct backend *be, struct cache **out)
 
 	if (c == NULL)
 		return -ENOMEM;
-	/* Read-ahead chunks (cache_file_read()) are named like the disk
+	/* Read-ahead chunks (ahead_read()) are named like the disk
 	 * cache's, in the engine's memory only. */
 	c->chunk_size = CACHE_CHUNK_SIZE_DEFAULT;
 	c->backend_id = strdup("");
@@ -315,9 +318,7 @@ void cache_free(struct cache *c)
 		close(c->owners_fd);
 	free(c->evict.touched);
 	free(c->orders);
-	while (c->files != NULL)
-		cache_file_close(c->files);
-	pthread_mutex_destroy(&c->files_lock);
+	ahead_destroy(c);
 	pthread_mutex_destroy(&c->pf_lock);
 	pthread_mutex_destroy(&c->evict.touch_lock);
 	pthread_mutex_destroy(&c->evict.lock);

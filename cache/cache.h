@@ -13,8 +13,8 @@
  * again in 4 KiB pieces after a failed read costs one request, not one per
  * piece. A larger object is read as asked (ranges, unchecked as a whole;
  * a sequential reader's next chunks are read ahead into memory,
- * cache_file_read()). Short of memory for the whole object (the engine's
- * budget filled by reply buffers, fetch_get()), a read takes just its
+ * struct cache_read). Short of memory for the whole object (the engine's
+ * budget filled by reply buffers, fetch_obtain()), a read takes just its
  * bytes straight from the backend: unchecked, counted in direct_reads.
  * A cache made by cache_open() on a directory keeps what it fetched on
  * disk:
@@ -77,11 +77,12 @@
  * want it (single-flight), readers' chunks before prefetched ones, large
  * chunks fetched as parallel ranged reads, and every buffer counted in one
  * memory budget (prefetch.memory). The prefetcher reads ahead within a
- * file and across the files of an order (cache_file_open()); it needs a
+ * file (a window per reader of an object, struct cache_read) and across
+ * the files of an order (cache_order_open()); it needs a
  * disk cache, where the prefetched bytes go.
  *
- * Thread safety: cache_read(), cache_read_raw(), cache_fill(), the
- * cache_file_*() and cache_buffer_*() calls and cache_stats_get() may be
+ * Thread safety: cache_read(), the cache_order_*(), cache_prefetch_range()
+ * and cache_buffer_*() calls and cache_stats_get() may be
  * called from any number of threads at once; any number of processes may open the same
  * directory at once.
  */
@@ -255,32 +256,91 @@ void cache_set_fetch_options(struct cache *c,
  * a no-op. */
 void cache_free(struct cache *c);
 
-/* Reads up to len bytes of obj at offset into buf. Returns exactly
- * min(len, obj->size - offset) (0 at or past the end) or a negative errno:
- * -EINVAL for a bad obj->chunk_size, -EOPNOTSUPP for a transformed object
- * the cache cannot produce (see cache_set_transform()),
- * -ESTALE if the object changed since the manifest, -EIO for a store
- * failure, a backend read that returned fewer bytes than asked, or a wait
- * inside the engine that ran out (cache_fetch_options.wait_ms), or what
- * the backend returned. The detail has been logged. Never fails because
- * of the disk cache; short of memory, reads straight into buf. */
-ssize_t cache_read(struct cache *c, const struct cache_object *obj,
-		   uint64_t offset, size_t len, void *buf);
+/* One part of a read's bytes, handed to a cache_reply_fn: len bytes at
+ * mem, or (mem NULL) len bytes of the open file fd at pos. */
+struct cache_piece {
+	const void *mem;
+	int fd;
+	uint64_t pos;
+	size_t len;
+};
 
-/* Reads [offset, offset + len) of obj's own bytes (obj->transform must be
- * NULL, and obj->chunk_size does not matter) through the fetch engine,
- * one backend read at reader priority within the connection budget,
- * WITHOUT looking at or storing anything in the disk cache: a producer
- * reads its source once, and only the derived bytes are kept. Returns as
- * cache_read() (-EINVAL for a transformed obj). */
-ssize_t cache_read_raw(struct cache *c, const struct cache_object *obj,
-		       uint64_t offset, size_t len, void *buf);
+/* Sends the pieces, in order, to the reader; returns 0 or a negative
+ * errno (handed back by cache_read()). The pieces are valid only during
+ * the call, which should not wait for anything (memory and pins are held
+ * until it returns). Nothing reads the request's object after it returns:
+ * a reply may let the reader go on before fn returns. */
+typedef int (*cache_reply_fn)(void *arg, const struct cache_piece *pieces,
+			      unsigned n);
+
+/* cache_read() flags. */
+#define CACHE_READ_RAW                                                         \
+	1u /* obj's own bytes (obj->transform NULL) in one
+			     * backend read at reader priority, never looked
+			     * up in or stored to the disk cache: a
+			     * producer reads its source once, and only the
+			     * derived bytes are kept */
+#define CACHE_READ_READY                                                       \
+	2u /* only bytes at hand, within one chunk: in
+			     * memory and fetched whole (a prefetched chunk
+			     * not yet read; they count as read), or stored
+			     * (checked as any read checks them); never
+			     * fetches, never waits: -ENOENT otherwise */
+
+#define CACHE_NO_ORDER UINT64_MAX
+
+/* A read of [offset, offset + len) of obj. Fields a caller does not use
+ * must be 0 (initialise the whole struct). Where the bytes go, one of:
+ *   buf     copied into buf (len bytes of room);
+ *   reply   handed to reply(reply_arg, ...) once, in place: a chunk in
+ *           memory pinned until reply returns, a blob whose CRC blocks
+ *           this process checked and that has not changed since (see
+ *           docs/DESIGN.md, "Replies without copies") as its descriptor,
+ *           anything else read and checked into a buffer counted in the
+ *           memory budget; at or past the end, reply gets no pieces;
+ *   neither a fill: every chunk of the range is made present in the disk
+ *           cache, fetching only the missing ones (present ones are not
+ *           read or checked), and the read returns the bytes it fetched
+ *           from the backend (derived objects: the derived bytes made);
+ *           nothing on a pass-through cache. */
+struct cache_read {
+	const struct cache_object *obj;
+	uint64_t offset;
+	size_t len;
+	void *buf;
+	cache_reply_fn reply;
+	void *reply_arg;
+	unsigned flags; /* CACHE_READ_* */
+	/* Who reads (e.g. the requesting process' id; 0: nobody in
+	 * particular). Sequential reads of one object by one reader grow a
+	 * read-ahead window (with a disk cache, into the disk cache; without,
+	 * whole chunks into memory, retained until read once): from 1 MiB
+	 * doubling to min(64 MiB, memory / 4), restarted by a seek. */
+	uint64_t reader;
+	/* The object's place in an order (CACHE_NO_ORDER: none), so a
+	 * reader's window may reach past the object's end into the next one
+	 * of the order (see cache_set_order()). */
+	uint64_t order, pos;
+};
+
+/* The one way to read. Returns the bytes read, exactly min(len,
+ * obj->size - offset) (0 at or past the end), a fill's bytes fetched, or
+ * a negative errno: -EINVAL for a bad obj->chunk_size or a raw read of a
+ * transformed object, -EOPNOTSUPP for a transformed object the cache
+ * cannot produce (see cache_set_transform()), -ENOENT for a ready read
+ * whose bytes are not at hand, -ESTALE if the object changed since the
+ * manifest, -EIO for a store failure, a backend read that returned fewer
+ * bytes than asked, or a wait inside the engine that ran out
+ * (cache_fetch_options.wait_ms), reply's error, or what the backend
+ * returned. The detail has been logged. Never fails because of the disk
+ * cache; short of memory, reads straight into buf (or a reply's buffer). */
+ssize_t cache_read(struct cache *c, const struct cache_read *r);
 
 /* Derived objects. A transform turns an object's own bytes into other
  * bytes (the decompressed stream of a .gz source): a producer writes the
  * whole derived stream of raw, in order, from offset 0 to its end, by
  * calling sink with consecutive pieces (any sizes), reading raw only
- * through cache_read_raw() (never cache_read() of a derived object: that
+ * through raw reads (CACHE_READ_RAW; never a read of a derived object: that
  * would wait for itself). It returns 0 or a negative errno; an error
  * sink returns must be returned (it passes through to the readers). raw
  * is borrowed for the call; raw->size is the source's size. */
@@ -294,8 +354,7 @@ typedef int (*cache_transform_fn)(void *ctx, struct cache *c,
  * Call before the first read of such an object. Returns 0, -EINVAL (no
  * name or fn) or -ENOMEM.
  *
- * A read (cache_read(), cache_file_read(), cache_file_reply(),
- * cache_file_read_ready()) of an object with a transform serves its
+ * A read (cache_read()) of an object with a transform serves its
  * chunks from the disk cache like any others: CRC-checked, counted as
  * hits, evicted, verified, surviving restarts. On a miss it runs the
  * producer once for the whole object (however many threads of the
@@ -313,7 +372,7 @@ typedef int (*cache_transform_fn)(void *ctx, struct cache *c,
  * (cache_new()) a read of a transformed object fails with -EOPNOTSUPP, and
  * without a producer registered for its name with -EOPNOTSUPP on a miss:
  * the mount refuses such views without a cache directory. The prefetcher
- * never reads derived objects ahead; cache_fill() runs the producer if
+ * never reads derived objects ahead; a fill runs the producer if
  * any chunk is missing. */
 int cache_set_transform(struct cache *c, const char *name,
 			cache_transform_fn fn, void *ctx);
@@ -329,7 +388,7 @@ typedef bool (*cache_order_fn)(void *ctx, uint64_t order, uint64_t pos,
 
 /* Sets (fn NULL: clears) where the prefetcher finds the files after an
  * opened one, and forgets every order's prefetch state. To change fn or
- * ctx, call while no cache_file is open; setting the same ones again is
+ * ctx, call while no read runs; setting the same ones again is
  * safe at any time (a mount's reload does, to start the new plan's orders
  * afresh). */
 void cache_set_order(struct cache *c, cache_order_fn fn, void *ctx);
@@ -338,16 +397,6 @@ void cache_set_order(struct cache *c, cache_order_fn fn, void *ctx);
  * (orders that can no longer be opened, e.g. a freed epoch tree's), so
  * the table of orders stays as small as what is in use. */
 void cache_order_forget(struct cache *c, uint64_t mask, uint64_t value);
-
-#define CACHE_NO_ORDER UINT64_MAX
-
-/* An open object: reads through it drive the prefetcher. */
-struct cache_file;
-
-/* Opens obj (its strings borrowed until cache_file_close()). Returns 0
- * and sets *out, or -ENOMEM. */
-int cache_file_open(struct cache *c, const struct cache_object *obj,
-		    struct cache_file **out);
 
 /* Position pos of order (CACHE_NO_ORDER: none) was opened. With a disk
  * cache and an order function set, queues the first chunk of the next
@@ -368,7 +417,7 @@ struct cache_order_ask {
 	uint64_t order;
 	uint64_t pos;	   /* of the file just opened */
 	uint64_t from, to; /* positions to ask for; none if from > to */
-	bool link;	   /* noted: link the open file to its order */
+	bool noted;	   /* the order has a slot: ask */
 };
 void cache_order_note(struct cache *c, uint64_t order, uint64_t pos,
 		      struct cache_order_ask *ask);
@@ -383,71 +432,11 @@ void cache_order_ask(struct cache *c, const struct cache_order_ask *ask);
 int cache_prefetch_range(struct cache *c, const struct cache_object *obj,
 			 uint64_t offset, uint64_t len);
 
-/* As cache_read() on the file's object, and with a disk cache, reads
- * ahead on sequential reads (a window doubling from 1 MiB to
- * min(64 MiB, memory / 4), restarted by a seek) into the disk cache. Any
- * number of threads may read one file at once. */
-ssize_t cache_file_read(struct cache_file *f, uint64_t offset, size_t len,
-			void *buf);
-
-/* Copies [offset, offset + len) of the file into buf only if those bytes
- * are within one chunk and at hand: in memory now, fetched whole (a
- * prefetched chunk not yet read; the bytes count as read, so a chunk read
- * whole this way leaves memory), or stored in the disk cache (checked as
- * cache_file_read() checks them: a bad entry is dropped and counted).
- * Never fetches, never waits for a fetch. Returns len, or -ENOENT (not
- * there: read as usual) or another negative errno. */
-ssize_t cache_file_read_ready(struct cache_file *f, uint64_t offset, size_t len,
-			      void *buf);
-
-/* One part of a read's bytes, handed to a cache_reply_fn: len bytes at
- * mem, or (mem NULL) len bytes of the open file fd at pos. */
-struct cache_piece {
-	const void *mem;
-	int fd;
-	uint64_t pos;
-	size_t len;
-};
-
-/* Sends the pieces, in order, to the reader; returns 0 or a negative
- * errno (handed back by cache_file_reply()). The pieces are valid only
- * during the call, which should not wait for anything (memory and pins
- * are held until it returns). */
-typedef int (*cache_reply_fn)(void *arg, const struct cache_piece *pieces,
-			      unsigned n);
-
-/* As cache_file_read(), but instead of copying into a caller's buffer,
- * calls fn once with pieces that hold exactly the bytes cache_file_read()
- * would have returned (none at or past the end): a chunk in memory is
- * handed over in place (pinned until fn returns), and a blob whose CRC
- * blocks this process has checked and that has not changed since (see
- * docs/DESIGN.md, "Replies without copies") as its file descriptor; other
- * bytes are read and checked as cache_file_read() does, into a buffer
- * counted in the memory budget. Returns the number of bytes handed to fn,
- * fn's error, or cache_file_read()'s (fn not called). */
-ssize_t cache_file_reply(struct cache_file *f, uint64_t offset, size_t len,
-			 cache_reply_fn fn, void *arg);
-/* (Nothing reads f or its object after fn returns: a reply may let the
- * reader close the file, and f be closed, before fn returns.) */
-
-/* Frees f; NULL is a no-op. Prefetches it queued continue. Files still
- * open when the cache is freed are freed with it (a FUSE release may
- * never come after an unmount). */
-void cache_file_close(struct cache_file *f);
-
 /* A buffer of len bytes for a read reply, counted in the memory budget
  * (it never waits: replies are bounded by the reader threads). Returns
  * NULL when out of memory. Free with cache_buffer_free(c, p, len). */
 void *cache_buffer_alloc(struct cache *c, size_t len);
 void cache_buffer_free(struct cache *c, void *p, size_t len);
-
-/* Makes sure every chunk of obj is in the disk cache, fetching only the
- * missing ones (present ones are not read or checked). *fetched (may be
- * NULL) gets the bytes fetched from the backend. Returns 0, or the
- * backend's error as cache_read(). On a pass-through cache, reads nothing
- * and returns 0. */
-int cache_fill(struct cache *c, const struct cache_object *obj,
-	       uint64_t *fetched);
 
 /* Copies the counters; waits for this process' queued rows, then reads
  * live bytes from the index. */

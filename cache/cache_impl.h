@@ -4,9 +4,11 @@
  *
  * Files, one job each:
  *   cache.c  open and free, the fetch options, stats: wiring only
- *   read.c   the reader (docs/DESIGN.md §1): in flight -> queued ->
- *            index -> fetch, for one chunk, and cache_read()/cache_fill()
- *   file.c   open files and the prefetch glue (prefetch.h decides)
+ *   read.c   the reader (docs/DESIGN.md §8): cache_read(), its sources
+ *            chosen once (memory -> queued -> index -> fetch, or memory
+ *            -> the backend without a disk cache)
+ *   ahead.c  the prefetcher's state (windows per reader, orders) and the
+ *            chunks it queues (prefetch.h decides)
  *   entry.c  chunk identity, its hash, the row format, CRC blocks
  *   index.c  the LMDB environment, transactions and the fault guard;
  *            the only file that includes lmdb.h
@@ -67,14 +69,12 @@
  * the index's lock (index.c: the environment of this process), q.lock
  * (the queue), evict.touch_lock (access times), evict.lock (one eviction
  * at a time; takes evict.touch_lock and LMDB's writer lock inside),
- * warn_lock, pf_lock (the prefetcher's orders), files_lock (the open
- * files), a cache_file's lock (its read-ahead window), derived.lock (the
- * producers and the runs of derived objects), whole.lock (the checker's
- * queue), and the engine's
+ * warn_lock, pf_lock (the prefetcher's orders), ahead.lock (the
+ * read-ahead windows), derived.lock (the producers and the runs of
+ * derived objects), whole.lock (the checker's queue), and the engine's
  * own lock inside fetch.c. None is held across backend I/O or a call into
- * the engine; q.lock, evict.touch_lock, warn_lock, pf_lock, files_lock,
- * derived.lock, whole.lock and a cache_file's lock are never held while
- * taking another lock.
+ * the engine; q.lock, evict.touch_lock, warn_lock, pf_lock, ahead.lock,
+ * derived.lock and whole.lock are never held while taking another lock.
  */
 #ifndef SHARDFS_CACHE_IMPL_H
 #define SHARDFS_CACHE_IMPL_H
@@ -260,11 +260,13 @@ struct cache {
 	uint64_t ra_cap;    /* atomic: read-ahead window cap */
 	/* Relaxed atomics: statistics only. */
 	uint64_t pf_issued, pf_bytes, pf_hits, pf_misses, pf_depth, ra_window;
-	/* Files open now: a FUSE release can be lost at unmount, so
-	 * cache_free() frees what is left. files_lock protects the list and
-	 * is never held while taking another lock. */
-	pthread_mutex_t files_lock;
-	struct cache_file *files;
+	/* Read-ahead windows (ahead.c): lock protects streams[] and clock
+	 * and is never held while taking another lock. */
+	struct {
+		pthread_mutex_t lock;
+		struct ahead_stream *streams;
+		uint64_t clock;
+	} ahead;
 
 	/* Relaxed atomics: statistics only. */
 	uint64_t hits;
@@ -552,7 +554,7 @@ struct read_chunk;
 ssize_t derived_stored(struct cache *c, const struct cache_object *obj,
 		       const struct read_chunk *ch, uint64_t in_off, size_t len,
 		       void *dst);
-/* cache_fill() of a transformed obj with a disk cache. */
+/* A fill of a transformed obj with a disk cache. */
 int derived_fill(struct cache *c, const struct cache_object *obj,
 		 uint64_t *fetched);
 
@@ -646,10 +648,9 @@ struct read_chunk {
  * error. */
 ssize_t read_reply_buffer(struct cache *c, void *buf, size_t len, ssize_t got,
 			  cache_reply_fn fn, void *arg);
-/* Bytes of chunk n of obj. */
-/* cache_file_reply() on obj, without the read-ahead. */
-ssize_t read_reply(struct cache *c, const struct cache_object *obj,
-		   uint64_t offset, size_t len, cache_reply_fn fn, void *arg);
+/* Queues chunk ch at prefetch priority (fetch_ahead()) unless it is in
+ * flight or, with a disk cache, stored. Returns as fetch_ahead(). */
+int read_ahead_chunk(struct cache *c, const struct read_chunk *ch);
 /* verified.c: blob blocks this process checked (see there). True if
  * blocks b0..b1 of the blob st (an fstat() of its open file) describes
  * were checked and it is unchanged since. */
@@ -680,6 +681,17 @@ ssize_t read_stored(struct cache *c, const struct read_chunk *ch,
  * chunks back). */
 ssize_t read_stored_uncounted(struct cache *c, const struct read_chunk *ch,
 			      uint64_t in_off, size_t len, void *dst);
+
+/* ---- ahead.c ---- */
+
+struct ahead_stream;
+int ahead_init(struct cache *c);
+void ahead_destroy(struct cache *c);
+/* Moves r's reader's window over r->obj for a read of [offset, offset +
+ * len) (clamped, len > 0) and queues what it reaches (nothing for reader
+ * 0). Never waits. */
+void ahead_read(struct cache *c, const struct cache_read *r, uint64_t offset,
+		size_t len);
 
 /* ---- maint.c ---- */
 

@@ -231,7 +231,7 @@ struct fetch {
 	/* Protected by lock: statistics. */
 	uint64_t waits, queued, queued_bytes, promoted, refused, reclaimed;
 	uint64_t direct_reads;
-	/* Relaxed atomics: statistics of fetch_backend_read(). */
+	/* Relaxed atomics: statistics of backend_read(). */
 	uint64_t backend_reads, backend_bytes, backend_errors;
 	uint64_t epochs[BUCKETS]; /* written under lock, read atomically */
 	/* Protected by lock: hedged reads. */
@@ -412,10 +412,16 @@ int fetch_new(struct backend *be, unsigned connections, uint64_t memory,
 	return 0;
 }
 
-int fetch_backend_read(struct fetch *f, const char *key, size_t key_len,
-		       const char *etag, size_t etag_len, uint64_t offset,
-		       size_t len, void *buf, size_t *nread,
-		       struct backend_claim *claim)
+/* One backend read of [offset, offset + len) of key into buf, counted in
+ * the engine's stats; returns 0 and sets *nread, or a negative errno
+ * (-ENXIO without a backend). With claim (may be NULL), also what the
+ * reply vouched for about the whole object (backend.h, read_claim()). A
+ * read of a range that failed just now fails at once (fetch_fail.h). It
+ * takes no connection: its caller holds one. */
+static int fetch_backend_read(struct fetch *f, const char *key, size_t key_len,
+			      const char *etag, size_t etag_len,
+			      uint64_t offset, size_t len, void *buf,
+			      size_t *nread, struct backend_claim *claim)
 {
 	int rc;
 
@@ -838,7 +844,7 @@ static void claim_add(struct flight *fl, const struct backend_claim *claim)
  * around done_fn) and a reference. */
 static void store(struct fetch *f, struct flight *fl)
 {
-	struct fetch_pin keep = { fl, fl->buf, 0 };
+	struct fetch_pin keep = { .fl = fl, .data = fl->buf };
 	struct fetch_vouch v = { .object_size = fl->object_size,
 				 .claim = fl->claim,
 				 .conflict = fl->claim_conflict };
@@ -1489,12 +1495,15 @@ static int wait_failed(const struct fetch_request *r, const char *what,
 	return -EIO;
 }
 
-/* A read of [off, off + len) of chunk r straight into dst, outside the
- * chunk machinery, for a reader with no memory for the chunk. Called
- * without f->lock. Returns len or a negative errno. */
-static ssize_t direct_read(struct fetch *f, const struct fetch_request *r,
-			   uint64_t off, size_t len, void *dst,
-			   uint64_t deadline_ns)
+/* A read of [offset, offset + len) of key straight into dst, outside the
+ * chunk machinery, taking a connection slot by deadline_ns at most;
+ * for_memory: instead of a chunk there was no memory for (counted in
+ * direct_reads); claim as fetch_backend_read()'s. Called without f->lock.
+ * Returns len or a negative errno (logged). */
+static ssize_t direct_read(struct fetch *f, const char *key, size_t key_len,
+			   const char *etag, size_t etag_len, uint64_t offset,
+			   size_t len, void *dst, uint64_t deadline_ns,
+			   bool for_memory, struct backend_claim *claim)
 {
 	char kb[LOG_KEY_MAX];
 	size_t nread = 0;
@@ -1504,13 +1513,20 @@ static ssize_t direct_read(struct fetch *f, const struct fetch_request *r,
 	pthread_mutex_lock(&f->lock);
 	wait_ns = f->wait_ns;
 	rc = slot_take(f, deadline_ns);
-	if (rc == 0)
+	if (rc == 0 && for_memory)
 		f->direct_reads++;
 	pthread_mutex_unlock(&f->lock);
-	if (rc < 0)
-		return wait_failed(r, "a connection", wait_ns);
-	rc = fetch_backend_read(f, r->key, r->key_len, r->etag, r->etag_len,
-				r->offset + off, len, dst, &nread, NULL);
+	if (rc < 0) {
+		log_msg(LOG_ERR,
+			"fetch: %s: gave up waiting for a connection after "
+			"%llu ms (read at offset %llu); failing the read",
+			log_key(kb, key, key_len),
+			(unsigned long long)(wait_ns / 1000000u),
+			(unsigned long long)offset);
+		return -EIO;
+	}
+	rc = fetch_backend_read(f, key, key_len, etag, etag_len, offset, len,
+				dst, &nread, claim);
 	pthread_mutex_lock(&f->lock);
 	slot_put(f);
 	pthread_mutex_unlock(&f->lock);
@@ -1520,8 +1536,8 @@ static ssize_t direct_read(struct fetch *f, const struct fetch_request *r,
 		log_msg(LOG_ERR,
 			"fetch: %s: the backend returned %zu of %zu bytes "
 			"at offset %llu; failing the read",
-			log_key(kb, r->key, r->key_len), nread, len,
-			(unsigned long long)(r->offset + off));
+			log_key(kb, key, key_len), nread, len,
+			(unsigned long long)offset);
 		return -EIO;
 	}
 	return (ssize_t)len;
@@ -1574,15 +1590,21 @@ void fetch_free(struct fetch *f)
 
 /* ---- requests -------------------------------------------------------------- */
 
-uint64_t fetch_epoch(struct fetch *f, const uint8_t *hash)
+/* A counter per group of chunks (a table bucket) that moves when a fetch
+ * of one leaves the table (after done_fn). fetch_obtain() reads it before
+ * its look and passes it to get(): if it moved and the chunk is not in
+ * flight, get() returns -EAGAIN instead of fetching, since the chunk may
+ * have been stored after the look. EPOCH_NONE: no such check. */
+#define EPOCH_NONE UINT64_MAX
+
+static uint64_t epoch_of(struct fetch *f, const uint8_t *hash)
 {
 	return __atomic_load_n(&f->epochs[bucket_of(hash)], __ATOMIC_ACQUIRE);
 }
-
 /* Caller holds f->lock. */
 static bool epoch_moved(struct fetch *f, const uint8_t *hash, uint64_t epoch)
 {
-	return epoch != FETCH_NO_EPOCH && f->epochs[bucket_of(hash)] != epoch;
+	return epoch != EPOCH_NONE && f->epochs[bucket_of(hash)] != epoch;
 }
 
 /* Counts bytes a reader took out of fl, drops fl from the table once all
@@ -1605,7 +1627,7 @@ static void served_unref(struct fetch *f, struct flight *fl, uint64_t bytes)
  * in the table, or copy it only if fetched already. */
 enum get_mode { GET_FETCH, GET_JOIN, GET_DONE };
 
-/* fetch_get(), fetch_join() and fetch_peek(); -ENOENT when mode does not
+/* fetch_obtain()'s engine part; -ENOENT when mode does not
  * fetch and the chunk is not there (for GET_DONE: not there whole). */
 static ssize_t get(struct fetch *f, const struct fetch_request *r,
 		   uint64_t epoch, uint64_t off, size_t len, void *dst,
@@ -1694,7 +1716,9 @@ static ssize_t get(struct fetch *f, const struct fetch_request *r,
 		stalled = r->offset == 0;
 		f->stalls += stalled;
 		pthread_mutex_unlock(&f->lock);
-		ret = direct_read(f, r, off, len, dst, deadline);
+		ret = direct_read(f, r->key, r->key_len, r->etag, r->etag_len,
+				  r->offset + off, len, dst, deadline, true,
+				  NULL);
 		if (stalled)
 			__atomic_fetch_add(&f->stall_ns, now_ns() - start,
 					   __ATOMIC_RELAXED);
@@ -1736,36 +1760,14 @@ static ssize_t get(struct fetch *f, const struct fetch_request *r,
 	return ret;
 }
 
-ssize_t fetch_get(struct fetch *f, const struct fetch_request *r,
-		  uint64_t epoch, uint64_t off, size_t len, void *dst)
-{
-	return get(f, r, epoch, off, len, dst, GET_FETCH, NULL, NULL);
-}
-
-ssize_t fetch_join(struct fetch *f, const struct fetch_request *r, uint64_t off,
-		   size_t len, void *dst, bool *ready)
-{
-	return get(f, r, FETCH_NO_EPOCH, off, len, dst, GET_JOIN, ready, NULL);
-}
-
-ssize_t fetch_join_pin(struct fetch *f, const struct fetch_request *r,
-		       uint64_t off, size_t len, bool *ready,
-		       struct fetch_pin *pin)
-{
-	ssize_t got;
-
-	pin->fl = NULL;
-	if (len == 0)
-		return -EINVAL;
-	got = get(f, r, FETCH_NO_EPOCH, off, len, NULL, GET_JOIN, ready, pin);
-	if (got >= 0 && pin->fl == NULL)
-		got = -EIO; /* cannot happen: len > 0 pins or fails */
-	return got;
-}
-
 void fetch_unpin(struct fetch *f, struct fetch_pin *pin)
 {
 	struct flight *fl = pin->fl;
+
+	if (pin->own != NULL) {
+		fetch_buffer_free(f, pin->own, pin->own_len);
+		pin->own = NULL;
+	}
 
 	if (fl == NULL)
 		return;
@@ -1774,14 +1776,10 @@ void fetch_unpin(struct fetch *f, struct fetch_pin *pin)
 	served_unref(f, fl, pin->len);
 }
 
-ssize_t fetch_peek(struct fetch *f, const struct fetch_request *r, uint64_t off,
-		   size_t len, void *dst)
-{
-	return get(f, r, FETCH_NO_EPOCH, off, len, dst, GET_DONE, NULL, NULL);
-}
-
-int fetch_prefetch(struct fetch *f, const struct fetch_request *r,
-		   uint64_t epoch)
+/* Queues chunk r at prefetch priority unless it is in the table; see
+ * fetch_ahead(). */
+static int prefetch(struct fetch *f, const struct fetch_request *r,
+		    uint64_t epoch)
 {
 	struct flight *fl;
 	int rc = 0;
@@ -1851,23 +1849,93 @@ void fetch_forget(struct fetch *f, const uint8_t *hash, const uint8_t *id,
 	pthread_mutex_unlock(&f->lock);
 }
 
-int fetch_slot_acquire(struct fetch *f)
+ssize_t fetch_obtain(struct fetch *f, const struct fetch_request *r,
+		     enum fetch_how how, uint64_t off, size_t len, void *dst,
+		     struct fetch_pin *pin, fetch_look_fn look, void *look_arg,
+		     enum fetch_from *from)
 {
-	int rc;
+	enum fetch_from dummy;
+	bool ready = false;
+	ssize_t got;
+	int tries;
 
-	fork_check(f);
-	pthread_mutex_lock(&f->lock);
-	rc = slot_take(f, now_ns() + f->wait_ns);
-	pthread_mutex_unlock(&f->lock);
-	return rc < 0 ? -EIO : 0;
+	if (from == NULL)
+		from = &dummy;
+	if (pin != NULL)
+		*pin = (struct fetch_pin){ NULL, NULL, 0, NULL, 0 };
+	/* The engine first: a chunk in memory needs no look. A fill joins
+	 * what is in flight, which a look would find missing. */
+	got = get(f, r, EPOCH_NONE, off, len, dst,
+		  how == FETCH_READY ? GET_DONE : GET_JOIN, &ready,
+		  pin != NULL && len > 0 ? pin : NULL);
+	if (got != -ENOENT) {
+		*from = ready ? FETCH_FROM_MEMORY : FETCH_FROM_JOINED;
+		return got;
+	}
+	if (pin != NULL && dst == NULL && len > 0) {
+		/* Not in the engine: the bytes need a place of their own. */
+		dst = fetch_buffer_alloc(f, len);
+		if (dst == NULL)
+			return -ENOMEM;
+		pin->own = dst;
+		pin->own_len = len;
+		pin->data = dst;
+		pin->len = len;
+	}
+	if (how == FETCH_DIRECT) {
+		*from = FETCH_FROM_BACKEND;
+		return fetch_direct(f, r->key, r->key_len, r->etag, r->etag_len,
+				    r->offset + off, len, dst, NULL);
+	}
+	for (tries = 0;; tries++) {
+		uint64_t epoch = tries < FETCH_RELOOKS ? epoch_of(f, r->hash)
+						       : EPOCH_NONE;
+
+		if (look != NULL && look(look_arg, dst) == 0) {
+			*from = FETCH_FROM_LOOK;
+			return (ssize_t)len;
+		}
+		if (how == FETCH_READY)
+			return -ENOENT;
+		got = get(f, r, epoch, off, len, dst, GET_FETCH, &ready, NULL);
+		if (got != -EAGAIN) {
+			*from = FETCH_FROM_BACKEND;
+			return got;
+		}
+	}
 }
 
-void fetch_slot_release(struct fetch *f)
+int fetch_ahead(struct fetch *f, const struct fetch_request *r,
+		fetch_look_fn look, void *look_arg)
 {
+	int tries, rc;
+
+	for (tries = 0;; tries++) {
+		uint64_t epoch = tries < FETCH_RELOOKS ? epoch_of(f, r->hash)
+						       : EPOCH_NONE;
+
+		if (fetch_in_flight(f, r) ||
+		    (look != NULL && look(look_arg, NULL) == 0))
+			return 1;
+		rc = prefetch(f, r, epoch);
+		if (rc != -EAGAIN)
+			return rc;
+	}
+}
+
+ssize_t fetch_direct(struct fetch *f, const char *key, size_t key_len,
+		     const char *etag, size_t etag_len, uint64_t offset,
+		     size_t len, void *buf, struct backend_claim *claim)
+{
+	uint64_t deadline;
+
 	fork_check(f);
 	pthread_mutex_lock(&f->lock);
-	slot_put(f);
+	f->active_ns = now_ns();
+	deadline = f->active_ns + f->wait_ns;
 	pthread_mutex_unlock(&f->lock);
+	return direct_read(f, key, key_len, etag, etag_len, offset, len, buf,
+			   deadline, false, claim);
 }
 
 void *fetch_buffer_alloc(struct fetch *f, size_t len)

@@ -15,7 +15,7 @@
  *     prefetch parts run at most 32 MiB at a time, in queue order, so the
  *     next one a reader needs does not share the server with all others;
  *   - retained chunks: a chunk fetched whole stays in memory until read
- *     once (see fetch_join());
+ *     once (see fetch_obtain());
  *   - parallel ranged reads: a large chunk is cut into parts of
  *     FETCH_PART_SIZE fetched at once, as far as connections are free;
  *   - the memory budget: every chunk buffer is accounted from when it is
@@ -186,21 +186,6 @@ struct backend;
 int fetch_new(struct backend *be, unsigned connections, uint64_t memory,
 	      fetch_done_fn done_fn, void *ctx, struct fetch **out);
 
-/* One backend read of [offset, offset + len) of key into buf, counted in
- * the engine's stats; returns 0 and sets *nread, or a negative errno
- * (-ENXIO without a backend). With claim (may be NULL), also what the
- * reply vouched for about the whole object (backend.h, read_claim(); kind
- * BACKEND_CLAIM_NONE from a backend without it). A read of a range of key
- * and etag that overlaps one whose backend read failed with -EIO less
- * than FETCH_FAIL_WINDOW_MS ago fails at once with that errno, without a
- * request (fetch_fail.h). It takes no connection: the engine's own reads
- * hold one, and a caller outside the chunk machinery takes one with
- * fetch_slot_acquire() first. */
-int fetch_backend_read(struct fetch *f, const char *key, size_t key_len,
-		       const char *etag, size_t etag_len, uint64_t offset,
-		       size_t len, void *buf, size_t *nread,
-		       struct backend_claim *claim);
-
 /* Changes the limits; takes effect for the worker count only if no fetch
  * has started yet in this process. */
 void fetch_set_limits(struct fetch *f, unsigned connections, uint64_t memory);
@@ -213,37 +198,10 @@ void fetch_set_wait(struct fetch *f, uint64_t wait_ms);
 void fetch_set_hedge(struct fetch *f, bool on);
 
 /* Stops the workers (queued prefetches are dropped) and frees f. No
- * fetch_get() may be running. NULL is a no-op. */
+ * fetch_obtain() may be running. NULL is a no-op. */
 void fetch_free(struct fetch *f);
 
-/* Fetches chunk r (or joins its fetch in flight) at reader priority and
- * copies [off, off + len) of it into dst (may be NULL when len is 0: a
- * fill, which only makes sure the chunk is fetched and stored).
- * off + len <= r->len. If memory for the chunk cannot be had within
- * about 100 ms (at once when reply buffers alone fill the budget), reads
- * [off, off + len) straight into dst instead, not cached (a fill waits for
- * memory up to the wait bound instead). Returns len (exactly), -EAGAIN
- * (see fetch_epoch()), -EIO when the backend returned fewer bytes than
- * asked or a wait ran out (both logged), or a negative errno of the
- * read. */
-ssize_t fetch_get(struct fetch *f, const struct fetch_request *r,
-		  uint64_t epoch, uint64_t off, size_t len, void *dst);
-
-/* Like fetch_get(), but only joins a fetch in flight or a chunk fetched
- * and retained in memory (see below); never fetches. Returns -ENOENT if r
- * is neither. Sets *ready (may be NULL) when the bytes were there without
- * waiting.
- *
- * A chunk fetched whole stays in memory, retained, until readers have
- * copied all of its bytes once or its memory is needed (a reader short of
- * memory takes the oldest; a prefetch only one unread for 2 s): a
- * prefetched chunk is served without a look at the disk cache. An idle
- * engine gives back chunks unread for 2 s and, after 2 s without a
- * request, its pooled buffers. */
-ssize_t fetch_join(struct fetch *f, const struct fetch_request *r, uint64_t off,
-		   size_t len, void *dst, bool *ready);
-
-/* A reader's hold on the bytes of a chunk in memory (fetch_join_pin()).
+/* A reader's hold on the bytes of a chunk in memory (fetch_obtain()).
  * While pinned, the chunk's buffer stays mapped and counted in the memory
  * budget; reclaiming may take the chunk out of the table meanwhile, and
  * its memory then goes when the pin does. */
@@ -252,47 +210,78 @@ struct fetch_pin {
 	struct flight *fl; /* NULL: nothing pinned */
 	const uint8_t *data;
 	size_t len;
+	void *own; /* or a buffer of own_len bytes fetch_obtain() took */
+	size_t own_len;
 };
 
-/* Like fetch_join() with len > 0, but instead of copying [off, off + len)
- * pins the chunk and points pin->data at those bytes (pin->len of them,
- * the value returned). Release with fetch_unpin() as soon as the bytes
- * are sent, without waiting for anything in between: only then do they
- * count as read (a retained chunk read whole leaves memory). Returns as
- * fetch_join(); on an error nothing is pinned. */
-ssize_t fetch_join_pin(struct fetch *f, const struct fetch_request *r,
-		       uint64_t off, size_t len, bool *ready,
-		       struct fetch_pin *pin);
+/* Where a reader's chunk may be besides the engine: the caller's other
+ * place (the disk cache). Returns 0 if it answered there (copied into dst,
+ * handed over some other way, or for a fill: present), -ENOENT if not.
+ * Called with no lock of the engine's held. */
+typedef int (*fetch_look_fn)(void *arg, void *dst);
+
+/* How fetch_obtain() gets a chunk, after it looked in the engine (in
+ * flight, or fetched whole and retained: joined, pinned or copied):
+ *   FETCH_READ    else look, else fetch the chunk at reader priority
+ *                 (stored through done_fn, copied out);
+ *   FETCH_DIRECT  else read just the bytes asked for straight into dst
+ *                 (no look, nothing stored or retained): a read without
+ *                 a disk cache that no read-ahead brought into memory;
+ *   FETCH_READY   the engine only if fetched whole, else look; never
+ *                 fetches and never waits (-ENOENT);
+ *   FETCH_FILL    else look (present?), else fetch the chunk; no bytes
+ *                 are copied (len 0, dst NULL).
+ * Between the look and the fetch the engine compares the epoch of the
+ * chunk's group (below): if a fetch of it left the engine meanwhile (it
+ * may have been stored after the look missed), it looks again, at most
+ * FETCH_RELOOKS times, then fetches anyway (a busy table costs at worst a
+ * duplicate GET). */
+enum fetch_how { FETCH_READ, FETCH_DIRECT, FETCH_READY, FETCH_FILL };
+
+/* Which place answered a fetch_obtain(). */
+enum fetch_from {
+	FETCH_FROM_MEMORY,  /* the engine, fetched whole already */
+	FETCH_FROM_JOINED,  /* the engine, after waiting for a fetch */
+	FETCH_FROM_LOOK,    /* the caller's look */
+	FETCH_FROM_BACKEND, /* fetched (or read directly) now */
+};
+
+#define FETCH_RELOOKS 3
+
+/* [off, off + len) of chunk r (off + len <= r->len) the way how says:
+ * copied into dst; or, with pin (and dst NULL), in place: pinned in the
+ * engine, or else in a buffer counted in the budget that fetch_obtain()
+ * takes only then (pin->own), which the look and the fetch fill.
+ * pin->data points at the bytes (pin->len of them) unless the look
+ * answered some other way; release with fetch_unpin() as soon as they are
+ * sent, without waiting for anything in between (only then do they count
+ * as read: a retained chunk read whole leaves memory). If a fetch cannot have memory for the
+ * chunk within about 100 ms (at once when reply buffers alone fill the
+ * budget), it reads [off, off + len) straight into dst instead, not
+ * cached (a fill waits for memory up to the wait bound instead). Sets
+ * *from (may be NULL). Returns len (0 for a fill), -ENOENT (FETCH_READY:
+ * not at hand), -EIO when the backend returned fewer bytes than asked or
+ * a wait ran out (both logged), or a negative errno of the read. */
+ssize_t fetch_obtain(struct fetch *f, const struct fetch_request *r,
+		     enum fetch_how how, uint64_t off, size_t len, void *dst,
+		     struct fetch_pin *pin, fetch_look_fn look, void *look_arg,
+		     enum fetch_from *from);
 void fetch_unpin(struct fetch *f, struct fetch_pin *pin);
 
-/* Like fetch_join(), but only copies a chunk fetched whole already (in
- * memory, retained or being stored); never waits. Returns -ENOENT
- * otherwise. */
-ssize_t fetch_peek(struct fetch *f, const struct fetch_request *r, uint64_t off,
-		   size_t len, void *dst);
-
-/* A counter per group of chunks that moves when a fetch of one leaves the
- * table (after done_fn). A caller that looked r up elsewhere (the disk
- * cache) reads it first and passes it to fetch_get()/fetch_prefetch();
- * if it moved and r is not in flight, they return -EAGAIN
- * instead of fetching: the chunk may have been stored after the caller's
- * lookup, so the caller looks again. FETCH_NO_EPOCH: no such check. */
-#define FETCH_NO_EPOCH UINT64_MAX
-uint64_t fetch_epoch(struct fetch *f, const uint8_t *hash);
-
-/* Queues chunk r at prefetch priority, to be handed to done_fn. Returns 0
- * if queued, 1 if it is in flight already, -EAGAIN (see fetch_epoch()),
- * -ENOBUFS if prefetch may not
- * take that much memory now (prefetches use at most 3/4 of the budget, so
- * a reader always finds room), -ENOMEM. Never waits. */
-int fetch_prefetch(struct fetch *f, const struct fetch_request *r,
-		   uint64_t epoch);
+/* Queues chunk r at prefetch priority, to be handed to done_fn, unless it
+ * is in the engine already or look (may be NULL) finds it present (the
+ * same re-check as fetch_obtain()). Returns 0 if queued, 1 if there
+ * already, -ENOBUFS if prefetch may not take that much memory now
+ * (prefetches use at most 3/4 of the budget, so a reader always finds
+ * room), -ENOMEM. Never waits. */
+int fetch_ahead(struct fetch *f, const struct fetch_request *r,
+		fetch_look_fn look, void *look_arg);
 
 /* True if chunk r is being fetched now, queued, or retained. */
 bool fetch_in_flight(struct fetch *f, const struct fetch_request *r);
 
 /* Drops the chunk of identity (hash, id) from memory if it was fetched
- * and is retained (see fetch_join()), or, while done_fn has it, makes it
+ * and is retained (see fetch_obtain()), or, while done_fn has it, makes it
  * leave the table instead of being retained when done_fn returns, so no
  * new reader is served its bytes: the cache found its object's bytes
  * bad. A chunk still being fetched is left alone (its bytes come from a
@@ -300,16 +289,24 @@ bool fetch_in_flight(struct fetch *f, const struct fetch_request *r);
 void fetch_forget(struct fetch *f, const uint8_t *hash, const uint8_t *id,
 		  size_t id_len);
 
-/* A connection for a read outside the chunk machinery (the pass-through
- * cache): waits for a free one, ahead of queued prefetches, at most the
- * wait bound. Returns 0 (release it with fetch_slot_release()) or -EIO
- * (the caller, which knows the key, logs it). */
-int fetch_slot_acquire(struct fetch *f);
-void fetch_slot_release(struct fetch *f);
+/* One backend read of [offset, offset + len) of key (pinned to etag; NULL:
+ * unchecked) straight into buf, outside the chunk machinery (nothing
+ * stored, joined or retained): a raw read, a read without a disk cache
+ * that no chunk in memory serves, or several small chunks at once. It
+ * takes a connection, ahead of queued prefetches, waiting at most the wait
+ * bound; a range that failed just now fails at once (fetch_fail.h). With
+ * claim (may be NULL), also what the reply vouched for about the whole
+ * object (backend.h, read_claim()). Returns len (exactly), or a negative
+ * errno: -EIO when no connection came free in time or the backend
+ * returned fewer bytes (both logged with the key), -ENXIO without a
+ * backend, or the backend's error. */
+ssize_t fetch_direct(struct fetch *f, const char *key, size_t key_len,
+		     const char *etag, size_t etag_len, uint64_t offset,
+		     size_t len, void *buf, struct backend_claim *claim);
 
 /* A buffer of len bytes accounted in the budget (never waits: the read
  * path's reply buffers are bounded by its thread count, and a reader
- * holding one never waits for memory another holds: see fetch_get()).
+ * holding one never waits for memory another holds: see fetch_obtain()).
  * Returns NULL if out of memory. Free with fetch_buffer_free(f, p,
  * len). */
 void *fetch_buffer_alloc(struct fetch *f, size_t len);

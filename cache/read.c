@@ -1,24 +1,35 @@
 /*
- * read: the reader (docs/DESIGN.md §1). One chunk's part is looked for in
- * this order, and the first place that has it answers:
- *   1. in flight or retained in the fetch engine (fetch_join()): a
- *      prefetched chunk is served from memory, no index, no CRC pass;
- *   2. queued for the committer (store_pending_find()): stored, no row yet;
- *   3. the index: inline bytes in LMDB, or the blob file, CRC-checked
- *      (a bad entry is dropped and counted, then refetched);
- *   4. fetched through the engine (fetch_get()), which stores the whole
- *      chunk through store_fetch_done() before it leaves the engine.
- * Between 1 and 4 the engine's epoch (fetch_epoch()) closes the race with
- * a fetch that stores the chunk after 2-3 missed it. read_chunk() is that
- * sequence; cache_read() cuts a request into chunks, cache_fill() makes
- * sure chunks are stored. A pass-through cache reads an object of up to
- * CACHE_UNCACHED_WHOLE_MAX bytes whole through the engine (one checked
- * copy serves every read of it: cache.h), a larger one straight through.
+ * read: the reader (docs/DESIGN.md §8), cache_read(). A read's sources
+ * are chosen once:
+ *   with a disk cache   memory -> queued -> index -> fetch
+ *   without one         memory -> the backend, just the bytes asked for
+ * For each chunk of the range (read_chunk()) the fetch engine owns the
+ * sequence (fetch_obtain()): a chunk in flight or retained in its memory
+ * answers first (a prefetched chunk is served from memory, no index, no
+ * CRC pass); else read_look() serves it from the committer's queue or the
+ * index (inline bytes from LMDB or a range of the blob file,
+ * CRC-checked; a bad entry is dropped and counted, then refetched); else
+ * the engine fetches it and stores the whole chunk (store_fetch_done())
+ * before it leaves the engine. The engine closes the race with a fetch
+ * that stores the chunk after the look missed (its epoch re-check).
+ * Without a disk cache an object of up to CACHE_UNCACHED_WHOLE_MAX bytes
+ * is one chunk the engine fetches whole (so the backend checks it against
+ * the store's checksum of the whole object) and keeps until read once;
+ * for a larger one the engine answers from memory (a chunk a sequential
+ * reader's window read ahead, retained until read once), or reads the
+ * bytes straight from the backend.
  *
- * Over 700 lines because every path here (a chunk's steps, replies
- * without copies, coalesced small chunks, pass-through) shares the
- * read_chunk naming and read_lookup(); the pass-through and coalesced
- * paths are the first to move out if it grows.
+ * Around that: a read-ahead window per reader (ahead.c) moves before the
+ * bytes are read; a range over several small chunks all missing is
+ * fetched in one backend read (read_coalesced()); a fill only makes
+ * chunks present; a ready read never fetches; a raw read goes straight to
+ * the backend; a derived object's misses run its producer (derived.c).
+ *
+ * Over 700 lines because every path here (a chunk's sources, replies
+ * without copies, coalesced small chunks, whole small objects without a
+ * disk cache, fills, ready reads) shares the chunk naming and
+ * read_lookup(); the lookup (read_lookup() and the blob rules) is the
+ * first to move out if it grows.
  */
 #include "cache/cache_impl.h"
 
@@ -43,13 +54,12 @@ uint64_t read_chunk_len(const struct cache *c, const struct cache_object *obj,
 
 int read_obj_check(const struct cache *c, const struct cache_object *obj)
 {
-	char kb[LOG_KEY_MAX];
 	if (cache_obj_chunk_ok(c, obj))
 		return 0;
 	log_msg(LOG_ERR,
-		"cache: %s: chunk size %llu is not a multiple of %llu up to "
+		"cache: %.*s: chunk size %llu is not a multiple of %llu up to "
 		"the cache's %llu; failing the read",
-		log_key(kb, obj->key, obj->key_len),
+		(int)obj->key_len, obj->key,
 		(unsigned long long)obj->chunk_size,
 		(unsigned long long)CACHE_CRC_BLOCK,
 		(unsigned long long)c->chunk_size);
@@ -146,8 +156,6 @@ out:
  * buffers and descriptor behind it. */
 struct read_hold {
 	struct cache_piece piece;
-	void *buf; /* accounted (fetch_buffer_*), buf_len bytes */
-	size_t buf_len;
 	void *scratch; /* accounted, scratch_len bytes */
 	size_t scratch_len;
 	int fd; /* -1: none */
@@ -155,11 +163,10 @@ struct read_hold {
 
 static void hold_release(struct cache *c, struct read_hold *h)
 {
-	fetch_buffer_free(c->fetch, h->buf, h->buf_len);
 	fetch_buffer_free(c->fetch, h->scratch, h->scratch_len);
 	if (h->fd >= 0)
 		close(h->fd);
-	h->buf = h->scratch = NULL;
+	h->scratch = NULL;
 	h->fd = -1;
 }
 
@@ -355,45 +362,13 @@ bool read_chunk_present(struct cache *c, const struct read_chunk *ch)
 	return a.present;
 }
 
-static ssize_t read_through(struct cache *c, const struct cache_object *obj,
-			    uint64_t offset, size_t len, void *buf)
+/* Counts a chunk's part of want bytes that from answered (an error of a
+ * fetch or a join is a miss). */
+static void read_count(struct cache *c, enum fetch_from from, size_t want)
 {
-	char kb[LOG_KEY_MAX];
-	size_t nread = 0;
-	int rc;
-
-	rc = fetch_slot_acquire(c->fetch);
-	if (rc < 0) {
-		log_msg(LOG_ERR,
-			"cache: %s: no backend connection came free in time; "
-			"failing the read at offset %llu",
-			log_key(kb, obj->key, obj->key_len),
-			(unsigned long long)offset);
-		return rc;
-	}
-	rc = fetch_backend_read(c->fetch, obj->key, obj->key_len, obj->etag,
-				obj->etag_len, offset, len, buf, &nread, NULL);
-	fetch_slot_release(c->fetch);
-	if (rc < 0)
-		return rc;
-	if (nread != len) {
-		/* Exactly the bytes asked for, or an error. */
-		log_msg(LOG_ERR,
-			"cache: %s: the backend returned %zu of %zu bytes at "
-			"offset %llu; failing the read",
-			log_key(kb, obj->key, obj->key_len), nread, len,
-			(unsigned long long)offset);
-		return -EIO;
-	}
-	return (ssize_t)len;
-}
-
-/* Counts a fetch_join() that answered: a hit if the chunk was ready. */
-static void read_join_count(struct cache *c, bool ready, ssize_t got)
-{
-	if (ready && got >= 0) {
+	if (from == FETCH_FROM_MEMORY || from == FETCH_FROM_LOOK) {
 		stat_add(&c->hits, 1);
-		stat_add(&c->bytes_from_cache, (uint64_t)got);
+		stat_add(&c->bytes_from_cache, want);
 	} else {
 		stat_add(&c->misses, 1);
 	}
@@ -404,141 +379,119 @@ static void read_join_count(struct cache *c, bool ready, ssize_t got)
 static ssize_t read_whole(const char *key, size_t key_len, uint64_t n,
 			  ssize_t got, size_t want)
 {
-	char kb[LOG_KEY_MAX];
 	if (got < 0 || (size_t)got == want)
 		return got;
 	log_msg(LOG_ERR,
-		"cache: %s: chunk %llu gave %zd of %zu bytes; failing the "
+		"cache: %.*s: chunk %llu gave %zd of %zu bytes; failing the "
 		"read",
-		log_key(kb, key, key_len), (unsigned long long)n, got, want);
+		(int)key_len, key, (unsigned long long)n, got, want);
 	return -EIO;
 }
 
-/* The largest object a pass-through cache reads whole (cache.h): one
- * backend read (FETCH_PART_SIZE), in one chunk of the cache's size. */
-static uint64_t read_uncached_whole_max(const struct cache *c)
+/* What read_look() serves: [off, off + len) of chunk ch, copied into the
+ * destination it is given, or with hold, where hold points. */
+struct read_look_arg {
+	struct cache *c;
+	const struct read_chunk *ch;
+	uint64_t off;
+	size_t len;
+	struct read_hold *hold;
+};
+
+/* The disk cache's part of a read (a fetch_look_fn): the committer's
+ * queue or the index. */
+static int read_look(void *arg, void *dst)
 {
-	_Static_assert(CACHE_UNCACHED_WHOLE_MAX <= FETCH_PART_SIZE,
-		       "a whole object is fetched in one backend read");
-	return c->chunk_size < CACHE_UNCACHED_WHOLE_MAX
-		       ? c->chunk_size
-		       : CACHE_UNCACHED_WHOLE_MAX;
+	struct read_look_arg *a = arg;
+
+	if (a->hold != NULL)
+		a->hold->piece = (struct cache_piece){ .mem = dst,
+						       .fd = -1,
+						       .len = a->len };
+	return read_lookup(a->c, a->ch, a->off, a->len, dst, a->hold) ==
+			       LOOKUP_HIT
+		       ? 0
+		       : -ENOENT;
 }
 
-/* A pass-through read of obj, an object of at most
- * CACHE_UNCACHED_WHOLE_MAX bytes (cache.h): the engine fetches it whole,
- * as one chunk of the cache's chunk size (so one backend read, which the
- * backend checks against the store's checksum of the whole object), or
- * joins that fetch, or finds the copy retained since; [offset, offset +
- * len) is copied from there. Short of memory the engine reads just these
- * bytes instead (a direct read, unchecked: see cache.h). */
-static ssize_t read_whole_uncached(struct cache *c,
-				   const struct cache_object *obj,
-				   uint64_t offset, size_t len, void *buf)
+/* The disk cache's part of a fill or a prefetch (a fetch_look_fn): is
+ * the chunk queued or indexed (not read, not checked)? */
+static int read_look_present(void *arg, void *dst)
 {
-	struct cache_object whole = *obj;
-	struct read_chunk ch;
-	ssize_t got;
-	int rc;
+	struct read_look_arg *a = arg;
 
-	whole.chunk_size = 0; /* the cache's: one chunk holds all of it */
-	rc = read_chunk_name(c, &whole, 0, &ch);
-	if (rc < 0)
-		return rc;
-	got = fetch_get(c->fetch, &ch.r, FETCH_NO_EPOCH, offset, len, buf);
-	read_chunk_release(&ch);
-	return read_whole(obj->key, obj->key_len, 0, got, len);
+	(void)dst;
+	return read_chunk_present(a->c, a->ch) ? 0 : -ENOENT;
 }
 
-/* Steps 2-4 until one answers, for read_chunk():
- * [in_off, in_off + want) of chunk ch from the queue or the index into dst
- * (with hold, see read_lookup()), else from the engine. Counts the hit or
- * miss. Returns want or a negative errno. */
-static ssize_t read_chunk_find(struct cache *c, const struct read_chunk *ch,
-			       uint64_t in_off, size_t want, void *dst,
-			       struct read_hold *hold)
+/* A read's sources (see the file comment), chosen once per read by
+ * read_sources(). */
+struct read_src {
+	bool disk;	    /* the disk cache: hits, misses, replies in place */
+	enum fetch_how how; /* after the engine: */
+	fetch_look_fn look; /* the disk cache's queue and index, or NULL */
+};
+
+static const struct read_src read_src_disk = { true, FETCH_READ, read_look };
+/* Without a disk cache a chunk is in memory only when a window read it
+ * ahead; a range over several chunks is one backend read. */
+static const struct read_src read_src_memory = { false, FETCH_DIRECT, NULL };
+
+static const struct read_src *read_sources(const struct cache *c)
 {
-	ssize_t got;
-	int tries;
-
-	for (tries = 0;; tries++) {
-		/* Read before the lookup: see fetch_epoch(). After a few
-		 * rounds (a busy table), fetch without the check. */
-		uint64_t epoch = tries < 3 ? fetch_epoch(c->fetch, ch->hash)
-					   : FETCH_NO_EPOCH;
-
-		if (hold != NULL)
-			hold->piece = (struct cache_piece){ .mem = dst,
-							    .fd = -1,
-							    .len = want };
-		if (read_lookup(c, ch, in_off, want, dst, hold) == LOOKUP_HIT) {
-			stat_add(&c->hits, 1);
-			stat_add(&c->bytes_from_cache, want);
-			return (ssize_t)want;
-		}
-		/* The engine fetches it (or joins a fetch in flight) and
-		 * stores it; short of memory it reads just these bytes into
-		 * dst (see fetch_get()). -EAGAIN: it may have been stored
-		 * since epoch was read: look again. */
-		got = fetch_get(c->fetch, &ch->r, epoch, in_off, want, dst);
-		if (got != -EAGAIN) {
-			stat_add(&c->misses, 1);
-			return read_whole(ch->r.key, ch->r.key_len, ch->n, got,
-					  want);
-		}
-	}
+	return c->disk ? &read_src_disk : &read_src_memory;
 }
 
-/* Step 1, then 2-4 until one answers, for [in_off, in_off + want) of chunk
- * n of obj (once, however many readers want it at once): copied into dst
- * if dst is set; else handed to fn in place, a chunk in memory pinned and
- * a blob's bytes not copied (read_lookup() with a hold). Returns want or a
- * negative errno. */
-static ssize_t read_chunk(struct cache *c, const struct cache_object *obj,
-			  uint64_t n, uint64_t in_off, size_t want, void *dst,
-			  cache_reply_fn fn, void *arg)
+int read_ahead_chunk(struct cache *c, const struct read_chunk *ch)
+{
+	struct read_look_arg a = { .c = c, .ch = ch };
+
+	return fetch_ahead(c->fetch, &ch->r, c->disk ? read_look_present : NULL,
+			   &a);
+}
+
+/* [in_off, in_off + want) of chunk n of obj, from src: copied into dst
+ * if set, else handed to fn in place (a chunk in memory pinned, a blob's
+ * checked blocks not copied, anything else in a buffer the engine takes).
+ * how: src->how, or FETCH_READY. Returns want or a negative errno. */
+static ssize_t read_chunk(struct cache *c, const struct read_src *src,
+			  const struct cache_object *obj, uint64_t n,
+			  uint64_t in_off, size_t want, void *dst,
+			  cache_reply_fn fn, void *arg, enum fetch_how how)
 {
 	struct read_hold h = { .fd = -1 };
+	struct read_look_arg a = { .c = c, .off = in_off, .len = want };
 	struct read_chunk ch;
 	struct fetch_pin pin;
-	bool ready;
+	enum fetch_from from = FETCH_FROM_BACKEND;
 	ssize_t got;
 	int rc;
 
 	rc = read_chunk_name(c, obj, n, &ch);
 	if (rc < 0)
 		return rc;
-	got = fetch_join_pin(c->fetch, &ch.r, in_off, want, &ready, &pin);
-	if (got != -ENOENT) {
-		read_join_count(c, ready, got);
-		if (got >= 0) {
-			struct cache_piece p = { .mem = pin.data,
-						 .fd = -1,
-						 .len = pin.len };
+	a.ch = &ch;
+	/* A reply: a blob's bytes stay where read_lookup() read them. */
+	if (dst == NULL)
+		a.hold = &h;
+	got = fetch_obtain(c->fetch, &ch.r, how, in_off, want, dst,
+			   dst == NULL ? &pin : NULL, src->look, &a, &from);
+	/* Hits and misses are the disk cache's (cache_stats). */
+	if (src->disk && (got >= 0 || got != -ENOENT))
+		read_count(c, from, want);
+	got = read_whole(obj->key, obj->key_len, n, got, want);
+	if (got >= 0 && dst == NULL) {
+		struct cache_piece p = { .mem = pin.data,
+					 .fd = -1,
+					 .len = pin.len };
 
-			/* Sent before the pin goes: see fetch_join_pin(). */
-			rc = dst != NULL ? (memcpy(dst, pin.data, pin.len), 0)
-					 : fn(arg, &p, 1);
-			fetch_unpin(c->fetch, &pin);
-			if (rc < 0)
-				got = rc;
-		}
-	} else if (dst != NULL) {
-		got = read_chunk_find(c, &ch, in_off, want, dst, NULL);
-	} else {
-		/* Bytes copied (the committer's queue, an inline row, a
-		 * fetch) land here; a blob's stay where read_lookup() read
-		 * them. */
-		h.buf = fetch_buffer_alloc(c->fetch, want);
-		h.buf_len = want;
-		got = h.buf == NULL ? -ENOMEM
-				    : read_chunk_find(c, &ch, in_off, want,
-						      h.buf, &h);
-		if (got >= 0) {
-			rc = fn(arg, &h.piece, 1);
-			if (rc < 0)
-				got = rc;
-		}
+		/* Sent before the pin goes (fetch_obtain()). */
+		rc = fn(arg, from == FETCH_FROM_LOOK ? &h.piece : &p, 1);
+		if (rc < 0)
+			got = rc;
+	}
+	if (dst == NULL) {
+		fetch_unpin(c->fetch, &pin);
 		hold_release(c, &h);
 	}
 	read_chunk_release(&ch);
@@ -558,14 +511,12 @@ static ssize_t read_chunk(struct cache *c, const struct cache_object *obj,
 static ssize_t read_coalesced(struct cache *c, const struct cache_object *obj,
 			      uint64_t offset, size_t len, void *buf)
 {
-	char kb[LOG_KEY_MAX];
 	uint64_t unit = cache_obj_chunk(c, obj), first = offset / unit;
 	uint64_t last = (offset + len - 1) / unit, n, start = first * unit;
 	uint64_t span = last * unit + read_chunk_len(c, obj, last) - start;
 	struct fetch_vouch v = { .object_size = obj->size };
-	size_t nread = 0;
 	uint8_t *all;
-	int rc;
+	ssize_t got;
 
 	if (span > READ_COALESCE_MAX)
 		return -ENOENT;
@@ -584,29 +535,9 @@ static ssize_t read_coalesced(struct cache *c, const struct cache_object *obj,
 	all = fetch_buffer_alloc(c->fetch, (size_t)span);
 	if (all == NULL)
 		return -ENOENT;
-	rc = fetch_slot_acquire(c->fetch);
-	if (rc < 0) {
-		log_msg(LOG_ERR,
-			"cache: %s: no backend connection came free in time; "
-			"failing the read at offset %llu",
-			log_key(kb, obj->key, obj->key_len),
-			(unsigned long long)offset);
-		goto out;
-	}
-	rc = fetch_backend_read(c->fetch, obj->key, obj->key_len, obj->etag,
-				obj->etag_len, start, (size_t)span, all, &nread,
-				&v.claim);
-	fetch_slot_release(c->fetch);
-	if (rc == 0 && nread != span) {
-		log_msg(LOG_ERR,
-			"cache: %s: the backend returned %zu of %llu bytes "
-			"at "
-			"offset %llu; failing the read",
-			log_key(kb, obj->key, obj->key_len), nread,
-			(unsigned long long)span, (unsigned long long)start);
-		rc = -EIO;
-	}
-	for (n = first; rc == 0 && n <= last; n++) {
+	got = fetch_direct(c->fetch, obj->key, obj->key_len, obj->etag,
+			   obj->etag_len, start, (size_t)span, all, &v.claim);
+	for (n = first; got >= 0 && n <= last; n++) {
 		struct read_chunk ch;
 
 		stat_add(&c->misses, 1);
@@ -618,48 +549,53 @@ static ssize_t read_coalesced(struct cache *c, const struct cache_object *obj,
 			   ch.len, &v);
 		read_chunk_release(&ch);
 	}
-	if (rc == 0)
+	if (got >= 0)
 		memcpy(buf, all + (offset - start), len);
-out:
 	fetch_buffer_free(c->fetch, all, (size_t)span);
-	return rc < 0 ? rc : (ssize_t)len;
+	return got < 0 ? got : (ssize_t)len;
 }
 
-ssize_t cache_read_raw(struct cache *c, const struct cache_object *obj,
-		       uint64_t offset, size_t len, void *buf)
+/* The largest object a pass-through cache reads whole (cache.h): one
+ * backend read (FETCH_PART_SIZE), in one chunk of the cache's size. */
+static uint64_t read_uncached_whole_max(const struct cache *c)
 {
-	if (obj->transform != NULL)
-		return -EINVAL;
-	if (offset >= obj->size)
-		return 0;
-	if (len > obj->size - offset)
-		len = (size_t)(obj->size - offset);
-	return read_through(c, obj, offset, len, buf);
+	_Static_assert(CACHE_UNCACHED_WHOLE_MAX <= FETCH_PART_SIZE,
+		       "a whole object is fetched in one backend read");
+	return c->chunk_size < CACHE_UNCACHED_WHOLE_MAX
+		       ? c->chunk_size
+		       : CACHE_UNCACHED_WHOLE_MAX;
 }
 
-ssize_t cache_read(struct cache *c, const struct cache_object *obj,
-		   uint64_t offset, size_t len, void *buf)
+/* [offset, offset + len) of obj (clamped, len > 0, obj's own bytes) into
+ * buf from src, chunk by chunk. */
+static ssize_t read_range(struct cache *c, const struct read_src *src,
+			  const struct cache_object *obj, uint64_t offset,
+			  size_t len, void *buf)
 {
 	uint64_t unit = cache_obj_chunk(c, obj);
 	size_t done = 0;
-	int rc;
 
-	rc = read_obj_check(c, obj);
-	if (rc < 0)
-		return rc;
-	if (obj->transform != NULL && !c->disk)
-		return -EOPNOTSUPP; /* derived bytes live in a disk cache */
-	if (offset >= obj->size || len == 0)
-		return 0;
-	if (len > obj->size - offset)
-		len = (size_t)(obj->size - offset);
-	if (obj->transform != NULL)
-		return derived_read(c, obj, offset, len, buf);
-	if (!c->disk)
-		return obj->size <= read_uncached_whole_max(c)
-			       ? read_whole_uncached(c, obj, offset, len, buf)
-			       : read_through(c, obj, offset, len, buf);
-	if (unit < c->chunk_size &&
+	if (!src->disk && obj->size <= read_uncached_whole_max(c)) {
+		/* Whole, as one chunk the engine fetches once (and the backend
+		 * checks against the store's checksum of the whole object),
+		 * joins or finds retained: every read of a small object is
+		 * served from that one checked copy (cache.h). */
+		struct cache_object whole = *obj;
+		ssize_t got;
+
+		whole.chunk_size = 0; /* the cache's: one chunk holds it */
+		got = read_chunk(c, src, &whole, 0, offset, len, buf, NULL,
+				 NULL, FETCH_READ);
+		return got == -ENOMEM
+			       ? fetch_direct(c->fetch, obj->key, obj->key_len,
+					      obj->etag, obj->etag_len, offset,
+					      len, buf, NULL)
+			       : got;
+	}
+	if (!src->disk && offset / unit != (offset + len - 1) / unit)
+		return fetch_direct(c->fetch, obj->key, obj->key_len, obj->etag,
+				    obj->etag_len, offset, len, buf, NULL);
+	if (src->disk && unit < c->chunk_size &&
 	    offset / unit != (offset + len - 1) / unit) {
 		ssize_t got = read_coalesced(c, obj, offset, len, buf);
 
@@ -675,16 +611,76 @@ ssize_t cache_read(struct cache *c, const struct cache_object *obj,
 				      : len - done;
 		ssize_t got;
 
-		got = read_chunk(c, obj, n, in_off, want, (uint8_t *)buf + done,
-				 NULL, NULL);
+		got = read_chunk(c, src, obj, n, in_off, want,
+				 (uint8_t *)buf + done, NULL, NULL, src->how);
 		if (got == -ENOMEM && done == 0) /* cannot even name it */
-			return read_through(c, obj, offset, len, buf);
-		got = read_whole(obj->key, obj->key_len, n, got, want);
+			return fetch_direct(c->fetch, obj->key, obj->key_len,
+					    obj->etag, obj->etag_len, offset,
+					    len, buf, NULL);
 		if (got < 0)
 			return got;
 		done += want;
 	}
 	return (ssize_t)done;
+}
+
+/* A fill of [offset, offset + len) of obj (clamped, len > 0): fetches the
+ * chunks that are neither in the engine nor stored. Returns the bytes
+ * fetched. */
+static ssize_t read_fill(struct cache *c, const struct cache_object *obj,
+			 uint64_t offset, size_t len)
+{
+	uint64_t n, unit = cache_obj_chunk(c, obj), total = 0;
+
+	for (n = offset / unit; n * unit < offset + len; n++) {
+		struct read_look_arg a = { .c = c };
+		enum fetch_from from = FETCH_FROM_LOOK;
+		struct read_chunk ch;
+		ssize_t got;
+		int rc;
+
+		rc = read_chunk_name(c, obj, n, &ch);
+		if (rc < 0)
+			return rc;
+		a.ch = &ch;
+		got = fetch_obtain(c->fetch, &ch.r, FETCH_FILL, 0, 0, NULL,
+				   NULL, read_look_present, &a, &from);
+		read_chunk_release(&ch);
+		if (got < 0) {
+			stat_add(&c->misses, 1);
+			return got;
+		}
+		if (from == FETCH_FROM_BACKEND || from == FETCH_FROM_JOINED) {
+			stat_add(&c->misses, 1);
+			total += ch.len;
+		}
+	}
+	return (ssize_t)total;
+}
+
+/* A ready read of [offset, offset + len) of obj (clamped, len > 0) from
+ * src: within one chunk, at hand only. */
+static ssize_t read_ready(struct cache *c, const struct read_src *src,
+			  const struct cache_object *obj, uint64_t offset,
+			  size_t len, void *buf)
+{
+	uint64_t unit = cache_obj_chunk(c, obj), n = offset / unit;
+	uint64_t in_off = offset - n * unit;
+	struct read_chunk ch;
+	ssize_t got;
+
+	if (!src->disk || len > read_chunk_len(c, obj, n) - in_off)
+		return -ENOENT; /* past its chunk */
+	if (obj->transform == NULL)
+		return read_chunk(c, src, obj, n, in_off, len, buf, NULL, NULL,
+				  FETCH_READY);
+	/* A derived chunk is never in the engine: only stored. */
+	got = read_chunk_name(c, obj, n, &ch);
+	if (got < 0)
+		return got;
+	got = derived_stored(c, obj, &ch, in_off, len, buf);
+	read_chunk_release(&ch);
+	return got;
 }
 
 ssize_t read_reply_buffer(struct cache *c, void *buf, size_t len, ssize_t got,
@@ -703,83 +699,81 @@ ssize_t read_reply_buffer(struct cache *c, void *buf, size_t len, ssize_t got,
 	return got;
 }
 
-ssize_t read_reply(struct cache *c, const struct cache_object *obj,
-		   uint64_t offset, size_t len, cache_reply_fn fn, void *arg)
+/* The bytes of a read whose destination is set, from src: into buf, or
+ * (buf NULL) in place to r->reply where one chunk of the disk cache holds
+ * them, else through one accounted buffer. */
+static ssize_t read_bytes(struct cache *c, const struct read_src *src,
+			  const struct cache_read *r, uint64_t offset,
+			  size_t len, void *buf)
 {
-	uint64_t n, in_off, unit = cache_obj_chunk(c, obj);
-	void *buf;
+	const struct cache_object *obj = r->obj;
+	uint64_t unit = cache_obj_chunk(c, obj), n = offset / unit;
 	ssize_t got;
+
+	if (buf == NULL && src->disk && r->flags == 0 &&
+	    obj->transform == NULL &&
+	    offset - n * unit + len <= read_chunk_len(c, obj, n)) {
+		got = read_chunk(c, src, obj, n, offset - n * unit, len, NULL,
+				 r->reply, r->reply_arg, src->how);
+		if (got != -ENOMEM)
+			return got; /* else through a buffer, as below */
+	}
+	if (buf == NULL) {
+		/* Across chunks, a derived object, or without a disk cache:
+		 * one buffer. */
+		buf = fetch_buffer_alloc(c->fetch, len);
+		if (buf == NULL)
+			return -ENOMEM;
+		got = read_bytes(c, src, r, offset, len, buf);
+		return read_reply_buffer(c, buf, len, got, r->reply,
+					 r->reply_arg);
+	}
+	if (r->flags & CACHE_READ_READY)
+		return read_ready(c, src, obj, offset, len, buf);
+	if (r->flags & CACHE_READ_RAW)
+		return fetch_direct(c->fetch, obj->key, obj->key_len, obj->etag,
+				    obj->etag_len, offset, len, buf, NULL);
+	if (obj->transform != NULL)
+		return derived_read(c, obj, offset, len, buf);
+	return read_range(c, src, obj, offset, len, buf);
+}
+
+ssize_t cache_read(struct cache *c, const struct cache_read *r)
+{
+	const struct cache_object *obj = r->obj;
+	uint64_t offset = r->offset;
+	size_t len = r->len;
+	bool fill = r->buf == NULL && r->reply == NULL;
 	int rc;
 
 	rc = read_obj_check(c, obj);
 	if (rc < 0)
 		return rc;
+	if ((r->flags & CACHE_READ_RAW) && obj->transform != NULL)
+		return -EINVAL;
 	if (obj->transform != NULL && !c->disk)
-		return -EOPNOTSUPP;
+		return fill ? 0 : -EOPNOTSUPP; /* derived bytes live on disk */
 	if (offset >= obj->size || len == 0) {
-		rc = fn(arg, NULL, 0);
+		if (r->reply == NULL)
+			return 0;
+		rc = r->reply(r->reply_arg, NULL, 0);
 		return rc < 0 ? rc : 0;
 	}
 	if (len > obj->size - offset)
 		len = (size_t)(obj->size - offset);
-	/* A derived object's bytes go through one buffer (derived_read()). */
-	if (c->disk && obj->transform == NULL) {
-		n = offset / unit;
-		in_off = offset - n * unit;
-		if (in_off + len <= read_chunk_len(c, obj, n)) {
-			got = read_chunk(c, obj, n, in_off, len, NULL, fn, arg);
-			if (got != -ENOMEM) /* else: as cache_read() does */
-				return got;
+	if (fill) {
+		if (!c->disk ||
+		    (r->flags & (CACHE_READ_RAW | CACHE_READ_READY)))
+			return 0;
+		if (obj->transform != NULL) {
+			uint64_t made = 0;
+
+			rc = derived_fill(c, obj, &made);
+			return rc < 0 ? rc : (ssize_t)made;
 		}
+		return read_fill(c, obj, offset, len);
 	}
-	/* Across chunks, or without a disk cache: one buffer. */
-	buf = fetch_buffer_alloc(c->fetch, len);
-	if (buf == NULL)
-		return -ENOMEM;
-	got = cache_read(c, obj, offset, len, buf);
-	return read_reply_buffer(c, buf, len, got, fn, arg);
-}
-
-int cache_fill(struct cache *c, const struct cache_object *obj,
-	       uint64_t *fetched)
-{
-	uint64_t n, total = 0, unit = cache_obj_chunk(c, obj);
-	int check;
-
-	if (fetched != NULL)
-		*fetched = 0;
-	if (!c->disk)
-		return 0;
-	check = read_obj_check(c, obj);
-	if (check < 0)
-		return check;
-	if (obj->transform != NULL)
-		return derived_fill(c, obj, fetched);
-	for (n = 0; n * unit < obj->size; n++) {
-		struct read_chunk ch;
-		uint64_t epoch;
-		ssize_t got;
-		int rc;
-
-		rc = read_chunk_name(c, obj, n, &ch);
-		if (rc < 0)
-			return rc;
-		do {
-			epoch = fetch_epoch(c->fetch, ch.hash); /* see there */
-			got = 1;
-			if (read_chunk_present(c, &ch))
-				break;
-			got = fetch_get(c->fetch, &ch.r, epoch, 0, 0, NULL);
-		} while (got == -EAGAIN);
-		read_chunk_release(&ch);
-		if (got == 1)
-			continue;
-		stat_add(&c->misses, 1);
-		if (got < 0)
-			return (int)got;
-		total += ch.len;
-	}
-	if (fetched != NULL)
-		*fetched = total;
-	return 0;
+	if (!(r->flags & (CACHE_READ_RAW | CACHE_READ_READY)))
+		ahead_read(c, r, offset, len);
+	return read_bytes(c, read_sources(c), r, offset, len, r->buf);
 }

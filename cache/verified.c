@@ -1,7 +1,7 @@
 /*
  * verified: which blob blocks this process checked, so a reply may splice
  * them from the blob's file instead of reading them (read.c,
- * cache_file_reply()).
+ * cache_read() replies).
  *
  * The rule (docs/DESIGN.md, "Replies without copies"): a blob may be
  * handed to the reply as its file descriptor (spliced by the kernel, never read here)

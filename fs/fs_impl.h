@@ -66,7 +66,7 @@ struct ctrl_text {
 };
 
 /* What an open control file reads from (fi->fh). An open object's fi->fh
- * is its struct cache_file. */
+ * is 0: objects keep nothing per open file. */
 struct ctrl_handle {
 	const struct ctrl_text *text;
 	struct ctrl_text snapshot; /* stats: owned by the handle */

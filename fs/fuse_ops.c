@@ -439,11 +439,8 @@ static void handle_free(struct fs_gen *g, const struct view_node *n,
 {
 	if (n->kind == VIEW_CTRL) {
 		control_file_close(g, (struct ctrl_handle *)(uintptr_t)fi->fh);
-	} else if (n->kind == VIEW_PART) {
-		/* stateless: nothing was opened */
-	} else {
-		cache_file_close((struct cache_file *)(uintptr_t)fi->fh);
 	}
+	/* Objects and parts are stateless: nothing was opened. */
 }
 
 /* A small file at hand (prefetched into memory, or stored in the disk
@@ -454,10 +451,15 @@ static void handle_free(struct fs_gen *g, const struct view_node *n,
  * the page cache would pay for a copy nobody reads. Anything else is read
  * as usual. */
 static void push_ready(struct fs *fs, struct fs_gen *g, uint32_t item,
-		       fuse_ino_t ino, struct cache_file *cf, uint64_t size)
+		       fuse_ino_t ino, const struct cache_object *obj)
 {
+	uint64_t size = obj->size;
 	struct fuse_bufvec bv = FUSE_BUFVEC_INIT((size_t)size);
 	uint8_t *in_kernel = &g->item_in_kernel[item];
+	struct cache_read rd = { .obj = obj,
+				 .len = (size_t)size,
+				 .flags = CACHE_READ_READY,
+				 .order = CACHE_NO_ORDER };
 	void *buf;
 	int rc;
 
@@ -467,7 +469,8 @@ static void push_ready(struct fs *fs, struct fs_gen *g, uint32_t item,
 	buf = cache_buffer_alloc(fs->cache, (size_t)size);
 	if (buf == NULL)
 		return;
-	if (cache_file_read_ready(cf, 0, (size_t)size, buf) == (ssize_t)size) {
+	rd.buf = buf;
+	if (cache_read(fs->cache, &rd) == (ssize_t)size) {
 		bv.buf[0].mem = buf;
 		/* Written, not spliced: see fs_read_reply_mem(). */
 		rc = fuse_lowlevel_notify_store(fs->se, ino, 0, &bv,
@@ -529,23 +532,15 @@ static void fs_op_open(fuse_req_t req, fuse_ino_t ino,
 	} else {
 		uint32_t item = n->u.item;
 		struct cache_object obj = { 0 };
-		struct cache_file *cf;
 
 		object_of(g, item, &obj);
-		rc = cache_file_open(fs->cache, &obj, &cf);
-		if (rc < 0) {
-			fs_gen_put(fs, g, 1);
-			fuse_reply_err(req, -rc);
-			return;
-		}
-		fi->fh = (uint64_t)(uintptr_t)cf;
 		fi->keep_cache = 1;
 		/* Before the reply: see cache_order_note(). */
 		if (g->item_rank[item] != UINT32_MAX)
 			cache_order_note(fs->cache,
 					 FS_ORDER(g->id, g->item_rank[item]),
 					 g->item_pos[item], &ask);
-		push_ready(fs, g, item, ino, cf, obj.size);
+		push_ready(fs, g, item, ino, &obj);
 	}
 	/* The open handle holds a reference until release: its node, its
 	 * object's strings and its control text live in g. */
@@ -762,8 +757,9 @@ static void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	struct fs_gen *g = node_of(fs, ino, &n);
 	const struct manifest_entry *e;
 	struct cache_object obj = { 0 };
+	struct fs_read_reply r = { .req = req, .cache = fs->cache };
+	struct cache_read rd = { 0 };
 	ssize_t got;
-	char *buf;
 
 	__atomic_add_fetch(&fs->reads, 1, __ATOMIC_RELAXED);
 	if (g == NULL) {
@@ -807,51 +803,36 @@ static void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 	e = &g->d.manifest->entries[n->u.item];
-	if ((uint64_t)off >= e->size) {
-		fs_gen_put(fs, g, 1);
-		fuse_reply_buf(req, NULL, 0);
-		return;
-	}
-	if (size > e->size - (uint64_t)off)
-		size = (size_t)(e->size - (uint64_t)off);
-	if (fi->fh != 0) {
-		struct fs_read_reply r = { .req = req, .cache = fs->cache };
-
-		/* The reply may let the reader close the file before it
-		 * returns: cache_file_reply() does not touch fi->fh after
-		 * it, and the request holds g. */
-		got = cache_file_reply((struct cache_file *)(uintptr_t)fi->fh,
-				       (uint64_t)off, size, fs_read_reply_send,
-				       &r);
-		if (r.replied && r.bytes > 0 && off + r.bytes == e->size &&
-		    e->size <= FS_IO_SIZE)
-			/* The kernel has it to its end: see push_ready(). */
-			__atomic_store_n(&g->item_in_kernel[n->u.item], 1,
-					 __ATOMIC_RELAXED);
-		fs_gen_put(fs, g, 1);
-		if (r.replied) {
-			__atomic_add_fetch(&fs->read_bytes, r.bytes,
-					   __ATOMIC_RELAXED);
-			return;
-		}
-		__atomic_add_fetch(&fs->read_errors, 1, __ATOMIC_RELAXED);
-		/* As below: the detail was logged where understood. */
-		fuse_reply_err(req, got == -ENOMEM ? ENOMEM : EIO);
-		return;
-	}
-	/* Reply buffers count in the cache's memory budget. */
-	buf = cache_buffer_alloc(fs->cache, size);
-	if (buf == NULL) {
-		fs_gen_put(fs, g, 1);
-		__atomic_add_fetch(&fs->read_errors, 1, __ATOMIC_RELAXED);
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	/* A file opened without a cache handle (none could be had). */
 	object_of(g, n->u.item, &obj);
-	got = cache_read(fs->cache, &obj, (uint64_t)off, size, buf);
+	rd.obj = &obj;
+	rd.offset = (uint64_t)off;
+	rd.len = size;
+	rd.reply = fs_read_reply_send;
+	rd.reply_arg = &r;
+	/* Its reads share a read-ahead window per process. */
+	rd.reader = (uint64_t)fuse_req_ctx(req)->pid + 1;
+	rd.order = CACHE_NO_ORDER;
+	if (g->item_rank[n->u.item] != UINT32_MAX) {
+		rd.order = FS_ORDER(g->id, g->item_rank[n->u.item]);
+		rd.pos = g->item_pos[n->u.item];
+	}
+	/* The reply may let the reader go on before it returns: the request
+	 * holds g, whose strings obj borrows. */
+	got = cache_read(fs->cache, &rd);
+	if (r.replied && r.bytes > 0 && off + r.bytes == e->size &&
+	    e->size <= FS_IO_SIZE)
+		/* The kernel has it to its end: see push_ready(). */
+		__atomic_store_n(&g->item_in_kernel[n->u.item], 1,
+				 __ATOMIC_RELAXED);
 	fs_gen_put(fs, g, 1);
-	reply_buffer(fs, req, buf, size, got);
+	if (r.replied) {
+		__atomic_add_fetch(&fs->read_bytes, r.bytes, __ATOMIC_RELAXED);
+		return;
+	}
+	__atomic_add_fetch(&fs->read_errors, 1, __ATOMIC_RELAXED);
+	/* The detail was logged where it was understood; a reader sees EIO
+	 * for any store fault, never stale bytes. */
+	fuse_reply_err(req, got == -ENOMEM ? ENOMEM : EIO);
 }
 
 static void fs_op_release(fuse_req_t req, fuse_ino_t ino,

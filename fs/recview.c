@@ -123,10 +123,16 @@ ssize_t recview_read(const struct fs_data *d, uint32_t r, uint32_t p,
 			case RPLAN_SEG_RECORD:
 				o = rindex_object_of(d->rindex, s->rec);
 				recview_object(d, o, &obj);
-				got = cache_read(d->cache, &obj,
-						 d->rindex->rec_off[s->rec] +
-							 s->in_off,
-						 (size_t)s->len, dst + done);
+				got = cache_read(
+					d->cache,
+					&(struct cache_read){
+						.obj = &obj,
+						.offset = d->rindex->rec_off
+								  [s->rec] +
+							  s->in_off,
+						.len = (size_t)s->len,
+						.buf = dst + done,
+						.order = CACHE_NO_ORDER });
 				if (got < 0)
 					return got;
 				if ((uint64_t)got != s->len) {
@@ -194,7 +200,13 @@ static int recview_gunzip(void *ctx, struct cache *c,
 		size_t want = raw->size - pos > RECVIEW_PIECE
 				      ? RECVIEW_PIECE
 				      : (size_t)(raw->size - pos);
-		ssize_t got = cache_read_raw(c, raw, pos, want, buf);
+		ssize_t got = cache_read(
+			c, &(struct cache_read){ .obj = raw,
+						 .offset = pos,
+						 .len = want,
+						 .buf = buf,
+						 .flags = CACHE_READ_RAW,
+						 .order = CACHE_NO_ORDER });
 
 		if (got < 0)
 			rc = (int)got;

@@ -156,11 +156,18 @@ static void *warm_worker(void *arg)
 			.etag_len = e->etag_len,
 			.size = e->size,
 		};
-		uint64_t fetched = 0;
+		/* A fill: no destination. */
+		ssize_t fetched = cache_read(
+			j->cache,
+			&(struct cache_read){ .obj = &obj,
+					      .len = (size_t)e->size,
+					      .order = CACHE_NO_ORDER });
 
-		if (cache_fill(j->cache, &obj, &fetched) < 0)
+		if (fetched < 0)
 			__atomic_add_fetch(&j->errors, 1, __ATOMIC_RELAXED);
-		__atomic_add_fetch(&j->fetched, fetched, __ATOMIC_RELAXED);
+		else
+			__atomic_add_fetch(&j->fetched, (uint64_t)fetched,
+					   __ATOMIC_RELAXED);
 		__atomic_add_fetch(&j->bytes_done, e->size, __ATOMIC_RELAXED);
 		__atomic_add_fetch(&j->files_done, 1, __ATOMIC_RELAXED);
 	}

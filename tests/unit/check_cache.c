@@ -7,6 +7,7 @@
  * checks start at zero.
  */
 #include "cache/cache.h"
+#include "tests/unit/cache_util.h"
 
 #include <check.h>
 #include <errno.h>
@@ -115,7 +116,7 @@ static void read_expect(struct cache *c, const struct cache_object *obj,
 
 	ck_assert_uint_le(len, sizeof(buf));
 	memset(buf, '#', sizeof(buf));
-	ck_assert_int_eq(cache_read(c, obj, off, len, buf), (ssize_t)want_len);
+	ck_assert_int_eq(tc_read(c, obj, off, len, buf), (ssize_t)want_len);
 	ck_assert_int_eq(memcmp(buf, want, want_len), 0);
 	/* Nothing written past what was returned. */
 	if (want_len < sizeof(buf))
@@ -231,13 +232,13 @@ START_TEST(test_whole_size_limit)
 	put_file(&fx, "at", data, big - 1, 1000000000);
 	put_file(&fx, "over", data, big, 1000000000);
 	pin(&fx, "at", &p);
-	ck_assert_int_eq(cache_read(fx.c, &p.obj, 100, 10, buf), 10);
+	ck_assert_int_eq(tc_read(fx.c, &p.obj, 100, 10, buf), 10);
 	ck_assert_int_eq(memcmp(buf, data + 100, 10), 0);
 	s = stats_of(fx.c);
 	ck_assert_uint_eq(s.backend_reads, 1);
 	ck_assert_uint_eq(s.backend_bytes, big - 1);
 	pin(&fx, "over", &p);
-	ck_assert_int_eq(cache_read(fx.c, &p.obj, 100, 10, buf), 10);
+	ck_assert_int_eq(tc_read(fx.c, &p.obj, 100, 10, buf), 10);
 	ck_assert_int_eq(memcmp(buf, data + 100, 10), 0);
 	s = stats_of(fx.c);
 	ck_assert_uint_eq(s.backend_reads, 2);
@@ -263,9 +264,9 @@ START_TEST(test_stale)
 	put_file(&fx, "f", "ZYXWVUTSRQPONMLKJIHGFEDCBA9876543210", 36,
 		 2000000000);
 	memset(buf, '#', sizeof(buf));
-	ck_assert_int_eq(cache_read(fx.c, &p.obj, 0, 10, buf), -ESTALE);
+	ck_assert_int_eq(tc_read(fx.c, &p.obj, 0, 10, buf), -ESTALE);
 	ck_assert_int_eq(buf[0], '#');
-	ck_assert_int_eq(cache_read(fx.c, &p.obj, 20, 64, buf), -ESTALE);
+	ck_assert_int_eq(tc_read(fx.c, &p.obj, 20, 64, buf), -ESTALE);
 	ck_assert_int_eq(buf[0], '#');
 	expect_stats(fx.c, 3, 36, 2);
 
@@ -291,7 +292,7 @@ START_TEST(test_errors)
 	char path[512], buf[8];
 
 	fixture_open(&fx, "errors");
-	ck_assert_int_eq(cache_read(fx.c, &gone, 0, 1, buf), -ENOENT);
+	ck_assert_int_eq(tc_read(fx.c, &gone, 0, 1, buf), -ENOENT);
 	expect_stats(fx.c, 1, 0, 1);
 
 	/* Listed, then removed. */
@@ -299,7 +300,7 @@ START_TEST(test_errors)
 	pin(&fx, "f", &p);
 	snprintf(path, sizeof(path), "%s/f", fx.root);
 	ck_assert_int_eq(unlink(path), 0);
-	ck_assert_int_eq(cache_read(fx.c, &p.obj, 0, 8, buf), -ENOENT);
+	ck_assert_int_eq(tc_read(fx.c, &p.obj, 0, 8, buf), -ENOENT);
 	expect_stats(fx.c, 2, 0, 2);
 	fixture_close(&fx);
 }
@@ -345,7 +346,7 @@ static void *reader_main(void *arg)
 
 	r->ok = 1;
 	for (i = 0; i < READS; i++)
-		if (cache_read(r->c, r->obj, (uint64_t)(i % 30), 7, buf) != 7 ||
+		if (tc_read(r->c, r->obj, (uint64_t)(i % 30), 7, buf) != 7 ||
 		    memcmp(buf, digits + i % 30, 7) != 0)
 			r->ok = 0;
 	return NULL;

@@ -1,7 +1,7 @@
 /*
  * check_cache_derived: objects cut at their own chunk size, and derived
  * (transformed) objects (cache/cache.h: struct cache_object's chunk_size
- * and transform, cache_set_transform(), cache_read_raw()), over a real
+ * and transform, cache_set_transform(), tc_read_raw()), over a real
  * disk cache in a temp directory and the posix backend over real files.
  *
  * The transform is a real gunzip (zlib) registered by the test, over a
@@ -24,6 +24,7 @@
 
 #include "backends/backend.h"
 #include "cache/cache.h"
+#include "tests/unit/cache_util.h"
 #include "tests/unit/unit.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
@@ -166,7 +167,7 @@ static void obj_gunzip(const struct obj *raw, uint64_t derived_size,
 	out->o.size = derived_size;
 }
 
-/* The producer: zlib over cache_read_raw(). */
+/* The producer: zlib over tc_read_raw(). */
 struct gunzip {
 	int runs;	     /* atomic */
 	uint64_t fail_after; /* fail with fail_rc past this many bytes */
@@ -201,7 +202,7 @@ static int gunzip_run(void *ctx, struct cache *c,
 		size_t n;
 
 		if (zs.avail_in == 0) {
-			ssize_t got = cache_read_raw(c, raw, off, in_cap, in);
+			ssize_t got = tc_read_raw(c, raw, off, in_cap, in);
 
 			if (got <= 0) {
 				rc = got < 0 ? (int)got : -EPIPE;
@@ -319,7 +320,7 @@ static void read_check(struct cache *c, const struct cache_object *o,
 	size_t i;
 
 	ck_assert_ptr_nonnull(buf);
-	got = cache_read(c, o, off, len, buf);
+	got = tc_read(c, o, off, len, buf);
 	ck_assert_int_eq(got, (ssize_t)want);
 	for (i = 0; i < want; i++)
 		if (buf[i] != byte_at(seed, off + i))
@@ -396,7 +397,7 @@ START_TEST(test_small_chunks_many)
 	struct fixture fx;
 	struct obj ob;
 	uint8_t *data = make_bytes(4, size);
-	struct cache_file *f;
+	struct tc_file *f;
 	uint8_t buf[4096];
 
 	fx_init(&fx, "many");
@@ -411,13 +412,13 @@ START_TEST(test_small_chunks_many)
 	read_check(fx.c, &ob.o, 4, size - 100, 4096);
 	ck_assert_uint_eq(entries(&fx), (size + 128 * KIB - 1) / (128 * KIB));
 	/* Through an open file. */
-	ck_assert_int_eq(cache_file_open(fx.c, &ob.o, &f), 0);
-	ck_assert_int_eq(cache_file_read(f, 200000, sizeof(buf), buf),
+	ck_assert_int_eq(tc_file_open(fx.c, &ob.o, &f), 0);
+	ck_assert_int_eq(tc_file_read(f, 200000, sizeof(buf), buf),
 			 sizeof(buf));
 	ck_assert_uint_eq(buf[0], byte_at(4, 200000));
-	ck_assert_int_eq(cache_file_read_ready(f, 131072 + 10, 100, buf), 100);
+	ck_assert_int_eq(tc_file_ready(f, 131072 + 10, 100, buf), 100);
 	ck_assert_uint_eq(buf[99], byte_at(4, 131072 + 109));
-	cache_file_close(f);
+	tc_file_close(f);
 	ck_assert_uint_eq(stats(&fx).backend_bytes, size);
 	verify_clean(&fx);
 	fx_free(&fx);
@@ -516,10 +517,10 @@ START_TEST(test_bad_chunk_size)
 	obj_get(&fx, "f", &ob);
 	fx_open(&fx, 256 * MIB, MIB);
 	ob.o.chunk_size = 1000; /* not a multiple of a CRC block */
-	ck_assert_int_eq(cache_read(fx.c, &ob.o, 0, sizeof(buf), buf), -EINVAL);
-	ck_assert_int_eq(cache_fill(fx.c, &ob.o, &fetched), -EINVAL);
+	ck_assert_int_eq(tc_read(fx.c, &ob.o, 0, sizeof(buf), buf), -EINVAL);
+	ck_assert_int_eq(tc_fill(fx.c, &ob.o, &fetched), -EINVAL);
 	ob.o.chunk_size = 2 * MIB; /* over the cache's */
-	ck_assert_int_eq(cache_read(fx.c, &ob.o, 0, sizeof(buf), buf), -EINVAL);
+	ck_assert_int_eq(tc_read(fx.c, &ob.o, 0, sizeof(buf), buf), -EINVAL);
 	ob.o.chunk_size = MIB; /* the cache's own: fine */
 	read_check(fx.c, &ob.o, 5, 0, 300000);
 	fx_free(&fx);
@@ -611,7 +612,7 @@ static void *reader_main(void *arg)
 		size_t len = (size_t)(rand_r(&r->seed) % (400 * KIB)) + 1;
 		size_t want =
 			GZ_SIZE - off < len ? (size_t)(GZ_SIZE - off) : len;
-		ssize_t got = cache_read(r->fx->c, r->o, off, len, buf);
+		ssize_t got = tc_read(r->fx->c, r->o, off, len, buf);
 		size_t k;
 
 		if (r->expect_rc != 0) {
@@ -672,7 +673,7 @@ START_TEST(test_derived_survives_restart)
 	struct gunzip g = { 0 };
 	struct fixture fx;
 	struct obj raw, der;
-	struct cache_file *f;
+	struct tc_file *f;
 	struct cache_stats s;
 	uint8_t buf[5000];
 
@@ -684,13 +685,13 @@ START_TEST(test_derived_survives_restart)
 	ck_assert_int_eq(cache_set_transform(fx.c, "gunzip", gunzip_run, &g),
 			 0);
 	read_check(fx.c, &der.o, GZ_SEED, 0, GZ_SIZE);
-	ck_assert_int_eq(cache_file_open(fx.c, &der.o, &f), 0);
-	ck_assert_int_eq(cache_file_read(f, MIB - 10, sizeof(buf), buf),
+	ck_assert_int_eq(tc_file_open(fx.c, &der.o, &f), 0);
+	ck_assert_int_eq(tc_file_read(f, MIB - 10, sizeof(buf), buf),
 			 sizeof(buf));
 	ck_assert_uint_eq(buf[0], byte_at(GZ_SEED, MIB - 10));
-	ck_assert_int_eq(cache_file_read_ready(f, 2 * MIB, 100, buf), 100);
+	ck_assert_int_eq(tc_file_ready(f, 2 * MIB, 100, buf), 100);
 	ck_assert_uint_eq(buf[0], byte_at(GZ_SEED, 2 * MIB));
-	cache_file_close(f);
+	tc_file_close(f);
 	s = stats(&fx);
 	ck_assert_int_eq(runs_of(&g), 1);
 	ck_assert_uint_eq(s.derived_runs, 0);
@@ -714,7 +715,7 @@ START_TEST(test_derived_error_to_all)
 	/* Nothing of it stored, though a whole chunk passed. */
 	ck_assert_uint_eq(entries(&fx), 0);
 	ck_assert_uint_eq(stats(&fx).live_bytes, 0);
-	ck_assert_int_eq(cache_read(fx.c, &der.o, 10, 1, &b), -EPROTO);
+	ck_assert_int_eq(tc_read(fx.c, &der.o, 10, 1, &b), -EPROTO);
 	/* Fixed: served. */
 	g.fail_rc = 0;
 	read_check(fx.c, &der.o, GZ_SEED, 0, GZ_SIZE);
@@ -734,16 +735,13 @@ START_TEST(test_derived_wrong_length)
 	gz_setup(&fx, "length", 256 * MIB, &g, &raw, &der);
 	obj_gunzip(&raw, GZ_SIZE + 1, &longer);
 	obj_gunzip(&raw, GZ_SIZE - 1, &shorter);
-	ck_assert_int_eq(cache_read(fx.c, &longer.o, 0, sizeof(buf), buf),
-			 -EIO);
-	ck_assert_int_eq(cache_read(fx.c, &shorter.o, 0, sizeof(buf), buf),
-			 -EIO);
-	ck_assert_int_eq(cache_fill(fx.c, &shorter.o, &fetched), -EIO);
+	ck_assert_int_eq(tc_read(fx.c, &longer.o, 0, sizeof(buf), buf), -EIO);
+	ck_assert_int_eq(tc_read(fx.c, &shorter.o, 0, sizeof(buf), buf), -EIO);
+	ck_assert_int_eq(tc_fill(fx.c, &shorter.o, &fetched), -EIO);
 	ck_assert_int_eq(runs_of(&g), 3);
 	/* Nothing served from what those runs stored either. */
 	ck_assert_uint_eq(entries(&fx), 0);
-	ck_assert_int_eq(cache_read(fx.c, &shorter.o, 0, sizeof(buf), buf),
-			 -EIO);
+	ck_assert_int_eq(tc_read(fx.c, &shorter.o, 0, sizeof(buf), buf), -EIO);
 	ck_assert_int_eq(runs_of(&g), 4);
 	read_check(fx.c, &der.o, GZ_SEED, 0, GZ_SIZE);
 	ck_assert_int_eq(runs_of(&g), 5);
@@ -802,13 +800,13 @@ START_TEST(test_derived_and_raw_coexist)
 	ck_assert_ptr_nonnull(f);
 	ck_assert_uint_eq(fread(gz, 1, raw.o.size, f), raw.o.size);
 	fclose(f);
-	ck_assert_int_eq(cache_read(fx.c, &raw.o, 0, raw.o.size, buf),
+	ck_assert_int_eq(tc_read(fx.c, &raw.o, 0, raw.o.size, buf),
 			 (ssize_t)raw.o.size);
 	ck_assert_int_eq(memcmp(gz, buf, raw.o.size), 0);
 	read_check(fx.c, &der.o, GZ_SEED, 0, GZ_SIZE);
 	read_check(fx.c, &der_small.o, GZ_SEED, 2 * MIB + 5, 70000);
 	ck_assert_int_eq(runs_of(&g), 2); /* each chunk size its own run */
-	ck_assert_int_eq(cache_read(fx.c, &raw.o, 0, raw.o.size, buf),
+	ck_assert_int_eq(tc_read(fx.c, &raw.o, 0, raw.o.size, buf),
 			 (ssize_t)raw.o.size);
 	ck_assert_int_eq(memcmp(gz, buf, raw.o.size), 0);
 	/* raw: ceil(size / 1 MiB); derived: 4; derived at 256 KiB: 13. */
@@ -840,23 +838,23 @@ START_TEST(test_derived_reply_and_fill)
 	struct gunzip g = { 0 };
 	struct fixture fx;
 	struct obj raw, der;
-	struct cache_file *f;
+	struct tc_file *f;
 	uint8_t buf[200000];
 	uint64_t fetched, i;
 
 	gz_setup(&fx, "reply", 256 * MIB, &g, &raw, &der);
-	ck_assert_int_eq(cache_fill(fx.c, &der.o, &fetched), 0);
+	ck_assert_int_eq(tc_fill(fx.c, &der.o, &fetched), 0);
 	ck_assert_uint_eq(fetched, GZ_SIZE);
-	ck_assert_int_eq(cache_fill(fx.c, &der.o, &fetched), 0);
+	ck_assert_int_eq(tc_fill(fx.c, &der.o, &fetched), 0);
 	ck_assert_uint_eq(fetched, 0);
 	ck_assert_int_eq(runs_of(&g), 1);
-	ck_assert_int_eq(cache_file_open(fx.c, &der.o, &f), 0);
+	ck_assert_int_eq(tc_file_open(fx.c, &der.o, &f), 0);
 	ck_assert_int_eq(
-		cache_file_reply(f, MIB - 1000, sizeof(buf), reply_copy, buf),
+		tc_file_reply(f, MIB - 1000, sizeof(buf), reply_copy, buf),
 		sizeof(buf));
 	for (i = 0; i < sizeof(buf); i++)
 		ck_assert_uint_eq(buf[i], byte_at(GZ_SEED, MIB - 1000 + i));
-	cache_file_close(f);
+	tc_file_close(f);
 	ck_assert_int_eq(runs_of(&g), 1);
 	fx_free(&fx);
 }
@@ -867,18 +865,18 @@ START_TEST(test_derived_not_read_ahead)
 	struct gunzip g = { 0 };
 	struct fixture fx;
 	struct obj raw, der;
-	struct cache_file *f;
+	struct tc_file *f;
 	uint8_t *buf = malloc(MIB);
 	uint64_t off;
 
 	ck_assert_ptr_nonnull(buf);
 	gz_setup(&fx, "ahead", 256 * MIB, &g, &raw, &der);
 	/* Sequential reads, which read a plain file ahead. */
-	ck_assert_int_eq(cache_file_open(fx.c, &der.o, &f), 0);
+	ck_assert_int_eq(tc_file_open(fx.c, &der.o, &f), 0);
 	for (off = 0; off < 3 * MIB; off += 128 * KIB)
-		ck_assert_int_eq(cache_file_read(f, off, 128 * KIB, buf),
+		ck_assert_int_eq(tc_file_read(f, off, 128 * KIB, buf),
 				 128 * KIB);
-	cache_file_close(f);
+	tc_file_close(f);
 	ck_assert_uint_eq(stats(&fx).prefetch_issued, 0);
 	ck_assert_int_eq(runs_of(&g), 1);
 	free(buf);
@@ -902,12 +900,12 @@ START_TEST(test_derived_unsupported)
 	ck_assert_int_eq(cache_new(fx.be, &pass), 0);
 	ck_assert_int_eq(cache_set_transform(pass, "gunzip", gunzip_run, &g),
 			 0);
-	ck_assert_int_eq(cache_read(pass, &der.o, 0, 1, &b), -EOPNOTSUPP);
+	ck_assert_int_eq(tc_read(pass, &der.o, 0, 1, &b), -EOPNOTSUPP);
 	cache_free(pass);
 	/* A disk cache without the producer. */
 	fx_open(&fx, 256 * MIB, MIB);
-	ck_assert_int_eq(cache_read(fx.c, &der.o, 0, 1, &b), -EOPNOTSUPP);
-	ck_assert_int_eq(cache_read_raw(fx.c, &der.o, 0, 1, &b), -EINVAL);
+	ck_assert_int_eq(tc_read(fx.c, &der.o, 0, 1, &b), -EOPNOTSUPP);
+	ck_assert_int_eq(tc_read_raw(fx.c, &der.o, 0, 1, &b), -EINVAL);
 	ck_assert_int_eq(cache_set_transform(fx.c, "", gunzip_run, &g),
 			 -EINVAL);
 	ck_assert_int_eq(runs_of(&g), 0);
@@ -926,7 +924,7 @@ static void *hung_main(void *arg)
 	struct hung_reader *h = arg;
 	uint8_t buf[1000];
 
-	h->got = cache_read(h->fx->c, h->o, 0, sizeof(buf), buf);
+	h->got = tc_read(h->fx->c, h->o, 0, sizeof(buf), buf);
 	return NULL;
 }
 
@@ -936,7 +934,7 @@ START_TEST(test_derived_wait_bounded)
 	sem_t started, go;
 	struct gunzip g = { .started = &started, .go = &go };
 	struct hung_reader h;
-	struct cache_file *f;
+	struct tc_file *f;
 	struct fixture fx;
 	struct obj raw, der;
 	pthread_t t;
@@ -950,19 +948,19 @@ START_TEST(test_derived_wait_bounded)
 	ck_assert_int_eq(pthread_create(&t, NULL, hung_main, &h), 0);
 	sem_wait(&started); /* the run is in the table, producing nothing */
 	/* This read waits for that run, and gives up after 300 ms. */
-	ck_assert_int_eq(cache_read(fx.c, &der.o, 2 * MIB, 1, &b), -EIO);
+	ck_assert_int_eq(tc_read(fx.c, &der.o, 2 * MIB, 1, &b), -EIO);
 	/* Only what is stored, never a run's: not there yet. */
-	ck_assert_int_eq(cache_file_open(fx.c, &der.o, &f), 0);
-	ck_assert_int_eq(cache_file_read_ready(f, 0, 1, &b), -ENOENT);
+	ck_assert_int_eq(tc_file_open(fx.c, &der.o, &f), 0);
+	ck_assert_int_eq(tc_file_ready(f, 0, 1, &b), -ENOENT);
 	sem_post(&go);
 	pthread_join(t, NULL);
 	ck_assert_int_eq(h.got, 1000);
 	ck_assert_int_eq(runs_of(&g), 1);
 	g.started = NULL;
 	read_check(fx.c, &der.o, GZ_SEED, 2 * MIB, 1);
-	ck_assert_int_eq(cache_file_read_ready(f, 0, 1, &b), 1);
+	ck_assert_int_eq(tc_file_ready(f, 0, 1, &b), 1);
 	ck_assert_uint_eq(b, byte_at(GZ_SEED, 0));
-	cache_file_close(f);
+	tc_file_close(f);
 	ck_assert_int_eq(runs_of(&g), 1);
 	fx_free(&fx);
 	sem_destroy(&started);

@@ -1,5 +1,5 @@
 /*
- * Unit tests for cache_file_reply() (cache/cache.h), with the posix
+ * Unit tests for tc_file_reply() (cache/cache.h), with the posix
  * backend as the store: a chunk in memory is handed over in place (no
  * reply buffer taken: memory in use stays exactly the chunk's while fn
  * runs) and its pin is released when fn returns (memory back to 0 once the
@@ -21,6 +21,7 @@
 
 #include "backends/backend.h"
 #include "cache/cache.h"
+#include "tests/unit/cache_util.h"
 #include "tests/unit/unit.h"
 
 static char root[256];
@@ -29,7 +30,7 @@ struct fixture {
 	char src[512], dir[512];
 	struct backend *be;
 	struct cache *c;
-	struct cache_file *f;
+	struct tc_file *f;
 	struct cache_object o;
 	struct backend_stat st;
 	char key[64];
@@ -82,12 +83,12 @@ static void fx_open(struct fixture *fx, const char *name, unsigned seed,
 	o.dir = fx->dir;
 	o.backend_id = fx->src;
 	ck_assert_int_eq(cache_open(&o, fx->be, &fx->c), 0);
-	ck_assert_int_eq(cache_file_open(fx->c, &fx->o, &fx->f), 0);
+	ck_assert_int_eq(tc_file_open(fx->c, &fx->o, &fx->f), 0);
 }
 
 static void fx_free(struct fixture *fx)
 {
-	cache_file_close(fx->f);
+	tc_file_close(fx->f);
 	cache_free(fx->c);
 	backend_close(fx->be);
 }
@@ -147,7 +148,7 @@ static void reply_check(struct fixture *fx, unsigned seed, uint64_t off,
 	free(g->bytes);
 	memset(g, 0, sizeof(*g));
 	g->fx = fx;
-	rc = cache_file_reply(fx->f, off, len, reply_fn, g);
+	rc = tc_file_reply(fx->f, off, len, reply_fn, g);
 	ck_assert_int_eq(rc, (ssize_t)want);
 	ck_assert_uint_eq(g->calls, 1);
 	ck_assert_uint_eq(g->len, want);
@@ -184,7 +185,7 @@ START_TEST(test_retained_chunk_pinned)
 
 	fx_open(&fx, "pinned", 3, chunk, chunk, 1000);
 	/* A reader's fetch of part of the chunk leaves it retained. */
-	ck_assert_int_eq(cache_read(fx.c, &fx.o, 0, 4096, head), 4096);
+	ck_assert_int_eq(tc_read(fx.c, &fx.o, 0, 4096, head), 4096);
 	before = stats(&fx).memory_in_use_bytes;
 	ck_assert_uint_eq(before, chunk);
 	reads = stats(&fx).backend_reads; /* its parts */
@@ -212,7 +213,7 @@ END_TEST
  * a second old (a blob is remembered as checked only then). */
 static void fill_and_age(struct fixture *fx)
 {
-	ck_assert_int_eq(cache_fill(fx->c, &fx->o, NULL), 0);
+	ck_assert_int_eq(tc_fill(fx->c, &fx->o, NULL), 0);
 	(void)stats(fx); /* indexes the queued rows */
 	sleep(3);
 }
@@ -287,7 +288,7 @@ START_TEST(test_inline_across_and_end)
 
 	/* 100 000-byte chunks stored inline, 250 000 bytes in all. */
 	fx_open(&fx, "inline", 7, 250000, 100000, 100000);
-	ck_assert_int_eq(cache_fill(fx.c, &fx.o, NULL), 0);
+	ck_assert_int_eq(tc_fill(fx.c, &fx.o, NULL), 0);
 	(void)stats(&fx);
 	reply_check(&fx, 7, 1000, 5000, &g);
 	ck_assert_uint_eq(g.n_mem, 1);
@@ -302,7 +303,7 @@ START_TEST(test_inline_across_and_end)
 }
 END_TEST
 
-/* cache_file_read_ready() (the push at open): a chunk stored in the disk
+/* tc_file_ready() (the push at open): a chunk stored in the disk
  * cache, not in memory (a new cache on the directory, as after a
  * remount), inline or as a blob, is copied without a backend read; a
  * chunk not stored is -ENOENT, never fetched. */
@@ -323,19 +324,18 @@ START_TEST(test_read_ready_stored)
 		fx_open(&fx, blob ? "ready-blob" : "ready-inline", 13, size,
 			o.chunk_size, o.inline_max);
 		/* Not stored: not fetched either. */
-		ck_assert_int_eq(cache_file_read_ready(fx.f, 0, size, buf),
-				 -ENOENT);
+		ck_assert_int_eq(tc_file_ready(fx.f, 0, size, buf), -ENOENT);
 		ck_assert_uint_eq(stats(&fx).backend_reads, 0);
-		ck_assert_int_eq(cache_fill(fx.c, &fx.o, NULL), 0);
+		ck_assert_int_eq(tc_fill(fx.c, &fx.o, NULL), 0);
 		/* A new cache on the directory: nothing in memory. */
-		cache_file_close(fx.f);
+		tc_file_close(fx.f);
 		cache_free(fx.c);
 		o.dir = fx.dir;
 		o.backend_id = fx.src;
 		ck_assert_int_eq(cache_open(&o, fx.be, &fx.c), 0);
-		ck_assert_int_eq(cache_file_open(fx.c, &fx.o, &fx.f), 0);
+		ck_assert_int_eq(tc_file_open(fx.c, &fx.o, &fx.f), 0);
 		memset(buf, 0, size);
-		ck_assert_int_eq(cache_file_read_ready(fx.f, 0, size, buf),
+		ck_assert_int_eq(tc_file_ready(fx.f, 0, size, buf),
 				 (ssize_t)size);
 		for (i = 0; i < size; i++)
 			if (buf[i] != byte_at(13, i))
@@ -366,7 +366,7 @@ END_TEST
 /* The reply lets the reader close the file: RELEASE may free f before fn
  * returns (cache.h: nothing reads f after fn). With the disk cache off. */
 struct close_in_fn {
-	struct cache_file *f;
+	struct tc_file *f;
 	size_t len;
 };
 
@@ -375,7 +375,7 @@ static int close_fn(void *arg, const struct cache_piece *p, unsigned n)
 	struct close_in_fn *a = arg;
 
 	a->len = n ? p[0].len : 0;
-	cache_file_close(a->f); /* the RELEASE that raced the reply */
+	tc_file_close(a->f); /* the RELEASE that raced the reply */
 	return 0;
 }
 
@@ -389,10 +389,9 @@ START_TEST(test_uncached_close_in_reply)
 	fx_open(&fx, "uncclose", 11, 3 << 20, 1 << 20, 1000);
 	ck_assert_int_eq(cache_new(fx.be, &pt), 0);
 	for (i = 0; i < 50; i++) {
-		ck_assert_int_eq(cache_file_open(pt, &fx.o, &a.f), 0);
-		ck_assert_int_eq(
-			cache_file_reply(a.f, 4096, 65536, close_fn, &a),
-			65536);
+		ck_assert_int_eq(tc_file_open(pt, &fx.o, &a.f), 0);
+		ck_assert_int_eq(tc_file_reply(a.f, 4096, 65536, close_fn, &a),
+				 65536);
 		ck_assert_uint_eq(a.len, 65536);
 	}
 	cache_free(pt);

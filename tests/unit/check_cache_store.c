@@ -4,7 +4,7 @@
  * corruption (blob and inline) detected and refetched, eviction to 90% of
  * the budget, LRU order through batched access times, cleanup at open, two
  * processes on one directory, a full filesystem (a 2 MiB tmpfs, when we may
- * mount one), cache_fill, changed etags, verify and clear; the directory:
+ * mount one), fills, changed etags, verify and clear; the directory:
  * an index truncated while open (SIGBUS caught) or damaged at open (moved
  * aside), other faults left alone, 0700/0600 modes, a held owners.lock,
  * a full disk under LMDB logged as ENOSPC.
@@ -36,6 +36,7 @@
 
 #include "backends/backend.h"
 #include "cache/cache.h"
+#include "tests/unit/cache_util.h"
 #include "cache/fault_guard.h"
 #include "tests/unit/unit.h"
 
@@ -147,7 +148,7 @@ static void read_check(struct fixture *fx, struct obj *ob, unsigned seed,
 	size_t i;
 
 	ck_assert_ptr_nonnull(buf);
-	got = cache_read(fx->c, &ob->o, off, len, buf);
+	got = tc_read(fx->c, &ob->o, off, len, buf);
 	ck_assert_int_eq(got, (ssize_t)want);
 	for (i = 0; i < want; i++)
 		if (buf[i] != byte_at(seed, off + i))
@@ -295,8 +296,8 @@ START_TEST(test_chunk_boundaries)
 		for (j = 0; j < sizeof(lens) / sizeof(lens[0]); j++)
 			read_check(&fx, &ob, 3, offs[i], lens[j]);
 	/* At and past the end. */
-	ck_assert_int_eq(cache_read(fx.c, &ob.o, ob.o.size, 10, &b), 0);
-	ck_assert_int_eq(cache_read(fx.c, &ob.o, ob.o.size + 5, 10, &b), 0);
+	ck_assert_int_eq(tc_read(fx.c, &ob.o, ob.o.size, 10, &b), 0);
+	ck_assert_int_eq(tc_read(fx.c, &ob.o, ob.o.size + 5, 10, &b), 0);
 	/* 5 chunks, each fetched once. */
 	ck_assert_uint_eq(stats(&fx).backend_reads, 5);
 	ck_assert_int_eq(verify(&fx), 0);
@@ -314,8 +315,8 @@ START_TEST(test_empty_object)
 	make_file(&fx, "e", 4, 0);
 	obj_get(&fx, "e", &ob);
 	fx_open(&fx, 64 << 20, 0, 0);
-	ck_assert_int_eq(cache_read(fx.c, &ob.o, 0, 10, &b), 0);
-	ck_assert_int_eq(cache_fill(fx.c, &ob.o, NULL), 0);
+	ck_assert_int_eq(tc_read(fx.c, &ob.o, 0, 10, &b), 0);
+	ck_assert_int_eq(tc_fill(fx.c, &ob.o, NULL), 0);
 	ck_assert_uint_eq(stats(&fx).backend_reads, 0);
 	fx_free(&fx);
 }
@@ -602,7 +603,7 @@ static void *reader_thread(void *arg)
 		ob = &a->ob[i];
 		off = (r >> 4) % ob->o.size;
 		len = (size_t)(ob->o.size - off);
-		got = cache_read(a->fx->c, &ob->o, off, len, buf);
+		got = tc_read(a->fx->c, &ob->o, off, len, buf);
 		if (got != (ssize_t)len) {
 			a->bad++;
 			continue;
@@ -1361,9 +1362,9 @@ START_TEST(test_fill)
 	make_file(&fx, "f", 10, 3 * 65536 + 5);
 	obj_get(&fx, "f", &ob);
 	fx_open(&fx, 64 << 20, 65536, 1000);
-	ck_assert_int_eq(cache_fill(fx.c, &ob.o, &fetched), 0);
+	ck_assert_int_eq(tc_fill(fx.c, &ob.o, &fetched), 0);
 	ck_assert_uint_eq(fetched, ob.o.size);
-	ck_assert_int_eq(cache_fill(fx.c, &ob.o, &fetched), 0);
+	ck_assert_int_eq(tc_fill(fx.c, &ob.o, &fetched), 0);
 	ck_assert_uint_eq(fetched, 0);
 	read_all(&fx, &ob, 10);
 	ck_assert_uint_eq(stats(&fx).backend_reads, 4);
@@ -1392,12 +1393,12 @@ START_TEST(test_new_etag_new_bytes)
 	/* The old version is still cached and consistent with the old
 	 * manifest; a miss against it fails rather than mixing versions. */
 	read_check(&fx, &old, 11, 0, 65536);
-	ck_assert_int_eq(cache_read(fx.c, &old.o, 149999, 1, &b), 1);
+	ck_assert_int_eq(tc_read(fx.c, &old.o, 149999, 1, &b), 1);
 	ck_assert_uint_eq(b, byte_at(11, 149999));
 	fx_close(&fx);
 	fx_open(&fx, 64 << 20, 65536, 1000);
 	ck_assert_int_eq(cache_clear(fx.c), 0);
-	ck_assert_int_eq(cache_read(fx.c, &old.o, 0, 1, &b), -ESTALE);
+	ck_assert_int_eq(tc_read(fx.c, &old.o, 0, 1, &b), -ESTALE);
 	ck_assert_uint_eq(info(&fx).entries, 0);
 	read_all(&fx, &cur, 12);
 	fx_free(&fx);

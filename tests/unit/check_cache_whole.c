@@ -33,6 +33,7 @@
 
 #include "backends/backend.h"
 #include "cache/cache.h"
+#include "tests/unit/cache_util.h"
 #include "unit.h"
 #include "util/crc32c.h"
 #include "util/log.h"
@@ -233,7 +234,7 @@ static bool read_range(struct fixture *fx, const struct cache_object *obj,
 		size_t len = to - off < sizeof(buf) ? (size_t)(to - off)
 						    : sizeof(buf);
 
-		ck_assert_int_eq(cache_read(fx->c, obj, off, len, buf),
+		ck_assert_int_eq(tc_read(fx->c, obj, off, len, buf),
 				 (ssize_t)len);
 		same = same && memcmp(buf, fx->data + off, len) == 0;
 	}

@@ -29,15 +29,16 @@
 #include "backends/backend.h"
 #include "cache/cache.h"
 #include "cache/fetch_fail.h"
+#include "tests/unit/cache_util.h"
 #include "unit.h"
 
 static const char *root;
 
 /* Opens obj at position pos of order, as the FUSE layer does. */
 static int open_at(struct cache *c, const struct cache_object *obj,
-		   uint64_t order, uint64_t pos, struct cache_file **f)
+		   uint64_t order, uint64_t pos, struct tc_file **f)
 {
-	int rc = cache_file_open(c, obj, f);
+	int rc = tc_file_open_at(c, obj, order, pos, f);
 
 	if (rc == 0)
 		cache_order_open(c, order, pos);
@@ -269,8 +270,8 @@ static void *reader_main(void *arg)
 
 	r->buf = malloc(r->len);
 	r->got = r->buf == NULL ? -ENOMEM
-				: cache_read(r->fx->c, &r->fx->objs[r->k],
-					     r->off, r->len, r->buf);
+				: tc_read(r->fx->c, &r->fx->objs[r->k], r->off,
+					  r->len, r->buf);
 	return NULL;
 }
 
@@ -322,8 +323,7 @@ START_TEST(test_single_flight)
 	/* Cached now: a read waits for nothing. */
 	r[0].buf = malloc(65536);
 	ck_assert_ptr_nonnull(r[0].buf);
-	ck_assert_int_eq(cache_read(fx.c, &fx.objs[0], 0, 65536, r[0].buf),
-			 65536);
+	ck_assert_int_eq(tc_read(fx.c, &fx.objs[0], 0, 65536, r[0].buf), 65536);
 	free(r[0].buf);
 	ck_assert_uint_eq(stats(&fx).first_waits, 10);
 	fx_free(&fx);
@@ -340,7 +340,7 @@ START_TEST(test_parallel_parts)
 	add_file(&fx, (32 << 20) - 1000);
 	fx_open(&fx, 32 << 20, 8, 128 << 20, 0);
 	ck_assert_ptr_nonnull(buf);
-	ck_assert_int_eq(cache_read(fx.c, &fx.objs[0], 0, 32 << 20, buf),
+	ck_assert_int_eq(tc_read(fx.c, &fx.objs[0], 0, 32 << 20, buf),
 			 (32 << 20) - 1000);
 	check_bytes(0, 0, buf, (32 << 20) - 1000);
 	/* 4 parts of FETCH_PART_SIZE (8 MiB). */
@@ -348,7 +348,7 @@ START_TEST(test_parallel_parts)
 	ck_assert_uint_eq(stats(&fx).backend_bytes, (32 << 20) - 1000);
 	/* Stored whole: read again from the cache. */
 	memset(buf, 0, 32 << 20);
-	ck_assert_int_eq(cache_read(fx.c, &fx.objs[0], 12345, 3 << 20, buf),
+	ck_assert_int_eq(tc_read(fx.c, &fx.objs[0], 12345, 3 << 20, buf),
 			 3 << 20);
 	check_bytes(0, 12345, buf, 3 << 20);
 	ck_assert_uint_eq(stats(&fx).backend_reads, 4);
@@ -362,7 +362,7 @@ END_TEST
 START_TEST(test_reader_first)
 {
 	struct fixture fx;
-	struct cache_file *f;
+	struct tc_file *f;
 	struct reader r;
 	pthread_t t;
 	int i;
@@ -386,7 +386,7 @@ START_TEST(test_reader_first)
 	ck_assert_int_eq(r.got, 100000);
 	check_bytes(4, 0, r.buf, 100000);
 	free(r.buf);
-	cache_file_close(f);
+	tc_file_close(f);
 	(void)stats(&fx); /* waits until the prefetches are stored */
 	while (stats(&fx).backend_reads < 4)
 		sched_yield();
@@ -407,7 +407,7 @@ END_TEST
 START_TEST(test_prefetch_bytes_bound)
 {
 	struct fixture fx;
-	struct cache_file *f, *g;
+	struct tc_file *f, *g;
 	struct reader r;
 	pthread_t t;
 	int i;
@@ -435,8 +435,8 @@ START_TEST(test_prefetch_bytes_bound)
 	ck_assert_int_eq(r.got, 8 << 20);
 	check_bytes(6, 0, r.buf, 8 << 20);
 	free(r.buf);
-	cache_file_close(g);
-	cache_file_close(f);
+	tc_file_close(g);
+	tc_file_close(f);
 	/* Each of the six files fetched once, whole. */
 	while (stats(&fx).backend_bytes < UINT64_C(6) * (8 << 20))
 		sched_yield();
@@ -454,7 +454,7 @@ struct walker {
 	bool ok;
 };
 
-/* Opens and reads files first, first + 4, ... through cache_file (so
+/* Opens and reads files first, first + 4, ... as files (so
  * read-ahead and order prefetch run too), checking every byte. */
 static void *walker_main(void *arg)
 {
@@ -464,7 +464,7 @@ static void *walker_main(void *arg)
 
 	w->ok = buf != NULL;
 	for (k = w->first; w->ok && k < w->fx->n_objs; k += 4) {
-		struct cache_file *f;
+		struct tc_file *f;
 		uint64_t off;
 
 		if (open_at(w->fx->c, &w->fx->objs[k], 0, k, &f) < 0) {
@@ -472,7 +472,7 @@ static void *walker_main(void *arg)
 			break;
 		}
 		for (off = 0; off < w->fx->objs[k].size; off += 1 << 20) {
-			ssize_t got = cache_file_read(f, off, 1 << 20, buf);
+			ssize_t got = tc_file_read(f, off, 1 << 20, buf);
 			size_t i;
 
 			if (got <= 0) {
@@ -483,7 +483,7 @@ static void *walker_main(void *arg)
 				if (buf[i] != byte_at(k, off + i))
 					w->ok = false;
 		}
-		cache_file_close(f);
+		tc_file_close(f);
 	}
 	free(buf);
 	return NULL;
@@ -595,7 +595,7 @@ END_TEST
 START_TEST(test_idle_trim)
 {
 	struct fixture fx;
-	struct cache_file *f;
+	struct tc_file *f;
 	uint8_t buf[100];
 	int i, n;
 
@@ -604,7 +604,7 @@ START_TEST(test_idle_trim)
 		add_file(&fx, 300000);
 	fx_open(&fx, 1 << 20, 8, 64 << 20, 4);
 	ck_assert_int_eq(open_at(fx.c, &fx.objs[0], 0, 0, &f), 0);
-	cache_file_close(f);
+	tc_file_close(f);
 	while (stats(&fx).backend_bytes < 4 * 300000)
 		sched_yield();
 	ck_assert_uint_gt(stats(&fx).memory_in_use_bytes, 0);
@@ -612,7 +612,7 @@ START_TEST(test_idle_trim)
 		usleep(100000);
 	ck_assert_uint_eq(stats(&fx).memory_in_use_bytes, 0);
 	/* They were stored: read from the disk cache, not fetched again. */
-	ck_assert_int_eq(cache_read(fx.c, &fx.objs[3], 1000, sizeof(buf), buf),
+	ck_assert_int_eq(tc_read(fx.c, &fx.objs[3], 1000, sizeof(buf), buf),
 			 sizeof(buf));
 	check_bytes(3, 1000, buf, sizeof(buf));
 	ck_assert_uint_eq(stats(&fx).backend_reads, 4);
@@ -625,7 +625,7 @@ END_TEST
 START_TEST(test_readahead_window)
 {
 	struct fixture fx;
-	struct cache_file *f;
+	struct tc_file *f;
 	uint8_t *buf = malloc(1 << 20);
 	uint64_t off, expect = 1 << 20;
 
@@ -638,8 +638,7 @@ START_TEST(test_readahead_window)
 	 * another MiB since it grew: 1, 2, 4, 8, 16 MiB (the cap: memory / 4)
 	 * at 1, 2, 3, 4 and 5 MiB read. */
 	for (off = 0; off < (20 << 20); off += 1 << 20) {
-		ck_assert_int_eq(cache_file_read(f, off, 1 << 20, buf),
-				 1 << 20);
+		ck_assert_int_eq(tc_file_read(f, off, 1 << 20, buf), 1 << 20);
 		check_bytes(0, off, buf, 1 << 20);
 		if (off > 0 && expect < (16 << 20))
 			expect *= 2;
@@ -649,10 +648,10 @@ START_TEST(test_readahead_window)
 	/* Chunks ahead of the reader were queued. */
 	ck_assert_uint_gt(stats(&fx).prefetch_issued, 0);
 	/* A seek restarts the window. */
-	ck_assert_int_eq(cache_file_read(f, 30 << 20, 1 << 20, buf), 1 << 20);
+	ck_assert_int_eq(tc_file_read(f, 30 << 20, 1 << 20, buf), 1 << 20);
 	check_bytes(0, 30 << 20, buf, 1 << 20);
 	ck_assert_uint_eq(stats(&fx).readahead_window_bytes, 1 << 20);
-	cache_file_close(f);
+	tc_file_close(f);
 	free(buf);
 	fx_free(&fx);
 }
@@ -662,10 +661,10 @@ END_TEST
 
 static void open_close(struct fixture *fx, unsigned k)
 {
-	struct cache_file *f;
+	struct tc_file *f;
 
 	ck_assert_int_eq(open_at(fx->c, &fx->objs[k], 0, k, &f), 0);
-	cache_file_close(f);
+	tc_file_close(f);
 }
 
 START_TEST(test_order_follow)
@@ -736,14 +735,14 @@ static void *replier_main(void *arg)
 {
 	struct replier *r = arg;
 	const struct cache_object *obj = &r->fx->objs[r->k];
-	struct cache_file *f;
+	struct tc_file *f;
 	uint8_t *buf = cache_buffer_alloc(r->fx->c, r->io);
 	uint64_t off;
 
 	r->ok = buf != NULL && open_at(r->fx->c, obj, 0, r->k, &f) == 0;
 	for (off = 0; r->ok && off < obj->size; off += r->io) {
 		size_t want = obj->size - off < r->io ? obj->size - off : r->io;
-		ssize_t got = cache_file_read(f, off, r->io, buf);
+		ssize_t got = tc_file_read(f, off, r->io, buf);
 		size_t i;
 
 		if (got != (ssize_t)want) {
@@ -755,7 +754,7 @@ static void *replier_main(void *arg)
 				r->ok = false;
 	}
 	if (buf != NULL && r->ok)
-		cache_file_close(f);
+		tc_file_close(f);
 	cache_buffer_free(r->fx->c, buf, r->io);
 	return NULL;
 }
@@ -771,7 +770,7 @@ START_TEST(test_pressure_progress)
 	struct fixture fx;
 	struct replier rp[16];
 	struct reader stuck;
-	struct cache_file *f;
+	struct tc_file *f;
 	struct cache_stats s;
 	pthread_t t[16], ts;
 	int i;
@@ -782,7 +781,7 @@ START_TEST(test_pressure_progress)
 	fx_open(&fx, 1 << 20, 8, 4 << 20, 2);
 	/* Prefetched and retained: f21 and f22 (the order after f20). */
 	ck_assert_int_eq(open_at(fx.c, &fx.objs[20], 0, 20, &f), 0);
-	cache_file_close(f);
+	tc_file_close(f);
 	while (stats(&fx).backend_reads < 2)
 		sched_yield();
 	/* A chunk of f00 in flight that does not finish. */
@@ -829,7 +828,7 @@ START_TEST(test_pressure_direct_not_stored)
 	reply = cache_buffer_alloc(fx.c, 2 << 20);
 	ck_assert_ptr_nonnull(reply);
 	ck_assert_int_eq(
-		cache_read(fx.c, &fx.objs[0], (1 << 20) + 77, 300000, reply),
+		tc_read(fx.c, &fx.objs[0], (1 << 20) + 77, 300000, reply),
 		300000);
 	check_bytes(0, (1 << 20) + 77, reply, 300000);
 	ck_assert_uint_eq(stats(&fx).direct_reads, 1);
@@ -839,14 +838,14 @@ START_TEST(test_pressure_direct_not_stored)
 	cache_buffer_free(fx.c, reply, 2 << 20);
 	/* Memory again: the chunk is fetched whole and stored. */
 	ck_assert_int_eq(
-		cache_read(fx.c, &fx.objs[0], (1 << 20) + 77, sizeof(buf), buf),
+		tc_read(fx.c, &fx.objs[0], (1 << 20) + 77, sizeof(buf), buf),
 		sizeof(buf));
 	check_bytes(0, (1 << 20) + 77, buf, sizeof(buf));
 	reads = stats(&fx).backend_reads;
 	ck_assert_uint_eq(stats(&fx).direct_reads, 1);
 	ck_assert_uint_eq(stats(&fx).backend_bytes, 300000 + (1 << 20));
 	ck_assert_int_eq(
-		cache_read(fx.c, &fx.objs[0], (1 << 20) + 5, sizeof(buf), buf),
+		tc_read(fx.c, &fx.objs[0], (1 << 20) + 5, sizeof(buf), buf),
 		sizeof(buf));
 	check_bytes(0, (1 << 20) + 5, buf, sizeof(buf));
 	ck_assert_uint_eq(stats(&fx).backend_reads, reads);
@@ -925,7 +924,7 @@ START_TEST(test_uncached_readahead)
 	struct fixture fx;
 	struct cache_fetch_options fo = { .connections = 8,
 					  .memory = 256 << 20 };
-	struct cache_file *f;
+	struct tc_file *f;
 	uint8_t *buf = malloc(1 << 20);
 	uint64_t off;
 
@@ -934,22 +933,22 @@ START_TEST(test_uncached_readahead)
 	ck_assert_int_eq(cache_new(&fx.rec.base, &fx.c), 0);
 	cache_set_fetch_options(fx.c, &fo);
 	ck_assert_ptr_nonnull(buf);
-	ck_assert_int_eq(cache_file_open(fx.c, &fx.objs[0], &f), 0);
+	ck_assert_int_eq(tc_file_open(fx.c, &fx.objs[0], &f), 0);
 	for (off = 0; off < fx.objs[0].size; off += 1 << 20) {
 		size_t want = fx.objs[0].size - off < (1 << 20)
 				      ? (size_t)(fx.objs[0].size - off)
 				      : 1 << 20;
 
-		ck_assert_int_eq(cache_file_read(f, off, 1 << 20, buf),
+		ck_assert_int_eq(tc_file_read(f, off, 1 << 20, buf),
 				 (ssize_t)want);
 		check_bytes(0, off, buf, want);
 	}
 	/* Chunks 1 to 5 (8 MiB each) were read ahead. */
 	ck_assert_uint_eq(stats(&fx).prefetch_issued, 5);
 	/* A seek back reads straight from the backend, right too. */
-	ck_assert_int_eq(cache_file_read(f, 3 << 20, 1 << 20, buf), 1 << 20);
+	ck_assert_int_eq(tc_file_read(f, 3 << 20, 1 << 20, buf), 1 << 20);
 	check_bytes(0, 3 << 20, buf, 1 << 20);
-	cache_file_close(f);
+	tc_file_close(f);
 	free(buf);
 	fx_free(&fx);
 }
@@ -991,7 +990,7 @@ START_TEST(test_retain_wakes)
 	rec_wait_held(&fx.rec, 1);
 	ck_assert_int_eq(pthread_create(&to, NULL, gate_open_later, &fx.rec),
 			 0);
-	ck_assert_int_eq(cache_fill(fx.c, &fx.objs[1], &fetched), 0);
+	ck_assert_int_eq(tc_fill(fx.c, &fx.objs[1], &fetched), 0);
 	ck_assert_uint_eq(fetched, 1 << 20);
 	pthread_join(to, NULL);
 	pthread_join(ta, NULL);
@@ -1019,14 +1018,14 @@ START_TEST(test_short_chunk)
 	fx_open(&fx, 1 << 20, 8, 64 << 20, 0);
 	ck_assert_ptr_nonnull(buf);
 	fx.rec.short_reads = true;
-	ck_assert_int_eq(cache_read(fx.c, &fx.objs[0], 100, 5000, buf), -EIO);
+	ck_assert_int_eq(tc_read(fx.c, &fx.objs[0], 100, 5000, buf), -EIO);
 	/* At the end of a chunk, and across two. */
-	ck_assert_int_eq(
-		cache_read(fx.c, &fx.objs[0], (1 << 20) - 10, 100, buf), -EIO);
+	ck_assert_int_eq(tc_read(fx.c, &fx.objs[0], (1 << 20) - 10, 100, buf),
+			 -EIO);
 	ck_assert_int_eq(cache_info(fx.c, &info), 0);
 	ck_assert_uint_eq(info.entries, 0);
 	fx.rec.short_reads = false;
-	ck_assert_int_eq(cache_read(fx.c, &fx.objs[0], 100, 3 << 20, buf),
+	ck_assert_int_eq(tc_read(fx.c, &fx.objs[0], 100, 3 << 20, buf),
 			 (3 << 20) - 100);
 	check_bytes(0, 100, buf, (3 << 20) - 100);
 	free(buf);
@@ -1044,9 +1043,9 @@ START_TEST(test_short_through)
 	add_file(&fx, 1 << 20);
 	ck_assert_int_eq(cache_new(&fx.rec.base, &fx.c), 0);
 	fx.rec.short_reads = true;
-	ck_assert_int_eq(cache_read(fx.c, &fx.objs[0], 100, 5000, buf), -EIO);
+	ck_assert_int_eq(tc_read(fx.c, &fx.objs[0], 100, 5000, buf), -EIO);
 	fx.rec.short_reads = false;
-	ck_assert_int_eq(cache_read(fx.c, &fx.objs[0], 100, 5000, buf), 5000);
+	ck_assert_int_eq(tc_read(fx.c, &fx.objs[0], 100, 5000, buf), 5000);
 	check_bytes(0, 100, buf, 5000);
 	fx_free(&fx);
 }
@@ -1080,7 +1079,7 @@ static void hedge_setup(struct fixture *fx, const char *name, unsigned n,
 	fx->hedge_off = hedge_off;
 	fx_open(fx, 1 << 20, 8, 64 << 20, 0);
 	for (k = 0; k + 1 < n; k++) {
-		ck_assert_int_eq(cache_read(fx->c, &fx->objs[k], 0, 4096, buf),
+		ck_assert_int_eq(tc_read(fx->c, &fx->objs[k], 0, 4096, buf),
 				 4096);
 		check_bytes(k, 0, buf, 4096);
 	}
@@ -1130,7 +1129,7 @@ START_TEST(test_hedge_wins)
 	ck_assert_uint_eq(s.backend_errors, 0);
 	ck_assert_uint_eq(s.hedges_won, 1);
 	/* Stored once, from the winner: served from the cache now. */
-	ck_assert_int_eq(cache_read(fx.c, &fx.objs[40], 0, 4096, buf), 4096);
+	ck_assert_int_eq(tc_read(fx.c, &fx.objs[40], 0, 4096, buf), 4096);
 	check_bytes(40, 0, buf, 4096);
 	ck_assert_uint_eq(stats(&fx).backend_reads, 42);
 	fx_free(&fx);
@@ -1245,24 +1244,23 @@ START_TEST(test_fail_window)
 		else
 			fx_open(&fx, 1 << 20, 8, 64 << 20, 0);
 		rec_fail(&fx.rec, -EIO, 50);
-		ck_assert_int_eq(cache_read(fx.c, &fx.objs[0], 100, 5000, buf),
+		ck_assert_int_eq(tc_read(fx.c, &fx.objs[0], 100, 5000, buf),
 				 -EIO);
 		wait_idle(&fx);
 		n = rec_reads(&fx.rec);
 		ck_assert_uint_ge(n, 1);
 		/* The re-read: at once, no request, even once the store is
 		 * back (within the window). */
-		ck_assert_int_eq(cache_read(fx.c, &fx.objs[0], 0, 4096, buf),
+		ck_assert_int_eq(tc_read(fx.c, &fx.objs[0], 0, 4096, buf),
 				 -EIO);
 		ck_assert_uint_eq(rec_reads(&fx.rec), n);
 		rec_fail(&fx.rec, 0, 0);
-		ck_assert_int_eq(cache_read(fx.c, &fx.objs[0], 4096, 4096, buf),
+		ck_assert_int_eq(tc_read(fx.c, &fx.objs[0], 4096, 4096, buf),
 				 -EIO);
 		ck_assert_uint_eq(rec_reads(&fx.rec), n);
 		/* A range that did not fail. */
-		ck_assert_int_eq(
-			cache_read(fx.c, &fx.objs[0], 2 << 20, 4096, buf),
-			4096);
+		ck_assert_int_eq(tc_read(fx.c, &fx.objs[0], 2 << 20, 4096, buf),
+				 4096);
 		check_bytes(0, 2 << 20, buf, 4096);
 		ck_assert_uint_eq(rec_reads(&fx.rec), n + 1);
 		/* Another version is another object (posix: -ESTALE from
@@ -1270,26 +1268,23 @@ START_TEST(test_fail_window)
 		other = fx.objs[0];
 		other.etag = "1:2:3";
 		other.etag_len = 5;
-		ck_assert_int_eq(cache_read(fx.c, &other, 0, 4096, buf),
-				 -ESTALE);
+		ck_assert_int_eq(tc_read(fx.c, &other, 0, 4096, buf), -ESTALE);
 		ck_assert_uint_eq(rec_reads(&fx.rec), n + 2);
 		/* After the window: asked for again. */
 		usleep((FETCH_FAIL_WINDOW_MS + 200) * 1000);
-		ck_assert_int_eq(cache_read(fx.c, &fx.objs[0], 0, 4096, buf),
+		ck_assert_int_eq(tc_read(fx.c, &fx.objs[0], 0, 4096, buf),
 				 4096);
 		check_bytes(0, 0, buf, 4096);
 		ck_assert_uint_eq(rec_reads(&fx.rec), n + 3);
 		/* An answer is asked again (another chunk: the first is
 		 * stored now). */
 		rec_fail(&fx.rec, -ESTALE, 0);
-		ck_assert_int_eq(
-			cache_read(fx.c, &fx.objs[0], 1 << 20, 4096, buf),
-			-ESTALE);
+		ck_assert_int_eq(tc_read(fx.c, &fx.objs[0], 1 << 20, 4096, buf),
+				 -ESTALE);
 		wait_idle(&fx);
 		n = rec_reads(&fx.rec);
-		ck_assert_int_eq(
-			cache_read(fx.c, &fx.objs[0], 1 << 20, 4096, buf),
-			-ESTALE);
+		ck_assert_int_eq(tc_read(fx.c, &fx.objs[0], 1 << 20, 4096, buf),
+				 -ESTALE);
 		ck_assert_uint_eq(rec_reads(&fx.rec), n + 1);
 		rec_fail(&fx.rec, 0, 0);
 		fx_free(&fx);

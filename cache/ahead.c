@@ -1,0 +1,405 @@
+/*
+ * ahead: the prefetcher's hands. prefetch.h decides what to read ahead (a
+ * window within an object per reader, the next files of an order); this
+ * file keeps that state and queues the chunks it names with the fetch
+ * engine unless they are stored or in flight: into the disk cache, or
+ * without one (a window's whole chunks only) into the engine's memory,
+ * retained until read once.
+ *
+ * Windows live in a small table of streams, one per (object, reader),
+ * replaced least recently used first: a reader that comes back after its
+ * stream was replaced starts a new window, which costs read-ahead, never
+ * a byte. Orders live in c->orders (cache_order_note()).
+ */
+#include "cache/cache_impl.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "util/fnv.h"
+
+/* Queues chunk n of obj ahead of readers unless it is cached or in
+ * flight. Returns 0 (queued or nothing to do) or -ENOBUFS (no memory for
+ * prefetching now: stop). */
+static int ahead_chunk(struct cache *c, const struct cache_object *obj,
+		       uint64_t n)
+{
+	struct read_chunk ch;
+	int rc;
+
+	/* A derived object is produced whole by a reader, never ahead, and
+	 * a bad chunk size is the reader's error to report. */
+	if (obj->transform != NULL || !cache_obj_chunk_ok(c, obj))
+		return 0;
+	if (read_chunk_name(c, obj, n, &ch) < 0)
+		return -ENOBUFS;
+	rc = read_ahead_chunk(c, &ch);
+	read_chunk_release(&ch);
+	if (rc == 0) {
+		stat_add(&c->pf_issued, 1);
+		stat_add(&c->pf_bytes, ch.len);
+	}
+	return rc == -ENOBUFS || rc == -ENOMEM ? -ENOBUFS : 0;
+}
+
+int cache_prefetch_range(struct cache *c, const struct cache_object *obj,
+			 uint64_t offset, uint64_t len)
+{
+	uint64_t unit = cache_obj_chunk(c, obj), n, end;
+
+	if (!c->disk || len == 0 || offset >= obj->size || unit == 0)
+		return 0;
+	end = obj->size - offset < len ? obj->size : offset + len;
+	for (n = offset / unit; n * unit < end; n++)
+		if (ahead_chunk(c, obj, n) < 0)
+			return -ENOBUFS;
+	return 0;
+}
+
+/* ---- orders ------------------------------------------------------------- */
+
+void cache_order_forget(struct cache *c, uint64_t mask, uint64_t value)
+{
+	size_t i = 0;
+
+	pthread_mutex_lock(&c->pf_lock);
+	while (i < c->n_orders) {
+		if ((c->orders[i].order & mask) == value)
+			c->orders[i] = c->orders[--c->n_orders];
+		else
+			i++;
+	}
+	pthread_mutex_unlock(&c->pf_lock);
+}
+
+void cache_set_order(struct cache *c, cache_order_fn fn, void *ctx)
+{
+	pthread_mutex_lock(&c->pf_lock);
+	c->order_fn = fn;
+	c->order_ctx = ctx;
+	c->n_orders = 0;
+	pthread_mutex_unlock(&c->pf_lock);
+}
+
+/* The longest gap between opens that counts toward a reader's pace: a
+ * pause (an epoch's end, a checkpoint) is not the reader's pace. */
+#define GAP_MAX_NS (UINT64_C(1000000000))
+
+static uint64_t ahead_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Measures the reader of slot at an open now (pf_lock held) and returns
+ * the working depth for it (prefetch_depth()). */
+static unsigned ahead_pace(struct cache *c, struct order_slot *slot,
+			   const struct fetch_pace *fp, uint64_t stalls,
+			   uint64_t now)
+{
+	struct prefetch_pace p = { 0 };
+	uint64_t gap;
+
+	if (slot->last_ns != 0) {
+		gap = now - slot->last_ns;
+		if (gap > GAP_MAX_NS)
+			gap = GAP_MAX_NS;
+		/* An average over about 8 opens: one slow file (a large
+		 * one, a page the trainer logs) is not a change of pace. */
+		slot->gap_ns =
+			slot->gap_ns ? (slot->gap_ns * 7 + gap) / 8 : gap;
+		p.starved = stalls != slot->stalls;
+	}
+	slot->last_ns = now;
+	slot->stalls = stalls;
+	__atomic_store_n(&c->pf_gap_ns, slot->gap_ns, __ATOMIC_RELAXED);
+	p.latency_ns = fp->latency_min_ns;
+	p.latency_slow_ns = fp->latency_p90_ns;
+	p.gap_ns = slot->gap_ns;
+	p.depth = slot->st.depth;
+	p.file_bytes = slot->file_bytes;
+	p.memory = __atomic_load_n(&c->pf_memory, __ATOMIC_RELAXED);
+	p.connections = __atomic_load_n(&c->pf_conns, __ATOMIC_RELAXED);
+	p.cap = __atomic_load_n(&c->pf_files, __ATOMIC_RELAXED);
+	return prefetch_depth(&p);
+}
+
+void cache_order_note(struct cache *c, uint64_t order, uint64_t pos,
+		      struct cache_order_ask *ask)
+{
+	struct order_slot *slot = NULL;
+	uint64_t stalls, now;
+	struct fetch_pace fp;
+	unsigned limit;
+	bool hit, miss;
+	size_t i;
+
+	ask->order = order;
+	ask->pos = pos;
+	ask->from = 1;
+	ask->to = 0;
+	ask->noted = false;
+	if (!c->disk || order == CACHE_NO_ORDER)
+		return;
+	/* The engine's lock is innermost: measured before pf_lock. */
+	fetch_pace_get(c->fetch, &fp, &stalls);
+	now = ahead_now_ns();
+	pthread_mutex_lock(&c->pf_lock);
+	for (i = 0; i < c->n_orders; i++)
+		if (c->orders[i].order == order)
+			slot = &c->orders[i];
+	if (c->order_fn != NULL && slot == NULL) {
+		if (c->n_orders == c->cap_orders) {
+			size_t cap = c->cap_orders ? 2 * c->cap_orders : 8;
+			struct order_slot *o =
+				realloc(c->orders, cap * sizeof(*o));
+
+			if (o != NULL) {
+				c->orders = o;
+				c->cap_orders = cap;
+			}
+		}
+		if (c->n_orders < c->cap_orders) {
+			slot = &c->orders[c->n_orders++];
+			memset(slot, 0, sizeof(*slot));
+			slot->order = order;
+		}
+	}
+	if (slot == NULL) {
+		pthread_mutex_unlock(&c->pf_lock);
+		return;
+	}
+	limit = ahead_pace(c, slot, &fp, stalls, now);
+	prefetch_order_open(&slot->st, pos, limit, &hit, &miss, &ask->from,
+			    &ask->to);
+	ask->noted = true;
+	__atomic_store_n(&c->pf_depth, (uint64_t)slot->st.depth,
+			 __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&c->pf_lock);
+	if (hit)
+		stat_add(&c->pf_hits, 1);
+	if (miss)
+		stat_add(&c->pf_misses, 1);
+}
+
+void cache_order_ask(struct cache *c, const struct cache_order_ask *ask)
+{
+	uint64_t order = ask->order, p, asked = 0, n_asked = 0;
+	cache_order_fn fn;
+	void *ctx;
+	size_t i;
+
+	if (!ask->noted)
+		return;
+	pthread_mutex_lock(&c->pf_lock);
+	fn = c->order_fn;
+	ctx = c->order_ctx;
+	pthread_mutex_unlock(&c->pf_lock);
+	for (p = ask->from; fn != NULL && p <= ask->to; p++) {
+		struct cache_object next = { 0 };
+		bool end = !fn(ctx, order, p, &next);
+
+		/* The end of an order may move (the next epoch's order joins
+		 * it once planned, fs/epoch.c): ask again from there. */
+		if (end || ((next.size != 0 && next.transform == NULL) &&
+			    ahead_chunk(c, &next, 0) < 0)) {
+			pthread_mutex_lock(&c->pf_lock);
+			for (i = 0; i < c->n_orders; i++)
+				if (c->orders[i].order == order)
+					prefetch_order_stopped(&c->orders[i].st,
+							       p);
+			pthread_mutex_unlock(&c->pf_lock);
+			break;
+		}
+		if (next.size == 0 || next.transform != NULL)
+			continue; /* nothing to read, or never ahead */
+		/* The first chunk: a whole small file, or the start of a
+		 * large one, whose reads then read ahead. */
+		asked += read_chunk_len(c, &next, 0);
+		n_asked++;
+	}
+	if (n_asked == 0)
+		return;
+	/* What a file ahead holds, for the memory bound. */
+	pthread_mutex_lock(&c->pf_lock);
+	for (i = 0; i < c->n_orders; i++)
+		if (c->orders[i].order == order) {
+			uint64_t *fb = &c->orders[i].file_bytes;
+
+			*fb = *fb ? (*fb * 7 + asked / n_asked) / 8
+				  : asked / n_asked;
+		}
+	pthread_mutex_unlock(&c->pf_lock);
+}
+
+void cache_order_open(struct cache *c, uint64_t order, uint64_t pos)
+{
+	struct cache_order_ask ask;
+
+	cache_order_note(c, order, pos, &ask);
+	cache_order_ask(c, &ask);
+}
+
+/* ---- windows ------------------------------------------------------------ */
+
+/* A stream: one reader's window over one object. */
+struct ahead_stream {
+	uint64_t hash;	 /* of the object and the reader; 0: free */
+	uint64_t used;	 /* c->ahead.clock at its last read */
+	uint64_t reader; /* compared too: hashes of readers may collide */
+	struct prefetch_window win;
+	uint64_t spilled; /* bytes of the next file of the order asked for
+			   * (ahead_spill()) */
+};
+
+#define AHEAD_STREAMS 256 /* slots, a power of 2 */
+#define AHEAD_WAYS 4	  /* slots an object and reader may take */
+
+/* The stream's key: the object's identity (its bytes, not its pointers:
+ * a caller's strings may move) and the reader. */
+static uint64_t ahead_hash(const struct cache_object *obj, uint64_t reader)
+{
+	uint64_t h = fnv_hash(obj->key, obj->key_len);
+
+	if (obj->etag != NULL)
+		h ^= fnv_hash(obj->etag, obj->etag_len) * 31;
+	h ^= (obj->size + 1) * UINT64_C(0x9E3779B97F4A7C15);
+	h ^= (reader + 1) * UINT64_C(0xBF58476D1CE4E5B9);
+	return h != 0 ? h : 1;
+}
+
+/* The stream of (obj, reader), made (replacing the least recently used
+ * of its ways) if it has none. Caller holds c->ahead.lock. */
+static struct ahead_stream *
+ahead_stream(struct cache *c, const struct cache_object *obj, uint64_t reader)
+{
+	uint64_t h = ahead_hash(obj, reader);
+	size_t base = (size_t)(h & (AHEAD_STREAMS - AHEAD_WAYS)), i;
+	struct ahead_stream *s = &c->ahead.streams[base], *old = s;
+
+	for (i = 0; i < AHEAD_WAYS; i++, s++) {
+		if (s->hash == h && s->reader == reader)
+			goto found;
+		if (s->used < old->used)
+			old = s;
+	}
+	s = old;
+	memset(s, 0, sizeof(*s));
+	s->hash = h;
+	s->reader = reader;
+found:
+	s->used = ++c->ahead.clock;
+	return s;
+}
+
+/* Reads [from, to) of the file after position pos of order ahead (the
+ * window's part past the end of the file read: prefetch_window_spill()),
+ * if the order's reader follows it (depth > 0: the prefetcher has seen it
+ * open the positions it asked for). The reader's request holds the
+ * order's generation, so the strings fn puts in the next object stay
+ * valid through this call. */
+static void ahead_spill(struct cache *c, uint64_t order, uint64_t pos,
+			uint64_t from, uint64_t to)
+{
+	struct cache_object next = { 0 };
+	cache_order_fn fn;
+	bool follows = false;
+	uint64_t n, unit;
+	void *ctx;
+	size_t i;
+
+	pthread_mutex_lock(&c->pf_lock);
+	fn = c->order_fn;
+	ctx = c->order_ctx;
+	for (i = 0; i < c->n_orders; i++)
+		if (c->orders[i].order == order)
+			follows = c->orders[i].st.depth > 0;
+	pthread_mutex_unlock(&c->pf_lock);
+	if (!follows || fn == NULL || !fn(ctx, order, pos + 1, &next))
+		return;
+	if (to > next.size)
+		to = next.size;
+	unit = cache_obj_chunk(c, &next);
+	for (n = from / unit; n * unit < to; n++)
+		if (ahead_chunk(c, &next, n) < 0)
+			break;
+}
+
+void ahead_read(struct cache *c, const struct cache_read *r, uint64_t offset,
+		size_t len)
+{
+	const struct cache_object *obj = r->obj;
+	uint64_t from, to, n, first, last, end, spill = 0, spill_from = 0;
+	uint64_t unit = cache_obj_chunk(c, obj), cur;
+	struct ahead_stream *s;
+
+	if (r->reader == 0 || obj->transform != NULL ||
+	    !cache_obj_chunk_ok(c, obj) || (!c->disk && unit == 0))
+		return;
+	end = offset + len;
+	pthread_mutex_lock(&c->ahead.lock);
+	s = ahead_stream(c, obj, r->reader);
+	prefetch_window_read(&s->win, offset, len, obj->size,
+			     __atomic_load_n(&c->ra_cap, __ATOMIC_RELAXED),
+			     &from, &to);
+	/* Without a disk cache, whole chunks only for a reader past its
+	 * first MiB (not one that reads a header). */
+	if (!c->disk && end < s->win.start + PREFETCH_WINDOW_MIN)
+		from = to;
+	prefetch_window_unit(&s->win, end, obj->size, unit, &from, &to);
+	__atomic_store_n(&c->ra_window, s->win.window, __ATOMIC_RELAXED);
+	/* Only an object larger than a chunk has a window that can reach
+	 * past its end. */
+	if (c->disk && r->order != CACHE_NO_ORDER && obj->size > unit) {
+		spill = prefetch_window_spill(&s->win, end, obj->size);
+		spill_from = s->spilled;
+		if (spill > s->spilled)
+			s->spilled = spill;
+	}
+	pthread_mutex_unlock(&c->ahead.lock);
+	if (!c->disk) {
+		/* Only the chunks after the one read: it is read just as
+		 * asked for, straight from the backend. */
+		cur = offset / unit;
+		n = from / unit > cur + 1 ? from / unit : cur + 1;
+		last = from < to ? (to - 1) / unit : 0;
+		for (; from < to && n <= last; n++)
+			if (ahead_chunk(c, obj, n) < 0)
+				break;
+		return;
+	}
+	if (prefetch_window_chunks(end, from, to, unit, &first, &last))
+		for (n = first; n <= last; n++)
+			if (ahead_chunk(c, obj, n) < 0)
+				return;
+	if (spill > spill_from)
+		ahead_spill(c, r->order, r->pos, spill_from, spill);
+}
+
+int ahead_init(struct cache *c)
+{
+	pthread_mutex_init(&c->ahead.lock, NULL);
+	c->ahead.streams = calloc(AHEAD_STREAMS, sizeof(*c->ahead.streams));
+	return c->ahead.streams != NULL ? 0 : -ENOMEM;
+}
+
+void ahead_destroy(struct cache *c)
+{
+	free(c->ahead.streams);
+	c->ahead.streams = NULL;
+	pthread_mutex_destroy(&c->ahead.lock);
+}
+
+void *cache_buffer_alloc(struct cache *c, size_t len)
+{
+	return fetch_buffer_alloc(c->fetch, len);
+}
+
+void cache_buffer_free(struct cache *c, void *p, size_t len)
+{
+	fetch_buffer_free(c->fetch, p, len);
+}
