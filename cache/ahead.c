@@ -83,10 +83,6 @@ void cache_set_order(struct cache *c, cache_order_fn fn, void *ctx)
 	pthread_mutex_unlock(&c->pf_lock);
 }
 
-/* The longest gap between opens that counts toward a reader's pace: a
- * pause (an epoch's end, a checkpoint) is not the reader's pace. */
-#define GAP_MAX_NS (UINT64_C(1000000000))
-
 static uint64_t ahead_now_ns(void)
 {
 	struct timespec ts;
@@ -102,16 +98,10 @@ static unsigned ahead_pace(struct cache *c, struct order_slot *slot,
 			   uint64_t now)
 {
 	struct prefetch_pace p = { 0 };
-	uint64_t gap;
 
 	if (slot->last_ns != 0) {
-		gap = now - slot->last_ns;
-		if (gap > GAP_MAX_NS)
-			gap = GAP_MAX_NS;
-		/* An average over about 8 opens: one slow file (a large
-		 * one, a page the trainer logs) is not a change of pace. */
 		slot->gap_ns =
-			slot->gap_ns ? (slot->gap_ns * 7 + gap) / 8 : gap;
+			prefetch_pace_gap(slot->gap_ns, now - slot->last_ns, 1);
 		p.starved = stalls != slot->stalls;
 	}
 	slot->last_ns = now;
@@ -230,8 +220,7 @@ void cache_order_ask(struct cache *c, const struct cache_order_ask *ask)
 		if (c->orders[i].order == order) {
 			uint64_t *fb = &c->orders[i].file_bytes;
 
-			*fb = *fb ? (*fb * 7 + asked / n_asked) / 8
-				  : asked / n_asked;
+			*fb = prefetch_file_bytes(*fb, asked / n_asked);
 		}
 	pthread_mutex_unlock(&c->pf_lock);
 }
@@ -346,9 +335,7 @@ void ahead_read(struct cache *c, const struct cache_read *r, uint64_t offset,
 	prefetch_window_read(&s->win, offset, len, obj->size,
 			     __atomic_load_n(&c->ra_cap, __ATOMIC_RELAXED),
 			     &from, &to);
-	/* Without a disk cache, whole chunks only for a reader past its
-	 * first MiB (not one that reads a header). */
-	if (!c->disk && end < s->win.start + PREFETCH_WINDOW_MIN)
+	if (!c->disk && !prefetch_uncached_ahead(&s->win, end))
 		from = to;
 	prefetch_window_unit(&s->win, end, obj->size, unit, &from, &to);
 	__atomic_store_n(&c->ra_window, s->win.window, __ATOMIC_RELAXED);

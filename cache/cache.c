@@ -40,27 +40,23 @@ void cache_warn_limited(struct cache *c, const char *what, int rc)
 void cache_set_fetch_options(struct cache *c,
 			     const struct cache_fetch_options *o)
 {
+	struct prefetch_shares sh;
 	struct fetch_stats fs;
-	uint64_t memory, cap;
 
 	fetch_set_limits(c->fetch, o->connections, o->memory);
 	fetch_set_wait(c->fetch, o->wait_ms);
 	derived_set_wait(c, o->wait_ms);
 	fetch_set_hedge(c->fetch, !o->hedge_off);
 	fetch_stats_get(c->fetch, &fs); /* the budget, defaults applied */
-	memory = fs.memory_budget;
-	cap = prefetch_window_cap(memory);
-	__atomic_store_n(&c->ra_cap, cap, __ATOMIC_RELAXED);
+	/* How the budget is shared: prefetch.h. */
+	prefetch_shares(fs.memory_budget, QUEUE_BYTES_MAX, &sh);
+	__atomic_store_n(&c->ra_cap, sh.window_cap, __ATOMIC_RELAXED);
 	__atomic_store_n(&c->pf_files, o->files, __ATOMIC_RELAXED);
-	/* Files ahead may hold half: the other quarter prefetches may take
-	 * is the read-ahead window's (see fetch_prefetch()). */
-	__atomic_store_n(&c->pf_memory, memory / 2, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->pf_memory, sh.files, __ATOMIC_RELAXED);
 	__atomic_store_n(&c->pf_conns, o->connections ? o->connections : 64,
 			 __ATOMIC_RELAXED);
-	/* The committer's queue of inline bytes lives in the same budget as
-	 * read-ahead: at most a quarter of it (see prefetch_window_cap()). */
 	pthread_mutex_lock(&c->q.lock);
-	c->q.max = memory / 4 < QUEUE_BYTES_MAX ? memory / 4 : QUEUE_BYTES_MAX;
+	c->q.max = sh.queue;
 	pthread_cond_broadcast(&c->q.idle);
 	pthread_mutex_unlock(&c->q.lock);
 }

@@ -15,8 +15,9 @@
  *   store.c  blob files, the queue of new rows and its committer thread
  *   evict.c  access-time batches and LRU eviction
  *   maint.c  cleanup at open, cache stat, verify and clear
- *   fetch.c  the fetch engine (fetch.h); prefetch.c the pure prefetch
- *            state machines (prefetch.h)
+ *   fetch.c  the fetch engine (fetch.h; with fetch_buf.c, fetch_hedge.c,
+ *            fetch_pace.c and fetch_fail.c behind fetch_impl.h)
+ *   prefetch.c the prefetcher's policy, pure (prefetch.h)
  *   derived.c derived (transformed) objects: one producer run per object
  *            at a time, its stream stored chunk by chunk
  *   whole.c  the whole-object check: an object the store gave a checksum

@@ -1,16 +1,16 @@
 /*
- * fetch: see fetch.h for the contract.
+ * fetch: see fetch.h for the contract; the engine's files share
+ * fetch_impl.h. This one holds the flights and everything that keeps their
+ * invariants: the single-flight table, the queues, retained flights and
+ * reclaiming, running parts, the workers, and the requests.
  *
- * Why one file of about 1,800 lines: every section below (buffers,
- * flights and queues, parts, hedged reads, pace, requests) works on the
+ * Over 700 lines (about 1,400) because every section below works on the
  * same flights under the same lock, f->lock, and their invariants (a
  * flight's reference count, its place in the table and queues, its
  * buffer's accounting) are kept across the sections in one critical
- * section at a time. Split into files, each would need struct flight and
- * the lock rules through a shared header, and a reviewer would have to
- * read them together anyway. The sections are marked; hedged reads and
- * pace are the first candidates to move out once they have a narrow
- * interface of their own.
+ * section at a time: split further, each file would hand the next half
+ * of an invariant. Buffers, hedged reads and pace, which have narrow
+ * interfaces, are fetch_buf.c, fetch_hedge.c and fetch_pace.c.
  *
  * A chunk being fetched is a flight: its buffer (mapped, accounted in the
  * budget), its parts (ranged reads of at most FETCH_PARTS_MAX pieces) and
@@ -28,14 +28,14 @@
  * When the last part finishes, the flight is marked done (waiting readers
  * copy their bytes) and handed to done_fn (the cache stores it) while it
  * stays in the table, so a reader finds either the flight or the store;
- * a reader's thread leaves the store of a chunk over STORE_INLINE_MAX to
+ * a reader's thread leaves the store of a chunk over FETCH_STORE_INLINE_MAX to
  * a worker. Then it stays in the table, retained, until readers have
  * copied all of it or
  * its memory is needed: a prefetched chunk is then served from memory
  * without a look at the disk cache, and a reader that comes meanwhile
  * joins it instead of missing both the table and the store. Retained
  * flights are reclaimed oldest first: by a reader that needs memory, and
- * by a prefetch or an idle engine only once they are RETAIN_STALE_NS old
+ * by a prefetch or an idle engine only once they are FETCH_RETAIN_STALE_NS old
  * (the reader did not come for them); an engine idle that long also
  * unmaps its pooled buffers.
  *
@@ -45,16 +45,11 @@
  * innermost lock of the cache (taken with no other cache lock held, and
  * no other lock is taken under it).
  *
- * Memory: buffers are mmap()ed, so what the budget counts is what the
- * process holds, without the allocator's caching. Buffers of up to
- * POOL_BUF bytes come in power-of-two classes from 64 KiB and are kept in
- * a small pool per class for reuse (mapping, faulting in and zeroing a
- * buffer per chunk costs more than fetching a small one); pooled buffers stay
- * accounted, and a reader short of memory unmaps them first.
+ * Memory: every buffer is accounted in the budget (fetch_buf.c).
  *
  * Progress under any budget: a reader short of memory for its chunk frees
  * what it can (pooled buffers, the oldest retained flight, a queued
- * prefetch not started), then waits at most DIRECT_AFTER_NS for memory to
+ * prefetch not started), then waits at most FETCH_DIRECT_AFTER_NS for memory to
  * come free; failing that (at once when the reply buffers alone leave no
  * room), it reads just the bytes it asked for straight into its own
  * buffer through a connection slot (a direct read: no memory, not
@@ -64,23 +59,16 @@
  * its state; a reader waiting for a chunk another thread fetches, for
  * memory (a fill) or for a slot gives up with -EIO at its deadline
  * (f->wait_ns after it asked); workers wake at least every
- * WORKER_WAIT_NS, so the trimmer runs even when no one signals it.
+ * FETCH_WORKER_WAIT_NS, so the trimmer runs even when no one signals it.
  *
- * Hedged reads (the policy is in fetch.h): a flight of one part has at
- * most two reads, its first (run_part()) and its hedge (hedge_request()
- * by a waiter, hedge_run() by a worker), each into its own buffer:
- * fl->buf is the first's until an answer wins, then the winner's. Each
- * read holds a reference and, under f->lock, clears its *_running flag
- * when it returns (hedge_arrive()); whichever returns last gives back the
- * buffer that did not win, so no buffer is written after it is freed or
- * served, and the budget counts both while both run.
+ * Hedged reads: fetch_hedge.c.
  *
  * A chunk whose parts returned fewer bytes than asked (nread != len) is
  * an error for every reader (-EIO, logged once with the key and counts)
  * and is neither stored nor retained: a read returns exactly the bytes
  * asked for, or an error.
  */
-#include "cache/fetch.h"
+#include "cache/fetch_impl.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -95,186 +83,6 @@
 #include "cache/fetch_fail.h"
 #include "util/log.h"
 #include "util/thread.h"
-
-#define BUCKETS 256
-#define PAGE 4096u
-#define POOL_MIN_SHIFT 16	      /* 64 KiB, the smallest class */
-#define POOL_CLASSES 9		      /* 64 KiB .. 16 MiB */
-#define POOL_BUF (UINT64_C(16) << 20) /* the largest class */
-#define POOL_MAX 16	  /* idle buffers kept per class up to 1 MiB, */
-#define POOL_MAX_LARGE 16 /* and per larger class */
-#define RETAIN_STALE_NS (UINT64_C(2000000000)) /* see the file comment */
-#define STORE_INLINE_MAX (UINT64_C(1) << 20)   /* larger: a worker stores */
-/* Prefetch parts run at once up to this many bytes: streams share the
- * server's bandwidth, so the part a reader will need next should not
- * share it with every chunk the window reaches; small files (latency
- * bound) still go many at a time. */
-#define PREFETCH_INFLIGHT_MAX (UINT64_C(32) << 20)
-#define CONNECTIONS_DEFAULT 64
-#define MEMORY_DEFAULT (UINT64_C(512) << 20)
-/* How long a reader waits for memory for its chunk before reading its
- * bytes directly; short, since a direct read costs one request. */
-#define DIRECT_AFTER_NS (UINT64_C(100000000))
-/* The longest an idle worker sleeps before it looks at its state again;
- * the trimmer trims at most this often, and at least this often while it
- * holds memory. */
-#define WORKER_WAIT_NS (UINT64_C(1000000000))
-/* Hedged reads (see fetch.h): the window of read latencies kept per size
- * class, the samples needed before a class hedges, how often its
- * threshold is recomputed, the threshold's floor, how soon a waiter tries
- * again when no connection or memory was free, the median latency above
- * which a reader hands its chunk to a worker, and how long it leaves it
- * there before running it itself. */
-#define HEDGE_WINDOW 128
-#define HEDGE_CLASSES 4 /* up to 128 KiB, 1 MiB, 8 MiB, larger */
-#define HEDGE_MIN_SAMPLES 32
-#define HEDGE_RECOMPUTE 16
-#define HEDGE_FLOOR_NS (UINT64_C(10000000))
-#define HEDGE_RETRY_NS (UINT64_C(10000000))
-#define HANDOFF_MIN_NS (UINT64_C(1000000))
-#define HANDOFF_GRACE_NS (UINT64_C(5000000))
-
-enum { PRIO_READER = 0, PRIO_PREFETCH = 1, NPRIO };
-
-struct flight {
-	struct flight *tnext;	      /* table bucket chain */
-	struct flight *qprev, *qnext; /* queue links while queued */
-	struct flight *rprev, *rnext; /* retained list links */
-	struct flight *snext;	      /* store queue link */
-	pthread_cond_t cv;	      /* done, for its waiters */
-	bool queued, in_table, done, retained;
-	bool storing; /* done_fn has it: stays in the table, not retained */
-	int prio;
-	uint8_t hash[FETCH_HASH_LEN];
-	uint8_t *id;
-	size_t id_len;
-	char *key, *etag;
-	size_t key_len, etag_len;
-	bool has_etag; /* etag NULL means: do not check */
-	uint64_t offset, len;
-	uint8_t *buf;
-	uint64_t buf_bytes; /* mapped and accounted */
-	unsigned n_parts, next_part, parts_done;
-	uint64_t part_size;
-	size_t nread[FETCH_PARTS_MAX];
-	int rc;		  /* first error of a part */
-	uint64_t valid;	  /* bytes fetched, from the start, once done */
-	uint64_t served;  /* bytes readers copied out */
-	uint64_t done_ns; /* when it was done (CLOCK_MONOTONIC) */
-	unsigned refs;
-	/* Hedging, for a flight of one part: when its first read started,
-	 * whether that read is running, whether a hedge was issued and is
-	 * running. */
-	uint64_t start_ns;
-	bool first_running, hedged, hedge_running;
-	uint8_t *hedge_buf;   /* the hedge's buffer while queued */
-	struct flight *hnext; /* hedge queue link */
-	/* What its replies vouched for about the whole object (claim_add()),
-	 * for done_fn. */
-	uint64_t object_size;
-	struct backend_claim claim;
-	unsigned claims; /* replies that said it */
-	bool claim_conflict;
-	bool forgotten; /* fetch_forget() while storing: not retained */
-};
-
-struct queue {
-	struct flight *head, *tail;
-};
-
-/* The recent read latencies of one size class (see fetch.h). */
-struct hedge_class {
-	uint32_t us[HEDGE_WINDOW]; /* a ring, in microseconds */
-	unsigned n, next, since;   /* samples, next slot, new since sorted */
-	uint64_t p50_ns;	   /* 0 until HEDGE_MIN_SAMPLES */
-	uint64_t after_ns;	   /* the hedge threshold; 0: do not hedge */
-};
-
-struct fetch {
-	struct backend *be; /* borrowed; NULL: reads fail with -ENXIO */
-	fetch_done_fn done_fn;
-	void *ctx;
-	struct fetch_fail *fails; /* ranges that failed just now; own lock */
-
-	pthread_mutex_t lock;  /* see the file comment */
-	pthread_cond_t work;   /* a part was queued, a slot freed, or stop */
-	pthread_cond_t done;   /* a worker started; with no workers, also:
-				* a flight finished or a slot freed */
-	pthread_cond_t slot;   /* a slot freed, for slot waiters */
-	pthread_cond_t memory; /* memory was released */
-	unsigned connections;  /* protected by lock */
-	uint64_t budget;       /* protected by lock */
-	unsigned inflight;     /* protected by lock: requests running */
-	uint64_t pf_inflight;  /* protected by lock: bytes of prefetch parts
-				* running */
-	unsigned slot_waiters; /* protected by lock */
-	struct queue q[NPRIO]; /* protected by lock */
-	struct flight *table[BUCKETS];		  /* protected by lock */
-	uint64_t in_use, chunk_bytes, high_water; /* protected by lock */
-	void *pool[POOL_CLASSES][POOL_MAX];	  /* protected by lock */
-	unsigned n_pool[POOL_CLASSES];		  /* protected by lock */
-	struct flight *ret_head, *ret_tail;	  /* protected by lock: retained
-						   * flights, oldest first */
-	struct flight *store_head, *store_tail;	  /* protected by lock: chunks
-						   * for a worker to store */
-	/* The process whose engine this is (see fork_check()), and its
-	 * workers; protected by lock. */
-	pid_t owner_pid;
-	bool workers_started;
-	pthread_t *workers;
-	unsigned n_workers, n_started;
-	bool trimmer; /* a worker trims while idle (trim_idle()) */
-	bool stop;
-	uint64_t active_ns; /* protected by lock: last request or buffer */
-	uint64_t trim_ns;   /* protected by lock: last trim_idle() */
-	uint64_t wait_ns;   /* protected by lock: a reader's wait bound */
-	/* Protected by lock: statistics. */
-	uint64_t waits, queued, queued_bytes, promoted, refused, reclaimed;
-	uint64_t direct_reads;
-	/* Relaxed atomics: statistics of backend_read(). */
-	uint64_t backend_reads, backend_bytes, backend_errors;
-	uint64_t epochs[BUCKETS]; /* written under lock, read atomically */
-	/* Protected by lock: hedged reads. */
-	bool hedge_on;
-	unsigned idle_workers; /* workers waiting for work */
-	struct hedge_class lat[HEDGE_CLASSES];
-	struct flight *hedge_head, *hedge_tail; /* hedges for a worker */
-	uint64_t hedges, hedge_wins;
-	/* Protected by lock: the last FETCH_PACE_WINDOW backend reads that
-	 * succeeded (see fetch_pace_get()), a ring from pace_next. */
-	uint64_t pace_lat[FETCH_PACE_WINDOW], pace_end[FETCH_PACE_WINDOW];
-	uint64_t pace_bytes[FETCH_PACE_WINDOW];
-	unsigned pace_n, pace_next;
-	uint64_t stalls;   /* protected by lock: see fetch_pace_get() */
-	uint64_t stall_ns; /* atomic: time those reads waited, summed */
-};
-
-static void fork_check(struct fetch *f);
-static void part_finish(struct fetch *f, struct flight *fl, unsigned part,
-			int rc, size_t nread, bool worker);
-static bool hedge_request(struct fetch *f, struct flight *fl);
-static void hedge_run(struct fetch *f);
-
-static uint64_t round_page(uint64_t n)
-{
-	return (n + PAGE - 1) / PAGE * PAGE;
-}
-
-static void *map(uint64_t bytes)
-{
-	void *p = mmap(NULL, (size_t)bytes, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-
-	return p == MAP_FAILED ? NULL : p;
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* Every condition variable here waits on CLOCK_MONOTONIC (see
  * wait_until()), so a clock step neither ends a wait early nor makes it
@@ -297,92 +105,14 @@ static int wait_until(pthread_cond_t *cv, pthread_mutex_t *m,
 {
 	struct timespec ts;
 
-	if (now_ns() >= deadline_ns)
+	if (fetch_now_ns() >= deadline_ns)
 		return ETIMEDOUT;
 	ts.tv_sec = (time_t)(deadline_ns / 1000000000u);
 	ts.tv_nsec = (long)(deadline_ns % 1000000000u);
 	return pthread_cond_timedwait(cv, m, &ts) == ETIMEDOUT ? ETIMEDOUT : 0;
 }
 
-/* Caller holds f->lock. */
-static void account(struct fetch *f, uint64_t bytes)
-{
-	f->in_use += bytes;
-	if (f->in_use > f->high_water)
-		f->high_water = f->in_use;
-}
-
-/* Caller holds f->lock. */
-static void unaccount(struct fetch *f, uint64_t bytes)
-{
-	f->in_use -= bytes;
-	pthread_cond_broadcast(&f->memory);
-}
-
-/* ---- buffers ------------------------------------------------------------- */
-
-/* The pool class of a buffer of n bytes, or -1: mapped to its size. */
-static int class_of(uint64_t n)
-{
-	int k = 0;
-
-	if (n > POOL_BUF)
-		return -1;
-	while (k < POOL_CLASSES - 1 &&
-	       (UINT64_C(1) << (POOL_MIN_SHIFT + k)) < n)
-		k++;
-	return k;
-}
-
-/* Bytes a buffer for n bytes takes: mapped, and accounted. */
-static uint64_t buf_size(uint64_t n)
-{
-	int k = class_of(n);
-
-	return k < 0 ? round_page(n) : UINT64_C(1) << (POOL_MIN_SHIFT + k);
-}
-
-/* Caller holds f->lock: what taking a buffer for n bytes would add to the
- * account (nothing when the pool has one). */
-static uint64_t buf_need(const struct fetch *f, uint64_t n)
-{
-	int k = class_of(n);
-
-	return k >= 0 && f->n_pool[k] > 0 ? 0 : buf_size(n);
-}
-
-/* Caller holds f->lock: a buffer for n bytes, accounted, from the pool or
- * newly mapped; NULL if out of memory. */
-static void *buf_take(struct fetch *f, uint64_t n)
-{
-	int k = class_of(n);
-	void *p;
-
-	if (k >= 0 && f->n_pool[k] > 0)
-		return f->pool[k][--f->n_pool[k]];
-	p = map(buf_size(n));
-	if (p != NULL)
-		account(f, buf_size(n));
-	return p;
-}
-
-/* Caller holds f->lock: gives back a buffer taken for n bytes, to the
- * pool (still accounted) or out of the account. Returns it if the caller
- * must munmap() it (buf_size(n) bytes) after unlocking, else NULL. */
-static void *buf_give(struct fetch *f, void *p, uint64_t n)
-{
-	int k = class_of(n);
-
-	if (p == NULL)
-		return NULL;
-	if (k >= 0 && f->n_pool[k] < (k <= 4 ? POOL_MAX : POOL_MAX_LARGE)) {
-		f->pool[k][f->n_pool[k]++] = p;
-		pthread_cond_broadcast(&f->memory);
-		return NULL;
-	}
-	unaccount(f, buf_size(n));
-	return p;
-}
+/* ---- the engine ---------------------------------------------------------- */
 
 int fetch_new(struct backend *be, unsigned connections, uint64_t memory,
 	      fetch_done_fn done_fn, void *ctx, struct fetch **out)
@@ -398,8 +128,8 @@ int fetch_new(struct backend *be, unsigned connections, uint64_t memory,
 	f->be = be;
 	f->done_fn = done_fn;
 	f->ctx = ctx;
-	f->connections = connections ? connections : CONNECTIONS_DEFAULT;
-	f->budget = memory ? memory : MEMORY_DEFAULT;
+	f->connections = connections ? connections : FETCH_CONNECTIONS_DEFAULT;
+	f->budget = memory ? memory : FETCH_MEMORY_DEFAULT;
 	f->wait_ns = FETCH_WAIT_MS_DEFAULT * UINT64_C(1000000);
 	f->hedge_on = true;
 	f->owner_pid = getpid();
@@ -418,10 +148,10 @@ int fetch_new(struct backend *be, unsigned connections, uint64_t memory,
  * reply vouched for about the whole object (backend.h, read_claim()). A
  * read of a range that failed just now fails at once (fetch_fail.h). It
  * takes no connection: its caller holds one. */
-static int fetch_backend_read(struct fetch *f, const char *key, size_t key_len,
-			      const char *etag, size_t etag_len,
-			      uint64_t offset, size_t len, void *buf,
-			      size_t *nread, struct backend_claim *claim)
+int fetch_backend_read(struct fetch *f, const char *key, size_t key_len,
+		       const char *etag, size_t etag_len, uint64_t offset,
+		       size_t len, void *buf, size_t *nread,
+		       struct backend_claim *claim)
 {
 	int rc;
 
@@ -453,7 +183,7 @@ static int fetch_backend_read(struct fetch *f, const char *key, size_t key_len,
 
 void fetch_set_limits(struct fetch *f, unsigned connections, uint64_t memory)
 {
-	fork_check(f);
+	fetch_fork_check(f);
 	pthread_mutex_lock(&f->lock);
 	if (connections)
 		f->connections = connections;
@@ -466,7 +196,7 @@ void fetch_set_limits(struct fetch *f, unsigned connections, uint64_t memory)
 
 void fetch_set_wait(struct fetch *f, uint64_t wait_ms)
 {
-	fork_check(f);
+	fetch_fork_check(f);
 	pthread_mutex_lock(&f->lock);
 	if (wait_ms == 0)
 		wait_ms = FETCH_WAIT_MS_DEFAULT;
@@ -478,7 +208,7 @@ void fetch_set_wait(struct fetch *f, uint64_t wait_ms)
 
 void fetch_set_hedge(struct fetch *f, bool on)
 {
-	fork_check(f);
+	fetch_fork_check(f);
 	pthread_mutex_lock(&f->lock);
 	f->hedge_on = on;
 	pthread_mutex_unlock(&f->lock);
@@ -555,7 +285,7 @@ static void flight_free(struct flight *fl)
 	if (fl == NULL)
 		return;
 	if (fl->buf != NULL)
-		munmap(fl->buf, (size_t)buf_size(fl->len));
+		munmap(fl->buf, (size_t)fetch_buf_size(fl->len));
 	pthread_cond_destroy(&fl->cv);
 	free(fl->id);
 	free(fl->key);
@@ -572,8 +302,8 @@ static struct flight *flight_unref(struct fetch *f, struct flight *fl)
 	pthread_cond_broadcast(&f->memory);
 	if (--fl->refs > 0)
 		return NULL;
-	f->chunk_bytes -= buf_size(fl->len);
-	fl->buf = buf_give(f, fl->buf, fl->len);
+	f->chunk_bytes -= fetch_buf_size(fl->len);
+	fl->buf = fetch_buf_give(f, fl->buf, fl->len);
 	pthread_cond_broadcast(&f->memory);
 	return fl;
 }
@@ -582,7 +312,7 @@ static struct flight *flight_unref(struct fetch *f, struct flight *fl)
 static void retain(struct fetch *f, struct flight *fl)
 {
 	fl->retained = true;
-	fl->done_ns = now_ns();
+	fl->done_ns = fetch_now_ns();
 	fl->rnext = NULL;
 	fl->rprev = f->ret_tail;
 	if (f->ret_tail != NULL)
@@ -617,28 +347,6 @@ static struct flight *table_drop(struct fetch *f, struct flight *fl)
 	return flight_unref(f, fl);
 }
 
-/* Unmaps one idle pooled buffer (the largest), with f->lock held and
- * dropped while unmapping. Returns false if the pools are empty. */
-static bool pool_release_one(struct fetch *f)
-{
-	void *p;
-	uint64_t bytes;
-	int k;
-
-	for (k = POOL_CLASSES - 1; k >= 0; k--)
-		if (f->n_pool[k] > 0)
-			break;
-	if (k < 0)
-		return false;
-	p = f->pool[k][--f->n_pool[k]];
-	bytes = UINT64_C(1) << (POOL_MIN_SHIFT + k);
-	unaccount(f, bytes);
-	pthread_mutex_unlock(&f->lock);
-	munmap(p, (size_t)bytes);
-	pthread_mutex_lock(&f->lock);
-	return true;
-}
-
 /* Frees dead (if not NULL), with f->lock held and dropped while freeing. */
 static void flight_free_unlocked(struct fetch *f, struct flight *dead)
 {
@@ -662,7 +370,8 @@ static bool retained_release_one(struct fetch *f, bool any)
 {
 	struct flight *fl = f->ret_head;
 
-	if (fl == NULL || (!any && now_ns() - fl->done_ns < RETAIN_STALE_NS))
+	if (fl == NULL ||
+	    (!any && fetch_now_ns() - fl->done_ns < FETCH_RETAIN_STALE_NS))
 		return false;
 	f->reclaimed++;
 	table_drop_free(f, fl);
@@ -676,7 +385,7 @@ static bool prefetch_cancel_one(struct fetch *f)
 {
 	struct flight *fl;
 
-	for (fl = f->q[PRIO_PREFETCH].tail; fl != NULL; fl = fl->qprev)
+	for (fl = f->q[FETCH_PRIO_PREFETCH].tail; fl != NULL; fl = fl->qprev)
 		if (fl->next_part == 0 && fl->refs == 1)
 			break;
 	if (fl == NULL)
@@ -694,32 +403,20 @@ static bool prefetch_cancel_one(struct fetch *f)
  * Returns false if there was nothing to free. */
 static bool reclaim_one(struct fetch *f, bool reader)
 {
-	return pool_release_one(f) || retained_release_one(f, reader) ||
+	return fetch_pool_release_one(f) || retained_release_one(f, reader) ||
 	       (reader && prefetch_cancel_one(f));
-}
-
-/* Caller holds f->lock: bytes held outside chunks and pools, i.e. reply
- * buffers (fetch_buffer_alloc()): what no reclaim can free. */
-static uint64_t replies_bytes(const struct fetch *f)
-{
-	uint64_t held = f->chunk_bytes;
-	int k;
-
-	for (k = 0; k < POOL_CLASSES; k++)
-		held += (uint64_t)f->n_pool[k] << (POOL_MIN_SHIFT + k);
-	return f->in_use > held ? f->in_use - held : 0;
 }
 
 /* With f->lock held: what an idle engine gives back, so a daemon whose
  * readers stopped does not keep their memory: retained chunks unread for
- * RETAIN_STALE_NS and, once nothing was asked for that long, the pooled
+ * FETCH_RETAIN_STALE_NS and, once nothing was asked for that long, the pooled
  * buffers. */
 static void trim_idle(struct fetch *f)
 {
 	while (retained_release_one(f, false))
 		;
-	if (now_ns() - f->active_ns >= RETAIN_STALE_NS)
-		while (f->inflight == 0 && pool_release_one(f))
+	if (fetch_now_ns() - f->active_ns >= FETCH_RETAIN_STALE_NS)
+		while (f->inflight == 0 && fetch_pool_release_one(f))
 			;
 }
 
@@ -730,7 +427,7 @@ static bool holds_idle(const struct fetch *f)
 
 	if (f->ret_head != NULL)
 		return true;
-	for (k = 0; k < POOL_CLASSES; k++)
+	for (k = 0; k < FETCH_POOL_CLASSES; k++)
 		if (f->n_pool[k] > 0)
 			return true;
 	return false;
@@ -753,10 +450,10 @@ static struct flight *flight_create(struct fetch *f,
 	fl->id = malloc(r->id_len ? r->id_len : 1);
 	fl->key = malloc(r->key_len + 1);
 	fl->etag = malloc(r->etag_len + 1);
-	fl->buf = r->len ? buf_take(f, r->len) : NULL;
+	fl->buf = r->len ? fetch_buf_take(f, r->len) : NULL;
 	if (fl->id == NULL || fl->key == NULL || fl->etag == NULL ||
 	    (r->len && fl->buf == NULL)) {
-		fl->buf = buf_give(f, fl->buf, fl->len);
+		fl->buf = fetch_buf_give(f, fl->buf, fl->len);
 		flight_free(fl);
 		return NULL;
 	}
@@ -773,7 +470,7 @@ static struct flight *flight_create(struct fetch *f,
 	fl->has_etag = r->etag != NULL;
 	fl->offset = r->offset;
 	fl->object_size = r->object_size;
-	f->chunk_bytes += buf_size(r->len);
+	f->chunk_bytes += fetch_buf_size(r->len);
 	/* Parts only as far as connections are free now: splitting a chunk
 	 * no one can fetch in parallel only adds requests. */
 	n = (unsigned)((r->len + FETCH_PART_SIZE - 1) / FETCH_PART_SIZE);
@@ -786,7 +483,8 @@ static struct flight *flight_create(struct fetch *f,
 	if (n == 0)
 		n = 1;
 	fl->n_parts = n;
-	fl->part_size = n == 1 ? r->len : round_page((r->len + n - 1) / n);
+	fl->part_size =
+		n == 1 ? r->len : fetch_round_page((r->len + n - 1) / n);
 	fl->in_table = true;
 	fl->tnext = f->table[bucket_of(r->hash)];
 	f->table[bucket_of(r->hash)] = fl;
@@ -799,7 +497,7 @@ static struct flight *flight_create(struct fetch *f,
 /* ---- running parts -------------------------------------------------------- */
 
 /* Caller holds f->lock: may a part start now? */
-static bool slot_free(const struct fetch *f)
+bool fetch_slot_free(const struct fetch *f)
 {
 	return f->inflight < f->connections && f->slot_waiters == 0;
 }
@@ -813,21 +511,22 @@ static bool prefetch_room(const struct fetch *f)
 /* Caller holds f->lock. */
 static bool runnable(const struct fetch *f)
 {
-	return (f->q[PRIO_READER].head != NULL ||
-		(f->q[PRIO_PREFETCH].head != NULL && prefetch_room(f))) &&
-	       slot_free(f);
+	return (f->q[FETCH_PRIO_READER].head != NULL ||
+		(f->q[FETCH_PRIO_PREFETCH].head != NULL && prefetch_room(f))) &&
+	       fetch_slot_free(f);
 }
 
 /* Caller holds f->lock. */
 static struct flight *queue_next(struct fetch *f)
 {
-	return f->q[PRIO_READER].head != NULL ? f->q[PRIO_READER].head
-					      : f->q[PRIO_PREFETCH].head;
+	return f->q[FETCH_PRIO_READER].head != NULL
+		       ? f->q[FETCH_PRIO_READER].head
+		       : f->q[FETCH_PRIO_PREFETCH].head;
 }
 
 /* Caller holds f->lock: one more reply of fl (a part, the first read or
  * its hedge) that brought every byte asked for vouched for claim. */
-static void claim_add(struct flight *fl, const struct backend_claim *claim)
+void fetch_claim_add(struct flight *fl, const struct backend_claim *claim)
 {
 	if (fl->claims++ == 0) {
 		fl->claim = *claim;
@@ -864,197 +563,21 @@ static void store(struct fetch *f, struct flight *fl)
 		retain(f, fl);
 }
 
-/* ---- hedged reads --------------------------------------------------------- */
-
-/* The size class of a read of len bytes: classes 8 times apart, since a
- * large read's time is its transfer, a small one's the first byte. */
-static unsigned lat_class(uint64_t len)
-{
-	unsigned k = 0;
-
-	while (k < HEDGE_CLASSES - 1 && len > (UINT64_C(128) << 10) << (3 * k))
-		k++;
-	return k;
-}
-
-static int cmp_u32(const void *a, const void *b)
-{
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-/* Caller holds f->lock: a backend read of len bytes took ns. Every
- * HEDGE_RECOMPUTE samples (once there are HEDGE_MIN_SAMPLES) sets the
- * class's median and threshold: twice its 95th percentile, at least
- * HEDGE_FLOOR_NS. */
-static void lat_record(struct fetch *f, uint64_t len, uint64_t ns)
-{
-	struct hedge_class *hc = &f->lat[lat_class(len)];
-	uint32_t sorted[HEDGE_WINDOW];
-	uint64_t us = ns / 1000, p95;
-
-	hc->us[hc->next] = us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
-	hc->next = (hc->next + 1) % HEDGE_WINDOW;
-	if (hc->n < HEDGE_WINDOW)
-		hc->n++;
-	hc->since++;
-	if (hc->n < HEDGE_MIN_SAMPLES ||
-	    (hc->since < HEDGE_RECOMPUTE && hc->after_ns != 0))
-		return;
-	hc->since = 0;
-	/* Until the ring is full its samples are its first n slots. */
-	memcpy(sorted, hc->us, hc->n * sizeof(*sorted));
-	qsort(sorted, hc->n, sizeof(*sorted), cmp_u32);
-	hc->p50_ns = (uint64_t)sorted[hc->n / 2] * 1000;
-	p95 = (uint64_t)sorted[hc->n * 95 / 100] * 1000;
-	hc->after_ns = 2 * p95 > HEDGE_FLOOR_NS ? 2 * p95 : HEDGE_FLOOR_NS;
-}
-
-/* Caller holds f->lock: when fl may be hedged, the monotonic time at
- * which its first read is overdue; else 0. Only a flight of one part
- * (its buffer is then the read's own, so a hedge can bring another),
- * with its version pinned (etag), whose first read runs and which has no
- * hedge yet. */
-static uint64_t hedge_due(const struct fetch *f, const struct flight *fl)
-{
-	uint64_t after = f->lat[lat_class(fl->len)].after_ns;
-
-	if (!f->hedge_on || after == 0 || fl->done || fl->hedged ||
-	    fl->n_parts != 1 || !fl->first_running || !fl->has_etag ||
-	    fl->etag_len == 0)
-		return 0;
-	return fl->start_ns + after;
-}
-
-/* Caller holds f->lock: should a reader whose chunk of len bytes is not
- * in flight leave its read to a worker and wait, so it can hedge it?
- * Only when hedging may fire for that class, a worker is idle, and reads
- * take long enough (median HANDOFF_MIN_NS) that the two context
- * switches of the hand-off do not count. */
-static bool hedge_handoff(const struct fetch *f, uint64_t len)
-{
-	const struct hedge_class *hc = &f->lat[lat_class(len)];
-
-	return f->hedge_on && hc->after_ns != 0 &&
-	       hc->p50_ns >= HANDOFF_MIN_NS && f->idle_workers > 0 &&
-	       len <= FETCH_PART_SIZE;
-}
-
-/* Caller holds f->lock: gives back a read's buffer of fl that fl no
- * longer uses. Returns it if the caller must munmap() it
- * (buf_size(fl->len) bytes) after unlocking, else NULL. */
-static void *spare_give(struct fetch *f, struct flight *fl, uint8_t *buf)
-{
-	f->chunk_bytes -= buf_size(fl->len);
-	return buf_give(f, buf, fl->len);
-}
-
-/* Caller holds f->lock: one of the two reads of hedged flight fl (the
- * hedge, or the first) returned into buf, a valid answer or not (ok).
- * The first valid answer wins; an error waits for the other read while
- * it runs. Returns true if the caller finishes fl with its answer (buf is
- * then fl->buf, or the caller's error stands), false if it just leaves.
- * A buffer no read or reader will use again is given back; *unmap is set
- * if the caller must munmap() it after unlocking. */
-static bool hedge_arrive(struct fetch *f, struct flight *fl, uint8_t *buf,
-			 bool ok, bool hedge, void **unmap)
-{
-	bool other;
-
-	if (hedge)
-		fl->hedge_running = false;
-	else
-		fl->first_running = false;
-	other = hedge ? fl->first_running : fl->hedge_running;
-	if (fl->done || (!ok && other)) {
-		if (buf != fl->buf) /* the first's stays until fl ends */
-			*unmap = spare_give(f, fl, buf);
-		return false;
-	}
-	if (!ok) { /* both failed: fl fails with this, the later, error */
-		if (buf != fl->buf)
-			*unmap = spare_give(f, fl, buf);
-		return true;
-	}
-	if (buf != fl->buf) { /* the hedge won */
-		uint8_t *old = fl->buf;
-
-		fl->buf = buf;
-		f->hedge_wins++;
-		/* A read still running writes into old: it gives it back
-		 * when it returns. */
-		if (!other)
-			*unmap = spare_give(f, fl, old);
-	}
-	return true;
-}
-
 /* Drops a reference to fl; caller holds f->lock, dropped while freeing. */
-static void flight_unref_free(struct fetch *f, struct flight *fl)
+void fetch_flight_unref_free(struct fetch *f, struct flight *fl)
 {
 	flight_free_unlocked(f, flight_unref(f, fl));
 }
 
-/* Caller holds f->lock: a backend read of bytes ran from t0 to t1. */
-static void pace_record(struct fetch *f, uint64_t t0, uint64_t t1,
-			uint64_t bytes)
-{
-	f->pace_lat[f->pace_next] = t1 - t0;
-	f->pace_end[f->pace_next] = t1;
-	f->pace_bytes[f->pace_next] = bytes;
-	f->pace_next = (f->pace_next + 1) % FETCH_PACE_WINDOW;
-	if (f->pace_n < FETCH_PACE_WINDOW)
-		f->pace_n++;
-}
-
-/* Caller holds f->lock. The least latency is what a read costs without
- * queueing at the server (or for a connection), so a deeper prefetch,
- * which queues more, does not make itself look necessary; throughput is
- * over the span of the window's reads. */
-static void pace_compute(const struct fetch *f, struct fetch_pace *out)
-{
-	uint64_t lat[FETCH_PACE_WINDOW], first = UINT64_MAX, last = 0,
-					 bytes = 0, v;
-	unsigned n = f->pace_n, i, j;
-
-	memset(out, 0, sizeof(*out));
-	if (n < 2)
-		return;
-	for (i = 0; i < n; i++) {
-		/* Insertion sort: 64 entries, at most once per open. */
-		v = f->pace_lat[i];
-		for (j = i; j > 0 && lat[j - 1] > v; j--)
-			lat[j] = lat[j - 1];
-		lat[j] = v;
-		if (f->pace_end[i] < first)
-			first = f->pace_end[i];
-		if (f->pace_end[i] > last)
-			last = f->pace_end[i];
-		bytes += f->pace_bytes[i];
-	}
-	out->latency_min_ns = lat[0];
-	out->latency_median_ns = lat[n / 2];
-	out->latency_p90_ns = lat[n * 9 / 10];
-	if (last > first) {
-		/* n - 1 reads (and their bytes, but the first's) ended in
-		 * last - first; the first's bytes are close enough. */
-		out->reads_per_s =
-			(uint64_t)(n - 1) * 1000000000u / (last - first);
-		out->bytes_per_s = (uint64_t)((double)bytes * (n - 1) / n *
-					      1e9 / (double)(last - first));
-	}
-}
-
 /* Runs the next part of queued flight fl. Caller holds f->lock and has
- * checked slot_free(); the lock is dropped around the read and done_fn.
+ * checked fetch_slot_free(); the lock is dropped around the read and done_fn.
  * worker: the caller is a worker thread (it looks for more work itself). */
 static void run_part(struct fetch *f, struct flight *fl, bool worker)
 {
 	uint64_t start, plen, t0;
 	size_t nread = 0;
 	unsigned part;
-	bool pf = fl->prio == PRIO_PREFETCH;
+	bool pf = fl->prio == FETCH_PRIO_PREFETCH;
 	void *unmap = NULL;
 	struct backend_claim claim;
 	uint8_t *buf;
@@ -1076,7 +599,7 @@ static void run_part(struct fetch *f, struct flight *fl, bool worker)
 	/* A hedge that wins puts its own buffer in fl->buf: this read keeps
 	 * writing into the one it started with. */
 	buf = fl->buf;
-	t0 = now_ns();
+	t0 = fetch_now_ns();
 	if (part == 0) {
 		fl->start_ns = t0;
 		fl->first_running = true;
@@ -1091,11 +614,11 @@ static void run_part(struct fetch *f, struct flight *fl, bool worker)
 
 	pthread_mutex_lock(&f->lock);
 	if (rc == 0 && nread == plen) {
-		lat_record(f, plen, now_ns() - t0);
-		claim_add(fl, &claim);
+		fetch_lat_record(f, plen, fetch_now_ns() - t0);
+		fetch_claim_add(fl, &claim);
 	}
 	if (rc == 0)
-		pace_record(f, t0, now_ns(), nread);
+		fetch_pace_record(f, t0, fetch_now_ns(), nread);
 	f->inflight--;
 	if (pf)
 		f->pf_inflight -= plen;
@@ -1107,16 +630,17 @@ static void run_part(struct fetch *f, struct flight *fl, bool worker)
 		pthread_cond_broadcast(&f->done);
 	if (!fl->hedged) {
 		fl->first_running = false;
-		part_finish(f, fl, part, rc, nread, worker);
+		fetch_part_finish(f, fl, part, rc, nread, worker);
 		return;
 	}
-	if (hedge_arrive(f, fl, buf, rc == 0 && nread == plen, false, &unmap))
-		part_finish(f, fl, part, rc, nread, worker);
+	if (fetch_hedge_arrive(f, fl, buf, rc == 0 && nread == plen, false,
+			       &unmap))
+		fetch_part_finish(f, fl, part, rc, nread, worker);
 	else
-		flight_unref_free(f, fl);
+		fetch_flight_unref_free(f, fl);
 	if (unmap != NULL) {
 		pthread_mutex_unlock(&f->lock);
-		munmap(unmap, (size_t)buf_size(plen));
+		munmap(unmap, (size_t)fetch_buf_size(plen));
 		pthread_mutex_lock(&f->lock);
 	}
 }
@@ -1125,8 +649,8 @@ static void run_part(struct fetch *f, struct flight *fl, bool worker)
  * the last, finishes fl: wakes its readers, then stores and retains it,
  * or drops it on an error. Drops the reference the read held. Caller
  * holds f->lock (dropped around done_fn and a free). */
-static void part_finish(struct fetch *f, struct flight *fl, unsigned part,
-			int rc, size_t nread, bool worker)
+void fetch_part_finish(struct fetch *f, struct flight *fl, unsigned part,
+		       int rc, size_t nread, bool worker)
 {
 	char kb[LOG_KEY_MAX];
 	struct flight *dead;
@@ -1166,7 +690,8 @@ static void part_finish(struct fetch *f, struct flight *fl, unsigned part,
 		table_drop(f, fl); /* not the last reference: ours */
 	} else if (f->done_fn == NULL) {
 		retain(f, fl);
-	} else if (!worker && fl->len > STORE_INLINE_MAX && f->n_workers > 0) {
+	} else if (!worker && fl->len > FETCH_STORE_INLINE_MAX &&
+		   f->n_workers > 0) {
 		/* Off the reader's path: a worker writes the blob. */
 		fl->storing = true;
 		fl->refs++; /* the store queue's */
@@ -1205,22 +730,23 @@ static void *worker_main(void *arg)
 	for (;;) {
 		while (!f->stop && f->store_head == NULL &&
 		       f->hedge_head == NULL && !runnable(f)) {
-			uint64_t now = now_ns();
+			uint64_t now = fetch_now_ns();
 
 			/* Timed, so the trimmer gives back what it holds even
 			 * when no one signals it. */
 			if (trimmer && holds_idle(f) &&
-			    now - f->trim_ns >= WORKER_WAIT_NS) {
+			    now - f->trim_ns >= FETCH_WORKER_WAIT_NS) {
 				f->trim_ns = now;
 				trim_idle(f);
 				continue;
 			}
 			f->idle_workers++;
-			wait_until(&f->work, &f->lock, now + WORKER_WAIT_NS);
+			wait_until(&f->work, &f->lock,
+				   now + FETCH_WORKER_WAIT_NS);
 			f->idle_workers--;
 		}
 		if (f->hedge_head != NULL) { /* even when stopping */
-			hedge_run(f);
+			fetch_hedge_run(f);
 			continue;
 		}
 		if (f->store_head != NULL) { /* even when stopping */
@@ -1250,7 +776,7 @@ static void *worker_main(void *arg)
  * opening the cache), the owner's threads did not come along, and its
  * locks and flights are not ours: start afresh. Runs before the child
  * has threads of its own that use the engine (see cache.h), so unlocked. */
-static void fork_check(struct fetch *f)
+void fetch_fork_check(struct fetch *f)
 {
 	pid_t pid = thread_pid();
 	uint64_t pooled = 0;
@@ -1273,8 +799,8 @@ static void fork_check(struct fetch *f)
 	f->idle_workers = 0;
 	f->pf_inflight = 0;
 	f->chunk_bytes = 0;
-	for (k = 0; k < POOL_CLASSES; k++)
-		pooled += (uint64_t)f->n_pool[k] << (POOL_MIN_SHIFT + k);
+	for (k = 0; k < FETCH_POOL_CLASSES; k++)
+		pooled += (uint64_t)f->n_pool[k] << (FETCH_POOL_MIN_SHIFT + k);
 	f->in_use = f->high_water = pooled;
 	free(f->workers);
 	f->workers = NULL;
@@ -1314,33 +840,34 @@ static void workers_ensure(struct fetch *f)
 	 * would leave them held in the child. So return with every worker
 	 * running. */
 	while (f->n_started < f->n_workers)
-		wait_until(&f->done, &f->lock, now_ns() + WORKER_WAIT_NS);
+		wait_until(&f->done, &f->lock,
+			   fetch_now_ns() + FETCH_WORKER_WAIT_NS);
 }
 
 /* Caller holds f->lock: waits until fl is done, running its parts in this
  * thread while connections are free (and any queued part when no worker
  * could be started), and its hedge once its read is overdue. handoff:
- * the caller left fl to a worker (hedge_handoff()); it runs fl itself
- * only if still queued after HANDOFF_GRACE_NS. Returns 0, or -ETIMEDOUT
+ * the caller left fl to a worker (fetch_hedge_handoff()); it runs fl itself
+ * only if still queued after FETCH_HANDOFF_GRACE_NS. Returns 0, or -ETIMEDOUT
  * if fl is not done by deadline_ns (a read this thread runs ends by the
  * backend's deadline). */
 static int wait_done(struct fetch *f, struct flight *fl, uint64_t deadline_ns,
 		     bool handoff)
 {
-	uint64_t grace = handoff ? now_ns() + HANDOFF_GRACE_NS : 0;
+	uint64_t grace = handoff ? fetch_now_ns() + FETCH_HANDOFF_GRACE_NS : 0;
 	uint64_t retry = 0; /* no hedge before: none could start */
 
 	while (!fl->done) {
-		uint64_t now = now_ns(), due = hedge_due(f, fl);
+		uint64_t now = fetch_now_ns(), due = fetch_hedge_due(f, fl);
 		uint64_t until = deadline_ns;
 
-		if (fl->queued && slot_free(f) && now >= grace) {
+		if (fl->queued && fetch_slot_free(f) && now >= grace) {
 			run_part(f, fl, false);
 		} else if (f->n_workers == 0 && runnable(f)) {
 			run_part(f, queue_next(f), false);
 		} else if (due != 0 && now >= due && now >= retry) {
-			if (!hedge_request(f, fl))
-				retry = now + HEDGE_RETRY_NS;
+			if (!fetch_hedge_request(f, fl))
+				retry = now + FETCH_HEDGE_RETRY_NS;
 		} else {
 			/* Every wait stays bounded by deadline_ns; the hedge
 			 * and the hand-off only wake the waiter sooner. */
@@ -1350,7 +877,7 @@ static int wait_done(struct fetch *f, struct flight *fl, uint64_t deadline_ns,
 				until = grace;
 			if (wait_until(f->n_workers > 0 ? &fl->cv : &f->done,
 				       &f->lock, until) == ETIMEDOUT &&
-			    !fl->done && now_ns() >= deadline_ns)
+			    !fl->done && fetch_now_ns() >= deadline_ns)
 				return -ETIMEDOUT;
 		}
 	}
@@ -1381,7 +908,7 @@ static int slot_take(struct fetch *f, uint64_t deadline_ns)
 }
 
 /* Caller holds f->lock: gives back a slot taken by slot_take(). */
-static void slot_put(struct fetch *f)
+void fetch_slot_put(struct fetch *f)
 {
 	f->inflight--;
 	if (f->slot_waiters > 0)
@@ -1390,95 +917,6 @@ static void slot_put(struct fetch *f)
 		pthread_cond_signal(&f->work);
 	if (f->n_workers == 0)
 		pthread_cond_broadcast(&f->done);
-}
-
-/* Caller holds f->lock: asks for the hedge of flight fl (hedge_due() has
- * passed): a second read of the same bytes of the same version, into a
- * buffer of its own, run by an idle worker, so the waiter goes on waiting
- * for whichever answer comes first. Only with a worker idle, a connection
- * free now (taken here for the worker) and memory under the prefetches'
- * share of the budget (a hedge is optional work like a prefetch: it never
- * waits, never reclaims, so a reader always finds room). Returns false if
- * it could not be asked for now. */
-static bool hedge_request(struct fetch *f, struct flight *fl)
-{
-	uint8_t *buf;
-
-	if (f->idle_workers == 0 || !slot_free(f) ||
-	    f->in_use + buf_need(f, fl->len) > f->budget / 4 * 3)
-		return false;
-	buf = buf_take(f, fl->len);
-	if (buf == NULL)
-		return false;
-	f->chunk_bytes += buf_size(fl->len);
-	f->inflight++;
-	fl->refs++; /* the hedge's, until it returns */
-	fl->hedged = fl->hedge_running = true;
-	fl->hedge_buf = buf;
-	fl->hnext = NULL;
-	if (f->hedge_tail != NULL)
-		f->hedge_tail->hnext = fl;
-	else
-		f->hedge_head = fl;
-	f->hedge_tail = fl;
-	f->hedges++;
-	pthread_cond_signal(&f->work);
-	return true;
-}
-
-/* Runs the hedge at the head of the hedge queue, in a worker; its slot
- * and buffer were taken by hedge_request(). Caller holds f->lock,
- * dropped around the read. A stopping engine does not read: the hedge
- * just gives back what it holds. */
-static void hedge_run(struct fetch *f)
-{
-	char kb[LOG_KEY_MAX];
-	struct flight *fl = f->hedge_head;
-	uint64_t len = fl->len, t0, late_ms;
-	uint8_t *buf = fl->hedge_buf;
-	size_t nread = 0;
-	void *unmap = NULL;
-	struct backend_claim claim;
-	/* A first read that finished since the hedge was queued makes it
-	 * moot: no request, hedge_arrive() gives the buffer back. */
-	bool ok, skip = f->stop || fl->done;
-	int rc = -ECANCELED;
-
-	f->hedge_head = fl->hnext;
-	if (f->hedge_head == NULL)
-		f->hedge_tail = NULL;
-	fl->hedge_buf = NULL;
-	t0 = now_ns();
-	late_ms = (t0 - fl->start_ns) / 1000000u;
-	pthread_mutex_unlock(&f->lock);
-
-	if (!skip) {
-		log_msg(LOG_DEBUG,
-			"fetch: %s: read running for %llu ms; hedging it",
-			log_key(kb, fl->key, fl->key_len),
-			(unsigned long long)late_ms);
-		rc = fetch_backend_read(f, fl->key, fl->key_len,
-					fl->has_etag ? fl->etag : NULL,
-					fl->etag_len, fl->offset, (size_t)len,
-					buf, &nread, &claim);
-	}
-
-	pthread_mutex_lock(&f->lock);
-	slot_put(f);
-	ok = rc == 0 && nread == len;
-	if (ok) {
-		lat_record(f, len, now_ns() - t0);
-		claim_add(fl, &claim);
-	}
-	if (hedge_arrive(f, fl, buf, ok, true, &unmap))
-		part_finish(f, fl, 0, rc, nread, true);
-	else
-		flight_unref_free(f, fl);
-	if (unmap != NULL) {
-		pthread_mutex_unlock(&f->lock);
-		munmap(unmap, (size_t)buf_size(len));
-		pthread_mutex_lock(&f->lock);
-	}
 }
 
 /* Logs a reader's wait that ran out; returns -EIO. */
@@ -1528,7 +966,7 @@ static ssize_t direct_read(struct fetch *f, const char *key, size_t key_len,
 	rc = fetch_backend_read(f, key, key_len, etag, etag_len, offset, len,
 				dst, &nread, claim);
 	pthread_mutex_lock(&f->lock);
-	slot_put(f);
+	fetch_slot_put(f);
 	pthread_mutex_unlock(&f->lock);
 	if (rc < 0)
 		return rc;
@@ -1551,7 +989,7 @@ void fetch_free(struct fetch *f)
 
 	if (f == NULL)
 		return;
-	fork_check(f);
+	fetch_fork_check(f);
 	pthread_mutex_lock(&f->lock);
 	f->stop = true;
 	pthread_cond_broadcast(&f->work);
@@ -1560,7 +998,7 @@ void fetch_free(struct fetch *f)
 		pthread_join(f->workers[i], NULL);
 	/* Only queued prefetches and retained flights can be left: no
 	 * reader and no worker. */
-	for (b = 0; b < BUCKETS; b++)
+	for (b = 0; b < FETCH_BUCKETS; b++)
 		while (f->table[b] != NULL) {
 			struct flight *fl = f->table[b];
 
@@ -1574,10 +1012,11 @@ void fetch_free(struct fetch *f)
 		flight_free(dead);
 		dead = next;
 	}
-	for (k = 0; k < POOL_CLASSES; k++)
+	for (k = 0; k < FETCH_POOL_CLASSES; k++)
 		while (f->n_pool[k] > 0)
 			munmap(f->pool[k][--f->n_pool[k]],
-			       (size_t)UINT64_C(1) << (POOL_MIN_SHIFT + k));
+			       (size_t)UINT64_C(1)
+				       << (FETCH_POOL_MIN_SHIFT + k));
 	free(f->workers);
 	pthread_mutex_destroy(&f->lock);
 	pthread_cond_destroy(&f->work);
@@ -1642,14 +1081,14 @@ static ssize_t get(struct fetch *f, const struct fetch_request *r,
 
 	if (ready != NULL)
 		*ready = false;
-	fork_check(f);
+	fetch_fork_check(f);
 	pthread_mutex_lock(&f->lock);
 	workers_ensure(f);
-	start = now_ns();
+	start = fetch_now_ns();
 	f->active_ns = start;
 	wait_ns = f->wait_ns;
 	deadline = start + wait_ns;
-	direct_at = start + DIRECT_AFTER_NS;
+	direct_at = start + FETCH_DIRECT_AFTER_NS;
 	for (;;) {
 		fl = table_find(f, r);
 		if (fl != NULL && mode == GET_DONE &&
@@ -1664,9 +1103,9 @@ static ssize_t get(struct fetch *f, const struct fetch_request *r,
 				stalled = r->offset == 0;
 				f->stalls += stalled;
 			}
-			if (fl->queued && fl->prio == PRIO_PREFETCH) {
+			if (fl->queued && fl->prio == FETCH_PRIO_PREFETCH) {
 				queue_unlink(f, fl);
-				queue_push(f, fl, PRIO_READER);
+				queue_push(f, fl, FETCH_PRIO_READER);
 				f->promoted++;
 				pthread_cond_signal(&f->work);
 			}
@@ -1682,12 +1121,13 @@ static ssize_t get(struct fetch *f, const struct fetch_request *r,
 		}
 		/* Memory for the whole chunk, or (a fill, which has no
 		 * buffer of its own) no other chunk to wait for. */
-		need = buf_need(f, r->len);
+		need = fetch_buf_need(f, r->len);
 		if (f->in_use + need <= f->budget ||
 		    (!direct_ok && f->chunk_bytes == 0)) {
-			handoff = hedge_handoff(f, r->len);
-			fl = flight_create(f, r, PRIO_READER,
-					   slot_free(f) && !handoff ? 1 : 0);
+			handoff = fetch_hedge_handoff(f, r->len);
+			fl = flight_create(f, r, FETCH_PRIO_READER,
+					   fetch_slot_free(f) && !handoff ? 1
+									  : 0);
 			if (fl == NULL) {
 				pthread_mutex_unlock(&f->lock);
 				return -ENOMEM;
@@ -1699,13 +1139,13 @@ static ssize_t get(struct fetch *f, const struct fetch_request *r,
 		}
 		/* Reply buffers alone leave no room: nothing this thread
 		 * could free or wait for would make it. */
-		if (direct_ok && replies_bytes(f) + need > f->budget)
+		if (direct_ok && fetch_replies_bytes(f) + need > f->budget)
 			break;
 		if (reclaim_one(f, true))
 			continue;
 		if (wait_until(&f->memory, &f->lock,
 			       direct_ok ? direct_at : deadline) == ETIMEDOUT &&
-		    f->in_use + buf_need(f, r->len) > f->budget) {
+		    f->in_use + fetch_buf_need(f, r->len) > f->budget) {
 			if (direct_ok)
 				break;
 			pthread_mutex_unlock(&f->lock);
@@ -1720,7 +1160,7 @@ static ssize_t get(struct fetch *f, const struct fetch_request *r,
 				  r->offset + off, len, dst, deadline, true,
 				  NULL);
 		if (stalled)
-			__atomic_fetch_add(&f->stall_ns, now_ns() - start,
+			__atomic_fetch_add(&f->stall_ns, fetch_now_ns() - start,
 					   __ATOMIC_RELAXED);
 		return ret;
 	}
@@ -1731,7 +1171,7 @@ static ssize_t get(struct fetch *f, const struct fetch_request *r,
 		return wait_failed(r, "the chunk", wait_ns);
 	}
 	if (stalled)
-		__atomic_fetch_add(&f->stall_ns, now_ns() - start,
+		__atomic_fetch_add(&f->stall_ns, fetch_now_ns() - start,
 				   __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&f->lock);
 
@@ -1784,10 +1224,10 @@ static int prefetch(struct fetch *f, const struct fetch_request *r,
 	struct flight *fl;
 	int rc = 0;
 
-	fork_check(f);
+	fetch_fork_check(f);
 	pthread_mutex_lock(&f->lock);
 	workers_ensure(f);
-	f->active_ns = now_ns();
+	f->active_ns = fetch_now_ns();
 	for (;;) {
 		if (f->n_workers == 0) {
 			rc = -ENOBUFS; /* nobody would run it */
@@ -1795,14 +1235,15 @@ static int prefetch(struct fetch *f, const struct fetch_request *r,
 			rc = 1;
 		} else if (epoch_moved(f, r->hash, epoch)) {
 			rc = -EAGAIN;
-		} else if (f->in_use + buf_need(f, r->len) >
-			   f->budget / 4 * 3) {
+		} else if (!prefetch_may_take(f->in_use,
+					      fetch_buf_need(f, r->len),
+					      f->budget)) {
 			if (reclaim_one(f, false))
 				continue;
 			f->refused++;
 			rc = -ENOBUFS;
 		} else {
-			fl = flight_create(f, r, PRIO_PREFETCH, 0);
+			fl = flight_create(f, r, FETCH_PRIO_PREFETCH, 0);
 			if (fl == NULL) {
 				rc = -ENOMEM;
 			} else {
@@ -1821,7 +1262,7 @@ bool fetch_in_flight(struct fetch *f, const struct fetch_request *r)
 {
 	bool found;
 
-	fork_check(f);
+	fetch_fork_check(f);
 	pthread_mutex_lock(&f->lock);
 	found = table_find(f, r) != NULL;
 	pthread_mutex_unlock(&f->lock);
@@ -1833,7 +1274,7 @@ void fetch_forget(struct fetch *f, const uint8_t *hash, const uint8_t *id,
 {
 	struct flight *fl;
 
-	fork_check(f);
+	fetch_fork_check(f);
 	pthread_mutex_lock(&f->lock);
 	for (fl = f->table[bucket_of(hash)]; fl != NULL; fl = fl->tnext)
 		if ((fl->retained || fl->storing) &&
@@ -1929,44 +1370,18 @@ ssize_t fetch_direct(struct fetch *f, const char *key, size_t key_len,
 {
 	uint64_t deadline;
 
-	fork_check(f);
+	fetch_fork_check(f);
 	pthread_mutex_lock(&f->lock);
-	f->active_ns = now_ns();
+	f->active_ns = fetch_now_ns();
 	deadline = f->active_ns + f->wait_ns;
 	pthread_mutex_unlock(&f->lock);
 	return direct_read(f, key, key_len, etag, etag_len, offset, len, buf,
 			   deadline, false, claim);
 }
 
-void *fetch_buffer_alloc(struct fetch *f, size_t len)
-{
-	void *p;
-
-	fork_check(f);
-	pthread_mutex_lock(&f->lock);
-	f->active_ns = now_ns();
-	p = buf_take(f, len ? len : 1);
-	pthread_mutex_unlock(&f->lock);
-	return p;
-}
-
-void fetch_buffer_free(struct fetch *f, void *p, size_t len)
-{
-	void *unmap;
-
-	if (p == NULL)
-		return;
-	fork_check(f);
-	pthread_mutex_lock(&f->lock);
-	unmap = buf_give(f, p, len ? len : 1);
-	pthread_mutex_unlock(&f->lock);
-	if (unmap != NULL)
-		munmap(unmap, (size_t)buf_size(len ? len : 1));
-}
-
 void fetch_stats_get(struct fetch *f, struct fetch_stats *out)
 {
-	fork_check(f);
+	fetch_fork_check(f);
 	pthread_mutex_lock(&f->lock);
 	out->singleflight_waits = f->waits;
 	out->prefetch_queued = f->queued;
@@ -1982,7 +1397,7 @@ void fetch_stats_get(struct fetch *f, struct fetch_stats *out)
 	out->hedge_wins = f->hedge_wins;
 	out->first_waits = f->stalls;
 	out->first_wait_ns = __atomic_load_n(&f->stall_ns, __ATOMIC_RELAXED);
-	pace_compute(f, &out->pace);
+	fetch_pace_compute(f, &out->pace);
 	pthread_mutex_unlock(&f->lock);
 	out->backend_reads =
 		__atomic_load_n(&f->backend_reads, __ATOMIC_RELAXED);
@@ -1990,14 +1405,4 @@ void fetch_stats_get(struct fetch *f, struct fetch_stats *out)
 		__atomic_load_n(&f->backend_bytes, __ATOMIC_RELAXED);
 	out->backend_errors =
 		__atomic_load_n(&f->backend_errors, __ATOMIC_RELAXED);
-}
-
-void fetch_pace_get(struct fetch *f, struct fetch_pace *out, uint64_t *stalls)
-{
-	fork_check(f);
-	pthread_mutex_lock(&f->lock);
-	pace_compute(f, out);
-	if (stalls != NULL)
-		*stalls = f->stalls;
-	pthread_mutex_unlock(&f->lock);
 }

@@ -36,6 +36,28 @@ void prefetch_window_read(struct prefetch_window *w, uint64_t off, uint64_t len,
 		w->ahead = *to;
 }
 
+void prefetch_shares(uint64_t memory, uint64_t queue_max,
+		     struct prefetch_shares *out)
+{
+	out->window_cap = prefetch_window_cap(memory);
+	out->files = memory / 2;
+	out->queue = memory / 4 < queue_max ? memory / 4 : queue_max;
+}
+
+uint64_t prefetch_pace_gap(uint64_t avg_ns, uint64_t gap_ns, uint64_t moved)
+{
+	if (moved > 1)
+		gap_ns /= moved;
+	if (gap_ns > PREFETCH_GAP_MAX_NS)
+		gap_ns = PREFETCH_GAP_MAX_NS;
+	return avg_ns ? (avg_ns * 7 + gap_ns) / 8 : gap_ns;
+}
+
+uint64_t prefetch_file_bytes(uint64_t avg, uint64_t sample)
+{
+	return avg ? (avg * 7 + sample) / 8 : sample;
+}
+
 uint64_t prefetch_window_cap(uint64_t memory)
 {
 	uint64_t cap = memory / 4;

@@ -1,10 +1,12 @@
 /*
- * prefetch: the prefetcher's policy (docs/DESIGN.md §8, §12), all of it.
- * Internal to cache/: pure state machines, no I/O, no locks, no clock;
- * file.c keeps one state per open file and per order, under its own lock,
- * and turns the chunks these name into prefetch requests of the fetch
- * engine (the first chunk of each file of an order; the chunks of a
- * window).
+ * prefetch: the prefetcher's policy (docs/DESIGN.md §8, §12), all of it:
+ * how far ahead, in what order, within what share of the memory budget.
+ * Internal to cache/: pure state machines and rules, no I/O, no locks, no
+ * clock; ahead.c keeps one window per reader of an object and one state
+ * per order, under its own lock, and turns the chunks these name into
+ * prefetch requests of the fetch engine (the first chunk of each file of
+ * an order; the chunks of a window); the engine (fetch.c) and
+ * cache_set_fetch_options() apply the budget's rules below.
  *
  * Within a file: a read that continues the last one (within
  * PREFETCH_SLACK, since the kernel sends concurrent requests of one file
@@ -40,6 +42,36 @@
 #define PREFETCH_DEPTH_START 4
 #define PREFETCH_PROBE 8
 #define PREFETCH_FILES_DEFAULT 256 /* files ahead in an order: a cap */
+
+/* ---- the memory budget (prefetch.memory) ---- */
+
+/* Prefetch parts run at once up to this many bytes: streams share the
+ * server's bandwidth, so the part a reader will need next should not
+ * share it with every chunk the window reaches; small files (latency
+ * bound) still go many at a time. A reader's chunk is never held back by
+ * it. */
+#define PREFETCH_INFLIGHT_MAX (UINT64_C(32) << 20)
+
+/* Whether optional work (a prefetch, a hedged read) may take need more
+ * bytes with in_use of budget accounted: at most 3/4 of the budget, so a
+ * reader always finds room. */
+static inline bool prefetch_may_take(uint64_t in_use, uint64_t need,
+				     uint64_t budget)
+{
+	return in_use + need <= budget / 4 * 3;
+}
+
+/* How a budget of memory bytes is shared: the read-ahead window's cap
+ * (prefetch_window_cap(): a quarter), what files ahead in an order may
+ * hold together (half), and the committer's queue of inline bytes waiting
+ * for their rows (a quarter, at most queue_max). */
+struct prefetch_shares {
+	uint64_t window_cap;
+	uint64_t files;
+	uint64_t queue;
+};
+void prefetch_shares(uint64_t memory, uint64_t queue_max,
+		     struct prefetch_shares *out);
 
 struct prefetch_window {
 	uint64_t next;	 /* end of the furthest read */
@@ -92,6 +124,17 @@ void prefetch_window_unit(struct prefetch_window *w, uint64_t end,
  * restarted at PREFETCH_WINDOW_MIN in it). */
 uint64_t prefetch_window_spill(const struct prefetch_window *w, uint64_t end,
 			       uint64_t size);
+
+/* Without a disk cache, a window reads whole chunks into memory only
+ * for a reader past its first PREFETCH_WINDOW_MIN of a sequential run
+ * (not one that reads a header), and only the chunks after the one it
+ * reads (that one is read just as asked for): whether a read ending at end
+ * may read ahead. */
+static inline bool prefetch_uncached_ahead(const struct prefetch_window *w,
+					   uint64_t end)
+{
+	return end >= w->start + PREFETCH_WINDOW_MIN;
+}
 
 struct prefetch_order {
 	uint64_t last;	      /* position opened last */
@@ -154,6 +197,16 @@ struct prefetch_pace {
  * least 1 unless cap is 0. Not measured yet: cap and memory / file_bytes
  * (hits then double depth to them, as before there were measurements;
  * files queued beyond the connections wait in the engine's queue). */
+/* A reader's pace: its time between opens averaged over about 8 (one slow
+ * file is not a change of pace), a gap of more than PREFETCH_GAP_MAX_NS
+ * (an epoch's end, a checkpoint) counting as that much. moved: the
+ * positions the reader moved since its last note (files it read without
+ * one, e.g. pushed into the kernel, count). Returns the new average. */
+#define PREFETCH_GAP_MAX_NS (UINT64_C(1000000000))
+uint64_t prefetch_pace_gap(uint64_t avg_ns, uint64_t gap_ns, uint64_t moved);
+/* The bytes a file ahead holds, averaged the same way. */
+uint64_t prefetch_file_bytes(uint64_t avg, uint64_t sample);
+
 #define PREFETCH_HEADROOM 2
 #define PREFETCH_AHEAD_NS (UINT64_C(50) * 1000000)
 unsigned prefetch_depth(const struct prefetch_pace *p);

@@ -1,0 +1,325 @@
+/*
+ * fetch_impl.h: what the files of the fetch engine share behind fetch.h
+ * (its contract). Nothing outside fetch*.c includes it.
+ *
+ *   fetch.c        flights, the single-flight table, queues, workers,
+ *                  running parts, requests (fetch_obtain(), fetch_ahead())
+ *   fetch_buf.c    buffers: the memory budget's account and the pool of
+ *                  reusable buffers
+ *   fetch_hedge.c  hedged reads: latencies per size class, when a read is
+ *                  overdue, the second read and which answer wins
+ *   fetch_pace.c   the pace of backend reads the prefetcher measures
+ *   fetch_fail.c   ranges that failed just now (fetch_fail.h)
+ *
+ * Every function here is called with f->lock held unless it says
+ * otherwise; the lock rules, a flight's reference count and its place in
+ * the table and queues are described in fetch.c's file comment.
+ */
+#ifndef SHARDFS_CACHE_FETCH_IMPL_H
+#define SHARDFS_CACHE_FETCH_IMPL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "backends/backend.h"
+#include "cache/fetch.h"
+#include "cache/prefetch.h"
+
+#define FETCH_BUCKETS 256
+#define FETCH_PAGE 4096u
+#define FETCH_POOL_MIN_SHIFT 16	      /* 64 KiB, the smallest class */
+#define FETCH_POOL_CLASSES 9		      /* 64 KiB .. 16 MiB */
+#define FETCH_POOL_BUF (UINT64_C(16) << 20) /* the largest class */
+#define FETCH_POOL_MAX 16	  /* idle buffers kept per class up to 1 MiB, */
+#define FETCH_POOL_MAX_LARGE 16 /* and per larger class */
+#define FETCH_RETAIN_STALE_NS (UINT64_C(2000000000)) /* see the file comment */
+#define FETCH_STORE_INLINE_MAX (UINT64_C(1) << 20)   /* larger: a worker stores */
+#define FETCH_CONNECTIONS_DEFAULT 64
+#define FETCH_MEMORY_DEFAULT (UINT64_C(512) << 20)
+/* How long a reader waits for memory for its chunk before reading its
+ * bytes directly; short, since a direct read costs one request. */
+#define FETCH_DIRECT_AFTER_NS (UINT64_C(100000000))
+/* The longest an idle worker sleeps before it looks at its state again;
+ * the trimmer trims at most this often, and at least this often while it
+ * holds memory. */
+#define FETCH_WORKER_WAIT_NS (UINT64_C(1000000000))
+/* Hedged reads (see fetch.h): the window of read latencies kept per size
+ * class, the samples needed before a class hedges, how often its
+ * threshold is recomputed, the threshold's floor, how soon a waiter tries
+ * again when no connection or memory was free, the median latency above
+ * which a reader hands its chunk to a worker, and how long it leaves it
+ * there before running it itself. */
+#define FETCH_HEDGE_WINDOW 128
+#define FETCH_HEDGE_CLASSES 4 /* up to 128 KiB, 1 MiB, 8 MiB, larger */
+#define FETCH_HEDGE_MIN_SAMPLES 32
+#define FETCH_HEDGE_RECOMPUTE 16
+#define FETCH_HEDGE_FLOOR_NS (UINT64_C(10000000))
+#define FETCH_HEDGE_RETRY_NS (UINT64_C(10000000))
+#define FETCH_HANDOFF_MIN_NS (UINT64_C(1000000))
+#define FETCH_HANDOFF_GRACE_NS (UINT64_C(5000000))
+
+enum { FETCH_PRIO_READER = 0, FETCH_PRIO_PREFETCH = 1, FETCH_NPRIO };
+
+struct flight {
+	struct flight *tnext;	      /* table bucket chain */
+	struct flight *qprev, *qnext; /* queue links while queued */
+	struct flight *rprev, *rnext; /* retained list links */
+	struct flight *snext;	      /* store queue link */
+	pthread_cond_t cv;	      /* done, for its waiters */
+	bool queued, in_table, done, retained;
+	bool storing; /* done_fn has it: stays in the table, not retained */
+	int prio;
+	uint8_t hash[FETCH_HASH_LEN];
+	uint8_t *id;
+	size_t id_len;
+	char *key, *etag;
+	size_t key_len, etag_len;
+	bool has_etag; /* etag NULL means: do not check */
+	uint64_t offset, len;
+	uint8_t *buf;
+	uint64_t buf_bytes; /* mapped and accounted */
+	unsigned n_parts, next_part, parts_done;
+	uint64_t part_size;
+	size_t nread[FETCH_PARTS_MAX];
+	int rc;		  /* first error of a part */
+	uint64_t valid;	  /* bytes fetched, from the start, once done */
+	uint64_t served;  /* bytes readers copied out */
+	uint64_t done_ns; /* when it was done (CLOCK_MONOTONIC) */
+	unsigned refs;
+	/* Hedging, for a flight of one part: when its first read started,
+	 * whether that read is running, whether a hedge was issued and is
+	 * running. */
+	uint64_t start_ns;
+	bool first_running, hedged, hedge_running;
+	uint8_t *hedge_buf;   /* the hedge's buffer while queued */
+	struct flight *hnext; /* hedge queue link */
+	/* What its replies vouched for about the whole object (fetch_claim_add()),
+	 * for done_fn. */
+	uint64_t object_size;
+	struct backend_claim claim;
+	unsigned claims; /* replies that said it */
+	bool claim_conflict;
+	bool forgotten; /* fetch_forget() while storing: not retained */
+};
+
+struct queue {
+	struct flight *head, *tail;
+};
+
+/* The recent read latencies of one size class (see fetch.h). */
+struct hedge_class {
+	uint32_t us[FETCH_HEDGE_WINDOW]; /* a ring, in microseconds */
+	unsigned n, next, since;   /* samples, next slot, new since sorted */
+	uint64_t p50_ns;	   /* 0 until FETCH_HEDGE_MIN_SAMPLES */
+	uint64_t after_ns;	   /* the hedge threshold; 0: do not hedge */
+};
+
+struct fetch {
+	struct backend *be; /* borrowed; NULL: reads fail with -ENXIO */
+	fetch_done_fn done_fn;
+	void *ctx;
+	struct fetch_fail *fails; /* ranges that failed just now; own lock */
+
+	pthread_mutex_t lock;  /* see the file comment */
+	pthread_cond_t work;   /* a part was queued, a slot freed, or stop */
+	pthread_cond_t done;   /* a worker started; with no workers, also:
+				* a flight finished or a slot freed */
+	pthread_cond_t slot;   /* a slot freed, for slot waiters */
+	pthread_cond_t memory; /* memory was released */
+	unsigned connections;  /* protected by lock */
+	uint64_t budget;       /* protected by lock */
+	unsigned inflight;     /* protected by lock: requests running */
+	uint64_t pf_inflight;  /* protected by lock: bytes of prefetch parts
+				* running */
+	unsigned slot_waiters; /* protected by lock */
+	struct queue q[FETCH_NPRIO]; /* protected by lock */
+	struct flight *table[FETCH_BUCKETS];		  /* protected by lock */
+	uint64_t in_use, chunk_bytes, high_water; /* protected by lock */
+	void *pool[FETCH_POOL_CLASSES][FETCH_POOL_MAX];	  /* protected by lock */
+	unsigned n_pool[FETCH_POOL_CLASSES];		  /* protected by lock */
+	struct flight *ret_head, *ret_tail;	  /* protected by lock: retained
+						   * flights, oldest first */
+	struct flight *store_head, *store_tail;	  /* protected by lock: chunks
+						   * for a worker to store */
+	/* The process whose engine this is (see fetch_fork_check()), and its
+	 * workers; protected by lock. */
+	pid_t owner_pid;
+	bool workers_started;
+	pthread_t *workers;
+	unsigned n_workers, n_started;
+	bool trimmer; /* a worker trims while idle (trim_idle()) */
+	bool stop;
+	uint64_t active_ns; /* protected by lock: last request or buffer */
+	uint64_t trim_ns;   /* protected by lock: last trim_idle() */
+	uint64_t wait_ns;   /* protected by lock: a reader's wait bound */
+	/* Protected by lock: statistics. */
+	uint64_t waits, queued, queued_bytes, promoted, refused, reclaimed;
+	uint64_t direct_reads;
+	/* Relaxed atomics: statistics of backend_read(). */
+	uint64_t backend_reads, backend_bytes, backend_errors;
+	uint64_t epochs[FETCH_BUCKETS]; /* written under lock, read atomically */
+	/* Protected by lock: hedged reads. */
+	bool hedge_on;
+	unsigned idle_workers; /* workers waiting for work */
+	struct hedge_class lat[FETCH_HEDGE_CLASSES];
+	struct flight *hedge_head, *hedge_tail; /* hedges for a worker */
+	uint64_t hedges, hedge_wins;
+	/* Protected by lock: the last FETCH_PACE_WINDOW backend reads that
+	 * succeeded (see fetch_pace_get()), a ring from pace_next. */
+	uint64_t pace_lat[FETCH_PACE_WINDOW], pace_end[FETCH_PACE_WINDOW];
+	uint64_t pace_bytes[FETCH_PACE_WINDOW];
+	unsigned pace_n, pace_next;
+	uint64_t stalls;   /* protected by lock: see fetch_pace_get() */
+	uint64_t stall_ns; /* atomic: time those reads waited, summed */
+};
+
+
+static inline uint64_t fetch_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+
+static inline uint64_t fetch_round_page(uint64_t n)
+{
+	return (n + FETCH_PAGE - 1) / FETCH_PAGE * FETCH_PAGE;
+}
+
+
+/* ---- fetch.c ---- */
+
+/* In a process forked from the owner (`shardfs mount` daemonizing after
+ * opening the cache), the owner's threads did not come along, and its
+ * locks and flights are not ours: start afresh. Runs before the child
+ * has threads of its own that use the engine (see cache.h), so unlocked. */
+void fetch_fork_check(struct fetch *f);
+
+/* Records what part `part` of fl returned (rc, nread) and, when it was
+ * the last, finishes fl: wakes its readers, then stores and retains it,
+ * or drops it on an error. Drops the reference the read held. Caller
+ * holds f->lock (dropped around done_fn and a free). */
+void fetch_part_finish(struct fetch *f, struct flight *fl, unsigned part,
+			int rc, size_t nread, bool worker);
+
+/* One backend read of [offset, offset + len) of key into buf, counted in
+ * the engine's stats; returns 0 and sets *nread, or a negative errno
+ * (-ENXIO without a backend). With claim (may be NULL), also what the
+ * reply vouched for about the whole object (backend.h, read_claim()). A
+ * read of a range that failed just now fails at once (fetch_fail.h). It
+ * takes no connection: its caller holds one. */
+int fetch_backend_read(struct fetch *f, const char *key, size_t key_len,
+			      const char *etag, size_t etag_len,
+			      uint64_t offset, size_t len, void *buf,
+			      size_t *nread, struct backend_claim *claim);
+
+/* Caller holds f->lock: may a part start now? */
+bool fetch_slot_free(const struct fetch *f);
+
+/* Caller holds f->lock: one more reply of fl (a part, the first read or
+ * its hedge) that brought every byte asked for vouched for claim. */
+void fetch_claim_add(struct flight *fl, const struct backend_claim *claim);
+
+/* Drops a reference to fl; caller holds f->lock, dropped while freeing. */
+void fetch_flight_unref_free(struct fetch *f, struct flight *fl);
+
+/* Caller holds f->lock: gives back a slot taken by slot_take(). */
+void fetch_slot_put(struct fetch *f);
+
+
+/* ---- fetch_buf.c ---- */
+
+/* Bytes a buffer for n bytes takes: mapped, and accounted. */
+uint64_t fetch_buf_size(uint64_t n);
+
+/* Caller holds f->lock: what taking a buffer for n bytes would add to the
+ * account (nothing when the pool has one). */
+uint64_t fetch_buf_need(const struct fetch *f, uint64_t n);
+
+/* Caller holds f->lock: a buffer for n bytes, accounted, from the pool or
+ * newly mapped; NULL if out of memory. */
+void *fetch_buf_take(struct fetch *f, uint64_t n);
+
+/* Caller holds f->lock: gives back a buffer taken for n bytes, to the
+ * pool (still accounted) or out of the account. Returns it if the caller
+ * must munmap() it (fetch_buf_size(n) bytes) after unlocking, else NULL. */
+void *fetch_buf_give(struct fetch *f, void *p, uint64_t n);
+
+/* Unmaps one idle pooled buffer (the largest), with f->lock held and
+ * dropped while unmapping. Returns false if the pools are empty. */
+bool fetch_pool_release_one(struct fetch *f);
+
+/* Caller holds f->lock: bytes held outside chunks and pools, i.e. reply
+ * buffers (fetch_buffer_alloc()): what no reclaim can free. */
+uint64_t fetch_replies_bytes(const struct fetch *f);
+
+
+/* ---- fetch_hedge.c ---- */
+
+/* Caller holds f->lock: a backend read of len bytes took ns. Every
+ * FETCH_HEDGE_RECOMPUTE samples (once there are FETCH_HEDGE_MIN_SAMPLES) sets the
+ * class's median and threshold: twice its 95th percentile, at least
+ * FETCH_HEDGE_FLOOR_NS. */
+void fetch_lat_record(struct fetch *f, uint64_t len, uint64_t ns);
+
+/* Caller holds f->lock: when fl may be hedged, the monotonic time at
+ * which its first read is overdue; else 0. Only a flight of one part
+ * (its buffer is then the read's own, so a hedge can bring another),
+ * with its version pinned (etag), whose first read runs and which has no
+ * hedge yet. */
+uint64_t fetch_hedge_due(const struct fetch *f, const struct flight *fl);
+
+/* Caller holds f->lock: should a reader whose chunk of len bytes is not
+ * in flight leave its read to a worker and wait, so it can hedge it?
+ * Only when hedging may fire for that class, a worker is idle, and reads
+ * take long enough (median FETCH_HANDOFF_MIN_NS) that the two context
+ * switches of the hand-off do not count. */
+bool fetch_hedge_handoff(const struct fetch *f, uint64_t len);
+
+/* Caller holds f->lock: one of the two reads of hedged flight fl (the
+ * hedge, or the first) returned into buf, a valid answer or not (ok).
+ * The first valid answer wins; an error waits for the other read while
+ * it runs. Returns true if the caller finishes fl with its answer (buf is
+ * then fl->buf, or the caller's error stands), false if it just leaves.
+ * A buffer no read or reader will use again is given back; *unmap is set
+ * if the caller must munmap() it after unlocking. */
+bool fetch_hedge_arrive(struct fetch *f, struct flight *fl, uint8_t *buf,
+			 bool ok, bool hedge, void **unmap);
+
+/* Caller holds f->lock: asks for the hedge of flight fl (fetch_hedge_due() has
+ * passed): a second read of the same bytes of the same version, into a
+ * buffer of its own, run by an idle worker, so the waiter goes on waiting
+ * for whichever answer comes first. Only with a worker idle, a connection
+ * free now (taken here for the worker) and memory under the prefetches'
+ * share of the budget (a hedge is optional work like a prefetch: it never
+ * waits, never reclaims, so a reader always finds room). Returns false if
+ * it could not be asked for now. */
+bool fetch_hedge_request(struct fetch *f, struct flight *fl);
+
+/* Runs the hedge at the head of the hedge queue, in a worker; its slot
+ * and buffer were taken by fetch_hedge_request(). Caller holds f->lock,
+ * dropped around the read. A stopping engine does not read: the hedge
+ * just gives back what it holds. */
+void fetch_hedge_run(struct fetch *f);
+
+
+/* ---- fetch_pace.c ---- */
+
+/* Caller holds f->lock: a backend read of bytes ran from t0 to t1. */
+void fetch_pace_record(struct fetch *f, uint64_t t0, uint64_t t1,
+			uint64_t bytes);
+
+/* Caller holds f->lock. The least latency is what a read costs without
+ * queueing at the server (or for a connection), so a deeper prefetch,
+ * which queues more, does not make itself look necessary; throughput is
+ * over the span of the window's reads. */
+void fetch_pace_compute(const struct fetch *f, struct fetch_pace *out);
+
+
+#endif
