@@ -91,17 +91,22 @@ static uint64_t ahead_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Measures the reader of slot at an open now (pf_lock held) and returns
- * the working depth for it (prefetch_depth()). */
+/* Measures the reader of slot at a note of position pos now (pf_lock
+ * held) and returns the working depth for it (prefetch_depth()). Files
+ * the reader read without a note (pushed into the kernel) count: the gap
+ * is per position moved. */
 static unsigned ahead_pace(struct cache *c, struct order_slot *slot,
 			   const struct fetch_pace *fp, uint64_t stalls,
-			   uint64_t now)
+			   uint64_t now, uint64_t pos)
 {
 	struct prefetch_pace p = { 0 };
+	uint64_t moved = 1;
 
+	if (slot->st.opened && pos > slot->st.last)
+		moved = pos - slot->st.last;
 	if (slot->last_ns != 0) {
-		slot->gap_ns =
-			prefetch_pace_gap(slot->gap_ns, now - slot->last_ns, 1);
+		slot->gap_ns = prefetch_pace_gap(slot->gap_ns,
+						 now - slot->last_ns, moved);
 		p.starved = stalls != slot->stalls;
 	}
 	slot->last_ns = now;
@@ -163,10 +168,22 @@ void cache_order_note(struct cache *c, uint64_t order, uint64_t pos,
 		pthread_mutex_unlock(&c->pf_lock);
 		return;
 	}
-	limit = ahead_pace(c, slot, &fp, stalls, now);
+	if (slot->st.opened && pos == slot->st.last) {
+		/* Noted again (a lookup, then the read): nothing moved. */
+		slot->noted_ns = now;
+		pthread_mutex_unlock(&c->pf_lock);
+		return;
+	}
+	limit = ahead_pace(c, slot, &fp, stalls, now, pos);
 	prefetch_order_open(&slot->st, pos, limit, &hit, &miss, &ask->from,
 			    &ask->to);
 	ask->noted = true;
+	/* The pusher goes on after the reader; one that went back (another
+	 * pass) starts over from there. */
+	if (pos < slot->known)
+		slot->claimed = pos;
+	slot->known = pos;
+	slot->noted_ns = now;
 	__atomic_store_n(&c->pf_depth, (uint64_t)slot->st.depth,
 			 __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&c->pf_lock);
@@ -174,6 +191,7 @@ void cache_order_note(struct cache *c, uint64_t order, uint64_t pos,
 		stat_add(&c->pf_hits, 1);
 	if (miss)
 		stat_add(&c->pf_misses, 1);
+	push_wake(c);
 }
 
 void cache_order_ask(struct cache *c, const struct cache_order_ask *ask)
@@ -326,6 +344,14 @@ void ahead_read(struct cache *c, const struct cache_read *r, uint64_t offset,
 	uint64_t unit = cache_obj_chunk(c, obj), cur;
 	struct ahead_stream *s;
 
+	if (r->order != CACHE_NO_ORDER && offset == 0 && c->disk) {
+		/* The reader is at this file of its order: the prefetcher
+		 * and the pusher go on from here. */
+		struct cache_order_ask ask;
+
+		cache_order_note(c, r->order, r->pos, &ask);
+		cache_order_ask(c, &ask);
+	}
 	if (r->reader == 0 || obj->transform != NULL ||
 	    !cache_obj_chunk_ok(c, obj) || (!c->disk && unit == 0))
 		return;

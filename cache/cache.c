@@ -102,6 +102,10 @@ void cache_stats_get(struct cache *c, struct cache_stats *out)
 	out->evictions = stat_load(&c->evictions);
 	out->crc_failures = stat_load(&c->crc_failures);
 	out->store_failures = stat_load(&c->store_failures);
+	out->pushed_files = stat_load(&c->push.files);
+	out->pushed_bytes = stat_load(&c->push.bytes);
+	out->push_failures = stat_load(&c->push.failures);
+	out->push_sentinels = stat_load(&c->push.sentinels);
 	out->derived_runs = stat_load(&c->derived_runs);
 	out->derived_bytes = stat_load(&c->derived_bytes);
 	out->whole_checked = stat_load(&c->whole.checked);
@@ -148,6 +152,7 @@ static struct cache *cache_alloc(struct backend *be)
 	c->q.tail = &c->q.head;
 	derived_init(c);
 	whole_init(c);
+	push_init(c);
 	if (ahead_init(c) < 0) {
 		cache_free(c);
 		return NULL;
@@ -291,9 +296,11 @@ void cache_free(struct cache *c)
 {
 	if (c == NULL)
 		return;
-	/* First the checker, which reads the index and drops chunks from
-	 * the engine; then the engine's workers store what they fetch (and
-	 * the store queue lets go of the engine's memory before that). */
+	/* First the pushers, which read through the engine; then the
+	 * checker, which reads the index and drops chunks from the engine;
+	 * then the engine's workers store what they fetch (and the store
+	 * queue lets go of the engine's memory before that). */
+	push_destroy(c);
 	whole_close(c);
 	if (c->disk)
 		store_close(c);

@@ -183,6 +183,11 @@ struct cache_stats {
 	uint64_t whole_checked;	   /* objects that matched the store's
 				    * checksum of the whole object */
 	uint64_t whole_mismatches; /* objects that did not: dropped */
+	/* The pusher (cache_set_push()). */
+	uint64_t pushed_files; /* files put into the kernel's page cache */
+	uint64_t pushed_bytes;
+	uint64_t push_failures;	 /* pushes fn refused */
+	uint64_t push_sentinels; /* files left to the reader on purpose */
 };
 
 /* How to open a disk cache. Strings are borrowed for the call. */
@@ -392,6 +397,32 @@ typedef bool (*cache_order_fn)(void *ctx, uint64_t order, uint64_t pos,
  * safe at any time (a mount's reload does, to start the new plan's orders
  * afresh). */
 void cache_set_order(struct cache *c, cache_order_fn fn, void *ctx);
+
+/* Pushing ahead into the kernel's page cache. fn puts the whole file at
+ * position pos of order, if it has at most max bytes, into the kernel's
+ * page cache, so that the reader's read() of it never reaches the daemon:
+ * it reads the file with cache_read() (the bytes are verified as any
+ * read's) and hands them to the kernel. It returns the bytes pushed, or a
+ * negative errno: -EFBIG (larger than max, or nothing to push), -EALREADY
+ * (pushed before, and the kernel still has the file), -ENOENT (past the
+ * order's end, or the kernel does not know the file and it could not be
+ * looked up), a read's error. Called from the cache's pusher
+ * threads, with no cache lock held. */
+typedef ssize_t (*cache_push_fn)(void *ctx, uint64_t order, uint64_t pos,
+				 uint64_t max);
+
+/* Sets (fn NULL: stops) the push function and the bytes the pusher may
+ * have put ahead of the readers, all orders together ([prefetch]
+ * page_cache; 0: none). The pusher reads ahead, within the files the
+ * prefetcher asked for (cache_order_note()), the files of each order a
+ * reader follows, and pushes them, leaving one file out every so often
+ * (a sentinel) so that the reader's read of it (a READ, or a lookup the
+ * caller notes) tells the prefetcher where the reader is: reads that hit
+ * the page cache never reach the daemon. Stopping returns once no fn call
+ * runs (call it after the kernel connection is gone, or while fn cannot
+ * block: a call may be waiting for a lookup through the mount). */
+void cache_set_push(struct cache *c, cache_push_fn fn, void *ctx,
+		    uint64_t budget);
 
 /* Forgets the prefetch state of every order o with (o & mask) == value
  * (orders that can no longer be opened, e.g. a freed epoch tree's), so

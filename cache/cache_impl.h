@@ -153,6 +153,30 @@ struct order_slot {
 	uint64_t gap_ns;     /* time between its opens, averaged */
 	uint64_t stalls;     /* the engine's stalls at its last open */
 	uint64_t file_bytes; /* bytes asked for per file ahead, averaged */
+	/* The pusher (push.c): the reader's last noted position, and the
+	 * highest position a pusher took (pushed, left, or being pushed). */
+	uint64_t known;
+	uint64_t claimed;
+	uint64_t noted_ns; /* when the reader was last noted */
+};
+
+/* The pusher (push.c). lock protects every field; it is taken with no
+ * other lock held, and pf_lock is taken inside it only to look at or
+ * claim an order's positions. */
+#define PUSH_THREADS 2
+struct push_state {
+	pthread_mutex_t lock;
+	pthread_cond_t cond; /* work may have come, or stop */
+	pthread_cond_t idle; /* a call of fn ended */
+	cache_push_fn fn;
+	void *ctx;
+	uint64_t budget;
+	unsigned calls;	  /* fn calls running */
+	unsigned threads; /* pusher threads started */
+	bool stop;
+	pthread_t tid[PUSH_THREADS];
+	/* Relaxed atomics: statistics. */
+	uint64_t files, bytes, failures, sentinels;
 };
 
 /* Rows waiting for the committer thread (store.c, see store_chunk()).
@@ -261,6 +285,9 @@ struct cache {
 	uint64_t ra_cap;    /* atomic: read-ahead window cap */
 	/* Relaxed atomics: statistics only. */
 	uint64_t pf_issued, pf_bytes, pf_hits, pf_misses, pf_depth, ra_window;
+	/* The pusher (push.c). */
+	struct push_state push;
+
 	/* Read-ahead windows (ahead.c): lock protects streams[] and clock
 	 * and is never held while taking another lock. */
 	struct {
@@ -693,6 +720,14 @@ void ahead_destroy(struct cache *c);
  * 0). Never waits. */
 void ahead_read(struct cache *c, const struct cache_read *r, uint64_t offset,
 		size_t len);
+
+/* ---- push.c ---- */
+
+void push_init(struct cache *c);
+/* Stops and joins the pusher threads (cache_free()). */
+void push_destroy(struct cache *c);
+/* Wakes the pusher: an order's reader was noted or its window grew. */
+void push_wake(struct cache *c);
 
 /* ---- maint.c ---- */
 

@@ -50,7 +50,8 @@ uint64_t fetch_buf_size(uint64_t n)
 {
 	int k = class_of(n);
 
-	return k < 0 ? fetch_round_page(n) : UINT64_C(1) << (FETCH_POOL_MIN_SHIFT + k);
+	return k < 0 ? fetch_round_page(n)
+		     : UINT64_C(1) << (FETCH_POOL_MIN_SHIFT + k);
 }
 /* Caller holds f->lock: what taking a buffer for n bytes would add to the
  * account (nothing when the pool has one). */
@@ -83,7 +84,8 @@ void *fetch_buf_give(struct fetch *f, void *p, uint64_t n)
 
 	if (p == NULL)
 		return NULL;
-	if (k >= 0 && f->n_pool[k] < (k <= 4 ? FETCH_POOL_MAX : FETCH_POOL_MAX_LARGE)) {
+	if (k >= 0 &&
+	    f->n_pool[k] < (k <= 4 ? FETCH_POOL_MAX : FETCH_POOL_MAX_LARGE)) {
 		f->pool[k][f->n_pool[k]++] = p;
 		pthread_cond_broadcast(&f->memory);
 		return NULL;

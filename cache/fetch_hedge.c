@@ -23,7 +23,8 @@ static unsigned lat_class(uint64_t len)
 {
 	unsigned k = 0;
 
-	while (k < FETCH_HEDGE_CLASSES - 1 && len > (UINT64_C(128) << 10) << (3 * k))
+	while (k < FETCH_HEDGE_CLASSES - 1 && len > (UINT64_C(128) << 10)
+							      << (3 * k))
 		k++;
 	return k;
 }
@@ -57,7 +58,8 @@ void fetch_lat_record(struct fetch *f, uint64_t len, uint64_t ns)
 	qsort(sorted, hc->n, sizeof(*sorted), cmp_u32);
 	hc->p50_ns = (uint64_t)sorted[hc->n / 2] * 1000;
 	p95 = (uint64_t)sorted[hc->n * 95 / 100] * 1000;
-	hc->after_ns = 2 * p95 > FETCH_HEDGE_FLOOR_NS ? 2 * p95 : FETCH_HEDGE_FLOOR_NS;
+	hc->after_ns =
+		2 * p95 > FETCH_HEDGE_FLOOR_NS ? 2 * p95 : FETCH_HEDGE_FLOOR_NS;
 }
 /* Caller holds f->lock: when fl may be hedged, the monotonic time at
  * which its first read is overdue; else 0. Only a flight of one part
@@ -103,7 +105,7 @@ static void *spare_give(struct fetch *f, struct flight *fl, uint8_t *buf)
  * A buffer no read or reader will use again is given back; *unmap is set
  * if the caller must munmap() it after unlocking. */
 bool fetch_hedge_arrive(struct fetch *f, struct flight *fl, uint8_t *buf,
-			 bool ok, bool hedge, void **unmap)
+			bool ok, bool hedge, void **unmap)
 {
 	bool other;
 

@@ -31,13 +31,13 @@
 
 #define FETCH_BUCKETS 256
 #define FETCH_PAGE 4096u
-#define FETCH_POOL_MIN_SHIFT 16	      /* 64 KiB, the smallest class */
-#define FETCH_POOL_CLASSES 9		      /* 64 KiB .. 16 MiB */
+#define FETCH_POOL_MIN_SHIFT 16		    /* 64 KiB, the smallest class */
+#define FETCH_POOL_CLASSES 9		    /* 64 KiB .. 16 MiB */
 #define FETCH_POOL_BUF (UINT64_C(16) << 20) /* the largest class */
-#define FETCH_POOL_MAX 16	  /* idle buffers kept per class up to 1 MiB, */
+#define FETCH_POOL_MAX 16	/* idle buffers kept per class up to 1 MiB, */
 #define FETCH_POOL_MAX_LARGE 16 /* and per larger class */
 #define FETCH_RETAIN_STALE_NS (UINT64_C(2000000000)) /* see the file comment */
-#define FETCH_STORE_INLINE_MAX (UINT64_C(1) << 20)   /* larger: a worker stores */
+#define FETCH_STORE_INLINE_MAX (UINT64_C(1) << 20) /* larger: a worker stores */
 #define FETCH_CONNECTIONS_DEFAULT 64
 #define FETCH_MEMORY_DEFAULT (UINT64_C(512) << 20)
 /* How long a reader waits for memory for its chunk before reading its
@@ -113,9 +113,9 @@ struct queue {
 /* The recent read latencies of one size class (see fetch.h). */
 struct hedge_class {
 	uint32_t us[FETCH_HEDGE_WINDOW]; /* a ring, in microseconds */
-	unsigned n, next, since;   /* samples, next slot, new since sorted */
-	uint64_t p50_ns;	   /* 0 until FETCH_HEDGE_MIN_SAMPLES */
-	uint64_t after_ns;	   /* the hedge threshold; 0: do not hedge */
+	unsigned n, next, since; /* samples, next slot, new since sorted */
+	uint64_t p50_ns;	 /* 0 until FETCH_HEDGE_MIN_SAMPLES */
+	uint64_t after_ns;	 /* the hedge threshold; 0: do not hedge */
 };
 
 struct fetch {
@@ -136,14 +136,14 @@ struct fetch {
 	uint64_t pf_inflight;  /* protected by lock: bytes of prefetch parts
 				* running */
 	unsigned slot_waiters; /* protected by lock */
-	struct queue q[FETCH_NPRIO]; /* protected by lock */
-	struct flight *table[FETCH_BUCKETS];		  /* protected by lock */
-	uint64_t in_use, chunk_bytes, high_water; /* protected by lock */
-	void *pool[FETCH_POOL_CLASSES][FETCH_POOL_MAX];	  /* protected by lock */
-	unsigned n_pool[FETCH_POOL_CLASSES];		  /* protected by lock */
-	struct flight *ret_head, *ret_tail;	  /* protected by lock: retained
+	struct queue q[FETCH_NPRIO];			/* protected by lock */
+	struct flight *table[FETCH_BUCKETS];		/* protected by lock */
+	uint64_t in_use, chunk_bytes, high_water;	/* protected by lock */
+	void *pool[FETCH_POOL_CLASSES][FETCH_POOL_MAX]; /* protected by lock */
+	unsigned n_pool[FETCH_POOL_CLASSES];		/* protected by lock */
+	struct flight *ret_head, *ret_tail;	/* protected by lock: retained
 						   * flights, oldest first */
-	struct flight *store_head, *store_tail;	  /* protected by lock: chunks
+	struct flight *store_head, *store_tail; /* protected by lock: chunks
 						   * for a worker to store */
 	/* The process whose engine this is (see fetch_fork_check()), and its
 	 * workers; protected by lock. */
@@ -161,7 +161,8 @@ struct fetch {
 	uint64_t direct_reads;
 	/* Relaxed atomics: statistics of backend_read(). */
 	uint64_t backend_reads, backend_bytes, backend_errors;
-	uint64_t epochs[FETCH_BUCKETS]; /* written under lock, read atomically */
+	uint64_t
+		epochs[FETCH_BUCKETS]; /* written under lock, read atomically */
 	/* Protected by lock: hedged reads. */
 	bool hedge_on;
 	unsigned idle_workers; /* workers waiting for work */
@@ -177,7 +178,6 @@ struct fetch {
 	uint64_t stall_ns; /* atomic: time those reads waited, summed */
 };
 
-
 static inline uint64_t fetch_now_ns(void)
 {
 	struct timespec ts;
@@ -186,12 +186,10 @@ static inline uint64_t fetch_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-
 static inline uint64_t fetch_round_page(uint64_t n)
 {
 	return (n + FETCH_PAGE - 1) / FETCH_PAGE * FETCH_PAGE;
 }
-
 
 /* ---- fetch.c ---- */
 
@@ -206,7 +204,7 @@ void fetch_fork_check(struct fetch *f);
  * or drops it on an error. Drops the reference the read held. Caller
  * holds f->lock (dropped around done_fn and a free). */
 void fetch_part_finish(struct fetch *f, struct flight *fl, unsigned part,
-			int rc, size_t nread, bool worker);
+		       int rc, size_t nread, bool worker);
 
 /* One backend read of [offset, offset + len) of key into buf, counted in
  * the engine's stats; returns 0 and sets *nread, or a negative errno
@@ -215,9 +213,9 @@ void fetch_part_finish(struct fetch *f, struct flight *fl, unsigned part,
  * read of a range that failed just now fails at once (fetch_fail.h). It
  * takes no connection: its caller holds one. */
 int fetch_backend_read(struct fetch *f, const char *key, size_t key_len,
-			      const char *etag, size_t etag_len,
-			      uint64_t offset, size_t len, void *buf,
-			      size_t *nread, struct backend_claim *claim);
+		       const char *etag, size_t etag_len, uint64_t offset,
+		       size_t len, void *buf, size_t *nread,
+		       struct backend_claim *claim);
 
 /* Caller holds f->lock: may a part start now? */
 bool fetch_slot_free(const struct fetch *f);
@@ -231,7 +229,6 @@ void fetch_flight_unref_free(struct fetch *f, struct flight *fl);
 
 /* Caller holds f->lock: gives back a slot taken by slot_take(). */
 void fetch_slot_put(struct fetch *f);
-
 
 /* ---- fetch_buf.c ---- */
 
@@ -258,7 +255,6 @@ bool fetch_pool_release_one(struct fetch *f);
 /* Caller holds f->lock: bytes held outside chunks and pools, i.e. reply
  * buffers (fetch_buffer_alloc()): what no reclaim can free. */
 uint64_t fetch_replies_bytes(const struct fetch *f);
-
 
 /* ---- fetch_hedge.c ---- */
 
@@ -290,7 +286,7 @@ bool fetch_hedge_handoff(const struct fetch *f, uint64_t len);
  * A buffer no read or reader will use again is given back; *unmap is set
  * if the caller must munmap() it after unlocking. */
 bool fetch_hedge_arrive(struct fetch *f, struct flight *fl, uint8_t *buf,
-			 bool ok, bool hedge, void **unmap);
+			bool ok, bool hedge, void **unmap);
 
 /* Caller holds f->lock: asks for the hedge of flight fl (fetch_hedge_due() has
  * passed): a second read of the same bytes of the same version, into a
@@ -308,18 +304,16 @@ bool fetch_hedge_request(struct fetch *f, struct flight *fl);
  * just gives back what it holds. */
 void fetch_hedge_run(struct fetch *f);
 
-
 /* ---- fetch_pace.c ---- */
 
 /* Caller holds f->lock: a backend read of bytes ran from t0 to t1. */
 void fetch_pace_record(struct fetch *f, uint64_t t0, uint64_t t1,
-			uint64_t bytes);
+		       uint64_t bytes);
 
 /* Caller holds f->lock. The least latency is what a read costs without
  * queueing at the server (or for a connection), so a deeper prefetch,
  * which queues more, does not make itself look necessary; throughput is
  * over the span of the window's reads. */
 void fetch_pace_compute(const struct fetch *f, struct fetch_pace *out);
-
 
 #endif

@@ -9,7 +9,7 @@
 
 /* Caller holds f->lock: a backend read of bytes ran from t0 to t1. */
 void fetch_pace_record(struct fetch *f, uint64_t t0, uint64_t t1,
-			uint64_t bytes)
+		       uint64_t bytes)
 {
 	f->pace_lat[f->pace_next] = t1 - t0;
 	f->pace_end[f->pace_next] = t1;

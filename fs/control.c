@@ -508,6 +508,11 @@ struct stat_metric {
 
 #define STAT_CACHE_PREFIX "cache_"
 
+static const char *const fs_op_names[FS_OP_COUNT] = {
+	"lookup",  "getattr", "open",	"read",	 "release",
+	"opendir", "readdir", "forget", "other",
+};
+
 static const struct stat_metric stat_metrics[] = {
 	{ "uptime_seconds", "gauge", "Seconds since the mount.",
 	  offsetof(struct control_stats, uptime_seconds), 1 },
@@ -522,19 +527,33 @@ static const struct stat_metric stat_metrics[] = {
 	  "epoch-E/ and skip-K/ trees planned (on first use, or ahead near "
 	  "the end of an epoch).",
 	  offsetof(struct control_stats, epoch_builds), 1 },
-	{ "open_files", "gauge", "Files open now.",
-	  offsetof(struct control_stats, open_files), 1 },
 	{ "reads_total", "counter", "Read requests served.",
 	  offsetof(struct control_stats, reads), 1 },
 	{ "read_bytes_total", "counter", "Bytes returned to readers.",
 	  offsetof(struct control_stats, read_bytes), 1 },
 	{ "read_errors_total", "counter", "Read requests that failed.",
 	  offsetof(struct control_stats, read_errors), 1 },
-	{ "open_pushes_total", "counter",
-	  "Files put whole into the kernel's page cache as they were "
-	  "opened, from memory or the disk cache (their reads then need no "
-	  "read request).",
-	  offsetof(struct control_stats, open_pushes), 1 },
+	{ "stale_reads_total", "counter",
+	  "Reads of a file through a tree older than a reload that changed "
+	  "its object (they fail).",
+	  offsetof(struct control_stats, stale_reads), 1 },
+	{ "kernel_lookups_total", "counter",
+	  "Lookups the daemon made through its own mount, so the kernel "
+	  "knows a file the pusher puts into its page cache.",
+	  offsetof(struct control_stats, self_lookups), 1 },
+	{ "kernel_pushes_total", "counter",
+	  "Files put whole into the kernel's page cache ahead of their "
+	  "reader (reads of them need no request to the daemon).",
+	  offsetof(struct control_stats, cache.pushed_files), 1 },
+	{ "kernel_push_bytes_total", "counter", "Bytes of those files.",
+	  offsetof(struct control_stats, cache.pushed_bytes), 1 },
+	{ "kernel_push_failures_total", "counter",
+	  "Files the pusher read but could not put into the page cache.",
+	  offsetof(struct control_stats, cache.push_failures), 1 },
+	{ "kernel_push_sentinels_total", "counter",
+	  "Files ahead left to their reader on purpose, so its read tells "
+	  "the prefetcher where it is.",
+	  offsetof(struct control_stats, cache.push_sentinels), 1 },
 	{ "backend_requests_total", "counter", "Reads sent to the backend.",
 	  offsetof(struct control_stats, backend_reads), 1 },
 	{ "backend_bytes_total", "counter", "Bytes received from the backend.",
@@ -688,6 +707,12 @@ int control_write_stats(FILE *f, const struct manifest *m,
 			manifest_skip_name(i),
 			(unsigned long long)m->skipped[i]);
 	write_metric_table(f, st, false);
+	family(f, "fuse_requests_total", "counter",
+	       "Requests from readers, by opcode (the daemon's own lookups "
+	       "are kernel_lookups_total): their round trips.");
+	for (i = 0; i < FS_OP_COUNT; i++)
+		labelled(f, "fuse_requests_total", "op", fs_op_names[i],
+			 st->ops[i]);
 	metric(f, "cache_enabled", "gauge",
 	       "1 if reads go through the disk cache.", st->cache.enabled);
 	if (st->cache.enabled)
@@ -719,11 +744,13 @@ int fs_stats_write(struct fs *fs, FILE *f)
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	cache_stats_get(fs->cache, &cs);
 	st.uptime_seconds = (uint64_t)(now.tv_sec - fs->start_mono.tv_sec);
-	st.open_files = __atomic_load_n(&fs->open_files, __ATOMIC_RELAXED);
 	st.reads = __atomic_load_n(&fs->reads, __ATOMIC_RELAXED);
 	st.read_bytes = __atomic_load_n(&fs->read_bytes, __ATOMIC_RELAXED);
 	st.read_errors = __atomic_load_n(&fs->read_errors, __ATOMIC_RELAXED);
-	st.open_pushes = __atomic_load_n(&fs->open_pushes, __ATOMIC_RELAXED);
+	for (int i = 0; i < FS_OP_COUNT; i++)
+		st.ops[i] = __atomic_load_n(&fs->ops[i], __ATOMIC_RELAXED);
+	st.self_lookups = __atomic_load_n(&fs->self_lookups, __ATOMIC_RELAXED);
+	st.stale_reads = __atomic_load_n(&fs->stale_reads, __ATOMIC_RELAXED);
 	st.backend_reads = cs.backend_reads;
 	st.backend_bytes = cs.backend_bytes;
 	st.backend_errors = cs.backend_errors;
@@ -815,59 +842,101 @@ static int ctrl_get(struct fs *fs, struct fs_gen *g, const struct view_node *n,
 	return rc;
 }
 
-int control_file_size(struct fs *fs, struct fs_gen *g,
-		      const struct view_node *n, uint64_t *size)
+/* control_snap_find() with g->ctrl_lock held. */
+static struct fs_snap *control_snap_find_locked(struct fs_gen *g, uint32_t id)
 {
-	const struct ctrl_text *t;
-	int rc;
+	struct fs_snap *sn;
 
-	if (n->ctrl == VIEW_CTRL_STATS || n->ctrl == VIEW_CTRL_LOG) {
-		*size = 0;
-		return 0;
-	}
-	rc = ctrl_get(fs, g, n, &t);
-	if (rc == 0)
-		*size = t->len;
-	return rc;
+	for (sn = g->snaps; sn != NULL; sn = sn->next)
+		if (sn->id == id)
+			return sn;
+	return NULL;
 }
 
-int control_file_open(struct fs *fs, struct fs_gen *g,
-		      const struct view_node *n, struct ctrl_handle **out,
-		      bool *snapshot)
+int control_file_text(struct fs *fs, struct fs_gen *g,
+		      const struct view_node *n, const struct ctrl_text **out)
 {
-	struct ctrl_handle *h = calloc(1, sizeof(*h));
+	return ctrl_get(fs, g, n, out);
+}
+
+int control_snap_new(struct fs *fs, struct fs_gen *g, const struct view_node *n,
+		     struct fs_snap **out)
+{
+	uint32_t node = (uint32_t)view_ino(g->d.view, n);
+	struct fs_snap *sn;
+	struct timespec mono;
+	uint64_t now;
 	int rc;
 
-	if (h == NULL)
-		return -ENOMEM;
-	/* Written anew at each open, served with direct_io. */
-	*snapshot = n->ctrl == VIEW_CTRL_STATS || n->ctrl == VIEW_CTRL_LOG;
-	if (*snapshot) {
-		rc = ctrl_generate(fs, g, n, &h->snapshot);
-		h->text = &h->snapshot;
-	} else {
-		rc = ctrl_get(fs, g, n, &h->text);
+	clock_gettime(CLOCK_MONOTONIC, &mono);
+	now = (uint64_t)mono.tv_sec * 1000000000u + (uint64_t)mono.tv_nsec;
+	pthread_mutex_lock(&g->ctrl_lock);
+	sn = g->snap_last;
+	if (sn != NULL && sn->node == node &&
+	    !__atomic_load_n(&sn->read, __ATOMIC_RELAXED) &&
+	    now - sn->born_ns < FS_SNAP_FRESH_NS) {
+		sn->nlookup++;
+		pthread_mutex_unlock(&g->ctrl_lock);
+		*out = sn;
+		return 0;
 	}
+	pthread_mutex_unlock(&g->ctrl_lock);
+	sn = calloc(1, sizeof(*sn));
+	if (sn == NULL)
+		return -ENOMEM;
+	sn->born_ns = now;
+	rc = ctrl_generate(fs, g, n, &sn->text);
 	if (rc < 0) {
-		free(h);
+		free(sn);
 		return rc;
 	}
+	clock_gettime(CLOCK_REALTIME, &sn->mtime);
+	sn->node = node;
+	sn->nlookup = 1;
 	pthread_mutex_lock(&g->ctrl_lock);
-	DLIST_PUSH(g->open_ctrl, h);
+	/* Serials wrap after 2^31 snapshots: skip one still known. */
+	do {
+		g->snap_serial = (g->snap_serial + 1) & ~FS_SNAP_BIT;
+		sn->id = FS_SNAP_BIT | g->snap_serial;
+	} while (control_snap_find_locked(g, sn->id) != NULL);
+	DLIST_PUSH(g->snaps, sn);
+	g->snap_last = sn;
 	pthread_mutex_unlock(&g->ctrl_lock);
-	*out = h;
+	*out = sn;
 	return 0;
 }
 
-void control_file_close(struct fs_gen *g, struct ctrl_handle *h)
+struct fs_snap *control_snap_find(struct fs_gen *g, uint32_t id)
 {
-	if (h == NULL)
-		return;
+	struct fs_snap *sn;
+
 	pthread_mutex_lock(&g->ctrl_lock);
-	DLIST_UNLINK(g->open_ctrl, h);
+	sn = control_snap_find_locked(g, id);
 	pthread_mutex_unlock(&g->ctrl_lock);
-	free(h->snapshot.buf);
-	free(h);
+	return sn;
+}
+
+void control_snap_forget(struct fs_gen *g, uint32_t id, uint64_t nlookup)
+{
+	struct fs_snap *sn;
+
+	pthread_mutex_lock(&g->ctrl_lock);
+	sn = control_snap_find_locked(g, id);
+	if (sn != NULL) {
+		sn->nlookup = nlookup < sn->nlookup ? sn->nlookup - nlookup : 0;
+		if (sn->nlookup == 0) {
+			DLIST_UNLINK(g->snaps, sn);
+			if (g->snap_last == sn)
+				g->snap_last = NULL;
+		} else {
+			sn = NULL;
+		}
+	}
+	pthread_mutex_unlock(&g->ctrl_lock);
+	if (sn != NULL) {
+		free(sn->text.buf);
+		free(sn);
+	}
 }
 
 void control_files_free(struct fs_gen *g)
@@ -879,11 +948,11 @@ void control_files_free(struct fs_gen *g)
 	}
 	free(g->ctrl);
 	g->ctrl = NULL;
-	while (g->open_ctrl != NULL) {
-		struct ctrl_handle *h = g->open_ctrl;
+	while (g->snaps != NULL) {
+		struct fs_snap *sn = g->snaps;
 
-		g->open_ctrl = h->next;
-		free(h->snapshot.buf);
-		free(h);
+		g->snaps = sn->next;
+		free(sn->text.buf);
+		free(sn);
 	}
 }

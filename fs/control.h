@@ -46,17 +46,33 @@
 #include "fs/view.h"
 #include "util/log.h"
 
+/* FUSE requests counted by opcode (shardfs_fuse_requests_total{op}):
+ * what a reader's file costs in round trips to the daemon. */
+enum {
+	FS_OP_LOOKUP,
+	FS_OP_GETATTR,
+	FS_OP_OPEN,
+	FS_OP_READ,
+	FS_OP_RELEASE,
+	FS_OP_OPENDIR,
+	FS_OP_READDIR,
+	FS_OP_FORGET,
+	FS_OP_OTHER,
+	FS_OP_COUNT
+};
+
 /* Live counters for the stats file, snapshotted by the caller. */
 struct control_stats {
 	uint64_t uptime_seconds;
 	uint64_t generation;   /* fs_generation(): reloads so far */
 	uint64_t epoch_trees;  /* fs_epoch_count() */
 	uint64_t epoch_builds; /* trees planned so far */
-	uint64_t open_files;
 	uint64_t reads;
 	uint64_t read_bytes;
 	uint64_t read_errors;
-	uint64_t open_pushes;
+	uint64_t ops[FS_OP_COUNT]; /* readers' requests by opcode */
+	uint64_t self_lookups;	   /* lookups the pusher made itself */
+	uint64_t stale_reads;	   /* reads of files a reload changed */
 	uint64_t backend_reads;
 	uint64_t backend_bytes;
 	uint64_t backend_errors;

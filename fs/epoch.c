@@ -206,6 +206,20 @@ static int owner_gen(struct fs *fs, struct fs_gen *base, struct epoch_owner *o,
 		return -EINVAL; /* view_build_under made both */
 	tree.data_node = (uint32_t)top;
 	tree.ctrl_node = (uint32_t)ctl;
+	/* The name it is looked up by, for the pusher's own lookups. */
+	if (!key->is_skip)
+		snprintf(tree.path, sizeof(tree.path), "epoch-%llu/",
+			 (unsigned long long)key->epoch);
+	else if (key->skip_world == 0)
+		snprintf(tree.path, sizeof(tree.path), "epoch-%llu/skip-%llu/",
+			 (unsigned long long)key->epoch,
+			 (unsigned long long)key->skip);
+	else
+		snprintf(tree.path, sizeof(tree.path),
+			 "epoch-%llu/skip-%llu-of-%llu/",
+			 (unsigned long long)key->epoch,
+			 (unsigned long long)key->skip,
+			 (unsigned long long)key->skip_world);
 	o->base = base;
 	fs_gen_ref(base, 1);
 	rc = fs_gen_add(fs, &d, &tree, epoch_release, o, &g);

@@ -37,6 +37,9 @@ struct fs_options {
 				 * in /etc/fuse.conf unless root) */
 	bool debug;		/* libfuse traces every request to stderr */
 	unsigned max_threads;	/* worker threads; 0 = 64 */
+	/* Bytes of files the prefetcher may put into the kernel's page
+	 * cache ahead of their readers ([prefetch] page_cache); 0: none. */
+	uint64_t page_cache;
 };
 
 /* What the filesystem serves; all borrowed. fs_run()'s must outlive it;

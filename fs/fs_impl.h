@@ -37,6 +37,7 @@
 
 #include <fuse_lowlevel.h>
 
+#include "fs/control.h"
 #include "fs/fs.h"
 
 /* Entries and attributes of a generation never change; a reload makes new
@@ -52,6 +53,10 @@
 #define FS_THREADS_DEFAULT 64
 #define FS_BLKSIZE (1u << 20) /* st_blksize: readers buffer this much */
 
+/* Threads that may look files up through the mount at once (the
+ * cache's pushers). */
+#define FS_SELF_MAX 4
+
 /* Inode numbers: generation id << 32 | view inode (the root: 1). */
 #define FS_INO(gen_id, view_ino)                                               \
 	((view_ino) == FUSE_ROOT_ID                                            \
@@ -59,21 +64,35 @@
 		 : ((uint64_t)(gen_id) << 32 | (uint64_t)(view_ino)))
 #define FS_INO_GEN(ino) ((uint32_t)((uint64_t)(ino) >> 32))
 #define FS_INO_VIEW(ino) ((uint64_t)(ino)&UINT32_MAX)
+/* A view inode with this bit set is a stats snapshot (below), not a view
+ * node: views have fewer nodes (view_build()). */
+#define FS_SNAP_BIT (UINT32_C(1) << 31)
 
 struct ctrl_text {
 	char *buf;
 	size_t len;
 };
 
-/* What an open control file reads from (fi->fh). An open object's fi->fh
- * is 0: objects keep nothing per open file. */
-struct ctrl_handle {
-	const struct ctrl_text *text;
-	struct ctrl_text snapshot; /* stats: owned by the handle */
-	/* In its generation's open_ctrl list: a RELEASE the kernel never
-	 * sends (a lazily unmounted mount whose last file closes as the
-	 * connection goes) leaves the handle to gen_free(). */
-	struct ctrl_handle *prev, *next;
+/* A .shardfs/stats snapshot. The mount keeps no state per open file (the
+ * kernel opens files without asking, fs_op_open), so a stats file that
+ * must be as fresh as an open and never change under a reader is an inode
+ * of its own: a lookup of a stats node (its entry times out at once, so
+ * every open looks it up) makes a new snapshot with a new inode number,
+ * whose text never changes; the kernel's FORGETs free it. One exception
+ * keeps `cp` and friends working, which stat a file and then open it and
+ * refuse one whose inode changed in between: a lookup answers with the
+ * node's last snapshot while nothing read it yet and it is younger than
+ * FS_SNAP_FRESH_NS. Listed in its generation's snaps. */
+#define FS_SNAP_FRESH_NS (UINT64_C(1000000000))
+struct fs_snap {
+	uint32_t id;   /* FS_SNAP_BIT | serial: its view inode number */
+	uint32_t node; /* the stats node it was looked up as */
+	struct ctrl_text text;
+	struct timespec mtime; /* when it was written */
+	uint64_t born_ns;      /* the same, on CLOCK_MONOTONIC */
+	bool read;	       /* atomic: a READ of it was answered */
+	uint64_t nlookup; /* the kernel's lookups; protected by ctrl_lock */
+	struct fs_snap *prev, *next;
 };
 
 struct fs_gen {
@@ -89,18 +108,34 @@ struct fs_gen {
 	 * immutable. */
 	uint32_t *item_rank;
 	uint32_t *item_pos;
-	/* Relaxed atomics, one per manifest item: 1 once this process put
-	 * the whole file into the kernel's page cache (a push at open, or
-	 * read replies through its end). A hint only: the kernel may have
-	 * dropped the pages since, and then reads them as usual. */
-	uint8_t *item_in_kernel;
+	/* Each manifest item's view inode (0: not in this view); immutable.
+	 * And the kernel's lookups of it (relaxed atomics: + each positive
+	 * entry, - each FORGET), so the pusher knows whether the kernel
+	 * knows the file (kernel.c). */
+	uint32_t *item_ino;
+	uint32_t *item_nlookup;
+	/* Relaxed atomics, one per item: 1 once the pusher put the whole
+	 * file into the kernel's page cache, 0 again when the kernel forgets
+	 * the inode (its pages go with it). A hint: the kernel may drop
+	 * pages before, and reads of them then come to the daemon. */
+	uint8_t *item_pushed;
+	/* Relaxed atomics, one per manifest item: 1 once a reload found the
+	 * object changed (kernel.c): reads of it through this tree fail. A
+	 * base's; its epoch trees (same manifest) use the base's. */
+	uint8_t *item_stale;
 
 	/* Immutable control texts, built on first use. Slots: 0 manifest,
 	 * 1 plan, 2 + r rank r's order. */
-	pthread_mutex_t ctrl_lock; /* protects ctrl[] and open_ctrl */
+	pthread_mutex_t ctrl_lock; /* protects ctrl[], snaps, snap_serial */
 	struct ctrl_text **ctrl;
 	size_t n_ctrl;
-	struct ctrl_handle *open_ctrl; /* open control files' handles */
+	struct fs_snap *snaps;	   /* stats snapshots the kernel knows */
+	struct fs_snap *snap_last; /* the newest, while the kernel knows it */
+	uint32_t snap_serial;
+	/* How the mount's root reaches this tree: "" for a base,
+	 * "epoch-E/" or "epoch-E/skip-K[-of-W]/" for an epoch tree (set
+	 * before it is listed; the pusher's own lookups). */
+	char *path_prefix;
 
 	/* Epoch trees (fs/epoch.c). A generation made by a reload or the
 	 * mount (a base) keeps the epoch-E trees built from it in epochs;
@@ -132,12 +167,32 @@ struct fs {
 	struct timespec start_mono; /* monotonic: uptime */
 
 	/* Relaxed atomics: statistics only. */
-	uint64_t open_files;
 	uint64_t reads;
 	uint64_t read_bytes;
 	uint64_t read_errors;
-	uint64_t open_pushes;  /* files put into the page cache at open */
 	uint64_t epoch_builds; /* epoch trees planned (fs/epoch.c) */
+	/* Requests by opcode (FS_OP_*) from readers, and lookups the daemon
+	 * made through its own mount (kernel.c). */
+	uint64_t ops[FS_OP_COUNT];
+	uint64_t self_lookups;
+	uint64_t stale_reads; /* reads of a file a reload found changed */
+
+	/* The kernel path (kernel.c): whether the kernel opens files without
+	 * asking (set in init), the mountpoint for the pusher's own lookups
+	 * (NULL: none), this process (whose own requests are not a
+	 * reader's), and the bytes the pusher may put ahead of readers. */
+	bool no_open;
+	char *mountpoint;
+	/* The threads looking a file up through the mount right now (their
+	 * ids, as the kernel names a request's sender; 0: a free slot;
+	 * relaxed atomics): their lookups are not a reader's. */
+	pid_t self[FS_SELF_MAX];
+	uint64_t page_cache;
+	/* Pushes hold push_lock for reading around their notification;
+	 * kernel_stop() takes it for writing, once, to let no more start
+	 * before the unmount closes the session's fd (push_stop). */
+	pthread_rwlock_t push_lock;
+	bool push_stop; /* protected by push_lock */
 
 	/* gens_lock protects current, the gens list and next_gen: readers
 	 * (every request) find a generation and take a reference under the
@@ -196,6 +251,7 @@ struct fs_gen_tree {
 	struct fs_gen *base; /* a reference the new generation owns */
 	uint32_t data_node, ctrl_node;
 	bool skip;
+	char path[80]; /* its path_prefix, e.g. "epoch-7/skip-40-of-8/" */
 };
 int fs_gen_add(struct fs *fs, const struct fs_data *data,
 	       const struct fs_gen_tree *tree, void (*release)(void *owner),
@@ -239,27 +295,50 @@ int fs_epoch_init(struct fs_gen *g);
 /* Frees g's epoch bookkeeping (g is being freed). */
 void fs_epoch_free(struct fs_gen *g);
 
-/* control.c: the .shardfs/ files of generation g (node n, kind VIEW_CTRL).
- * The size of n's text: its kept text's (built on first use), 0 for stats.
- * Returns 0, or -ENOMEM building the text. */
-int control_file_size(struct fs *fs, struct fs_gen *g,
-		      const struct view_node *n, uint64_t *size);
-/* Opens n: a handle on its kept text, or for stats (*snapshot true) on a
- * text written now that the handle owns; listed in g->open_ctrl. Returns 0
- * and sets *out, or -ENOMEM. */
-int control_file_open(struct fs *fs, struct fs_gen *g,
-		      const struct view_node *n, struct ctrl_handle **out,
-		      bool *snapshot);
-/* Unlists and frees h (NULL: nothing). */
-void control_file_close(struct fs_gen *g, struct ctrl_handle *h);
-/* Frees g's kept texts and every handle still listed (g is being freed:
- * no request runs on it). */
+/* control.c: the .shardfs/ files of generation g (node n, kind VIEW_CTRL,
+ * not stats). n's kept text, built on first use (borrowed: it lives as
+ * long as g). Returns 0, or -ENOMEM building the text. */
+int control_file_text(struct fs *fs, struct fs_gen *g,
+		      const struct view_node *n, const struct ctrl_text **out);
+/* A stats snapshot of stats node n for a lookup, with the lookup counted:
+ * a new one listed in g->snaps, or the last one (see struct fs_snap).
+ * Returns 0 and sets *out, or -ENOMEM. */
+int control_snap_new(struct fs *fs, struct fs_gen *g, const struct view_node *n,
+		     struct fs_snap **out);
+/* The snapshot of g with view inode id, NULL if there is none. The
+ * caller holds a reference on g; the snapshot lives until the kernel
+ * forgets it, which it does not while it uses the inode. */
+struct fs_snap *control_snap_find(struct fs_gen *g, uint32_t id);
+/* The kernel forgot nlookup lookups of snapshot id: the last frees it. */
+void control_snap_forget(struct fs_gen *g, uint32_t id, uint64_t nlookup);
+/* Frees g's kept texts and snapshots (g is being freed: no request runs
+ * on it). */
 void control_files_free(struct fs_gen *g);
+
+/* kernel.c: what the daemon puts into the kernel on its own. */
+/* Starts pushing (cache_set_push()) once the mount answers; the pusher's
+ * own lookups go through mountpoint (copied). */
+void kernel_start(struct fs *fs, const char *mountpoint);
+/* Before the unmount: no push notification starts any more (they need
+ * the session's fd, which the unmount closes). */
+void kernel_stop(struct fs *fs);
+/* After the unmount: waits for the pushes still running (a lookup of
+ * their own ends with the connection) and closes the root. */
+void kernel_end(struct fs *fs);
+/* fs_swap: tells the kernel to drop what it caches of every file of old
+ * (and of old's epoch trees) whose object new changed or dropped, and
+ * marks those items stale in old. Called with swap_lock held. */
+void kernel_reload(struct fs *fs, struct fs_gen *old, struct fs_gen *new);
 
 /* The prefetcher's order callback (ctx: the fs). Orders are
  * gen id << 32 | rank (FS_ORDER), so a reload never mixes two plans. */
 #define FS_ORDER(gen_id, rank) ((uint64_t)(gen_id) << 32 | (uint64_t)(rank))
 bool fs_order_object(void *ctx, uint64_t order, uint64_t pos,
 		     struct cache_object *out);
+/* The generation (with a reference for the caller) and manifest item at
+ * position pos of order, on into the next epoch's order past its end (if
+ * that is planned); NULL past the end. */
+struct fs_gen *fs_order_item(struct fs *fs, uint64_t order, uint64_t pos,
+			     uint32_t *item);
 
 #endif

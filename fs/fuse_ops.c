@@ -46,18 +46,54 @@ static struct fs *fs_of(fuse_req_t req)
 	return fuse_req_userdata(req);
 }
 
+/* Counts a request of opcode op, unless the daemon made it itself (the
+ * pusher's lookups through the mount, fs/kernel.c). Returns true for a
+ * reader's request. */
+static bool count_op(struct fs *fs, fuse_req_t req, int op)
+{
+	pid_t pid = fuse_req_ctx(req)->pid;
+	bool self = false;
+
+	for (int i = 0; i < FS_SELF_MAX && !self; i++)
+		self = __atomic_load_n(&fs->self[i], __ATOMIC_RELAXED) == pid;
+	if (self) {
+		if (op == FS_OP_LOOKUP)
+			__atomic_add_fetch(&fs->self_lookups, 1,
+					   __ATOMIC_RELAXED);
+		return false;
+	}
+	__atomic_add_fetch(&fs->ops[op], 1, __ATOMIC_RELAXED);
+	return true;
+}
+
 /* The generation (with a reference) and node of ino, or NULL for both
  * (ENOENT: an inode this mount never gave out, or of a generation the
- * kernel had already forgotten). */
+ * kernel had already forgotten). A stats snapshot's inode names its stats
+ * node and, in *snap (NULL: not one), the snapshot; snap NULL refuses
+ * snapshots. */
 static struct fs_gen *node_of(struct fs *fs, fuse_ino_t ino,
-			      const struct view_node **n)
+			      const struct view_node **n, struct fs_snap **snap)
 {
 	struct fs_gen *g = fs_gen_of_ino(fs, ino);
+	uint64_t vino = FS_INO_VIEW(ino);
 
 	*n = NULL;
+	if (snap != NULL)
+		*snap = NULL;
 	if (g == NULL)
 		return NULL;
-	*n = view_node(g->d.view, FS_INO_VIEW(ino));
+	if (ino != FUSE_ROOT_ID && (vino & FS_SNAP_BIT)) {
+		struct fs_snap *sn =
+			snap != NULL ? control_snap_find(g, (uint32_t)vino)
+				     : NULL;
+
+		if (sn != NULL) {
+			*n = view_node(g->d.view, sn->node);
+			*snap = sn;
+		}
+	} else {
+		*n = view_node(g->d.view, vino);
+	}
 	if (*n == NULL) {
 		fs_gen_put(fs, g, 1);
 		return NULL;
@@ -70,10 +106,21 @@ static fuse_ino_t ino_of(const struct fs_gen *g, const struct view_node *n)
 	return FS_INO(g->id, view_ino(g->d.view, n));
 }
 
-static int fill_attr(struct fs *fs, struct fs_gen *g, const struct view_node *n,
-		     struct stat *st)
+/* .shardfs/stats and .shardfs/log: a snapshot inode per lookup (struct
+ * fs_snap). */
+static bool is_stats(const struct view_node *n)
 {
-	uint64_t size;
+	return n->kind == VIEW_CTRL &&
+	       (n->ctrl == VIEW_CTRL_STATS || n->ctrl == VIEW_CTRL_LOG);
+}
+
+/* Attributes of n (of snapshot snap, if not NULL). A stats node without
+ * a snapshot (a listing's entry) shows size 0: its reads come through a
+ * lookup, which makes a snapshot. */
+static int fill_attr(struct fs *fs, struct fs_gen *g, const struct view_node *n,
+		     const struct fs_snap *snap, struct stat *st)
+{
+	const struct ctrl_text *t;
 	int rc;
 
 	memset(st, 0, sizeof(*st));
@@ -110,10 +157,16 @@ static int fill_attr(struct fs *fs, struct fs_gen *g, const struct view_node *n,
 	default:
 		st->st_mode = S_IFREG | 0444;
 		st->st_mtim = fs->mount_time;
-		rc = control_file_size(fs, g, n, &size);
-		if (rc < 0)
-			return rc;
-		st->st_size = (off_t)size;
+		if (snap != NULL) {
+			st->st_ino = FS_INO(g->id, snap->id);
+			st->st_size = (off_t)snap->text.len;
+			st->st_mtim = snap->mtime;
+		} else if (!is_stats(n)) {
+			rc = control_file_text(fs, g, n, &t);
+			if (rc < 0)
+				return rc;
+			st->st_size = (off_t)t->len;
+		}
 		break;
 	}
 	st->st_blocks = (st->st_size + 511) / 512;
@@ -125,20 +178,23 @@ static int fill_attr(struct fs *fs, struct fs_gen *g, const struct view_node *n,
 /* The root's entries and attributes are what a reload changes: the
  * kernel keeps them for a second only, so that a reply that raced past
  * fs_swap's invalidation is corrected within a second. Everything below
- * the root belongs to one generation and never changes. */
+ * the root belongs to one generation and never changes, but for stats,
+ * whose entry is looked up again at every use (each lookup a snapshot). */
 static double timeout_of(const struct view_node *n)
 {
-	return n->parent == 0 ? FS_ROOT_TIMEOUT : FS_TIMEOUT;
+	return is_stats(n) ? 0 : n->parent == 0 ? FS_ROOT_TIMEOUT : FS_TIMEOUT;
 }
 
 static int fill_entry(struct fs *fs, struct fs_gen *g,
-		      const struct view_node *n, struct fuse_entry_param *e)
+		      const struct view_node *n, const struct fs_snap *snap,
+		      struct fuse_entry_param *e)
 {
 	memset(e, 0, sizeof(*e));
-	e->ino = ino_of(g, n);
-	e->attr_timeout = timeout_of(n);
+	e->ino = snap != NULL ? FS_INO(g->id, snap->id) : ino_of(g, n);
 	e->entry_timeout = timeout_of(n);
-	return fill_attr(fs, g, n, &e->attr);
+	/* A snapshot never changes. */
+	e->attr_timeout = snap != NULL ? FS_TIMEOUT : timeout_of(n);
+	return fill_attr(fs, g, n, snap, &e->attr);
 }
 
 static void fs_op_init(void *userdata, struct fuse_conn_info *conn)
@@ -149,14 +205,15 @@ static void fs_op_init(void *userdata, struct fuse_conn_info *conn)
 	} wanted[] = {
 		{ FUSE_CAP_ASYNC_READ, "async_read" },
 		{ FUSE_CAP_PARALLEL_DIROPS, "parallel_dirops" },
+		/* Every listing with attributes (not the kernel's
+		 * heuristic): a listed file needs no lookup. */
 		{ FUSE_CAP_READDIRPLUS, "readdirplus" },
-		{ FUSE_CAP_READDIRPLUS_AUTO, "readdirplus_auto" },
 		/* Read replies from a checked blob splice from its file. */
 		{ FUSE_CAP_SPLICE_WRITE, "splice_write" },
 	};
+	struct fs *fs = userdata;
 	size_t i;
 
-	(void)userdata;
 	for (i = 0; i < sizeof(wanted) / sizeof(wanted[0]); i++) {
 		if (conn->capable & wanted[i].cap)
 			conn->want |= wanted[i].cap;
@@ -164,9 +221,16 @@ static void fs_op_init(void *userdata, struct fuse_conn_info *conn)
 			log_msg(LOG_INFO, "kernel lacks FUSE capability %s",
 				wanted[i].name);
 	}
+	conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;
 	/* A generation never changes (a reload makes new inodes): no need
 	 * to re-validate cached pages. */
 	conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
+	/* The kernel then opens files without asking (fs_op_open) and keeps
+	 * their pages across opens. */
+	fs->no_open = (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) != 0;
+	if (!fs->no_open)
+		log_msg(LOG_INFO, "kernel lacks FUSE capability no_open: "
+				  "every open is a request");
 	/* max_write also sets max_pages, which is what lets the kernel send
 	 * 1 MiB reads; max_read must match the max_read mount option. */
 	conn->max_write = FS_IO_SIZE;
@@ -174,11 +238,78 @@ static void fs_op_init(void *userdata, struct fuse_conn_info *conn)
 	conn->max_readahead = FS_IO_SIZE;
 }
 
+/* The kernel knows one more entry of node n of g: a file's count for
+ * the pusher. */
+static void entry_known(struct fs_gen *g, const struct view_node *n, int delta)
+{
+	if (n->kind == VIEW_FILE &&
+	    __atomic_add_fetch(&g->item_nlookup[n->u.item], (uint32_t)delta,
+			       __ATOMIC_RELAXED) == 0)
+		/* The inode goes, and its pages with it. */
+		__atomic_store_n(&g->item_pushed[n->u.item], 0,
+				 __ATOMIC_RELAXED);
+}
+
+/* A reader is at file n of g (a lookup, or a read at its start): the
+ * prefetcher and the pusher go on from its place in its rank's order,
+ * and near the end of an epoch the next one is planned. */
+static void reader_at(struct fs *fs, struct fs_gen *g,
+		      const struct view_node *n)
+{
+	uint32_t item = n->u.item, rank = g->item_rank[item];
+	const uint32_t *items;
+	size_t count, npad;
+
+	if (n->kind != VIEW_FILE || rank == UINT32_MAX)
+		return;
+	cache_order_open(fs->cache, FS_ORDER(g->id, rank), g->item_pos[item]);
+	shard_plan_rank(g->d.plan, rank, &items, &count, &npad);
+	fs_epoch_opened(fs, g, g->item_pos[item], count - npad);
+}
+
+/* Answers a lookup with node n of g (held by the caller), counting the
+ * kernel's reference; a stats node answers with a new snapshot. Returns
+ * 0 once answered, or a negative errno (not answered). */
+static int reply_node(struct fs *fs, fuse_req_t req, struct fs_gen *g,
+		      const struct view_node *n)
+{
+	struct fs_snap *snap = NULL;
+	struct fuse_entry_param e;
+	int rc;
+
+	if (is_stats(n)) {
+		rc = control_snap_new(fs, g, n, &snap);
+		if (rc < 0)
+			return rc;
+	}
+	rc = fill_entry(fs, g, n, snap, &e);
+	if (rc < 0) {
+		if (snap != NULL)
+			control_snap_forget(g, snap->id, 1);
+		return rc;
+	}
+	/* The kernel counts the lookup once it has the reply, and may
+	 * FORGET it at once: count it first. */
+	fs_gen_ref(g, 1);
+	entry_known(g, n, 1);
+	if (fuse_reply_entry(req, &e) != 0) {
+		/* Interrupted: not counted. */
+		entry_known(g, n, -1);
+		if (snap != NULL)
+			control_snap_forget(g, snap->id, 1);
+		fs_gen_put(fs, g, 1);
+	}
+	return 0;
+}
+
 static void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fs *fs = fs_of(req);
 	const struct view_node *dir;
-	struct fs_gen *g = node_of(fs, parent, &dir);
+	struct fs_gen *g = node_of(fs, parent, &dir, NULL);
+	bool reader = count_op(fs, req, FS_OP_LOOKUP);
+	struct fs_gen *tg = NULL;
+	const struct view_node *tn = NULL;
 	struct fuse_entry_param e;
 	uint64_t ino;
 	int rc;
@@ -190,26 +321,16 @@ static void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	if (parent == FUSE_ROOT_ID)
 		__atomic_add_fetch(&g->root_ops, 1, __ATOMIC_ACQ_REL);
 	rc = view_lookup(g->d.view, dir, name, strlen(name), &ino);
-	if (rc == -ENOENT) {
+	if (rc == 0) {
+		tg = g;
+		fs_gen_ref(tg, 1);
+		tn = view_node(g->d.view, ino);
+	} else if (rc == -ENOENT) {
 		/* epoch-E/ and skip-K/: another generation's node. */
-		struct fs_gen *tg;
-		const struct view_node *tn;
-
 		rc = fs_epoch_link(fs, g, dir, name, &tg, &tn);
-		if (rc == 0) {
-			rc = fill_entry(fs, tg, tn, &e);
-			if (rc == 0) {
-				fs_gen_ref(tg, 1);
-				if (fuse_reply_entry(req, &e) != 0)
-					fs_gen_put(fs, tg, 1);
-			}
-			fs_gen_put(fs, tg, 1);
-			if (rc == 0)
-				goto out;
-		}
-	} else if (rc == 0) {
-		rc = fill_entry(fs, g, view_node(g->d.view, ino), &e);
 	}
+	if (rc == 0)
+		rc = reply_node(fs, req, tg, tn);
 	if (rc == -ENOENT) {
 		/* A negative entry with a timeout lets the kernel cache
 		 * misses too, e.g. for probes of files that never exist. */
@@ -219,14 +340,12 @@ static void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fuse_reply_entry(req, &e);
 	} else if (rc < 0) {
 		fuse_reply_err(req, -rc);
-	} else {
-		/* The kernel counts the lookup once it has the reply, and
-		 * may FORGET it at once: count it first. */
-		fs_gen_ref(g, 1);
-		if (fuse_reply_entry(req, &e) != 0)
-			fs_gen_put(fs, g, 1); /* interrupted: not counted */
+	} else if (reader) {
+		/* After the answer: the reader goes on meanwhile. */
+		reader_at(fs, tg, tn);
 	}
-out:
+	if (tg != NULL)
+		fs_gen_put(fs, tg, 1);
 	if (parent == FUSE_ROOT_ID)
 		__atomic_sub_fetch(&g->root_ops, 1, __ATOMIC_ACQ_REL);
 	fs_gen_put(fs, g, 1);
@@ -236,6 +355,8 @@ out:
  * does not count). */
 static void forget_one(struct fs *fs, fuse_ino_t ino, uint64_t nlookup)
 {
+	uint64_t vino = FS_INO_VIEW(ino);
+	const struct view_node *n;
 	struct fs_gen *g;
 
 	if (ino == FUSE_ROOT_ID || nlookup == 0)
@@ -246,12 +367,22 @@ static void forget_one(struct fs *fs, fuse_ino_t ino, uint64_t nlookup)
 			(unsigned long long)ino, FS_INO_GEN(ino));
 		return;
 	}
+	if (vino & FS_SNAP_BIT) {
+		control_snap_forget(g, (uint32_t)vino, nlookup);
+	} else {
+		n = view_node(g->d.view, vino);
+		if (n != NULL)
+			entry_known(g, n, -(int)nlookup);
+	}
 	fs_gen_put(fs, g, nlookup + 1);
 }
 
 static void fs_op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
-	forget_one(fs_of(req), ino, nlookup);
+	struct fs *fs = fs_of(req);
+
+	count_op(fs, req, FS_OP_FORGET);
+	forget_one(fs, ino, nlookup);
 	fuse_reply_none(req);
 }
 
@@ -260,6 +391,7 @@ static void fs_op_forget_multi(fuse_req_t req, size_t count,
 {
 	struct fs *fs = fs_of(req);
 
+	count_op(fs, req, FS_OP_FORGET);
 	for (size_t i = 0; i < count; i++)
 		forget_one(fs, forgets[i].ino, forgets[i].nlookup);
 	fuse_reply_none(req);
@@ -270,20 +402,23 @@ static void fs_op_getattr(fuse_req_t req, fuse_ino_t ino,
 {
 	struct fs *fs = fs_of(req);
 	const struct view_node *n;
-	struct fs_gen *g = node_of(fs, ino, &n);
+	struct fs_snap *snap;
+	struct fs_gen *g = node_of(fs, ino, &n, &snap);
 	struct stat st;
 	int rc;
 
 	(void)fi;
+	count_op(fs, req, FS_OP_GETATTR);
 	if (g == NULL) {
 		fuse_reply_err(req, ENOENT);
 		return;
 	}
-	rc = fill_attr(fs, g, n, &st);
+	rc = fill_attr(fs, g, n, snap, &st);
 	if (rc < 0)
 		fuse_reply_err(req, -rc);
 	else
-		fuse_reply_attr(req, &st, timeout_of(n));
+		fuse_reply_attr(req, &st,
+				snap != NULL ? FS_TIMEOUT : timeout_of(n));
 	fs_gen_put(fs, g, 1);
 }
 
@@ -295,8 +430,9 @@ static void fs_op_opendir(fuse_req_t req, fuse_ino_t ino,
 {
 	struct fs *fs = fs_of(req);
 	const struct view_node *n;
-	struct fs_gen *g = node_of(fs, ino, &n);
+	struct fs_gen *g = node_of(fs, ino, &n, NULL);
 
+	count_op(fs, req, FS_OP_OPENDIR);
 	if (g == NULL) {
 		fuse_reply_err(req, ENOENT);
 		return;
@@ -317,8 +453,11 @@ static void fs_op_opendir(fuse_req_t req, fuse_ino_t ino,
 static void fs_op_releasedir(fuse_req_t req, fuse_ino_t ino,
 			     struct fuse_file_info *fi)
 {
+	struct fs *fs = fs_of(req);
+
 	(void)ino;
-	fs_gen_put(fs_of(req), (struct fs_gen *)(uintptr_t)fi->fh, 1);
+	count_op(fs, req, FS_OP_OTHER);
+	fs_gen_put(fs, (struct fs_gen *)(uintptr_t)fi->fh, 1);
 	fuse_reply_err(req, 0);
 }
 
@@ -339,9 +478,10 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	uint64_t counted = 0;
 	char *buf;
 	size_t used = 0;
-	off_t i;
+	off_t i, last = off;
 
 	(void)fi;
+	count_op(fs, req, FS_OP_READDIR);
 	if (dir == NULL || dir->kind != VIEW_DIR) {
 		if (g != NULL)
 			fs_gen_put(fs, g, 1);
@@ -372,8 +512,10 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			name[n->name_len] = '\0';
 		}
 		if (plus) {
-			/* Attributes travel with the entry: fill them all. */
-			rc = fill_entry(fs, g, n, &e);
+			/* Attributes travel with the entry: fill them all
+			 * (a stats entry as its node: size 0, looked up
+			 * again at its first use). */
+			rc = fill_entry(fs, g, n, NULL, &e);
 			if (rc < 0) {
 				free(buf);
 				fuse_reply_err(req, -rc);
@@ -397,12 +539,21 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		used += need;
 		/* The kernel counts a lookup for every readdirplus entry
 		 * but "." and ".." (fuse_direntplus_link). */
-		if (plus && i >= 2)
+		if (plus && i >= 2) {
 			counted++;
+			entry_known(g, n, 1);
+		}
+		last = i + 1;
 	}
 	fs_gen_ref(g, counted);
-	if (fuse_reply_buf(req, buf, used) != 0)
+	if (fuse_reply_buf(req, buf, used) != 0) {
 		fs_gen_put(fs, g, counted);
+		for (i = off < 2 ? 2 : off; plus && i < last; i++)
+			entry_known(
+				g,
+				view_child(g->d.view, dir, (uint32_t)(i - 2)),
+				-1);
+	}
 	free(buf);
 out:
 	if (plus && ino == FUSE_ROOT_ID)
@@ -433,70 +584,22 @@ static void object_of(struct fs_gen *g, uint32_t item, struct cache_object *obj)
 	obj->size = e->size;
 }
 
-/* Frees what fs_op_open() put in fi->fh. */
-static void handle_free(struct fs_gen *g, const struct view_node *n,
-			struct fuse_file_info *fi)
-{
-	if (n->kind == VIEW_CTRL) {
-		control_file_close(g, (struct ctrl_handle *)(uintptr_t)fi->fh);
-	}
-	/* Objects and parts are stateless: nothing was opened. */
-}
-
-/* A small file at hand (prefetched into memory, or stored in the disk
- * cache, e.g. after a remount) goes into the kernel's page cache now,
- * while its open is answered (the open keeps the cache): the reader's
- * read() then costs no round trip to this process. Not again once the
- * kernel was given the whole file (item_in_kernel): a second pass over
- * the page cache would pay for a copy nobody reads. Anything else is read
- * as usual. */
-static void push_ready(struct fs *fs, struct fs_gen *g, uint32_t item,
-		       fuse_ino_t ino, const struct cache_object *obj)
-{
-	uint64_t size = obj->size;
-	struct fuse_bufvec bv = FUSE_BUFVEC_INIT((size_t)size);
-	uint8_t *in_kernel = &g->item_in_kernel[item];
-	struct cache_read rd = { .obj = obj,
-				 .len = (size_t)size,
-				 .flags = CACHE_READ_READY,
-				 .order = CACHE_NO_ORDER };
-	void *buf;
-	int rc;
-
-	if (size == 0 || size > FS_IO_SIZE || fs->se == NULL ||
-	    __atomic_load_n(in_kernel, __ATOMIC_RELAXED))
-		return;
-	buf = cache_buffer_alloc(fs->cache, (size_t)size);
-	if (buf == NULL)
-		return;
-	rd.buf = buf;
-	if (cache_read(fs->cache, &rd) == (ssize_t)size) {
-		bv.buf[0].mem = buf;
-		/* Written, not spliced: see fs_read_reply_mem(). */
-		rc = fuse_lowlevel_notify_store(fs->se, ino, 0, &bv,
-						FUSE_BUF_NO_SPLICE);
-		if (rc < 0) {
-			log_msg(LOG_DEBUG, "page cache store of inode %lu: %s",
-				(unsigned long)ino, strerror(-rc));
-		} else {
-			__atomic_store_n(in_kernel, 1, __ATOMIC_RELAXED);
-			__atomic_add_fetch(&fs->open_pushes, 1,
-					   __ATOMIC_RELAXED);
-		}
-	}
-	cache_buffer_free(fs->cache, buf, (size_t)size);
-}
-
+/* The mount keeps nothing per open file: a file's bytes come through the
+ * cache by inode, a control file's from its kept text or its snapshot.
+ * So where the kernel can open files itself (no_open), the first open
+ * answers ENOSYS and the kernel never asks again: it opens every file of
+ * the connection itself, keeping its page cache (FOPEN_KEEP_CACHE), and
+ * sends no RELEASE. Otherwise each open answers with keep_cache. */
 static void fs_op_open(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
 	struct fs *fs = fs_of(req);
 	const struct view_node *n;
-	struct fs_gen *g = node_of(fs, ino, &n);
-	struct cache_order_ask ask = { .from = 1, .to = 0 };
-	struct ctrl_handle *h;
+	struct fs_snap *snap;
+	struct fs_gen *g = node_of(fs, ino, &n, &snap);
 	int rc;
 
+	count_op(fs, req, FS_OP_OPEN);
 	if (g == NULL) {
 		fuse_reply_err(req, ENOENT);
 		return;
@@ -505,66 +608,18 @@ static void fs_op_open(fuse_req_t req, fuse_ino_t ino,
 	if (rc == 0 &&
 	    ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)))
 		rc = -EROFS;
+	fs_gen_put(fs, g, 1);
 	if (rc < 0) {
-		fs_gen_put(fs, g, 1);
 		fuse_reply_err(req, -rc);
 		return;
 	}
+	if (fs->no_open) {
+		fuse_reply_err(req, ENOSYS);
+		return;
+	}
 	fi->fh = 0;
-	if (n->kind == VIEW_CTRL) {
-		bool snapshot;
-
-		rc = control_file_open(fs, g, n, &h, &snapshot);
-		if (rc < 0) {
-			fs_gen_put(fs, g, 1);
-			fuse_reply_err(req, -rc);
-			return;
-		}
-		/* stats has st_size 0: direct_io, or reads would stop there. */
-		if (snapshot)
-			fi->direct_io = 1;
-		else
-			fi->keep_cache = 1;
-		fi->fh = (uint64_t)(uintptr_t)h;
-	} else if (n->kind == VIEW_PART) {
-		/* A part never changes within its generation. */
-		fi->keep_cache = 1;
-	} else {
-		uint32_t item = n->u.item;
-		struct cache_object obj = { 0 };
-
-		object_of(g, item, &obj);
-		fi->keep_cache = 1;
-		/* Before the reply: see cache_order_note(). */
-		if (g->item_rank[item] != UINT32_MAX)
-			cache_order_note(fs->cache,
-					 FS_ORDER(g->id, g->item_rank[item]),
-					 g->item_pos[item], &ask);
-		push_ready(fs, g, item, ino, &obj);
-	}
-	/* The open handle holds a reference until release: its node, its
-	 * object's strings and its control text live in g. */
-	fs_gen_ref(g, 1);
-	__atomic_add_fetch(&fs->open_files, 1, __ATOMIC_RELAXED);
-	if (fuse_reply_open(req, fi) != 0) {
-		/* The opener went away (interrupted): no release follows. */
-		__atomic_sub_fetch(&fs->open_files, 1, __ATOMIC_RELAXED);
-		handle_free(g, n, fi);
-		fs_gen_put(fs, g, 1);
-	}
-	/* After the reply: the opener goes on while the next files of its
-	 * order are queued (this request's reference keeps g's tables and
-	 * strings alive through it). */
-	cache_order_ask(fs->cache, &ask);
-	if (n->kind == VIEW_FILE && g->item_rank[n->u.item] != UINT32_MAX) {
-		const uint32_t *items;
-		size_t count, npad;
-
-		shard_plan_rank(g->d.plan, g->item_rank[n->u.item], &items,
-				&count, &npad);
-		fs_epoch_opened(fs, g, g->item_pos[n->u.item], count - npad);
-	}
-	fs_gen_put(fs, g, 1);
+	fi->keep_cache = 1;
+	fuse_reply_open(req, fi);
 }
 
 /* fs_op_read()'s reply, from where the cache holds the bytes. */
@@ -749,53 +804,61 @@ static void fs_read_part(struct fs *fs, struct fs_gen *g,
 	reply_buffer(fs, req, buf, size, got);
 }
 
+/* A read of a control file: its kept text (immutable, in g) or its
+ * snapshot (immutable until the kernel forgets it, which it does not
+ * while it reads it). A stats node without a snapshot has size 0. */
+static void fs_read_ctrl(struct fs *fs, struct fs_gen *g,
+			 const struct view_node *n, struct fs_snap *snap,
+			 fuse_req_t req, size_t size, uint64_t off)
+{
+	static const struct ctrl_text none;
+	const struct ctrl_text *t = &none;
+	size_t len = 0;
+	int rc;
+
+	if (snap != NULL) {
+		t = &snap->text;
+		/* The next lookup makes a fresh one (struct fs_snap). */
+		__atomic_store_n(&snap->read, true, __ATOMIC_RELAXED);
+	} else if (!is_stats(n)) {
+		rc = control_file_text(fs, g, n, &t);
+		if (rc < 0) {
+			fuse_reply_err(req, -rc);
+			return;
+		}
+	}
+	if (off < t->len)
+		len = t->len - off < size ? (size_t)(t->len - off) : size;
+	__atomic_add_fetch(&fs->read_bytes, len, __ATOMIC_RELAXED);
+	fuse_reply_buf(req, len ? t->buf + off : NULL, len);
+}
+
 static void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		       struct fuse_file_info *fi)
 {
 	struct fs *fs = fs_of(req);
 	const struct view_node *n;
-	struct fs_gen *g = node_of(fs, ino, &n);
+	struct fs_snap *snap;
+	struct fs_gen *g = node_of(fs, ino, &n, &snap);
 	const struct manifest_entry *e;
 	struct cache_object obj = { 0 };
 	struct fs_read_reply r = { .req = req, .cache = fs->cache };
 	struct cache_read rd = { 0 };
+	const uint8_t *stale;
 	ssize_t got;
 
+	(void)fi;
+	count_op(fs, req, FS_OP_READ);
 	__atomic_add_fetch(&fs->reads, 1, __ATOMIC_RELAXED);
 	if (g == NULL) {
-		/* The open handle holds the generation: cannot happen. */
+		/* The kernel reads only inodes it knows: cannot happen. */
 		__atomic_add_fetch(&fs->read_errors, 1, __ATOMIC_RELAXED);
 		fuse_reply_err(req, ESTALE);
 		return;
 	}
 	if (n->kind == VIEW_CTRL) {
-		struct ctrl_handle *h = (struct ctrl_handle *)(uintptr_t)fi->fh;
-		const struct ctrl_text *t = h->text;
-		size_t len = 0;
-		char *copy;
-
-		if ((size_t)off < t->len)
-			len = t->len - (size_t)off < size ? t->len - (size_t)off
-							  : size;
-		__atomic_add_fetch(&fs->read_bytes, len, __ATOMIC_RELAXED);
-		if (t != &h->snapshot) {
-			/* The text lives in g, which this request holds. */
-			fuse_reply_buf(req, len ? t->buf + off : NULL, len);
-			fs_gen_put(fs, g, 1);
-			return;
-		}
-		/* The kernel may deliver the reply, let the reader close the
-		 * file and send RELEASE (which frees the snapshot) before
-		 * fuse_reply_buf() returns here: reply from a copy. */
-		copy = str_memdup(t->buf + off, len);
-		if (copy == NULL) {
-			fs_gen_put(fs, g, 1);
-			fuse_reply_err(req, ENOMEM);
-			return;
-		}
+		fs_read_ctrl(fs, g, n, snap, req, size, (uint64_t)off);
 		fs_gen_put(fs, g, 1);
-		fuse_reply_buf(req, copy, len);
-		free(copy);
 		return;
 	}
 	if (n->kind == VIEW_PART) {
@@ -803,13 +866,33 @@ static void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 	e = &g->d.manifest->entries[n->u.item];
+	stale = g->base != NULL ? g->base->item_stale : g->item_stale;
+	if (__atomic_load_n(&stale[n->u.item], __ATOMIC_RELAXED)) {
+		/* A reload changed it: no old byte after the SIGHUP. */
+		uint64_t k = __atomic_fetch_add(&fs->stale_reads, 1,
+						__ATOMIC_RELAXED);
+
+		if (k == 0) {
+			char *key = manifest_escaped_copy(e->key, e->key_len);
+
+			log_msg(LOG_WARNING,
+				"a reload changed files still open: their "
+				"reads fail (EIO) until reopened, e.g. %s",
+				key != NULL ? key : "?");
+			free(key);
+		}
+		fs_gen_put(fs, g, 1);
+		__atomic_add_fetch(&fs->read_errors, 1, __ATOMIC_RELAXED);
+		fuse_reply_err(req, EIO);
+		return;
+	}
 	object_of(g, n->u.item, &obj);
 	rd.obj = &obj;
 	rd.offset = (uint64_t)off;
 	rd.len = size;
 	rd.reply = fs_read_reply_send;
 	rd.reply_arg = &r;
-	/* Its reads share a read-ahead window per process. */
+	/* Its reads share a read-ahead window per reading thread. */
 	rd.reader = (uint64_t)fuse_req_ctx(req)->pid + 1;
 	rd.order = CACHE_NO_ORDER;
 	if (g->item_rank[n->u.item] != UINT32_MAX) {
@@ -819,11 +902,14 @@ static void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	/* The reply may let the reader go on before it returns: the request
 	 * holds g, whose strings obj borrows. */
 	got = cache_read(fs->cache, &rd);
-	if (r.replied && r.bytes > 0 && off + r.bytes == e->size &&
-	    e->size <= FS_IO_SIZE)
-		/* The kernel has it to its end: see push_ready(). */
-		__atomic_store_n(&g->item_in_kernel[n->u.item], 1,
-				 __ATOMIC_RELAXED);
+	if (off == 0 && rd.order != CACHE_NO_ORDER) {
+		const uint32_t *items;
+		size_t count, npad;
+
+		shard_plan_rank(g->d.plan, g->item_rank[n->u.item], &items,
+				&count, &npad);
+		fs_epoch_opened(fs, g, rd.pos, count - npad);
+	}
 	fs_gen_put(fs, g, 1);
 	if (r.replied) {
 		__atomic_add_fetch(&fs->read_bytes, r.bytes, __ATOMIC_RELAXED);
@@ -835,19 +921,12 @@ static void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	fuse_reply_err(req, got == -ENOMEM ? ENOMEM : EIO);
 }
 
+/* Only where the kernel asks for opens (fs_op_open): nothing was kept. */
 static void fs_op_release(fuse_req_t req, fuse_ino_t ino,
 			  struct fuse_file_info *fi)
 {
-	struct fs *fs = fs_of(req);
-	const struct view_node *n;
-	struct fs_gen *g = node_of(fs, ino, &n);
-
-	if (g != NULL) {
-		handle_free(g, n, fi);
-		/* The request's reference and the handle's. */
-		fs_gen_put(fs, g, 2);
-	}
-	__atomic_sub_fetch(&fs->open_files, 1, __ATOMIC_RELAXED);
+	(void)ino, (void)fi;
+	count_op(fs_of(req), req, FS_OP_RELEASE);
 	fuse_reply_err(req, 0);
 }
 

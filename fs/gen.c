@@ -20,20 +20,33 @@
  * then the swap invalidates anyway (and logs it). */
 #define FS_SWAP_DRAIN_MS 5000
 
-/* Every non-pad item belongs to exactly one rank's order, so an open file
- * names its rank and position (8 bytes per manifest item). */
-static int gen_order_build(struct fs_gen *g)
+/* Every non-pad item belongs to exactly one rank's order, so a read names
+ * its rank and position (8 bytes per manifest item), and is at most one
+ * file of the view (its inode, and the kernel's lookups of it: 8 more). */
+static int gen_order_build(struct fs_gen *g, bool base)
 {
 	const struct shard_plan *plan = g->d.plan;
 	size_t n = plan->n_items ? plan->n_items : 1, i;
-	uint64_t r;
+	size_t nodes = view_node_count(g->d.view);
+	uint64_t r, ino;
 
 	g->item_rank = malloc(n * sizeof(*g->item_rank));
 	g->item_pos = malloc(n * sizeof(*g->item_pos));
-	g->item_in_kernel = calloc(n, sizeof(*g->item_in_kernel));
+	g->item_ino = calloc(n, sizeof(*g->item_ino));
+	g->item_nlookup = calloc(n, sizeof(*g->item_nlookup));
+	g->item_pushed = calloc(n, sizeof(*g->item_pushed));
+	if (base)
+		g->item_stale = calloc(n, sizeof(*g->item_stale));
 	if (g->item_rank == NULL || g->item_pos == NULL ||
-	    g->item_in_kernel == NULL)
+	    g->item_ino == NULL || g->item_nlookup == NULL ||
+	    g->item_pushed == NULL || (base && g->item_stale == NULL))
 		return -ENOMEM;
+	for (ino = FUSE_ROOT_ID; ino <= nodes; ino++) {
+		const struct view_node *vn = view_node(g->d.view, ino);
+
+		if (vn != NULL && vn->kind == VIEW_FILE)
+			g->item_ino[vn->u.item] = (uint32_t)ino;
+	}
 	for (i = 0; i < plan->n_items; i++)
 		g->item_rank[i] = g->item_pos[i] = UINT32_MAX;
 	for (r = 0; r < plan->world_size; r++) {
@@ -62,7 +75,11 @@ static void gen_free(struct fs_gen *g)
 	fs_epoch_free(g);
 	free(g->item_rank);
 	free(g->item_pos);
-	free(g->item_in_kernel);
+	free(g->item_ino);
+	free(g->item_nlookup);
+	free(g->item_pushed);
+	free(g->item_stale);
+	free(g->path_prefix);
 	pthread_mutex_destroy(&g->ctrl_lock);
 	if (g->release != NULL)
 		g->release(g->owner);
@@ -83,7 +100,7 @@ static int gen_new(const struct fs_data *data, uint32_t id, bool base,
 	pthread_mutex_init(&g->ctrl_lock, NULL);
 	g->n_ctrl = 2 + data->plan->world_size;
 	g->ctrl = calloc(g->n_ctrl, sizeof(*g->ctrl));
-	if (g->ctrl == NULL || gen_order_build(g) < 0 ||
+	if (g->ctrl == NULL || gen_order_build(g, base) < 0 ||
 	    (base && fs_epoch_init(g) < 0)) {
 		gen_free(g); /* release is not set yet: not called */
 		return -ENOMEM;
@@ -204,55 +221,68 @@ uint32_t fs_generation(struct fs *fs)
 	return n;
 }
 
+struct fs_gen *fs_order_item(struct fs *fs, uint64_t order, uint64_t pos,
+			     uint32_t *item)
+{
+	struct fs_gen *g = fs_gen_get(fs, (uint32_t)(order >> 32));
+	const uint32_t *items;
+	size_t count, npad;
+
+	if (g == NULL)
+		return NULL;
+	if ((order & UINT32_MAX) >= g->d.plan->world_size) {
+		fs_gen_put(fs, g, 1);
+		return NULL;
+	}
+	shard_plan_rank(g->d.plan, order & UINT32_MAX, &items, &count, &npad);
+	if (pos >= count - npad) {
+		/* Past the end: on into the next epoch's order, if it is
+		 * planned (fs_epoch_opened asks for it near the end). */
+		struct fs_gen *next = fs_epoch_next(fs, g);
+
+		pos -= count - npad;
+		fs_gen_put(fs, g, 1);
+		g = next;
+		if (g == NULL)
+			return NULL;
+		shard_plan_rank(g->d.plan, order & UINT32_MAX, &items, &count,
+				&npad);
+		if (pos >= count - npad) {
+			fs_gen_put(fs, g, 1);
+			return NULL;
+		}
+	}
+	*item = items[pos];
+	return g;
+}
+
 /*
  * The prefetcher's view of an order: gen id << 32 | rank, the generation's
- * non-pad items of that rank, in order. cache_order_open() calls it from
- * fs_op_open, which holds a reference on that generation for the whole
- * call, so the strings put in *out stay valid while the cache uses them;
- * the reference taken here only makes a call for a generation already gone
- * answer "no more" instead of touching freed memory.
+ * non-pad items of that rank, in order, on into the next epoch's. The
+ * strings put in *out are the manifest's: the caller's request holds the
+ * order's generation (a read, a lookup) or the pusher reads them while
+ * the kernel knows the generation's files; the reference taken here only
+ * makes a call for a generation already gone answer "no more" instead of
+ * touching freed memory. Every tree of a base shares its manifest.
  */
 bool fs_order_object(void *ctx, uint64_t order, uint64_t pos,
 		     struct cache_object *out)
 {
 	struct fs *fs = ctx;
-	struct fs_gen *g = fs_gen_get(fs, (uint32_t)(order >> 32));
 	const struct manifest_entry *e;
-	const uint32_t *items;
-	size_t count, npad;
-	bool ok = false;
+	uint32_t item;
+	struct fs_gen *g = fs_order_item(fs, order, pos, &item);
 
 	if (g == NULL)
 		return false;
-	if ((order & UINT32_MAX) < g->d.plan->world_size) {
-		shard_plan_rank(g->d.plan, order & UINT32_MAX, &items, &count,
-				&npad);
-		if (pos >= count - npad) {
-			/* Past the end: on into the next epoch's order, if
-			 * it is planned (fs_epoch_opened asks for it near the
-			 * end). Its strings are the same manifest's. */
-			struct fs_gen *next = fs_epoch_next(fs, g);
-
-			pos -= count - npad;
-			fs_gen_put(fs, g, 1);
-			g = next;
-			if (g == NULL)
-				return false;
-			shard_plan_rank(g->d.plan, order & UINT32_MAX, &items,
-					&count, &npad);
-		}
-		if (pos < count - npad) {
-			e = &g->d.manifest->entries[items[pos]];
-			out->key = e->key;
-			out->key_len = e->key_len;
-			out->etag = e->etag;
-			out->etag_len = e->etag_len;
-			out->size = e->size;
-			ok = true;
-		}
-	}
+	e = &g->d.manifest->entries[item];
+	out->key = e->key;
+	out->key_len = e->key_len;
+	out->etag = e->etag;
+	out->etag_len = e->etag_len;
+	out->size = e->size;
 	fs_gen_put(fs, g, 1);
-	return ok;
+	return true;
 }
 
 int fs_state_init(struct fs *fs, const struct fs_data *data)
@@ -265,6 +295,7 @@ int fs_state_init(struct fs *fs, const struct fs_data *data)
 	fs->gid = getgid();
 	clock_gettime(CLOCK_REALTIME, &fs->mount_time);
 	clock_gettime(CLOCK_MONOTONIC, &fs->start_mono);
+	pthread_rwlock_init(&fs->push_lock, NULL);
 	pthread_rwlock_init(&fs->gens_lock, NULL);
 	pthread_mutex_init(&fs->swap_lock, NULL);
 	rc = gen_new(data, 0, true, NULL, NULL, &fs->current);
@@ -309,6 +340,7 @@ void fs_state_destroy(struct fs *fs)
 	fs->gens = fs->current = NULL;
 	pthread_mutex_destroy(&fs->swap_lock);
 	pthread_rwlock_destroy(&fs->gens_lock);
+	pthread_rwlock_destroy(&fs->push_lock);
 }
 
 /* Tells the kernel to forget the root's entry name (and what hangs below
@@ -408,6 +440,7 @@ int fs_swap(struct fs *fs, const struct fs_data *data,
 	cache_set_order(fs->cache, fs_order_object, fs);
 	fs_gen_put(fs, old, 1); /* no longer current */
 	inval_root(fs, old, g);
+	kernel_reload(fs, old, g);
 	fs_epoch_retire(fs, old);
 	fs_gen_put(fs, old, 1);
 	pthread_mutex_unlock(&fs->swap_lock);
@@ -426,6 +459,12 @@ int fs_gen_add(struct fs *fs, const struct fs_data *data,
 	rc = gen_new(data, 0, false, release, owner, &g);
 	if (rc < 0)
 		return rc;
+	g->path_prefix = strdup(tree->path);
+	if (g->path_prefix == NULL) {
+		g->release = NULL; /* the caller keeps owner */
+		gen_free(g);
+		return -ENOMEM;
+	}
 	g->base = tree->base;
 	g->data_node = tree->data_node;
 	g->ctrl_node = tree->ctrl_node;

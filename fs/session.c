@@ -188,6 +188,7 @@ static void *fs_ready_main(void *arg)
 			strerror(errno));
 		return NULL;
 	}
+	kernel_start(w->fs, w->mountpoint);
 	if (w->hooks->ready != NULL)
 		w->hooks->ready(w->fs, w->hooks->arg);
 	__atomic_store_n(&w->ready_done, true, __ATOMIC_RELEASE);
@@ -304,6 +305,7 @@ int fs_run(const struct fs_options *opt, const struct fs_data *data,
 	fuse_set_log_func(fs_fuse_log);
 	if (fs_state_init(&fs, data) < 0)
 		goto out;
+	fs.page_cache = opt->page_cache;
 
 	if (asprintf(&fsname, "fsname=%s", opt->source) < 0) {
 		fsname = NULL;
@@ -410,11 +412,15 @@ int fs_run(const struct fs_options *opt, const struct fs_data *data,
 		log_msg(LOG_INFO, "unmounting %s", opt->mountpoint);
 out_unmount:
 	fs_watch_stop_reload(&watch);
-	/* Also ends a ready thread's stat() that the loop never answered:
-	 * closing the session's fd fails the pending request. */
+	/* No push notification starts once the fd may close. */
+	kernel_stop(&fs);
+	/* Also ends a ready thread's stat() that the loop never answered,
+	 * and a pusher's own lookup: closing the session's fd fails the
+	 * pending request. */
 	fuse_session_unmount(se);
 	if (fs_watch_stop(&watch) && !stopped && watch.hooks->stopping != NULL)
 		watch.hooks->stopping(&fs, watch.hooks->arg);
+	kernel_end(&fs);
 out_signals:
 	fuse_remove_signal_handlers(se);
 out_session:

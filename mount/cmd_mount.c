@@ -420,6 +420,7 @@ int cmd_mount(int argc, char **argv, bool helper_form)
 	fo.mountpoint = abs_mountpoint;
 	fo.source = cfg->source.url;
 	fo.allow_other = cfg->mount.allow_other || ov.allow_other;
+	fo.page_cache = cfg->prefetch.files ? cfg->prefetch.page_cache : 0;
 	run.cfg = cfg;
 	run.mountpoint = abs_mountpoint;
 	/* SIGHUP re-reads this file with these overrides; absolute, since

@@ -120,6 +120,7 @@ enum {
 	KEY_PREFETCH_MEMORY,
 	KEY_PREFETCH_CONNECTIONS,
 	KEY_PREFETCH_HEDGE,
+	KEY_PREFETCH_PAGE_CACHE,
 	KEY_MOUNT_PATH,
 	KEY_ALLOW_OTHER,
 	KEY_NONEMPTY,
@@ -280,6 +281,12 @@ static const struct key keys[KEY_COUNT] = {
 	[KEY_PREFETCH_HEDGE] = { "prefetch", "hedge", VAL_BOOL,
 				 FIELD(prefetch.hedge), .def = "true",
 				 .restart = true },
+	/* Bytes ahead in the kernel's page cache, all readers together:
+	 * clean pages the kernel reclaims as it needs, not the daemon's
+	 * memory (that is memory). 0: readers' reads come to the daemon. */
+	[KEY_PREFETCH_PAGE_CACHE] = { "prefetch", "page_cache", VAL_SIZE,
+				      FIELD(prefetch.page_cache), 0, UINT64_MAX,
+				      .def = "1G", .restart = true },
 	[KEY_MOUNT_PATH] = { "mount", "path", VAL_PATH, FIELD(mount.path),
 			     .optional = true, .restart = true },
 	[KEY_ALLOW_OTHER] = { "mount", "allow_other", VAL_BOOL,

@@ -107,7 +107,8 @@ struct config {
 		unsigned files; /* 0 turns prefetch off */
 		uint64_t memory;
 		unsigned connections;
-		bool hedge; /* re-issue a much slower read */
+		bool hedge;	     /* re-issue a much slower read */
+		uint64_t page_cache; /* pushed ahead into the kernel; 0: off */
 	} prefetch;
 
 	struct {

@@ -169,6 +169,29 @@ static void ranges_put(FILE *f, long long first, long long last,
 		fprintf(f, "%lld%s", first, sep);
 }
 
+/* The readers' requests of opcode op (shardfs_fuse_requests_total). */
+static unsigned long long op_count(const struct status_snap *sn, const char *op)
+{
+	unsigned long long n = 0;
+	size_t i;
+
+	for (i = 0; i < sn->n; i++) {
+		char *l;
+
+		if (strcmp(sn->s[i].name, "shardfs_fuse_requests_total") != 0)
+			continue;
+		l = label_get(sn->s[i].labels, "op");
+		if (l != NULL && strcmp(l, op) == 0)
+			n = sn->s[i].value;
+		free(l);
+	}
+	return n;
+}
+
+/* What a reader's file costs: the opcodes shown, in this order. */
+static const char *const status_ops[] = { "lookup", "getattr", "open", "read",
+					  "release" };
+
 /* "0-3,8" from the rank_objects samples (in rank order), each rank also
  * appended to arr; malloc'ed, or NULL if out of memory. */
 static char *ranks_text(const struct status_snap *sn, json_t *arr)
@@ -315,7 +338,6 @@ static const struct status_field {
 	{ NULL, "manifest_objects", "shardfs_manifest_items" },
 	{ NULL, "manifest_bytes", "shardfs_manifest_bytes" },
 	{ NULL, "uptime_seconds", "shardfs_uptime_seconds" },
-	{ NULL, "open_files", "shardfs_open_files" },
 	{ "reads", "count", "shardfs_reads_total" },
 	{ "reads", "bytes", "shardfs_read_bytes_total" },
 	{ "reads", "errors", "shardfs_read_errors_total" },
@@ -330,6 +352,9 @@ static const struct status_field {
 	{ "cache", "budget_bytes", "shardfs_cache_budget_bytes" },
 	{ "cache", "whole_checked", "shardfs_cache_whole_checked_total" },
 	{ "cache", "whole_mismatches", "shardfs_cache_whole_mismatches_total" },
+	{ "kernel", "pushed_files", "shardfs_kernel_pushes_total" },
+	{ "kernel", "pushed_bytes", "shardfs_kernel_push_bytes_total" },
+	{ "kernel", "own_lookups", "shardfs_kernel_lookups_total" },
 	{ "prefetch", "depth_files", "shardfs_prefetch_depth_files" },
 	{ "prefetch", "hits", "shardfs_prefetch_hits_total" },
 	{ "prefetch", "misses", "shardfs_prefetch_misses_total" },
@@ -386,6 +411,12 @@ static int report_json(const struct status_info *in)
 	sec = json_section(o, "prefetch");
 	if (sec != NULL)
 		json_object_set_new(sec, "hit_rate", json_ratio(in->pf_hr));
+	sec = json_section(o, "requests");
+	for (i = 0;
+	     sec != NULL && i < sizeof(status_ops) / sizeof(status_ops[0]); i++)
+		json_object_set_new(
+			sec, status_ops[i],
+			json_integer((json_int_t)op_count(s, status_ops[i])));
 	sec = json_section(o, "errors");
 	if (sec != NULL && in->has_log) {
 		json_t *arr = json_array();
@@ -472,9 +503,20 @@ static void report_text(const struct status_info *in)
 	       v(s, "shardfs_served_bytes"));
 	cmd_human_bytes(b1, sizeof(b1),
 			(double)v(s, "shardfs_read_bytes_total"));
-	printf("%-10s %llu, %s, %llu errors; %llu files open\n", "reads",
+	printf("%-10s %llu, %s, %llu errors\n", "reads",
 	       v(s, "shardfs_reads_total"), b1,
-	       v(s, "shardfs_read_errors_total"), v(s, "shardfs_open_files"));
+	       v(s, "shardfs_read_errors_total"));
+	/* What readers' files cost in round trips, and what the daemon did
+	 * so they need none. */
+	cmd_human_bytes(b1, sizeof(b1),
+			(double)v(s, "shardfs_kernel_push_bytes_total"));
+	printf("%-10s lookup %llu, getattr %llu, open %llu, read %llu, "
+	       "release %llu from readers; %llu files (%s) put into the page "
+	       "cache ahead, %llu looked up by the daemon\n",
+	       "requests", op_count(s, "lookup"), op_count(s, "getattr"),
+	       op_count(s, "open"), op_count(s, "read"), op_count(s, "release"),
+	       v(s, "shardfs_kernel_pushes_total"), b1,
+	       v(s, "shardfs_kernel_lookups_total"));
 	if (b != NULL) {
 		cmd_human_bytes(b1, sizeof(b1),
 				rate(a, b, "shardfs_backend_bytes_total"));

@@ -102,7 +102,7 @@ eq("manifest_bytes", s["manifest_bytes"], int(plan["manifest_bytes"]))
 eq("version", s["version"], version)
 eq("rates", s["rates"], None)
 eq("cache.enabled", s["cache"]["enabled"], True)
-for k in ("mountpoint", "shard_spec", "uptime_seconds", "open_files", "reads",
+for k in ("mountpoint", "shard_spec", "uptime_seconds", "requests", "kernel", "reads",
           "backend", "cache", "prefetch", "memory", "errors"):
     if k not in s:
         errs.append("no field " + k)

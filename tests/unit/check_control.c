@@ -309,7 +309,7 @@ struct sample {
 static size_t parse_stats(const char *text, size_t len, struct sample *out,
 			  size_t cap)
 {
-	char help[64][64], type[64][64];
+	char help[96][64], type[96][64];
 	size_t n_help = 0, n_type = 0, n = 0, i;
 	const char *p = text, *end = text + len;
 
@@ -416,11 +416,12 @@ static uint64_t sample_value(const struct sample *s, size_t n, const char *name,
 static const struct control_stats stats_given = {
 	.uptime_seconds = 11,
 	.generation = 3,
-	.open_files = 2,
 	.reads = 3,
 	.read_bytes = 4096,
 	.read_errors = 1,
-	.open_pushes = 77,
+	.ops = { [FS_OP_LOOKUP] = 40, [FS_OP_READ] = 41, [FS_OP_OPEN] = 1 },
+	.self_lookups = 77,
+	.stale_reads = 2,
 	.backend_reads = 5,
 	.backend_bytes = 8192,
 	.backend_errors = UINT64_MAX,
@@ -444,8 +445,12 @@ static const struct control_stats stats_given = {
 		.hedges_won = 30,
 		.derived_runs = 31,
 		.derived_bytes = 32,
-		.whole_checked = 33,
-		.whole_mismatches = 34,
+		.whole_checked = 37,
+		.whole_mismatches = 38,
+		.pushed_files = 33,
+		.pushed_bytes = 34,
+		.push_failures = 35,
+		.push_sentinels = 36,
 	},
 };
 
@@ -482,14 +487,39 @@ static size_t stats_common(const struct control_stats *st, struct sample *s,
 	ck_assert_uint_eq(sample_value(s, n, "shardfs_world_size", ""), 4);
 	ck_assert_uint_eq(sample_value(s, n, "shardfs_uptime_seconds", ""), 11);
 	ck_assert_uint_eq(sample_value(s, n, "shardfs_generation", ""), 3);
-	ck_assert_uint_eq(sample_value(s, n, "shardfs_open_files", ""), 2);
 	ck_assert_uint_eq(sample_value(s, n, "shardfs_reads_total", ""), 3);
 	ck_assert_uint_eq(sample_value(s, n, "shardfs_read_bytes_total", ""),
 			  4096);
 	ck_assert_uint_eq(sample_value(s, n, "shardfs_read_errors_total", ""),
 			  1);
-	ck_assert_uint_eq(sample_value(s, n, "shardfs_open_pushes_total", ""),
-			  77);
+	ck_assert_uint_eq(
+		sample_value(s, n, "shardfs_kernel_lookups_total", ""), 77);
+	ck_assert_uint_eq(sample_value(s, n, "shardfs_stale_reads_total", ""),
+			  2);
+	ck_assert_uint_eq(sample_value(s, n, "shardfs_kernel_pushes_total", ""),
+			  st->cache.pushed_files);
+	ck_assert_uint_eq(
+		sample_value(s, n, "shardfs_kernel_push_bytes_total", ""),
+		st->cache.pushed_bytes);
+	ck_assert_uint_eq(
+		sample_value(s, n, "shardfs_kernel_push_failures_total", ""),
+		st->cache.push_failures);
+	ck_assert_uint_eq(
+		sample_value(s, n, "shardfs_kernel_push_sentinels_total", ""),
+		st->cache.push_sentinels);
+	/* One series per opcode, zeros included. */
+	ck_assert_uint_eq(sample_value(s, n, "shardfs_fuse_requests_total",
+				       "op=\"lookup\""),
+			  40);
+	ck_assert_uint_eq(sample_value(s, n, "shardfs_fuse_requests_total",
+				       "op=\"read\""),
+			  41);
+	ck_assert_uint_eq(sample_value(s, n, "shardfs_fuse_requests_total",
+				       "op=\"open\""),
+			  1);
+	ck_assert_uint_eq(sample_value(s, n, "shardfs_fuse_requests_total",
+				       "op=\"release\""),
+			  0);
 	ck_assert_uint_eq(
 		sample_value(s, n, "shardfs_backend_requests_total", ""), 5);
 	ck_assert_uint_eq(sample_value(s, n, "shardfs_backend_bytes_total", ""),
@@ -582,7 +612,7 @@ static int has_sample(const struct sample *s, size_t n, const char *name)
 START_TEST(test_stats)
 {
 	struct control_stats st = stats_given;
-	struct sample s[96];
+	struct sample s[128];
 	size_t n;
 
 	/* No disk cache: one gauge says so, no other cache series. No error
@@ -594,13 +624,13 @@ START_TEST(test_stats)
 	ck_assert(!has_sample(s, n, "shardfs_cache_hits_total"));
 	ck_assert(!has_sample(s, n, "shardfs_last_error_info"));
 	/* + build, plan, 3 served totals, 2 x 2 per rank, 3 log. */
-	ck_assert_uint_eq(n, 25 + 13 + MANIFEST_SKIP_NREASONS + 12);
+	ck_assert_uint_eq(n, 25 + 13 + MANIFEST_SKIP_NREASONS + 12 + 13);
 }
 END_TEST
 
 START_TEST(test_stats_cache)
 {
-	struct sample s[96];
+	struct sample s[128];
 	size_t n = stats_common(&stats_given, s, ARRAY_LEN(s));
 
 	ck_assert_uint_eq(sample_value(s, n, "shardfs_cache_enabled", ""), 1);
@@ -640,11 +670,11 @@ START_TEST(test_stats_cache)
 		32);
 	ck_assert_uint_eq(
 		sample_value(s, n, "shardfs_cache_whole_checked_total", ""),
-		33);
+		37);
 	ck_assert_uint_eq(
 		sample_value(s, n, "shardfs_cache_whole_mismatches_total", ""),
-		34);
-	ck_assert_uint_eq(n, 25 + 13 + 9 + MANIFEST_SKIP_NREASONS + 17);
+		38);
+	ck_assert_uint_eq(n, 25 + 13 + 9 + MANIFEST_SKIP_NREASONS + 17 + 13);
 }
 END_TEST
 
@@ -654,7 +684,7 @@ START_TEST(test_stats_last_error_escaped)
 	 * character and bytes that are not UTF-8 (a lone continuation, an
 	 * overlong, a truncated sequence at the end). */
 	struct control_stats st = stats_given;
-	struct sample s[96];
+	struct sample s[128];
 	size_t n;
 
 	snprintf(st.log.last, sizeof(st.log.last), "%s",
