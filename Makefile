@@ -34,7 +34,7 @@ DOCDIR ?= $(PREFIX)/share/doc/shardfs
 SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
 
 B := build
-PKGS := fuse3 libcrypto libcurl expat jansson lmdb zlib libsystemd \
+PKGS := fuse3 libcrypto libcurl expat jansson lmdb zlib libisal libsystemd \
 	libmicrohttpd libnfs
 TEST_PKGS := check
 

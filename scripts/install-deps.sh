@@ -14,8 +14,8 @@ python3 clang-format"
 # pinned Node 20 from the npm registry for the emulator alone.
 PKGS="$PKGS libcurl4-openssl-dev libexpat1-dev libjansson-dev awscli \
 python3-botocore"
-# Cache: LMDB (index) and zlib (CRC32).
-PKGS="$PKGS liblmdb-dev zlib1g-dev"
+# Cache: LMDB (index), zlib (gzip), ISA-L (CRC-32 and CRC-32C).
+PKGS="$PKGS liblmdb-dev zlib1g-dev libisal-dev"
 # Operations: libsystemd (readiness, journal), libmicrohttpd (metrics
 # endpoint); systemd-analyze checks the units, groff/man-db render the man
 # pages, the prometheus client parses the metrics, PyYAML the Kubernetes

@@ -2,7 +2,7 @@
  * crc32c: CRC-32C (Castagnoli, reflected polynomial 0x82F63B78, inverted in
  * and out), the checksum GCS reports for every object (x-goog-hash:
  * crc32c=, the JSON API's crc32c field). Not zlib's CRC-32 (util/crc32.h).
- * Uses the SSE4.2 crc32 instruction where the CPU has it, else a table.
+ * Computed by ISA-L (the CPU's widest path); a table for tests.
  */
 #ifndef SHARDFS_UTIL_CRC32C_H
 #define SHARDFS_UTIL_CRC32C_H
