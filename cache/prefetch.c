@@ -58,6 +58,18 @@ uint64_t prefetch_file_bytes(uint64_t avg, uint64_t sample)
 	return avg ? (avg * 7 + sample) / 8 : sample;
 }
 
+uint64_t prefetch_push_last(uint64_t known, uint64_t asked_hi, uint64_t budget,
+			    uint64_t active, uint64_t file_bytes,
+			    unsigned depth)
+{
+	uint64_t share = budget / (active ? active : 1);
+	uint64_t files = file_bytes ? share / file_bytes : depth;
+
+	if (files < 1)
+		files = 1;
+	return asked_hi < known + files ? asked_hi : known + files;
+}
+
 uint64_t prefetch_window_cap(uint64_t memory)
 {
 	uint64_t cap = memory / 4;

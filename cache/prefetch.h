@@ -207,6 +207,31 @@ uint64_t prefetch_pace_gap(uint64_t avg_ns, uint64_t gap_ns, uint64_t moved);
 /* The bytes a file ahead holds, averaged the same way. */
 uint64_t prefetch_file_bytes(uint64_t avg, uint64_t sample);
 
+/* ---- pushing into the kernel's page cache (cache/push.c) ---- */
+
+/* An order whose reader was not noted this long has no share of the
+ * page cache budget: its reader stopped, or reads pushed files only (then
+ * its next sentinel notes it again). */
+#define PREFETCH_PUSH_ACTIVE_NS (UINT64_C(10) * 1000000000)
+
+/* The last position of an order the pusher may push: the reader's known
+ * position plus its share of budget (bytes ahead, all of active orders
+ * together) in files of file_bytes (0: not known yet; then depth files),
+ * and never past asked_hi, what the prefetcher asked for. */
+uint64_t prefetch_push_last(uint64_t known, uint64_t asked_hi, uint64_t budget,
+			    uint64_t active, uint64_t file_bytes,
+			    unsigned depth);
+
+/* Whether position pos is a sentinel, left to its reader: one in every
+ * half depth (at least every 2nd), so that the reader's read of it notes
+ * its place before it runs out of pushed files. */
+static inline bool prefetch_push_sentinel(uint64_t pos, unsigned depth)
+{
+	uint64_t step = depth / 2 > 2 ? depth / 2 : 2;
+
+	return pos % step == 0;
+}
+
 #define PREFETCH_HEADROOM 2
 #define PREFETCH_AHEAD_NS (UINT64_C(50) * 1000000)
 unsigned prefetch_depth(const struct prefetch_pace *p);

@@ -19,7 +19,8 @@
  *
  * Sentinels: since reads of pushed files never reach the daemon, the
  * daemon would never learn that the reader moved on. So one position in
- * every step (half the window, at least 2) is left out: the reader's read
+ * every step (half the depth, at least 2: the policy is prefetch.h's) is
+ * left out: the reader's read
  * of it is a READ (from memory or disk, fast), whose note moves known and
  * the prefetcher's window, and the pusher goes on ahead of it. A reader
  * that reads faster than the pusher reads unpushed files as usual; its
@@ -40,10 +41,6 @@
 #include "util/log.h"
 #include "util/thread.h"
 
-/* An order whose reader was not noted this long has no share of the
- * budget: its reader stopped, or reads pushed files only (then its next
- * sentinel notes it again). */
-#define PUSH_ACTIVE_NS (UINT64_C(10) * 1000000000)
 /* How long an idle pusher sleeps before it looks again. */
 #define PUSH_IDLE_NS (UINT64_C(1000000000))
 
@@ -92,30 +89,23 @@ static bool push_claim(struct cache *c, uint64_t budget, struct push_task *t)
 
 	pthread_mutex_lock(&c->pf_lock);
 	for (i = 0; i < c->n_orders; i++)
-		active += now - c->orders[i].noted_ns < PUSH_ACTIVE_NS;
+		active += now - c->orders[i].noted_ns < PREFETCH_PUSH_ACTIVE_NS;
 	for (i = 0; i < c->n_orders && !found; i++) {
 		struct order_slot *s = &c->orders[i];
-		uint64_t next, hi, files, step, share;
+		uint64_t next, hi;
 
 		if (!s->st.asked || s->st.depth == 0 || s->noted_ns == 0 ||
-		    now - s->noted_ns >= PUSH_ACTIVE_NS)
+		    now - s->noted_ns >= PREFETCH_PUSH_ACTIVE_NS)
 			continue;
 		next = (s->claimed > s->known ? s->claimed : s->known) + 1;
-		hi = s->st.asked_hi;
-		/* This order's share of the budget, in files ahead. */
-		share = budget / (active ? active : 1);
-		files = s->file_bytes ? share / s->file_bytes : s->st.depth;
-		if (files < 1)
-			files = 1;
-		if (hi > s->known + files)
-			hi = s->known + files;
+		hi = prefetch_push_last(s->known, s->st.asked_hi, budget,
+					active, s->file_bytes, s->st.depth);
 		if (next > hi)
 			continue;
 		s->claimed = next;
-		step = s->st.depth / 2 > 2 ? s->st.depth / 2 : 2;
 		t->order = s->order;
 		t->pos = next;
-		t->sentinel = next % step == 0;
+		t->sentinel = prefetch_push_sentinel(next, s->st.depth);
 		found = true;
 	}
 	pthread_mutex_unlock(&c->pf_lock);
