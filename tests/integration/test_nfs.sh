@@ -42,6 +42,7 @@ mkdir -p "$SRC/日本語"
 head -c 70000 /dev/urandom >"$SRC/日本語/データ.bin"
 head -c $((5 << 20)) /dev/urandom >"$SRC/big.bin"
 head -c $((5 << 20)) /dev/urandom >"$SRC/big2.bin"
+head -c $((5 << 20)) /dev/urandom >"$SRC/kept.bin"
 NOBJ=$(find "$SRC" -type f | wc -l)
 
 if ! ganesha_start "$EXPORT"; then
@@ -185,6 +186,58 @@ else
 	fail "stale: mount"
 fi
 cp "$T/victim.old" "$SRC/$victim"
+"$SHARDFS" manifest "$URL" -o "$T/m.tsv" >/dev/null 2>&1
+
+# --- a file changed in place between two ranges of one open handle --------------
+# The backend keeps a file's NFS handle open across its ranges: the
+# second range, read through the kept handle after the file was rewritten
+# in place (same size, new bytes where it reads), must still fail (EIO,
+# logged), never return a byte of the new version. inplace.py MOUNTFILE
+# SRCFILE: reads 1 MiB at 0, rewrites 1 MiB at 4 MiB of the source file in
+# place, reads 1 MiB at 4 MiB through the mount; prints "eio", "old",
+# "new" or what else happened.
+cat >"$T/inplace.py" <<'PY'
+import errno, os, sys, time
+path, src = sys.argv[1], sys.argv[2]
+want = open(src, "rb").read()
+fd = os.open(path, os.O_RDONLY)
+if os.pread(fd, 1 << 20, 0) != want[: 1 << 20]:
+    print("wrong first MiB"); sys.exit(0)
+time.sleep(0.05)  # past the timestamp granularity: mtime, ctime move
+new = os.urandom(1 << 20)
+with open(src, "r+b") as f:
+    f.seek(4 << 20)
+    f.write(new)
+try:
+    b = os.pread(fd, 1 << 20, 4 << 20)
+    print("old" if b == want[4 << 20 : 5 << 20] else "new" if b == new else "wrong")
+except OSError as e:
+    print("eio" if e.errno == errno.EIO else "errno %d" % e.errno)
+PY
+C=$T/inplace.conf
+{
+	echo "[source]"
+	echo "url = $URL?connections=1"
+	echo "manifest = $T/m.tsv"
+	echo "[shard]"
+	echo "world_size = 1"
+	echo "[cache]"
+	echo "enabled = false"
+	echo "[prefetch]"
+	echo "files = 0"
+} >"$C"
+cp "$SRC/kept.bin" "$T/kept.old"
+: >"$T/inplace.trace"
+if SHARDFS_NFS_TRACE=$T/inplace.trace mount_shardfs "$C" "$M"; then
+	out=$(timeout 60 /usr/bin/python3 "$T/inplace.py" "$M/rank-0/kept.bin" "$SRC/kept.bin")
+	check "changed in place between two ranges of one handle: EIO ($out)" test "$out" = eio
+	check "changed in place between ranges: logged with the key" \
+		grep -q "kept.bin: read at 4194304: changed since the manifest" "$LAST_LOG"
+	check "changed in place between ranges: clean unmount" umount_shardfs "$M"
+else
+	fail "in place: mount"
+fi
+cp "$T/kept.old" "$SRC/kept.bin"
 "$SHARDFS" manifest "$URL" -o "$T/m.tsv" >/dev/null 2>&1
 
 # --- a server that stalls, then one that dies, mid-read --------------------------
