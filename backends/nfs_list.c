@@ -160,8 +160,8 @@ static int walk_dir(struct walk *w)
 	size_t i, saved = w->len;
 	int rc;
 
-	rc = nfsb_with_retries(nb, opendir_op, &a, nfsb_now_ms() + nb->read_ms,
-			       &c);
+	rc = nfsb_with_retries(nb, opendir_op, &a, NULL,
+			       nfsb_now_ms() + nb->read_ms, &c);
 	if (rc < 0) {
 		log_msg(LOG_ERR, "source %s%s: readdir: %s%s%s", nb->display,
 			w->path, strerror(-nfs_errno_map(rc)),
