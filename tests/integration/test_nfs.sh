@@ -620,4 +620,6 @@ else
 	fail "swap: mount"
 fi
 ganesha_stop
+check "no sanitizer report in any daemon's log" bash -c \
+	"! grep -lE 'ERROR: (Address|Thread|Leak)Sanitizer|WARNING: ThreadSanitizer|runtime error' '$T'/shardfs.*.log"
 finish
