@@ -390,19 +390,25 @@ static int read_checked(struct nfs_backend *nb, struct nfs_conn *conn,
  * then still finds that directory by its handle, and finds nothing in
  * it, rather than calling the handle stale, as long as anything keeps it
  * in use, as a file kept open in the old tree does: the source directory
- * was replaced, and the path must be looked up again on a fresh mount. */
+ * was replaced, and the path must be looked up again on a fresh mount.
+ * A GETATTR that gets no answer drops the context (its call would
+ * outlive this frame); false then. */
 static bool root_removed(struct nfs_backend *nb, struct nfs_conn *conn,
 			 uint64_t deadline)
 {
 	struct nfs_call c;
+	int rc;
 
 	memset(&c, 0, sizeof(c));
 	if (nfs_stat64_async(conn->ctx, "/", nfsb_cb_stat, &c) != 0)
 		return false;
-	if (nfsb_finish(conn->ctx, &c,
-			nfsb_min(deadline, nfsb_now_ms() + nb->request_ms)) < 0)
+	rc = nfsb_wait(conn->ctx, &c,
+		       nfsb_min(deadline, nfsb_now_ms() + nb->request_ms));
+	if (rc < 0) {
+		nfsb_conn_drop(nb, conn);
 		return false;
-	return c.st.nfs_nlink == 0;
+	}
+	return c.status == 0 && c.st.nfs_nlink == 0;
 }
 
 /* One attempt: through the handle conn keeps for the file, or one opened
@@ -434,6 +440,11 @@ static int read_op(struct nfs_backend *nb, struct nfs_conn *conn, void *arg,
 					 "the source directory was removed "
 					 "on the server");
 				c->status = rc = -ESTALE;
+			} else if (rc == -ENOENT && conn->ctx == NULL) {
+				snprintf(c->err, sizeof(c->err),
+					 "no answer to a GETATTR of the "
+					 "source directory");
+				rc = -ETIMEDOUT; /* retried */
 			}
 			if (rc < 0)
 				break;
