@@ -407,10 +407,11 @@ else
 fi
 
 # A file replaced (a new version renamed into place) while its handle is
-# kept: ranges read through the old handle are the old version (the one
-# the manifest names, whole) or EIO, never the new one; after a reload
-# (which lists the new version), the next range opens the path again and
-# reads the new bytes.
+# kept: a range read through the old handle is EIO (the unlink set the old
+# file's ctime) or, from a server that reports it unchanged, the old
+# version (the one the manifest names, whole), never the new one; after a
+# reload (which lists the new version), the next range opens the path
+# again and reads the new bytes.
 head -c $((5 << 20)) /dev/urandom >"$SRC/swapme.bin"
 cp "$SRC/swapme.bin" "$T/swapme.old"
 TR=$T/replace.trace
@@ -444,18 +445,37 @@ fi
 rm -f "$SRC/swapme.bin"
 
 # --- a server that stalls, then one that dies, mid-read --------------------------
-# midread.py MOUNTFILE SRCFILE PID SIGNAL: reads 1 MiB, signals the server,
-# reads 1 MiB at 4 MiB (not fetched yet: no cache, no prefetch), and prints
-# "eio SECONDS" or "ok"/"wrong".
+# midread.py MOUNTFILE SRCFILE PID SIGNAL: reads 1 MiB, signals the server
+# and waits until every thread of it has stopped (or it is gone: a signal
+# takes effect after kill() returns, and a READ and a GETATTR through a
+# kept handle could still be answered meanwhile), reads 1 MiB at 4 MiB
+# (not fetched yet: no cache, no prefetch), and prints "eio SECONDS" or
+# "ok"/"wrong".
 cat >"$T/midread.py" <<'PY'
 import errno, os, signal, sys, time
 path, src, pid, sig = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+def halted():
+    try:
+        tasks = os.listdir("/proc/%d/task" % pid)
+    except OSError:
+        return True
+    for t in tasks:
+        try:
+            with open("/proc/%d/task/%s/stat" % (pid, t)) as f:
+                if f.read().rsplit(")", 1)[1].split()[0] not in "TtZX":
+                    return False
+        except OSError:
+            pass
+    return True
 fd = os.open(path, os.O_RDONLY)
 first = os.pread(fd, 1 << 20, 0)
 want = open(src, "rb").read()
 if first != want[: 1 << 20]:
     print("wrong first MiB"); sys.exit(0)
 os.kill(pid, getattr(signal, sig))
+end = time.monotonic() + 10
+while not halted() and time.monotonic() < end:
+    time.sleep(0.01)
 t0 = time.monotonic()
 try:
     b = os.pread(fd, 1 << 20, 4 << 20)
@@ -524,6 +544,15 @@ if GANESHA_LEASE=2 ganesha_start "$EXPORT" "$GANESHA_PORT"; then
 		check "lease expired while idle: the next read reconnects and succeeds" \
 			timeout 60 cmp -s "$M/rank-0/$victim" "$SRC/$victim"
 		check "lease expired: no read failed" bash -c "! grep -q 'read at' '$LAST_LOG'"
+		# A kept handle whose open state the server let go with the
+		# lease (2 s, less than the handle's 5 s idle timeout): the
+		# next range is read on a new connection, through a new handle.
+		check "lease: a range of big.bin read, its handle kept" test \
+			"$(timeout 60 /usr/bin/python3 "$T/range.py" "$M/rank-0/big.bin" 0 "$SRC/big.bin")" = ok
+		sleep 3.5
+		out=$(timeout 60 /usr/bin/python3 "$T/range.py" "$M/rank-0/big.bin" $((4 << 20)) "$SRC/big.bin")
+		check "lease expired under a kept handle: the next range reads ($out)" test "$out" = ok
+		check "lease expired under a kept handle: no read failed" bash -c "! grep -q 'read at' '$LAST_LOG'"
 		check "lease: clean unmount" umount_shardfs "$M"
 	else
 		fail "lease: mount"
