@@ -23,11 +23,17 @@
  * (readdir's for the manifest, GETATTR's for stat and read). Not the posix
  * backend's "mtime:size:ino:ctime": libnfs' NFSv4 readdir leaves the fileid 0,
  * and the change time serves as well, since a rewrite, a truncation or a
- * file renamed into place all set it, even when mtime is restored. A read opens the file, checks the etag,
- * reads exactly the bytes asked for, then compares the attributes
- * (fileid, size, mtime, ctime) on the open handle again: a file changed
- * after the manifest gives -ESTALE, one changed during the read -ESTALE,
- * one shorter than asked -EIO. Bytes of two versions never reach a caller.
+ * file renamed into place all set it, even when mtime is restored.
+ *
+ * Reads: a range is read through an open handle that its connection
+ * keeps for the file's later ranges (nfs_fh.c): exactly the bytes asked
+ * for, then one GETATTR of the handle once every READ has been answered,
+ * whose etag must be the manifest's (read_checked() says why that one
+ * check covers the READs before it). A file changed after the manifest,
+ * before or during the range, gives -ESTALE, one shorter than asked -EIO;
+ * bytes of two versions never reach a caller. A range that fails through
+ * a kept handle is read once more through a handle opened now, so a file
+ * replaced at its path is judged by what the path names now.
  *
  * Listing (nfs_list.c) walks directories recursively (libnfs reads a
  * directory whole, with READDIRPLUS or the NFSv4 equivalent, so there is
@@ -149,8 +155,8 @@ static int nfs_be_stat(struct backend *be, const char *key, size_t key_len,
 	if (rc < 0)
 		return rc;
 	a.path = path;
-	rc = nfsb_with_retries(nb, stat_op, &a, nfsb_now_ms() + nb->read_ms,
-			       &c);
+	rc = nfsb_with_retries(nb, stat_op, &a, NULL,
+			       nfsb_now_ms() + nb->read_ms, &c);
 	if (rc == 0 && !stat_is_reg(&c.st))
 		rc = -ENOENT;
 	if (rc == 0) {
@@ -171,33 +177,40 @@ static int nfs_be_stat(struct backend *be, const char *key, size_t key_len,
 
 /* ---- read ---- */
 
-/* With SHARDFS_NFS_TRACE=FILE, every read attempt appends one line,
- * "GET /PATH/KEY STATUS BYTES CONN" (the key percent-encoded but for '/',
- * STATUS 200, or 404, 412 (changed), 416 (short) or 503), the form of the
- * test suites' HTTP request logs, so they count what the server was asked
- * for over nfs:// as over s3://. One write(2) per line: appends from
- * several processes do not interleave. */
-static void trace_read(const struct nfs_backend *nb, const char *path, int rc,
-		       size_t len, const struct nfs_conn *conn)
+/* With SHARDFS_NFS_TRACE, every read attempt appends one line,
+ * "GET /PATH/KEY STATUS BYTES CONN open=N read=N getattr=N" (the key
+ * percent-encoded but for '/', STATUS 200, or 404, 412 (changed), 416
+ * (short) or 503; then the RPCs the attempt made), the form of the test
+ * suites' HTTP request logs, so they count what the server was asked for
+ * over nfs:// as over s3://. A kept handle's life adds "OPEN", "CLOSE"
+ * and "DROP" (forgotten without a CLOSE) lines of the same form. One
+ * write(2) per line: appends from several processes do not interleave. */
+void nfsb_trace(const struct nfs_backend *nb, const char *verb,
+		const char *path, int rc, size_t bytes,
+		const struct nfs_conn *conn, const char *extra)
 {
 	static const char hex[] = "0123456789ABCDEF";
 	char line[8192];
-	size_t n = 0, i, plen = strlen(nb->src.path);
+	size_t n = 0, i, plen, vlen;
 	int status = rc == 0	      ? 200
 		     : rc == -ENOENT  ? 404
 		     : rc == -ESTALE  ? 412
 		     : rc == -ENODATA ? 416
+		     : rc == -EINTR   ? 499
 				      : 503;
 
 	if (nb->trace_fd < 0)
 		return;
-	memcpy(line, "GET ", 4);
-	n = 4;
+	plen = strlen(nb->src.path);
+	vlen = strnlen(verb, 16);
+	memcpy(line, verb, vlen);
+	line[vlen] = ' ';
+	n = vlen + 1;
 	if (plen > 1 && plen < 1024) {
 		memcpy(line + n, nb->src.path, plen);
 		n += plen;
 	}
-	for (i = 0; path[i] && n < sizeof(line) - 128; i++) {
+	for (i = 0; path[i] && n < sizeof(line) - 256; i++) {
 		unsigned char c = (unsigned char)path[i];
 
 		if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
@@ -209,8 +222,12 @@ static void trace_read(const struct nfs_backend *nb, const char *path, int rc,
 			line[n++] = hex[c & 15];
 		}
 	}
-	n += (size_t)snprintf(line + n, sizeof(line) - n, " %d %zu %td\n",
-			      status, rc == 0 ? len : 0, conn - nb->conns);
+	n += (size_t)snprintf(line + n, sizeof(line) - n, " %d %zu %td%s%s\n",
+			      status, bytes, conn - nb->conns,
+			      extra != NULL ? " " : "",
+			      extra != NULL ? extra : "");
+	if (n >= sizeof(line))
+		n = sizeof(line) - 1;
 	if (write(nb->trace_fd, line, n) < 0) {
 		/* a diagnostic: nothing to do */
 	}
@@ -223,7 +240,8 @@ struct read_arg {
 	uint64_t offset;
 	size_t len;
 	char *buf;
-	char why[200]; /* a non-transient failure's detail */
+	unsigned opens, reads, getattrs; /* this attempt's RPCs (the trace) */
+	char why[200];			 /* a non-transient failure's detail */
 };
 
 static int fstat_fh(struct nfs_backend *nb, struct nfs_context *ctx,
@@ -246,7 +264,8 @@ static int fstat_fh(struct nfs_backend *nb, struct nfs_context *ctx,
  * flight on conn (one round trip per batch, not per READ); *done is how
  * many bytes from the start arrived (fewer at the end of the file). On a
  * failure with READs still in flight, the context is dropped here, so no
- * callback can reach this frame's calls later. */
+ * callback can reach this frame's calls later. A READ the server refused
+ * leaves its status in c->status (-ESTALE: the server's word). */
 static int read_range(struct nfs_backend *nb, struct nfs_conn *conn,
 		      struct nfsfh *fh, struct read_arg *a, uint64_t deadline,
 		      struct nfs_call *c, size_t *done_out)
@@ -277,13 +296,14 @@ static int read_range(struct nfs_backend *nb, struct nfs_conn *conn,
 			}
 			off += want[n];
 		}
+		a->reads += (unsigned)n;
 		for (k = 0; k < n && rc == 0; k++) {
 			rc = nfsb_wait(conn->ctx, &calls[k], dl);
 			if (rc < 0)
 				memcpy(c->err, calls[k].err, sizeof(c->err));
 		}
 		if (rc < 0) {
-			nfsb_conn_drop(conn);
+			nfsb_conn_drop(nb, conn);
 			return rc;
 		}
 		/* In order: a short READ ends the bytes known contiguous; what
@@ -291,6 +311,7 @@ static int read_range(struct nfs_backend *nb, struct nfs_conn *conn,
 		for (k = 0; k < n; k++) {
 			if (calls[k].status < 0) {
 				memcpy(c->err, calls[k].err, sizeof(c->err));
+				c->status = calls[k].status;
 				return calls[k].status;
 			}
 			done += (size_t)calls[k].status;
@@ -306,24 +327,43 @@ static int read_range(struct nfs_backend *nb, struct nfs_conn *conn,
 	return 0;
 }
 
-static int read_body(struct nfs_backend *nb, struct nfs_conn *conn,
-		     struct nfsfh *fh, struct read_arg *a, uint64_t deadline,
-		     struct nfs_call *c)
+/* One range through an open handle: its READs, then one GETATTR, which
+ * is the check. The GETATTR is sent only once every READ has been
+ * answered, so the server runs it after them: if it still reports the
+ * manifest's mtime, size and ctime, no write reached the file before it,
+ * and so none before the READs either (a write sets ctime as it starts,
+ * and ctime never goes back), and the bytes are the manifest's version.
+ * That holds for a handle just opened and for one kept from an earlier
+ * range alike, so no GETATTR is needed before the READs. Without an etag
+ * (nothing to compare with) the attributes before and after the READs
+ * must agree instead, as they always did. */
+static int read_checked(struct nfs_backend *nb, struct nfs_conn *conn,
+			struct nfsfh *fh, struct read_arg *a, uint64_t deadline,
+			struct nfs_call *c)
 {
-	struct nfs_context *ctx = conn->ctx;
 	struct nfs_stat_64 before, after;
 	char cur[96];
 	size_t done = 0, cur_len;
 	int rc;
 
-	rc = fstat_fh(nb, ctx, fh, deadline, c, &before);
+	if (a->etag == NULL) {
+		a->getattrs++;
+		rc = fstat_fh(nb, conn->ctx, fh, deadline, c, &before);
+		if (rc < 0)
+			return rc;
+	}
+	rc = read_range(nb, conn, fh, a, deadline, c, &done);
 	if (rc < 0)
 		return rc;
-	if (!stat_is_reg(&before)) {
+	a->getattrs++;
+	rc = fstat_fh(nb, conn->ctx, fh, deadline, c, &after);
+	if (rc < 0)
+		return rc;
+	if (!stat_is_reg(&after)) {
 		snprintf(a->why, sizeof(a->why), "not a regular file");
 		return -ENOENT;
 	}
-	cur_len = stat_etag(&before, cur, sizeof(cur));
+	cur_len = stat_etag(&after, cur, sizeof(cur));
 	if (a->etag != NULL && (cur_len != a->etag_len ||
 				memcmp(cur, a->etag, a->etag_len) != 0)) {
 		snprintf(a->why, sizeof(a->why),
@@ -333,16 +373,7 @@ static int read_body(struct nfs_backend *nb, struct nfs_conn *conn,
 			 cur);
 		return -ESTALE;
 	}
-	rc = read_range(nb, conn, fh, a, deadline, c, &done);
-	if (rc < 0)
-		return rc;
-	/* The etag was checked before reading; a write during the reads
-	 * would mix versions unseen. The attributes again tell. */
-	rc = fstat_fh(nb, ctx, fh, deadline, c, &after);
-	if (rc < 0)
-		return rc;
-	if (!same_version(&before, &after)) {
-		stat_etag(&after, cur, sizeof(cur));
+	if (a->etag == NULL && !same_version(&before, &after)) {
 		snprintf(a->why, sizeof(a->why),
 			 "changed while being read (now %s)", cur);
 		return -ESTALE;
@@ -357,52 +388,116 @@ static int read_body(struct nfs_backend *nb, struct nfs_conn *conn,
 	return 0;
 }
 
+/* For a file the server says is not there: true if the directory conn's
+ * context is mounted on was removed (its link count is 0). The server
+ * then still finds that directory by its handle, and finds nothing in
+ * it, rather than calling the handle stale, as long as anything keeps it
+ * in use, as a file kept open in the old tree does: the source directory
+ * was replaced, and the path must be looked up again on a fresh mount.
+ * A GETATTR that gets no answer drops the context (its call would
+ * outlive this frame); false then. */
+static bool root_removed(struct nfs_backend *nb, struct nfs_conn *conn,
+			 uint64_t deadline)
+{
+	struct nfs_call c;
+	int rc;
+
+	memset(&c, 0, sizeof(c));
+	if (nfs_stat64_async(conn->ctx, "/", nfsb_cb_stat, &c) != 0)
+		return false;
+	rc = nfsb_wait(conn->ctx, &c,
+		       nfsb_min(deadline, nfsb_now_ms() + nb->request_ms));
+	if (rc < 0) {
+		nfsb_conn_drop(nb, conn);
+		return false;
+	}
+	return c.status == 0 && c.st.nfs_nlink == 0;
+}
+
+/* One attempt: through the handle conn keeps for the file, or one opened
+ * now and kept. */
 static int read_op(struct nfs_backend *nb, struct nfs_conn *conn, void *arg,
 		   uint64_t deadline, struct nfs_call *c)
 {
 	struct read_arg *a = arg;
+	struct nfs_kept *k;
 	struct nfs_call cc;
+	char rpcs[64];
+	bool reused;
 	int rc = 0;
 
+	a->opens = a->reads = a->getattrs = 0;
 	if (conn->ctx == NULL)
 		rc = nfsb_connect(nb, conn, deadline, c);
 	if (rc < 0)
 		return rc;
-	memset(c, 0, sizeof(*c));
-	if (nfs_open_async(conn->ctx, a->path, O_RDONLY, nfsb_cb_open, c) != 0)
-		return nfsb_unqueued(conn->ctx, c);
-	rc = nfsb_finish(conn->ctx, c,
-			 nfsb_min(deadline, nfsb_now_ms() + nb->request_ms));
-	if (rc < 0) {
-		trace_read(nb, a->path, rc, 0, conn);
+	k = nfsb_kept_find(conn, a->path);
+	reused = k != NULL;
+	for (;;) {
+		if (k == NULL) {
+			a->opens++;
+			rc = nfsb_kept_open(nb, conn, a->path, deadline, c, &k);
+			if (rc == -ENOENT && conn->ctx != NULL &&
+			    root_removed(nb, conn, deadline)) {
+				snprintf(c->err, sizeof(c->err),
+					 "the source directory was removed "
+					 "on the server");
+				c->status = rc = -ESTALE;
+			} else if (rc == -ENOENT && conn->ctx == NULL) {
+				snprintf(c->err, sizeof(c->err),
+					 "no answer to a GETATTR of the "
+					 "source directory");
+				rc = -ETIMEDOUT; /* retried */
+			}
+			if (rc < 0)
+				break;
+		}
+		k->used_ms = nfsb_now_ms();
+		rc = read_checked(nb, conn, k->fh, a, deadline, c);
+		if (rc == 0 || !reused || conn->ctx == NULL ||
+		    nfs_errno_transient(rc))
+			break;
+		/* A kept handle names the file that was at the path when it
+		 * was opened. If that file changed, went or is no longer the
+		 * one there (a new version renamed into place, the source
+		 * directory replaced and the manifest reloaded), the answer
+		 * must come from the path as it is now: once, close the
+		 * handle (forget it if the server no longer knows it) and
+		 * open the path again. A fresh handle's failure is the
+		 * answer (a stale one goes to nfsb_with_retries(), which
+		 * mounts afresh). */
+		reused = false;
+		a->why[0] = '\0';
+		if (c->status == -ESTALE) {
+			nfsb_kept_forget(nb, conn, k);
+		} else if (nfsb_kept_close(nb, conn, k, deadline, &cc) < 0) {
+			memcpy(c->err, cc.err, sizeof(c->err));
+			rc = -ECONNRESET; /* the context went: retried */
+			break;
+		}
+		k = NULL;
+	}
+	snprintf(rpcs, sizeof(rpcs), "open=%u read=%u getattr=%u", a->opens,
+		 a->reads, a->getattrs);
+	nfsb_trace(nb, "GET", a->path, rc, rc == 0 ? a->len : 0, conn, rpcs);
+	if (rc == 0) {
+		nfsb_kept_trim(nb, conn, k, deadline);
+		return 0;
+	}
+	if (conn->ctx == NULL)
+		return rc; /* its handles went with it */
+	if (nfs_errno_transient(rc)) {
+		/* The connection is going away (nfsb_with_retries()): no
+		 * CLOSE on it. */
+		nfsb_conn_drop(nb, conn);
 		return rc;
 	}
-	{
-		struct nfsfh *fh = c->fh;
-
-		rc = read_body(nb, conn, fh, a, deadline, c);
-		trace_read(nb, a->path, rc, a->len, conn);
-		if (conn->ctx == NULL ||
-		    (rc < 0 && nfs_errno_transient(rc) && rc != -ENODATA)) {
-			/* The connection is going away: no CLOSE on it. */
-			nfsb_conn_drop(conn);
-			nfs_free_nfsfh(fh);
-			return rc;
-		}
-		memset(&cc, 0, sizeof(cc));
-		if (nfs_close_async(conn->ctx, fh, nfsb_cb_plain, &cc) != 0) {
-			nfs_free_nfsfh(fh);
-			nfsb_conn_drop(conn);
-		} else if (nfsb_finish(conn->ctx, &cc,
-				       nfsb_min(deadline,
-						nfsb_now_ms() +
-							nb->request_ms)) < 0) {
-			/* The CLOSE failed: the handle may be freed or not
-			 * (libnfs frees it only on success); the context
-			 * goes, and a leak beats a double free. */
-			nfsb_conn_drop(conn);
-		}
-	}
+	/* A file that changed, shrank or went: no more ranges through this
+	 * handle. c keeps the failure's detail. */
+	if (k != NULL && c->status == -ESTALE)
+		nfsb_kept_forget(nb, conn, k);
+	else if (k != NULL)
+		nfsb_kept_close(nb, conn, k, deadline, &cc);
 	return rc;
 }
 
@@ -423,8 +518,8 @@ static int nfs_be_read(struct backend *be, const char *key, size_t key_len,
 	if (rc < 0)
 		return rc;
 	a.path = path;
-	rc = nfsb_with_retries(nb, read_op, &a, nfsb_now_ms() + nb->read_ms,
-			       &c);
+	rc = nfsb_with_retries(nb, read_op, &a, path,
+			       nfsb_now_ms() + nb->read_ms, &c);
 	if (rc < 0) {
 		char kb[LOG_KEY_MAX];
 
@@ -459,7 +554,7 @@ static void nfs_be_close(struct backend *be)
 	/* Every call returned: contexts are idle. Destroying one without
 	 * an UMOUNT lets the server expire its state (NFSv4 leases). */
 	for (i = 0; nb->conns != NULL && i < nb->src.connections; i++)
-		nfsb_conn_drop(&nb->conns[i]);
+		nfsb_conn_drop(nb, &nb->conns[i]);
 	if (nb->trace_fd >= 0)
 		close(nb->trace_fd);
 	free(nb->conns);
@@ -574,8 +669,8 @@ static int nfs_be_open(const char *url, const struct backend_options *opts,
 	}
 	/* Connect once now, so a wrong server, path or port fails the open
 	 * (and a mount) with the reason, not the first read. */
-	rc = nfsb_with_retries(nb, stat_op, &a, nfsb_now_ms() + nb->read_ms,
-			       &c);
+	rc = nfsb_with_retries(nb, stat_op, &a, NULL,
+			       nfsb_now_ms() + nb->read_ms, &c);
 	if (rc == 0 && !S_ISDIR((mode_t)c.st.nfs_mode))
 		rc = -ENOTDIR;
 	if (rc < 0) {

@@ -1,7 +1,9 @@
 /*
  * nfs_conn: the nfs backend's connections (see nfs.c for the design and
  * nfs_impl.h for the contract): libnfs contexts in a pool, each call driven
- * by poll() under a deadline of our own, reconnects and retries.
+ * by poll() under a deadline of our own, reconnects and retries. A
+ * connection's kept file handles (nfs_fh.c) go with its context, and the
+ * pool hands a request for a file the connection that keeps it open.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -143,12 +145,13 @@ int nfsb_unqueued(struct nfs_context *ctx, struct nfs_call *c)
 	return -ECONNRESET;
 }
 
-void nfsb_conn_drop(struct nfs_conn *conn)
+void nfsb_conn_drop(struct nfs_backend *nb, struct nfs_conn *conn)
 {
 	if (conn->ctx != NULL) {
 		nfs_destroy_context(conn->ctx);
 		conn->ctx = NULL;
 	}
+	nfsb_kept_forget_all(nb, conn);
 }
 
 /* Connects conn (a context of its own, mounted on the source path) within
@@ -204,31 +207,20 @@ int nfsb_connect(struct nfs_backend *nb, struct nfs_conn *conn,
 	return 0;
 }
 
-/* Takes a free connection, waiting for one until deadline. */
-static int pool_get(struct nfs_backend *nb, uint64_t deadline,
+/* Takes a free connection, waiting for one until deadline: one that
+ * keeps path open, else a connected one (a new connection costs a
+ * mount). */
+static int pool_get(struct nfs_backend *nb, const char *path, uint64_t deadline,
 		    struct nfs_conn **out)
 {
 	struct timespec ts;
-	unsigned i;
 	int rc = 0;
 
 	pthread_mutex_lock(&nb->lock);
 	for (;;) {
-		/* Connected ones first: a new connection costs a mount. */
-		struct nfs_conn *idle = NULL;
+		struct nfs_conn *idle =
+			nfsb_pool_pick(nb->conns, nb->src.connections, path);
 
-		for (i = 0; i < nb->src.connections; i++) {
-			struct nfs_conn *cn = &nb->conns[i];
-
-			if (cn->busy)
-				continue;
-			if (cn->ctx != NULL) {
-				idle = cn;
-				break;
-			}
-			if (idle == NULL)
-				idle = cn;
-		}
 		if (idle != NULL) {
 			idle->busy = true;
 			*out = idle;
@@ -272,7 +264,7 @@ static void pool_drop_idle(struct nfs_backend *nb)
 	pthread_mutex_lock(&nb->lock);
 	for (i = 0; i < nb->src.connections; i++)
 		if (!nb->conns[i].busy)
-			nfsb_conn_drop(&nb->conns[i]);
+			nfsb_conn_drop(nb, &nb->conns[i]);
 	pthread_mutex_unlock(&nb->lock);
 }
 
@@ -287,7 +279,7 @@ static void conn_failed(struct nfs_backend *nb, struct nfs_conn *conn, int rc,
 	if (!attempt_transient(rc, c))
 		return;
 	memcpy(err, c->err, sizeof(err)); /* c may be this context's call */
-	nfsb_conn_drop(conn);
+	nfsb_conn_drop(nb, conn);
 	pool_drop_idle(nb);
 	if (!atomic_exchange(&nb->down, true))
 		log_msg(LOG_WARNING, "source %s: %s%s%s; reconnecting",
@@ -313,11 +305,45 @@ static void backoff(unsigned attempt, uint64_t deadline)
 	nanosleep(&ts, NULL);
 }
 
+/* Closes the expired handles of one idle connection, if one has any: a
+ * connection the pool no longer hands out (fewer readers now) would
+ * otherwise keep its files open on the server for as long as the daemon
+ * runs. One per request, so a request pays for a few CLOSEs at most, and
+ * only when a handle has been idle NFS_FH_IDLE_MS. */
+static void sweep_idle(struct nfs_backend *nb)
+{
+	struct nfs_conn *conn = NULL;
+	struct nfs_call c;
+	uint64_t now = nfsb_now_ms();
+	unsigned i;
+
+	pthread_mutex_lock(&nb->lock);
+	for (i = 0; i < nb->src.connections && conn == NULL; i++) {
+		struct nfs_conn *cn = &nb->conns[i];
+
+		if (!cn->busy && cn->ctx != NULL &&
+		    nfsb_kept_expired(cn, now) != NULL) {
+			cn->busy = true;
+			conn = cn;
+		}
+	}
+	pthread_mutex_unlock(&nb->lock);
+	if (conn == NULL)
+		return;
+	memset(&c, 0, sizeof(c));
+	/* Its own deadline: the request's may be spent, and a CLOSE cut
+	 * short would drop a healthy connection. */
+	if (nfsb_kept_settle(nb, conn, now + nb->request_ms, &c) < 0)
+		log_msg(LOG_DEBUG, "source %s: closing idle files: %s",
+			nb->display, c.err);
+	pool_put(nb, conn);
+}
+
 /* Runs op on a pooled connection, retrying transient failures on a new
  * connection until retries or the deadline run out. */
 
 int nfsb_with_retries(struct nfs_backend *nb, nfsb_op op, void *arg,
-		      uint64_t deadline, struct nfs_call *c)
+		      const char *path, uint64_t deadline, struct nfs_call *c)
 {
 	struct nfs_conn *conn;
 	unsigned attempt;
@@ -332,13 +358,20 @@ int nfsb_with_retries(struct nfs_backend *nb, nfsb_op op, void *arg,
 			break;
 		}
 		memset(c, 0, sizeof(*c));
-		rc = pool_get(nb, deadline, &conn);
+		rc = pool_get(nb, path, deadline, &conn);
 		if (rc < 0) {
 			snprintf(c->err, sizeof(c->err),
 				 "all %u connections busy",
 				 nb->src.connections);
 			break;
 		}
+		/* A CLOSE left in flight that failed dropped the context:
+		 * the server may be gone, so the others go too, but op
+		 * itself still runs, on a new connection. */
+		rc = nfsb_kept_settle(nb, conn, deadline, c);
+		if (rc < 0)
+			conn_failed(nb, conn, rc, c);
+		memset(c, 0, sizeof(*c));
 		rc = op(nb, conn, arg, deadline, c);
 		if (rc < 0)
 			conn_failed(nb, conn, rc, c);
@@ -348,7 +381,7 @@ int nfsb_with_retries(struct nfs_backend *nb, nfsb_op op, void *arg,
 		 * retries, on a fresh mount, which looks the path up again. */
 		if (rc == -ESTALE && c->status == -ESTALE && !stale_retried) {
 			stale_retried = true;
-			nfsb_conn_drop(conn);
+			nfsb_conn_drop(nb, conn);
 			pool_drop_idle(nb);
 			pool_put(nb, conn);
 			attempt--;
@@ -358,5 +391,6 @@ int nfsb_with_retries(struct nfs_backend *nb, nfsb_op op, void *arg,
 		if (rc >= 0 || !attempt_transient(rc, c))
 			break;
 	}
+	sweep_idle(nb);
 	return rc;
 }

@@ -169,8 +169,8 @@ static int walk_dir(struct walk *w)
 	rc = backend_list_bound_check(&w->bound, NULL);
 	if (rc < 0)
 		return rc;
-	rc = nfsb_with_retries(nb, opendir_op, &a, nfsb_now_ms() + nb->read_ms,
-			       &c);
+	rc = nfsb_with_retries(nb, opendir_op, &a, NULL,
+			       nfsb_now_ms() + nb->read_ms, &c);
 	if (rc < 0) {
 		log_msg(LOG_ERR, "source %s%s: readdir: %s%s%s", nb->display,
 			log_key(w->kb, w->path, w->len),

@@ -21,8 +21,16 @@
 # 64 KiB at most still gives whole files; a server restarted while all 8
 # pooled connections were up serves the next single read (retries = 1), no
 # failed read logged; the source directory replaced under a mount
-# (NFS4ERR_STALE on the old root), then a reload, reads on. The cache and prefetch
-# suites also run over nfs:// (test_cache_nfs.sh, test_prefetch_nfs.sh).
+# (NFS4ERR_STALE on the old root), then a reload, reads on. Kept file
+# handles (SHARDFS_NFS_TRACE counts the RPCs): a file rewritten in place
+# between two ranges of one handle gives EIO; a file read in chunks costs
+# one OPEN and, per range, its READs and one GETATTR; 16 readers over 2
+# connections never keep more than 4 files open per connection; files
+# unused for 6 s are closed on every connection; a server restart with a
+# kept handle reopens it, no read failing; a file replaced by rename reads
+# as its old version or EIO, never the new one, and after a reload as the
+# new one. The cache and prefetch suites also run over nfs://
+# (test_cache_nfs.sh, test_prefetch_nfs.sh).
 # Time bounds below only tell an EIO from a hang; they are generous.
 SUITE=nfs
 . "$(dirname "$0")/lib.sh"
@@ -48,6 +56,7 @@ head -c 70000 /dev/urandom >"$SRC/日本語/データ.bin"
 # faults below need a range that was not fetched yet.
 head -c $((12 << 20)) /dev/urandom >"$SRC/big.bin"
 head -c $((12 << 20)) /dev/urandom >"$SRC/big2.bin"
+head -c $((12 << 20)) /dev/urandom >"$SRC/kept.bin"
 NOBJ=$(find "$SRC" -type f | wc -l)
 
 if ! ganesha_start "$EXPORT"; then
@@ -199,19 +208,286 @@ fi
 cp "$T/victim.old" "$SRC/$victim"
 "$SHARDFS" manifest "$URL" -o "$T/m.tsv" >/dev/null 2>&1
 
+# --- a file changed in place between two ranges of one open handle --------------
+# The backend keeps a file's NFS handle open across its ranges: the
+# second range, read through the kept handle after the file was rewritten
+# in place (same size, new bytes where it reads), must still fail (EIO,
+# logged), never return a byte of the new version. inplace.py MOUNTFILE
+# SRCFILE: reads 1 MiB at 0, rewrites 1 MiB at 4 MiB of the source file in
+# place, reads 1 MiB at 4 MiB through the mount; prints "eio", "old",
+# "new" or what else happened.
+cat >"$T/inplace.py" <<'PY'
+import errno, os, sys, time
+path, src = sys.argv[1], sys.argv[2]
+want = open(src, "rb").read()
+fd = os.open(path, os.O_RDONLY)
+if os.pread(fd, 1 << 20, 0) != want[: 1 << 20]:
+    print("wrong first MiB"); sys.exit(0)
+time.sleep(0.05)  # past the timestamp granularity: mtime, ctime move
+new = os.urandom(1 << 20)
+with open(src, "r+b") as f:
+    f.seek(4 << 20)
+    f.write(new)
+try:
+    b = os.pread(fd, 1 << 20, 4 << 20)
+    print("old" if b == want[4 << 20 : 5 << 20] else "new" if b == new else "wrong")
+except OSError as e:
+    print("eio" if e.errno == errno.EIO else "errno %d" % e.errno)
+PY
+C=$T/inplace.conf
+{
+	echo "[source]"
+	echo "url = $URL?connections=1"
+	echo "manifest = $T/m.tsv"
+	echo "[shard]"
+	echo "world_size = 1"
+	echo "[cache]"
+	echo "enabled = false"
+	echo "[prefetch]"
+	echo "files = 0"
+} >"$C"
+cp "$SRC/kept.bin" "$T/kept.old"
+: >"$T/inplace.trace"
+if SHARDFS_NFS_TRACE=$T/inplace.trace mount_shardfs "$C" "$M"; then
+	out=$(timeout 60 /usr/bin/python3 "$T/inplace.py" "$M/rank-0/kept.bin" "$SRC/kept.bin")
+	check "changed in place between two ranges of one handle: EIO ($out)" test "$out" = eio
+	check "changed in place between ranges: logged with the key" \
+		grep -q "kept.bin: read at 4194304: changed since the manifest" "$LAST_LOG"
+	check "changed in place between ranges: clean unmount" umount_shardfs "$M"
+else
+	fail "in place: mount"
+fi
+cp "$T/kept.old" "$SRC/kept.bin"
+"$SHARDFS" manifest "$URL" -o "$T/m.tsv" >/dev/null 2>&1
+
+# --- kept handles: what a range costs, how many stay open, and for how long -------
+# The backend keeps files open across ranges (4 per connection at most,
+# closed once unused for 5 s). SHARDFS_NFS_TRACE tells what each range
+# cost ("GET ... open=N read=N getattr=N") and every handle's life: OPEN,
+# CLOSE, DROP (forgotten with its connection). heldcheck.py TRACE MAX
+# replays the handle lines per connection and fails if one ever kept
+# more than MAX files, opened one it kept, or closed one it did not;
+# it prints "max=N open=N close=N drop=N held=FILES...", held being what
+# is still open at the end of the trace (or at the line STOP, if given).
+cat >"$T/heldcheck.py" <<'PY'
+import sys
+held, most, n = {}, 0, {"OPEN": 0, "CLOSE": 0, "DROP": 0}
+stop = sys.argv[3] if len(sys.argv) > 3 else None
+for line in open(sys.argv[1], encoding="utf-8", errors="replace"):
+    f = line.split()
+    if f and f[0] == stop:
+        break
+    if len(f) < 5 or f[0] not in n:
+        continue
+    verb, path, status, conn = f[0], f[1], f[2], f[4]
+    s = held.setdefault(conn, set())
+    if verb == "OPEN":
+        if status != "200":
+            continue
+        if path in s:
+            sys.exit("conn %s opened %s twice" % (conn, path))
+        s.add(path)
+        most = max(most, len(s))
+    else:
+        if path not in s:
+            sys.exit("conn %s: %s %s, not kept" % (conn, verb, path))
+        s.discard(path)
+    n[verb] += 1
+if most > int(sys.argv[2]):
+    sys.exit("a connection kept %d files open" % most)
+print("max=%d open=%d close=%d drop=%d held=%s" % (most, n["OPEN"], n["CLOSE"],
+      n["DROP"], ",".join(sorted(p for s in held.values() for p in s))))
+PY
+# kconf FILE CONNECTIONS [LINE...]: a mount of $URL over CONNECTIONS
+# connections, no file prefetch; LINEs go to [cache] (default: off).
+kconf() {
+	local f=$1 n=$2
+	shift 2
+	{
+		echo "[source]"
+		echo "url = $URL?connections=$n"
+		echo "manifest = $T/m.tsv"
+		echo "connect_timeout_ms = 5000"
+		echo "request_timeout_ms = 5000"
+		echo "read_timeout_ms = 30000"
+		echo "retries = 3"
+		echo "[shard]"
+		echo "world_size = 1"
+		echo "[cache]"
+		if [ $# -eq 0 ]; then echo "enabled = false"; else printf '%s\n' "$@"; fi
+		echo "[prefetch]"
+		echo "files = 0"
+	} >"$f"
+}
+BIGK=/export/ds/big.bin
+
+# A large file read sequentially through the cache, one connection: the
+# first range opens it, the others reuse the handle.
+TR=$T/kept.trace
+: >"$TR"
+kconf "$T/kept.conf" 1 "dir = $T/cache.kept" "chunk_size = 1M"
+if SHARDFS_NFS_TRACE=$TR mount_shardfs "$T/kept.conf" "$M"; then
+	check "kept: a 5 MiB file read in 1 MiB chunks, byte-identical" \
+		cmp -s "$M/rank-0/big.bin" "$SRC/big.bin"
+	n=$(grep -c "^GET $BIGK 200 " "$TR")
+	check "kept: the file came in $n ranges (1 MiB chunks: 5 at least)" test "$n" -ge 5
+	check "kept: one OPEN for all of them" test "$(grep -c "^OPEN $BIGK " "$TR")" -eq 1
+	check "kept: no range but the first sent an OPEN" \
+		test "$(grep "^GET $BIGK " "$TR" | grep -c ' open=0 ')" -eq $((n - 1))
+	check "kept: every range one GETATTR (after its READs), no more" \
+		test "$(grep "^GET $BIGK " "$TR" | grep -c ' getattr=1$')" -eq "$n"
+	check "kept: no CLOSE while the file is in use" bash -c "! grep -q '^CLOSE $BIGK ' '$TR'"
+	check "kept: clean unmount" umount_shardfs "$M"
+	check "kept: the handle let go at unmount, none left" bash -c \
+		"/usr/bin/python3 '$T/heldcheck.py' '$TR' 4 | grep -q 'held=\$'"
+else
+	fail "kept: mount"
+fi
+
+# Many files, 16 readers, 2 connections: never more than 4 files kept
+# open per connection; then, after 6 s without a read, the next read
+# closes what both connections kept (the idle timeout), and unmount
+# lets go of the rest.
+TR=$T/bound.trace
+: >"$TR"
+kconf "$T/bound.conf" 2 "dir = $T/cache.bound"
+if SHARDFS_NFS_TRACE=$TR mount_shardfs "$T/bound.conf" "$M"; then
+	check "bound: 150 files by 16 readers over 2 connections, byte-identical" bash -c \
+		"cd '$M/rank-0' && find train -type f | sort | head -150 | xargs -P 16 -n 4 sh -c 'for f; do cmp -s \"\$f\" \"$SRC/\$f\" || exit 1; done' _"
+	out=$(/usr/bin/python3 "$T/heldcheck.py" "$TR" 4 2>&1)
+	check "bound: at most 4 files open per connection, each OPEN closed once ($out)" \
+		bash -c "[[ '$out' == max=4\ * ]]"
+	sleep 6
+	echo SLEPT >>"$TR"
+	last=$(cd "$SRC" && find train -type f -size +1k | sort | tail -1)
+	check "bound: a read after 6 s idle" cmp -s "$M/rank-0/$last" "$SRC/$last"
+	echo MARK >>"$TR"
+	out=$(/usr/bin/python3 "$T/heldcheck.py" "$TR" 4 MARK 2>&1)
+	check "idle: files unused for 6 s were closed, on both connections ($out)" \
+		bash -c "[[ '$out' == *\ held=/export/ds/$last ]]"
+	check "idle: each closed with a CLOSE the server answered, none dropped" bash -c \
+		"sed -n '/^SLEPT/,/^MARK/p' '$TR' | grep -q '^CLOSE ' && ! sed -n '/^SLEPT/,/^MARK/p' '$TR' | grep -q '^DROP \\|^CLOSE [^ ]* [^2]'"
+	check "idle: no connection failed" bash -c "! grep -q reconnecting '$LAST_LOG'"
+	check "bound: clean unmount" umount_shardfs "$M"
+	out=$(/usr/bin/python3 "$T/heldcheck.py" "$TR" 4 2>&1)
+	check "bound: nothing left open after unmount ($out)" bash -c "[[ '$out' == *\ held= ]]"
+else
+	fail "bound: mount"
+fi
+
+# A server restart while a handle is kept: the next range reopens it on a
+# new connection; no read fails.
+# range.py MOUNTFILE OFFSET FILE...: reads 1 MiB at OFFSET; prints "ok" if
+# it equals the first FILE's bytes there, "versionN" if the Nth other's,
+# else "wrong", or "eio".
+cat >"$T/range.py" <<'PY'
+import errno, os, sys
+path, off, versions = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+fd = os.open(path, os.O_RDONLY)
+try:
+    b = os.pread(fd, 1 << 20, off)
+except OSError as e:
+    print("eio" if e.errno == errno.EIO else "errno %d" % e.errno)
+    sys.exit(0)
+for i, v in enumerate(versions):
+    with open(v, "rb") as f:
+        f.seek(off)
+        if f.read(1 << 20) == b:
+            print("ok" if i == 0 else "version%d" % i)
+            sys.exit(0)
+print("wrong")
+PY
+TR=$T/restart.trace
+: >"$TR"
+kconf "$T/restart.conf" 1
+if SHARDFS_NFS_TRACE=$TR mount_shardfs "$T/restart.conf" "$M"; then
+	check "restart: a range read, its handle kept" test \
+		"$(timeout 60 /usr/bin/python3 "$T/range.py" "$M/rank-0/kept.bin" 0 "$SRC/kept.bin")" = ok
+	ganesha_stop
+	if ganesha_start "$EXPORT" "$GANESHA_PORT"; then
+		out=$(timeout 60 /usr/bin/python3 "$T/range.py" "$M/rank-0/kept.bin" $((4 << 20)) "$SRC/kept.bin")
+		check "restart with a kept handle: the next range reads ($out)" test "$out" = ok
+		check "restart with a kept handle: no failed read logged" bash -c "! grep -q 'read at' '$LAST_LOG'"
+		check "restart: the old handle dropped, the file opened again" bash -c \
+			"grep -q '^DROP /export/ds/kept.bin ' '$TR' && test \$(grep -c '^OPEN /export/ds/kept.bin 200 ' '$TR') -eq 2"
+	else
+		fail "ganesha restart (kept)"
+	fi
+	check "restart: clean unmount" umount_shardfs "$M"
+else
+	fail "restart: mount"
+fi
+
+# A file replaced (a new version renamed into place) while its handle is
+# kept: a range read through the old handle is EIO (the unlink set the old
+# file's ctime) or, from a server that reports it unchanged, the old
+# version (the one the manifest names, whole), never the new one; after a
+# reload (which lists the new version), the next range opens the path
+# again and reads the new bytes.
+head -c $((5 << 20)) /dev/urandom >"$SRC/swapme.bin"
+cp "$SRC/swapme.bin" "$T/swapme.old"
+TR=$T/replace.trace
+: >"$TR"
+kconf "$T/replace.conf" 1
+sed -i '/^manifest = /d' "$T/replace.conf"
+if SHARDFS_NFS_TRACE=$TR mount_shardfs "$T/replace.conf" "$M"; then
+	check "replaced: a range read, its handle kept" test \
+		"$(timeout 60 /usr/bin/python3 "$T/range.py" "$M/rank-0/swapme.bin" 0 "$SRC/swapme.bin")" = ok
+	head -c $((5 << 20)) /dev/urandom >"$SRC/.swapme.tmp"
+	mv "$SRC/.swapme.tmp" "$SRC/swapme.bin"
+	out=$(timeout 60 /usr/bin/python3 "$T/range.py" "$M/rank-0/swapme.bin" $((4 << 20)) "$T/swapme.old" "$SRC/swapme.bin")
+	check "replaced under a kept handle: the old version or EIO, never the new ($out)" \
+		bash -c "[ '$out' = ok ] || [ '$out' = eio ]"
+	kill -HUP "$LAST_PID"
+	for _ in $(seq 300); do
+		grep -q 'reloaded: generation 1' "$LAST_LOG" && break
+		grep -q 'reload: ' "$LAST_LOG" && break
+		sleep 0.1
+	done
+	check "replaced: reloaded" grep -q 'reloaded: generation 1' "$LAST_LOG"
+	echo RELOADED >>"$TR"
+	out=$(timeout 60 /usr/bin/python3 "$T/range.py" "$M/rank-0/swapme.bin" $((2 << 20)) "$SRC/swapme.bin")
+	check "replaced, reloaded: the next range is the new version ($out)" test "$out" = ok
+	check "replaced, reloaded: the kept handle failed its check, the path was opened again" bash -c \
+		"sed '1,/^RELOADED/d' '$TR' | grep -m1 '^GET /export/ds/swapme.bin ' | grep -q ' 200 [0-9]* 0 open=1 '"
+	check "replaced: clean unmount" umount_shardfs "$M"
+else
+	fail "replaced: mount"
+fi
+rm -f "$SRC/swapme.bin"
+
 # --- a server that stalls, then one that dies, mid-read --------------------------
-# midread.py MOUNTFILE SRCFILE PID SIGNAL: reads 1 MiB, signals the server,
-# reads 1 MiB at 4 MiB (not fetched yet: no cache, no prefetch), and prints
-# "eio SECONDS" or "ok"/"wrong".
+# midread.py MOUNTFILE SRCFILE PID SIGNAL: reads 1 MiB, signals the server
+# and waits until every thread of it has stopped (or it is gone: a signal
+# takes effect after kill() returns, and a READ and a GETATTR through a
+# kept handle could still be answered meanwhile), reads 1 MiB at 4 MiB
+# (not fetched yet: no cache, no prefetch), and prints "eio SECONDS" or
+# "ok"/"wrong".
 cat >"$T/midread.py" <<'PY'
 import errno, os, signal, sys, time
 path, src, pid, sig = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+def halted():
+    try:
+        tasks = os.listdir("/proc/%d/task" % pid)
+    except OSError:
+        return True
+    for t in tasks:
+        try:
+            with open("/proc/%d/task/%s/stat" % (pid, t)) as f:
+                if f.read().rsplit(")", 1)[1].split()[0] not in "TtZX":
+                    return False
+        except OSError:
+            pass
+    return True
 fd = os.open(path, os.O_RDONLY)
 first = os.pread(fd, 1 << 20, 0)
 want = open(src, "rb").read()
 if first != want[: 1 << 20]:
     print("wrong first MiB"); sys.exit(0)
 os.kill(pid, getattr(signal, sig))
+end = time.monotonic() + 10
+while not halted() and time.monotonic() < end:
+    time.sleep(0.01)
 t0 = time.monotonic()
 try:
     b = os.pread(fd, 1 << 20, 4 << 20)
@@ -324,6 +600,15 @@ if GANESHA_LEASE=2 ganesha_start "$EXPORT" "$GANESHA_PORT"; then
 		check "lease expired while idle: the next read reconnects and succeeds" \
 			timeout 60 cmp -s "$M/rank-0/$victim" "$SRC/$victim"
 		check "lease expired: no read failed" bash -c "! grep -q 'read at' '$LAST_LOG'"
+		# A kept handle whose open state the server let go with the
+		# lease (2 s, less than the handle's 5 s idle timeout): the
+		# next range is read on a new connection, through a new handle.
+		check "lease: a range of big.bin read, its handle kept" test \
+			"$(timeout 60 /usr/bin/python3 "$T/range.py" "$M/rank-0/big.bin" 0 "$SRC/big.bin")" = ok
+		sleep 3.5
+		out=$(timeout 60 /usr/bin/python3 "$T/range.py" "$M/rank-0/big.bin" $((4 << 20)) "$SRC/big.bin")
+		check "lease expired under a kept handle: the next range reads ($out)" test "$out" = ok
+		check "lease expired under a kept handle: no read failed" bash -c "! grep -q 'read at' '$LAST_LOG'"
 		check "lease: clean unmount" umount_shardfs "$M"
 	else
 		fail "lease: mount"
@@ -420,4 +705,6 @@ else
 	fail "swap: mount"
 fi
 ganesha_stop
+check "no sanitizer report in any daemon's log" bash -c \
+	"! grep -lE 'ERROR: (Address|Thread|Leak)Sanitizer|WARNING: ThreadSanitizer|runtime error' '$T'/shardfs.*.log"
 finish

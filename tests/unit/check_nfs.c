@@ -1,8 +1,11 @@
 /*
  * check_nfs: the nfs backend's URL parser and errno classification
- * (backends/nfs.h), and its deadlines against real sockets that are not
- * NFS servers: a closed port, and a port that accepts connections but
- * never answers. Reads against a real server are in
+ * (backends/nfs.h), the choices of its table of kept file handles and of
+ * its pool (backends/nfs_impl.h: which handle to close, which has been
+ * idle too long, which connection a request takes), and its deadlines
+ * against real sockets that are not NFS servers: a closed port, and a
+ * port that accepts connections but never answers. Reads against a real
+ * server, and what the kept handles save and guard, are in
  * tests/integration/test_nfs.sh (nfs-ganesha).
  */
 #include <arpa/inet.h>
@@ -16,6 +19,7 @@
 
 #include "backends/backend.h"
 #include "backends/nfs.h"
+#include "backends/nfs_impl.h"
 #include "tests/unit/unit.h"
 #include "util/log.h"
 
@@ -243,6 +247,115 @@ START_TEST(test_open_bad_url)
 }
 END_TEST
 
+/* Fills conn's slot i with path, last used at used_ms (no handle: the
+ * table's choices never touch it). */
+static void kept_set(struct nfs_conn *conn, unsigned i, const char *path,
+		     uint64_t used_ms)
+{
+	conn->kept[i].path = (char *)path;
+	conn->kept[i].fh = NULL;
+	conn->kept[i].used_ms = used_ms;
+}
+
+START_TEST(test_kept_find)
+{
+	struct nfs_conn conn;
+
+	memset(&conn, 0, sizeof(conn));
+	ck_assert_ptr_null(nfsb_kept_find(&conn, "/a"));
+	kept_set(&conn, 1, "/a", 10);
+	kept_set(&conn, 3, "/dir/b c", 20);
+	ck_assert_ptr_eq(nfsb_kept_find(&conn, "/a"), &conn.kept[1]);
+	ck_assert_ptr_eq(nfsb_kept_find(&conn, "/dir/b c"), &conn.kept[3]);
+	/* Whole paths only: no prefix, no other case. */
+	ck_assert_ptr_null(nfsb_kept_find(&conn, "/dir/b"));
+	ck_assert_ptr_null(nfsb_kept_find(&conn, "/A"));
+	ck_assert_ptr_null(nfsb_kept_find(&conn, "/a/"));
+}
+END_TEST
+
+START_TEST(test_kept_victim)
+{
+	struct nfs_conn conn;
+	unsigned i;
+
+	ck_assert_int_eq(NFS_FH_PER_CONN, 4);
+	memset(&conn, 0, sizeof(conn));
+	/* A free slot: nothing has to be closed. */
+	ck_assert_ptr_null(nfsb_kept_victim(&conn, NULL));
+	kept_set(&conn, 0, "/a", 40);
+	kept_set(&conn, 1, "/b", 10);
+	kept_set(&conn, 2, "/c", 30);
+	ck_assert_ptr_null(nfsb_kept_victim(&conn, NULL));
+	/* Full: the least recently used, unless it is the one to keep. */
+	kept_set(&conn, 3, "/d", 20);
+	ck_assert_ptr_eq(nfsb_kept_victim(&conn, NULL), &conn.kept[1]);
+	ck_assert_ptr_eq(nfsb_kept_victim(&conn, &conn.kept[2]), &conn.kept[1]);
+	ck_assert_ptr_eq(nfsb_kept_victim(&conn, &conn.kept[1]), &conn.kept[3]);
+	/* Bounded: however a full table was used, one slot is named. */
+	for (i = 0; i < NFS_FH_PER_CONN; i++)
+		conn.kept[i].used_ms = 7;
+	ck_assert_ptr_nonnull(nfsb_kept_victim(&conn, &conn.kept[0]));
+	ck_assert_ptr_ne(nfsb_kept_victim(&conn, &conn.kept[0]), &conn.kept[0]);
+}
+END_TEST
+
+START_TEST(test_kept_expired)
+{
+	struct nfs_conn conn;
+	uint64_t t = 1000000;
+
+	memset(&conn, 0, sizeof(conn));
+	ck_assert_ptr_null(nfsb_kept_expired(&conn, t));
+	kept_set(&conn, 0, "/a", t);
+	kept_set(&conn, 2, "/b", t - NFS_FH_IDLE_MS);
+	/* Idle exactly the limit: still kept. */
+	ck_assert_ptr_null(nfsb_kept_expired(&conn, t));
+	ck_assert_ptr_eq(nfsb_kept_expired(&conn, t + 1), &conn.kept[2]);
+	conn.kept[2].path = NULL; /* closed */
+	ck_assert_ptr_null(nfsb_kept_expired(&conn, t + NFS_FH_IDLE_MS));
+	ck_assert_ptr_eq(nfsb_kept_expired(&conn, t + NFS_FH_IDLE_MS + 1),
+			 &conn.kept[0]);
+	/* A clock that reads earlier than the last use expires nothing. */
+	ck_assert_ptr_null(nfsb_kept_expired(&conn, t - 1));
+}
+END_TEST
+
+START_TEST(test_pool_pick)
+{
+	struct nfs_conn conns[4];
+	struct nfs_context *ctx = nfs_init_context();
+	unsigned i;
+
+	ck_assert_ptr_nonnull(ctx);
+	memset(conns, 0, sizeof(conns));
+	/* Nothing connected: the first idle one. */
+	ck_assert_ptr_eq(nfsb_pool_pick(conns, 4, "/a"), &conns[0]);
+	conns[0].busy = true;
+	ck_assert_ptr_eq(nfsb_pool_pick(conns, 4, NULL), &conns[1]);
+	/* A connected one before one that would have to mount. */
+	conns[2].ctx = ctx;
+	conns[3].ctx = ctx;
+	ck_assert_ptr_eq(nfsb_pool_pick(conns, 4, NULL), &conns[2]);
+	ck_assert_ptr_eq(nfsb_pool_pick(conns, 4, "/a"), &conns[2]);
+	/* The one that keeps the file open, wherever it is. */
+	kept_set(&conns[3], 2, "/a", 1);
+	ck_assert_ptr_eq(nfsb_pool_pick(conns, 4, "/a"), &conns[3]);
+	ck_assert_ptr_eq(nfsb_pool_pick(conns, 4, "/b"), &conns[2]);
+	ck_assert_ptr_eq(nfsb_pool_pick(conns, 4, NULL), &conns[2]);
+	/* Busy, it is not waited for: another connection opens the file. */
+	conns[3].busy = true;
+	ck_assert_ptr_eq(nfsb_pool_pick(conns, 4, "/a"), &conns[2]);
+	conns[2].busy = true;
+	ck_assert_ptr_eq(nfsb_pool_pick(conns, 4, "/a"), &conns[1]);
+	conns[1].busy = true;
+	ck_assert_ptr_null(nfsb_pool_pick(conns, 4, "/a"));
+	for (i = 0; i < 4; i++)
+		conns[i].ctx = NULL;
+	nfs_destroy_context(ctx);
+}
+END_TEST
+
 int main(void)
 {
 	const struct unit_case cases[] = {
@@ -255,6 +368,10 @@ int main(void)
 		{ "open_closed_port", test_open_closed_port },
 		{ "open_silent_server", test_open_silent_server },
 		{ "open_bad_url", test_open_bad_url },
+		{ "kept_find", test_kept_find },
+		{ "kept_victim", test_kept_victim },
+		{ "kept_expired", test_kept_expired },
+		{ "pool_pick", test_pool_pick },
 	};
 
 	/* The failures under test log once each; keep the output short. */
