@@ -11,6 +11,8 @@
 # nfs/cache figure, a 100,000-record index, 1 GiB pre-faulted), writing no
 # docs/BENCHMARKS*.md (its figures say nothing about the code); any knob
 # set explicitly still wins. E.g. BENCH_QUICK=1 BENCH_PHASES=latency make bench.
+# Where the docs go: BENCH_OUT (bench.py), BENCH_GCS_OUT, BENCH_RECORDS_OUT,
+# BENCH_EPOCHS_OUT, BENCH_NFS_OUT ("-": none written).
 #
 # First, once: guest memory is pre-faulted (prefault.py, BENCH_PREFAULT_GIB,
 # default 16, 0 skips), so that no phase pays this VM's first touch of a
@@ -36,8 +38,13 @@ if [ "${BENCH_QUICK:-0}" = 1 ]; then
 	export BENCH_EPOCHS_N=${BENCH_EPOCHS_N:-300} BENCH_EPOCHS_SMALL=${BENCH_EPOCHS_SMALL:-0}
 	export BENCH_OUT=${BENCH_OUT:--} BENCH_GCS_OUT=${BENCH_GCS_OUT:--}
 	export BENCH_RECORDS_OUT=${BENCH_RECORDS_OUT:--} BENCH_EPOCHS_OUT=${BENCH_EPOCHS_OUT:--}
-	export BENCH_NFS_OUT=${BENCH_NFS_OUT:--}
-	quick_n=${BENCH_SMALL_FILES} quick_runs=1
+	# scale.sh, cache.sh and nfs.sh take N, L, RUNS and OUT (nfs.sh's doc).
+	scale_env=(N=100000)
+	cache_env=(N="$BENCH_SMALL_FILES" RUNS=1)
+	nfs_env=(N="$BENCH_SMALL_FILES" L=1 RUNS=1 OUT="${BENCH_NFS_OUT:--}")
+else
+	scale_env=() cache_env=() nfs_env=()
+	if [ -n "${BENCH_NFS_OUT:-}" ]; then nfs_env=(OUT="$BENCH_NFS_OUT"); fi
 fi
 
 own_results=
@@ -49,17 +56,15 @@ export BENCH_RESULTS
 trap 'if [ -n "$own_results" ]; then rm -rf "$BENCH_RESULTS"; fi' EXIT
 
 /usr/bin/python3 "$HERE/prefault.py"
-if want scale; then N=${quick_n:+100000} "$HERE/scale.sh"; fi
-if want cache; then N=${quick_n:-2000} RUNS=${quick_runs:-3} "$HERE/cache.sh"; fi
+if want scale; then env "${scale_env[@]}" "$HERE/scale.sh"; fi
+if want cache; then env "${cache_env[@]}" "$HERE/cache.sh"; fi
 # Record views (issue 13): a 1M-record index at mount, index build rate,
 # a rank's parts read cold vs raw curl fetching the same record extents;
 # writes docs/BENCHMARKS-records.md and records.json for the targets.
 if want records; then "$HERE/records.sh"; fi
 # nfs:// through libnfs on nfs-ganesha vs raw libnfs, nfs-cp and local disk;
 # writes docs/BENCHMARKS-nfs.md and nfs.json for the targets.
-if want nfs; then
-	N=${quick_n:-2000} L=${quick_n:+1} RUNS=${quick_runs:-3} OUT=${BENCH_NFS_OUT:-} "$HERE/nfs.sh"
-fi
+if want nfs; then env "${nfs_env[@]}" "$HERE/nfs.sh"; fi
 # Reads through shardfs, s3fs, rclone, squashfuse_ll, raw curl, a PyTorch
 # DataLoader and local disk on one s3rver, without (peers) and with
 # (latency) a delay before every request; writes docs/BENCHMARKS.md with
