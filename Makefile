@@ -79,8 +79,8 @@ MAIN_OBJ := $(B)/mount/main.o
 UNIT_SRCS := $(wildcard tests/unit/check_*.c)
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(B)/tests/%)
 
-.PHONY: all check unit integration demo bench deps install uninstall clean format \
-	format-check fuzz fuzz-build fuzz-smoke stress
+.PHONY: all check unit integration demo bench bench-deps deps install uninstall \
+	clean format format-check fuzz fuzz-build fuzz-smoke stress
 
 all: $(B)/shardfs
 
@@ -198,7 +198,12 @@ demo: deps
 	@$(MAKE) --no-print-directory $(B)/shardfs
 	@SHARDFS=$(CURDIR)/$(B)/shardfs scripts/demo.sh
 
-bench: deps
+# make bench also installs its own peers and trainer (install-deps.sh
+# --bench: s3fs, rclone, squashfuse, PyTorch), which make check never needs.
+bench-deps:
+	@scripts/install-deps.sh --bench
+
+bench: bench-deps
 	@$(MAKE) --no-print-directory $(B)/shardfs
 	@SHARDFS=$(CURDIR)/$(B)/shardfs tests/bench/run.sh
 

@@ -2,7 +2,18 @@
 # Installs the Debian packages shardfs needs to build, test and demo, if any
 # are missing. Runs apt-get update at most once, and only when something is
 # missing. Needs root for the install step; says so otherwise.
+#
+# --bench adds what only `make bench` uses (peers and trainers, below):
+# `make check` never installs them.
 set -eu
+
+bench=0
+for a in "$@"; do
+	case $a in
+	--bench) bench=1 ;;
+	*) echo "install-deps.sh: unknown argument '$a' (--bench)" >&2; exit 2 ;;
+	esac
+done
 
 PKGS="gcc make pkg-config libfuse3-dev fuse3 libssl-dev check \
 python3 clang-format"
@@ -41,6 +52,13 @@ python3-crcmod"
 # Fuzzing (tests/fuzz, part of check): clang 14 and its libFuzzer runtime.
 PKGS="$PKGS clang libclang-rt-14-dev"
 command -v node >/dev/null 2>&1 || PKGS="$PKGS nodejs"
+# make bench only: the peers s3fs and rclone, curl (raw GETs, the server's
+# limit), squashfuse_ll with mksquashfs (a plain C FUSE filesystem over the
+# same small files) and PyTorch (the DataLoader trainer; Debian's
+# python3-torch works with /usr/bin/python3 only).
+if [ "$bench" = 1 ]; then
+	PKGS="$PKGS s3fs rclone curl squashfuse squashfs-tools python3-torch"
+fi
 command -v npm >/dev/null 2>&1 || PKGS="$PKGS npm"
 
 missing=""

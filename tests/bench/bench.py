@@ -1,30 +1,38 @@
 #!/usr/bin/python3
-"""Read benchmark (issue 5, item 5; issue 12, item 3): shardfs against its
-peers on one S3 server, without and with store latency.
+"""Read benchmark (issue 5, item 5; issue 12, item 3; issue 25): shardfs
+against its peers on one S3 server, without and with store latency.
 
-`make bench` (tests/bench/run.sh) runs scale.sh, cache.sh, this file and
-bench_gcs.py (the peers phases on the GCS emulator, with this file's
-machinery). It is not part of `make check`. About 25 minutes on 2 cores.
+`make bench` (tests/bench/run.sh) pre-faults guest memory (prefault.py),
+runs scale.sh, cache.sh, records.sh, nfs.sh, this file, bench_gcs.py (the
+peers phases on the GCS emulator, with this file's machinery) and
+epochs.sh. It is not part of `make check`. About 35 minutes on 2 cores.
 
 Quick subsets (environment of `make bench` or of this file):
-  BENCH_PHASES     comma list of scale, cache, peers, latency, gcs [all];
-                   this file runs peers and latency, run.sh the others
+  BENCH_PHASES     comma list of scale, cache, records, nfs, peers, latency,
+                   gcs, epochs [all]; this file runs peers and latency,
+                   run.sh the others
+  BENCH_QUICK=1    (run.sh) every chosen phase on small sizes, no docs
+                   written: e.g. `BENCH_QUICK=1 BENCH_PHASES=latency make
+                   bench` (about 3 min)
   BENCH_LATENCIES  delays in ms for the latency phases [0,20,50]
   BENCH_LAT_PASSES comma list of latency passes (see below), e.g. s1,local
                    for the warm targets (1r cold, warm, after remount)
-  e.g. `BENCH_PHASES=latency BENCH_LATENCIES=20 make bench` (about 3 min),
+  e.g. `BENCH_PHASES=latency BENCH_LATENCIES=20 make bench` (about 4 min),
   `BENCH_PHASES=latency BENCH_LATENCIES=20 BENCH_OUT=- tests/bench/bench.py`.
 
 The latency phases (latency.py) restart s3rver through
 tests/integration/s3/s3rver_delay.js (S3RVER_DELAY_MS, a timer before every
 request) at each latency and measure, in one round, raw curl at 1-128
-connections, shardfs (disk cache, default config: small 1r rank order, 8r,
-64r with the daemon's peak RSS, large sequential, the trainer; warm and
-warm after remount with local disk at the lowest latency), s3fs and rclone
-(cache off); then the targets table of issue 12 (ratios, met or missed) and
-a profile of shardfs' gauges during each pass. The peers phases below are
-the older table (issue 5), now one round by default (BENCH_REPS was 3) to
-keep `make bench` near 25 minutes.
+connections and on the large files (8 streams into a tmpfs too), shardfs
+(disk cache, default config: small 1r rank order, 8r, 64r with the daemon's
+peak RSS, large sequential, the trainer, a PyTorch DataLoader; warm and
+warm after remount with local disk and squashfuse_ll at the lowest
+latency), s3fs and rclone (cache off); then the targets table of issue 25
+(targets.py: ratios, met or missed, where the time of a miss went, with the
+figures records.sh and nfs.sh left in BENCH_RESULTS) and a profile of
+shardfs' gauges, CPU and FUSE requests during each pass. The peers phases
+below are the older table (issue 5), one round by default (BENCH_REPS was
+3) to keep `make bench` near 35 minutes.
 
 The peers phases:
 
@@ -70,8 +78,12 @@ BENCH_LATENCIES [0,20,50], BENCH_SLOW_FILES [100: the small keys raw curl's
 1 connection and s3fs/rclone 1r read at latency; 8r 4x that],
 BENCH_LAT_LARGE_FILES [4: large files read at latency], BENCH_LAT_NOCACHE [1:
 also shardfs with the cache off, 1r, for diagnosis], BENCH_LAT_PEERS
-[s3fs,rclone-off], BENCH_LAT_PASSES [raw,s1,s8,nocache,l1,trainer,rss,local,
-peers: the latency passes to run, e.g. raw,s1,trainer to iterate on one],
+[s3fs,rclone-off], BENCH_LAT_PASSES [raw,s1,s8,nocache,l1,trainer,torch,rss,
+local,squashfuse,peers: the latency passes to run, e.g. raw,s1,trainer to
+iterate on one], BENCH_TORCH_WORLD [1: the DataLoader reads rank-0/ of
+that world size], BENCH_TORCH_WORKERS [4], BENCH_TORCH_BATCH [32],
+BENCH_TORCH_COMPUTE [sleep; or busy], BENCH_RESULTS [run.sh's results dir:
+prefault.json, records.json, nfs.json for the targets table],
 BENCH_NOTE [a line for the report's header, e.g. that the
 machine was loaded].
 
@@ -255,21 +267,10 @@ def run(argv, **kw):
 
 
 def ensure_debs():
-    want = {"s3fs": "s3fs", "rclone": "rclone", "awscli": "/usr/bin/aws",
-            "curl": "curl"}
-    missing = []
-    for pkg, exe in want.items():
-        st = subprocess.run(["dpkg-query", "-W", "-f=${Status}", pkg],
-                            capture_output=True, text=True).stdout
-        if "install ok installed" not in st or not shutil.which(exe):
-            missing.append(pkg)
-    if not missing:
-        return
-    print("bench: installing missing Debian packages: %s" % " ".join(missing))
-    envx = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    run(["apt-get", "update", "-q"], env=envx, stdout=subprocess.DEVNULL)
-    run(["apt-get", "install", "-y", "-q", "--no-install-recommends"] + missing,
-        env=envx, stdout=subprocess.DEVNULL)
+    """The peers and tools (s3fs, rclone, curl, awscli, squashfuse,
+    squashfs-tools, python3-torch): one list, in scripts/install-deps.sh
+    --bench, which `make bench` has run already (then this is a no-op)."""
+    run([os.path.join(REPO, "scripts", "install-deps.sh"), "--bench"])
 
 
 def ensure_shardfs():
@@ -472,16 +473,58 @@ class Shardfs(Target):
         return [self.ctx.shardfs, "mount", conf, self.mnt, "-f"]
 
     def stats(self):
+        """The mount's counters: name without the shardfs_ prefix, with its
+        labels if any (`fuse_requests_total{op="lookup"}`)."""
         out = {}
         try:
             with open(os.path.join(self.mnt, ".shardfs", "stats")) as f:
                 for line in f:
-                    m = re.match(r"shardfs_(\w+) (\d+)$", line.strip())
+                    m = STAT_LINE.match(line.strip())
                     if m:
-                        out[m.group(1)] = int(m.group(2))
+                        out[m.group(1) + (m.group(2) or "")] = int(m.group(3))
         except OSError:
             return None
         return out
+
+
+# One line of .shardfs/stats: name, labels (none may hold a "}"), integer.
+STAT_LINE = re.compile(r"shardfs_(\w+)(\{[^}]*\})? (\d+)$")
+
+
+class Squashfuse(Target):
+    """squashfuse_ll over an uncompressed squashfs image of the local copy
+    (`mksquashfs SRC IMG -noappend -noD -noF`): a plain C FUSE filesystem
+    (libfuse's low-level API, like shardfs) serving the same files, the
+    ceiling of such a filesystem on this kernel. The image is built once per
+    dataset and stays in the page cache (as shardfs' cache does after a
+    remount); a fresh mount starts with no FUSE inode and no page cache of
+    its own."""
+    name, label = "squashfuse", "squashfuse_ll"
+    has_remount = False
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.images = {}
+
+    def image(self, dataset):
+        if dataset not in self.images:
+            img = os.path.join(self.ctx.env.tmp, "%s.sqfs" % dataset)
+            with open(self.ctx.env.log("mksquashfs"), "w") as logf:
+                run(["mksquashfs", os.path.join(self.ctx.data, PREFIX[dataset]), img,
+                     "-noappend", "-noD", "-noF", "-no-progress"], stdout=logf,
+                    stderr=subprocess.STDOUT)
+            self.images[dataset] = img
+        with open(self.images[dataset], "rb") as f:  # into the page cache
+            while f.read(READ_BUF << 3):
+                pass
+        return self.images[dataset]
+
+    def mount(self, dataset, world=1, cold=True):
+        self.img = self.image(dataset)  # before the clock of the mount starts
+        super().mount(dataset, world, cold)
+
+    def argv(self, dataset, world):
+        return ["squashfuse_ll", "-f", self.img, self.mnt]
 
 
 def s3_source_lines(ctx, dataset):
@@ -669,6 +712,84 @@ def curl_pass(ctx, keys, dataset, conns, requests=None):
     if cp.returncode != 0 or bad or nbytes != want:
         r["error"] = "curl rc %d, %d failed, %d of %d bytes: %s" % (
             cp.returncode, len(bad), nbytes, want, cp.stderr[-300:])
+    return r
+
+
+# shardfs' default cache.chunk_size: it fetches a large file as GETs of this
+# many bytes, so raw curl's large-file peer does too.
+LARGE_CHUNK = 8 << 20
+
+
+def curl_config_auth(auth):
+    """ctx.curl_auth (command-line options, each with a value) as curl
+    config lines, for configs whose operations are separated by `next`
+    (which resets every option given before it)."""
+    longname = {"-H": "header", "-u": "user"}
+    return ['%s = "%s"' % (longname.get(opt, opt.lstrip("-")), val)
+            for opt, val in zip(auth[0::2], auth[1::2])]
+
+
+def tmpfs_dir(ctx):
+    """A tmpfs of this run's own, mounted once and unmounted at the end,
+    large enough for every large file."""
+    d = getattr(ctx, "tmpfs", None)
+    if d is None:
+        d = os.path.join(ctx.env.tmp, "tmpfs")
+        os.makedirs(d, exist_ok=True)
+        size = sum(ctx.sizes["large"].values()) + (64 << 20)
+        run(["mount", "-t", "tmpfs", "-o", "size=%d,mode=0700" % size, "tmpfs", d])
+        ctx.env.mounts.append(d)
+        ctx.tmpfs = d
+    return d
+
+
+def curl_tmpfs_pass(ctx, keys, dataset, streams=8, chunk=LARGE_CHUNK):
+    """The large-file peer of issue 25: the files of keys, in that order, as
+    ranged GETs of `chunk` bytes (shardfs' chunk size), `streams` at once in
+    one curl process, each range written into its own file on a tmpfs, so
+    that, as in shardfs' cold read, every byte lands in newly allocated
+    pages (the /dev/null figure of curl_pass does not). Every request is
+    signed (the auth is repeated in each operation of the config). The
+    bytes on the tmpfs are counted, then removed."""
+    d = tmpfs_dir(ctx)
+    cfg = os.path.join(ctx.env.tmp, "curl-tmpfs.cfg")
+    auth = curl_config_auth(ctx.curl_auth)
+    want = 0
+    with open(cfg, "w") as f:
+        sep = ""
+        for i, k in enumerate(keys):
+            size = ctx.sizes[dataset][k]
+            for j, off in enumerate(range(0, size, chunk)):
+                end = min(off + chunk, size) - 1
+                f.write('%surl = "%s"\noutput = "%s/%03d.%03d"\nrange = "%d-%d"\n'
+                        'silent\nshow-error\nwrite-out = "%%{http_code} %%{size_download} %d\\n"\n'
+                        % (sep, ctx.object_url(ctx, dataset, k), d, i, j, off, end,
+                           end - off + 1))
+                f.write("".join(line + "\n" for line in auth))
+                sep = "next\n"
+            want += size
+    argv = ["curl", "--parallel", "--parallel-immediate", "--parallel-max", str(streams),
+            "-K", cfg]
+    ctx.meter.wait_quiet()
+    ctx.meter.start()
+    t0 = time.perf_counter()
+    try:
+        cp = subprocess.run(argv, capture_output=True, text=True, timeout=PASS_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        return {"error": "curl timed out after %d s" % PASS_TIMEOUT}
+    wall = time.perf_counter() - t0
+    foreign = ctx.meter.foreign()
+    landed = 0
+    for name in os.listdir(d):
+        landed += os.path.getsize(os.path.join(d, name))
+        os.unlink(os.path.join(d, name))
+    codes = [line.split() for line in cp.stdout.splitlines() if line.strip()]
+    bad = [c for c in codes if len(c) != 3 or c[0] not in ("200", "206") or c[1] != c[2]]
+    nbytes = sum(int(c[1]) for c in codes if c not in bad)
+    r = {"wall_s": wall, "bytes": nbytes, "n": len(keys), "foreign": foreign}
+    if cp.returncode != 0 or bad or nbytes != want or landed != want:
+        r["error"] = "curl rc %d, %d of %d ranges bad, %d of %d bytes (%d on the tmpfs): %s" % (
+            cp.returncode, len(bad), len(codes), nbytes, want, landed, cp.stderr[-300:])
     return r
 
 
@@ -983,6 +1104,9 @@ def machine():
         "aws": sh("/usr/bin/aws --version 2>&1"),
         "python": platform.python_version(),
         "fuse": sh("fusermount3 --version 2>&1"),
+        "squashfuse": sh("dpkg-query -W -f='${Package} ${Version}; ' squashfuse "
+                         "squashfs-tools 2>/dev/null").rstrip("; "),
+        "torch": sh("dpkg-query -W -f='${Package} ${Version}' python3-torch 2>/dev/null"),
     }
 
 
@@ -1073,18 +1197,20 @@ in the working tree: the binary measured, `{exe}` built {built}, may include
 uncommitted changes), {wall:.0f} s for bench.py (phases: {phases}{lats}).
 {note}
 Subsets for quick iterations (environment of `make bench`, see the top of
-`tests/bench/bench.py`): `BENCH_PHASES` = comma list of scale, cache, peers,
-latency, gcs (default all); `BENCH_LATENCIES` [0,20,50] (ms);
-`BENCH_SMALL_FILES` [2000]; `BENCH_SLOW_FILES` [100]; `BENCH_REPS` [1];
-`BENCH_OUT=-` to leave this file alone. For example
-`BENCH_PHASES=latency BENCH_LATENCIES=20 make bench` (about 3 minutes).
+`tests/bench/bench.py` and `tests/bench/run.sh`): `BENCH_PHASES` = comma list
+of scale, cache, records, nfs, peers, latency, gcs, epochs (default all);
+`BENCH_LATENCIES` [0,20,50] (ms); `BENCH_SMALL_FILES` [2000];
+`BENCH_SLOW_FILES` [100]; `BENCH_REPS` [1]; `BENCH_PREFAULT_GIB` [16];
+`BENCH_OUT=-` to leave this file alone; `BENCH_QUICK=1` for small sizes
+and no docs written. For example
+`BENCH_PHASES=latency BENCH_LATENCIES=20 make bench` (about 4 minutes).
 
 {latency}{results}## Machine and noise
 
 - {nproc} cores, {cpu}, {mem} RAM, {os}, kernel {kernel}
 - s3rver 3.7.1 on Node {node} (one process, `--openssl-legacy-provider`), on
   127.0.0.1, data dir in the temp dir (in the page cache after the upload)
-- Peers and tools: {s3fs}; {rclone}; {curl}; {aws}; {fuse};
+- Peers and tools: {s3fs}; {rclone}; {curl}; {aws}; {fuse}; {squashfuse}; {torch};
   Python {python}
 - Load average at start {la0}, at the end {la1}. Other processes (other
   people's builds and tests on this shared machine) used {foreign:.0f}% of
@@ -1157,7 +1283,8 @@ latency, gcs (default all); `BENCH_LATENCIES` [0,20,50] (ms);
         mounts=mounts.rstrip(", ") or "—", sstats=sstats, errs=errs,
         nproc=mc["nproc"], cpu=mc["cpu"], mem=mc["mem"], os=mc["os"], kernel=mc["kernel"],
         node=mc["node"], s3fs=mc["s3fs"], rclone=mc["rclone"], curl=mc["curl"],
-        aws=mc["aws"], fuse=mc["fuse"], python=mc["python"],
+        aws=mc["aws"], fuse=mc["fuse"], python=mc["python"], squashfuse=mc["squashfuse"],
+        torch=mc["torch"],
         la0=noise["la0"], la1=noise["la1"], foreign=noise["foreign"], steal=noise["steal"],
         waited=ctx.meter.waited,
         fmed="%.0f%%" % (100 * statistics.median(fall)) if fall else "—",
@@ -1234,6 +1361,13 @@ def main_bench():
     ctx.latencies = sorted({int(x) for x in (os.environ.get("BENCH_LATENCIES", "") or
                                              "0,20,50").split(",") if x.strip()})
     ctx.slow_files = env_int("BENCH_SLOW_FILES", 100)
+    ctx.torch_world = env_int("BENCH_TORCH_WORLD", 1)
+    ctx.torch_workers = env_int("BENCH_TORCH_WORKERS", 4)
+    ctx.torch_batch = env_int("BENCH_TORCH_BATCH", 32)
+    ctx.torch_compute = os.environ.get("BENCH_TORCH_COMPUTE", "") or "sleep"
+    if ctx.torch_compute not in ("sleep", "busy"):
+        raise SystemExit("bench: BENCH_TORCH_COMPUTE=%s: sleep or busy" % ctx.torch_compute)
+    ctx.results_dir = os.environ.get("BENCH_RESULTS") or None
     ctx.lat_large_files = env_int("BENCH_LAT_LARGE_FILES", 4)
     lat_peers = [w.strip() for w in (os.environ.get("BENCH_LAT_PEERS", "") or
                                      "s3fs,rclone-off").split(",") if w.strip()]
@@ -1295,6 +1429,7 @@ def main_bench():
         random.Random(42).shuffle(ctx.shuf)
         ctx.rank = plan_keys(ctx, "small", 1)
         ctx.trainer_keys = plan_keys(ctx, "small", 4)
+        ctx.torch_keys = plan_keys(ctx, "small", ctx.torch_world)
         if sorted(ctx.rank) != ctx.keys["small"]:
             raise SystemExit("bench: shardfs plan (world_size 1) does not list every small key")
         # Large files are read one after another in rank order too (see
@@ -1339,6 +1474,7 @@ def main_bench():
         lat_md, lat_rows = "", []
         if "latency" in phases:
             ctx.lat_shardfs = Shardfs(ctx, True)
+            ctx.lat_squashfuse = Squashfuse(ctx)
             ctx.lat_nocache = (Shardfs(ctx, False) if ctx.cache_keys == "dir+enabled" and
                                os.environ.get("BENCH_LAT_NOCACHE", "1") != "0" else None)
             ctx.lat_peers = [S3fs(ctx), Rclone(ctx, "off")]
@@ -1369,9 +1505,11 @@ def main_bench():
             for t, p, m in res.errors:
                 print("  %s, %s: %s" % (t, p, m))
         if lat_rows:
-            print("\nTargets (issue 12):")
-            for what, L, e, r, goal, ok in lat_rows:
-                print("  %3d ms  %-75s %-32s %5s  %-6s %s" % (L, what, e, r, goal, ok))
+            print("\nTargets (issue 25):")
+            for what, L, e, r, goal, ok, w in lat_rows:
+                print("  %6s  %s\n          %-44s %5s  %-8s %s%s" % (
+                    "—" if L is None else "%d ms" % L, what, e, r, goal, ok,
+                    "\n          where the time goes: " + w if w else ""))
         write_report(ctx, res, targets, tabs, wall, noise, out_path, latency_md=lat_md,
                      phases=phases)
         print("bench: %.0f s" % wall)

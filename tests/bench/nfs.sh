@@ -10,7 +10,9 @@
 # disk's: this machine is shared and caches are not dropped) and warm
 # (after a remount: from the shardfs disk cache, no NFS read). Large:
 # L files of 64 MiB read one after the other by one reader, cold. Median
-# of RUNS runs. Writes docs/BENCHMARKS-nfs.md (OUT overrides).
+# of RUNS runs. Writes docs/BENCHMARKS-nfs.md (OUT overrides; OUT=- only
+# prints it) and, with BENCH_RESULTS set (run.sh), nfs.json there for the
+# targets table of docs/BENCHMARKS.md.
 set -euo pipefail
 : "${SHARDFS:?SHARDFS must point at the shardfs binary}"
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -152,7 +154,12 @@ f() { echo "${R[$1]}" | cut -d' ' -f1; }
 mb() { echo "${R[$1]}" | cut -d' ' -f2; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
 small_mb=$(du -sm "$EXPORT/small" | cut -f1)
-{
+if [ -n "${BENCH_RESULTS:-}" ]; then
+	printf '{"sfs_s1": %s, "raw_s1": %s, "sfs_s8": %s, "raw_s8": %s, "sfs_l_mb": %s, "raw_l_mb": %s, "runs": %s}\n' \
+		"$(f sfs_s1)" "$(f raw_s1)" "$(f sfs_s8)" "$(f raw_s8)" "$(mb sfs_l)" "$(mb raw_l)" "$RUNS" \
+		>"$BENCH_RESULTS/nfs.json"
+fi
+report() {
 	echo "# Benchmarks: nfs:// (libnfs, no kernel mount)"
 	echo
 	echo "Written by \`make bench\` (\`tests/bench/nfs.sh\`, phase \`nfs\`); do not edit by hand, rerun."
@@ -182,5 +189,10 @@ small_mb=$(du -sm "$EXPORT/small" | cut -f1)
 	echo "| shardfs ÷ raw libnfs, small, 8 readers cold | $(ratio "$(f sfs_s8)" "$(f raw_s8)") |"
 	echo "| shardfs ÷ raw libnfs, large sequential cold | $(ratio "$(mb sfs_l)" "$(mb raw_l)") |"
 	echo "| shardfs warm ÷ local disk, small, 1 reader | $(ratio "$(f sfs_w1)" "$(f local_s1)") |"
-} >"$OUT"
-cat "$OUT"
+}
+if [ "$OUT" = - ]; then
+	report
+else
+	report >"$OUT"
+	cat "$OUT"
+fi

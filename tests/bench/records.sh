@@ -9,8 +9,9 @@
 #      the other, cold, vs raw curl fetching the same record extents in the
 #      same order (ranged GETs on one connection, and on 8).
 # Prints a table and writes docs/BENCHMARKS-records.md (BENCH_RECORDS_OUT=-
-# leaves it alone). Knobs: BENCH_RECORDS_N [1000000], BENCH_RECORDS_OBJECTS
-# [24]. Only 127.0.0.1 is contacted; everything started is stopped by PID.
+# leaves it alone) and, with BENCH_RESULTS set (run.sh), records.json there
+# for the targets table of docs/BENCHMARKS.md. Knobs: BENCH_RECORDS_N
+# [1000000], BENCH_RECORDS_OBJECTS [24]. Only 127.0.0.1 is contacted; everything started is stopped by PID.
 set -uo pipefail
 SUITE=bench-records
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -144,10 +145,16 @@ view_s=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f", b - a}')
 gets=$(awk '$1 == "shardfs_backend_requests_total" {print $2}' "$T/mnt/.shardfs/stats")
 fetched=$(awk '$1 == "shardfs_backend_bytes_total" {print $2}' "$T/mnt/.shardfs/stats")
 # The same record extents, in the parts' order, as ranged GETs (.order
-# names object and record; the index gives offset and length).
+# names object and record; the index gives offset and length). Each is its
+# own operation (`next`), which resets every option before it: the SigV4
+# options are repeated in each, so every GET is signed as shardfs' are
+# (s3rver would serve them unsigned too), and each reports its status and
+# size, checked below.
 /usr/bin/python3 - "$T/ds.idx" "$T/mnt/.shardfs/rank-0.order" "$S3_EP/$BUCKET/ds" >"$T/ranges.cfg" <<'PY'
 import sys
 idx, order, base = sys.argv[1:]
+auth = ('aws-sigv4 = "aws:amz:us-east-1:s3"\nuser = "S3RVER:S3RVER"\n'
+        'header = "x-amz-content-sha256: UNSIGNED-PAYLOAD"\n')
 objs, cur, pos = {}, None, 0
 for line in open(idx, "rb"):
     line = line.rstrip(b"\n")
@@ -164,19 +171,25 @@ sep = ""
 for line in open(order):
     k, r = line.rstrip("\n").split("\t")[:2]
     off, ln = objs[k][int(r)]
-    sys.stdout.write('%surl = "%s/%s"\noutput = "/dev/null"\nrange = "%d-%d"\n' % (sep, base, k, off, off + ln - 1))
+    sys.stdout.write('%surl = "%s/%s"\noutput = "/dev/null"\nrange = "%d-%d"\n%s'
+                     'write-out = "%%{http_code} %%{size_download} %d\\n"\n'
+                     % (sep, base, k, off, off + ln - 1, auth, ln))
     sep = "next\n"
 PY
-curl_ranges() {
+curl_ranges() { # curl_ranges CONNS -> seconds; every reply a 206 of the extent's length
 	local t0 t1 par=()
 	[ "$1" -gt 1 ] && par=(--parallel --parallel-immediate --parallel-max "$1")
 	t0=$(now)
-	curl -sS --no-progress-meter "${par[@]}" "${AUTH[@]}" -K "$T/ranges.cfg" || return 1
+	curl -sS --no-progress-meter "${par[@]}" -K "$T/ranges.cfg" >"$T/ranges.out" || return 1
 	t1=$(now)
+	if awk '$1 != 206 || $2 != $3 {bad++} END {exit !(bad || NR == 0)}' "$T/ranges.out"; then
+		echo "records bench: raw curl ranged GETs: a reply is not a 206 of the extent's length" >&2
+		return 1
+	fi
 	awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f", b - a}'
 }
-rr1=$(curl_ranges 1)
-rr8=$(curl_ranges 8)
+rr1=$(curl_ranges 1) || exit 1
+rr8=$(curl_ranges 8) || exit 1
 umount_shardfs "$T/mnt"
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
@@ -197,6 +210,10 @@ table=$(cat <<TXT
 TXT
 )
 echo "$table"
+if [ -n "${BENCH_RESULTS:-}" ]; then
+	printf '{"view_mb": %s, "rr1_mb": %s, "rr8_mb": %s, "gets": %s, "fetched": %s, "pbytes": %s}\n' \
+		"$view_mb" "$rr1_mb" "$rr8_mb" "$gets" "$fetched" "$pbytes" >"$BENCH_RESULTS/records.json"
+fi
 if [ "$OUT" != - ]; then
 	{
 		echo "# Benchmarks: record views"
