@@ -29,6 +29,7 @@
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -60,8 +61,8 @@ static void fx_init(struct fixture *fx, const char *name)
 	ck_assert_int_eq(backend_open(fx->src, NULL, &fx->be), 0);
 }
 
-static void fx_open(struct fixture *fx, uint64_t budget, uint64_t chunk,
-		    uint64_t inline_max)
+static void fx_open_sync(struct fixture *fx, uint64_t budget, uint64_t chunk,
+			 uint64_t inline_max, bool fsync)
 {
 	struct cache_options o = {
 		.dir = fx->dir,
@@ -70,9 +71,16 @@ static void fx_open(struct fixture *fx, uint64_t budget, uint64_t chunk,
 		.chunk_size = chunk,
 		.inline_max = inline_max,
 		.inline_max_set = true,
+		.fsync = fsync,
 	};
 
 	ck_assert_int_eq(cache_open(&o, fx->be, &fx->c), 0);
+}
+
+static void fx_open(struct fixture *fx, uint64_t budget, uint64_t chunk,
+		    uint64_t inline_max)
+{
+	fx_open_sync(fx, budget, chunk, inline_max, false);
 }
 
 static void fx_close(struct fixture *fx)
@@ -1373,6 +1381,49 @@ START_TEST(test_fill)
 }
 END_TEST
 
+/* The process's fdatasync calls, LMDB's included: this definition
+ * interposes libc's for the shared liblmdb too. */
+static unsigned long n_fdatasync;
+
+int fdatasync(int fd)
+{
+	__atomic_add_fetch(&n_fdatasync, 1, __ATOMIC_RELAXED);
+	return (int)syscall(SYS_fdatasync, fd);
+}
+
+/* Without [cache] fsync nothing waits for the disk: not the blobs, not
+ * the index's commits (MDB_NOSYNC); with it, both sync. */
+START_TEST(test_fsync_option)
+{
+	struct fixture fx;
+	struct obj ob;
+	uint64_t fetched;
+	unsigned long n0;
+	int sync;
+
+	fx_init(&fx, "fsync");
+	make_file(&fx, "f", 14, 6 * 65536 + 7);
+	obj_get(&fx, "f", &ob);
+	for (sync = 0; sync < 2; sync++) {
+		n0 = __atomic_load_n(&n_fdatasync, __ATOMIC_RELAXED);
+		/* Chunks of 64 KiB, the last 7 bytes inline. */
+		fx_open_sync(&fx, 64 << 20, 65536, 1000, sync);
+		ck_assert_int_eq(tc_fill(fx.c, &ob.o, &fetched), 0);
+		ck_assert_uint_eq(fetched, ob.o.size);
+		read_all(&fx, &ob, 14);
+		fx_close(&fx);
+		if (sync)
+			ck_assert_uint_ge(n_fdatasync - n0, 6);
+		else
+			ck_assert_uint_eq(n_fdatasync - n0, 0);
+		fx_open(&fx, 64 << 20, 65536, 1000);
+		ck_assert_int_eq(cache_clear(fx.c), 0);
+		fx_close(&fx);
+	}
+	fx_free(&fx);
+}
+END_TEST
+
 START_TEST(test_new_etag_new_bytes)
 {
 	struct fixture fx;
@@ -1487,6 +1538,7 @@ static Suite *cache_store_suite(void)
 	tc = tcase_create("fill_etag_clear");
 	tcase_add_test(tc, test_fill);
 	tcase_add_test(tc, test_new_etag_new_bytes);
+	tcase_add_test(tc, test_fsync_option);
 	suite_add_tcase(s, tc);
 	return s;
 }
