@@ -538,8 +538,9 @@ static const struct stat_metric stat_metrics[] = {
 	  "its object (they fail).",
 	  offsetof(struct control_stats, stale_reads), 1 },
 	{ "kernel_lookups_total", "counter",
-	  "Lookups the daemon made through its own mount, so the kernel "
-	  "knows a file the pusher puts into its page cache.",
+	  "Lookups and listings (READDIRPLUS, many files each) the daemon "
+	  "made through its own mount, so the kernel knows the files the "
+	  "pusher puts into its page cache.",
 	  offsetof(struct control_stats, self_lookups), 1 },
 	{ "kernel_pushes_total", "counter",
 	  "Files put whole into the kernel's page cache ahead of their "

@@ -47,8 +47,8 @@ static struct fs *fs_of(fuse_req_t req)
 }
 
 /* Counts a request of opcode op, unless the daemon made it itself (the
- * pusher's lookups through the mount, fs/kernel.c). Returns true for a
- * reader's request. */
+ * pusher's lookups and listings through the mount, fs/kernel.c). Returns
+ * true for a reader's request. */
 static bool count_op(struct fs *fs, fuse_req_t req, int op)
 {
 	pid_t pid = fuse_req_ctx(req)->pid;
@@ -57,7 +57,7 @@ static bool count_op(struct fs *fs, fuse_req_t req, int op)
 	for (int i = 0; i < FS_SELF_MAX && !self; i++)
 		self = __atomic_load_n(&fs->self[i], __ATOMIC_RELAXED) == pid;
 	if (self) {
-		if (op == FS_OP_LOOKUP)
+		if (op == FS_OP_LOOKUP || op == FS_OP_READDIR)
 			__atomic_add_fetch(&fs->self_lookups, 1,
 					   __ATOMIC_RELAXED);
 		return false;

@@ -8,12 +8,15 @@
  * bytes only) and written into the page cache with libfuse's store
  * notification. The kernel takes it only for an inode it knows; one it
  * does not (nothing looked the file up or listed its directory yet) the
- * daemon looks up itself, through its own mount (fstatat() from the
- * pusher's thread, answered by a FUSE worker like any lookup), which
- * also leaves the kernel a dentry: the reader's open then needs no
- * lookup either. Those lookups are counted apart from readers'. (By the
- * mountpoint's path: a descriptor of the mount's root would keep the
- * mount busy.)
+ * daemon makes it know, through its own mount from the pusher's thread,
+ * answered by a FUSE worker like any request: it lists the file's
+ * directory from the file on (one READDIRPLUS makes the kernel know as
+ * many files as the reply holds, and an order visits a directory's files
+ * in any order, so the ones after it are as likely to come next as any),
+ * and looks the file up if that did not do it. Both leave the kernel
+ * dentries: the reader's open then needs no lookup either. These requests
+ * are counted apart from readers'. (By the mountpoint's path: a
+ * descriptor of the mount's root would keep the mount busy.)
  *
  * Lifetime: the pusher's thread may wait in such a lookup; kernel_stop()
  * (before the unmount) lets no notification start once the session's fd
@@ -27,6 +30,7 @@
  * changed or dropped, and marks it stale: its reads through the old tree
  * then fail (EIO), so no old byte is served after the SIGHUP.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -39,29 +43,61 @@
 #include "fs/fs_impl.h"
 #include "util/log.h"
 
-/* lstat() of path in the mount, by this thread marked as the daemon's own
- * (fs->self), so its lookups are not taken for a reader's. */
-static int kernel_self_lstat(struct fs *fs, const char *path, struct stat *st)
+/* The buffer of a listing the pusher makes (kernel_list_from()): the
+ * kernel asks for as much in one READDIRPLUS (up to its max_pages). */
+#define KERNEL_LIST_BYTES 32768
+
+/* Marks this thread as the daemon's own (fs->self) for the requests its
+ * next calls make through the mount, so they are not taken for a
+ * reader's. Returns the slot for kernel_self_end(), or -1 if every slot
+ * is taken (more pushers than slots: not now). */
+static int kernel_self_begin(struct fs *fs)
 {
 	pid_t tid = gettid(), none = 0;
-	int i, rc;
+	int i;
 
-	for (i = 0; i < FS_SELF_MAX; i++)
+	for (i = 0; i < FS_SELF_MAX; i++, none = 0)
 		if (__atomic_compare_exchange_n(&fs->self[i], &none, tid, false,
 						__ATOMIC_RELAXED,
 						__ATOMIC_RELAXED))
-			break;
-		else
-			none = 0;
-	if (i == FS_SELF_MAX)
-		return -1; /* more pushers than slots: not now */
-	rc = lstat(path, st);
-	__atomic_store_n(&fs->self[i], 0, __ATOMIC_RELAXED);
-	return rc;
+			return i;
+	return -1;
 }
 
-/* Makes sure the kernel knows item of g: looks the file up through the
- * mount unless it has. Returns 0 or -ENOENT. */
+static void kernel_self_end(struct fs *fs, int slot)
+{
+	__atomic_store_n(&fs->self[slot], 0, __ATOMIC_RELAXED);
+}
+
+/* Lists item's directory from item on, through the mount: the kernel
+ * then knows every file the readdirplus reply held (one request for as
+ * many lookups as fit in KERNEL_LIST_BYTES), and the files after item in
+ * name order are as likely as any to be pushed next (an order visits a
+ * directory's files in any order). path: item's own path in the mount. */
+static void kernel_list_from(struct fs_gen *g, uint32_t item, char *path)
+{
+	const struct view_node *n = view_node(g->d.view, g->item_ino[item]);
+	char *slash = strrchr(path, '/');
+	int64_t pos = n != NULL ? view_child_pos(g->d.view, n) : -ENOENT;
+	char buf[KERNEL_LIST_BYTES];
+	int fd;
+
+	if (pos < 0 || slash == NULL)
+		return;
+	*slash = '\0';
+	fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	*slash = '/';
+	if (fd < 0)
+		return;
+	/* Offsets: 2 + i starts at child i (fs_op_readdir). */
+	if (lseek(fd, (off_t)(2 + pos), SEEK_SET) == (off_t)(2 + pos))
+		(void)!getdents64(fd, buf, sizeof(buf));
+	close(fd);
+}
+
+/* Makes sure the kernel knows item of g: lists its directory from it,
+ * or looks it up, through the mount unless it knows it already. Returns
+ * 0 or -ENOENT. */
 static int kernel_know(struct fs *fs, struct fs_gen *g, uint32_t item)
 {
 	const struct manifest_entry *e = &g->d.manifest->entries[item];
@@ -69,7 +105,7 @@ static int kernel_know(struct fs *fs, struct fs_gen *g, uint32_t item)
 	struct stat st;
 	char *path = NULL;
 	bool current;
-	int rc;
+	int rc, slot;
 
 	if (__atomic_load_n(&g->item_nlookup[item], __ATOMIC_RELAXED) > 0)
 		return 0;
@@ -85,15 +121,23 @@ static int kernel_know(struct fs *fs, struct fs_gen *g, uint32_t item)
 		     g->path_prefix != NULL ? g->path_prefix : "",
 		     g->item_rank[item], (int)e->key_len, e->key) < 0)
 		return -ENOENT;
-	rc = kernel_self_lstat(fs, path, &st);
+	slot = kernel_self_begin(fs);
+	if (slot < 0) {
+		free(path);
+		return -ENOENT;
+	}
+	kernel_list_from(g, item, path);
+	rc = __atomic_load_n(&g->item_nlookup[item], __ATOMIC_RELAXED) > 0
+		     ? 0
+		     : lstat(path, &st);
+	kernel_self_end(fs, slot);
 	free(path);
+	if (rc == 0 &&
+	    __atomic_load_n(&g->item_nlookup[item], __ATOMIC_RELAXED) > 0)
+		return 0;
 	/* Another tree's file of that name (a reload or an eviction came
 	 * between): not this one's; the kernel forgets that lookup itself. */
-	if (rc != 0 ||
-	    (uint64_t)st.st_ino != FS_INO(g->id, g->item_ino[item]) ||
-	    __atomic_load_n(&g->item_nlookup[item], __ATOMIC_RELAXED) == 0)
-		return -ENOENT;
-	return 0;
+	return -ENOENT;
 }
 
 /* The cache's push function (cache_push_fn, ctx: the fs). */

@@ -382,30 +382,49 @@ uint64_t view_ino(const struct view *v, const struct view_node *n)
 	return (uint64_t)(n - v->nodes) + 1;
 }
 
-int view_lookup(const struct view *v, const struct view_node *dir,
-		const char *name, size_t name_len, uint64_t *ino)
+/* The position of name among dir's children, or -ENOENT. */
+static int64_t view_find(const struct view *v, const struct view_node *dir,
+			 const char *name, size_t name_len)
 {
-	uint32_t lo = 0, hi;
+	uint32_t lo = 0, hi = dir->u.dir.count;
 
-	if (dir->kind != VIEW_DIR)
-		return -ENOTDIR;
-	hi = dir->u.dir.count;
 	while (lo < hi) {
 		uint32_t mid = lo + (hi - lo) / 2;
 		const struct view_node *c =
 			&v->nodes[v->children[dir->u.dir.first + mid]];
 		int cmp = name_cmp(c->name, c->name_len, name, name_len);
 
-		if (cmp == 0) {
-			*ino = view_ino(v, c);
-			return 0;
-		}
+		if (cmp == 0)
+			return mid;
 		if (cmp < 0)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
 	return -ENOENT;
+}
+
+int view_lookup(const struct view *v, const struct view_node *dir,
+		const char *name, size_t name_len, uint64_t *ino)
+{
+	int64_t i;
+
+	if (dir->kind != VIEW_DIR)
+		return -ENOTDIR;
+	i = view_find(v, dir, name, name_len);
+	if (i < 0)
+		return (int)i;
+	*ino = view_ino(v, view_child(v, dir, (uint32_t)i));
+	return 0;
+}
+
+int64_t view_child_pos(const struct view *v, const struct view_node *n)
+{
+	const struct view_node *dir = &v->nodes[n->parent];
+
+	if (n == dir) /* the root */
+		return -ENOENT;
+	return view_find(v, dir, n->name, n->name_len);
 }
 
 const struct view_node *view_child(const struct view *v,

@@ -106,6 +106,10 @@ int view_lookup(const struct view *v, const struct view_node *dir,
 const struct view_node *view_child(const struct view *v,
 				   const struct view_node *dir, uint32_t i);
 
+/* The position of n among its parent's children (its readdir offset is
+ * 2 + that), or -ENOENT for the root. */
+int64_t view_child_pos(const struct view *v, const struct view_node *n);
+
 /* Number of nodes (the largest inode number). */
 size_t view_node_count(const struct view *v);
 

@@ -8,8 +8,9 @@
 # - a reader in the rank's order gets the files ahead pushed into the
 #   page cache (verified bytes only): most of its reads never reach the
 #   daemon, the ones that do are the sentinels that tell the prefetcher
-#   where it is; the pusher looks files up itself when the reader did not
-#   list them (kernel_lookups_total, not counted as the reader's);
+#   where it is; the pusher makes the kernel know files the reader did
+#   not list by listing their directory from the file on, one request for
+#   many (kernel_lookups_total, not counted as the reader's);
 # - a second pass over the same mount sends no READ at all;
 # - a page cache dropped under memory pressure (drop_caches): reads come
 #   to the daemon again and every byte is right;
@@ -122,6 +123,12 @@ check "after remount: most reads never reach the daemon ($reads READs for $FILES
 	test "$reads" -le $((FILES / 2))
 check "after remount: one reader in order, no prefetch miss ($(delta "$T/s6" "$T/s7" shardfs_prefetch_misses_total))" \
 	test "$(delta "$T/s6" "$T/s7" shardfs_prefetch_misses_total)" -eq 0
+# The pusher makes the kernel know files by listing their directory from
+# the file on (one READDIRPLUS for many), not by a lookup each.
+own=$(delta "$T/s6" "$T/s7" shardfs_kernel_lookups_total)
+pushed=$(delta "$T/s6" "$T/s7" shardfs_kernel_pushes_total)
+check "after remount: the pusher's own requests are listings, many files each ($own for $pushed pushed)" \
+	test "$own" -gt 0 -a $((own * 4)) -le "$pushed"
 check "unmount 2" umount_shardfs "$M"
 
 # --- a listing is readdirplus: listed files need no lookup ------------------

@@ -269,9 +269,18 @@ static void check_view(const struct view *v, const struct manifest *m,
 		Q_TRUE(n != NULL);
 		Q_EQ(view_ino(v, n), ino);
 		Q_TRUE(n->parent < count);
-		if (ino > 1)
-			Q_EQ(view_node(v, (uint64_t)n->parent + 1)->kind,
-			     VIEW_DIR);
+		if (ino > 1) {
+			const struct view_node *dir =
+				view_node(v, (uint64_t)n->parent + 1);
+			int64_t pos = view_child_pos(v, n);
+
+			Q_EQ(dir->kind, VIEW_DIR);
+			/* Its readdir position leads back to it. */
+			Q_TRUE(pos >= 0 && pos < dir->u.dir.count);
+			Q_TRUE(view_child(v, dir, (uint32_t)pos) == n);
+		} else {
+			Q_EQ(view_child_pos(v, n), -ENOENT);
+		}
 		if (n->kind != VIEW_DIR) {
 			Q_EQ(n->nlink, 1);
 			Q_EQ(lookup_rc(v, n, "x"), -ENOTDIR);
