@@ -97,13 +97,11 @@ static uint64_t ahead_now_ns(void)
  * is per position moved. */
 static unsigned ahead_pace(struct cache *c, struct order_slot *slot,
 			   const struct fetch_pace *fp, uint64_t stalls,
-			   uint64_t now, uint64_t pos)
+			   uint64_t now, uint64_t pos, uint64_t reader)
 {
 	struct prefetch_pace p = { 0 };
-	uint64_t moved = 1;
+	uint64_t moved = prefetch_order_moved(&slot->st, reader, pos);
 
-	if (slot->st.opened && pos > slot->st.last)
-		moved = pos - slot->st.last;
 	if (slot->last_ns != 0) {
 		slot->gap_ns = prefetch_pace_gap(slot->gap_ns,
 						 now - slot->last_ns, moved);
@@ -124,13 +122,13 @@ static unsigned ahead_pace(struct cache *c, struct order_slot *slot,
 }
 
 void cache_order_note(struct cache *c, uint64_t order, uint64_t pos,
-		      struct cache_order_ask *ask)
+		      uint64_t reader, struct cache_order_ask *ask)
 {
 	struct order_slot *slot = NULL;
+	struct prefetch_open op;
 	uint64_t stalls, now;
 	struct fetch_pace fp;
 	unsigned limit;
-	bool hit, miss;
 	size_t i;
 
 	ask->order = order;
@@ -174,22 +172,23 @@ void cache_order_note(struct cache *c, uint64_t order, uint64_t pos,
 		pthread_mutex_unlock(&c->pf_lock);
 		return;
 	}
-	limit = ahead_pace(c, slot, &fp, stalls, now, pos);
-	prefetch_order_open(&slot->st, pos, limit, &hit, &miss, &ask->from,
-			    &ask->to);
+	limit = ahead_pace(c, slot, &fp, stalls, now, pos, reader);
+	prefetch_order_open(&slot->st, pos, reader, limit, &op);
+	ask->from = op.from;
+	ask->to = op.to;
 	ask->noted = true;
-	/* The pusher goes on after the reader; one that went back (another
-	 * pass) starts over from there. */
-	if (pos < slot->known)
+	/* The pusher goes on after the run's readers; a new run (another
+	 * pass, a jump) starts it over from there. */
+	if (op.rerun)
 		slot->claimed = pos;
-	slot->known = pos;
+	slot->known = prefetch_order_floor(&slot->st);
 	slot->noted_ns = now;
 	__atomic_store_n(&c->pf_depth, (uint64_t)slot->st.depth,
 			 __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&c->pf_lock);
-	if (hit)
+	if (op.hit)
 		stat_add(&c->pf_hits, 1);
-	if (miss)
+	if (op.miss)
 		stat_add(&c->pf_misses, 1);
 	push_wake(c);
 }
@@ -243,11 +242,12 @@ void cache_order_ask(struct cache *c, const struct cache_order_ask *ask)
 	pthread_mutex_unlock(&c->pf_lock);
 }
 
-void cache_order_open(struct cache *c, uint64_t order, uint64_t pos)
+void cache_order_open(struct cache *c, uint64_t order, uint64_t pos,
+		      uint64_t reader)
 {
 	struct cache_order_ask ask;
 
-	cache_order_note(c, order, pos, &ask);
+	cache_order_note(c, order, pos, reader, &ask);
 	cache_order_ask(c, &ask);
 }
 
@@ -349,7 +349,7 @@ void ahead_read(struct cache *c, const struct cache_read *r, uint64_t offset,
 		 * and the pusher go on from here. */
 		struct cache_order_ask ask;
 
-		cache_order_note(c, r->order, r->pos, &ask);
+		cache_order_note(c, r->order, r->pos, r->reader, &ask);
 		cache_order_ask(c, &ask);
 	}
 	if (r->reader == 0 || obj->transform != NULL ||

@@ -429,13 +429,16 @@ void cache_set_push(struct cache *c, cache_push_fn fn, void *ctx,
  * the table of orders stays as small as what is in use. */
 void cache_order_forget(struct cache *c, uint64_t mask, uint64_t value);
 
-/* Position pos of order (CACHE_NO_ORDER: none) was opened. With a disk
+/* Position pos of order (CACHE_NO_ORDER: none) was opened by reader (an
+ * id that tells the readers of one order apart, e.g. the thread's id + 1;
+ * 0: unknown). With a disk
  * cache and an order function set, queues the first chunk of the next
  * files of the order that are not cached (prefetch.files at most, fewer
  * while readers do not follow the order, within the memory budget); the
  * bytes go to the disk cache. Call it after answering the open: the
  * opener need not wait for it. */
-void cache_order_open(struct cache *c, uint64_t order, uint64_t pos);
+void cache_order_open(struct cache *c, uint64_t order, uint64_t pos,
+		      uint64_t reader);
 
 /* cache_order_open() in two steps, for an opener answered in between:
  * cache_order_note() measures the reader and moves its window (cheap, no
@@ -451,7 +454,7 @@ struct cache_order_ask {
 	bool noted;	   /* the order has a slot: ask */
 };
 void cache_order_note(struct cache *c, uint64_t order, uint64_t pos,
-		      struct cache_order_ask *ask);
+		      uint64_t reader, struct cache_order_ask *ask);
 void cache_order_ask(struct cache *c, const struct cache_order_ask *ask);
 
 /* Queues the chunks of obj that cover [offset, offset + len) at prefetch

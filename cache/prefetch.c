@@ -4,6 +4,8 @@
  */
 #include "cache/prefetch.h"
 
+#include <string.h>
+
 void prefetch_window_read(struct prefetch_window *w, uint64_t off, uint64_t len,
 			  uint64_t size, uint64_t cap, uint64_t *from,
 			  uint64_t *to)
@@ -125,53 +127,124 @@ uint64_t prefetch_window_spill(const struct prefetch_window *w, uint64_t end,
 	return end + w->window - size;
 }
 
-void prefetch_order_open(struct prefetch_order *o, uint64_t pos, unsigned limit,
-			 bool *hit, bool *miss, uint64_t *from, uint64_t *to)
+/* The lane of reader, or NULL. */
+static struct prefetch_lane *lane_find(struct prefetch_order *o,
+				       uint64_t reader)
 {
-	bool in_range = o->lo <= o->hi && pos >= o->lo && pos <= o->hi;
+	unsigned i;
 
-	*hit = *miss = false;
-	if (limit == 0) {
-		*from = 1;
-		*to = 0;
-		return;
+	for (i = 0; i < PREFETCH_LANES; i++)
+		if (o->lanes[i].seen != 0 && o->lanes[i].reader == reader)
+			return &o->lanes[i];
+	return NULL;
+}
+
+/* A lane for a reader not seen: an unused one, else the least recent. */
+static struct prefetch_lane *lane_take(struct prefetch_order *o)
+{
+	struct prefetch_lane *l = &o->lanes[0];
+	unsigned i;
+
+	for (i = 1; i < PREFETCH_LANES; i++)
+		if (o->lanes[i].seen < l->seen)
+			l = &o->lanes[i];
+	return l;
+}
+
+uint64_t prefetch_order_moved(const struct prefetch_order *o, uint64_t reader,
+			      uint64_t pos)
+{
+	const struct prefetch_lane *l =
+		lane_find((struct prefetch_order *)o, reader);
+
+	return l != NULL && pos > l->pos ? pos - l->pos : 1;
+}
+
+uint64_t prefetch_order_floor(const struct prefetch_order *o)
+{
+	uint64_t floor = o->last;
+	unsigned i;
+
+	for (i = 0; i < PREFETCH_LANES; i++) {
+		const struct prefetch_lane *l = &o->lanes[i];
+
+		if (l->seen != 0 && o->opens - l->seen < PREFETCH_LANES * 4 &&
+		    l->pos >= o->run_lo && l->pos < floor)
+			floor = l->pos;
 	}
+	return floor;
+}
+
+void prefetch_order_open(struct prefetch_order *o, uint64_t pos,
+			 uint64_t reader, unsigned limit,
+			 struct prefetch_open *out)
+{
+	struct prefetch_lane *lane = lane_find(o, reader);
+	bool in_run = o->opened && pos != o->last && pos >= o->run_lo &&
+		      pos <= o->reach;
+	/* A reader not seen yet, a little ahead of the others. */
+	bool joins = lane == NULL && o->opened && o->depth > 0 &&
+		     pos > o->reach && pos - o->reach <= PREFETCH_TEAM_SPAN;
+
+	memset(out, 0, sizeof(*out));
+	out->from = 1;
+	if (lane == NULL) {
+		lane = lane_take(o);
+		lane->reader = reader;
+	}
+	lane->pos = pos;
+	lane->seen = ++o->opens;
+	if (limit == 0)
+		return;
 	if (!o->opened) {
 		o->depth = PREFETCH_DEPTH_START < limit ? PREFETCH_DEPTH_START
 							: limit;
-	} else if (in_range) {
-		*hit = true;
+		o->run_lo = o->top = o->reach = pos;
+		out->rerun = true;
+	} else if (in_run) {
+		out->hit = true;
 		o->depth = o->depth * 2 < limit ? o->depth * 2 : limit;
 		if (o->depth == 0)
 			o->depth = 1;
-	} else if (pos != o->last && o->lo <= o->hi) {
-		*miss = true;
-		o->depth /= 2;
+	} else if (!joins && pos != o->last) {
+		if (o->lo <= o->hi) {
+			out->miss = true;
+			o->depth /= 2;
+		}
 		o->asked = false; /* asked for somewhere else */
+		o->run_lo = o->top = o->reach = pos;
+		out->rerun = true;
 	}
 	if (o->depth > limit)
 		o->depth = limit;
+	if (pos > o->top)
+		o->top = pos;
 	o->opened = true;
 	o->last = pos;
 	if (o->depth == 0) {
 		if (++o->since_probe < PREFETCH_PROBE) {
 			o->lo = 1;
 			o->hi = 0;
-			*from = 1;
-			*to = 0;
 			return;
 		}
 		o->since_probe = 0;
 		o->lo = o->hi = pos + 1;
 	} else {
 		o->lo = pos + 1;
-		o->hi = pos + o->depth;
+		o->hi = o->top + o->depth;
 	}
-	*from = o->asked && o->asked_hi >= o->lo ? o->asked_hi + 1 : o->lo;
-	*to = o->hi;
-	if (*from <= *to) {
+	if (o->hi > o->reach)
+		o->reach = o->hi;
+	/* After a run's asks, on from the furthest (a joining reader's
+	 * teammates read what lies between). */
+	out->from =
+		o->asked && o->asked_hi + 1 > o->lo ? o->asked_hi + 1 : o->lo;
+	if (o->asked && joins)
+		out->from = o->asked_hi + 1;
+	out->to = o->hi;
+	if (out->from <= out->to) {
 		o->asked = true;
-		o->asked_hi = *to;
+		o->asked_hi = out->to;
 	}
 }
 
@@ -179,7 +252,7 @@ void prefetch_order_stopped(struct prefetch_order *o, uint64_t pos)
 {
 	if (!o->asked || o->asked_hi < pos)
 		return;
-	if (pos == 0 || pos - 1 < o->lo)
+	if (pos == 0 || pos - 1 < o->run_lo)
 		o->asked = false;
 	else
 		o->asked_hi = pos - 1;

@@ -254,7 +254,7 @@ static void entry_known(struct fs_gen *g, const struct view_node *n, int delta)
  * prefetcher and the pusher go on from its place in its rank's order,
  * and near the end of an epoch the next one is planned. */
 static void reader_at(struct fs *fs, struct fs_gen *g,
-		      const struct view_node *n)
+		      const struct view_node *n, uint64_t reader)
 {
 	uint32_t item = n->u.item, rank = g->item_rank[item];
 	const uint32_t *items;
@@ -262,7 +262,8 @@ static void reader_at(struct fs *fs, struct fs_gen *g,
 
 	if (n->kind != VIEW_FILE || rank == UINT32_MAX)
 		return;
-	cache_order_open(fs->cache, FS_ORDER(g->id, rank), g->item_pos[item]);
+	cache_order_open(fs->cache, FS_ORDER(g->id, rank), g->item_pos[item],
+			 reader);
 	shard_plan_rank(g->d.plan, rank, &items, &count, &npad);
 	fs_epoch_opened(fs, g, g->item_pos[item], count - npad);
 }
@@ -308,6 +309,9 @@ static void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	const struct view_node *dir;
 	struct fs_gen *g = node_of(fs, parent, &dir, NULL);
 	bool reader = count_op(fs, req, FS_OP_LOOKUP);
+	/* Read before the answer frees req; the id of a read's reader too
+	 * (struct cache_read). */
+	uint64_t who = (uint64_t)fuse_req_ctx(req)->pid + 1;
 	struct fs_gen *tg = NULL;
 	const struct view_node *tn = NULL;
 	struct fuse_entry_param e;
@@ -342,7 +346,7 @@ static void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fuse_reply_err(req, -rc);
 	} else if (reader) {
 		/* After the answer: the reader goes on meanwhile. */
-		reader_at(fs, tg, tn);
+		reader_at(fs, tg, tn, who);
 	}
 	if (tg != NULL)
 		fs_gen_put(fs, tg, 1);

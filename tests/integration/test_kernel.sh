@@ -20,6 +20,8 @@
 # - a reload (SIGHUP) that changes an object: a file open across it reads
 #   EIO (its old pages dropped, no old byte served), the path reads the
 #   new bytes, an unchanged file open across it still reads right;
+# - a team of readers (a DataLoader's workers, batches of one order in
+#   turn) is followed as one: no prefetch miss;
 # - everything byte-identical.
 SUITE=kernel
 . "$(dirname "$0")/lib.sh"
@@ -194,6 +196,41 @@ check "stats: a second read in one process sees the counters move ($(head -1 "$T
 check "stats: 50 reads in 64-byte pieces beside 3 lookers, none torn ($(tail -1 "$T/stats.out"))" \
 	grep -qx "torn 0" "$T/stats.out"
 check "unmount 3" umount_shardfs "$M"
+
+# --- a team of readers: a DataLoader's 4 workers take batches of 8 -------
+# consecutive positions of the order in turn and read them at once; each
+# worker's first open joins the run, its later jumps land in what the run
+# asked for: no prefetch miss (with one state per order each worker's
+# open looked like a jump off the order).
+mount_shardfs "$C" "$M" || fail "mount team"
+snap "$M" "$T/s10"
+bad=$(/usr/bin/python3 - "$M" "$SRC" <<'PY'
+import os, sys
+from multiprocessing import Process, Queue
+mnt, src = sys.argv[1], sys.argv[2]
+keys = [l.rstrip("\n") for l in open(os.path.join(mnt, ".shardfs", "rank-0.order")) if "\t" not in l]
+W, B = 4, 8
+def work(w, q):
+    bad = 0
+    for b in range(w, (len(keys) + B - 1) // B, W):
+        for k in keys[b * B:(b + 1) * B]:
+            with open(os.path.join(mnt, "rank-0", k), "rb") as f:
+                got = f.read()
+            with open(os.path.join(src, k), "rb") as f:
+                bad += f.read() != got
+    q.put(bad)
+q = Queue()
+ps = [Process(target=work, args=(w, q)) for w in range(W)]
+for p in ps: p.start()
+print(sum(q.get() for _ in ps))
+for p in ps: p.join()
+PY
+)
+snap "$M" "$T/s11"
+check "team: byte-identical" test "$bad" -eq 0
+check "team: no prefetch miss ($(delta "$T/s10" "$T/s11" shardfs_prefetch_misses_total) misses, $(delta "$T/s10" "$T/s11" shardfs_prefetch_hits_total) hits)" \
+	test "$(delta "$T/s10" "$T/s11" shardfs_prefetch_misses_total)" -eq 0
+check "unmount team" umount_shardfs "$M"
 
 # --- a reload that changes an object drops its pages -----------------------------
 cp -r "$SRC" "$T/src2"

@@ -41,7 +41,7 @@ static int open_at(struct cache *c, const struct cache_object *obj,
 	int rc = tc_file_open_at(c, obj, order, pos, f);
 
 	if (rc == 0)
-		cache_order_open(c, order, pos);
+		cache_order_open(c, order, pos, 1);
 	return rc;
 }
 

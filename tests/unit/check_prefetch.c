@@ -192,8 +192,13 @@ static struct opened open_pos(struct prefetch_order *o, uint64_t pos,
 			      unsigned limit)
 {
 	struct opened r;
+	struct prefetch_open op;
 
-	prefetch_order_open(o, pos, limit, &r.hit, &r.miss, &r.from, &r.to);
+	prefetch_order_open(o, pos, 1, limit, &op);
+	r.hit = op.hit;
+	r.miss = op.miss;
+	r.from = op.from;
+	r.to = op.to;
 	return r;
 }
 
@@ -342,6 +347,116 @@ START_TEST(test_order_stopped)
 	prefetch_order_stopped(&o, 1000);
 	r = open_pos(&o, 4, 32);
 	expect_asked(r, 36, 36);
+}
+END_TEST
+
+/* A PyTorch DataLoader over an order: 4 workers (readers 1..4) take
+ * batches of 32 consecutive positions in turn and read them at once, one
+ * file each in turn. After the first round (each worker's first open
+ * joins the run), every open is a hit and was asked for before it came,
+ * and nothing is asked twice or far past the team. */
+START_TEST(test_order_team)
+{
+	enum {
+		WORKERS = 4,
+		BATCH = 32,
+		ROUNDS = 40,
+		N = WORKERS * BATCH * ROUNDS
+	};
+	static uint8_t asked[N + 1024];
+	struct prefetch_order o;
+	struct prefetch_open op;
+	uint64_t step, p, total = 0;
+	unsigned w;
+
+	memset(&o, 0, sizeof(o));
+	memset(asked, 0, sizeof(asked));
+	for (step = 0; step < BATCH * ROUNDS; step++) {
+		for (w = 0; w < WORKERS; w++) {
+			uint64_t batch = w + WORKERS * (step / BATCH);
+			uint64_t pos = batch * BATCH + step % BATCH;
+
+			prefetch_order_open(&o, pos, 100 + w, 256, &op);
+			if (step >= BATCH) {
+				ck_assert_msg(op.hit, "pos %llu",
+					      (unsigned long long)pos);
+				ck_assert_msg(asked[pos], "pos %llu not asked",
+					      (unsigned long long)pos);
+			}
+			ck_assert(!op.miss);
+			for (p = op.from; p <= op.to && p < sizeof(asked);
+			     p++) {
+				ck_assert_msg(!asked[p], "asked %llu twice",
+					      (unsigned long long)p);
+				asked[p] = 1;
+				total++;
+			}
+		}
+	}
+	ck_assert_uint_le(total, N + 256);
+	/* The pusher starts at the lowest teammate: worker 0's place. */
+	ck_assert_uint_eq(prefetch_order_floor(&o),
+			  (uint64_t)WORKERS * BATCH * (ROUNDS - 1) + BATCH - 1);
+}
+END_TEST
+
+/* A team is told by who opens: the same reader jumping ahead of what was
+ * asked is a miss (it skips files), as is a new reader far ahead; a new
+ * reader joins only a run being followed (depth > 0). */
+START_TEST(test_order_team_or_skip)
+{
+	struct prefetch_order o;
+	struct prefetch_open op;
+
+	memset(&o, 0, sizeof(o));
+	prefetch_order_open(&o, 0, 1, 32, &op); /* asks 1..4 */
+	prefetch_order_open(&o, 50, 1, 32, &op);
+	ck_assert(op.miss && op.rerun);
+	ck_assert_uint_eq(op.from, 51);
+
+	memset(&o, 0, sizeof(o));
+	prefetch_order_open(&o, 0, 1, 32, &op);	 /* asks 1..4 */
+	prefetch_order_open(&o, 50, 2, 32, &op); /* joins: 5..54 */
+	ck_assert(!op.miss && !op.hit && !op.rerun);
+	ck_assert_uint_eq(op.from, 5);
+	ck_assert_uint_eq(op.to, 54);
+	prefetch_order_open(&o, 54 + PREFETCH_TEAM_SPAN + 1, 3, 32, &op);
+	ck_assert(op.miss && op.rerun);
+
+	/* At depth 0 nothing is followed: a new reader starts a run. */
+	memset(&o, 0, sizeof(o));
+	prefetch_order_open(&o, 0, 1, 32, &op);
+	while (o.depth > 0)
+		prefetch_order_open(&o, o.last + 100, 1, 32, &op);
+	prefetch_order_open(&o, o.last + 1, 9, 32, &op);
+	ck_assert(!op.hit && op.rerun);
+}
+END_TEST
+
+/* The floor is the lowest place of the readers of the run that opened
+ * lately; a reader long silent (gone) or of an earlier run does not hold
+ * the pusher back. */
+START_TEST(test_order_floor)
+{
+	struct prefetch_order o;
+	struct prefetch_open op;
+	unsigned i;
+
+	memset(&o, 0, sizeof(o));
+	prefetch_order_open(&o, 10, 1, 32, &op);
+	ck_assert_uint_eq(prefetch_order_floor(&o), 10);
+	prefetch_order_open(&o, 40, 2, 32, &op);
+	prefetch_order_open(&o, 11, 1, 32, &op);
+	prefetch_order_open(&o, 41, 2, 32, &op);
+	ck_assert_uint_eq(prefetch_order_floor(&o), 11);
+	/* Reader 1 stops; reader 2 goes on. */
+	for (i = 0; i < PREFETCH_LANES * 4; i++)
+		prefetch_order_open(&o, 42 + i, 2, 32, &op);
+	ck_assert_uint_eq(prefetch_order_floor(&o), 41 + PREFETCH_LANES * 4);
+	/* The moves of each reader are its own. */
+	ck_assert_uint_eq(
+		prefetch_order_moved(&o, 2, 41 + PREFETCH_LANES * 4 + 3), 3);
+	ck_assert_uint_eq(prefetch_order_moved(&o, 7, 500), 1);
 }
 END_TEST
 
@@ -529,19 +644,19 @@ START_TEST(test_order_trainer_stays_ahead)
 {
 	struct prefetch_order o = { 0 };
 	struct prefetch_pace p = pace(1 * MS, 2 * MS, 0);
-	uint64_t from, to, pos, asked = 0;
+	struct prefetch_open op;
+	uint64_t pos, asked = 0;
 	unsigned limit;
-	bool hit, miss;
 
 	for (pos = 0; pos < 500; pos++) {
 		p.depth = o.depth;
 		limit = prefetch_depth(&p);
-		prefetch_order_open(&o, pos, limit, &hit, &miss, &from, &to);
-		ck_assert(!miss);
-		if (from <= to)
-			asked += to - from + 1;
+		prefetch_order_open(&o, pos, 1, limit, &op);
+		ck_assert(!op.miss);
+		if (op.from <= op.to)
+			asked += op.to - op.from + 1;
 		if (pos >= 4) {
-			ck_assert(hit);
+			ck_assert(op.hit);
 			ck_assert_uint_ge(o.hi - pos, ahead_files(2 * MS));
 		}
 	}
@@ -600,25 +715,25 @@ END_TEST
 START_TEST(test_order_follows_working_depth)
 {
 	struct prefetch_order o = { 0 };
-	uint64_t from, to, pos;
-	bool hit, miss;
+	struct prefetch_open op;
+	uint64_t pos;
 
-	prefetch_order_open(&o, 0, 100, &hit, &miss, &from, &to);
+	prefetch_order_open(&o, 0, 1, 100, &op);
 	ck_assert_uint_eq(o.depth, PREFETCH_DEPTH_START);
-	ck_assert_uint_eq(from, 1);
-	ck_assert_uint_eq(to, 4);
+	ck_assert_uint_eq(op.from, 1);
+	ck_assert_uint_eq(op.to, 4);
 	for (pos = 1; pos < 6; pos++) {
-		prefetch_order_open(&o, pos, 20, &hit, &miss, &from, &to);
-		ck_assert(hit);
+		prefetch_order_open(&o, pos, 1, 20, &op);
+		ck_assert(op.hit);
 		ck_assert_uint_le(o.depth, 20);
 	}
 	ck_assert_uint_eq(o.depth, 20);
-	prefetch_order_open(&o, 6, 5, &hit, &miss, &from, &to);
-	ck_assert(hit);
+	prefetch_order_open(&o, 6, 1, 5, &op);
+	ck_assert(op.hit);
 	ck_assert_uint_eq(o.depth, 5);
 	/* Asked for up to 25 already: nothing new until the reader is
 	 * past it. */
-	ck_assert_uint_gt(from, to);
+	ck_assert_uint_gt(op.from, op.to);
 }
 END_TEST
 
@@ -736,6 +851,9 @@ int main(void)
 		{ "order_miss_halves", test_order_miss_halves },
 		{ "order_probe_at_depth_zero", test_order_probe_at_depth_zero },
 		{ "order_stopped", test_order_stopped },
+		{ "order_team", test_order_team },
+		{ "order_team_or_skip", test_order_team_or_skip },
+		{ "order_floor", test_order_floor },
 		{ "depth_grows_with_latency", test_depth_grows_with_latency },
 		{ "depth_little_above_target", test_depth_little_above_target },
 		{ "depth_slow_reader_keeps_time_ahead",
