@@ -122,7 +122,9 @@ UNIT_ENV := env -u http_proxy -u https_proxy -u HTTP_PROXY -u HTTPS_PROXY \
 
 # shard_xcheck: fs/shard.c against the reference shardspec.py (~1 s).
 unit: $(UNIT_BINS) $(B)/tests/shard_dump
-	@rc=0; for t in $(UNIT_BINS); do $(UNIT_ENV) $$t || rc=1; done; \
+	@rc=0; for t in $(UNIT_BINS); do s=$$(date +%s.%N); \
+	$(UNIT_ENV) $$t || rc=1; \
+	echo "# time $${t##*/}: $$(awk -v a=$$s -v b=$$(date +%s.%N) 'BEGIN {printf "%.1f", b - a}') s"; done; \
 	tests/unit/shard_xcheck.py $(B)/tests/shard_dump || rc=1; exit $$rc
 
 integration: $(B)/shardfs

@@ -11,8 +11,10 @@ for t in "$HERE"/test_*.sh; do
 	[ -n "${ONLY:-}" ] && [[ "$(basename "$t")" != *"$ONLY"* ]] && continue
 	echo "== $(basename "$t")"
 	out=$(mktemp)
+	start=$EPOCHREALTIME
 	timeout -k 10 "${SUITE_TIMEOUT:-600}" bash "$t" 2>&1 | tee "$out"
 	rc=${PIPESTATUS[0]}
+	echo "# time $(basename "$t"): $(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.1f", b - a}') s"
 	line=$(grep -E '^[a-z_0-9-]+: [0-9]+ passed, [0-9]+ failed$' "$out" | tail -1)
 	if [ -z "$line" ]; then
 		echo "FAIL - $(basename "$t") ended without a result line (exit $rc)"
