@@ -15,9 +15,7 @@
 SL=$T/slurm
 SLURM_NODES=${SLURM_NODES:-localhost}
 
-slurm_free_port() {
-	/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
+slurm_free_port() { /usr/bin/python3 "$HERE/free_port.py"; }
 
 slurm_start() {
 	local prolog=$1 epilog=$2 taskprolog=${3:-}
