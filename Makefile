@@ -83,7 +83,7 @@ MAIN_OBJ := $(B)/mount/main.o
 UNIT_SRCS := $(wildcard tests/unit/check_*.c)
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(B)/tests/%)
 
-.PHONY: all check unit integration demo bench deps install uninstall clean format \
+.PHONY: all check unit integration demo bench deps deps-bench install uninstall clean format \
 	format-check fuzz fuzz-build fuzz-smoke stress check-build check-unit \
 	check-integration check-fuzz-smoke
 
@@ -113,8 +113,11 @@ $(B)/tests/%: tests/unit/%.c $(B)/libshardfs.a $(B)/.flags
 		-MMD -MP -o $@ $< $(B)/libshardfs.a $(ALL_LDFLAGS) $(LIBS) \
 		$(shell $(PKG_CONFIG) --libs $(TEST_PKGS))
 
+# Packages, then every command the targets run (named if missing).
 deps:
 	@scripts/install-deps.sh
+deps-bench:
+	@scripts/install-deps.sh bench
 
 # make check: the stages below one after another, each run even when an
 # earlier one failed; each prints its result and wall time, and the last
@@ -230,7 +233,7 @@ demo: deps
 	@$(MAKE) --no-print-directory $(B)/shardfs
 	@SHARDFS=$(CURDIR)/$(B)/shardfs scripts/demo.sh
 
-bench: deps
+bench: deps-bench
 	@$(MAKE) --no-print-directory $(B)/shardfs
 	@SHARDFS=$(CURDIR)/$(B)/shardfs tests/bench/run.sh
 
