@@ -88,6 +88,7 @@ script bsdutils
 logger bsdutils
 hostname hostname
 ldd libc-bin
+getent libc-bin
 openssl openssl
 groff groff-base
 man man-db

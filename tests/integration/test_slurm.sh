@@ -34,6 +34,14 @@ for b in munged slurmctld slurmd sbatch srun scontrol sinfo squeue; do
 	fi
 done
 
+# slurmctld and slurmd look up this machine's own name (a fresh Debian
+# install has it in /etc/hosts; a debootstrap chroot does not) and never
+# come up without it.
+if ! getent hosts "$(hostname)" >/dev/null; then
+	fail "this machine's name '$(hostname)' does not resolve (getent hosts): slurmctld and slurmd need it; add it to /etc/hosts"
+	finish
+fi
+
 # Slurm first in the cleanup: its prolog's mounts and the daemons, by PID.
 cleanup_slurm() {
 	local m
@@ -113,9 +121,9 @@ submit() {
 no_job_mounts() { ! grep -qs " $T/run-" /proc/mounts; }
 no_daemon_of() { ! pgrep -f -- "/job-$1/" >/dev/null; }
 all_idle() { test "$(timeout 10 sinfo -h -t idle -o %D 2>/dev/null)" = 2; }
-wait_until() { # wait_until SECONDS CMD...
-	local n=$(($1 * 10)); shift
-	while [ $n -gt 0 ]; do "$@" && return 0; sleep 0.1; n=$((n - 1)); done
+wait_until() { # wait_until SECONDS CMD...: SECONDS of wall time, however long CMD takes
+	local end=$((SECONDS + $1)); shift
+	while [ "$SECONDS" -lt "$end" ]; do "$@" && return 0; sleep 0.1; done
 	"$@"
 }
 (cd "$SRC" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum) |

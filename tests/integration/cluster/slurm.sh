@@ -86,9 +86,11 @@ CONF
 		SLURM_SLURMD_PIDS+=("$!")
 		PIDS+=("$!")
 	done
-	local want
+	local want end=$((SECONDS + 30))
 	want=$(echo $SLURM_NODES | wc -w)
-	for _ in $(seq 300); do
+	# 30 s of wall time: a sinfo that hangs (a slurmctld that never
+	# answers) takes its 5 s each time, so a count of tries is no bound.
+	while [ "$SECONDS" -lt "$end" ]; do
 		if [ "$(timeout 5 sinfo -h -t idle -o %D 2>/dev/null)" = "$want" ]; then
 			return 0
 		fi
@@ -104,11 +106,10 @@ slurm_node_state() { timeout 10 sinfo -h -n "$1" -o %t 2>/dev/null; }
 
 # slurm_wait_job JOBID SECONDS: waits until the job has left the queue.
 slurm_wait_job() {
-	local id=$1 n=$(($2 * 10))
-	while [ $n -gt 0 ]; do
+	local id=$1 end=$((SECONDS + $2))
+	while [ "$SECONDS" -lt "$end" ]; do
 		[ -z "$(timeout 10 squeue -h -j "$id" -o %i 2>/dev/null)" ] && return 0
 		sleep 0.1
-		n=$((n - 1))
 	done
 	return 1
 }
@@ -116,8 +117,8 @@ slurm_wait_job() {
 # slurm_stop: waits for the queue to empty (bounded), then stops the
 # slurmds, slurmctld and munged, in that order, by PID.
 slurm_stop() {
-	local p
-	for _ in $(seq 100); do
+	local p end=$((SECONDS + 10))
+	while [ "$SECONDS" -lt "$end" ]; do
 		[ -z "$(timeout 5 squeue -h -o %i 2>/dev/null)" ] && break
 		sleep 0.1
 	done
