@@ -34,13 +34,15 @@ for b in munged slurmctld slurmd sbatch srun scontrol sinfo squeue; do
 	fi
 done
 
-# slurmctld and slurmd look up this machine's own name (a fresh Debian
-# install has it in /etc/hosts; a debootstrap chroot does not) and never
-# come up without it.
-if ! getent hosts "$(hostname)" >/dev/null; then
-	fail "this machine's name '$(hostname)' does not resolve (getent hosts): slurmctld and slurmd need it; add it to /etc/hosts"
-	finish
-fi
+# slurmctld and slurmd look up this machine's own name and localhost (the
+# cluster's address): a fresh Debian install has both in /etc/hosts, a
+# debootstrap chroot neither, and without them they never come up.
+for h in "$(hostname)" localhost; do
+	if ! getent hosts "$h" >/dev/null; then
+		fail "'$h' does not resolve (getent hosts): slurmctld and slurmd need it; add it to /etc/hosts"
+		finish
+	fi
+done
 
 # Slurm first in the cleanup: its prolog's mounts and the daemons, by PID.
 cleanup_slurm() {
