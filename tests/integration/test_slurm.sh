@@ -99,8 +99,14 @@ DEF
 	done
 }
 defaults fail-job
+# The task prolog runs as the job's user: a copy in $T (0755 below), since
+# the checkout may be one other users cannot read (under /root).
+cp "$CONTRIB/shardfs-taskprolog" "$T/shardfs-taskprolog"
+chmod 755 "$T/shardfs-taskprolog"
 for s in prolog epilog taskprolog; do
-	printf '#!/bin/sh\nSHARDFS_SLURM_DEFAULTS=%s.$SLURMD_NODENAME exec %s\n' "$T/defaults" "$CONTRIB/shardfs-$s" >"$T/$s"
+	script=$CONTRIB/shardfs-$s
+	[ "$s" = taskprolog ] && script=$T/shardfs-taskprolog
+	printf '#!/bin/sh\nSHARDFS_SLURM_DEFAULTS=%s.$SLURMD_NODENAME exec %s\n' "$T/defaults" "$script" >"$T/$s"
 	chmod 755 "$T/$s"
 done
 
