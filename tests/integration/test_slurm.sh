@@ -331,4 +331,13 @@ else
 	fail "a hung mount: the daemon of $M9 (pids: $hung)"
 fi
 
+# --- the cluster stops -------------------------------------------------------------
+# slurm_stop stops what slurm_start started: no daemon the pid files name
+# outlives the suite.
+daemon_pids() { cat "$SL"/slurmctld.pid "$SL"/slurmd-*.pid 2>/dev/null; }
+pids=$(daemon_pids | tr '\n' ' ')
+slurm_stop
+check "slurm_stop: slurmctld and the slurmds are gone (pids $pids)" bash -c \
+	"test -n '$pids' && for p in $pids; do ! kill -0 \$p 2>/dev/null || exit 1; done"
+
 finish

@@ -17,16 +17,16 @@ SLURM_NODES=${SLURM_NODES:-localhost}
 
 slurm_free_port() { /usr/bin/python3 "$HERE/free_port.py"; }
 
-# slurm_as_localhost CMD...: runs CMD in a UTS namespace of its own whose
-# host name is localhost. The daemons never listen on every address
-# (NoCtldInAddrAny, NoInAddrAny) but on the one their host name resolves
-# to: 127.0.1.1 on a Debian install (/etc/hosts), maybe a routable address
-# elsewhere, while the cluster's address is 127.0.0.1 (the clients could
-# not connect). Named localhost they listen on 127.0.0.1, and nothing else
-# on the machine sees the name. unshare and sh exec: $! is the daemon.
-slurm_as_localhost() {
-	unshare --uts sh -c 'hostname localhost && exec "$@"' sh "$@"
-}
+# The daemons run in a UTS namespace of their own whose host name is
+# localhost (unshare --uts sh -c "$SLURM_AS_LOCALHOST" sh CMD...). They
+# never listen on every address (NoCtldInAddrAny, NoInAddrAny) but on the
+# one their host name resolves to: 127.0.1.1 on a Debian install
+# (/etc/hosts), maybe a routable address elsewhere, while the cluster's
+# address is 127.0.0.1 (the clients could not connect). Named localhost
+# they listen on 127.0.0.1, and nothing else on the machine sees the name.
+# Started as `unshare ... &`, never through a shell function (that would
+# fork a subshell): unshare and sh exec, so $! is the daemon's PID.
+SLURM_AS_LOCALHOST='hostname localhost && exec "$@"'
 
 slurm_start() {
 	local prolog=$1 epilog=$2 taskprolog=${3:-}
@@ -88,12 +88,14 @@ CONF
 	echo "PartitionName=test Nodes=$(echo $SLURM_NODES | tr ' ' ,) Default=YES MaxTime=INFINITE State=UP" >>"$SL/slurm.conf"
 	export SLURM_CONF=$SL/slurm.conf
 	for _ in $(seq 100); do [ -S "$SLURM_MUNGE_SOCKET" ] && break; sleep 0.1; done
-	slurm_as_localhost slurmctld -D -f "$SLURM_CONF" >"$SL/log/slurmctld.out" 2>&1 &
+	unshare --uts sh -c "$SLURM_AS_LOCALHOST" sh \
+		slurmctld -D -f "$SLURM_CONF" >"$SL/log/slurmctld.out" 2>&1 &
 	SLURM_CTLD_PID=$!
 	PIDS+=("$SLURM_CTLD_PID")
 	SLURM_SLURMD_PIDS=()
 	for n in $SLURM_NODES; do
-		slurm_as_localhost slurmd -D -N "$n" -f "$SLURM_CONF" >"$SL/log/slurmd-$n.out" 2>&1 &
+		unshare --uts sh -c "$SLURM_AS_LOCALHOST" sh \
+			slurmd -D -N "$n" -f "$SLURM_CONF" >"$SL/log/slurmd-$n.out" 2>&1 &
 		SLURM_SLURMD_PIDS+=("$!")
 		PIDS+=("$!")
 	done
