@@ -122,9 +122,12 @@
 /* Hedged reads (see fetch.h): the window of read latencies kept per size
  * class, the samples needed before a class hedges, how often its
  * threshold is recomputed, the threshold's floor, how soon a waiter tries
- * again when no connection or memory was free, the median latency above
- * which a reader hands its chunk to a worker, and how long it leaves it
- * there before running it itself. */
+ * again when no connection, memory or credit was free, the median latency
+ * above which a reader hands its chunk to a worker, how long it leaves it
+ * there before running it itself, the share of the other reads' bytes
+ * that hedges may re-read (1/HEDGE_BUDGET_DIV) and the most credit kept
+ * (one 8 MiB part can always be hedged once earned, and a long quiet
+ * spell does not bank a burst of hedges). */
 #define HEDGE_WINDOW 128
 #define HEDGE_CLASSES 4 /* up to 128 KiB, 1 MiB, 8 MiB, larger */
 #define HEDGE_MIN_SAMPLES 32
@@ -133,6 +136,8 @@
 #define HEDGE_RETRY_NS (UINT64_C(10000000))
 #define HANDOFF_MIN_NS (UINT64_C(1000000))
 #define HANDOFF_GRACE_NS (UINT64_C(5000000))
+#define HEDGE_BUDGET_DIV 32
+#define HEDGE_CREDIT_MAX (2 * FETCH_PART_SIZE)
 
 enum { PRIO_READER = 0, PRIO_PREFETCH = 1, NPRIO };
 
@@ -240,6 +245,7 @@ struct fetch {
 	struct hedge_class lat[HEDGE_CLASSES];
 	struct flight *hedge_head, *hedge_tail; /* hedges for a worker */
 	uint64_t hedges, hedge_wins;
+	uint64_t hedge_credit; /* bytes hedges may re-read now */
 	/* Protected by lock: the last FETCH_PACE_WINDOW backend reads that
 	 * succeeded (see fetch_pace_get()), a ring from pace_next. */
 	uint64_t pace_lat[FETCH_PACE_WINDOW], pace_end[FETCH_PACE_WINDOW];
@@ -905,6 +911,15 @@ static void lat_record(struct fetch *f, uint64_t len, uint64_t ns)
 	hc->after_ns = 2 * p95 > HEDGE_FLOOR_NS ? 2 * p95 : HEDGE_FLOOR_NS;
 }
 
+/* Caller holds f->lock: a read that is not a hedge brought len bytes;
+ * hedges may re-read 1/HEDGE_BUDGET_DIV of them (see fetch.h). */
+static void hedge_earn(struct fetch *f, uint64_t len)
+{
+	f->hedge_credit += len / HEDGE_BUDGET_DIV;
+	if (f->hedge_credit > HEDGE_CREDIT_MAX)
+		f->hedge_credit = HEDGE_CREDIT_MAX;
+}
+
 /* Caller holds f->lock: when fl may be hedged, the monotonic time at
  * which its first read is overdue; else 0. Only a flight of one part
  * (its buffer is then the read's own, so a hedge can bring another),
@@ -1087,6 +1102,7 @@ static void run_part(struct fetch *f, struct flight *fl, bool worker)
 	if (rc == 0 && nread == plen) {
 		lat_record(f, plen, now_ns() - t0);
 		claim_add(fl, &claim);
+		hedge_earn(f, plen);
 	}
 	if (rc == 0)
 		pace_record(f, t0, now_ns(), nread);
@@ -1390,20 +1406,23 @@ static void slot_put(struct fetch *f)
  * passed): a second read of the same bytes of the same version, into a
  * buffer of its own, run by an idle worker, so the waiter goes on waiting
  * for whichever answer comes first. Only with a worker idle, a connection
- * free now (taken here for the worker) and memory under the prefetches'
+ * free now (taken here for the worker), memory under the prefetches'
  * share of the budget (a hedge is optional work like a prefetch: it never
- * waits, never reclaims, so a reader always finds room). Returns false if
- * it could not be asked for now. */
+ * waits, never reclaims, so a reader always finds room) and the credit
+ * for its bytes (hedge_earn()). Returns false if it could not be asked
+ * for now. */
 static bool hedge_request(struct fetch *f, struct flight *fl)
 {
 	uint8_t *buf;
 
 	if (f->idle_workers == 0 || !slot_free(f) ||
+	    f->hedge_credit < fl->len ||
 	    f->in_use + buf_need(f, fl->len) > f->budget / 4 * 3)
 		return false;
 	buf = buf_take(f, fl->len);
 	if (buf == NULL)
 		return false;
+	f->hedge_credit -= fl->len;
 	f->chunk_bytes += buf_size(fl->len);
 	f->inflight++;
 	fl->refs++; /* the hedge's, until it returns */
