@@ -1,8 +1,12 @@
 # shardfs: plain Makefile, pkg-config for every library.
 #
 #   make            build build/shardfs
-#   make check      install missing packages, build, run every unit and
-#                   integration suite
+#   make check      install missing packages and check every command the
+#                   suites run, then the stages build, unit, integration
+#                   and fuzz-smoke, each run even when one before failed,
+#                   each with its result and wall time; suites run two at
+#                   a time (UNIT_JOBS, SUITE_JOBS; ONLY=test_s3 picks
+#                   integration suites, SUITE_TIMEOUT bounds each)
 #   make demo       build and mount a generated demo dataset
 #   make bench      benchmarks (not part of check; ~25 min; subsets:
 #                   BENCH_PHASES=latency BENCH_LATENCIES=20 make bench)
@@ -79,8 +83,9 @@ MAIN_OBJ := $(B)/mount/main.o
 UNIT_SRCS := $(wildcard tests/unit/check_*.c)
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(B)/tests/%)
 
-.PHONY: all check unit integration demo bench bench-deps deps install uninstall \
-	clean format format-check fuzz fuzz-build fuzz-smoke stress
+.PHONY: all check unit integration demo bench deps deps-bench install uninstall clean format \
+	format-check fuzz fuzz-build fuzz-smoke stress check-build check-unit \
+	check-integration check-fuzz-smoke
 
 all: $(B)/shardfs
 
@@ -108,11 +113,41 @@ $(B)/tests/%: tests/unit/%.c $(B)/libshardfs.a $(B)/.flags
 		-MMD -MP -o $@ $< $(B)/libshardfs.a $(ALL_LDFLAGS) $(LIBS) \
 		$(shell $(PKG_CONFIG) --libs $(TEST_PKGS))
 
+# Packages, then every command the targets run (named if missing).
 deps:
 	@scripts/install-deps.sh
+deps-bench:
+	@scripts/install-deps.sh bench
+
+# make check: the stages below one after another, each run even when an
+# earlier one failed; each prints its result and wall time, and the last
+# line sums them up. Exits non-zero at the end if any stage failed. deps
+# comes first and alone: without the commands the suites call, every
+# stage would fail for that reason (it names what is missing).
+CHECK_STAGES := build unit integration fuzz-smoke
+# The build stage compiles everything the others run, on every core.
+BUILD_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
 check: deps
-	@$(MAKE) --no-print-directory unit integration fuzz-smoke
+	@t0=$$(date +%s); rc=0; sum=""; \
+	for s in $(CHECK_STAGES); do \
+		s0=$$(date +%s); \
+		echo "=== check: stage $$s"; \
+		if $(MAKE) --no-print-directory check-$$s; then r=passed; \
+		else r=FAILED; rc=1; fi; \
+		d=$$(($$(date +%s) - s0)); \
+		echo "=== check: stage $$s $$r ($$d s)"; \
+		sum="$$sum$${sum:+, }$$s $$r ($$d s)"; \
+	done; \
+	echo "check: $$sum; $$(($$(date +%s) - t0)) s in all"; \
+	exit $$rc
+
+check-build:
+	@$(MAKE) --no-print-directory -j$(BUILD_JOBS) $(B)/shardfs $(UNIT_BINS) \
+		$(B)/tests/shard_dump fuzz-build
+check-unit: unit
+check-integration: integration
+check-fuzz-smoke: fuzz-smoke
 
 # Some suites start servers on 127.0.0.1 (check_gcs_creds): no proxy from
 # the environment may stand between them and libcurl.
@@ -120,11 +155,12 @@ UNIT_ENV := env -u http_proxy -u https_proxy -u HTTP_PROXY -u HTTPS_PROXY \
 	-u ALL_PROXY -u all_proxy NO_PROXY=127.0.0.1,localhost,::1 \
 	no_proxy=127.0.0.1,localhost,::1
 
-# shard_xcheck: fs/shard.c against the reference shardspec.py (~1 s).
+# tests/unit/run.sh: the Check suites and the shard cross-check (fs/shard.c
+# against the reference shardspec.py, ~1 s), UNIT_JOBS at a time (default 2).
 unit: $(UNIT_BINS) $(B)/tests/shard_dump
-	@rc=0; for t in $(UNIT_BINS); do $(UNIT_ENV) $$t || rc=1; done; \
-	tests/unit/shard_xcheck.py $(B)/tests/shard_dump || rc=1; exit $$rc
+	@$(UNIT_ENV) tests/unit/run.sh $(B)/tests/shard_dump $(UNIT_BINS)
 
+# tests/integration/run.sh: SUITE_JOBS suites at a time (default 2).
 integration: $(B)/shardfs
 	@SHARDFS=$(CURDIR)/$(B)/shardfs tests/integration/run.sh
 
@@ -183,7 +219,7 @@ $(FUZZ_B)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_B)/libshardfs.a $(FUZZ_B)/.flags
 fuzz-build: $(FUZZ_BINS)
 
 fuzz-smoke: fuzz-build
-	@tests/fuzz/run.sh $(FUZZ_B) $(FUZZ_SMOKE_SECONDS)
+	@FUZZ_JOBS=$${FUZZ_JOBS:-2} tests/fuzz/run.sh $(FUZZ_B) $(FUZZ_SMOKE_SECONDS)
 
 fuzz: deps
 	@$(MAKE) --no-print-directory fuzz-build
@@ -198,12 +234,7 @@ demo: deps
 	@$(MAKE) --no-print-directory $(B)/shardfs
 	@SHARDFS=$(CURDIR)/$(B)/shardfs scripts/demo.sh
 
-# make bench also installs its own peers and trainer (install-deps.sh
-# --bench: s3fs, rclone, squashfuse, PyTorch), which make check never needs.
-bench-deps:
-	@scripts/install-deps.sh --bench
-
-bench: bench-deps
+bench: deps-bench
 	@$(MAKE) --no-print-directory $(B)/shardfs
 	@SHARDFS=$(CURDIR)/$(B)/shardfs tests/bench/run.sh
 

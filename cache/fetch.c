@@ -616,6 +616,7 @@ static void run_part(struct fetch *f, struct flight *fl, bool worker)
 	if (rc == 0 && nread == plen) {
 		fetch_lat_record(f, plen, fetch_now_ns() - t0);
 		fetch_claim_add(fl, &claim);
+		fetch_hedge_earn(f, plen);
 	}
 	if (rc == 0)
 		fetch_pace_record(f, t0, fetch_now_ns(), nread);

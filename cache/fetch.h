@@ -40,12 +40,19 @@
  * transfer) the engine keeps the latencies of the last 128 backend reads
  * that succeeded. Once a class has 32, a read of it running longer than
  * max(2 x their 95th percentile, 10 ms) is overdue. At twice the p95
- * fewer than 1 in 20 reads are re-issued even in a steady state, so
- * hedging costs a few percent more requests at most ("The Tail at
- * Scale" hedges at the p95); the floor keeps a fast store's jitter from
- * doubling its requests. Slow reads are recorded too: a store that slows
- * down as a whole raises the threshold instead of being hedged on every
- * read.
+ * fewer than 1 in 20 reads are re-issued even in a steady state ("The
+ * Tail at Scale" hedges at the p95); the floor keeps a fast store's
+ * jitter from doubling its requests. Slow reads are recorded too: a store
+ * that slows down as a whole raises the threshold instead of being hedged
+ * on every read, but only once the window has seen enough of them.
+ *
+ * Hedges are paid for: every byte a read that is not a hedge brings earns
+ * 1/32 byte of credit (kept up to 16 MiB), and a hedge spends its length,
+ * so hedges never re-read more than 1/32 of the bytes read otherwise,
+ * however the latencies move. A machine under load slows every read at
+ * once: against the latencies learnt before, all of them are overdue,
+ * and re-issuing them only adds load (a loaded test machine saw 5% more
+ * bytes fetched, all of them hedges).
  *
  * Who notices: a reader waiting for the chunk, whose timed wait also ends
  * when the read is due (every wait stays bounded by the wait bound); a
@@ -59,9 +66,10 @@
  * it still takes whichever answer comes first.
  *
  * Limits: a hedge needs a connection free now (one of `connections`,
- * never more) and memory under 3/4 of the budget, like a prefetch: it
- * never waits for memory and never reclaims, so it cannot starve or
- * deadlock a reader; failing either, the waiter tries again 10 ms later.
+ * never more), memory under 3/4 of the budget, like a prefetch (it never
+ * waits for memory and never reclaims, so it cannot starve or deadlock a
+ * reader), and the credit for its bytes; failing any, the waiter tries
+ * again 10 ms later.
  * At most one hedge per chunk; only chunks fetched in one part (parts
  * share one buffer, and run in parallel already), only reads pinned to a
  * version (etag or generation: both reads return the same bytes or

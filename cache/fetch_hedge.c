@@ -140,21 +140,31 @@ bool fetch_hedge_arrive(struct fetch *f, struct flight *fl, uint8_t *buf,
  * passed): a second read of the same bytes of the same version, into a
  * buffer of its own, run by an idle worker, so the waiter goes on waiting
  * for whichever answer comes first. Only with a worker idle, a connection
- * free now (taken here for the worker) and memory under the prefetches'
+ * free now (taken here for the worker), memory under the prefetches'
  * share of the budget (a hedge is optional work like a prefetch: it never
- * waits, never reclaims, so a reader always finds room). Returns false if
- * it could not be asked for now. */
+ * waits, never reclaims, so a reader always finds room) and the credit
+ * for its bytes (fetch_hedge_earn()). Returns false if it could not be
+ * asked for now. */
+void fetch_hedge_earn(struct fetch *f, uint64_t len)
+{
+	f->hedge_credit += len / FETCH_HEDGE_BUDGET_DIV;
+	if (f->hedge_credit > FETCH_HEDGE_CREDIT_MAX)
+		f->hedge_credit = FETCH_HEDGE_CREDIT_MAX;
+}
+
 bool fetch_hedge_request(struct fetch *f, struct flight *fl)
 {
 	uint8_t *buf;
 
 	if (f->idle_workers == 0 || !fetch_slot_free(f) ||
+	    f->hedge_credit < fl->len ||
 	    !prefetch_may_take(f->in_use, fetch_buf_need(f, fl->len),
 			       f->budget))
 		return false;
 	buf = fetch_buf_take(f, fl->len);
 	if (buf == NULL)
 		return false;
+	f->hedge_credit -= fl->len;
 	f->chunk_bytes += fetch_buf_size(fl->len);
 	f->inflight++;
 	fl->refs++; /* the hedge's, until it returns */

@@ -50,9 +50,12 @@
 /* Hedged reads (see fetch.h): the window of read latencies kept per size
  * class, the samples needed before a class hedges, how often its
  * threshold is recomputed, the threshold's floor, how soon a waiter tries
- * again when no connection or memory was free, the median latency above
- * which a reader hands its chunk to a worker, and how long it leaves it
- * there before running it itself. */
+ * again when no connection, memory or credit was free, the median latency
+ * above which a reader hands its chunk to a worker, how long it leaves it
+ * there before running it itself, the share of the other reads' bytes
+ * that hedges may re-read (1/FETCH_HEDGE_BUDGET_DIV) and the most credit
+ * kept (one 8 MiB part can always be hedged once earned, and a long quiet
+ * spell does not bank a burst of hedges). */
 #define FETCH_HEDGE_WINDOW 128
 #define FETCH_HEDGE_CLASSES 4 /* up to 128 KiB, 1 MiB, 8 MiB, larger */
 #define FETCH_HEDGE_MIN_SAMPLES 32
@@ -61,6 +64,8 @@
 #define FETCH_HEDGE_RETRY_NS (UINT64_C(10000000))
 #define FETCH_HANDOFF_MIN_NS (UINT64_C(1000000))
 #define FETCH_HANDOFF_GRACE_NS (UINT64_C(5000000))
+#define FETCH_HEDGE_BUDGET_DIV 32
+#define FETCH_HEDGE_CREDIT_MAX (2 * FETCH_PART_SIZE)
 
 enum { FETCH_PRIO_READER = 0, FETCH_PRIO_PREFETCH = 1, FETCH_NPRIO };
 
@@ -169,6 +174,7 @@ struct fetch {
 	struct hedge_class lat[FETCH_HEDGE_CLASSES];
 	struct flight *hedge_head, *hedge_tail; /* hedges for a worker */
 	uint64_t hedges, hedge_wins;
+	uint64_t hedge_credit; /* bytes hedges may re-read now */
 	/* Protected by lock: the last FETCH_PACE_WINDOW backend reads that
 	 * succeeded (see fetch_pace_get()), a ring from pace_next. */
 	uint64_t pace_lat[FETCH_PACE_WINDOW], pace_end[FETCH_PACE_WINDOW];
@@ -264,6 +270,10 @@ uint64_t fetch_replies_bytes(const struct fetch *f);
  * FETCH_HEDGE_FLOOR_NS. */
 void fetch_lat_record(struct fetch *f, uint64_t len, uint64_t ns);
 
+/* Caller holds f->lock: a read that is not a hedge brought len bytes;
+ * hedges may re-read 1/FETCH_HEDGE_BUDGET_DIV of them (see fetch.h). */
+void fetch_hedge_earn(struct fetch *f, uint64_t len);
+
 /* Caller holds f->lock: when fl may be hedged, the monotonic time at
  * which its first read is overdue; else 0. Only a flight of one part
  * (its buffer is then the read's own, so a hedge can bring another),
@@ -292,10 +302,11 @@ bool fetch_hedge_arrive(struct fetch *f, struct flight *fl, uint8_t *buf,
  * passed): a second read of the same bytes of the same version, into a
  * buffer of its own, run by an idle worker, so the waiter goes on waiting
  * for whichever answer comes first. Only with a worker idle, a connection
- * free now (taken here for the worker) and memory under the prefetches'
+ * free now (taken here for the worker), memory under the prefetches'
  * share of the budget (a hedge is optional work like a prefetch: it never
- * waits, never reclaims, so a reader always finds room). Returns false if
- * it could not be asked for now. */
+ * waits, never reclaims, so a reader always finds room) and the credit
+ * for its bytes (fetch_hedge_earn()). Returns false if it could not be
+ * asked for now. */
 bool fetch_hedge_request(struct fetch *f, struct flight *fl);
 
 /* Runs the hedge at the head of the hedge queue, in a worker; its slot

@@ -1,19 +1,22 @@
 #!/bin/sh
-# Installs the Debian packages shardfs needs to build, test and demo, if any
-# are missing. Runs apt-get update at most once, and only when something is
-# missing. Needs root for the install step; says so otherwise.
+# Installs the Debian packages shardfs needs to build, test, demo and
+# benchmark, if any are missing, then checks that every command those
+# run is there (command -v), naming each missing one and its package.
+# Runs apt-get update at most once, and only when something is missing.
+# Needs root for the install step; says so otherwise.
 #
-# --bench adds what only `make bench` uses (peers and trainers, below):
-# `make check` never installs them.
+#   install-deps.sh          what make check and make demo need
+#   install-deps.sh bench    that and the benchmarks' peers (make bench)
 set -eu
 
-bench=0
-for a in "$@"; do
-	case $a in
-	--bench) bench=1 ;;
-	*) echo "install-deps.sh: unknown argument '$a' (--bench)" >&2; exit 2 ;;
-	esac
-done
+WHAT=${1:-check}
+case $WHAT in
+check | demo | bench) ;;
+*)
+	echo "usage: install-deps.sh [check|demo|bench] (not '$WHAT')" >&2
+	exit 2
+	;;
+esac
 
 PKGS="gcc make pkg-config libfuse3-dev fuse3 libssl-dev check \
 python3 clang-format"
@@ -51,31 +54,183 @@ PKGS="$PKGS python3-torch python3-pytest python3-venv python3-pip python3-setupt
 python3-crcmod"
 # Fuzzing (tests/fuzz, part of check): clang 14 and its libFuzzer runtime.
 PKGS="$PKGS clang libclang-rt-14-dev"
-command -v node >/dev/null 2>&1 || PKGS="$PKGS nodejs"
-# make bench only: the peers s3fs and rclone, curl (raw GETs, the server's
-# limit), squashfuse_ll with mksquashfs (a plain C FUSE filesystem over the
-# same small files) and PyTorch (the DataLoader trainer; Debian's
-# python3-torch works with /usr/bin/python3 only).
-if [ "$bench" = 1 ]; then
-	PKGS="$PKGS s3fs rclone curl squashfuse squashfs-tools python3-torch"
+
+# Every command the build, the tests (unit, integration, fuzz), the demo
+# and the benchmarks run, with the package that has it: its package is
+# installed with the others, and after the install each command is
+# looked for (a path: must be executable; else command -v), so a missing
+# one is named here, once, not as "command not found" in every suite. A
+# minimal Debian (debootstrap --variant=minbase) lacks curl and procps,
+# which the servers' start-up probes and the suites use. Commands of
+# Essential packages are listed too: an image may have removed one.
+# Found by reading the Makefile, scripts/, tests/ (shell, Python
+# subprocess and the unit suites' popen/system) and contrib/ (the Slurm
+# scripts the suites run); tests/integration/run.sh fails a suite whose
+# output says "command not found", naming the command to add here.
+COMMANDS="
+cc gcc
+make make
+pkg-config pkg-config
+ar binutils
+readelf binutils
+clang clang
+clang-format clang-format
+git git
+/usr/bin/python3 python3
+/usr/bin/aws awscli
+node nodejs
+npm npm
+curl curl
+pgrep procps
+fusermount3 fuse3
+mount mount
+umount mount
+mountpoint util-linux
+setpriv util-linux
+unshare util-linux
+flock util-linux
+setsid util-linux
+script bsdutils
+logger bsdutils
+hostname hostname
+ldd libc-bin
+getent libc-bin
+openssl openssl
+groff groff-base
+man man-db
+systemd-analyze systemd
+ganesha.nfsd nfs-ganesha
+nfs-cp libnfs-utils
+munged munge
+slurmctld slurm-wlm
+slurmd slurm-wlm
+sbatch slurm-wlm
+srun slurm-wlm
+scontrol slurm-wlm
+sinfo slurm-wlm
+squeue slurm-wlm
+bash bash
+awk mawk
+sed sed
+grep grep
+find findutils
+xargs findutils
+cmp diffutils
+diff diffutils
+timeout coreutils
+numfmt coreutils
+mkfifo coreutils
+sha256sum coreutils
+stat coreutils
+truncate coreutils
+realpath coreutils
+mktemp coreutils
+seq coreutils
+sort coreutils
+join coreutils
+comm coreutils
+cut coreutils
+uniq coreutils
+tr coreutils
+wc coreutils
+head coreutils
+tail coreutils
+tee coreutils
+dd coreutils
+du coreutils
+nproc coreutils
+nice coreutils
+paste coreutils
+fmt coreutils
+nl coreutils
+install coreutils
+"
+# Python modules the suites import beyond the standard library.
+MODULES="
+botocore python3-botocore
+yaml python3-yaml
+jwt python3-jwt
+cryptography python3-cryptography
+prometheus_client python3-prometheus-client
+"
+# make bench: the peers it compares with (tests/bench/bench.py): s3fs and
+# rclone, squashfuse_ll with mksquashfs (a plain C FUSE filesystem over the
+# same small files); PyTorch for the DataLoader trainer (Debian's
+# python3-torch works with /usr/bin/python3 only; make check's Python
+# suites install it too).
+if [ "$WHAT" = bench ]; then
+	COMMANDS="$COMMANDS
+s3fs s3fs
+rclone rclone
+squashfuse_ll squashfuse
+mksquashfs squashfs-tools
+"
+	MODULES="$MODULES
+torch python3-torch
+"
 fi
+
+# The image may ship its own Node (npm comes with it): Debian's only when
+# there is none.
+for p in $(printf '%s\n' "$COMMANDS" | awk 'NF == 2 && $1 != "node" && $1 != "npm" {print $2}' | sort -u); do
+	PKGS="$PKGS $p"
+done
+command -v node >/dev/null 2>&1 || PKGS="$PKGS nodejs"
 command -v npm >/dev/null 2>&1 || PKGS="$PKGS npm"
 
 missing=""
 for p in $PKGS; do
+	case " $missing " in *" $p "*) continue ;; esac
 	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null |
 		grep -q 'install ok installed'; then
 		missing="$missing $p"
 	fi
 done
-[ -z "$missing" ] && exit 0
 
-echo "shardfs: installing missing Debian packages:$missing"
-if [ "$(id -u)" != 0 ]; then
-	echo "shardfs: not root: run 'apt-get install$missing' as root first" >&2
+if [ -n "$missing" ]; then
+	echo "shardfs: installing missing Debian packages:$missing"
+	if [ "$(id -u)" != 0 ]; then
+		echo "shardfs: not root: run 'apt-get install$missing' as root first" >&2
+		exit 1
+	fi
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -q
+	# shellcheck disable=SC2086
+	apt-get install -y -q --no-install-recommends $missing
+fi
+
+# What the suites will run, looked for now.
+installed() {
+	dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'
+}
+absent=""
+pkgs=""
+while read -r cmd pkg; do
+	[ -n "$cmd" ] || continue
+	case $cmd in
+	/*) [ -x "$cmd" ] && continue ;;
+	*) command -v "$cmd" >/dev/null 2>&1 && continue ;;
+	esac
+	if installed "$pkg"; then
+		absent="$absent $cmd ($pkg is installed, but $cmd is not on PATH=$PATH)"
+	else
+		absent="$absent $cmd ($pkg)"
+		pkgs="$pkgs $pkg"
+	fi
+done <<EOF
+$COMMANDS
+EOF
+while read -r mod pkg; do
+	[ -n "$mod" ] || continue
+	/usr/bin/python3 -c "import $mod" >/dev/null 2>&1 && continue
+	absent="$absent python3 module $mod ($pkg)"
+	pkgs="$pkgs $pkg"
+done <<EOF
+$MODULES
+EOF
+if [ -n "$absent" ]; then
+	echo "shardfs: missing commands the build and tests run:$absent" >&2
+	[ -z "$pkgs" ] ||
+		echo "shardfs: install them (apt-get install$(printf '%s\n' $pkgs | sort -u | tr '\n' ' ' | sed 's/ $//; s/^/ /')) and run this again" >&2
 	exit 1
 fi
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -q
-# shellcheck disable=SC2086
-apt-get install -y -q --no-install-recommends $missing

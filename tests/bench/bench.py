@@ -269,8 +269,8 @@ def run(argv, **kw):
 def ensure_debs():
     """The peers and tools (s3fs, rclone, curl, awscli, squashfuse,
     squashfs-tools, python3-torch): one list, in scripts/install-deps.sh
-    --bench, which `make bench` has run already (then this is a no-op)."""
-    run([os.path.join(REPO, "scripts", "install-deps.sh"), "--bench"])
+    bench, which `make bench` has run already (then this is a no-op)."""
+    run([os.path.join(REPO, "scripts", "install-deps.sh"), "bench"])
 
 
 def ensure_shardfs():

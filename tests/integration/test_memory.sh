@@ -15,6 +15,9 @@
 # STRESS=1 in the environment runs the whole matrix: 32M/64M/128M × 16/32/64
 # readers × 8M/32M chunks on posix, and three cells on s3rver. Timings are
 # printed as figures, never asserted.
+#
+# exclusive: the peak RSS bound is the daemon's own, but another suite's
+# load on the same cores changes how many buffers are in flight at once.
 SUITE=memory
 . "$(dirname "$0")/lib.sh"
 

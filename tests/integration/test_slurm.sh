@@ -34,6 +34,16 @@ for b in munged slurmctld slurmd sbatch srun scontrol sinfo squeue; do
 	fi
 done
 
+# slurmctld and slurmd look up this machine's own name and localhost (the
+# cluster's address): a fresh Debian install has both in /etc/hosts, a
+# debootstrap chroot neither, and without them they never come up.
+for h in "$(hostname)" localhost; do
+	if ! getent hosts "$h" >/dev/null; then
+		fail "'$h' does not resolve (getent hosts): slurmctld and slurmd need it; add it to /etc/hosts"
+		finish
+	fi
+done
+
 # Slurm first in the cleanup: its prolog's mounts and the daemons, by PID.
 cleanup_slurm() {
 	local m
@@ -89,8 +99,14 @@ DEF
 	done
 }
 defaults fail-job
+# The task prolog runs as the job's user: a copy in $T (0755 below), since
+# the checkout may be one other users cannot read (under /root).
+cp "$CONTRIB/shardfs-taskprolog" "$T/shardfs-taskprolog"
+chmod 755 "$T/shardfs-taskprolog"
 for s in prolog epilog taskprolog; do
-	printf '#!/bin/sh\nSHARDFS_SLURM_DEFAULTS=%s.$SLURMD_NODENAME exec %s\n' "$T/defaults" "$CONTRIB/shardfs-$s" >"$T/$s"
+	script=$CONTRIB/shardfs-$s
+	[ "$s" = taskprolog ] && script=$T/shardfs-taskprolog
+	printf '#!/bin/sh\nSHARDFS_SLURM_DEFAULTS=%s.$SLURMD_NODENAME exec %s\n' "$T/defaults" "$script" >"$T/$s"
 	chmod 755 "$T/$s"
 done
 
@@ -113,9 +129,9 @@ submit() {
 no_job_mounts() { ! grep -qs " $T/run-" /proc/mounts; }
 no_daemon_of() { ! pgrep -f -- "/job-$1/" >/dev/null; }
 all_idle() { test "$(timeout 10 sinfo -h -t idle -o %D 2>/dev/null)" = 2; }
-wait_until() { # wait_until SECONDS CMD...
-	local n=$(($1 * 10)); shift
-	while [ $n -gt 0 ]; do "$@" && return 0; sleep 0.1; n=$((n - 1)); done
+wait_until() { # wait_until SECONDS CMD...: SECONDS of wall time, however long CMD takes
+	local end=$((SECONDS + $1)); shift
+	while [ "$SECONDS" -lt "$end" ]; do "$@" && return 0; sleep 0.1; done
 	"$@"
 }
 (cd "$SRC" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum) |
@@ -314,5 +330,14 @@ if [ "$(echo "$hung" | wc -w)" = 1 ] && kill -STOP "$hung"; then
 else
 	fail "a hung mount: the daemon of $M9 (pids: $hung)"
 fi
+
+# --- the cluster stops -------------------------------------------------------------
+# slurm_stop stops what slurm_start started: no daemon the pid files name
+# outlives the suite.
+daemon_pids() { cat "$SL"/slurmctld.pid "$SL"/slurmd-*.pid 2>/dev/null; }
+pids=$(daemon_pids | tr '\n' ' ')
+slurm_stop
+check "slurm_stop: slurmctld and the slurmds are gone (pids $pids)" bash -c \
+	"test -n '$pids' && for p in $pids; do ! kill -0 \$p 2>/dev/null || exit 1; done"
 
 finish

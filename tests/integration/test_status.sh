@@ -28,9 +28,7 @@ wait_log() {
 	return 1
 }
 
-free_port() {
-	$PY -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
+free_port() { $PY "$HERE/free_port.py"; }
 PORT=$(free_port)
 
 C=$T/c.conf

@@ -209,15 +209,6 @@ START_TEST(test_retained_chunk_pinned)
 }
 END_TEST
 
-/* Fills the cache with the object and waits until its blob's ctime is over
- * a second old (a blob is remembered as checked only then). */
-static void fill_and_age(struct fixture *fx)
-{
-	ck_assert_int_eq(tc_fill(fx->c, &fx->o, NULL), 0);
-	(void)stats(fx); /* indexes the queued rows */
-	sleep(3);
-}
-
 static int find_blob(const char *dir, char *out, size_t len)
 {
 	char cmd[700];
@@ -235,6 +226,31 @@ static int find_blob(const char *dir, char *out, size_t len)
 	if (ok)
 		out[strcspn(out, "\n")] = '\0';
 	return ok ? 0 : -ENOENT;
+}
+
+/* Fills the cache with the object and waits (at most 10 s) until its
+ * blob's ctime is over a second older than the clock: a blob is
+ * remembered as checked only then (cache/verified.c). */
+static void fill_and_age(struct fixture *fx)
+{
+	char blob[700];
+	struct timespec now = { 0 };
+	struct stat st;
+	int i;
+
+	ck_assert_int_eq(tc_fill(fx->c, &fx->o, NULL), 0);
+	(void)stats(fx); /* indexes the queued rows */
+	for (i = 0; i < 200 && find_blob(fx->dir, blob, sizeof(blob)) != 0; i++)
+		usleep(50000);
+	ck_assert_int_eq(find_blob(fx->dir, blob, sizeof(blob)), 0);
+	ck_assert_int_eq(stat(blob, &st), 0);
+	for (i = 0; i < 1000; i++) {
+		clock_gettime(CLOCK_REALTIME, &now);
+		if (now.tv_sec > st.st_ctim.tv_sec + 1)
+			break;
+		usleep(10000);
+	}
+	ck_assert_int_gt(now.tv_sec, st.st_ctim.tv_sec + 1);
 }
 
 START_TEST(test_blob_checked_then_spliced)

@@ -554,6 +554,7 @@ START_TEST(test_lru_batched_atime)
 	struct obj ob[11];
 	uint64_t before;
 	char name[32];
+	time_t t;
 	int i;
 
 	fx_init(&fx, "lru");
@@ -565,10 +566,16 @@ START_TEST(test_lru_batched_atime)
 	fx_open(&fx, 1000000, 0, 256 << 10);
 	for (i = 0; i < 10; i++)
 		read_all(&fx, &ob[i], 300 + (unsigned)i);
-	/* Access times are in seconds: let the clock move, then touch the
-	 * two oldest entries. Their new times sit in memory until the
-	 * eviction flushes them; the eviction must see them. */
-	sleep(2);
+	/* Access times are in seconds: once every row is stored (stats()
+	 * waits for the queued ones), wait for the clock's next second
+	 * (at most 3 s), then touch the two oldest entries. Their new times
+	 * sit in memory until the eviction flushes them; the eviction must
+	 * see them. */
+	(void)stats(&fx);
+	t = time(NULL);
+	for (i = 0; i < 300 && time(NULL) <= t; i++)
+		usleep(10000);
+	ck_assert_int_gt(time(NULL), t);
 	read_all(&fx, &ob[0], 300);
 	read_all(&fx, &ob[1], 301);
 	read_all(&fx, &ob[10], 310); /* evicts two */

@@ -15,9 +15,18 @@
 SL=$T/slurm
 SLURM_NODES=${SLURM_NODES:-localhost}
 
-slurm_free_port() {
-	/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
+slurm_free_port() { /usr/bin/python3 "$HERE/free_port.py"; }
+
+# The daemons run in a UTS namespace of their own whose host name is
+# localhost (unshare --uts sh -c "$SLURM_AS_LOCALHOST" sh CMD...). They
+# never listen on every address (NoCtldInAddrAny, NoInAddrAny) but on the
+# one their host name resolves to: 127.0.1.1 on a Debian install
+# (/etc/hosts), maybe a routable address elsewhere, while the cluster's
+# address is 127.0.0.1 (the clients could not connect). Named localhost
+# they listen on 127.0.0.1, and nothing else on the machine sees the name.
+# Started as `unshare ... &`, never through a shell function (that would
+# fork a subshell): unshare and sh exec, so $! is the daemon's PID.
+SLURM_AS_LOCALHOST='hostname localhost && exec "$@"'
 
 slurm_start() {
 	local prolog=$1 epilog=$2 taskprolog=${3:-}
@@ -79,18 +88,22 @@ CONF
 	echo "PartitionName=test Nodes=$(echo $SLURM_NODES | tr ' ' ,) Default=YES MaxTime=INFINITE State=UP" >>"$SL/slurm.conf"
 	export SLURM_CONF=$SL/slurm.conf
 	for _ in $(seq 100); do [ -S "$SLURM_MUNGE_SOCKET" ] && break; sleep 0.1; done
-	slurmctld -D -f "$SLURM_CONF" >"$SL/log/slurmctld.out" 2>&1 &
+	unshare --uts sh -c "$SLURM_AS_LOCALHOST" sh \
+		slurmctld -D -f "$SLURM_CONF" >"$SL/log/slurmctld.out" 2>&1 &
 	SLURM_CTLD_PID=$!
 	PIDS+=("$SLURM_CTLD_PID")
 	SLURM_SLURMD_PIDS=()
 	for n in $SLURM_NODES; do
-		slurmd -D -N "$n" -f "$SLURM_CONF" >"$SL/log/slurmd-$n.out" 2>&1 &
+		unshare --uts sh -c "$SLURM_AS_LOCALHOST" sh \
+			slurmd -D -N "$n" -f "$SLURM_CONF" >"$SL/log/slurmd-$n.out" 2>&1 &
 		SLURM_SLURMD_PIDS+=("$!")
 		PIDS+=("$!")
 	done
-	local want
+	local want end=$((SECONDS + 30))
 	want=$(echo $SLURM_NODES | wc -w)
-	for _ in $(seq 300); do
+	# 30 s of wall time: a sinfo that hangs (a slurmctld that never
+	# answers) takes its 5 s each time, so a count of tries is no bound.
+	while [ "$SECONDS" -lt "$end" ]; do
 		if [ "$(timeout 5 sinfo -h -t idle -o %D 2>/dev/null)" = "$want" ]; then
 			return 0
 		fi
@@ -106,11 +119,10 @@ slurm_node_state() { timeout 10 sinfo -h -n "$1" -o %t 2>/dev/null; }
 
 # slurm_wait_job JOBID SECONDS: waits until the job has left the queue.
 slurm_wait_job() {
-	local id=$1 n=$(($2 * 10))
-	while [ $n -gt 0 ]; do
+	local id=$1 end=$((SECONDS + $2))
+	while [ "$SECONDS" -lt "$end" ]; do
 		[ -z "$(timeout 10 squeue -h -j "$id" -o %i 2>/dev/null)" ] && return 0
 		sleep 0.1
-		n=$((n - 1))
 	done
 	return 1
 }
@@ -118,8 +130,8 @@ slurm_wait_job() {
 # slurm_stop: waits for the queue to empty (bounded), then stops the
 # slurmds, slurmctld and munged, in that order, by PID.
 slurm_stop() {
-	local p
-	for _ in $(seq 100); do
+	local p end=$((SECONDS + 10))
+	while [ "$SECONDS" -lt "$end" ]; do
 		[ -z "$(timeout 5 squeue -h -o %i 2>/dev/null)" ] && break
 		sleep 0.1
 	done

@@ -48,10 +48,15 @@ gcs_node() {
 }
 
 # gcs_install: a Node >= 20 (gcs_node), then npm ci into $GCS_DIR unless
-# already current.
+# already current. Suites running side by side (run.sh) share the
+# directory: one installs at a time, the others then find it current.
+# GCS_NODE is set by gcs_node in this shell, not in the locked subshell.
 gcs_install() {
-	gcs_node || return 1
 	mkdir -p "$GCS_DIR" || return 1
+	(flock 9 && gcs_node && gcs_install_locked) 9>"$GCS_DIR/.install.lock" &&
+		gcs_node
+}
+gcs_install_locked() {
 	if [ -f "$GCS_DIR/node_modules/firebase-tools/lib/emulator/storage/index.js" ] &&
 		cmp -s "$GCS_SRC/package-lock.json" "$GCS_DIR/package-lock.json"; then
 		return 0
@@ -61,9 +66,7 @@ gcs_install() {
 		{ cat "$T/gcs-npm.log" >&2; return 1; }
 }
 
-gcs_free_port() {
-	/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
+gcs_free_port() { /usr/bin/python3 "$GCS_SRC/../free_port.py"; }
 
 # gcs_start DATA_DIR [PORT]: starts the emulator, waits until it answers.
 # Sets GCS_PORT, GCS_PID, GCS_EP (the endpoint URL) and GCS_LOG. Buckets are

@@ -32,9 +32,8 @@
 GANESHA_BIN=${GANESHA_BIN:-/usr/sbin/ganesha.nfsd}
 [ -x "$GANESHA_BIN" ] || GANESHA_BIN=$(command -v ganesha.nfsd 2>/dev/null || echo ganesha.nfsd)
 
-ganesha_free_port() {
-	/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
+GANESHA_SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ganesha_free_port() { /usr/bin/python3 "$GANESHA_SRC/../free_port.py"; }
 
 ganesha_plugins_dir() {
 	local d

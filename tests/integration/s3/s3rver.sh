@@ -10,9 +10,14 @@
 S3RVER_SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 S3RVER_DIR=${S3RVER_DIR:-$(cd "$S3RVER_SRC/../../.." && pwd)/build/s3rver}
 
-# s3rver_install: npm ci into $S3RVER_DIR unless already current.
+# s3rver_install: npm ci into $S3RVER_DIR unless already current. Suites
+# running side by side (run.sh) share the directory: one installs at a
+# time, the others then find it current.
 s3rver_install() {
 	mkdir -p "$S3RVER_DIR" || return 1
+	(flock 9 && s3rver_install_locked) 9>"$S3RVER_DIR/.install.lock"
+}
+s3rver_install_locked() {
 	if [ -f "$S3RVER_DIR/node_modules/s3rver/bin/s3rver.js" ] &&
 		cmp -s "$S3RVER_SRC/package-lock.json" "$S3RVER_DIR/package-lock.json"; then
 		return 0
@@ -22,9 +27,8 @@ s3rver_install() {
 		{ cat "$T/npm.log" >&2; return 1; }
 }
 
-free_port() {
-	/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
+# free_port: a port no other suite of this run was given (free_port.py).
+free_port() { /usr/bin/python3 "$S3RVER_SRC/../free_port.py"; }
 
 # s3rver_start DATA_DIR BUCKET [PORT]: starts s3rver, waits until it answers.
 # Sets S3_PORT, S3_PID, S3_EP (the endpoint URL) and S3_LOG.
