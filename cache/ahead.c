@@ -113,7 +113,7 @@ static unsigned ahead_pace(struct cache *c, struct order_slot *slot,
 	p.latency_ns = fp->latency_min_ns;
 	p.latency_slow_ns = fp->latency_p90_ns;
 	p.gap_ns = slot->gap_ns;
-	p.depth = slot->st.depth;
+	p.depth = prefetch_order_depth(&slot->st, reader);
 	p.file_bytes = slot->file_bytes;
 	p.memory = __atomic_load_n(&c->pf_memory, __ATOMIC_RELAXED);
 	p.connections = __atomic_load_n(&c->pf_conns, __ATOMIC_RELAXED);
@@ -177,11 +177,11 @@ void cache_order_note(struct cache *c, uint64_t order, uint64_t pos,
 	ask->from = op.from;
 	ask->to = op.to;
 	ask->noted = true;
-	/* The pusher goes on after the run's readers; a new run (another
-	 * pass, a jump) starts it over from there. */
-	if (op.rerun)
-		slot->claimed = pos;
+	/* The pusher goes on after the readers' cursors; one that jumped
+	 * back (another pass) starts it over from there. */
 	slot->known = prefetch_order_floor(&slot->st);
+	if (op.rerun && pos < slot->claimed)
+		slot->claimed = slot->known;
 	slot->noted_ns = now;
 	__atomic_store_n(&c->pf_depth, (uint64_t)slot->st.depth,
 			 __ATOMIC_RELAXED);

@@ -139,7 +139,7 @@ static struct prefetch_lane *lane_find(struct prefetch_order *o,
 	return NULL;
 }
 
-/* A lane for a reader not seen: an unused one, else the least recent. */
+/* A lane for a reader not seen: a free one, else the least recent. */
 static struct prefetch_lane *lane_take(struct prefetch_order *o)
 {
 	struct prefetch_lane *l = &o->lanes[0];
@@ -149,6 +149,26 @@ static struct prefetch_lane *lane_take(struct prefetch_order *o)
 		if (o->lanes[i].seen < l->seen)
 			l = &o->lanes[i];
 	return l;
+}
+
+static bool lane_in_use(const struct prefetch_order *o,
+			const struct prefetch_lane *l)
+{
+	return l->seen != 0 && o->opens - l->seen < PREFETCH_LANES * 4;
+}
+
+/* Whether pos is in the range l asked for at its last open. */
+static bool lane_covers(const struct prefetch_lane *l, uint64_t pos)
+{
+	return l->seen != 0 && l->lo <= l->hi && pos >= l->lo && pos <= l->hi;
+}
+
+unsigned prefetch_order_depth(const struct prefetch_order *o, uint64_t reader)
+{
+	const struct prefetch_lane *l =
+		lane_find((struct prefetch_order *)o, reader);
+
+	return l != NULL ? l->depth : 0;
 }
 
 uint64_t prefetch_order_moved(const struct prefetch_order *o, uint64_t reader,
@@ -165,97 +185,149 @@ uint64_t prefetch_order_floor(const struct prefetch_order *o)
 	uint64_t floor = o->last;
 	unsigned i;
 
+	for (i = 0; i < PREFETCH_LANES; i++)
+		if (lane_in_use(o, &o->lanes[i]) && o->lanes[i].depth > 0 &&
+		    o->lanes[i].pos < floor)
+			floor = o->lanes[i].pos;
+	return floor;
+}
+
+bool prefetch_order_followed(const struct prefetch_order *o, uint64_t *asked_hi,
+			     unsigned *depth)
+{
+	bool any = false;
+	unsigned i;
+
+	*asked_hi = 0;
+	*depth = 0;
 	for (i = 0; i < PREFETCH_LANES; i++) {
 		const struct prefetch_lane *l = &o->lanes[i];
 
-		if (l->seen != 0 && o->opens - l->seen < PREFETCH_LANES * 4 &&
-		    l->pos >= o->run_lo && l->pos < floor)
-			floor = l->pos;
+		if (!lane_in_use(o, l) || l->depth == 0 || !l->asked)
+			continue;
+		any = true;
+		if (l->asked_hi > *asked_hi)
+			*asked_hi = l->asked_hi;
+		if (l->depth > *depth)
+			*depth = l->depth;
 	}
-	return floor;
+	return any;
 }
 
 void prefetch_order_open(struct prefetch_order *o, uint64_t pos,
 			 uint64_t reader, unsigned limit,
 			 struct prefetch_open *out)
 {
-	struct prefetch_lane *lane = lane_find(o, reader);
-	bool in_run = o->opened && pos != o->last && pos >= o->run_lo &&
-		      pos <= o->reach;
-	/* A reader not seen yet, a little ahead of the others. */
-	bool joins = lane == NULL && o->opened && o->depth > 0 &&
-		     pos > o->reach && pos - o->reach <= PREFETCH_TEAM_SPAN;
+	struct prefetch_lane *l = lane_find(o, reader), *from = NULL;
+	bool fresh = l == NULL, any_asked = false;
+	unsigned i;
 
 	memset(out, 0, sizeof(*out));
 	out->from = 1;
-	if (lane == NULL) {
-		lane = lane_take(o);
-		lane->reader = reader;
+	/* Whose range pos is in: the opener's own first (or its next
+	 * position), else the deepest (the latest of those) of the cursors
+	 * whose reader is there: the last open's, or one that moved twice. */
+	if (l != NULL && (lane_covers(l, pos) || pos == l->pos + 1))
+		from = l;
+	for (i = 0; i < PREFETCH_LANES && (from == NULL || from != l); i++) {
+		const struct prefetch_lane *c = &o->lanes[i];
+
+		if (!lane_covers(c, pos) || !lane_in_use(o, c) ||
+		    (c->moves < 2 && i != o->last_lane))
+			continue;
+		if (from == NULL || c->depth > from->depth ||
+		    (c->depth == from->depth && c->seen > from->seen))
+			from = &o->lanes[i];
 	}
-	lane->pos = pos;
-	lane->seen = ++o->opens;
-	if (limit == 0)
+	for (i = 0; i < PREFETCH_LANES; i++)
+		any_asked |= lane_in_use(o, &o->lanes[i]) &&
+			     o->lanes[i].lo <= o->lanes[i].hi;
+	if (fresh) {
+		l = lane_take(o);
+		memset(l, 0, sizeof(*l));
+		l->reader = reader;
+		l->pos = pos;
+	}
+	o->last_lane = (unsigned)(l - o->lanes);
+	if (limit == 0) {
+		l->pos = pos;
+		l->seen = ++o->opens;
+		o->last = pos;
+		o->opened = true;
+		o->depth = 0;
 		return;
+	}
+	if (fresh || pos != l->pos)
+		l->moves += l->moves < 2;
 	if (!o->opened) {
-		o->depth = PREFETCH_DEPTH_START < limit ? PREFETCH_DEPTH_START
+		l->depth = PREFETCH_DEPTH_START < limit ? PREFETCH_DEPTH_START
 							: limit;
-		o->run_lo = o->top = o->reach = pos;
 		out->rerun = true;
-	} else if (in_run) {
+	} else if (!fresh && pos == l->pos) {
+		/* Noted again: nothing moved. */
+	} else if (from != NULL) {
 		out->hit = true;
-		o->depth = o->depth * 2 < limit ? o->depth * 2 : limit;
-		if (o->depth == 0)
-			o->depth = 1;
-	} else if (!joins && pos != o->last) {
-		if (o->lo <= o->hi) {
-			out->miss = true;
-			o->depth /= 2;
+		if (from != l) {
+			/* Taking up where another cursor is: from its depth,
+			 * after what it asked. */
+			if (from->depth > l->depth || fresh)
+				l->depth = from->depth;
+			l->asked = from->asked;
+			l->asked_hi = from->asked_hi;
 		}
-		o->asked = false; /* asked for somewhere else */
-		o->run_lo = o->top = o->reach = pos;
+		l->depth = l->depth * 2 < limit ? l->depth * 2 : limit;
+		if (l->depth == 0)
+			l->depth = 1;
+	} else {
+		if (!fresh && l->lo <= l->hi)
+			out->miss = true;
+		else if (fresh && any_asked)
+			out->miss = true;
+		l->depth = fresh ? 0 : l->depth / 2;
+		l->asked = false; /* asked for somewhere else */
 		out->rerun = true;
 	}
-	if (o->depth > limit)
-		o->depth = limit;
-	if (pos > o->top)
-		o->top = pos;
+	if (l->depth > limit)
+		l->depth = limit;
+	l->pos = pos;
+	l->seen = ++o->opens;
 	o->opened = true;
 	o->last = pos;
-	if (o->depth == 0) {
-		if (++o->since_probe < PREFETCH_PROBE) {
-			o->lo = 1;
-			o->hi = 0;
+	o->depth = l->depth;
+	if (l->depth == 0) {
+		if (++l->since_probe < PREFETCH_PROBE) {
+			l->lo = 1;
+			l->hi = 0;
 			return;
 		}
-		o->since_probe = 0;
-		o->lo = o->hi = pos + 1;
+		l->since_probe = 0;
+		l->lo = l->hi = pos + 1;
 	} else {
-		o->lo = pos + 1;
-		o->hi = o->top + o->depth;
+		l->lo = pos + 1;
+		l->hi = pos + l->depth;
 	}
-	if (o->hi > o->reach)
-		o->reach = o->hi;
-	/* After a run's asks, on from the furthest (a joining reader's
-	 * teammates read what lies between). */
-	out->from =
-		o->asked && o->asked_hi + 1 > o->lo ? o->asked_hi + 1 : o->lo;
-	if (o->asked && joins)
-		out->from = o->asked_hi + 1;
-	out->to = o->hi;
+	out->from = l->asked && l->asked_hi >= l->lo ? l->asked_hi + 1 : l->lo;
+	out->to = l->hi;
 	if (out->from <= out->to) {
-		o->asked = true;
-		o->asked_hi = out->to;
+		l->asked = true;
+		l->asked_hi = out->to;
 	}
 }
 
 void prefetch_order_stopped(struct prefetch_order *o, uint64_t pos)
 {
-	if (!o->asked || o->asked_hi < pos)
-		return;
-	if (pos == 0 || pos - 1 < o->run_lo)
-		o->asked = false;
-	else
-		o->asked_hi = pos - 1;
+	unsigned i;
+
+	for (i = 0; i < PREFETCH_LANES; i++) {
+		struct prefetch_lane *l = &o->lanes[i];
+
+		if (!l->asked || l->asked_hi < pos)
+			continue;
+		if (pos == 0 || pos - 1 < l->lo)
+			l->asked = false;
+		else
+			l->asked_hi = pos - 1;
+	}
 }
 
 unsigned prefetch_depth(const struct prefetch_pace *p)

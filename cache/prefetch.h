@@ -19,24 +19,27 @@
  * seek and restarts the window. The range to read ahead is what lies within the
  * window past the read and was not asked for yet.
  *
- * Across files: opening position p of an order asks for the positions up
- * to depth past the highest one opened in the current run (p+1 .. p+depth
- * for one reader). An open of a position asked for in this run is a hit
- * and doubles depth (up to the limit); an open elsewhere is a miss and
- * halves it, down to 0, and starts a new run there. At depth 0 nothing is
- * asked for, except one position every PREFETCH_PROBE opens, to notice a
- * reader that follows the order again.
- *
- * Teams: several readers may follow one order together, each reading its
- * own part of it at once (a PyTorch DataLoader's workers take batches of
- * consecutive positions in turn, a reader's threads files in turn). Each
- * reader (a thread id, from the request) has a lane with its last
- * position. A reader not seen yet whose first open lands past the range
- * asked for, but within PREFETCH_TEAM_SPAN of it, joins the run instead of
- * breaking it: the positions between are asked for too (its teammates
- * read them). The same reader jumping ahead is a miss, as before: a team
- * is told from a reader that skips by who opens. The pusher starts from
- * the lowest position of the run's active readers (prefetch_order_floor()).
+ * Across files: an order's readers each have a cursor (a lane: the
+ * reader is the opener's thread id, so a DataLoader's workers, or a
+ * reader's threads, each follow their own part of the order at once).
+ * Opening position p moves the opener's cursor to p and asks for
+ * p+1 .. p+depth of its cursor, those not asked for already. An open in
+ * the range its cursor asked for last is a hit and doubles the cursor's
+ * depth (up to the limit); so is an open in another cursor's range (a
+ * reader taking up where another left off: a new process per file in
+ * order, a worker jumping to its next batch, which a teammate's cursor
+ * reached): the cursor then goes on from that one's depth and asks. An
+ * open elsewhere is a miss and halves the cursor's depth, down to 0; a
+ * reader not seen before that lands nowhere asked starts at depth 0 (a
+ * process per file off the order must not ask for files it never reads).
+ * Another cursor's range counts while its reader is there: the cursor of
+ * the last open, or one that moved more than once (a process that read
+ * one file and left is not followed by the next one landing in its
+ * range), and a cursor's own next position is always a hit.
+ * At depth 0 nothing is asked for, except one position every
+ * PREFETCH_PROBE opens, to notice a reader that follows the order again.
+ * The pusher pushes from the lowest position of the cursors in use
+ * (prefetch_order_floor()) up to the furthest one asked.
  *
  * How far a hit may take depth is the working depth of prefetch_depth()
  * (Little's law: files in flight = rate x latency), not prefetch.files,
@@ -149,62 +152,68 @@ static inline bool prefetch_uncached_ahead(const struct prefetch_window *w,
 	return end >= w->start + PREFETCH_WINDOW_MIN;
 }
 
-/* Readers of one order told apart, and how far ahead of the range
- * asked for a new one may join the run (a DataLoader's workers x its
- * prefetch factor x its batch: 4 x 2 x 32 = 256 by default). */
+/* Cursors of one order (readers told apart); a cursor not moved in the
+ * last PREFETCH_LANES x 4 opens of the order is not in use. */
 #define PREFETCH_LANES 16
-#define PREFETCH_TEAM_SPAN 1024
 
 struct prefetch_lane {
-	uint64_t reader; /* the opener's id; lanes unused have seen 0 */
-	uint64_t pos;	 /* its last position */
-	uint64_t seen;	 /* the order's open count at its last open: 0,
-			  * never */
+	uint64_t reader;      /* the opener's id */
+	uint64_t pos;	      /* its last position */
+	uint64_t seen;	      /* the order's open count at its last open:
+				* 0, never (a free lane) */
+	uint64_t lo, hi;      /* range asked for at its last open: [lo, hi],
+				* empty if lo > hi */
+	uint64_t asked_hi;    /* highest position it asked for, if asked */
+	bool asked;	      /* anything asked and not given up since */
+	unsigned depth;	      /* files ahead now */
+	unsigned since_probe; /* its opens at depth 0 since the last probe */
+	unsigned moves;	      /* opens that moved it, up to 2 */
 };
 
 struct prefetch_order {
-	uint64_t last;	      /* position opened last, by any reader */
-	uint64_t lo, hi;      /* range wanted at the last open: [lo, hi],
-			       * empty if lo > hi */
-	uint64_t run_lo;      /* the first position of the current run */
-	uint64_t top;	      /* the highest position opened in it */
-	uint64_t reach;	      /* the highest position wanted in it */
-	uint64_t asked_hi;    /* highest position asked for, if any */
-	uint64_t opens;	      /* opens noted, the lanes' clock */
-	bool opened, asked;   /* any open yet, anything asked yet */
-	unsigned depth;	      /* files ahead now */
-	unsigned since_probe; /* opens at depth 0 since the last probe */
+	uint64_t last;	    /* position opened last, by any reader */
+	uint64_t opens;	    /* opens noted, the lanes' clock */
+	unsigned last_lane; /* the lane of the last open */
+	bool opened;	    /* any open yet */
+	unsigned depth;	    /* the depth of the cursor opened last (stats) */
 	struct prefetch_lane lanes[PREFETCH_LANES];
 };
 
 struct prefetch_open {
-	bool hit;	   /* pos was asked for in this run */
+	bool hit;	   /* pos was in a range asked for */
 	bool miss;	   /* it was not, and something had been asked */
-	bool rerun;	   /* a new run starts at pos */
+	bool rerun;	   /* the opener's cursor jumped (or started) here */
 	uint64_t from, to; /* positions to ask for now; none if from > to */
 };
 
 /* Position pos of the order was opened by reader (an id; 0: unknown, all
  * such one reader); limit is the most files ahead (prefetch.files, >= 1).
  * Sets *out: whether it was a hit or a miss, and the positions to ask
- * for, those up to depth past the run's highest position not asked for
- * already (and, when reader joins the run ahead of the others, those it
- * skipped). */
+ * for: those of pos+1 .. pos+depth not asked for already. */
 void prefetch_order_open(struct prefetch_order *o, uint64_t pos,
 			 uint64_t reader, unsigned limit,
 			 struct prefetch_open *out);
 
+/* The depth of reader's cursor (0 for a reader not seen): what the
+ * working depth's computation starts from. */
+unsigned prefetch_order_depth(const struct prefetch_order *o, uint64_t reader);
+
 /* The positions reader moved since its last open of the order (1 for a
  * reader not seen or gone back): the pace counts files read without a
- * note, e.g. pushed into the kernel, and a team's readers each their own
- * (pos - last would count a teammate's place). */
+ * note, e.g. pushed into the kernel, and the cursors each their own
+ * (pos - last would count another reader's place). */
 uint64_t prefetch_order_moved(const struct prefetch_order *o, uint64_t reader,
 			      uint64_t pos);
 
-/* The lowest position of the run's readers still reading (opened within
- * the last PREFETCH_LANES x 4 opens of the order): where the pusher
- * starts. The last position for a single reader. */
+/* The lowest position of the cursors in use: where the pusher starts.
+ * The last position for a single reader. */
 uint64_t prefetch_order_floor(const struct prefetch_order *o);
+
+/* Whether any cursor in use follows the order (depth > 0, something
+ * asked): then *asked_hi is the furthest position asked and *depth the
+ * deepest cursor's depth. */
+bool prefetch_order_followed(const struct prefetch_order *o, uint64_t *asked_hi,
+			     unsigned *depth);
 
 /* What the working depth is computed from: measurements (the fetch
  * engine's, the order's) and bounds. */

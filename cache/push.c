@@ -92,20 +92,22 @@ static bool push_claim(struct cache *c, uint64_t budget, struct push_task *t)
 		active += now - c->orders[i].noted_ns < PREFETCH_PUSH_ACTIVE_NS;
 	for (i = 0; i < c->n_orders && !found; i++) {
 		struct order_slot *s = &c->orders[i];
-		uint64_t next, hi;
+		uint64_t next, hi, asked_hi;
+		unsigned depth;
 
-		if (!s->st.asked || s->st.depth == 0 || s->noted_ns == 0 ||
+		if (!prefetch_order_followed(&s->st, &asked_hi, &depth) ||
+		    s->noted_ns == 0 ||
 		    now - s->noted_ns >= PREFETCH_PUSH_ACTIVE_NS)
 			continue;
 		next = (s->claimed > s->known ? s->claimed : s->known) + 1;
-		hi = prefetch_push_last(s->known, s->st.asked_hi, budget,
-					active, s->file_bytes, s->st.depth);
+		hi = prefetch_push_last(s->known, asked_hi, budget, active,
+					s->file_bytes, depth);
 		if (next > hi)
 			continue;
 		s->claimed = next;
 		t->order = s->order;
 		t->pos = next;
-		t->sentinel = prefetch_push_sentinel(next, s->st.depth);
+		t->sentinel = prefetch_push_sentinel(next, depth);
 		found = true;
 	}
 	pthread_mutex_unlock(&c->pf_lock);

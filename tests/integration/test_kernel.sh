@@ -21,7 +21,7 @@
 #   EIO (its old pages dropped, no old byte served), the path reads the
 #   new bytes, an unchanged file open across it still reads right;
 # - a team of readers (a DataLoader's workers, batches of one order in
-#   turn) is followed as one: no prefetch miss;
+#   turn) is followed, a cursor per reader: no miss past their first opens;
 # - everything byte-identical.
 SUITE=kernel
 . "$(dirname "$0")/lib.sh"
@@ -198,10 +198,11 @@ check "stats: 50 reads in 64-byte pieces beside 3 lookers, none torn ($(tail -1 
 check "unmount 3" umount_shardfs "$M"
 
 # --- a team of readers: a DataLoader's 4 workers take batches of 8 -------
-# consecutive positions of the order in turn and read them at once; each
-# worker's first open joins the run, its later jumps land in what the run
-# asked for: no prefetch miss (with one state per order each worker's
-# open looked like a jump off the order).
+# consecutive positions of the order in turn and read them at once. Each
+# worker has a cursor of its own: only the first opens of workers 1-3 are
+# misses (nobody asked there), and a worker's jump to its next batch lands
+# in what a teammate's cursor asked for (with one cursor per order every
+# worker's open looked like a jump off the order: 88 misses).
 mount_shardfs "$C" "$M" || fail "mount team"
 snap "$M" "$T/s10"
 bad=$(/usr/bin/python3 - "$M" "$SRC" <<'PY'
@@ -228,8 +229,8 @@ PY
 )
 snap "$M" "$T/s11"
 check "team: byte-identical" test "$bad" -eq 0
-check "team: no prefetch miss ($(delta "$T/s10" "$T/s11" shardfs_prefetch_misses_total) misses, $(delta "$T/s10" "$T/s11" shardfs_prefetch_hits_total) hits)" \
-	test "$(delta "$T/s10" "$T/s11" shardfs_prefetch_misses_total)" -eq 0
+check "team: a miss only at workers 1-3's first opens ($(delta "$T/s10" "$T/s11" shardfs_prefetch_misses_total) misses, $(delta "$T/s10" "$T/s11" shardfs_prefetch_hits_total) hits)" \
+	test "$(delta "$T/s10" "$T/s11" shardfs_prefetch_misses_total)" -le 3
 check "unmount team" umount_shardfs "$M"
 
 # --- a reload that changes an object drops its pages -----------------------------
