@@ -43,6 +43,8 @@
 
 /* How long an idle pusher sleeps before it looks again. */
 #define PUSH_IDLE_NS (UINT64_C(1000000000))
+/* How long cache_set_push(NULL) waits for running calls between log lines. */
+#define PUSH_STOP_WARN_NS (UINT64_C(5000000000))
 
 static uint64_t push_now_ns(void)
 {
@@ -192,9 +194,26 @@ void cache_set_push(struct cache *c, cache_push_fn fn, void *ctx,
 					     "start; reads go to the daemon");
 	}
 	pthread_cond_broadcast(&p->cond);
-	/* A caller stopping must not return while a call runs. */
-	while (fn == NULL && p->calls > 0)
-		pthread_cond_wait(&p->idle, &p->lock);
+	/* A caller stopping must not return while a call runs (it would
+	 * free what the call uses). A call ends on its own: it reads a
+	 * blob from local disk and its own lookup through the mount fails
+	 * once the session is unmounted, which fs/ does before this. So
+	 * the wait is timed only to say so in the log if one ever takes
+	 * long, never to give up. */
+	while (fn == NULL && p->calls > 0) {
+		struct timespec ts;
+		uint64_t until = push_now_ns() + PUSH_STOP_WARN_NS;
+
+		ts.tv_sec = (time_t)(until / 1000000000u);
+		ts.tv_nsec = (long)(until % 1000000000u);
+		if (pthread_cond_timedwait(&p->idle, &p->lock, &ts) ==
+			    ETIMEDOUT &&
+		    p->calls > 0)
+			log_msg(LOG_WARNING,
+				"cache: stopping the pusher waits for %u "
+				"push call(s) into the kernel",
+				p->calls);
+	}
 	pthread_mutex_unlock(&p->lock);
 }
 
