@@ -256,11 +256,16 @@ static void entry_known(struct fs_gen *g, const struct view_node *n, int delta)
 static void reader_at(struct fs *fs, struct fs_gen *g,
 		      const struct view_node *n, uint64_t reader)
 {
-	uint32_t item = n->u.item, rank = g->item_rank[item];
 	const uint32_t *items;
 	size_t count, npad;
+	uint32_t item, rank;
 
-	if (n->kind != VIEW_FILE || rank == UINT32_MAX)
+	/* u.item means something only for a file (a union). */
+	if (n->kind != VIEW_FILE)
+		return;
+	item = n->u.item;
+	rank = g->item_rank[item];
+	if (rank == UINT32_MAX)
 		return;
 	cache_order_open(fs->cache, FS_ORDER(g->id, rank), g->item_pos[item],
 			 reader);
