@@ -41,7 +41,8 @@ cleanup() {
 	# the mount point's path with '/' as '-'): this suite's, by $T's name.
 	local fb=${T#/}
 	rm -f /var/log/shardfs/"${fb//\//-}"-*.log /var/log/shardfs/"${fb//\//-}"-*.log.[0-9]*
-	rm -rf "$T"
+	# KEEP_T=1 keeps it (daemon logs, caches) for a post-mortem.
+	[ -n "${KEEP_T:-}" ] || rm -rf "$T"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
