@@ -511,6 +511,17 @@ int entry_parse(const void *val, size_t val_len, const uint8_t *id,
  * length bytes) match crcs. */
 bool entry_crcs_ok(const uint8_t *data, uint64_t data_start, uint64_t length,
 		   const uint32_t *crcs, uint32_t b0, uint32_t b1);
+/* Reads [off, off + len) of the blob fd of a chunk of length bytes into
+ * dst and checks the CRC of every block the range touches: whole blocks
+ * straight into dst, a block the range covers only part of through edge
+ * (CACHE_CRC_BLOCK bytes; may be NULL if entry_blob_edges() is false). A
+ * read so needs no second buffer of its size. Returns true if every byte
+ * was read and every block matched. */
+bool entry_blob_read(int fd, uint64_t length, const uint32_t *crcs,
+		     uint64_t off, size_t len, uint8_t *dst, uint8_t *edge);
+/* Whether [off, off + len) of a chunk of length bytes covers a CRC block
+ * only in part (entry_blob_read() then needs edge). */
+bool entry_blob_edges(uint64_t length, uint64_t off, size_t len);
 
 /* ---- evict.c ---- */
 

@@ -1,6 +1,7 @@
 /*
  * entry: a chunk's identity and its hash, the blob file name, the idx row
- * format and its CRC32 blocks. Pure functions of their arguments.
+ * format and its CRC32 blocks. Pure functions of their arguments, but for
+ * entry_blob_read(), which reads a blob's range through its descriptor.
  */
 #include "cache/cache_impl.h"
 
@@ -9,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "util/crc32.h"
 #include "util/hex.h"
@@ -186,6 +188,55 @@ bool entry_crcs_ok(const uint8_t *data, uint64_t data_start, uint64_t length,
 		if (crc32_update(0, data + (start - data_start), (size_t)n) !=
 		    crcs[b])
 			return false;
+	}
+	return true;
+}
+
+bool entry_blob_edges(uint64_t length, uint64_t off, size_t len)
+{
+	uint64_t end = off + len;
+
+	return off % CACHE_CRC_BLOCK != 0 ||
+	       (end % CACHE_CRC_BLOCK != 0 && end != length);
+}
+
+bool entry_blob_read(int fd, uint64_t length, const uint32_t *crcs,
+		     uint64_t off, size_t len, uint8_t *dst, uint8_t *edge)
+{
+	uint64_t end = off + len, pos = off;
+
+	while (pos < end) {
+		uint32_t b = (uint32_t)(pos / CACHE_CRC_BLOCK);
+		uint64_t bs = (uint64_t)b * CACHE_CRC_BLOCK;
+		uint64_t be = length - bs < CACHE_CRC_BLOCK
+				      ? length
+				      : bs + CACHE_CRC_BLOCK;
+		uint64_t to, n;
+
+		if (bs == pos && be <= end) {
+			/* The run of whole blocks from here: one pread. */
+			to = end == length
+				     ? end
+				     : end / CACHE_CRC_BLOCK * CACHE_CRC_BLOCK;
+			n = to - pos;
+			if (pread(fd, dst + (pos - off), (size_t)n,
+				  (off_t)pos) != (ssize_t)n ||
+			    !entry_crcs_ok(
+				    dst + (pos - off), pos, length, crcs, b,
+				    (uint32_t)((to - 1) / CACHE_CRC_BLOCK)))
+				return false;
+			pos = to;
+			continue;
+		}
+		/* A block the range covers part of: checked whole in edge. */
+		if (edge == NULL ||
+		    pread(fd, edge, (size_t)(be - bs), (off_t)bs) !=
+			    (ssize_t)(be - bs) ||
+		    !entry_crcs_ok(edge, bs, length, crcs, b, b))
+			return false;
+		n = (be < end ? be : end) - pos;
+		memcpy(dst + (pos - off), edge + (pos - bs), (size_t)n);
+		pos += n;
 	}
 	return true;
 }

@@ -153,28 +153,24 @@ out:
 }
 
 /* What a reply holds until it is sent (read_reply()): the piece, and the
- * buffers and descriptor behind it. */
+ * descriptor behind it (the bytes of a checked blob are in the read's own
+ * buffer, read_lookup()). */
 struct read_hold {
 	struct cache_piece piece;
-	void *scratch; /* accounted, scratch_len bytes */
-	size_t scratch_len;
 	int fd; /* -1: none */
 };
 
-static void hold_release(struct cache *c, struct read_hold *h)
+static void hold_release(struct read_hold *h)
 {
-	fetch_buffer_free(c->fetch, h->scratch, h->scratch_len);
 	if (h->fd >= 0)
 		close(h->fd);
-	h->scratch = NULL;
 	h->fd = -1;
 }
 
 /* Steps 2 and 3: serves [off, off + len) of chunk ch from the queue or the
  * index into dst. A bad entry (CRC mismatch, short blob) is dropped and
- * counted. With hold, a blob's bytes are not copied to dst: hold->piece
- * points at them, in a buffer hold keeps, or in the blob's descriptor (see
- * above). Returns LOOKUP_HIT or LOOKUP_MISS (or LOOKUP_BAD: a miss). */
+ * counted. With hold, hold->piece points at the bytes: in dst, or in the
+ * blob's descriptor (see above). Returns LOOKUP_HIT or LOOKUP_MISS (or LOOKUP_BAD: a miss). */
 static int read_lookup(struct cache *c, const struct read_chunk *ch,
 		       uint64_t off, size_t len, void *dst,
 		       struct read_hold *hold)
@@ -185,13 +181,11 @@ static int read_lookup(struct cache *c, const struct read_chunk *ch,
 	struct entry e = { .crcs = NULL };
 	uint32_t b0 = (uint32_t)(off / CACHE_CRC_BLOCK);
 	uint32_t b1 = (uint32_t)((off + len - 1) / CACHE_CRC_BLOCK);
-	uint64_t start = 0, end = 0;
-	uint8_t *scratch = NULL;
+	uint8_t *edge = NULL;
 	char *path = NULL;
 	int rc, fd, ret = LOOKUP_MISS;
 	struct stat st;
-	bool have_st = false;
-	ssize_t got;
+	bool have_st = false, ok;
 
 	if (!index_available(c))
 		return LOOKUP_MISS;
@@ -230,11 +224,7 @@ static int read_lookup(struct cache *c, const struct read_chunk *ch,
 	}
 
 blob:
-	/* A blob: read the whole CRC blocks that cover the range. */
-	start = (uint64_t)b0 * CACHE_CRC_BLOCK;
-	end = (uint64_t)(b1 + 1) * CACHE_CRC_BLOCK;
-	if (end > chunk_len)
-		end = chunk_len;
+	/* A blob: the range, every CRC block it touches checked. */
 	path = entry_blob_path(c, hash, e.h.blob_id);
 	if (path == NULL)
 		goto out;
@@ -259,31 +249,28 @@ blob:
 			goto out;
 		}
 	}
-	/* With hold, the checked blocks are what the reply points into. */
-	scratch = hold != NULL ? fetch_buffer_alloc(c->fetch, end - start)
-			       : malloc(end - start);
-	if (scratch == NULL) {
-		close(fd);
-		goto out;
+	/* Straight into dst, which the reply then points into (with hold):
+	 * one buffer of the read's size, not a second one for the blocks
+	 * (only a block read in part needs one, of one block). */
+	if (entry_blob_edges(chunk_len, off, len)) {
+		edge = fetch_buffer_alloc(c->fetch, CACHE_CRC_BLOCK);
+		if (edge == NULL) {
+			close(fd);
+			goto out;
+		}
 	}
-	got = pread(fd, scratch, end - start, (off_t)start);
+	ok = entry_blob_read(fd, chunk_len, e.crcs, off, len, dst, edge);
 	close(fd);
-	if (got != (ssize_t)(end - start) ||
-	    !entry_crcs_ok(scratch, start, chunk_len, e.crcs, b0, b1)) {
+	if (!ok) {
 		ret = LOOKUP_BAD;
 		goto out;
 	}
 	if (hold != NULL) {
 		if (have_st)
 			verified_mark(c, &st, b0, b1);
-		hold->scratch = scratch;
-		hold->scratch_len = end - start;
-		hold->piece = (struct cache_piece){
-			.mem = scratch + (off - start), .fd = -1, .len = len
-		};
-		scratch = NULL;
-	} else {
-		memcpy(dst, scratch + (off - start), len);
+		hold->piece = (struct cache_piece){ .mem = dst,
+						    .fd = -1,
+						    .len = len };
 	}
 	ret = LOOKUP_HIT;
 out:
@@ -301,10 +288,7 @@ out:
 	}
 	if (ret == LOOKUP_HIT)
 		evict_touch(c, hash);
-	if (hold != NULL)
-		fetch_buffer_free(c->fetch, scratch, end - start);
-	else
-		free(scratch);
+	fetch_buffer_free(c->fetch, edge, CACHE_CRC_BLOCK);
 	free(path);
 	free(e.crcs);
 	return ret;
@@ -492,7 +476,7 @@ static ssize_t read_chunk(struct cache *c, const struct read_src *src,
 	}
 	if (dst == NULL) {
 		fetch_unpin(c->fetch, &pin);
-		hold_release(c, &h);
+		hold_release(&h);
 	}
 	read_chunk_release(&ch);
 	return got;

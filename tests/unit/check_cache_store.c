@@ -424,6 +424,18 @@ START_TEST(test_crc_blob)
 	ck_assert_int_eq(verify(&fx), 0);
 	read_all(&fx, &ob, 5);
 	ck_assert_uint_eq(stats(&fx).backend_reads, 2);
+	/* A read whose ends are inside blocks (0 and the short last one)
+	 * with whole blocks between: each piece checked, served from the
+	 * blob (entry_blob_read()). */
+	read_check(&fx, &ob, 5, 1000, 298000);
+	ck_assert_uint_eq(stats(&fx).backend_reads, 2);
+	/* A flipped byte in a block read whole, between the ends: caught. */
+	ck_assert_int_eq(find_blob(fx.dir, blob, sizeof(blob)), 0);
+	flip_byte(blob, 140000);
+	read_check(&fx, &ob, 5, 1000, 298000);
+	s = stats(&fx);
+	ck_assert_uint_eq(s.crc_failures, 2);
+	ck_assert_uint_eq(s.backend_reads, 3);
 	fx_free(&fx);
 }
 END_TEST

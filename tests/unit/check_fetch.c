@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "backends/backend.h"
@@ -1003,6 +1004,146 @@ START_TEST(test_retain_wakes)
 }
 END_TEST
 
+/* ---- reply buffers (the budget's bound) ---- */
+
+#define HOLDERS 8
+
+/* Readers answered in place (a FUSE read, cache_read() with reply) that
+ * all send their replies at once: HOLDERS threads meet inside their
+ * reply_fn, bounded. */
+struct holders {
+	struct fixture *fx;
+	pthread_mutex_t lock;
+	pthread_cond_t cv;
+	unsigned in;	     /* replies being sent */
+	uint64_t in_use_all; /* the account while all HOLDERS were in */
+};
+
+struct holder {
+	struct holders *h;
+	unsigned k;
+	uint64_t off;
+	bool ok;
+};
+
+static int holder_fn(void *arg, const struct cache_piece *p, unsigned n)
+{
+	struct holder *r = arg;
+	struct holders *h = r->h;
+	struct timespec until;
+	uint64_t pos = r->off;
+	unsigned i;
+
+	for (i = 0; i < n; i++) {
+		uint8_t *tmp = malloc(p[i].len);
+		const uint8_t *b = p[i].mem;
+		size_t j;
+
+		ck_assert_ptr_nonnull(tmp);
+		if (b == NULL) {
+			ck_assert_int_eq(
+				pread(p[i].fd, tmp, p[i].len, (off_t)p[i].pos),
+				(ssize_t)p[i].len);
+			b = tmp;
+		}
+		for (j = 0; j < p[i].len; j++)
+			if (b[j] != byte_at(r->k, pos + j))
+				r->ok = false;
+		pos += p[i].len;
+		free(tmp);
+	}
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 10; /* bounded: a hang is a failure, not a wait */
+	pthread_mutex_lock(&h->lock);
+	if (++h->in == HOLDERS) {
+		h->in_use_all = stats(h->fx).memory_in_use_bytes;
+		pthread_cond_broadcast(&h->cv);
+	}
+	while (h->in < HOLDERS &&
+	       pthread_cond_timedwait(&h->cv, &h->lock, &until) == 0)
+		;
+	pthread_mutex_unlock(&h->lock);
+	return 0;
+}
+
+static void *holder_main(void *arg)
+{
+	struct holder *r = arg;
+	struct cache_read rd = { .obj = &r->h->fx->objs[r->k],
+				 .offset = r->off,
+				 .len = 1 << 20,
+				 .reply = holder_fn,
+				 .reply_arg = r,
+				 .order = CACHE_NO_ORDER };
+
+	r->ok = cache_read(r->h->fx->c, &rd) == 1 << 20 && r->ok;
+	return NULL;
+}
+
+/* The budget bounds the engine: what it holds past the budget is the
+ * reply buffers of the reads being answered, one per read. HOLDERS
+ * readers of chunks stored on disk (their blobs not yet verified, so read
+ * and checked, not spliced) answer 1 MiB each at once under a 4 MiB
+ * budget: the account holds HOLDERS MiB, and its high water stays within
+ * the budget plus that. Before: a read answered from a blob held two
+ * buffers of its size (the one fetch_obtain() took for the bytes, unused,
+ * and the checked blocks read_lookup() read), 16 MiB here. */
+START_TEST(test_reply_one_buffer)
+{
+	struct fixture fx;
+	struct holders h = { .fx = &fx };
+	struct holder r[HOLDERS];
+	pthread_t t[HOLDERS];
+	struct cache_stats s;
+	struct cache_options o;
+	int i;
+
+	fx_init(&fx, "replies");
+	for (i = 0; i < HOLDERS; i++)
+		add_file(&fx, (2 << 20) + 4096 * (uint64_t)i);
+	fx_open(&fx, 1 << 20, 8, 64 << 20, 0);
+	for (i = 0; i < HOLDERS; i++)
+		ck_assert_int_eq(tc_fill(fx.c, &fx.objs[i], NULL), 0);
+	/* A fresh engine (and nothing verified) over the stored chunks. */
+	cache_free(fx.c);
+	o = (struct cache_options){ .dir = fx.dir,
+				    .backend_id = fx.src,
+				    .size_bytes = UINT64_C(1) << 30,
+				    .chunk_size = 1 << 20 };
+	ck_assert_int_eq(cache_open(&o, &fx.rec.base, &fx.c), 0);
+	cache_set_fetch_options(
+		fx.c, &(struct cache_fetch_options){ .connections = 8,
+						     .memory = 4 << 20 });
+	pthread_mutex_init(&h.lock, NULL);
+	pthread_cond_init(&h.cv, NULL);
+	for (i = 0; i < HOLDERS; i++) {
+		r[i] = (struct holder){ .h = &h,
+					.k = (unsigned)i,
+					.off = (uint64_t)(i % 2) << 20,
+					.ok = true };
+		ck_assert_int_eq(
+			pthread_create(&t[i], NULL, holder_main, &r[i]), 0);
+	}
+	for (i = 0; i < HOLDERS; i++) {
+		pthread_join(t[i], NULL);
+		ck_assert_msg(r[i].ok, "reader of f%02d", i);
+	}
+	ck_assert_uint_eq(h.in, HOLDERS);
+	s = stats(&fx);
+	ck_assert_uint_eq(s.backend_reads, 0); /* every read from disk */
+	ck_assert_msg(h.in_use_all <= (uint64_t)HOLDERS << 20,
+		      "%u replies held %llu bytes", HOLDERS,
+		      (unsigned long long)h.in_use_all);
+	ck_assert_msg(s.memory_high_water_bytes <=
+			      (UINT64_C(4) << 20) + ((uint64_t)HOLDERS << 20),
+		      "high water %llu past budget + replies",
+		      (unsigned long long)s.memory_high_water_bytes);
+	pthread_mutex_destroy(&h.lock);
+	pthread_cond_destroy(&h.cv);
+	fx_free(&fx);
+}
+END_TEST
+
 /* ---- short chunks (issue 9, finding 1) ---- */
 
 /* A backend read that returns fewer bytes than asked is an error for
@@ -1360,6 +1501,7 @@ static Suite *fetch_suite(void)
 	tcase_add_test(tc, test_buffers_counted);
 	tcase_add_test(tc, test_pool_large_buffers);
 	tcase_add_test(tc, test_idle_trim);
+	tcase_add_test(tc, test_reply_one_buffer);
 	tcase_set_timeout(tc, 60);
 	suite_add_tcase(s, tc);
 
