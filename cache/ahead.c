@@ -341,7 +341,7 @@ void ahead_read(struct cache *c, const struct cache_read *r, uint64_t offset,
 {
 	const struct cache_object *obj = r->obj;
 	uint64_t from, to, n, first, last, end, spill = 0, spill_from = 0;
-	uint64_t unit = cache_obj_chunk(c, obj), cur;
+	uint64_t unit = cache_obj_chunk(c, obj), cur, cap;
 	struct ahead_stream *s;
 
 	if (r->order != CACHE_NO_ORDER && offset == 0 && c->disk) {
@@ -356,11 +356,15 @@ void ahead_read(struct cache *c, const struct cache_read *r, uint64_t offset,
 	    !cache_obj_chunk_ok(c, obj) || (!c->disk && unit == 0))
 		return;
 	end = offset + len;
+	/* The window reaches as far as the engine's flow needs (the engine's
+	 * lock is innermost: read before ours). */
+	cap = prefetch_window_stretch(
+		__atomic_load_n(&c->ra_cap, __ATOMIC_RELAXED),
+		__atomic_load_n(&c->ra_memory, __ATOMIC_RELAXED),
+		fetch_inflight_max(c->fetch), unit);
 	pthread_mutex_lock(&c->ahead.lock);
 	s = ahead_stream(c, obj, r->reader);
-	prefetch_window_read(&s->win, offset, len, obj->size,
-			     __atomic_load_n(&c->ra_cap, __ATOMIC_RELAXED),
-			     &from, &to);
+	prefetch_window_read(&s->win, offset, len, obj->size, cap, &from, &to);
 	if (!c->disk && !prefetch_uncached_ahead(&s->win, end))
 		from = to;
 	prefetch_window_unit(&s->win, end, obj->size, unit, &from, &to);

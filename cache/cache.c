@@ -51,6 +51,7 @@ void cache_set_fetch_options(struct cache *c,
 	/* How the budget is shared: prefetch.h. */
 	prefetch_shares(fs.memory_budget, QUEUE_BYTES_MAX, &sh);
 	__atomic_store_n(&c->ra_cap, sh.window_cap, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->ra_memory, fs.memory_budget, __ATOMIC_RELAXED);
 	__atomic_store_n(&c->pf_files, o->files, __ATOMIC_RELAXED);
 	__atomic_store_n(&c->pf_memory, sh.files, __ATOMIC_RELAXED);
 	__atomic_store_n(&c->pf_conns, o->connections ? o->connections : 64,
@@ -78,6 +79,7 @@ void cache_stats_get(struct cache *c, struct cache_stats *out)
 	out->prefetch_refused = fs.prefetch_refused;
 	out->prefetch_depth = stat_load(&c->pf_depth);
 	out->readahead_window_bytes = stat_load(&c->ra_window);
+	out->prefetch_inflight_max_bytes = fs.prefetch_inflight_max;
 	out->prefetch_gap_ns = stat_load(&c->pf_gap_ns);
 	out->first_waits = fs.first_waits;
 	out->first_wait_ns = fs.first_wait_ns;

@@ -168,7 +168,10 @@ struct cache_stats {
 	uint64_t backend_reads_per_s;	    /* completed per second */
 	uint64_t backend_bytes_per_s;
 	uint64_t readahead_window_bytes; /* window of the last read */
-	uint64_t memory_in_use_bytes;	 /* buffers accounted now */
+	/* Bytes of prefetch parts that may run at once now: throughput x
+	 * latency, measured (cache/prefetch.h, prefetch_inflight()). */
+	uint64_t prefetch_inflight_max_bytes;
+	uint64_t memory_in_use_bytes; /* buffers accounted now */
 	uint64_t memory_high_water_bytes;
 	uint64_t memory_budget_bytes; /* prefetch.memory */
 	uint64_t backend_inflight;    /* backend requests running now */
@@ -320,7 +323,9 @@ struct cache_read {
 	 * particular). Sequential reads of one object by one reader grow a
 	 * read-ahead window (with a disk cache, into the disk cache; without,
 	 * whole chunks into memory, retained until read once): from 1 MiB
-	 * doubling to min(64 MiB, memory / 4), restarted by a seek. */
+	 * doubling to min(64 MiB, memory / 4), or as far as the bytes the
+	 * engine keeps in flight need (at most memory / 4), restarted by a
+	 * seek. */
 	uint64_t reader;
 	/* The object's place in an order (CACHE_NO_ORDER: none), so a
 	 * reader's window may reach past the object's end into the next one

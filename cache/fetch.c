@@ -132,6 +132,7 @@ int fetch_new(struct backend *be, unsigned connections, uint64_t memory,
 	f->budget = memory ? memory : FETCH_MEMORY_DEFAULT;
 	f->wait_ns = FETCH_WAIT_MS_DEFAULT * UINT64_C(1000000);
 	f->hedge_on = true;
+	f->pf_inflight_max = PREFETCH_INFLIGHT_MIN;
 	f->owner_pid = getpid();
 	pthread_mutex_init(&f->lock, NULL);
 	cond_init(&f->work);
@@ -189,6 +190,7 @@ void fetch_set_limits(struct fetch *f, unsigned connections, uint64_t memory)
 		f->connections = connections;
 	if (memory)
 		f->budget = memory;
+	fetch_flow_update(f); /* its cap is the budget's */
 	pthread_cond_broadcast(&f->work);
 	pthread_cond_broadcast(&f->memory);
 	pthread_mutex_unlock(&f->lock);
@@ -502,10 +504,11 @@ bool fetch_slot_free(const struct fetch *f)
 	return f->inflight < f->connections && f->slot_waiters == 0;
 }
 
-/* Caller holds f->lock: may a queued prefetch part start now? */
+/* Caller holds f->lock: may a queued prefetch part start now, as far as
+ * the bytes in flight go (prefetch_inflight())? */
 static bool prefetch_room(const struct fetch *f)
 {
-	return f->pf_inflight < PREFETCH_INFLIGHT_MAX;
+	return f->pf_inflight < f->pf_inflight_max;
 }
 
 /* Caller holds f->lock. */
@@ -1398,6 +1401,7 @@ void fetch_stats_get(struct fetch *f, struct fetch_stats *out)
 	out->hedge_wins = f->hedge_wins;
 	out->first_waits = f->stalls;
 	out->first_wait_ns = __atomic_load_n(&f->stall_ns, __ATOMIC_RELAXED);
+	out->prefetch_inflight_max = f->pf_inflight_max;
 	fetch_pace_compute(f, &out->pace);
 	pthread_mutex_unlock(&f->lock);
 	out->backend_reads =
@@ -1406,4 +1410,9 @@ void fetch_stats_get(struct fetch *f, struct fetch_stats *out)
 		__atomic_load_n(&f->backend_bytes, __ATOMIC_RELAXED);
 	out->backend_errors =
 		__atomic_load_n(&f->backend_errors, __ATOMIC_RELAXED);
+}
+
+uint64_t fetch_inflight_max(struct fetch *f)
+{
+	return __atomic_load_n(&f->pf_inflight_max, __ATOMIC_RELAXED);
 }

@@ -12,7 +12,8 @@
  *     request for it waits for the first and gets its bytes;
  *   - priorities: chunks a reader waits for are fetched before queued
  *     prefetches, and a prefetch a reader starts waiting for is promoted;
- *     prefetch parts run at most 32 MiB at a time, in queue order, so the
+ *     prefetch parts run in queue order, as many bytes at a time as the
+ *     measured throughput x latency needs (fetch_inflight_max()), so the
  *     next one a reader needs does not share the server with all others;
  *   - retained chunks: a chunk fetched whole stays in memory until read
  *     once (see fetch_obtain());
@@ -169,6 +170,7 @@ struct fetch_stats {
 	 * they waited, summed: what prefetching did not hide. */
 	uint64_t first_waits;
 	uint64_t first_wait_ns;
+	uint64_t prefetch_inflight_max; /* fetch_inflight_max() */
 	struct fetch_pace {
 		/* Of the last FETCH_PACE_WINDOW backend reads that
 		 * succeeded, each timed from its start to its end: */
@@ -330,5 +332,10 @@ void fetch_stats_get(struct fetch *f, struct fetch_stats *out);
  * window's, not a sign of too few files ahead. The prefetcher's
  * measurements. */
 void fetch_pace_get(struct fetch *f, struct fetch_pace *out, uint64_t *stalls);
+
+/* How many bytes of prefetch parts may run at once now: set from the pace
+ * and the budget as reads finish (cache/prefetch.h, prefetch_inflight()),
+ * PREFETCH_INFLIGHT_MIN before anything is measured. Never waits. */
+uint64_t fetch_inflight_max(struct fetch *f);
 
 #endif

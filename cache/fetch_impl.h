@@ -66,6 +66,9 @@
 #define FETCH_HANDOFF_GRACE_NS (UINT64_C(5000000))
 #define FETCH_HEDGE_BUDGET_DIV 32
 #define FETCH_HEDGE_CREDIT_MAX (2 * FETCH_PART_SIZE)
+/* Backend reads between recomputations of the bound on prefetch bytes in
+ * flight: a sort of the pace window's 64 latencies each time. */
+#define FETCH_FLOW_RECOMPUTE 8
 
 enum { FETCH_PRIO_READER = 0, FETCH_PRIO_PREFETCH = 1, FETCH_NPRIO };
 
@@ -140,7 +143,11 @@ struct fetch {
 	unsigned inflight;     /* protected by lock: requests running */
 	uint64_t pf_inflight;  /* protected by lock: bytes of prefetch parts
 				* running */
-	unsigned slot_waiters; /* protected by lock */
+	/* Written under lock, read atomically: how many bytes of prefetch
+	 * parts may run at once (prefetch_inflight(), recomputed by
+	 * fetch_pace_record()). */
+	uint64_t pf_inflight_max;
+	unsigned slot_waiters;				/* protected by lock */
 	struct queue q[FETCH_NPRIO];			/* protected by lock */
 	struct flight *table[FETCH_BUCKETS];		/* protected by lock */
 	uint64_t in_use, chunk_bytes, high_water;	/* protected by lock */
@@ -180,8 +187,10 @@ struct fetch {
 	uint64_t pace_lat[FETCH_PACE_WINDOW], pace_end[FETCH_PACE_WINDOW];
 	uint64_t pace_bytes[FETCH_PACE_WINDOW];
 	unsigned pace_n, pace_next;
-	uint64_t stalls;   /* protected by lock: see fetch_pace_get() */
-	uint64_t stall_ns; /* atomic: time those reads waited, summed */
+	unsigned pace_since; /* protected by lock: reads since the bound on
+			      * prefetch bytes in flight was recomputed */
+	uint64_t stalls;     /* protected by lock: see fetch_pace_get() */
+	uint64_t stall_ns;   /* atomic: time those reads waited, summed */
 };
 
 static inline uint64_t fetch_now_ns(void)
@@ -317,9 +326,16 @@ void fetch_hedge_run(struct fetch *f);
 
 /* ---- fetch_pace.c ---- */
 
-/* Caller holds f->lock: a backend read of bytes ran from t0 to t1. */
+/* Caller holds f->lock: a backend read of bytes ran from t0 to t1.
+ * Every FETCH_FLOW_RECOMPUTE reads, sets the bound on prefetch bytes in
+ * flight from the pace (fetch_flow_update()). */
 void fetch_pace_record(struct fetch *f, uint64_t t0, uint64_t t1,
 		       uint64_t bytes);
+
+/* Caller holds f->lock: sets f->pf_inflight_max from the pace and the
+ * budget (prefetch_inflight()) and, if it grew, wakes the workers, since
+ * queued prefetch parts may start. */
+void fetch_flow_update(struct fetch *f);
 
 /* Caller holds f->lock. The least latency is what a read costs without
  * queueing at the server (or for a connection), so a deeper prefetch,

@@ -1,7 +1,8 @@
 /*
  * fetch_pace: the pace of the backend's reads, for the prefetcher (fetch.h,
  * fetch_pace_get()): the last FETCH_PACE_WINDOW reads that succeeded, each
- * timed from its start to its end.
+ * timed from its start to its end; and what the engine sets from it, the
+ * bound on prefetch bytes in flight (prefetch_inflight()).
  */
 #include "cache/fetch_impl.h"
 
@@ -17,6 +18,21 @@ void fetch_pace_record(struct fetch *f, uint64_t t0, uint64_t t1,
 	f->pace_next = (f->pace_next + 1) % FETCH_PACE_WINDOW;
 	if (f->pace_n < FETCH_PACE_WINDOW)
 		f->pace_n++;
+	if (++f->pace_since >= FETCH_FLOW_RECOMPUTE)
+		fetch_flow_update(f);
+}
+
+void fetch_flow_update(struct fetch *f)
+{
+	struct fetch_pace p;
+	uint64_t max;
+
+	f->pace_since = 0;
+	fetch_pace_compute(f, &p);
+	max = prefetch_inflight(p.latency_min_ns, p.bytes_per_s, f->budget);
+	if (max > f->pf_inflight_max)
+		pthread_cond_broadcast(&f->work);
+	__atomic_store_n(&f->pf_inflight_max, max, __ATOMIC_RELAXED);
 }
 /* Caller holds f->lock. The least latency is what a read costs without
  * queueing at the server (or for a connection), so a deeper prefetch,

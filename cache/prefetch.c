@@ -83,6 +83,32 @@ uint64_t prefetch_window_cap(uint64_t memory)
 	return cap;
 }
 
+uint64_t prefetch_window_stretch(uint64_t cap, uint64_t memory,
+				 uint64_t inflight, uint64_t unit)
+{
+	uint64_t want = inflight + 2 * unit;
+
+	if (want > memory / 4)
+		want = memory / 4;
+	return want > cap ? want : cap;
+}
+
+uint64_t prefetch_inflight(uint64_t latency_ns, uint64_t bytes_per_s,
+			   uint64_t memory)
+{
+	/* In floating point: bytes/s x ns overflows 64 bits at a few GB/s
+	 * and seconds. */
+	double need = (double)PREFETCH_FLOW_HEADROOM * (double)bytes_per_s *
+		      (double)latency_ns / 1e9;
+	uint64_t cap = memory / 4;
+
+	if (cap < PREFETCH_INFLIGHT_MIN)
+		cap = PREFETCH_INFLIGHT_MIN;
+	if (need <= (double)PREFETCH_INFLIGHT_MIN)
+		return PREFETCH_INFLIGHT_MIN;
+	return need >= (double)cap ? cap : (uint64_t)need;
+}
+
 bool prefetch_window_chunks(uint64_t end, uint64_t from, uint64_t to,
 			    uint64_t chunk_size, uint64_t *first,
 			    uint64_t *last)

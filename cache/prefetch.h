@@ -61,12 +61,32 @@
 
 /* ---- the memory budget (prefetch.memory) ---- */
 
-/* Prefetch parts run at once up to this many bytes: streams share the
- * server's bandwidth, so the part a reader will need next should not
- * share it with every chunk the window reaches; small files (latency
- * bound) still go many at a time. A reader's chunk is never held back by
- * it. */
-#define PREFETCH_INFLIGHT_MAX (UINT64_C(32) << 20)
+/* Bytes of prefetch parts that run at once (the fetch engine's bound,
+ * set by prefetch_inflight() from what it measures). Parts start in
+ * queue order, and streams share the server's bandwidth, so the part a
+ * reader will need next should not share it with every chunk the window
+ * reaches; but a store far away needs many bytes in flight to keep its
+ * bandwidth busy (Little's law: throughput x latency). A reader's chunk
+ * is never held back by the bound.
+ *
+ * prefetch_inflight(): PREFETCH_FLOW_HEADROOM x the measured throughput x
+ * the least latency of a recent read (a read without queueing, at the
+ * server or for a connection). While the store is not the limit, reads
+ * take about their least latency, the product is what is in flight now,
+ * and the bound doubles as reads finish; once the store is (a server
+ * whose bandwidth the reads share), reads take longer, the throughput
+ * stops growing and the bound stays where a read takes about HEADROOM
+ * times its least latency: a part started now shares the store with
+ * that much, no more. A reader slower than the store sets the
+ * throughput itself, so it gets what its own pace needs. At least
+ * PREFETCH_INFLIGHT_MIN (a local store's need, and the bound until
+ * something is measured: small files, latency bound, still go many at a
+ * time), at most a quarter of the budget (the window's share, which the
+ * window then stretches to: prefetch_window_stretch()). */
+#define PREFETCH_INFLIGHT_MIN (UINT64_C(32) << 20)
+#define PREFETCH_FLOW_HEADROOM 2
+uint64_t prefetch_inflight(uint64_t latency_ns, uint64_t bytes_per_s,
+			   uint64_t memory);
 
 /* Whether optional work (a prefetch, a hedged read) may take need more
  * bytes with in_use of budget accounted: at most 3/4 of the budget, so a
@@ -109,6 +129,15 @@ void prefetch_window_read(struct prefetch_window *w, uint64_t off, uint64_t len,
  * neither takes more than a quarter of it; within [PREFETCH_WINDOW_MIN,
  * PREFETCH_WINDOW_MAX]. */
 uint64_t prefetch_window_cap(uint64_t memory);
+
+/* The cap of a window over chunks of unit bytes when the engine lets
+ * inflight bytes of prefetch parts run at once (prefetch_inflight()):
+ * cap (prefetch_window_cap()), or more when the flow needs it: a window
+ * reaches the chunk its reader reads, the next, and what is in flight
+ * after them, so one reader alone can keep the flow going; never more
+ * than a quarter of memory (nor below cap). */
+uint64_t prefetch_window_stretch(uint64_t cap, uint64_t memory,
+				 uint64_t inflight, uint64_t unit);
 
 /* The chunks (of chunk_size bytes) to queue for a read ending at end
  * (exclusive, > 0) that prefetch_window_read() answered with [from, to):

@@ -626,6 +626,11 @@ static const struct stat_metric stat_metrics[] = {
 	{ "readahead_window_bytes", "gauge",
 	  "Read-ahead window of the last read.",
 	  offsetof(struct control_stats, cache.readahead_window_bytes), 1 },
+	{ "prefetch_inflight_max_bytes", "gauge",
+	  "Bytes of prefetch reads that may run at once: throughput x "
+	  "latency.",
+	  offsetof(struct control_stats, cache.prefetch_inflight_max_bytes),
+	  1 },
 	{ "cache_hits_total", "counter",
 	  "Chunk lookups served from the disk cache.",
 	  offsetof(struct control_stats, cache.hits), 1 },

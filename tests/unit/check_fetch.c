@@ -1,8 +1,9 @@
 /*
  * Unit tests for the fetch engine and the prefetcher, through cache.h:
  * single-flight (ten readers of one chunk, one backend read), priorities
- * (a chunk a reader waits for overtakes queued prefetches, which run at
- * most 32 MiB at a time), the memory
+ * (a chunk a reader waits for overtakes queued prefetches, which run as
+ * many bytes at a time as throughput x latency needs, 32 MiB before
+ * anything is measured, never more than a quarter of the budget), the memory
  * budget (high-water mark never above it), progress under memory
  * pressure (direct reads, wake-ups, bounded waits), short backend reads
  * (EIO, nothing stored), read-ahead (window doubling, reset on a seek) and
@@ -403,9 +404,10 @@ START_TEST(test_reader_first)
 }
 END_TEST
 
-/* Prefetch parts running at once stay within 32 MiB of bytes
- * (PREFETCH_INFLIGHT_MAX: streams share the server's bandwidth), however
- * many connections are free; a reader's chunk is not held back by them. */
+/* Before anything is measured, prefetch parts running at once stay within
+ * 32 MiB of bytes (PREFETCH_INFLIGHT_MIN: streams share the server's
+ * bandwidth), however many connections are free; a reader's chunk is not
+ * held back by them. */
 START_TEST(test_prefetch_bytes_bound)
 {
 	struct fixture fx;
@@ -445,6 +447,51 @@ START_TEST(test_prefetch_bytes_bound)
 	ck_assert_uint_eq(stats(&fx).backend_reads, 6);
 	ck_assert_uint_eq(stats(&fx).backend_bytes, UINT64_C(6) * (8 << 20));
 	fx_free(&fx);
+}
+END_TEST
+
+/* A sequential reader of a large object: however fast or slow the reads
+ * were (the bound follows the measured pace), the bytes of prefetch parts
+ * allowed in flight stay within [PREFETCH_INFLIGHT_MIN, a quarter of the
+ * budget] and the window within its stretch, and every byte is right.
+ * With a budget whose quarter is the minimum, exactly the minimum. */
+static void flow_pass(const char *name, uint64_t memory, uint64_t *inflight_max)
+{
+	struct fixture fx;
+	struct tc_file *f;
+	uint8_t *buf = malloc(1 << 20);
+	uint64_t off, hi = memory / 4;
+	struct cache_stats st;
+
+	if (hi < (UINT64_C(32) << 20))
+		hi = UINT64_C(32) << 20;
+	fx_init(&fx, name);
+	add_file(&fx, 96 << 20);
+	fx_open(&fx, 8 << 20, 8, memory, 0);
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_int_eq(open_at(fx.c, &fx.objs[0], CACHE_NO_ORDER, 0, &f), 0);
+	for (off = 0; off < (96 << 20); off += 1 << 20) {
+		ck_assert_int_eq(tc_file_read(f, off, 1 << 20, buf), 1 << 20);
+		check_bytes(0, off, buf, 1 << 20);
+		st = stats(&fx);
+		ck_assert_uint_ge(st.prefetch_inflight_max_bytes, 32 << 20);
+		ck_assert_uint_le(st.prefetch_inflight_max_bytes, hi);
+		ck_assert_uint_le(st.readahead_window_bytes, hi);
+		ck_assert_uint_le(st.memory_high_water_bytes, memory);
+	}
+	*inflight_max = st.prefetch_inflight_max_bytes;
+	tc_file_close(f);
+	free(buf);
+	fx_free(&fx);
+}
+
+START_TEST(test_prefetch_flow_bounds)
+{
+	uint64_t v;
+
+	flow_pass("flow128", UINT64_C(128) << 20, &v);
+	ck_assert_uint_eq(v, 32 << 20);
+	flow_pass("flow1g", UINT64_C(1) << 30, &v);
 }
 END_TEST
 
@@ -1493,6 +1540,7 @@ static Suite *fetch_suite(void)
 	tc = tcase_create("priority");
 	tcase_add_test(tc, test_reader_first);
 	tcase_add_test(tc, test_prefetch_bytes_bound);
+	tcase_add_test(tc, test_prefetch_flow_bounds);
 	tcase_set_timeout(tc, 30);
 	suite_add_tcase(s, tc);
 

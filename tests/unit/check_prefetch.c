@@ -833,6 +833,100 @@ START_TEST(test_window_spill)
 }
 END_TEST
 
+/* The bound on prefetch bytes in flight is HEADROOM x throughput x least
+ * latency (Little's law), at least PREFETCH_INFLIGHT_MIN (nothing
+ * measured yet, or a store close by), at most a quarter of the budget
+ * unless that is below the minimum. */
+START_TEST(test_inflight_little)
+{
+	/* Nothing measured: the minimum. */
+	ck_assert_uint_eq(prefetch_inflight(0, 0, 1024 * MIB),
+			  PREFETCH_INFLIGHT_MIN);
+	/* 1 ms at 500 MB/s: 1 MB in flight is far below the minimum. */
+	ck_assert_uint_eq(prefetch_inflight(1 * MS, 500000000, 1024 * MIB),
+			  PREFETCH_INFLIGHT_MIN);
+	/* 50 ms at 500 MB/s: HEADROOM x 25 MB. */
+	ck_assert_uint_eq(prefetch_inflight(50 * MS, 500000000, 1024 * MIB),
+			  PREFETCH_FLOW_HEADROOM * UINT64_C(25000000));
+	/* Twice the latency or the throughput, twice the bytes. */
+	ck_assert_uint_eq(
+		prefetch_inflight(100 * MS, 500000000, 1024 * MIB),
+		2 * prefetch_inflight(50 * MS, 500000000, 1024 * MIB));
+	ck_assert_uint_eq(
+		prefetch_inflight(50 * MS, 1000000000, 1024 * MIB),
+		2 * prefetch_inflight(50 * MS, 500000000, 1024 * MIB));
+	/* A quarter of the budget at most. */
+	ck_assert_uint_eq(prefetch_inflight(50 * MS, 1000000000, 256 * MIB),
+			  64 * MIB);
+	/* Seconds at GB/s (their product overflows 64 bits as integers):
+	 * the cap, not a wrapped value. */
+	ck_assert_uint_eq(prefetch_inflight(UINT64_C(20000) * MS,
+					    UINT64_C(40000000000), 1024 * MIB),
+			  256 * MIB);
+	/* A budget whose quarter is below the minimum: the minimum, as
+	 * before the flow existed (the 3/4 rule, prefetch_may(), still
+	 * bounds what is accounted). */
+	ck_assert_uint_eq(prefetch_inflight(50 * MS, 1000000000, 32 * MIB),
+			  PREFETCH_INFLIGHT_MIN);
+}
+END_TEST
+
+/* Whatever the measurements: within [MIN, max(MIN, memory / 4)] and
+ * never less for more latency or throughput. */
+START_TEST(test_inflight_bounds)
+{
+	uint32_t x = 777;
+	unsigned i;
+
+	for (i = 0; i < 100000; i++) {
+		uint64_t lat, bps, mem, v, hi;
+
+		x = x * 1103515245u + 12345u;
+		lat = (uint64_t)(x % 5000) * MS / 10;
+		x = x * 1103515245u + 12345u;
+		bps = (uint64_t)(x % 100000) * 100000;
+		x = x * 1103515245u + 12345u;
+		mem = (uint64_t)(x % 4096) * MIB;
+		v = prefetch_inflight(lat, bps, mem);
+		hi = mem / 4 > PREFETCH_INFLIGHT_MIN ? mem / 4
+						     : PREFETCH_INFLIGHT_MIN;
+		ck_assert_uint_ge(v, PREFETCH_INFLIGHT_MIN);
+		ck_assert_uint_le(v, hi);
+		ck_assert_uint_ge(prefetch_inflight(lat + MS, bps, mem), v);
+		ck_assert_uint_ge(prefetch_inflight(lat, bps + 1000000, mem),
+				  v);
+	}
+}
+END_TEST
+
+/* A window stretches to reach the reader's chunk, the next and what is
+ * in flight after them; never below its cap, never past a quarter of the
+ * budget beyond it. */
+START_TEST(test_window_stretch)
+{
+	/* The flow fits in the cap: the cap. */
+	ck_assert_uint_eq(prefetch_window_stretch(64 * MIB, 1024 * MIB,
+						  32 * MIB, 8 * MIB),
+			  64 * MIB);
+	/* A flow of 128 MiB over 8 MiB chunks: 144 MiB. */
+	ck_assert_uint_eq(prefetch_window_stretch(64 * MIB, 1024 * MIB,
+						  128 * MIB, 8 * MIB),
+			  144 * MIB);
+	/* More than a quarter of the budget: the quarter. */
+	ck_assert_uint_eq(prefetch_window_stretch(64 * MIB, 1024 * MIB,
+						  512 * MIB, 8 * MIB),
+			  256 * MIB);
+	/* A quarter below the cap: the cap. */
+	ck_assert_uint_eq(prefetch_window_stretch(64 * MIB, 128 * MIB,
+						  512 * MIB, 8 * MIB),
+			  64 * MIB);
+	/* No budget known: the cap. */
+	ck_assert_uint_eq(
+		prefetch_window_stretch(64 * MIB, 0, 512 * MIB, 8 * MIB),
+		64 * MIB);
+}
+END_TEST
+
 int main(void)
 {
 	const struct unit_case cases[] = {
@@ -866,6 +960,9 @@ int main(void)
 		{ "window_next_chunk_ahead", test_window_next_chunk_ahead },
 		{ "window_seeks_no_chunk", test_window_seeks_no_chunk },
 		{ "window_spill", test_window_spill },
+		{ "inflight_little", test_inflight_little },
+		{ "inflight_bounds", test_inflight_bounds },
+		{ "window_stretch", test_window_stretch },
 	};
 
 	return unit_run(unit_suite("prefetch", cases,
