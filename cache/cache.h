@@ -460,8 +460,13 @@ void cache_order_ask(struct cache *c, const struct cache_order_ask *ask);
 /* Queues the chunks of obj that cover [offset, offset + len) at prefetch
  * priority into the disk cache, unless stored or in flight (a reader that
  * knows what it reads next and where, e.g. a record view's next records).
- * Never waits. Returns 0 (queued, or nothing to do: a pass-through cache,
- * a derived object), or -ENOBUFS when prefetching may not take more memory
+ * An object cut smaller than the cache's chunk size (a record view's) has
+ * each run of consecutive missing chunks (up to 8 MiB) fetched by ONE
+ * backend read, every chunk of it registered on its own, so that a
+ * reader of any of them joins that read, and stored on its own; so ask
+ * for a whole record (or records next to each other) at once. Never
+ * waits. Returns 0 (queued, or nothing to do: a pass-through cache, a
+ * derived object), or -ENOBUFS when prefetching may not take more memory
  * now (stop asking). */
 int cache_prefetch_range(struct cache *c, const struct cache_object *obj,
 			 uint64_t offset, uint64_t len);

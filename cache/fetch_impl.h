@@ -109,6 +109,15 @@ struct flight {
 	unsigned claims; /* replies that said it */
 	bool claim_conflict;
 	bool forgotten; /* fetch_forget() while storing: not retained */
+	/* A run (fetch_run()): flights of consecutive chunks that one
+	 * backend read fetches. While the run is queued, each flight links
+	 * to its first (run_head) and the next (run_next), and holds a
+	 * reference for the read; the head holds the read's buffer
+	 * (run_buf, run_len bytes, accounted in chunk_bytes). Cleared when
+	 * the read has returned, before its flights finish. */
+	struct flight *run_head, *run_next;
+	uint8_t *run_buf;
+	uint64_t run_len;
 };
 
 struct queue {
