@@ -471,6 +471,16 @@ void cache_order_ask(struct cache *c, const struct cache_order_ask *ask);
 int cache_prefetch_range(struct cache *c, const struct cache_object *obj,
 			 uint64_t offset, uint64_t len);
 
+/* How many bytes of its stream a reader that names what it reads next
+ * with cache_prefetch_range() (a record view's part, read in order)
+ * should have asked for past a read that ends done bytes into the stream,
+ * and in *step (may be NULL) the least it should ask for at a time, so
+ * that what lies next to each other is asked for together (docs/RECORDS.md
+ * §3): the prefetcher's rule over this cache's memory budget
+ * (prefetch.memory). 0 without a disk cache (nothing to read ahead
+ * into). */
+uint64_t cache_prefetch_ahead(struct cache *c, uint64_t done, uint64_t *step);
+
 /* A buffer of len bytes for a read reply, counted in the memory budget
  * (it never waits: replies are bounded by the reader threads). Returns
  * NULL when out of memory. Free with cache_buffer_free(c, p, len). */

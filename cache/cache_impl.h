@@ -283,6 +283,8 @@ struct cache {
 			     * bound) */
 	uint64_t pf_gap_ns; /* atomic: statistics, the last order's pace */
 	uint64_t ra_cap;    /* atomic: read-ahead window cap */
+	uint64_t ext_cap;   /* atomic: named extents' read-ahead cap
+			     * (prefetch_extents_cap()) */
 	/* Relaxed atomics: statistics only. */
 	uint64_t pf_issued, pf_bytes, pf_hits, pf_misses, pf_depth, ra_window;
 	/* The pusher (push.c). */

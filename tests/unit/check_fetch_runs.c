@@ -1,14 +1,16 @@
 /*
- * check_fetch_runs: runs of the fetch engine (cache/fetch.h, fetch_run()):
- * several consecutive small chunks of one object (cut at 64 KiB, as a
- * record view cuts its sources) fetched by ONE backend read, each chunk
- * still a flight of its own that readers join, stored on its own.
+ * check_fetch_runs: runs of the fetch engine (cache/fetch.h, fetch_run())
+ * and the record view reads built on them (fs/recview.h): several
+ * consecutive small chunks of one object (cut at 64 KiB, as a record view
+ * cuts its sources) fetched by ONE backend read, each chunk still a
+ * flight of its own that readers join, stored on its own.
  *
  * The store is a posix backend wrapped by a recording backend that logs
  * every read (key, offset, length), can hold reads at a gate (of every
  * key or one) until the test opens it, and can fail them. No outcome
  * depends on time: a test that must know a reader waits polls a counter
- * until it moves.
+ * until it moves; the record view tests count and compare the backend
+ * reads, which do not depend on when the prefetches run.
  */
 #include <check.h>
 #include <errno.h>
@@ -23,6 +25,11 @@
 
 #include "backends/backend.h"
 #include "cache/cache.h"
+#include "fs/fs.h"
+#include "fs/manifest.h"
+#include "fs/recview.h"
+#include "records/rindex.h"
+#include "records/rplan.h"
 #include "tests/unit/cache_util.h"
 #include "tests/unit/unit.h"
 
@@ -563,6 +570,276 @@ START_TEST(test_run_cancel)
 }
 END_TEST
 
+/* ---- record views (fs/recview.h) ---- */
+
+/* A record view over the fixture's objects: tfrecord, one rank. */
+struct rview {
+	struct manifest *m;
+	struct rindex *ri;
+	struct rplan *rp;
+	struct shard_spec spec;
+	struct fs_data d;
+	struct recview_ahead *ahead;
+};
+
+/* Objects r0.tfrecord .. of records of the lengths lens[k] gives (from
+ * offset 0, back to back), planned for world size 1 in parts; run_bytes
+ * as rplan_build_runs(). */
+static void rview_make(struct fixture *fx, struct rview *v, unsigned n_objs,
+		       uint64_t (*len_of)(unsigned k, unsigned i), unsigned per,
+		       uint64_t seed, unsigned parts, uint64_t run_bytes)
+{
+	uint64_t off[64];
+	uint32_t len[64];
+	unsigned k, i;
+
+	memset(v, 0, sizeof(*v));
+	v->m = manifest_new();
+	ck_assert_ptr_nonnull(v->m);
+	ck_assert_uint_le(per, 64);
+	for (k = 0; k < n_objs; k++) {
+		char name[32];
+		uint64_t size = 0;
+
+		for (i = 0; i < per; i++)
+			size += len_of(k, i);
+		snprintf(name, sizeof(name), "r%u.tfrecord", k);
+		add_named(fx, name, size);
+		ck_assert_int_eq(manifest_add(v->m, name, strlen(name), size,
+					      fx->st[k].etag,
+					      fx->st[k].etag_len, 0),
+				 0);
+	}
+	ck_assert_int_eq(manifest_finish(v->m), 0);
+	ck_assert_int_eq(rindex_new(REC_FORMAT_TFRECORD, v->m, &v->ri), 0);
+	for (k = 0; k < n_objs; k++) {
+		uint64_t pos = 0;
+
+		for (i = 0; i < per; i++) {
+			off[i] = pos;
+			len[i] = (uint32_t)len_of(k, i);
+			pos += len[i];
+		}
+		/* Manifest order is key order: r0, r1, ... */
+		ck_assert_int_eq(
+			rindex_add_object(v->ri, k, pos, false, off, len, per),
+			0);
+	}
+	ck_assert_int_eq(rindex_finish(v->ri), 0);
+	v->spec = (struct shard_spec){ .world_size = 1, .seed = seed };
+	ck_assert_int_eq(
+		rplan_build_runs(v->ri, &v->spec, parts, run_bytes, 0, &v->rp),
+		0);
+	ck_assert_int_eq(recview_ahead_new(&v->ahead), 0);
+	v->d = (struct fs_data){ .manifest = v->m,
+				 .spec = &v->spec,
+				 .rindex = v->ri,
+				 .rplan = v->rp,
+				 .cache = fx->c };
+}
+
+static void rview_free(struct rview *v)
+{
+	recview_ahead_free(v->ahead);
+	rplan_free(v->rp);
+	rindex_free(v->ri);
+	manifest_free(v->m);
+}
+
+/* Reads every part of rank 0 in order, 128 KiB at a time as the kernel
+ * asks, checking every byte against the objects. */
+static void rview_read_all(struct rview *v)
+{
+	unsigned p, parts = rplan_parts(v->rp);
+	uint8_t *buf = malloc(128 * KIB);
+	struct rplan_seg seg;
+
+	ck_assert_ptr_nonnull(buf);
+	for (p = 0; p < parts; p++) {
+		uint64_t size = rplan_part_size(v->rp, 0, p), off;
+
+		for (off = 0; off < size; off += 128 * KIB) {
+			size_t want = size - off < 128 * KIB
+					      ? (size_t)(size - off)
+					      : 128 * KIB;
+			ssize_t got = recview_read(&v->d, v->ahead, 0, p, off,
+						   want, buf);
+			size_t done = 0;
+
+			ck_assert_int_eq(got, (ssize_t)want);
+			while (done < want) {
+				const struct rindex_object *o;
+				uint64_t at;
+
+				ck_assert_uint_eq(
+					rplan_map(v->rp, 0, p, off + done,
+						  want - done, &seg, 1),
+					1);
+				ck_assert_int_eq(seg.kind, RPLAN_SEG_RECORD);
+				o = rindex_object_of(v->ri, seg.rec);
+				at = v->ri->rec_off[seg.rec] + seg.in_off;
+				check_bytes(o->item, at, buf + done,
+					    (size_t)seg.len);
+				done += (size_t)seg.len;
+			}
+		}
+	}
+	free(buf);
+}
+
+/* Records of 70 to 300 KiB and some odd bytes. */
+static uint64_t big_len(unsigned k, unsigned i)
+{
+	return 70 * KIB + ((uint64_t)(k * 8 + i) * 37 * KIB) % (230 * KIB) +
+	       (k * 131 + i * 17) % 1000;
+}
+
+/* A rank reads its parts one after the other, cold: every record (records
+ * one by one in a shuffled order, none next to the one before it in its
+ * object) is ONE backend read of the 64 KiB chunks around it, less those
+ * an earlier record already brought (the chunk two neighbours in the
+ * object share), each chunk fetched once, every byte exact. Before: one
+ * read per 64 KiB chunk. And so again on a second pass over the parts. */
+START_TEST(test_view_one_read_per_record)
+{
+	struct fixture fx;
+	struct rview v;
+	struct rplan_seg seg;
+	uint8_t fetched[OBJS][64] = { { 0 } };
+	unsigned p, expect = 0, prev_obj = UINT32_MAX;
+	uint64_t prev_first = 0, prev_last = 0, bytes = 0;
+
+	fx_init(&fx, "viewrec");
+	fx_open(&fx, 8, 256 * MIB);
+	rview_make(&fx, &v, 3, big_len, 8, 7, 2, 0);
+	/* What the reads must be: each record's chunks not brought before,
+	 * in the order the parts hold them. */
+	for (p = 0; p < rplan_parts(v.rp); p++) {
+		uint64_t off = 0, size = rplan_part_size(v.rp, 0, p);
+
+		for (; off < size; off += seg.len) {
+			const struct rindex_object *o;
+			uint64_t first, last, n, a = UINT64_MAX, b = 0;
+
+			ck_assert_uint_eq(
+				rplan_map(v.rp, 0, p, off, size - off, &seg, 1),
+				1);
+			o = rindex_object_of(v.ri, seg.rec);
+			first = v.ri->rec_off[seg.rec] / UNIT;
+			last = (v.ri->rec_off[seg.rec] +
+				v.ri->rec_len[seg.rec] - 1) /
+			       UNIT;
+			/* The data is chosen so that no two records in a row
+			 * touch neighbouring chunks of one object (those may
+			 * go in one read). */
+			ck_assert_msg(o->item != prev_obj ||
+					      first > prev_last + 1 ||
+					      last + 1 < prev_first,
+				      "records in a row share chunks: choose "
+				      "another seed");
+			prev_obj = o->item;
+			prev_first = first;
+			prev_last = last;
+			for (n = first; n <= last; n++) {
+				ck_assert_uint_lt(n, 64);
+				if (fetched[o->item][n])
+					continue;
+				fetched[o->item][n] = 1;
+				a = a < n ? a : n;
+				b = n;
+			}
+			if (a == UINT64_MAX)
+				continue;
+			expect++;
+			b = (b + 1) * UNIT;
+			bytes += (b < fx.objs[o->item].size
+					  ? b
+					  : fx.objs[o->item].size) -
+				 a * UNIT;
+		}
+	}
+	rview_read_all(&v);
+	wait_idle(&fx);
+	ck_assert_uint_eq(rec_reads(&fx.rec), expect);
+	ck_assert_uint_eq(stats(&fx).backend_bytes, bytes);
+	/* And exactly those: recomputed against the log. */
+	memset(fetched, 0, sizeof(fetched));
+	for (p = 0; p < rplan_parts(v.rp); p++) {
+		uint64_t off = 0, size = rplan_part_size(v.rp, 0, p);
+
+		for (; off < size; off += seg.len) {
+			const struct rindex_object *o;
+			uint64_t first, last, n, a = UINT64_MAX, b = 0, end;
+
+			rplan_map(v.rp, 0, p, off, size - off, &seg, 1);
+			o = rindex_object_of(v.ri, seg.rec);
+			first = v.ri->rec_off[seg.rec] / UNIT;
+			last = (v.ri->rec_off[seg.rec] +
+				v.ri->rec_len[seg.rec] - 1) /
+			       UNIT;
+			for (n = first; n <= last; n++) {
+				if (fetched[o->item][n])
+					continue;
+				fetched[o->item][n] = 1;
+				a = a < n ? a : n;
+				b = n;
+			}
+			if (a == UINT64_MAX)
+				continue;
+			end = (b + 1) * UNIT;
+			if (end > fx.objs[o->item].size)
+				end = fx.objs[o->item].size;
+			ck_assert_uint_eq(rec_count(&fx.rec,
+						    fx.objs[o->item].key,
+						    a * UNIT, end - a * UNIT),
+					  1);
+		}
+	}
+	/* Read again from the start (the next epoch) after the cache was
+	 * emptied: the same reads again, each record one, although its
+	 * parts were asked for to their ends before. */
+	ck_assert_int_eq(cache_clear(fx.c), 0);
+	rview_read_all(&v);
+	wait_idle(&fx);
+	ck_assert_uint_eq(rec_reads(&fx.rec), 2 * expect);
+	ck_assert_uint_eq(stats(&fx).backend_bytes, 2 * bytes);
+	rview_free(&v);
+	fx_free(&fx);
+}
+END_TEST
+
+/* Small records of 3 to 9 KiB. */
+static uint64_t small_len(unsigned k, unsigned i)
+{
+	return 3 * KIB + ((uint64_t)(k * 64 + i) * 2411) % (6 * KIB);
+}
+
+/* Records dealt in runs ([records] run_bytes): records next to each other
+ * in their object come one after the other in the part, and a rank's
+ * cold read brings each object's in one read (runs of 1 MiB hold a whole
+ * object here; one part: a part's end ends an extent). Before: one read
+ * per 64 KiB chunk. */
+START_TEST(test_view_runs_merge)
+{
+	struct fixture fx;
+	struct rview v;
+	unsigned k;
+
+	fx_init(&fx, "viewruns");
+	fx_open(&fx, 8, 256 * MIB);
+	rview_make(&fx, &v, 3, small_len, 64, 5, 1, MIB);
+	rview_read_all(&v);
+	wait_idle(&fx);
+	ck_assert_uint_eq(rec_reads(&fx.rec), 3);
+	for (k = 0; k < 3; k++)
+		ck_assert_uint_eq(
+			rec_count(&fx.rec, fx.objs[k].key, 0, fx.objs[k].size),
+			1);
+	rview_free(&v);
+	fx_free(&fx);
+}
+END_TEST
+
 static Suite *fetch_runs_suite(void)
 {
 	const struct unit_case cases[] = {
@@ -572,6 +849,8 @@ static Suite *fetch_runs_suite(void)
 		{ "run_fail", test_run_fail },
 		{ "run_memory", test_run_memory },
 		{ "run_cancel", test_run_cancel },
+		{ "view_one_read_per_record", test_view_one_read_per_record },
+		{ "view_runs_merge", test_view_runs_merge },
 	};
 
 	return unit_suite("fetch_runs", cases,
