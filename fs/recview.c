@@ -20,6 +20,7 @@
 #define RECVIEW_SEGS 64		 /* segments mapped per round */
 #define RECVIEW_PIECE (8u << 20) /* compressed bytes read per step */
 #define RECVIEW_SLOTS 64	 /* parts whose asks are remembered */
+#define RECVIEW_BATCH 4096	 /* records sorted into extents at once */
 
 /* How far one part was asked for ahead. */
 struct recview_slot {
@@ -110,74 +111,107 @@ uint64_t recview_part_size(const struct fs_data *d, uint32_t r, uint32_t p)
 	return rplan_part_size(d->rplan, r, p);
 }
 
-/* An extent to ask for: bytes [at, end) of object o, for the records
- * from the part's position pos on. */
+/* An extent to ask for: bytes [at, end) of object o. */
 struct recview_ext {
 	const struct rindex_object *o;
-	uint64_t at, end, pos;
+	uint64_t at, end;
 };
 
-/* Asks the cache for e's chunks (none if e is empty); false when it may
- * not take more now. */
-static bool recview_ext_ask(const struct fs_data *d,
-			    const struct recview_ext *e)
+/* Records sorted by object, then offset. */
+static int recview_ext_cmp(const void *pa, const void *pb)
+{
+	const struct recview_ext *x = pa, *y = pb;
+
+	if (x->o != y->o)
+		return x->o->item < y->o->item ? -1 : 1;
+	return x->at < y->at ? -1 : x->at > y->at;
+}
+
+/* Asks the cache for the records e[0..n-1] in extents: sorted by object
+ * and offset, a record that starts at most one chunk past the extent
+ * before it (the same object) joins it, so records next to each other
+ * come in one backend read whatever their order in the part (runs
+ * shuffled within a window). False when the cache may not take more
+ * now. */
+static bool recview_ask_batch(const struct fs_data *d, struct recview_ext *e,
+			      size_t n)
 {
 	struct cache_object obj;
+	size_t i, j;
 
-	if (e->o == NULL)
-		return true;
-	recview_object(d, e->o, &obj);
-	return cache_prefetch_range(d->cache, &obj, e->at, e->end - e->at) == 0;
+	qsort(e, n, sizeof(*e), recview_ext_cmp);
+	for (i = 0; i < n; i = j) {
+		uint64_t end = e[i].end;
+
+		for (j = i + 1;
+		     j < n && e[j].o == e[i].o &&
+		     e[j].at / RECVIEW_CHUNK <= (end - 1) / RECVIEW_CHUNK + 1;
+		     j++)
+			if (e[j].end > end)
+				end = e[j].end;
+		recview_object(d, e[i].o, &obj);
+		if (cache_prefetch_range(d->cache, &obj, e[i].at,
+					 end - e[i].at) < 0)
+			return false;
+	}
+	return true;
 }
 
 /* Asks for the records of [from, to) of part p of rank r, each whole (the
- * first may start before from), a record that starts in the last chunk of
- * the extent before it or in the next one (the same object) with it, so
- * that they come in one backend read. Returns the part's position up to
- * which all was asked for: to, or where the cache refused. */
+ * first may start before from), RECVIEW_BATCH at a time
+ * (recview_ask_batch()). Returns the part's position up to which all was
+ * asked for: to, or where the cache refused. */
 static uint64_t recview_queue(const struct fs_data *d, uint32_t r, uint32_t p,
 			      uint64_t from, uint64_t to)
 {
 	struct rplan_seg segs[RECVIEW_SEGS];
-	struct recview_ext cur = { NULL, 0, 0, from };
-	uint64_t pos = from;
-	size_t n, i;
+	struct recview_ext one, *batch = malloc(RECVIEW_BATCH * sizeof(*batch));
+	uint64_t pos = from, batch_pos = from;
+	size_t n_batch = 0, cap = RECVIEW_BATCH, n, i;
 
+	if (batch == NULL) { /* each record alone: more reads, same bytes */
+		batch = &one;
+		cap = 1;
+	}
 	while (pos < to) {
 		n = rplan_map(d->rplan, r, p, pos, to - pos, segs,
 			      RECVIEW_SEGS);
 		if (n == 0)
 			break;
 		for (i = 0; i < n; i++) {
-			const struct rindex_object *o;
-			uint64_t at, end, seg_pos = pos;
+			const struct rplan_seg *s = &segs[i];
 
-			pos += segs[i].len;
-			if (segs[i].kind != RPLAN_SEG_RECORD)
-				continue;
-			o = rindex_object_of(d->rindex, segs[i].rec);
-			at = d->rindex->rec_off[segs[i].rec];
-			end = at + d->rindex->rec_len[segs[i].rec];
-			if (cur.o == o && at >= cur.at &&
-			    at / RECVIEW_CHUNK <=
-				    (cur.end - 1) / RECVIEW_CHUNK + 1) {
-				if (end > cur.end)
-					cur.end = end;
-				continue;
+			if (n_batch == cap) {
+				if (!recview_ask_batch(d, batch, n_batch))
+					goto refused;
+				n_batch = 0;
+				batch_pos = pos;
 			}
-			if (!recview_ext_ask(d, &cur))
-				return cur.pos;
-			cur = (struct recview_ext){ o, at, end, seg_pos };
+			pos += s->len;
+			if (s->kind != RPLAN_SEG_RECORD)
+				continue;
+			batch[n_batch].o = rindex_object_of(d->rindex, s->rec);
+			batch[n_batch].at = d->rindex->rec_off[s->rec];
+			batch[n_batch].end =
+				batch[n_batch].at + d->rindex->rec_len[s->rec];
+			n_batch++;
 		}
 	}
-	return recview_ext_ask(d, &cur) ? to : cur.pos;
+	if (!recview_ask_batch(d, batch, n_batch))
+		goto refused;
+	batch_pos = to;
+refused:
+	if (batch != &one)
+		free(batch);
+	return batch_pos;
 }
 
 /* A read of [off, end) of part p of rank r wants the part's records up to
  * want (clipped to the part) asked for: asks for those not asked yet, if
  * the reader's own bytes are among them or they are at least step bytes.
- * ahead: the window (want - end for the part the reader reads). */
-static void recview_ask(const struct fs_data *d, struct recview_ahead *a,
+ * ahead: the window (want - end for the part the reader reads). Returns
+ * whether it asked from off (for the reader's own records). */
+static bool recview_ask(const struct fs_data *d, struct recview_ahead *a,
 			uint32_t r, uint32_t p, uint64_t off, uint64_t end,
 			uint64_t want, uint64_t ahead, uint64_t step)
 {
@@ -205,7 +239,7 @@ static void recview_ask(const struct fs_data *d, struct recview_ahead *a,
 		s->next = end;
 	if (from >= want) {
 		pthread_mutex_unlock(&a->lock);
-		return;
+		return false;
 	}
 	s->asked = want;
 	pthread_mutex_unlock(&a->lock);
@@ -218,6 +252,7 @@ static void recview_ask(const struct fs_data *d, struct recview_ahead *a,
 			s->asked = got;
 		pthread_mutex_unlock(&a->lock);
 	}
+	return from <= off;
 }
 
 ssize_t recview_read(const struct fs_data *d, struct recview_ahead *a,
@@ -240,8 +275,12 @@ ssize_t recview_read(const struct fs_data *d, struct recview_ahead *a,
 		uint64_t ahead = cache_prefetch_ahead(d->cache, end, &step);
 
 		if (ahead > 0) {
-			recview_ask(d, a, r, p, off, end, end + ahead, ahead,
-				    step);
+			/* The reader's own records were asked for before,
+			 * perhaps by a read still asking: again (nothing is
+			 * fetched twice), so none is fetched in pieces. */
+			if (!recview_ask(d, a, r, p, off, end, end + ahead,
+					 ahead, step))
+				recview_queue(d, r, p, off, end);
 			/* A rank's parts are read one after the other. */
 			if (end + ahead > size && p + 1 < rplan_parts(d->rplan))
 				recview_ask(d, a, r, p + 1, 0, 0,

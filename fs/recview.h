@@ -17,9 +17,12 @@
  * A part is read in its order: before each read, the records of the
  * part from it on (cache_prefetch_ahead() bytes past it, and on into the
  * next part of the rank) are queued with the cache, each record, or run
- * of records next to each other in their object, as one extent
- * (cache_prefetch_range(): one backend read of the chunks around it, which
- * the reads of its records then join). A struct recview_ahead (one per
+ * of records next to each other in their object (sorted by object and
+ * offset, so records a window shuffled still come together), as one
+ * extent (cache_prefetch_range(): one backend read of the chunks around
+ * it, which the reads of its records then join); the reader's own records
+ * are asked for again, whole, so that none is fetched in pieces by its
+ * reads (asking twice fetches nothing twice). A struct recview_ahead (one per
  * generation) remembers how far each part being read was asked for, so a
  * read asks only for what its window newly reaches, in steps; it is a
  * hint: a part it forgot, or a reader that went back, asks again from

@@ -584,10 +584,11 @@ struct rview {
 
 /* Objects r0.tfrecord .. of records of the lengths lens[k] gives (from
  * offset 0, back to back), planned for world size 1 in parts; run_bytes
- * as rplan_build_runs(). */
+ * and window as rplan_build_runs(). */
 static void rview_make(struct fixture *fx, struct rview *v, unsigned n_objs,
 		       uint64_t (*len_of)(unsigned k, unsigned i), unsigned per,
-		       uint64_t seed, unsigned parts, uint64_t run_bytes)
+		       uint64_t seed, unsigned parts, uint64_t run_bytes,
+		       uint32_t window)
 {
 	uint64_t off[64];
 	uint32_t len[64];
@@ -627,9 +628,9 @@ static void rview_make(struct fixture *fx, struct rview *v, unsigned n_objs,
 	}
 	ck_assert_int_eq(rindex_finish(v->ri), 0);
 	v->spec = (struct shard_spec){ .world_size = 1, .seed = seed };
-	ck_assert_int_eq(
-		rplan_build_runs(v->ri, &v->spec, parts, run_bytes, 0, &v->rp),
-		0);
+	ck_assert_int_eq(rplan_build_runs(v->ri, &v->spec, parts, run_bytes,
+					  window, &v->rp),
+			 0);
 	ck_assert_int_eq(recview_ahead_new(&v->ahead), 0);
 	v->d = (struct fs_data){ .manifest = v->m,
 				 .spec = &v->spec,
@@ -694,115 +695,105 @@ static uint64_t big_len(unsigned k, unsigned i)
 	       (k * 131 + i * 17) % 1000;
 }
 
-/* A rank reads its parts one after the other, cold: every record (records
- * one by one in a shuffled order, none next to the one before it in its
- * object) is ONE backend read of the 64 KiB chunks around it, less those
- * an earlier record already brought (the chunk two neighbours in the
- * object share), each chunk fetched once, every byte exact. Before: one
- * read per 64 KiB chunk. And so again on a second pass over the parts. */
+/* The logged read of key that holds byte at; -1 if none, -2 if several. */
+static int rec_holder(struct rec *r, const char *key, uint64_t at)
+{
+	int i, found = -1;
+
+	pthread_mutex_lock(&r->lock);
+	for (i = 0; i < (int)r->n_log; i++)
+		if (strcmp(r->log[i].key, key) == 0 && r->log[i].off <= at &&
+		    at < r->log[i].off + r->log[i].len)
+			found = found == -1 ? i : -2;
+	pthread_mutex_unlock(&r->lock);
+	return found;
+}
+
+/* A rank reads its parts one after the other, cold (records one by one,
+ * shuffled): at most one backend read per record, each chunk read once,
+ * every read whole 64 KiB chunks, and every record's chunks but its first
+ * and last (which a neighbour in its object may have brought) in ONE
+ * read; every byte exact. Before: one read per 64 KiB chunk. The same
+ * reads again on a second pass over the parts, after the cache was
+ * emptied. */
 START_TEST(test_view_one_read_per_record)
 {
 	struct fixture fx;
 	struct rview v;
 	struct rplan_seg seg;
-	uint8_t fetched[OBJS][64] = { { 0 } };
-	unsigned p, expect = 0, prev_obj = UINT32_MAX;
-	uint64_t prev_first = 0, prev_last = 0, bytes = 0;
+	uint8_t touched[OBJS][64] = { { 0 } };
+	unsigned p, k, reads, records = 0;
+	uint64_t bytes = 0, n;
+	int i;
 
 	fx_init(&fx, "viewrec");
 	fx_open(&fx, 8, 256 * MIB);
-	rview_make(&fx, &v, 3, big_len, 8, 7, 2, 0);
-	/* What the reads must be: each record's chunks not brought before,
-	 * in the order the parts hold them. */
+	rview_make(&fx, &v, 3, big_len, 8, 7, 2, 0, 0);
+	rview_read_all(&v);
+	wait_idle(&fx);
+	reads = rec_reads(&fx.rec);
+	for (i = 0; i < (int)reads; i++) {
+		const struct rec_entry *e = &fx.rec.log[i];
+
+		ck_assert_uint_eq(e->off % UNIT, 0);
+		for (k = 0; strcmp(fx.objs[k].key, e->key) != 0; k++)
+			;
+		ck_assert(e->len % UNIT == 0 ||
+			  e->off + e->len == fx.objs[k].size);
+	}
 	for (p = 0; p < rplan_parts(v.rp); p++) {
 		uint64_t off = 0, size = rplan_part_size(v.rp, 0, p);
 
 		for (; off < size; off += seg.len) {
 			const struct rindex_object *o;
-			uint64_t first, last, n, a = UINT64_MAX, b = 0;
+			const char *key;
+			uint64_t first, last;
+			int one;
 
 			ck_assert_uint_eq(
 				rplan_map(v.rp, 0, p, off, size - off, &seg, 1),
 				1);
+			records++;
 			o = rindex_object_of(v.ri, seg.rec);
+			key = fx.objs[o->item].key;
 			first = v.ri->rec_off[seg.rec] / UNIT;
 			last = (v.ri->rec_off[seg.rec] +
 				v.ri->rec_len[seg.rec] - 1) /
 			       UNIT;
-			/* The data is chosen so that no two records in a row
-			 * touch neighbouring chunks of one object (those may
-			 * go in one read). */
-			ck_assert_msg(o->item != prev_obj ||
-					      first > prev_last + 1 ||
-					      last + 1 < prev_first,
-				      "records in a row share chunks: choose "
-				      "another seed");
-			prev_obj = o->item;
-			prev_first = first;
-			prev_last = last;
+			one = rec_holder(&fx.rec, key, (first + 1) * UNIT);
 			for (n = first; n <= last; n++) {
-				ck_assert_uint_lt(n, 64);
-				if (fetched[o->item][n])
-					continue;
-				fetched[o->item][n] = 1;
-				a = a < n ? a : n;
-				b = n;
+				i = rec_holder(&fx.rec, key, n * UNIT);
+				ck_assert_int_ge(i, 0); /* read, and once */
+				if (n > first && n < last)
+					ck_assert_int_eq(i, one);
+				if (!touched[o->item][n]) {
+					touched[o->item][n] = 1;
+					bytes +=
+						n * UNIT + UNIT <
+								fx.objs[o->item]
+									.size
+							? UNIT
+							: fx.objs[o->item].size -
+								  n * UNIT;
+				}
 			}
-			if (a == UINT64_MAX)
-				continue;
-			expect++;
-			b = (b + 1) * UNIT;
-			bytes += (b < fx.objs[o->item].size
-					  ? b
-					  : fx.objs[o->item].size) -
-				 a * UNIT;
 		}
 	}
-	rview_read_all(&v);
-	wait_idle(&fx);
-	ck_assert_uint_eq(rec_reads(&fx.rec), expect);
+	ck_assert_uint_le(reads, records);
 	ck_assert_uint_eq(stats(&fx).backend_bytes, bytes);
-	/* And exactly those: recomputed against the log. */
-	memset(fetched, 0, sizeof(fetched));
-	for (p = 0; p < rplan_parts(v.rp); p++) {
-		uint64_t off = 0, size = rplan_part_size(v.rp, 0, p);
-
-		for (; off < size; off += seg.len) {
-			const struct rindex_object *o;
-			uint64_t first, last, n, a = UINT64_MAX, b = 0, end;
-
-			rplan_map(v.rp, 0, p, off, size - off, &seg, 1);
-			o = rindex_object_of(v.ri, seg.rec);
-			first = v.ri->rec_off[seg.rec] / UNIT;
-			last = (v.ri->rec_off[seg.rec] +
-				v.ri->rec_len[seg.rec] - 1) /
-			       UNIT;
-			for (n = first; n <= last; n++) {
-				if (fetched[o->item][n])
-					continue;
-				fetched[o->item][n] = 1;
-				a = a < n ? a : n;
-				b = n;
-			}
-			if (a == UINT64_MAX)
-				continue;
-			end = (b + 1) * UNIT;
-			if (end > fx.objs[o->item].size)
-				end = fx.objs[o->item].size;
-			ck_assert_uint_eq(rec_count(&fx.rec,
-						    fx.objs[o->item].key,
-						    a * UNIT, end - a * UNIT),
-					  1);
-		}
-	}
 	/* Read again from the start (the next epoch) after the cache was
-	 * emptied: the same reads again, each record one, although its
-	 * parts were asked for to their ends before. */
+	 * emptied: the same reads again, although the parts were asked for
+	 * to their ends before. */
 	ck_assert_int_eq(cache_clear(fx.c), 0);
 	rview_read_all(&v);
 	wait_idle(&fx);
-	ck_assert_uint_eq(rec_reads(&fx.rec), 2 * expect);
+	ck_assert_uint_eq(rec_reads(&fx.rec), 2 * reads);
 	ck_assert_uint_eq(stats(&fx).backend_bytes, 2 * bytes);
+	for (i = 0; i < (int)reads; i++)
+		ck_assert_uint_eq(rec_count(&fx.rec, fx.rec.log[i].key,
+					    fx.rec.log[i].off,
+					    fx.rec.log[i].len),
+				  2);
 	rview_free(&v);
 	fx_free(&fx);
 }
@@ -815,28 +806,32 @@ static uint64_t small_len(unsigned k, unsigned i)
 }
 
 /* Records dealt in runs ([records] run_bytes): records next to each other
- * in their object come one after the other in the part, and a rank's
- * cold read brings each object's in one read (runs of 1 MiB hold a whole
- * object here; one part: a part's end ends an extent). Before: one read
- * per 64 KiB chunk. */
+ * in their object come one after the other in the part, or shuffled
+ * within a window of them ([records] window, 1024 by default), and a
+ * rank's cold read brings each object's in one read (runs of 1 MiB hold a
+ * whole object here; one part: a part's end ends an extent). Before: one
+ * read per 64 KiB chunk. */
 START_TEST(test_view_runs_merge)
 {
+	static const uint32_t windows[] = { 0, 1024 };
 	struct fixture fx;
 	struct rview v;
-	unsigned k;
+	unsigned k, w;
 
-	fx_init(&fx, "viewruns");
-	fx_open(&fx, 8, 256 * MIB);
-	rview_make(&fx, &v, 3, small_len, 64, 5, 1, MIB);
-	rview_read_all(&v);
-	wait_idle(&fx);
-	ck_assert_uint_eq(rec_reads(&fx.rec), 3);
-	for (k = 0; k < 3; k++)
-		ck_assert_uint_eq(
-			rec_count(&fx.rec, fx.objs[k].key, 0, fx.objs[k].size),
-			1);
-	rview_free(&v);
-	fx_free(&fx);
+	for (w = 0; w < 2; w++) {
+		fx_init(&fx, w ? "viewrunswin" : "viewruns");
+		fx_open(&fx, 8, 256 * MIB);
+		rview_make(&fx, &v, 3, small_len, 64, 5, 1, MIB, windows[w]);
+		rview_read_all(&v);
+		wait_idle(&fx);
+		ck_assert_uint_eq(rec_reads(&fx.rec), 3);
+		for (k = 0; k < 3; k++)
+			ck_assert_uint_eq(rec_count(&fx.rec, fx.objs[k].key, 0,
+						    fx.objs[k].size),
+					  1);
+		rview_free(&v);
+		fx_free(&fx);
+	}
 }
 END_TEST
 
