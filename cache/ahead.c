@@ -52,6 +52,13 @@ int cache_prefetch_range(struct cache *c, const struct cache_object *obj,
 	if (!c->disk || len == 0 || offset >= obj->size || unit == 0)
 		return 0;
 	end = obj->size - offset < len ? obj->size : offset + len;
+	/* Chunks cut small (a record view's): runs of one backend read. */
+	if (unit < c->chunk_size && obj->transform == NULL &&
+	    cache_obj_chunk_ok(c, obj)) {
+		int rc = read_run(c, obj, offset, end - offset, false);
+
+		return rc == -ENOBUFS || rc == -ENOMEM ? -ENOBUFS : 0;
+	}
 	for (n = offset / unit; n * unit < end; n++)
 		if (ahead_chunk(c, obj, n) < 0)
 			return -ENOBUFS;

@@ -52,6 +52,7 @@ void cache_set_fetch_options(struct cache *c,
 	prefetch_shares(fs.memory_budget, QUEUE_BYTES_MAX, &sh);
 	__atomic_store_n(&c->ra_cap, sh.window_cap, __ATOMIC_RELAXED);
 	__atomic_store_n(&c->ra_memory, fs.memory_budget, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->ext_cap, sh.extents_cap, __ATOMIC_RELAXED);
 	__atomic_store_n(&c->pf_files, o->files, __ATOMIC_RELAXED);
 	__atomic_store_n(&c->pf_memory, sh.files, __ATOMIC_RELAXED);
 	__atomic_store_n(&c->pf_conns, o->connections ? o->connections : 64,
@@ -60,6 +61,18 @@ void cache_set_fetch_options(struct cache *c,
 	c->q.max = sh.queue;
 	pthread_cond_broadcast(&c->q.idle);
 	pthread_mutex_unlock(&c->q.lock);
+}
+
+uint64_t cache_prefetch_ahead(struct cache *c, uint64_t done, uint64_t *step)
+{
+	uint64_t ahead = 0;
+
+	if (c->disk)
+		ahead = prefetch_extents_ahead(
+			done, __atomic_load_n(&c->ext_cap, __ATOMIC_RELAXED));
+	if (step != NULL)
+		*step = prefetch_extents_step(ahead);
+	return ahead;
 }
 
 void cache_stats_get(struct cache *c, struct cache_stats *out)
@@ -143,6 +156,8 @@ static struct cache *cache_alloc(struct backend *be)
 	}
 	c->pf_files = PREFETCH_FILES_DEFAULT;
 	c->ra_cap = PREFETCH_WINDOW_MAX;
+	/* The engine's default budget (cache_set_fetch_options()). */
+	c->ext_cap = prefetch_extents_cap(UINT64_C(512) << 20);
 	c->q.max = QUEUE_BYTES_MAX;
 	pthread_mutex_init(&c->pf_lock, NULL);
 	pthread_mutex_init(&c->evict.touch_lock, NULL);

@@ -465,11 +465,26 @@ void cache_order_ask(struct cache *c, const struct cache_order_ask *ask);
 /* Queues the chunks of obj that cover [offset, offset + len) at prefetch
  * priority into the disk cache, unless stored or in flight (a reader that
  * knows what it reads next and where, e.g. a record view's next records).
- * Never waits. Returns 0 (queued, or nothing to do: a pass-through cache,
- * a derived object), or -ENOBUFS when prefetching may not take more memory
+ * An object cut smaller than the cache's chunk size (a record view's) has
+ * each run of consecutive missing chunks (up to 8 MiB) fetched by ONE
+ * backend read, every chunk of it registered on its own, so that a
+ * reader of any of them joins that read, and stored on its own; so ask
+ * for a whole record (or records next to each other) at once. Never
+ * waits. Returns 0 (queued, or nothing to do: a pass-through cache, a
+ * derived object), or -ENOBUFS when prefetching may not take more memory
  * now (stop asking). */
 int cache_prefetch_range(struct cache *c, const struct cache_object *obj,
 			 uint64_t offset, uint64_t len);
+
+/* How many bytes of its stream a reader that names what it reads next
+ * with cache_prefetch_range() (a record view's part, read in order)
+ * should have asked for past a read that ends done bytes into the stream,
+ * and in *step (may be NULL) the least it should ask for at a time, so
+ * that what lies next to each other is asked for together (docs/RECORDS.md
+ * §3): the prefetcher's rule over this cache's memory budget
+ * (prefetch.memory). 0 without a disk cache (nothing to read ahead
+ * into). */
+uint64_t cache_prefetch_ahead(struct cache *c, uint64_t done, uint64_t *step);
 
 /* A buffer of len bytes for a read reply, counted in the memory budget
  * (it never waits: replies are bounded by the reader threads). Returns

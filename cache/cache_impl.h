@@ -285,6 +285,8 @@ struct cache {
 	uint64_t ra_cap;    /* atomic: read-ahead window cap */
 	uint64_t ra_memory; /* atomic: prefetch.memory, which bounds the
 			     * window a flow stretches (0: no stretching) */
+	uint64_t ext_cap;   /* atomic: named extents' read-ahead cap
+			     * (prefetch_extents_cap()) */
 	/* Relaxed atomics: statistics only. */
 	uint64_t pf_issued, pf_bytes, pf_hits, pf_misses, pf_depth, ra_window;
 	/* The pusher (push.c). */
@@ -692,6 +694,14 @@ ssize_t read_reply_buffer(struct cache *c, void *buf, size_t len, ssize_t got,
 /* Queues chunk ch at prefetch priority (fetch_ahead()) unless it is in
  * flight or, with a disk cache, stored. Returns as fetch_ahead(). */
 int read_ahead_chunk(struct cache *c, const struct read_chunk *ch);
+/* Queues the chunks of [offset, offset + len) of obj (len > 0; cut
+ * smaller than the cache's chunk size, a disk cache) that are neither
+ * stored nor in the engine, in runs of one backend read each
+ * (fetch_run()): at reader priority for a reader about to read them, or
+ * as a prefetch (counted in the prefetch stats). Returns 0, -ENOBUFS (no
+ * memory now: what was queued stays) or -ENOMEM. */
+int read_run(struct cache *c, const struct cache_object *obj, uint64_t offset,
+	     uint64_t len, bool reader);
 /* verified.c: blob blocks this process checked (see there). True if
  * blocks b0..b1 of the blob st (an fstat() of its open file) describes
  * were checked and it is unchanged since. */

@@ -2,9 +2,10 @@
  * fetch: see fetch.h for the contract; the engine's files share
  * fetch_impl.h. This one holds the flights and everything that keeps their
  * invariants: the single-flight table, the queues, retained flights and
- * reclaiming, running parts, the workers, and the requests.
+ * reclaiming, running parts, the workers, the requests, and runs (several
+ * chunks' flights fetched by one backend read).
  *
- * Over 700 lines (about 1,400) because every section below works on the
+ * Over 700 lines (about 1,700) because every section below works on the
  * same flights under the same lock, f->lock, and their invariants (a
  * flight's reference count, its place in the table and queues, its
  * buffer's accounting) are kept across the sections in one critical
@@ -62,6 +63,14 @@
  * FETCH_WORKER_WAIT_NS, so the trimmer runs even when no one signals it.
  *
  * Hedged reads: fetch_hedge.c.
+ *
+ * Runs (fetch_run()): each chunk of a run is an ordinary flight in the
+ * table, queued with one part, holding one more reference for the run's
+ * read; its head holds the read's buffer. Whoever would run a part of any
+ * of them (a worker, or a reader that joined one still queued) runs the
+ * run's one read for all (run_read()) and finishes each as its part. A
+ * run is never hedged (its read is not its flights' first part), and a
+ * queued prefetch run no reader waits for is cancelled whole.
  *
  * A chunk whose parts returned fewer bytes than asked (nread != len) is
  * an error for every reader (-EIO, logged once with the key and counts)
@@ -288,6 +297,8 @@ static void flight_free(struct flight *fl)
 		return;
 	if (fl->buf != NULL)
 		munmap(fl->buf, (size_t)fetch_buf_size(fl->len));
+	if (fl->run_buf != NULL) /* a run that never read (fetch_free()) */
+		munmap(fl->run_buf, (size_t)fetch_buf_size(fl->run_len));
 	pthread_cond_destroy(&fl->cv);
 	free(fl->id);
 	free(fl->key);
@@ -380,20 +391,30 @@ static bool retained_release_one(struct fetch *f, bool any)
 	return true;
 }
 
+static bool run_idle(const struct flight *head);
+static void run_drop(struct fetch *f, struct flight *head);
+
 /* Drops the newest queued prefetch no part of which has started and no
- * reader waits for (a reader's own chunk comes first), with f->lock held
- * and dropped while freeing. Returns false if there was none. */
+ * reader waits for (a reader's own chunk comes first), a run whole, with
+ * f->lock held and dropped while freeing. Returns false if there was
+ * none. */
 static bool prefetch_cancel_one(struct fetch *f)
 {
 	struct flight *fl;
 
 	for (fl = f->q[FETCH_PRIO_PREFETCH].tail; fl != NULL; fl = fl->qprev)
-		if (fl->next_part == 0 && fl->refs == 1)
+		if (fl->next_part == 0 &&
+		    (fl->run_head != NULL ? run_idle(fl->run_head)
+					  : fl->refs == 1))
 			break;
 	if (fl == NULL)
 		return false;
-	queue_unlink(f, fl);
 	f->reclaimed++;
+	if (fl->run_head != NULL) {
+		run_drop(f, fl->run_head);
+		return true;
+	}
+	queue_unlink(f, fl);
 	table_drop_free(f, fl);
 	return true;
 }
@@ -572,9 +593,12 @@ void fetch_flight_unref_free(struct fetch *f, struct flight *fl)
 	flight_free_unlocked(f, flight_unref(f, fl));
 }
 
-/* Runs the next part of queued flight fl. Caller holds f->lock and has
- * checked fetch_slot_free(); the lock is dropped around the read and done_fn.
- * worker: the caller is a worker thread (it looks for more work itself). */
+static void run_read(struct fetch *f, struct flight *head, bool worker);
+
+/* Runs the next part of queued flight fl (a flight of a run: the run's
+ * read). Caller holds f->lock and has checked fetch_slot_free(); the lock
+ * is dropped around the read and done_fn. worker: the caller is a worker
+ * thread (it looks for more work itself). */
 static void run_part(struct fetch *f, struct flight *fl, bool worker)
 {
 	uint64_t start, plen, t0;
@@ -586,6 +610,10 @@ static void run_part(struct fetch *f, struct flight *fl, bool worker)
 	uint8_t *buf;
 	int rc;
 
+	if (fl->run_head != NULL) {
+		run_read(f, fl->run_head, worker);
+		return;
+	}
 	part = fl->next_part++;
 	if (fl->next_part == fl->n_parts)
 		queue_unlink(f, fl);
@@ -1415,4 +1443,309 @@ void fetch_stats_get(struct fetch *f, struct fetch_stats *out)
 uint64_t fetch_inflight_max(struct fetch *f)
 {
 	return __atomic_load_n(&f->pf_inflight_max, __ATOMIC_RELAXED);
+}
+
+/* ---- runs: one backend read for several chunks ---------------------------- */
+
+/* Whether run head (queued, not started) may be cancelled: each of its
+ * flights queued as a prefetch that no reader waits for (referenced by
+ * the table and the run only). Caller holds f->lock. */
+static bool run_idle(const struct flight *head)
+{
+	const struct flight *m;
+
+	for (m = head; m != NULL; m = m->run_next)
+		if (m->prio != FETCH_PRIO_PREFETCH || m->refs != 2)
+			return false;
+	return true;
+}
+
+/* Takes run head (not started) out of the queues and the table, with its
+ * buffer and the run's references, with f->lock held and dropped while
+ * freeing. */
+static void run_drop(struct fetch *f, struct flight *head)
+{
+	struct flight *m, *next, *dead = NULL, *d;
+	uint64_t len = head->run_len;
+	void *unmap;
+
+	f->chunk_bytes -= fetch_buf_size(len);
+	unmap = fetch_buf_give(f, head->run_buf, len);
+	head->run_buf = NULL;
+	for (m = head; m != NULL; m = next) {
+		next = m->run_next;
+		m->run_head = m->run_next = NULL;
+		if (m->queued)
+			queue_unlink(f, m);
+		d = table_drop(f, m); /* the table's reference */
+		if (d == NULL)
+			d = flight_unref(f, m); /* the run's */
+		if (d != NULL) {
+			d->tnext = dead; /* out of the table: a free link */
+			dead = d;
+		}
+	}
+	pthread_mutex_unlock(&f->lock);
+	while (dead != NULL) {
+		next = dead->tnext;
+		flight_free(dead);
+		dead = next;
+	}
+	if (unmap != NULL)
+		munmap(unmap, (size_t)fetch_buf_size(len));
+	pthread_mutex_lock(&f->lock);
+}
+
+/* Runs the read of run head: one backend read of its range into the run's
+ * buffer, copied to each flight, which then finishes as a part would
+ * (fetch_part_finish(): stored, retained, its readers woken). Caller
+ * holds f->lock (dropped around the read and the stores) and has checked
+ * fetch_slot_free(). */
+static void run_read(struct fetch *f, struct flight *head, bool worker)
+{
+	struct flight *fls[FETCH_RUN_MAX], *m;
+	uint64_t start = head->offset, len = head->run_len, t0, t1;
+	uint8_t *buf = head->run_buf;
+	struct backend_claim claim;
+	size_t nread = 0;
+	unsigned n = 0, i;
+	bool pf = true;
+	void *unmap;
+	int rc;
+
+	/* Every flight of it starts now: none is queued or run again. */
+	for (m = head; m != NULL; m = m->run_next) {
+		fls[n++] = m;
+		m->next_part = m->n_parts;
+		if (m->queued)
+			queue_unlink(f, m);
+		pf = pf && m->prio == FETCH_PRIO_PREFETCH;
+	}
+	head->run_buf = NULL; /* the read's now */
+	f->inflight++;
+	if (pf)
+		f->pf_inflight += len;
+	t0 = fetch_now_ns();
+	pthread_mutex_unlock(&f->lock);
+
+	rc = fetch_backend_read(
+		f, head->key, head->key_len, head->has_etag ? head->etag : NULL,
+		head->etag_len, start, (size_t)len, buf, &nread, &claim);
+	/* No one reads a flight's buffer before it is done. */
+	if (rc == 0 && nread == len)
+		for (i = 0; i < n; i++)
+			memcpy(fls[i]->buf, buf + (fls[i]->offset - start),
+			       (size_t)fls[i]->len);
+
+	pthread_mutex_lock(&f->lock);
+	t1 = fetch_now_ns();
+	if (rc == 0)
+		fetch_pace_record(f, t0, t1, nread);
+	if (rc == 0 && nread == len) {
+		fetch_lat_record(f, len, t1 - t0);
+	} else if (rc == 0) {
+		char kb[LOG_KEY_MAX];
+
+		/* Once for the run, not once per chunk. */
+		log_msg(LOG_ERR,
+			"fetch: %s: the backend returned %zu of %llu bytes "
+			"at offset %llu; failing the read",
+			log_key(kb, head->key, head->key_len), nread,
+			(unsigned long long)len, (unsigned long long)start);
+		rc = -EIO;
+	}
+	f->inflight--;
+	if (pf)
+		f->pf_inflight -= len;
+	if (f->slot_waiters > 0)
+		pthread_cond_signal(&f->slot);
+	else if (!worker && runnable(f))
+		pthread_cond_signal(&f->work);
+	if (f->n_workers == 0)
+		pthread_cond_broadcast(&f->done);
+	for (i = 0; i < n; i++)
+		fls[i]->run_head = fls[i]->run_next = NULL;
+	/* Each drops the run's reference (the part's). */
+	for (i = 0; i < n; i++) {
+		if (rc == 0)
+			fetch_claim_add(fls[i], &claim);
+		fetch_part_finish(f, fls[i], 0, rc,
+				  rc == 0 ? (size_t)fls[i]->len : 0, worker);
+	}
+	f->chunk_bytes -= fetch_buf_size(len);
+	unmap = fetch_buf_give(f, buf, len);
+	if (unmap != NULL) {
+		pthread_mutex_unlock(&f->lock);
+		munmap(unmap, (size_t)fetch_buf_size(len));
+		pthread_mutex_lock(&f->lock);
+	}
+}
+
+/* Queues rs[0..n-1] (consecutive chunks, span bytes together) as one run
+ * at prio, or as an ordinary chunk when n is 1. Caller holds f->lock and
+ * has checked the budget. Returns 0 or -ENOMEM (nothing queued; the lock
+ * may have been dropped). */
+static int run_create(struct fetch *f, const struct fetch_request *rs,
+		      unsigned n, uint64_t span, int prio)
+{
+	struct flight *head = NULL, *prev = NULL, *fl;
+	uint8_t *buf;
+	unsigned i;
+
+	/* A reader's runs wait for it (it joins them next, and runs them
+	 * in its thread, as its own chunk: fetch_obtain()), so that it
+	 * cannot miss the end of its own run; a worker takes them only if
+	 * no connection is free for it. */
+	if (n == 1) {
+		fl = flight_create(f, rs, prio,
+				   prio == FETCH_PRIO_READER ? 1 : 0);
+		if (fl == NULL)
+			return -ENOMEM;
+		fl->refs = 1; /* the table's */
+		return 0;
+	}
+	buf = fetch_buf_take(f, span);
+	if (buf == NULL)
+		return -ENOMEM;
+	f->chunk_bytes += fetch_buf_size(span);
+	for (i = 0; i < n; i++) {
+		/* Its one part is the run's read: no worker woken for it. */
+		fl = flight_create(f, &rs[i], prio, 1);
+		if (fl == NULL)
+			break;
+		fl->refs = 2; /* the table's and the run's */
+		fl->run_head = head != NULL ? head : fl;
+		if (prev != NULL)
+			prev->run_next = fl;
+		else
+			head = fl;
+		prev = fl;
+	}
+	if (head == NULL) {
+		void *unmap = fetch_buf_give(f, buf, span);
+
+		f->chunk_bytes -= fetch_buf_size(span);
+		if (unmap != NULL) {
+			pthread_mutex_unlock(&f->lock);
+			munmap(unmap, (size_t)fetch_buf_size(span));
+			pthread_mutex_lock(&f->lock);
+		}
+		return -ENOMEM;
+	}
+	head->run_buf = buf;
+	head->run_len = span;
+	if (i < n) {
+		run_drop(f, head);
+		return -ENOMEM;
+	}
+	if (prio != FETCH_PRIO_READER)
+		pthread_cond_signal(&f->work);
+	return 0;
+}
+
+/* What a chunk of fetch_run() is, as far as it knows. */
+enum { RUN_LOOK, RUN_MISSING, RUN_THERE };
+
+int fetch_run(struct fetch *f, const struct fetch_request *rs, unsigned n,
+	      bool reader, fetch_look_fn look, void *const *look_args,
+	      unsigned *queued, uint64_t *bytes)
+{
+	uint64_t epochs[FETCH_RUN_MAX], span, need;
+	uint8_t state[FETCH_RUN_MAX];
+	int prio = reader ? FETCH_PRIO_READER : FETCH_PRIO_PREFETCH;
+	unsigned i, j, k, tries;
+	bool again;
+	int rc = 0;
+
+	*queued = 0;
+	*bytes = 0;
+	if (n > FETCH_RUN_MAX)
+		return -EINVAL;
+	if (n == 0)
+		return 0;
+	fetch_fork_check(f);
+	memset(state, RUN_LOOK, n);
+	/* As fetch_obtain(): a chunk whose group's epoch moved between its
+	 * look and the table may have been stored meanwhile: look again. */
+	for (tries = 0;; tries++) {
+		pthread_mutex_lock(&f->lock);
+		for (i = 0; i < n; i++)
+			if (state[i] == RUN_LOOK && table_find(f, &rs[i]))
+				state[i] = RUN_THERE;
+		pthread_mutex_unlock(&f->lock);
+		for (i = 0; i < n; i++) {
+			if (state[i] != RUN_LOOK)
+				continue;
+			epochs[i] = tries < FETCH_RELOOKS
+					    ? epoch_of(f, rs[i].hash)
+					    : EPOCH_NONE;
+			state[i] = look != NULL && look(look_args[i], NULL) == 0
+					   ? RUN_THERE
+					   : RUN_MISSING;
+		}
+		pthread_mutex_lock(&f->lock);
+		again = false;
+		for (i = 0; i < n; i++) {
+			if (state[i] != RUN_MISSING)
+				continue;
+			if (table_find(f, &rs[i]) != NULL) {
+				state[i] = RUN_THERE;
+			} else if (epoch_moved(f, rs[i].hash, epochs[i])) {
+				state[i] = RUN_LOOK;
+				again = true;
+			}
+		}
+		if (!again)
+			break;
+		pthread_mutex_unlock(&f->lock);
+	}
+	workers_ensure(f);
+	f->active_ns = fetch_now_ns();
+	if (!reader && f->n_workers == 0) {
+		pthread_mutex_unlock(&f->lock);
+		return -ENOBUFS; /* nobody would run it */
+	}
+	for (i = 0; i < n;) {
+		if (state[i] != RUN_MISSING) {
+			i++;
+			continue;
+		}
+		span = 0;
+		need = 0;
+		for (j = i; j < n && state[j] == RUN_MISSING &&
+			    span + rs[j].len <= FETCH_PART_SIZE;
+		     j++) {
+			span += rs[j].len;
+			need += fetch_buf_size(rs[j].len);
+		}
+		if (j - i > 1)
+			need += fetch_buf_size(span);
+		if (reader ? f->in_use + need > f->budget
+			   : !prefetch_may_take(f->in_use, need, f->budget)) {
+			if (reclaim_one(f, reader)) {
+				/* The lock was dropped: the table again. */
+				for (k = i; k < n; k++)
+					if (state[k] == RUN_MISSING &&
+					    table_find(f, &rs[k]) != NULL)
+						state[k] = RUN_THERE;
+				continue;
+			}
+			if (!reader)
+				f->refused++;
+			rc = -ENOBUFS;
+			break;
+		}
+		rc = run_create(f, rs + i, j - i, span, prio);
+		if (rc < 0)
+			break;
+		if (!reader) {
+			f->queued += j - i;
+			f->queued_bytes += span;
+		}
+		*queued += j - i;
+		*bytes += span;
+		i = j;
+	}
+	pthread_mutex_unlock(&f->lock);
+	return rc;
 }

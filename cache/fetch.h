@@ -19,6 +19,9 @@
  *     once (see fetch_obtain());
  *   - parallel ranged reads: a large chunk is cut into parts of
  *     FETCH_PART_SIZE fetched at once, as far as connections are free;
+ *   - runs: consecutive small chunks of one object fetched by one backend
+ *     read, each still a flight of its own that readers join
+ *     (fetch_run());
  *   - the memory budget: every chunk buffer is accounted from when it is
  *     taken (from a pool of reusable buffers or newly mapped) until it is
  *     unmapped; reply buffers of the read path count in the same budget;
@@ -289,6 +292,36 @@ int fetch_ahead(struct fetch *f, const struct fetch_request *r,
 
 /* True if chunk r is being fetched now, queued, or retained. */
 bool fetch_in_flight(struct fetch *f, const struct fetch_request *r);
+
+/* Runs: several consecutive chunks of one object in ONE backend read
+ * (a record and its neighbours' blocks, cut small: cache.h, struct
+ * cache_object), each still a flight of its own. rs[0..n-1] (n <=
+ * FETCH_RUN_MAX) are chunks of one object (same key and etag), back to
+ * back (rs[i].offset + rs[i].len == rs[i + 1].offset). Each run of
+ * consecutive ones that are neither in the engine nor found present by
+ * look(look_args[i], NULL) (look may be NULL; the same re-check as
+ * fetch_obtain()), cut at FETCH_PART_SIZE bytes, is queued as one
+ * backend read of its range; every chunk of it is in the single-flight
+ * table from now until it leaves as any chunk does, so a reader of any of
+ * them joins that read (fetch_obtain(), which runs it in the reader's
+ * thread when it is still queued and a connection is free), and each is
+ * handed to done_fn on its own. A run of one chunk is an ordinary chunk.
+ * With reader, at reader priority within the whole budget (the caller
+ * reads them next); else at prefetch priority within the prefetches'
+ * share (3/4, as fetch_ahead()). A run is never hedged; a read that
+ * fails or returns short fails every chunk of it (logged once with the
+ * key), and the failed range is remembered (fetch_fail.h). Its buffer is
+ * counted in the budget from when it is queued until it returns, beside
+ * its chunks' (the bytes are copied to them). A queued prefetch run no
+ * reader waits for may be cancelled whole to give a reader memory.
+ * Sets *queued to the chunks queued and *bytes to their bytes. Returns
+ * 0 (queued, or nothing to do), -ENOBUFS (not enough memory now for the next run: the runs
+ * before it stay queued; or no worker to run a prefetch), -EINVAL (n
+ * too large) or -ENOMEM. Never waits. */
+#define FETCH_RUN_MAX 128 /* FETCH_PART_SIZE in 64 KiB chunks */
+int fetch_run(struct fetch *f, const struct fetch_request *rs, unsigned n,
+	      bool reader, fetch_look_fn look, void *const *look_args,
+	      unsigned *queued, uint64_t *bytes);
 
 /* Drops the chunk of identity (hash, id) from memory if it was fetched
  * and is retained (see fetch_obtain()), or, while done_fn has it, makes it

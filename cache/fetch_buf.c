@@ -6,8 +6,9 @@
  * holds, without the allocator's caching. Buffers of up to FETCH_POOL_BUF bytes
  * come in power-of-two classes from 64 KiB and are kept in a small pool
  * per class for reuse (mapping, faulting in and zeroing a buffer per
- * chunk costs more than fetching a small one); pooled buffers stay
- * accounted, and a reader short of memory unmaps them first.
+ * chunk costs more than fetching a small one): 16 buffers, or 16 MiB of
+ * a small class; pooled buffers stay accounted, and a reader short of
+ * memory unmaps them first.
  */
 #include "cache/fetch_impl.h"
 
@@ -75,6 +76,13 @@ void *fetch_buf_take(struct fetch *f, uint64_t n)
 		account(f, fetch_buf_size(n));
 	return p;
 }
+/* Idle buffers class k keeps (FETCH_POOL_MAX at most). */
+static unsigned pool_keep(int k)
+{
+	uint64_t n = FETCH_POOL_CLASS_BYTES >> (FETCH_POOL_MIN_SHIFT + k);
+
+	return n > FETCH_POOL_MAX_LARGE ? (unsigned)n : FETCH_POOL_MAX_LARGE;
+}
 /* Caller holds f->lock: gives back a buffer taken for n bytes, to the
  * pool (still accounted) or out of the account. Returns it if the caller
  * must munmap() it (fetch_buf_size(n) bytes) after unlocking, else NULL. */
@@ -84,8 +92,7 @@ void *fetch_buf_give(struct fetch *f, void *p, uint64_t n)
 
 	if (p == NULL)
 		return NULL;
-	if (k >= 0 &&
-	    f->n_pool[k] < (k <= 4 ? FETCH_POOL_MAX : FETCH_POOL_MAX_LARGE)) {
+	if (k >= 0 && f->n_pool[k] < pool_keep(k)) {
 		f->pool[k][f->n_pool[k]++] = p;
 		pthread_cond_broadcast(&f->memory);
 		return NULL;

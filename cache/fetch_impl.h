@@ -34,8 +34,13 @@
 #define FETCH_POOL_MIN_SHIFT 16		    /* 64 KiB, the smallest class */
 #define FETCH_POOL_CLASSES 9		    /* 64 KiB .. 16 MiB */
 #define FETCH_POOL_BUF (UINT64_C(16) << 20) /* the largest class */
-#define FETCH_POOL_MAX 16	/* idle buffers kept per class up to 1 MiB, */
-#define FETCH_POOL_MAX_LARGE 16 /* and per larger class */
+/* Idle buffers a class keeps: 16, or as many as fill FETCH_POOL_CLASS_BYTES
+ * if that is more (a record view's 64 KiB chunks are a few hundred
+ * buffers at a time: mapping and faulting in each anew was a third of
+ * the daemon's CPU on a cold read). */
+#define FETCH_POOL_CLASS_BYTES (UINT64_C(16) << 20)
+#define FETCH_POOL_MAX_LARGE 16
+#define FETCH_POOL_MAX (FETCH_POOL_CLASS_BYTES >> FETCH_POOL_MIN_SHIFT)
 #define FETCH_RETAIN_STALE_NS (UINT64_C(2000000000)) /* see the file comment */
 #define FETCH_STORE_INLINE_MAX (UINT64_C(1) << 20) /* larger: a worker stores */
 #define FETCH_CONNECTIONS_DEFAULT 64
@@ -112,6 +117,15 @@ struct flight {
 	unsigned claims; /* replies that said it */
 	bool claim_conflict;
 	bool forgotten; /* fetch_forget() while storing: not retained */
+	/* A run (fetch_run()): flights of consecutive chunks that one
+	 * backend read fetches. While the run is queued, each flight links
+	 * to its first (run_head) and the next (run_next), and holds a
+	 * reference for the read; the head holds the read's buffer
+	 * (run_buf, run_len bytes, accounted in chunk_bytes). Cleared when
+	 * the read has returned, before its flights finish. */
+	struct flight *run_head, *run_next;
+	uint8_t *run_buf;
+	uint64_t run_len;
 };
 
 struct queue {

@@ -44,6 +44,24 @@ void prefetch_shares(uint64_t memory, uint64_t queue_max,
 	out->window_cap = prefetch_window_cap(memory);
 	out->files = memory / 2;
 	out->queue = memory / 4 < queue_max ? memory / 4 : queue_max;
+	out->extents_cap = prefetch_extents_cap(memory);
+}
+
+uint64_t prefetch_extents_cap(uint64_t memory)
+{
+	uint64_t cap = memory / 8;
+
+	if (cap > PREFETCH_INFLIGHT_MIN)
+		cap = PREFETCH_INFLIGHT_MIN;
+	return cap > (UINT64_C(64) << 10) ? cap : UINT64_C(64) << 10;
+}
+
+uint64_t prefetch_extents_ahead(uint64_t done, uint64_t cap)
+{
+	uint64_t ahead =
+		done > PREFETCH_EXTENTS_MIN ? done : PREFETCH_EXTENTS_MIN;
+
+	return ahead < cap ? ahead : cap;
 }
 
 uint64_t prefetch_pace_gap(uint64_t avg_ns, uint64_t gap_ns, uint64_t moved)

@@ -99,12 +99,14 @@ static inline bool prefetch_may_take(uint64_t in_use, uint64_t need,
 
 /* How a budget of memory bytes is shared: the read-ahead window's cap
  * (prefetch_window_cap(): a quarter), what files ahead in an order may
- * hold together (half), and the committer's queue of inline bytes waiting
- * for their rows (a quarter, at most queue_max). */
+ * hold together (half), the committer's queue of inline bytes waiting
+ * for their rows (a quarter, at most queue_max), and how far ahead a
+ * reader of named extents reads (prefetch_extents_cap(): an eighth). */
 struct prefetch_shares {
 	uint64_t window_cap;
 	uint64_t files;
 	uint64_t queue;
+	uint64_t extents_cap;
 };
 void prefetch_shares(uint64_t memory, uint64_t queue_max,
 		     struct prefetch_shares *out);
@@ -138,6 +140,35 @@ uint64_t prefetch_window_cap(uint64_t memory);
  * than a quarter of memory (nor below cap). */
 uint64_t prefetch_window_stretch(uint64_t cap, uint64_t memory,
 				 uint64_t inflight, uint64_t unit);
+
+/* ---- extents a reader names (cache_prefetch_range()) ---- */
+
+/* A reader that knows what it reads next, scattered over objects (a
+ * record view's part: its next records), has the extents of the next
+ * prefetch_extents_ahead() bytes of its stream read ahead of each read,
+ * each extent (a record, or records next to each other in their object)
+ * one backend read of the small chunks around it (fetch_run()). How far:
+ * as many bytes as the reader has read of its stream (done: a reader that
+ * stops after a few records costs little, one that goes on gets a deeper
+ * window), at least PREFETCH_EXTENTS_MIN, at most cap. Connections bound
+ * how many of those reads run at once and prefetch_inflight() their
+ * bytes; the rest wait in the engine's queue, in order, behind readers'
+ * chunks. The reader asks in steps of at least a quarter of that, so
+ * that records next to each other come in one read, not one read per
+ * reader's request. */
+#define PREFETCH_EXTENTS_MIN (UINT64_C(4) << 20)
+uint64_t prefetch_extents_ahead(uint64_t done, uint64_t cap);
+static inline uint64_t prefetch_extents_step(uint64_t ahead)
+{
+	return ahead / 4;
+}
+
+/* The cap for a memory budget of memory bytes: a read queued ahead holds
+ * its chunks and its own buffer until it returns (twice its bytes), and
+ * its chunks stay in memory until read, so an eighth keeps it within a
+ * quarter, as the read-ahead window; at most PREFETCH_INFLIGHT_MIN (what
+ * prefetches read at once before the flow is measured), at least 64 KiB. */
+uint64_t prefetch_extents_cap(uint64_t memory);
 
 /* The chunks (of chunk_size bytes) to queue for a read ending at end
  * (exclusive, > 0) that prefetch_window_read() answered with [from, to):

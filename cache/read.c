@@ -20,13 +20,15 @@
  * bytes straight from the backend.
  *
  * Around that: a read-ahead window per reader (ahead.c) moves before the
- * bytes are read; a range over several small chunks all missing is
- * fetched in one backend read (read_coalesced()); a fill only makes
- * chunks present; a ready read never fetches; a raw read goes straight to
- * the backend; a derived object's misses run its producer (derived.c).
+ * bytes are read; a range over several small chunks has its missing ones
+ * queued first in runs, one backend read each, that the chunk reads then
+ * join (read_run(), which also serves cache_prefetch_range()); a fill
+ * only makes chunks present; a ready read never fetches; a raw read goes
+ * straight to the backend; a derived object's misses run its producer
+ * (derived.c).
  *
  * Over 700 lines because every path here (a chunk's sources, replies
- * without copies, coalesced small chunks, whole small objects without a
+ * without copies, runs of small chunks, whole small objects without a
  * disk cache, fills, ready reads) shares the chunk naming and
  * read_lookup(); the lookup (read_lookup() and the blob rules) is the
  * first to move out if it grows.
@@ -482,61 +484,60 @@ static ssize_t read_chunk(struct cache *c, const struct read_src *src,
 	return got;
 }
 
-/* The most a coalesced read fetches at once. */
-#define READ_COALESCE_MAX FETCH_PART_SIZE
-
-/* [offset, offset + len) of obj spans chunks first..last (first < last),
- * all small (the object's own chunk size): if none of them is stored or
- * in flight, fetches them as one backend read, stores each, and copies
- * the range into buf. Returns len, -ENOENT (not all missing, too long,
- * no memory: read chunk by chunk) or the read's error. Not single-flight:
- * a reader of one of these chunks meanwhile may fetch it too (the first
- * row stored wins; the bytes are the same). */
-static ssize_t read_coalesced(struct cache *c, const struct cache_object *obj,
-			      uint64_t offset, size_t len, void *buf)
+int read_run(struct cache *c, const struct cache_object *obj, uint64_t offset,
+	     uint64_t len, bool reader)
 {
-	uint64_t unit = cache_obj_chunk(c, obj), first = offset / unit;
-	uint64_t last = (offset + len - 1) / unit, n, start = first * unit;
-	uint64_t span = last * unit + read_chunk_len(c, obj, last) - start;
-	struct fetch_vouch v = { .object_size = obj->size };
-	uint8_t *all;
-	ssize_t got;
+	uint64_t unit = cache_obj_chunk(c, obj), n = offset / unit;
+	uint64_t last = (offset + len - 1) / unit;
+	struct read_chunk *ch = NULL;
+	struct read_look_arg *a = NULL;
+	struct fetch_request *rs = NULL;
+	void **args = NULL;
+	unsigned k = 0, i, queued;
+	uint64_t bytes;
+	int rc = 0;
 
-	if (span > READ_COALESCE_MAX)
-		return -ENOENT;
-	for (n = first; n <= last; n++) {
-		struct read_chunk ch;
-		bool missing;
-
-		if (read_chunk_name(c, obj, n, &ch) < 0)
-			return -ENOENT;
-		missing = !fetch_in_flight(c->fetch, &ch.r) &&
-			  !read_chunk_present(c, &ch);
-		read_chunk_release(&ch);
-		if (!missing)
-			return -ENOENT;
+	ch = calloc(FETCH_RUN_MAX, sizeof(*ch));
+	a = calloc(FETCH_RUN_MAX, sizeof(*a));
+	rs = calloc(FETCH_RUN_MAX, sizeof(*rs));
+	args = calloc(FETCH_RUN_MAX, sizeof(*args));
+	if (ch == NULL || a == NULL || rs == NULL || args == NULL) {
+		rc = -ENOMEM;
+		goto out;
 	}
-	all = fetch_buffer_alloc(c->fetch, (size_t)span);
-	if (all == NULL)
-		return -ENOENT;
-	got = fetch_direct(c->fetch, obj->key, obj->key_len, obj->etag,
-			   obj->etag_len, start, (size_t)span, all, &v.claim);
-	for (n = first; got >= 0 && n <= last; n++) {
-		struct read_chunk ch;
-
-		stat_add(&c->misses, 1);
-		if (read_chunk_name(c, obj, n, &ch) < 0)
-			continue; /* served, not stored */
-		store_chunk(c, ch.hash, ch.id, ch.id_len,
-			    all + (n - first) * unit, ch.len, NULL);
-		whole_note(c, ch.id, ch.id_len, all + (n - first) * unit,
-			   ch.len, &v);
-		read_chunk_release(&ch);
+	while (rc == 0 && n <= last) {
+		/* At most a run's worth at a time (FETCH_PART_SIZE). */
+		for (k = 0, bytes = 0;
+		     n <= last && k < FETCH_RUN_MAX &&
+		     bytes + read_chunk_len(c, obj, n) <= FETCH_PART_SIZE;
+		     k++, n++) {
+			rc = read_chunk_name(c, obj, n, &ch[k]);
+			if (rc < 0)
+				break;
+			bytes += ch[k].len;
+			a[k] = (struct read_look_arg){ .c = c, .ch = &ch[k] };
+			rs[k] = ch[k].r;
+			args[k] = &a[k];
+		}
+		queued = 0;
+		bytes = 0;
+		if (rc == 0)
+			rc = fetch_run(c->fetch, rs, k, reader,
+				       read_look_present, args, &queued,
+				       &bytes);
+		if (!reader) {
+			stat_add(&c->pf_issued, queued);
+			stat_add(&c->pf_bytes, bytes);
+		}
+		for (i = 0; i < k; i++)
+			read_chunk_release(&ch[i]);
 	}
-	if (got >= 0)
-		memcpy(buf, all + (offset - start), len);
-	fetch_buffer_free(c->fetch, all, (size_t)span);
-	return got < 0 ? got : (ssize_t)len;
+out:
+	free(args);
+	free(rs);
+	free(a);
+	free(ch);
+	return rc;
 }
 
 /* The largest object a pass-through cache reads whole (cache.h): one
@@ -579,13 +580,13 @@ static ssize_t read_range(struct cache *c, const struct read_src *src,
 	if (!src->disk && offset / unit != (offset + len - 1) / unit)
 		return fetch_direct(c->fetch, obj->key, obj->key_len, obj->etag,
 				    obj->etag_len, offset, len, buf, NULL);
+	/* Several small chunks: those missing come in runs of one backend
+	 * read each (queued now, at reader priority), which the reads of
+	 * the chunks below join; anything a run could not take (memory) is
+	 * fetched chunk by chunk. */
 	if (src->disk && unit < c->chunk_size &&
-	    offset / unit != (offset + len - 1) / unit) {
-		ssize_t got = read_coalesced(c, obj, offset, len, buf);
-
-		if (got != -ENOENT)
-			return got;
-	}
+	    offset / unit != (offset + len - 1) / unit)
+		(void)read_run(c, obj, offset, len, true);
 	while (done < len) {
 		uint64_t pos = offset + done, n = pos / unit;
 		uint64_t clen = read_chunk_len(c, obj, n);

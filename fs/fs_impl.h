@@ -124,6 +124,10 @@ struct fs_gen {
 	 * base's; its epoch trees (same manifest) use the base's. */
 	uint8_t *item_stale;
 
+	/* A record view's: how far each part being read was asked for
+	 * ahead (fs/recview.h); NULL otherwise. */
+	struct recview_ahead *rv_ahead;
+
 	/* Immutable control texts, built on first use. Slots: 0 manifest,
 	 * 1 plan, 2 + r rank r's order. */
 	pthread_mutex_t ctrl_lock; /* protects ctrl[], snaps, snap_serial */

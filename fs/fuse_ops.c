@@ -807,8 +807,8 @@ static void fs_read_part(struct fs *fs, struct fs_gen *g,
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	got = recview_read(&g->d, n->u.part.rank, n->u.part.part, off, size,
-			   buf);
+	got = recview_read(&g->d, g->rv_ahead, n->u.part.rank, n->u.part.part,
+			   off, size, buf);
 	fs_gen_put(fs, g, 1);
 	reply_buffer(fs, req, buf, size, got);
 }

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "fs/fs_impl.h"
+#include "fs/recview.h"
 #include "util/log.h"
 
 /* How long fs_swap waits for lookups of the root that started on the old
@@ -73,6 +74,7 @@ static void gen_free(struct fs_gen *g)
 		cache_order_forget(g->d.cache, (uint64_t)UINT32_MAX << 32,
 				   (uint64_t)g->id << 32);
 	fs_epoch_free(g);
+	recview_ahead_free(g->rv_ahead);
 	free(g->item_rank);
 	free(g->item_pos);
 	free(g->item_ino);
@@ -101,7 +103,8 @@ static int gen_new(const struct fs_data *data, uint32_t id, bool base,
 	g->n_ctrl = 2 + data->plan->world_size;
 	g->ctrl = calloc(g->n_ctrl, sizeof(*g->ctrl));
 	if (g->ctrl == NULL || gen_order_build(g, base) < 0 ||
-	    (base && fs_epoch_init(g) < 0)) {
+	    (base && fs_epoch_init(g) < 0) ||
+	    (data->rplan != NULL && recview_ahead_new(&g->rv_ahead) < 0)) {
 		gen_free(g); /* release is not set yet: not called */
 		return -ENOMEM;
 	}

@@ -1,19 +1,87 @@
-/* recview: part files of a record view, read through the cache (recview.h). */
+/*
+ * recview: part files of a record view, read through the cache
+ * (recview.h). A read maps its range of the part to record segments
+ * (rplan_map()) and reads each from its object through the cache; before
+ * that it asks for the records ahead (recview_ask()): whole records, those
+ * next to each other in their object as one extent, so that each is one
+ * backend read that the reads of its records join.
+ */
 #include "fs/recview.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "records/gunzip.h"
 #include "util/log.h"
 
-/* Bytes of the part queued ahead of each read: a part's records are
- * scattered over many objects, so neither the kernel's read-ahead nor the
- * cache's (both sequential in one object) would find them. */
-#define RECVIEW_AHEAD (UINT64_C(4) << 20)
 #define RECVIEW_SEGS 64		 /* segments mapped per round */
 #define RECVIEW_PIECE (8u << 20) /* compressed bytes read per step */
+#define RECVIEW_SLOTS 64	 /* parts whose asks are remembered */
+#define RECVIEW_BATCH 4096	 /* records sorted into extents at once */
+
+/* How far one part was asked for ahead. */
+struct recview_slot {
+	uint32_t rank, part;
+	bool used;
+	uint64_t asked; /* the part's records up to here were asked for */
+	uint64_t next;	/* the end of the furthest read of it */
+	uint64_t clock; /* its last use, to replace the least recent */
+};
+
+struct recview_ahead {
+	/* Protects slots and clock; never held while taking another lock
+	 * or across a call into the cache. */
+	pthread_mutex_t lock;
+	struct recview_slot slots[RECVIEW_SLOTS];
+	uint64_t clock;
+};
+
+int recview_ahead_new(struct recview_ahead **out)
+{
+	struct recview_ahead *a = calloc(1, sizeof(*a));
+
+	if (a == NULL)
+		return -ENOMEM;
+	pthread_mutex_init(&a->lock, NULL);
+	*out = a;
+	return 0;
+}
+
+void recview_ahead_free(struct recview_ahead *a)
+{
+	if (a == NULL)
+		return;
+	pthread_mutex_destroy(&a->lock);
+	free(a);
+}
+
+/* The slot of part p of rank r; with make, a new one (asked 0) replacing
+ * the least recently used if it has none, else NULL. Caller holds
+ * a->lock. */
+static struct recview_slot *recview_slot(struct recview_ahead *a, uint32_t r,
+					 uint32_t p, bool make)
+{
+	struct recview_slot *s, *old = &a->slots[0];
+	size_t i;
+
+	for (i = 0; i < RECVIEW_SLOTS; i++) {
+		s = &a->slots[i];
+		if (s->used && s->rank == r && s->part == p)
+			goto found;
+		if (!s->used || (old->used && s->clock < old->clock))
+			old = s;
+	}
+	if (!make)
+		return NULL;
+	s = old;
+	*s = (struct recview_slot){ .rank = r, .part = p, .used = true };
+found:
+	s->clock = ++a->clock;
+	return s;
+}
 
 /* The cache object record rec is read from: the source itself, or its
  * decoded stream for a gzip format. */
@@ -43,55 +111,153 @@ uint64_t recview_part_size(const struct fs_data *d, uint32_t r, uint32_t p)
 	return rplan_part_size(d->rplan, r, p);
 }
 
-/* Queues the record extents of the RECVIEW_AHEAD bytes of the part after
- * from into the disk cache (a part is read in its order: what follows is
- * what the reader wants next). Stops when prefetching has no memory. */
-static void recview_ahead(const struct fs_data *d, uint32_t r, uint32_t p,
-			  uint64_t from)
+/* An extent to ask for: bytes [at, end) of object o. */
+struct recview_ext {
+	const struct rindex_object *o;
+	uint64_t at, end;
+};
+
+/* Records sorted by object, then offset. */
+static int recview_ext_cmp(const void *pa, const void *pb)
 {
-	struct rplan_seg segs[RECVIEW_SEGS];
-	const struct rindex_object *last = NULL;
-	uint64_t done = 0, last_block = 0;
-	size_t n, i;
+	const struct recview_ext *x = pa, *y = pb;
 
-	/* A gzip source is inflated whole by its first reader: nothing to
-	 * queue. */
-	if (rec_format_gzip(d->rindex->format))
-		return;
-	while (done < RECVIEW_AHEAD) {
-		n = rplan_map(d->rplan, r, p, from + done, RECVIEW_AHEAD - done,
-			      segs, RECVIEW_SEGS);
-		if (n == 0)
-			return;
-		for (i = 0; i < n; i++) {
-			const struct rindex_object *o;
-			struct cache_object obj;
-			uint64_t at, end;
-
-			done += segs[i].len;
-			if (segs[i].kind != RPLAN_SEG_RECORD)
-				continue;
-			o = rindex_object_of(d->rindex, segs[i].rec);
-			at = d->rindex->rec_off[segs[i].rec] + segs[i].in_off;
-			end = at + segs[i].len;
-			/* Small records in a run share blocks: ask for each
-			 * block once (every ask costs an index lookup). */
-			if (o == last && at / RECVIEW_CHUNK == last_block)
-				at = (last_block + 1) * RECVIEW_CHUNK;
-			if (at >= end)
-				continue;
-			last = o;
-			last_block = (end - 1) / RECVIEW_CHUNK;
-			recview_object(d, o, &obj);
-			if (cache_prefetch_range(d->cache, &obj, at, end - at) <
-			    0)
-				return;
-		}
-	}
+	if (x->o != y->o)
+		return x->o->item < y->o->item ? -1 : 1;
+	return x->at < y->at ? -1 : x->at > y->at;
 }
 
-ssize_t recview_read(const struct fs_data *d, uint32_t r, uint32_t p,
-		     uint64_t off, size_t len, void *buf)
+/* Asks the cache for the records e[0..n-1] in extents: sorted by object
+ * and offset, a record that starts at most one chunk past the extent
+ * before it (the same object) joins it, so records next to each other
+ * come in one backend read whatever their order in the part (runs
+ * shuffled within a window). False when the cache may not take more
+ * now. */
+static bool recview_ask_batch(const struct fs_data *d, struct recview_ext *e,
+			      size_t n)
+{
+	struct cache_object obj;
+	size_t i, j;
+
+	qsort(e, n, sizeof(*e), recview_ext_cmp);
+	for (i = 0; i < n; i = j) {
+		uint64_t end = e[i].end;
+
+		for (j = i + 1;
+		     j < n && e[j].o == e[i].o &&
+		     e[j].at / RECVIEW_CHUNK <= (end - 1) / RECVIEW_CHUNK + 1;
+		     j++)
+			if (e[j].end > end)
+				end = e[j].end;
+		recview_object(d, e[i].o, &obj);
+		if (cache_prefetch_range(d->cache, &obj, e[i].at,
+					 end - e[i].at) < 0)
+			return false;
+	}
+	return true;
+}
+
+/* Asks for the records of [from, to) of part p of rank r, each whole (the
+ * first may start before from), RECVIEW_BATCH at a time
+ * (recview_ask_batch()). Returns the part's position up to which all was
+ * asked for: to, or where the cache refused. */
+static uint64_t recview_queue(const struct fs_data *d, uint32_t r, uint32_t p,
+			      uint64_t from, uint64_t to)
+{
+	struct rplan_seg segs[RECVIEW_SEGS];
+	struct recview_ext one, *batch = malloc(RECVIEW_BATCH * sizeof(*batch));
+	uint64_t pos = from, batch_pos = from;
+	size_t n_batch = 0, cap = RECVIEW_BATCH, n, i;
+
+	if (batch == NULL) { /* each record alone: more reads, same bytes */
+		batch = &one;
+		cap = 1;
+	}
+	while (pos < to) {
+		n = rplan_map(d->rplan, r, p, pos, to - pos, segs,
+			      RECVIEW_SEGS);
+		if (n == 0)
+			break;
+		for (i = 0; i < n; i++) {
+			const struct rplan_seg *s = &segs[i];
+
+			if (n_batch == cap) {
+				if (!recview_ask_batch(d, batch, n_batch))
+					goto refused;
+				n_batch = 0;
+				batch_pos = pos;
+			}
+			pos += s->len;
+			if (s->kind != RPLAN_SEG_RECORD)
+				continue;
+			batch[n_batch].o = rindex_object_of(d->rindex, s->rec);
+			batch[n_batch].at = d->rindex->rec_off[s->rec];
+			batch[n_batch].end =
+				batch[n_batch].at + d->rindex->rec_len[s->rec];
+			n_batch++;
+		}
+	}
+	if (!recview_ask_batch(d, batch, n_batch))
+		goto refused;
+	batch_pos = to;
+refused:
+	if (batch != &one)
+		free(batch);
+	return batch_pos;
+}
+
+/* A read of [off, end) of part p of rank r wants the part's records up to
+ * want (clipped to the part) asked for: asks for those not asked yet, if
+ * the reader's own bytes are among them or they are at least step bytes.
+ * ahead: the window (want - end for the part the reader reads). Returns
+ * whether it asked from off (for the reader's own records). */
+static bool recview_ask(const struct fs_data *d, struct recview_ahead *a,
+			uint32_t r, uint32_t p, uint64_t off, uint64_t end,
+			uint64_t want, uint64_t ahead, uint64_t step)
+{
+	uint64_t size = rplan_part_size(d->rplan, r, p), from, got;
+	struct recview_slot *s;
+
+	if (want > size)
+		want = size;
+	pthread_mutex_lock(&a->lock);
+	s = recview_slot(a, r, p, true);
+	from = s->asked;
+	/* New here, outrun (the cache refused), or gone back to the start or
+	 * by more than a window (the part read again): from where the reader
+	 * reads. A read a little behind (the kernel's reads of one file run
+	 * at once) or inside what was asked in one go asks for nothing. */
+	if ((off == 0 && s->next > end) || off + ahead < s->next) {
+		from = off;
+		s->next = 0; /* a new pass */
+	} else if (from < off || from > want + ahead) {
+		from = off;
+	} else if (from >= want || (from >= end && want - from < step)) {
+		from = want;
+	}
+	if (end > s->next)
+		s->next = end;
+	if (from >= want) {
+		pthread_mutex_unlock(&a->lock);
+		return false;
+	}
+	s->asked = want;
+	pthread_mutex_unlock(&a->lock);
+	got = recview_queue(d, r, p, from, want);
+	if (got < want) {
+		/* Refused for memory: the next read asks again from there. */
+		pthread_mutex_lock(&a->lock);
+		s = recview_slot(a, r, p, false);
+		if (s != NULL && s->asked == want)
+			s->asked = got;
+		pthread_mutex_unlock(&a->lock);
+	}
+	return from <= off;
+}
+
+ssize_t recview_read(const struct fs_data *d, struct recview_ahead *a,
+		     uint32_t r, uint32_t p, uint64_t off, size_t len,
+		     void *buf)
 {
 	struct rplan_seg segs[RECVIEW_SEGS];
 	uint64_t size = rplan_part_size(d->rplan, r, p);
@@ -102,6 +268,25 @@ ssize_t recview_read(const struct fs_data *d, uint32_t r, uint32_t p,
 		return 0;
 	if (len > size - off)
 		len = (size_t)(size - off);
+	/* A gzip source is inflated whole by its first reader: nothing to
+	 * ask for. */
+	if (a != NULL && !rec_format_gzip(d->rindex->format)) {
+		uint64_t end = off + len, step;
+		uint64_t ahead = cache_prefetch_ahead(d->cache, end, &step);
+
+		if (ahead > 0) {
+			/* The reader's own records were asked for before,
+			 * perhaps by a read still asking: again (nothing is
+			 * fetched twice), so none is fetched in pieces. */
+			if (!recview_ask(d, a, r, p, off, end, end + ahead,
+					 ahead, step))
+				recview_queue(d, r, p, off, end);
+			/* A rank's parts are read one after the other. */
+			if (end + ahead > size && p + 1 < rplan_parts(d->rplan))
+				recview_ask(d, a, r, p + 1, 0, 0,
+					    end + ahead - size, ahead, step);
+		}
+	}
 	while (done < len) {
 		n = rplan_map(d->rplan, r, p, off + done, len - done, segs,
 			      RECVIEW_SEGS);
@@ -162,7 +347,6 @@ ssize_t recview_read(const struct fs_data *d, uint32_t r, uint32_t p,
 			r, p, done, len, (unsigned long long)off);
 		return -EIO;
 	}
-	recview_ahead(d, r, p, off + len);
 	return (ssize_t)done;
 }
 
