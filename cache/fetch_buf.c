@@ -76,6 +76,7 @@ void *fetch_buf_take(struct fetch *f, uint64_t n)
 		account(f, fetch_buf_size(n));
 	return p;
 }
+
 /* Idle buffers class k keeps (FETCH_POOL_MAX at most). */
 static unsigned pool_keep(int k)
 {
