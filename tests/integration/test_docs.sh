@@ -8,7 +8,9 @@
 # checker must notice a key removed from a copy of shardfs.conf(5). And
 # text the docs quote from the binary: README's `shardfs manifest` output
 # lines, OPERATIONS.md's message of `shardfs status` on a dead mount.
-# DOCS_ROOT=DIR checks another tree's README.md and docs/ for those two.
+# DOCS_ROOT=DIR checks another tree's README.md and docs/ for those two and
+# for its links. The link checker must notice a broken #anchor and a
+# missing file in a copy of the docs.
 SUITE=docs
 . "$(dirname "$0")/lib.sh"
 
@@ -81,4 +83,31 @@ sed -i '/^\.B fsync$/d' "$T/copy/man/shardfs.conf.5"
 rc=$?
 check "the checker fails a shardfs.conf(5) without [cache] fsync, naming it (exit $rc)" \
 	bash -c "test $rc -ne 0 && grep -q '^FAIL - shardfs.conf(5) documents every key.*missing: \[cache\] fsync' '$T/copy.out'"
+# Links (docs_check.py --links): DOCS_ROOT's tree when it is another one
+# (the run above checked this tree's), then a copy of this tree's docs with
+# a broken anchor and a missing file added on purpose: the checker names both.
+if [ "$DOCS" != "$ROOT" ]; then
+	/usr/bin/python3 "$HERE/docs_check.py" --links "$DOCS" >"$T/links.out" 2>&1
+	while IFS= read -r line; do
+		case $line in
+		"ok - "*) ok "DOCS_ROOT: ${line#ok - }" ;;
+		"FAIL - "*) fail "DOCS_ROOT: ${line#FAIL - }" ;;
+		esac
+	done <"$T/links.out"
+fi
+L=$T/links
+mkdir -p "$L/python"
+cp -r "$ROOT/README.md" "$ROOT/docs" "$ROOT/man" "$L/"
+cp "$ROOT/python/README.md" "$L/python/"
+/usr/bin/python3 "$HERE/docs_check.py" --links "$L" >"$T/links-copy.out" 2>&1
+check "the link checker passes an unchanged copy of the docs (exit $?)" \
+	bash -c "! grep -q '^FAIL' '$T/links-copy.out'"
+# a heading that is not there, a file that is not there
+printf '\nSee [status](docs/OPERATIONS.md#no-such-heading) and [x](docs/DESIGN-gone.md).\n' >>"$L/README.md"
+/usr/bin/python3 "$HERE/docs_check.py" --links "$L" >"$T/links-bad.out" 2>&1
+rc=$?
+check "the link checker fails a README with a broken #anchor, naming it (exit $rc)" \
+	bash -c "test $rc -ne 0 && grep -q '^FAIL - README.md:.*#no-such-heading: no heading' '$T/links-bad.out'"
+check "the link checker fails a README linking a missing file, naming it" \
+	grep -q '^FAIL - README.md:.*docs/DESIGN-gone.md: no such file' "$T/links-bad.out"
 finish
