@@ -18,7 +18,8 @@ if any failed.
 - every relative link of README.md, python/README.md and docs/**.md names
   a file that exists, and its #anchor a heading of it (GitHub's anchor
   rule); every `docs/NAME.md` those files and the man pages name exists;
-  every "DESIGN.md §N" is a numbered section of docs/DESIGN.md.
+  every "DESIGN.md §N" is a numbered section of docs/DESIGN.md;
+  docs/OPERATIONS.md's table of contents links every ## and ### heading.
 
     docs_check.py --links ROOT
 
@@ -262,6 +263,27 @@ def broken_links(root, rel):
     return bad
 
 
+def toc_missing(path):
+    """The ## and ### headings of a Markdown file that its table of contents
+    (the links above its first ## heading) does not link to."""
+    raw = open(path, encoding="utf-8").read()
+    prose, lines = md_prose(raw).splitlines(), raw.splitlines()
+    first = next((i for i, ln in enumerate(prose) if ln.startswith("## ")), len(prose))
+    linked = set(re.findall(r"\]\(#([^)]+)\)", "\n".join(prose[:first])))
+    out, seen = [], {}
+    for i, line in enumerate(prose):
+        m = re.match(r"^(#{1,6})\s", line)
+        if not m:
+            continue
+        slug = gh_slug(re.sub(r"^#+\s+", "", lines[i]).replace("`", ""))
+        n = seen.get(slug, 0)
+        seen[slug] = n + 1
+        slug = slug if n == 0 else "%s-%d" % (slug, n)
+        if len(m.group(1)) in (2, 3) and slug not in linked:
+            out.append(lines[i].strip())
+    return out
+
+
 def check_links(root):
     files = link_files(root)
     check("the link check finds README.md and docs/*.md (%d files)" % len(files),
@@ -270,6 +292,11 @@ def check_links(root):
         bad = broken_links(root, rel)
         check("%s: every relative link, #anchor and DESIGN.md §N resolves" % rel, not bad,
               "; ".join(bad))
+    ops = os.path.join(root, "docs", "OPERATIONS.md")
+    if os.path.exists(ops):
+        miss = toc_missing(ops)
+        check("docs/OPERATIONS.md's table of contents links every ## and ### section", not miss,
+              "not in it: " + "; ".join(miss))
     # man pages name docs by their path from the repository's root
     for d in ("man",):
         for f in sorted(os.listdir(os.path.join(root, d))) if os.path.isdir(os.path.join(root, d)) else []:

@@ -10,7 +10,8 @@
 # lines, OPERATIONS.md's message of `shardfs status` on a dead mount.
 # DOCS_ROOT=DIR checks another tree's README.md and docs/ for those two and
 # for its links. The link checker must notice a broken #anchor and a
-# missing file in a copy of the docs.
+# missing file in a copy of the docs, and OPERATIONS.md's table of contents
+# missing a section.
 SUITE=docs
 . "$(dirname "$0")/lib.sh"
 
@@ -110,4 +111,9 @@ check "the link checker fails a README with a broken #anchor, naming it (exit $r
 	bash -c "test $rc -ne 0 && grep -q '^FAIL - README.md:.*#no-such-heading: no heading' '$T/links-bad.out'"
 check "the link checker fails a README linking a missing file, naming it" \
 	grep -q '^FAIL - README.md:.*docs/DESIGN-gone.md: no such file' "$T/links-bad.out"
+# OPERATIONS.md's table of contents without its "Prometheus metrics" line
+sed -i '/^ *- \[Prometheus metrics\](#prometheus-metrics)$/d' "$L/docs/OPERATIONS.md"
+/usr/bin/python3 "$HERE/docs_check.py" --links "$L" >"$T/links-toc.out" 2>&1
+check "the link checker fails an OPERATIONS.md whose contents miss a section, naming it" \
+	grep -q "^FAIL - docs/OPERATIONS.md's table of contents.*not in it: ### Prometheus metrics" "$T/links-toc.out"
 finish
