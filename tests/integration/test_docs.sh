@@ -6,8 +6,9 @@
 # is documented in shardfs.conf(5) under its section, and README.md's ini
 # examples use no other; README.md names every fuzz harness. Then the
 # checker must notice a key removed from a copy of shardfs.conf(5). And
-# text the docs quote from the binary: README's `shardfs manifest` output
-# lines, OPERATIONS.md's message of `shardfs status` on a dead mount.
+# text the docs quote from the binary: OPERATIONS.md's `shardfs manifest`
+# output lines ("Pinning a dataset") and its message of `shardfs status` on
+# a dead mount.
 # DOCS_ROOT=DIR checks another tree's README.md and docs/ for those two and
 # for its links. The link checker must notice a broken #anchor and a
 # missing file in a copy of the docs, and OPERATIONS.md's table of contents
@@ -35,14 +36,14 @@ SRC=$T/src
 make_dataset "$SRC" 12
 "$SHARDFS" manifest "$SRC" -o "$T/m.tsv" >"$T/manifest.out" 2>&1
 want=$(awk '{print $1}' "$T/manifest.out" | paste -sd ' ')
-got=$(/usr/bin/python3 - "$DOCS/README.md" <<'PY'
+got=$(/usr/bin/python3 - "$DOCS/docs/OPERATIONS.md" <<'PY'
 import re, sys
 text = open(sys.argv[1]).read()
 m = re.search(r"^ {4}shardfs manifest /\S+ -o \S+\n((?: {4}.*\n)+)", text, re.M)
 print(" ".join(l.split()[0] for l in m.group(1).splitlines()) if m else "(no example)")
 PY
 )
-check "README's shardfs manifest example shows the lines it prints ($want; README: $got)" \
+check "OPERATIONS.md's shardfs manifest example shows the lines it prints ($want; OPERATIONS.md: $got)" \
 	test "$got" = "$want"
 
 # A dead mount (its daemon killed) and what shardfs status says about it.
