@@ -19,7 +19,8 @@ if any failed.
   a file that exists, and its #anchor a heading of it (GitHub's anchor
   rule); every `docs/NAME.md` those files and the man pages name exists;
   every "DESIGN.md §N" is a numbered section of docs/DESIGN.md;
-  docs/OPERATIONS.md's table of contents links every ## and ### heading.
+  docs/OPERATIONS.md's table of contents links every ## and ### heading;
+  every docs/backends/*.md has the backend template's ## sections, in order.
 
     docs_check.py --links ROOT
 
@@ -284,6 +285,10 @@ def toc_missing(path):
     return out
 
 
+BACKEND_TEMPLATE = ["URL form", "Credentials", "What is checked on every reply",
+                    "Errors and deadlines", "Limits", "Testing against the local server"]
+
+
 def check_links(root):
     files = link_files(root)
     check("the link check finds README.md and docs/*.md (%d files)" % len(files),
@@ -297,6 +302,14 @@ def check_links(root):
         miss = toc_missing(ops)
         check("docs/OPERATIONS.md's table of contents links every ## and ### section", not miss,
               "not in it: " + "; ".join(miss))
+    # every backend page on one template: these ## sections, in this order
+    bdir = os.path.join(root, "docs", "backends")
+    for f in sorted(os.listdir(bdir)) if os.path.isdir(bdir) else []:
+        if f.endswith(".md"):
+            prose = md_prose(open(os.path.join(bdir, f), encoding="utf-8").read())
+            got = re.findall(r"^## (.*)$", prose, re.M)
+            check("docs/backends/%s has the backend template's sections" % f,
+                  got == BACKEND_TEMPLATE, "has: %s" % " | ".join(got))
     # man pages name docs by their path from the repository's root
     for d in ("man",):
         for f in sorted(os.listdir(os.path.join(root, d))) if os.path.isdir(os.path.join(root, d)) else []:

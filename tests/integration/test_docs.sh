@@ -11,8 +11,8 @@
 # a dead mount.
 # DOCS_ROOT=DIR checks another tree's README.md and docs/ for those two and
 # for its links. The link checker must notice a broken #anchor and a
-# missing file in a copy of the docs, and OPERATIONS.md's table of contents
-# missing a section.
+# missing file in a copy of the docs, OPERATIONS.md's table of contents
+# missing a section and a backend page off the template.
 SUITE=docs
 . "$(dirname "$0")/lib.sh"
 
@@ -117,4 +117,9 @@ sed -i '/^ *- \[Prometheus metrics\](#prometheus-metrics)$/d' "$L/docs/OPERATION
 /usr/bin/python3 "$HERE/docs_check.py" --links "$L" >"$T/links-toc.out" 2>&1
 check "the link checker fails an OPERATIONS.md whose contents miss a section, naming it" \
 	grep -q "^FAIL - docs/OPERATIONS.md's table of contents.*not in it: ### Prometheus metrics" "$T/links-toc.out"
+# a backend page off the template (its "## Limits" renamed)
+sed -i 's/^## Limits$/## Caveats/' "$L/docs/backends/s3.md"
+/usr/bin/python3 "$HERE/docs_check.py" --links "$L" >"$T/links-tpl.out" 2>&1
+check "the link checker fails a backend page off the template, naming it" \
+	grep -q "^FAIL - docs/backends/s3.md has the backend template's sections.*Caveats" "$T/links-tpl.out"
 finish
