@@ -14,7 +14,17 @@ if any failed.
 - every key of mount/config.c's key table (the source of truth) is
   documented under its section in man/shardfs.conf.5;
 - every `[section] key` of README.md's ini examples is a key of that table;
-- README.md names every fuzz harness of tests/fuzz/ (fuzz_NAME.c).
+- README.md names every fuzz harness of tests/fuzz/ (fuzz_NAME.c);
+- every relative link of README.md, python/README.md and docs/**.md names
+  a file that exists, and its #anchor a heading of it (GitHub's anchor
+  rule); every `docs/NAME.md` those files and the man pages name exists;
+  every "DESIGN.md §N" is a numbered section of docs/DESIGN.md;
+  docs/OPERATIONS.md's table of contents links every ## and ### heading;
+  every docs/backends/*.md has the backend template's ## sections, in order.
+
+    docs_check.py --links ROOT
+
+runs the link checks alone, on any tree with a README.md and docs/.
 """
 
 import os
@@ -137,6 +147,178 @@ def readme_ini_keys(text):
     return out
 
 
+# Links. A relative link in README.md, docs/ (any depth) or python/README.md
+# must name a file or folder that exists, and its #anchor a heading of the
+# target .md file by GitHub's rule. Man pages name docs by path
+# (`docs/NAME.md`): those paths must exist too. `DESIGN.md §N` (and a bare
+# §N inside DESIGN.md) must be a numbered section of DESIGN.md.
+LINK = re.compile(r"(?<!\\)\[(?:[^\]\\]|\\.)*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+REFDEF = re.compile(r"^ {0,3}\[[^\]]+\]:\s*<?(\S+?)>?(?:\s.*)?$", re.M)
+DOCPATH = re.compile(r"(?<![\w/.-])((?:\.\./)*docs/[\w./-]*?\.md)\b")
+
+
+def md_prose(text):
+    """The text of a Markdown file without fenced code blocks and inline code
+    spans (links and headings there are not links or headings)."""
+    out, fence = [], None
+    for line in text.splitlines():
+        m = re.match(r"^ {0,3}(`{3,}|~{3,})", line)
+        if fence:
+            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence):
+                fence = None
+            out.append("")
+            continue
+        if m:
+            fence = m.group(1)
+            out.append("")
+            continue
+        out.append(re.sub(r"(`+)(?:(?!\1).)+?\1", "``", line))
+    return "\n".join(out)
+
+
+def gh_slug(heading):
+    """GitHub's anchor for a heading: the shown text lowercased, punctuation
+    but '-' and '_' dropped, each space a '-'."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading)  # a link shows its text
+    text = re.sub(r"<[^>]+>", "", text).strip().lower()
+    return "".join(c for c in text if c.isalnum() or c in "-_ ").replace(" ", "-")
+
+
+_anchor_cache = {}
+
+
+def md_anchors(path):
+    """Every anchor of a Markdown file: its headings' slugs (a repeated one
+    gets -1, -2, ... as GitHub numbers them) and <a name/id> tags."""
+    if path in _anchor_cache:
+        return _anchor_cache[path]
+    raw = open(path, encoding="utf-8").read()
+    # headings from the text with code blocks blanked, but their shown text
+    # from the original line (inline code's words count in the slug)
+    prose, lines = md_prose(raw).splitlines(), raw.splitlines()
+    seen, out = {}, set()
+    for i, line in enumerate(prose):
+        if not re.match(r"^ {0,3}#{1,6}\s", line):
+            continue
+        text = re.sub(r"^ {0,3}#{1,6}\s+", "", lines[i])
+        text = re.sub(r"\s+#+\s*$", "", text).replace("`", "")
+        slug = gh_slug(text)
+        n = seen.get(slug, 0)
+        seen[slug] = n + 1
+        out.add(slug if n == 0 else "%s-%d" % (slug, n))
+    out.update(re.findall(r"<a\s+(?:name|id)=\"([^\"]+)\"", raw))
+    _anchor_cache[path] = out
+    return out
+
+
+def design_sections(root):
+    path = os.path.join(root, "docs", "DESIGN.md")
+    if not os.path.exists(path):
+        return set()
+    return set(re.findall(r"^## (\d+)\.", open(path, encoding="utf-8").read(), re.M))
+
+
+def link_files(root):
+    """README.md, python/README.md and every .md under docs/, as paths
+    relative to root."""
+    out = [f for f in ("README.md", "python/README.md") if os.path.exists(os.path.join(root, f))]
+    for d, _, files in os.walk(os.path.join(root, "docs")):
+        out += sorted(os.path.relpath(os.path.join(d, f), root) for f in files if f.endswith(".md"))
+    return out
+
+
+def broken_links(root, rel):
+    """[why] for each link of file rel (under root) that does not resolve."""
+    path = os.path.join(root, rel)
+    text = md_prose(open(path, encoding="utf-8").read())
+    bad = []
+    targets = [(m.group(1), text.count("\n", 0, m.start()) + 1) for m in LINK.finditer(text)]
+    targets += [(m.group(1), text.count("\n", 0, m.start()) + 1) for m in REFDEF.finditer(text)]
+    for target, line in targets:
+        if re.match(r"^[a-z][a-z0-9+.-]*:", target, re.I):
+            continue  # http:, https:, mailto:: not checked here
+        file, _, anchor = target.partition("#")
+        dest = os.path.normpath(os.path.join(os.path.dirname(path), file)) if file else path
+        if not os.path.exists(dest):
+            bad.append("%s:%d: %s: no such file" % (rel, line, target))
+        elif anchor and dest.endswith(".md") and anchor not in md_anchors(dest):
+            bad.append("%s:%d: %s: no heading with anchor #%s in %s"
+                       % (rel, line, target, anchor, os.path.relpath(dest, root)))
+    # docs named by path in the prose, from the repository's root
+    for m in DOCPATH.finditer(text):
+        p = m.group(1)
+        while p.startswith("../"):
+            p = p[3:]
+        if not os.path.exists(os.path.join(root, p)):
+            bad.append("%s:%d: %s: no such file" % (rel, text.count("\n", 0, m.start()) + 1, p))
+    # DESIGN.md's numbered sections: "DESIGN.md §N", "[DESIGN.md](...) §N", and
+    # inside DESIGN.md a bare "§N"
+    sections = design_sections(root)
+    refs = re.finditer(r"DESIGN\.md(?:\]\([^)]*\))?,?\s+§\s*(\d+)", text)
+    if rel == os.path.join("docs", "DESIGN.md"):
+        refs = re.finditer(r"§\s*(\d+)", text)
+    for m in refs:
+        if m.group(1) not in sections:
+            bad.append("%s:%d: DESIGN.md §%s: DESIGN.md has no section %s"
+                       % (rel, text.count("\n", 0, m.start()) + 1, m.group(1), m.group(1)))
+    return bad
+
+
+def toc_missing(path):
+    """The ## and ### headings of a Markdown file that its table of contents
+    (the links above its first ## heading) does not link to."""
+    raw = open(path, encoding="utf-8").read()
+    prose, lines = md_prose(raw).splitlines(), raw.splitlines()
+    first = next((i for i, ln in enumerate(prose) if ln.startswith("## ")), len(prose))
+    linked = set(re.findall(r"\]\(#([^)]+)\)", "\n".join(prose[:first])))
+    out, seen = [], {}
+    for i, line in enumerate(prose):
+        m = re.match(r"^(#{1,6})\s", line)
+        if not m:
+            continue
+        slug = gh_slug(re.sub(r"^#+\s+", "", lines[i]).replace("`", ""))
+        n = seen.get(slug, 0)
+        seen[slug] = n + 1
+        slug = slug if n == 0 else "%s-%d" % (slug, n)
+        if len(m.group(1)) in (2, 3) and slug not in linked:
+            out.append(lines[i].strip())
+    return out
+
+
+BACKEND_TEMPLATE = ["URL form", "Credentials", "What is checked on every reply",
+                    "Errors and deadlines", "Limits", "Testing against the local server"]
+
+
+def check_links(root):
+    files = link_files(root)
+    check("the link check finds README.md and docs/*.md (%d files)" % len(files),
+          "README.md" in files and len(files) >= 5)
+    for rel in files:
+        bad = broken_links(root, rel)
+        check("%s: every relative link, #anchor and DESIGN.md §N resolves" % rel, not bad,
+              "; ".join(bad))
+    ops = os.path.join(root, "docs", "OPERATIONS.md")
+    if os.path.exists(ops):
+        miss = toc_missing(ops)
+        check("docs/OPERATIONS.md's table of contents links every ## and ### section", not miss,
+              "not in it: " + "; ".join(miss))
+    # every backend page on one template: these ## sections, in this order
+    bdir = os.path.join(root, "docs", "backends")
+    for f in sorted(os.listdir(bdir)) if os.path.isdir(bdir) else []:
+        if f.endswith(".md"):
+            prose = md_prose(open(os.path.join(bdir, f), encoding="utf-8").read())
+            got = re.findall(r"^## (.*)$", prose, re.M)
+            check("docs/backends/%s has the backend template's sections" % f,
+                  got == BACKEND_TEMPLATE, "has: %s" % " | ".join(got))
+    # man pages name docs by their path from the repository's root
+    for d in ("man",):
+        for f in sorted(os.listdir(os.path.join(root, d))) if os.path.isdir(os.path.join(root, d)) else []:
+            text = open(os.path.join(root, d, f), encoding="utf-8").read().replace("\\-", "-")
+            bad = [p for p in DOCPATH.findall(text) if not os.path.exists(os.path.join(root, p))]
+            check("man/%s: every docs/ path it names exists" % f, not bad,
+                  "no such file: " + " ".join(bad))
+
+
 def main():
     root, shardfs = sys.argv[1], sys.argv[2]
     readme = open(os.path.join(root, "README.md")).read()
@@ -192,7 +374,12 @@ def main():
     check("README.md names every fuzz harness of tests/fuzz/ (%s)" % " ".join(harnesses),
           harnesses and not miss, "missing: " + " ".join(miss))
 
+    check_links(root)
+
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--links"]:
+        check_links(sys.argv[2])  # docs_check.py --links ROOT: the links only
+    else:
+        main()
     sys.exit(0 if all(results) else 1)

@@ -6,9 +6,13 @@
 # is documented in shardfs.conf(5) under its section, and README.md's ini
 # examples use no other; README.md names every fuzz harness. Then the
 # checker must notice a key removed from a copy of shardfs.conf(5). And
-# text the docs quote from the binary: README's `shardfs manifest` output
-# lines, OPERATIONS.md's message of `shardfs status` on a dead mount.
-# DOCS_ROOT=DIR checks another tree's README.md and docs/ for those two.
+# text the docs quote from the binary: OPERATIONS.md's `shardfs manifest`
+# output lines ("Pinning a dataset") and its message of `shardfs status` on
+# a dead mount.
+# DOCS_ROOT=DIR checks another tree's README.md and docs/ for those two and
+# for its links. The link checker must notice a broken #anchor and a
+# missing file in a copy of the docs, OPERATIONS.md's table of contents
+# missing a section and a backend page off the template.
 SUITE=docs
 . "$(dirname "$0")/lib.sh"
 
@@ -32,14 +36,14 @@ SRC=$T/src
 make_dataset "$SRC" 12
 "$SHARDFS" manifest "$SRC" -o "$T/m.tsv" >"$T/manifest.out" 2>&1
 want=$(awk '{print $1}' "$T/manifest.out" | paste -sd ' ')
-got=$(/usr/bin/python3 - "$DOCS/README.md" <<'PY'
+got=$(/usr/bin/python3 - "$DOCS/docs/OPERATIONS.md" <<'PY'
 import re, sys
 text = open(sys.argv[1]).read()
 m = re.search(r"^ {4}shardfs manifest /\S+ -o \S+\n((?: {4}.*\n)+)", text, re.M)
 print(" ".join(l.split()[0] for l in m.group(1).splitlines()) if m else "(no example)")
 PY
 )
-check "README's shardfs manifest example shows the lines it prints ($want; README: $got)" \
+check "OPERATIONS.md's shardfs manifest example shows the lines it prints ($want; OPERATIONS.md: $got)" \
 	test "$got" = "$want"
 
 # A dead mount (its daemon killed) and what shardfs status says about it.
@@ -81,4 +85,41 @@ sed -i '/^\.B fsync$/d' "$T/copy/man/shardfs.conf.5"
 rc=$?
 check "the checker fails a shardfs.conf(5) without [cache] fsync, naming it (exit $rc)" \
 	bash -c "test $rc -ne 0 && grep -q '^FAIL - shardfs.conf(5) documents every key.*missing: \[cache\] fsync' '$T/copy.out'"
+# Links (docs_check.py --links): DOCS_ROOT's tree when it is another one
+# (the run above checked this tree's), then a copy of this tree's docs with
+# a broken anchor and a missing file added on purpose: the checker names both.
+if [ "$DOCS" != "$ROOT" ]; then
+	/usr/bin/python3 "$HERE/docs_check.py" --links "$DOCS" >"$T/links.out" 2>&1
+	while IFS= read -r line; do
+		case $line in
+		"ok - "*) ok "DOCS_ROOT: ${line#ok - }" ;;
+		"FAIL - "*) fail "DOCS_ROOT: ${line#FAIL - }" ;;
+		esac
+	done <"$T/links.out"
+fi
+L=$T/links
+mkdir -p "$L/python"
+cp -r "$ROOT/README.md" "$ROOT/docs" "$ROOT/man" "$L/"
+cp "$ROOT/python/README.md" "$L/python/"
+/usr/bin/python3 "$HERE/docs_check.py" --links "$L" >"$T/links-copy.out" 2>&1
+check "the link checker passes an unchanged copy of the docs (exit $?)" \
+	bash -c "! grep -q '^FAIL' '$T/links-copy.out'"
+# a heading that is not there, a file that is not there
+printf '\nSee [status](docs/OPERATIONS.md#no-such-heading) and [x](docs/DESIGN-gone.md).\n' >>"$L/README.md"
+/usr/bin/python3 "$HERE/docs_check.py" --links "$L" >"$T/links-bad.out" 2>&1
+rc=$?
+check "the link checker fails a README with a broken #anchor, naming it (exit $rc)" \
+	bash -c "test $rc -ne 0 && grep -q '^FAIL - README.md:.*#no-such-heading: no heading' '$T/links-bad.out'"
+check "the link checker fails a README linking a missing file, naming it" \
+	grep -q '^FAIL - README.md:.*docs/DESIGN-gone.md: no such file' "$T/links-bad.out"
+# OPERATIONS.md's table of contents without its "Prometheus metrics" line
+sed -i '/^ *- \[Prometheus metrics\](#prometheus-metrics)$/d' "$L/docs/OPERATIONS.md"
+/usr/bin/python3 "$HERE/docs_check.py" --links "$L" >"$T/links-toc.out" 2>&1
+check "the link checker fails an OPERATIONS.md whose contents miss a section, naming it" \
+	grep -q "^FAIL - docs/OPERATIONS.md's table of contents.*not in it: ### Prometheus metrics" "$T/links-toc.out"
+# a backend page off the template (its "## Limits" renamed)
+sed -i 's/^## Limits$/## Caveats/' "$L/docs/backends/s3.md"
+/usr/bin/python3 "$HERE/docs_check.py" --links "$L" >"$T/links-tpl.out" 2>&1
+check "the link checker fails a backend page off the template, naming it" \
+	grep -q "^FAIL - docs/backends/s3.md has the backend template's sections.*Caveats" "$T/links-tpl.out"
 finish
