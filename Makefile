@@ -183,7 +183,7 @@ FUZZ_LIB_SRCS := util/log.c backends/http.c backends/http_pool.c \
 FUZZ_LIB_SRCS += backends/gcs_json.c backends/objstore.c backends/backend_list.c
 # mount/config.c checks nfs:// URLs with the pure parser.
 FUZZ_LIB_SRCS += backends/nfs_url.c
-FUZZ_LIB_SRCS += util/hex.c util/sha256.c util/str.c util/thread.c
+FUZZ_LIB_SRCS += util/backoff.c util/hex.c util/sha256.c util/str.c util/thread.c
 FUZZ_OBJS := $(FUZZ_LIB_SRCS:%.c=$(FUZZ_B)/%.o)
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS := $(FUZZ_SRCS:tests/fuzz/%.c=$(FUZZ_B)/%)

@@ -1,7 +1,8 @@
 /*
  * http: the HTTP layer the object-store backends share (S3 and GCS): a
  * pool of libcurl easy handles, one request per handle at a time, and one
- * retry loop with capped exponential backoff and full jitter.
+ * retry loop with util/backoff.h's capped exponential backoff and jitter
+ * (100 ms doubling to 5 s: HTTP_BACKOFF in http.c says why).
  *
  * Why a free list of easy handles rather than one handle per thread: FUSE
  * threads come and go, and an easy handle keeps its own connection cache,
@@ -213,11 +214,5 @@ int http_status_retryable(long status);
  * nothing more precise: 404 -ENOENT, 401/403 -EACCES, 412 -ESTALE,
  * 416 -ERANGE, anything else outside 2xx -EIO; 2xx is 0. */
 int http_status_errno(long status);
-
-/* The delay before retry number attempt (1-based): base * 2^(attempt-1)
- * capped at cap, then full jitter scaled by jitter in [0, 1): the result is
- * in [d/2, d). Pure, for tests; the loop draws jitter itself. */
-unsigned http_backoff_ms(unsigned attempt, unsigned base_ms, unsigned cap_ms,
-			 double jitter);
 
 #endif

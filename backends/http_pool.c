@@ -33,7 +33,6 @@ static uint64_t now_ms(void)
 int http_pool_new(const struct http_pool_options *opts, struct http_pool **out)
 {
 	struct http_pool *p = calloc(1, sizeof(*p));
-	struct timespec ts;
 
 	if (p == NULL)
 		return -ENOMEM;
@@ -53,9 +52,6 @@ int http_pool_new(const struct http_pool_options *opts, struct http_pool **out)
 	}
 	p->opts.ca_bundle = p->ca_bundle;
 	pthread_mutex_init(&p->lock, NULL);
-	clock_gettime(CLOCK_REALTIME, &ts);
-	p->rng = ((uint64_t)ts.tv_nsec << 32) ^ (uint64_t)ts.tv_sec ^
-		 (uint64_t)(uintptr_t)p;
 	*out = p;
 	return 0;
 }
@@ -176,17 +172,4 @@ void http_pool_put(struct http_pool *pool, CURL *h, const char *what)
 	pthread_mutex_unlock(&pool->lock);
 	if (h != NULL)
 		curl_easy_cleanup(h);
-}
-
-/* A shared xorshift state: races between threads only mix it further,
- * which is all jitter needs. */
-double http_pool_jitter(struct http_pool *pool)
-{
-	uint64_t x = __atomic_load_n(&pool->rng, __ATOMIC_RELAXED);
-
-	x ^= x << 13;
-	x ^= x >> 7;
-	x ^= x << 17;
-	__atomic_store_n(&pool->rng, x, __ATOMIC_RELAXED);
-	return (double)(x >> 11) / (double)(1ULL << 53);
 }

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "backends/nfs_impl.h"
+#include "util/backoff.h"
 #include "util/log.h"
 
 /* A call cancelled because its context is being destroyed (-EINTR,
@@ -289,14 +290,21 @@ static void conn_failed(struct nfs_backend *nb, struct nfs_conn *conn, int rc,
 			err[0] ? ": " : "", err);
 }
 
+/* Shorter than HTTP's (http.c, HTTP_BACKOFF): there is no object store's
+ * SlowDown to wait out; what is retried here is a dropped connection, a
+ * timeout or a server restart, each on a new connection, so 50 ms doubling
+ * to 1 s reconnects quickly without spinning, and the request's deadline
+ * ends the tries. */
+static const struct backoff_policy NFS_BACKOFF = { .base_ms = 50,
+						   .cap_ms = 1000 };
+
+/* Sleeps before retry attempt (1 = first), never past deadline. */
 static void backoff(unsigned attempt, uint64_t deadline)
 {
-	uint64_t ms = NFS_BACKOFF_MIN_MS << (attempt < 5 ? attempt : 5);
+	uint64_t ms = backoff_delay_ms(&NFS_BACKOFF, attempt);
 	uint64_t now = nfsb_now_ms();
 	struct timespec ts;
 
-	if (ms > NFS_BACKOFF_MAX_MS)
-		ms = NFS_BACKOFF_MAX_MS;
 	if (now >= deadline)
 		return;
 	ms = nfsb_min(ms, deadline - now);
@@ -352,7 +360,7 @@ int nfsb_with_retries(struct nfs_backend *nb, nfsb_op op, void *arg,
 
 	for (attempt = 0; attempt <= nb->retries; attempt++) {
 		if (attempt > 0 && !(stale_retried && rc == -ESTALE))
-			backoff(attempt - 1, deadline);
+			backoff(attempt, deadline);
 		if (nfsb_now_ms() >= deadline) {
 			rc = -ETIMEDOUT;
 			break;

@@ -46,8 +46,6 @@ void nfs_free_nfsfh(struct nfsfh *nfsfh);
 
 #define NFS_READ_CHUNK_MAX (1u << 20) /* bytes per READ when unknown */
 #define NFS_READ_DEPTH 4	      /* READs in flight per read */
-#define NFS_BACKOFF_MIN_MS 50
-#define NFS_BACKOFF_MAX_MS 1000
 #define NFS_POLL_SLICE_MS 100
 #define NFS_SKIPPED_LOG_MAX 20
 #define NFS_FH_PER_CONN 4   /* open files kept per connection */

@@ -576,22 +576,6 @@ START_TEST(test_error_map)
 }
 END_TEST
 
-START_TEST(test_backoff)
-{
-	unsigned a, d;
-
-	ck_assert_uint_eq(http_backoff_ms(1, 100, 5000, 0.0), 50);
-	ck_assert_uint_lt(http_backoff_ms(1, 100, 5000, 0.999), 100);
-	ck_assert_uint_eq(http_backoff_ms(3, 100, 5000, 0.0), 200);
-	for (a = 1; a < 64; a++) {
-		d = http_backoff_ms(a, 100, 5000, 0.999);
-		ck_assert_uint_lt(d, 5000);
-		ck_assert_uint_ge(http_backoff_ms(a, 100, 5000, 0.0),
-				  a >= 7 ? 2500 : 50);
-	}
-}
-END_TEST
-
 /* --- credentials ---------------------------------------------------------- */
 
 START_TEST(test_creds_ini)
@@ -1045,7 +1029,6 @@ static Suite *s3_suite(void)
 		{ "iso8601", test_iso8601 },
 		{ "iso8601_range", test_iso8601_range },
 		{ "error_map", test_error_map },
-		{ "backoff", test_backoff },
 		{ "creds_ini", test_creds_ini },
 		{ "creds_json", test_creds_json },
 		{ "creds_chain_local", test_creds_chain_local },
