@@ -57,6 +57,7 @@
 #include "backends/backend.h"
 #include "backends/nfs.h"
 #include "backends/nfs_impl.h"
+#include "util/hex.h"
 #include "util/log.h"
 
 size_t nfsb_format_etag(uint64_t mtime_ns, uint64_t size, uint64_t ctime_ns,
@@ -189,7 +190,6 @@ void nfsb_trace(const struct nfs_backend *nb, const char *verb,
 		const char *path, int rc, size_t bytes,
 		const struct nfs_conn *conn, const char *extra)
 {
-	static const char hex[] = "0123456789ABCDEF";
 	char line[8192];
 	size_t n = 0, i, plen, vlen;
 	int status = rc == 0	      ? 200
@@ -217,9 +217,8 @@ void nfsb_trace(const struct nfs_backend *nb, const char *verb,
 		    (c >= '0' && c <= '9') || strchr("-._~/", c) != NULL) {
 			line[n++] = (char)c;
 		} else {
-			line[n++] = '%';
-			line[n++] = hex[c >> 4];
-			line[n++] = hex[c & 15];
+			hex_percent(c, line + n);
+			n += 3;
 		}
 	}
 	n += (size_t)snprintf(line + n, sizeof(line) - n, " %d %zu %td%s%s\n",

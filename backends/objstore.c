@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "util/fnv.h"
+#include "util/hex.h"
 #include "util/log.h"
 #include "util/thread.h"
 
@@ -55,7 +56,6 @@ int objstore_url_split(const char *url, const char *scheme,
 
 char *objstore_uri_encode(const char *s, size_t len, int keep_slash)
 {
-	static const char hex[] = "0123456789ABCDEF";
 	char *out = malloc(len * 3 + 1), *o = out;
 	size_t i;
 
@@ -69,9 +69,8 @@ char *objstore_uri_encode(const char *s, size_t len, int keep_slash)
 		    c == '_' || c == '~' || (keep_slash && c == '/')) {
 			*o++ = (char)c;
 		} else {
-			*o++ = '%';
-			*o++ = hex[c >> 4];
-			*o++ = hex[c & 15];
+			hex_percent(c, o);
+			o += 3;
 		}
 	}
 	*o = '\0';

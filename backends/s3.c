@@ -44,6 +44,7 @@
 #include "backends/s3_creds.h"
 #include "backends/s3_sign.h"
 #include "backends/s3_xml.h"
+#include "util/hex.h"
 #include "util/log.h"
 #include "util/str.h"
 
@@ -368,22 +369,9 @@ struct read_ctx {
 	bool sse_customer;
 };
 
-static int hex_digit(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 void s3_etag_claim(const char *etag, size_t etag_len, const char *sse,
 		   bool sse_customer, struct backend_claim *out)
 {
-	size_t i;
-
 	memset(out, 0, sizeof(*out));
 	/* SSE-KMS, DSSE-KMS and SSE-C objects have ETags that are not an
 	 * MD5 of their bytes; so may any encryption not known here. */
@@ -391,13 +379,9 @@ void s3_etag_claim(const char *etag, size_t etag_len, const char *sse,
 		return;
 	if (etag == NULL || etag_len != 34 || etag[0] != '"' || etag[33] != '"')
 		return;
-	for (i = 0; i < BACKEND_MD5_LEN; i++) {
-		int hi = hex_digit(etag[1 + 2 * i]);
-		int lo = hex_digit(etag[2 + 2 * i]);
-
-		if (hi < 0 || lo < 0)
-			return;
-		out->md5[i] = (uint8_t)(hi << 4 | lo);
+	if (hex_decode(etag + 1, BACKEND_MD5_LEN, out->md5) < 0) {
+		memset(out->md5, 0, sizeof(out->md5));
+		return;
 	}
 	out->kind = BACKEND_CLAIM_MD5;
 	out->source = "ETag";
@@ -511,7 +495,7 @@ static int read_check(void *arg, struct http_response *resp)
 {
 	struct read_ctx *rc = arg;
 	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned md_len = 0, i;
+	unsigned md_len = 0;
 	char hex[2 * EVP_MAX_MD_SIZE + 1];
 	int r;
 
@@ -528,8 +512,7 @@ static int read_check(void *arg, struct http_response *resp)
 	rc->md5 = NULL;
 	if (r != 1)
 		return 0; /* no digest, no verdict */
-	for (i = 0; i < md_len; i++)
-		snprintf(hex + 2 * i, 3, "%02x", md[i]);
+	hex_encode(md, md_len, hex);
 	if (strncasecmp(hex, rc->etag + 1, 32) != 0) {
 		http_response_why(resp,
 				  "the body's MD5 %s is not its ETag %.*s", hex,

@@ -16,7 +16,7 @@
 
 struct backoff_policy {
 	unsigned base_ms; /* nominal delay before the first retry */
-	unsigned cap_ms; /* no nominal delay exceeds this */
+	unsigned cap_ms;  /* no nominal delay exceeds this */
 };
 
 /* The delay in ms before retry attempt (1 = first; 0 is taken as 1) of

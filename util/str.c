@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/hex.h"
+
 char *str_memdup(const void *p, size_t n)
 {
 	char *s = malloc(n + 1);
@@ -100,8 +102,6 @@ bool str_key_escapes(unsigned char c)
 	return c < 0x20 || c == '%';
 }
 
-static const char str_hex[] = "0123456789ABCDEF";
-
 const char *str_escape_key(char *buf, size_t cap, const char *s, size_t len)
 {
 	size_t i, o = 0, total = 0;
@@ -119,9 +119,8 @@ const char *str_escape_key(char *buf, size_t cap, const char *s, size_t len)
 			break;
 		}
 		if (need == 3) {
-			buf[o++] = '%';
-			buf[o++] = str_hex[c >> 4];
-			buf[o++] = str_hex[c & 15];
+			hex_percent(c, buf + o);
+			o += 3;
 		} else {
 			buf[o++] = (char)c;
 		}
@@ -181,9 +180,8 @@ size_t str_printable(char *out, size_t cap, const char *s, size_t len)
 		if (k == 0) {
 			if (o + 3 >= cap)
 				break;
-			out[o++] = '%';
-			out[o++] = str_hex[p[i] >> 4];
-			out[o++] = str_hex[p[i] & 15];
+			hex_percent(p[i], out + o);
+			o += 3;
 			i++;
 			continue;
 		}

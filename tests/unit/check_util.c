@@ -3,6 +3,8 @@
  * str.h, thread.h, dlist.h, backoff.h) through their headers.
  */
 #include <check.h>
+#include <ctype.h>
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -28,6 +30,62 @@ START_TEST(test_hex_encode)
 	ck_assert_str_eq(out, "00017f80abff");
 	hex_encode(b, 0, out);
 	ck_assert_str_eq(out, "");
+}
+END_TEST
+
+/* Every byte value decodes in both cases; anything else is refused. */
+START_TEST(test_hex_decode)
+{
+	static const char digits[] = "0123456789abcdef";
+	uint8_t b[4];
+	char s[3];
+	int c;
+
+	for (c = 0; c < 256; c++) {
+		int want = (c >= '0' && c <= '9')   ? c - '0'
+			   : (c >= 'a' && c <= 'f') ? c - 'a' + 10
+			   : (c >= 'A' && c <= 'F') ? c - 'A' + 10
+						    : -1;
+
+		ck_assert_int_eq(hex_digit(c), want);
+	}
+	ck_assert_int_eq(hex_digit(-1), -1);
+	for (c = 0; c < 256; c++) {
+		s[0] = digits[c >> 4];
+		s[1] = digits[c & 15];
+		s[2] = '\0';
+		ck_assert_int_eq(hex_pair(s), c);
+		s[0] = (char)toupper((unsigned char)s[0]);
+		s[1] = (char)toupper((unsigned char)s[1]);
+		ck_assert_int_eq(hex_pair(s), c);
+	}
+	ck_assert_int_eq(hex_pair("g0"), -1);
+	ck_assert_int_eq(hex_pair("0g"), -1);
+	ck_assert_int_eq(hex_pair("0"), -1); /* the NUL is not a digit */
+	ck_assert_int_eq(hex_pair(""), -1);
+	ck_assert_int_eq(hex_decode("00Ff7a80", 4, b), 0);
+	ck_assert_uint_eq(b[0], 0x00);
+	ck_assert_uint_eq(b[1], 0xff);
+	ck_assert_uint_eq(b[2], 0x7a);
+	ck_assert_uint_eq(b[3], 0x80);
+	ck_assert_int_eq(hex_decode("00f", 2, b), -EINVAL);
+	ck_assert_int_eq(hex_decode("0x12", 2, b), -EINVAL);
+	ck_assert_int_eq(hex_decode("", 0, b), 0);
+}
+END_TEST
+
+START_TEST(test_hex_percent)
+{
+	char out[4] = "xxx";
+
+	hex_percent(0x00, out);
+	ck_assert_str_eq(out, "%00");
+	hex_percent(' ', out);
+	ck_assert_str_eq(out, "%20");
+	hex_percent(0xab, out);
+	ck_assert_str_eq(out, "%AB");
+	hex_percent(0xff, out);
+	ck_assert_str_eq(out, "%FF");
 }
 END_TEST
 
@@ -419,6 +477,8 @@ END_TEST
 int main(void)
 {
 	const struct unit_case cases[] = {
+		{ "hex_decode", test_hex_decode },
+		{ "hex_percent", test_hex_percent },
 		{ "hex_encode", test_hex_encode },
 		{ "sha256", test_sha256 },
 		{ "md5", test_md5 },
