@@ -29,7 +29,6 @@
 #include "tests/unit/unit.h"
 #include "util/log.h"
 
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define EX_AK "AKIAIOSFODNN7EXAMPLE"
 #define EX_SK "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
 
