@@ -2,9 +2,28 @@
  * backend: the one small interface every object store implements.
  *
  * A backend is opened on a source URL (an absolute path, s3://bucket/prefix/,
- * gs://bucket/prefix/, nfs://server/path) and then addresses objects by keys relative to that
- * prefix. Each backend is one .c file in backends/ exporting one
- * `const struct backend_ops`; backend_open() picks it by URL scheme.
+ * gs://bucket/prefix/, nfs://server/path) and then addresses objects by
+ * keys relative to that prefix. A backend is one `const struct backend_ops`
+ * (a table of functions: handles, open, list, stat, read, close);
+ * backend_open() picks it by URL scheme from the table in backend.c, the
+ * only place that names them all. Its code is the files in backends/ that
+ * share its prefix, one job each:
+ *   posix.c   the whole posix backend;
+ *   s3*.c     s3.c the operations, s3_url.c URLs and the error map (pure),
+ *             s3_sign.c SigV4, s3_creds.c the credential chain, s3_xml.c
+ *             the XML replies;
+ *   gcs*.c    gcs.c the operations and listing, gcs_read.c ranged reads,
+ *             gcs_url.c URLs and the error map (pure), gcs_json.c the JSON
+ *             replies, gcs_jwt.c the OAuth2 documents, gcs_creds.c the
+ *             credential chain;
+ *   nfs*.c    nfs.c the operations, nfs_conn.c connections, deadlines and
+ *             retries, nfs_fh.c the files a connection keeps open,
+ *             nfs_list.c the listing walk, nfs_url.c URLs and error
+ *             classes (pure).
+ * Shared by several: http*.c the HTTP layer of S3 and GCS (http.h),
+ * objstore.c the object-store rules above it (objstore.h), backend_list.c
+ * a listing's bounds. A backend's private header (gcs_impl.h, nfs_impl.h,
+ * http_impl.h) is included by its own files only.
  *
  * Backends know nothing of ranks, manifests or FUSE. Credentials, signing,
  * retries and HTTP live behind this interface. Every operation returns 0 or

@@ -1,7 +1,8 @@
 /*
- * nfs_impl: what nfs.c (the backend's operations) and nfs_conn.c (its
- * connections: the pool, the deadline-bound calls, reconnects and retries)
- * share. Private to the nfs backend.
+ * nfs_impl: what the nfs backend's files share: nfs.c (the operations),
+ * nfs_conn.c (its connections: the pool, the deadline-bound calls,
+ * reconnects and retries), nfs_fh.c (the files a connection keeps open)
+ * and nfs_list.c (the listing walk). Private to the nfs backend.
  *
  * A call: zero a struct nfs_call, start a libnfs *_async() operation with
  * one of the nfsb_cb_* callbacks and the call as its private data (or, if
