@@ -9,8 +9,10 @@
  * only place that names them all. Its code is the files in backends/ that
  * share its prefix, one job each:
  *   posix.c   the whole posix backend;
- *   s3*.c     s3.c the operations, s3_url.c URLs and the error map (pure),
- *             s3_sign.c SigV4, s3_creds.c the credential chain, s3_xml.c
+ *   s3*.c     s3.c the operations and signing each request, s3_read.c
+ *             ranged reads, s3_url.c URLs and the error map (pure),
+ *             s3_sign.c SigV4, s3_creds.c credentials and their refresh,
+ *             s3_creds_source.c asking each source of the chain, s3_xml.c
  *             the XML replies;
  *   gcs*.c    gcs.c the operations and listing, gcs_read.c ranged reads,
  *             gcs_url.c URLs and the error map (pure), gcs_json.c the JSON
@@ -22,8 +24,8 @@
  *             classes (pure).
  * Shared by several: http*.c the HTTP layer of S3 and GCS (http.h),
  * objstore.c the object-store rules above it (objstore.h), backend_list.c
- * a listing's bounds. A backend's private header (gcs_impl.h, nfs_impl.h,
- * http_impl.h) is included by its own files only.
+ * a listing's bounds. A backend's private header (s3_impl.h, s3_creds_impl.h,
+ * gcs_impl.h, nfs_impl.h, http_impl.h) is included by its own files only.
  *
  * Backends know nothing of ranks, manifests or FUSE. Credentials, signing,
  * retries and HTTP live behind this interface. Every operation returns 0 or
