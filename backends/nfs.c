@@ -121,13 +121,10 @@ static bool stat_is_reg(const struct nfs_stat_64 *st)
 static int stat_once(struct nfs_backend *nb, struct nfs_conn *conn,
 		     const char *path, uint64_t deadline, struct nfs_call *c)
 {
-	int rc = 0;
+	int rc = nfsb_ready(nb, conn, deadline, c);
 
-	if (conn->ctx == NULL)
-		rc = nfsb_connect(nb, conn, deadline, c);
 	if (rc < 0)
 		return rc;
-	memset(c, 0, sizeof(*c));
 	if (nfs_stat64_async(conn->ctx, path, nfsb_cb_stat, c) != 0)
 		return nfsb_unqueued(conn->ctx, c);
 	return nfsb_finish(conn->ctx, c,

@@ -27,15 +27,23 @@ static void call_error(struct nfs_call *c, int status, void *data)
 		snprintf(c->err, sizeof(c->err), "%s", (const char *)data);
 }
 
-void nfsb_cb_plain(int status, struct nfs_context *ctx, void *data, void *priv)
+/* Marks c done with status 0, or with status and its detail if it
+ * failed; true when the call succeeded and its data is to be taken. */
+static bool call_done(struct nfs_call *c, int status, void *data)
 {
-	struct nfs_call *c = priv;
-
-	(void)ctx;
 	c->done = true;
 	c->status = 0;
-	if (status < 0)
+	if (status < 0) {
 		call_error(c, status, data);
+		return false;
+	}
+	return true;
+}
+
+void nfsb_cb_plain(int status, struct nfs_context *ctx, void *data, void *priv)
+{
+	(void)ctx;
+	call_done(priv, status, data);
 }
 
 void nfsb_cb_open(int status, struct nfs_context *ctx, void *data, void *priv)
@@ -43,11 +51,7 @@ void nfsb_cb_open(int status, struct nfs_context *ctx, void *data, void *priv)
 	struct nfs_call *c = priv;
 
 	(void)ctx;
-	c->done = true;
-	c->status = 0;
-	if (status < 0)
-		call_error(c, status, data);
-	else
+	if (call_done(c, status, data))
 		c->fh = data;
 }
 
@@ -56,11 +60,7 @@ void nfsb_cb_stat(int status, struct nfs_context *ctx, void *data, void *priv)
 	struct nfs_call *c = priv;
 
 	(void)ctx;
-	c->done = true;
-	c->status = 0;
-	if (status < 0)
-		call_error(c, status, data);
-	else
+	if (call_done(c, status, data))
 		memcpy(&c->st, data, sizeof(c->st));
 }
 
@@ -69,11 +69,8 @@ void nfsb_cb_pread(int status, struct nfs_context *ctx, void *data, void *priv)
 	struct nfs_call *c = priv;
 
 	(void)ctx;
-	c->done = true;
-	if (status < 0) {
-		call_error(c, status, data);
+	if (!call_done(c, status, data))
 		return;
-	}
 	/* A server that sends more than was asked is not trusted with it. */
 	if ((size_t)status > c->cap) {
 		c->status = -EIO;
@@ -93,11 +90,7 @@ void nfsb_cb_opendir(int status, struct nfs_context *ctx, void *data,
 	struct nfs_call *c = priv;
 
 	(void)ctx;
-	c->done = true;
-	c->status = 0;
-	if (status < 0)
-		call_error(c, status, data);
-	else
+	if (call_done(c, status, data))
 		c->dir = data;
 }
 
@@ -205,6 +198,19 @@ int nfsb_connect(struct nfs_backend *nb, struct nfs_conn *conn,
 	conn->ctx = ctx;
 	if (atomic_exchange(&nb->down, false))
 		log_msg(LOG_NOTICE, "source %s: connected again", nb->display);
+	return 0;
+}
+
+int nfsb_ready(struct nfs_backend *nb, struct nfs_conn *conn, uint64_t deadline,
+	       struct nfs_call *c)
+{
+	if (conn->ctx == NULL) {
+		int rc = nfsb_connect(nb, conn, deadline, c);
+
+		if (rc < 0)
+			return rc;
+	}
+	memset(c, 0, sizeof(*c));
 	return 0;
 }
 

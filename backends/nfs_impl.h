@@ -147,6 +147,12 @@ void nfsb_conn_drop(struct nfs_backend *nb, struct nfs_conn *conn);
 int nfsb_connect(struct nfs_backend *nb, struct nfs_conn *conn,
 		 uint64_t deadline, struct nfs_call *c);
 
+/* The start of every op: nfsb_connect() if conn has no context (it lost
+ * it, or never had one), then c zeroed for the op's own call. 0 or
+ * nfsb_connect()'s error (c then holds its detail). */
+int nfsb_ready(struct nfs_backend *nb, struct nfs_conn *conn, uint64_t deadline,
+	       struct nfs_call *c);
+
 /* One attempt of an operation on conn (connected or not: the op connects
  * it when conn->ctx is NULL). */
 typedef int (*nfsb_op)(struct nfs_backend *nb, struct nfs_conn *conn, void *arg,

@@ -4,6 +4,7 @@
 #include "util/str.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -167,6 +168,29 @@ static size_t str_char_len(const unsigned char *p, size_t n)
 	    (k == 4 && p[0] == 0xf4 && p[1] >= 0x90))
 		return 0;
 	return k;
+}
+
+int str_path_push(char **path, size_t *len, size_t *cap, const char *name,
+		  size_t root_len)
+{
+	size_t nlen = strlen(name), need = *len + nlen + 2;
+
+	if (need > *cap) {
+		/* Doubling: a deep walk grows the path a few times, not at
+		 * every level. */
+		size_t ncap = need * 2;
+		char *p = realloc(*path, ncap);
+
+		if (p == NULL)
+			return -ENOMEM;
+		*path = p;
+		*cap = ncap;
+	}
+	if (*len > root_len)
+		(*path)[(*len)++] = '/';
+	memcpy(*path + *len, name, nlen + 1);
+	*len += nlen;
+	return 0;
 }
 
 size_t str_printable(char *out, size_t cap, const char *s, size_t len)

@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -474,9 +475,47 @@ START_TEST(test_backoff_jitter_threads)
 }
 END_TEST
 
+/* A walk's path: separators only between names, never after the root,
+ * growing as deep as it goes; the buffer starts empty. */
+START_TEST(test_str_path_push)
+{
+	char *p = NULL, name[40];
+	size_t len = 0, cap = 0, i;
+
+	ck_assert_int_eq(str_path_push(&p, &len, &cap, "a", 0), 0);
+	ck_assert_str_eq(p, "a");
+	ck_assert_uint_eq(len, 1);
+	ck_assert_int_eq(str_path_push(&p, &len, &cap, "bc", 0), 0);
+	ck_assert_str_eq(p, "a/bc");
+	ck_assert_uint_eq(len, 4);
+	len = 1; /* back up to "a", as a walk leaving a directory does */
+	p[len] = '\0';
+	ck_assert_int_eq(str_path_push(&p, &len, &cap, "d", 0), 0);
+	ck_assert_str_eq(p, "a/d");
+	/* A root "/" takes no separator after it. */
+	p[0] = '/';
+	p[1] = '\0';
+	len = 1;
+	ck_assert_int_eq(str_path_push(&p, &len, &cap, "x", 1), 0);
+	ck_assert_str_eq(p, "/x");
+	ck_assert_int_eq(str_path_push(&p, &len, &cap, "y", 1), 0);
+	ck_assert_str_eq(p, "/x/y");
+	for (i = 0; i < 100; i++) {
+		snprintf(name, sizeof(name), "level-%03zu", i);
+		ck_assert_int_eq(str_path_push(&p, &len, &cap, name, 1), 0);
+	}
+	ck_assert_uint_eq(len, strlen(p));
+	ck_assert_uint_eq(len, 4 + 100 * 10);
+	ck_assert_uint_gt(cap, len);
+	ck_assert_str_eq(p + len - 9, "level-099");
+	free(p);
+}
+END_TEST
+
 int main(void)
 {
 	const struct unit_case cases[] = {
+		{ "str_path_push", test_str_path_push },
 		{ "hex_decode", test_hex_decode },
 		{ "hex_percent", test_hex_percent },
 		{ "hex_encode", test_hex_encode },
