@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/backoff.h"
 #include "util/fnv.h"
 #include "util/hex.h"
 #include "util/log.h"
@@ -167,6 +168,15 @@ int objstore_fail_log(const char *what, const char *op,
 }
 
 /* Credential refresh */
+
+unsigned objstore_refresh_retry_s(unsigned failures)
+{
+	static const struct backoff_policy refresh = { .base_ms = 5000,
+						       .cap_ms = 60000 };
+	unsigned ms = backoff_delay_ms(&refresh, failures);
+
+	return (ms + 500) / 1000;
+}
 
 void objstore_worker_init(struct objstore_worker *w, clockid_t clock)
 {

@@ -100,6 +100,14 @@ struct objstore_worker {
 	pthread_t thread;
 };
 
+/* How long (s) a refresh thread waits before trying again after its
+ * failures-th failed refresh in a row (1 = the first): util/backoff.h's
+ * curve, 5 s doubling to at most 60 s, with jitter. Slower than a
+ * request's retries because the credentials in hand are still good
+ * (refreshes start minutes before expiry), and jittered so a job's nodes
+ * do not ask the metadata service or STS in step. In [2, 60]. */
+unsigned objstore_refresh_retry_s(unsigned failures);
+
 /* Sets up lock and cond (cond's waits on clock). */
 void objstore_worker_init(struct objstore_worker *w, clockid_t clock);
 

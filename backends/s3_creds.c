@@ -27,8 +27,6 @@
 #include "util/log.h"
 
 #define CREDS_REFRESH_AHEAD_S 300
-#define CREDS_RETRY_MIN_S 5
-#define CREDS_RETRY_MAX_S 60
 static const char *const source_names[] = {
 	"environment",
 	"shared credentials file",
@@ -222,7 +220,7 @@ static int64_t refresh_at(const struct s3_creds *c, int64_t now)
 static void *refresh_main(void *arg)
 {
 	struct s3_creds_provider *p = arg;
-	unsigned backoff = CREDS_RETRY_MIN_S;
+	unsigned failures = 0, retry_s;
 	int64_t when = 0;
 	struct s3_creds *c;
 	int rc;
@@ -255,17 +253,16 @@ static void *refresh_main(void *arg)
 				source_names[p->source],
 				(long long)(c->expires - time(NULL)));
 			s3_creds_put(old);
-			backoff = CREDS_RETRY_MIN_S;
+			failures = 0;
 			when = c->expires ? refresh_at(c, time(NULL))
 					  : INT64_MAX / 2;
 		} else {
+			retry_s = objstore_refresh_retry_s(++failures);
 			log_msg(LOG_WARNING,
 				"AWS credentials refresh from %s failed; "
 				"keeping the current ones, retrying in %u s",
-				source_names[p->source], backoff);
-			when = time(NULL) + backoff;
-			if (backoff < CREDS_RETRY_MAX_S)
-				backoff *= 2;
+				source_names[p->source], retry_s);
+			when = time(NULL) + retry_s;
 		}
 	}
 	pthread_mutex_unlock(&p->w.lock);

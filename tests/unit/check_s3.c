@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "backends/http.h"
+#include "backends/objstore.h"
 #include "backends/s3.h"
 #include "backends/s3_creds.h"
 #include "backends/s3_sign.h"
@@ -575,6 +576,33 @@ START_TEST(test_error_map)
 }
 END_TEST
 
+/* A credential refresh that keeps failing is retried 5 s doubling to at
+ * most 60 s, jittered: never past the cap however long the outage (the
+ * doubling once went 40 -> 80 s and stayed there), never at once. */
+START_TEST(test_refresh_retry)
+{
+	unsigned f, i, s, max_seen = 0, first_max = 0;
+
+	for (i = 0; i < 200; i++) {
+		s = objstore_refresh_retry_s(1);
+		ck_assert_uint_ge(s, 2);
+		ck_assert_uint_le(s, 5);
+		if (s > first_max)
+			first_max = s;
+		for (f = 2; f < 40; f++) {
+			s = objstore_refresh_retry_s(f);
+			ck_assert_uint_ge(s, 2);
+			ck_assert_uint_le(s, 60);
+			if (s > max_seen)
+				max_seen = s;
+		}
+	}
+	/* The cap is reached, and the first retry is not always 2 s. */
+	ck_assert_uint_gt(max_seen, 50);
+	ck_assert_uint_gt(first_max, 3);
+}
+END_TEST
+
 /* --- credentials ---------------------------------------------------------- */
 
 START_TEST(test_creds_ini)
@@ -1028,6 +1056,7 @@ static Suite *s3_suite(void)
 		{ "iso8601", test_iso8601 },
 		{ "iso8601_range", test_iso8601_range },
 		{ "error_map", test_error_map },
+		{ "refresh_retry", test_refresh_retry },
 		{ "creds_ini", test_creds_ini },
 		{ "creds_json", test_creds_json },
 		{ "creds_chain_local", test_creds_chain_local },
