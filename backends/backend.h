@@ -59,15 +59,15 @@ struct backend_options {
 	const char *region;   /* S3 region; default us-east-1 */
 	enum backend_addressing addressing;
 	int anonymous; /* no credentials (public buckets) */
-	/* Connect limit; default 5000. */
+	/* Connect limit; 0: BACKEND_CONNECT_TIMEOUT_MS_DEFAULT. */
 	unsigned connect_timeout_ms;
-	/* Stall limit per attempt (under 1 KiB/s for this long); default
-	 * 10000. */
+	/* Stall limit per attempt (under 1 KiB/s for this long); 0:
+	 * BACKEND_REQUEST_TIMEOUT_MS_DEFAULT. */
 	unsigned request_timeout_ms;
 	/* A request with all its retries ends (with -EIO at worst) within
-	 * this time of its start; default 30000. */
+	 * this time of its start; 0: BACKEND_READ_TIMEOUT_MS_DEFAULT. */
 	unsigned read_timeout_ms;
-	/* Retries after the first try; < 0: default 5. */
+	/* Retries after the first try; < 0: BACKEND_RETRIES_DEFAULT. */
 	int retries;
 	/* A listing ends with -EIO (logged, naming the limit) once it has run
 	 * this long; 0: BACKEND_LIST_TIMEOUT_MS_DEFAULT. */
@@ -77,9 +77,15 @@ struct backend_options {
 	uint64_t list_memory;
 };
 
-/* The defaults of [source] list_timeout_ms and list_memory, for a caller
- * without a config (`shardfs manifest`); the config table's defaults are
- * the same (check_config compares them). */
+/* The defaults of [source] connect_timeout_ms, request_timeout_ms,
+ * read_timeout_ms, retries, list_timeout_ms and list_memory, which every
+ * backend applies for 0 (retries: < 0), for a caller without a config
+ * (`shardfs manifest`); the config table's defaults are the same
+ * (check_config compares them). */
+#define BACKEND_CONNECT_TIMEOUT_MS_DEFAULT 5000u
+#define BACKEND_REQUEST_TIMEOUT_MS_DEFAULT 10000u
+#define BACKEND_READ_TIMEOUT_MS_DEFAULT 30000u
+#define BACKEND_RETRIES_DEFAULT 5u
 #define BACKEND_LIST_TIMEOUT_MS_DEFAULT 3600000u
 #define BACKEND_LIST_MEMORY_DEFAULT (UINT64_C(4) << 30)
 /* What a listed object costs besides its key and etag: the manifest's

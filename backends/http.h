@@ -75,11 +75,12 @@
 /* The rate an attempt's whole-body time limit assumes (bytes/s). */
 #define HTTP_MIN_TOTAL_RATE (1024u * 1024u)
 
+/* A 0 below is backend.h's default: BACKEND_CONNECT_TIMEOUT_MS_DEFAULT,
+ * BACKEND_REQUEST_TIMEOUT_MS_DEFAULT, BACKEND_READ_TIMEOUT_MS_DEFAULT. */
 struct http_pool_options {
-	unsigned connect_timeout_ms; /* 0: 5000 */
-	unsigned request_timeout_ms; /* stall limit, see above; 0: 10000 */
-	unsigned deadline_ms;	     /* a request, retries included;
-					0: 30000 */
+	unsigned connect_timeout_ms;
+	unsigned request_timeout_ms; /* stall limit, see above */
+	unsigned deadline_ms;	     /* a request, retries included */
 	unsigned retries;	     /* retries after the first try */
 	const char *ca_bundle;	     /* CA file for TLS, or NULL: system */
 };

@@ -11,6 +11,7 @@
  * A handle is taken again only after it rested HTTP_REUSE_AFTER_MS: the
  * newest handle that has, so few connections stay in use at a steady rate.
  */
+#include "backends/backend.h"
 #include "backends/http_impl.h"
 
 #include <errno.h>
@@ -38,11 +39,11 @@ int http_pool_new(const struct http_pool_options *opts, struct http_pool **out)
 		return -ENOMEM;
 	p->opts = *opts;
 	if (p->opts.connect_timeout_ms == 0)
-		p->opts.connect_timeout_ms = 5000;
+		p->opts.connect_timeout_ms = BACKEND_CONNECT_TIMEOUT_MS_DEFAULT;
 	if (p->opts.request_timeout_ms == 0)
-		p->opts.request_timeout_ms = 10000;
+		p->opts.request_timeout_ms = BACKEND_REQUEST_TIMEOUT_MS_DEFAULT;
 	if (p->opts.deadline_ms == 0)
-		p->opts.deadline_ms = 30000;
+		p->opts.deadline_ms = BACKEND_READ_TIMEOUT_MS_DEFAULT;
 	if (opts->ca_bundle != NULL) {
 		p->ca_bundle = strdup(opts->ca_bundle);
 		if (p->ca_bundle == NULL) {

@@ -606,13 +606,15 @@ static int nfs_be_open(const char *url, const struct backend_options *opts,
 	}
 	nb->connect_ms = opts && opts->connect_timeout_ms
 				 ? opts->connect_timeout_ms
-				 : 5000;
+				 : BACKEND_CONNECT_TIMEOUT_MS_DEFAULT;
 	nb->request_ms = opts && opts->request_timeout_ms
 				 ? opts->request_timeout_ms
-				 : 10000;
-	nb->read_ms =
-		opts && opts->read_timeout_ms ? opts->read_timeout_ms : 30000;
-	nb->retries = opts && opts->retries >= 0 ? (unsigned)opts->retries : 5;
+				 : BACKEND_REQUEST_TIMEOUT_MS_DEFAULT;
+	nb->read_ms = opts && opts->read_timeout_ms
+			      ? opts->read_timeout_ms
+			      : BACKEND_READ_TIMEOUT_MS_DEFAULT;
+	nb->retries = opts && opts->retries >= 0 ? (unsigned)opts->retries
+						 : BACKEND_RETRIES_DEFAULT;
 	if (opts != NULL) {
 		nb->list_timeout_ms = opts->list_timeout_ms;
 		nb->list_memory = opts->list_memory;

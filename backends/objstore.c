@@ -146,7 +146,8 @@ void objstore_pool_options(const struct backend_options *opts,
 	ho->connect_timeout_ms = opts ? opts->connect_timeout_ms : 0;
 	ho->request_timeout_ms = opts ? opts->request_timeout_ms : 0;
 	ho->deadline_ms = opts ? opts->read_timeout_ms : 0;
-	ho->retries = opts && opts->retries >= 0 ? (unsigned)opts->retries : 5;
+	ho->retries = opts && opts->retries >= 0 ? (unsigned)opts->retries
+						 : BACKEND_RETRIES_DEFAULT;
 }
 
 int objstore_fail_log(const char *what, const char *op,
