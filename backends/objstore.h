@@ -3,7 +3,7 @@
  * share above the HTTP layer, so that both follow one rule where their
  * logic is the same: source URLs and percent-encoding, request headers
  * and URLs, wiping secrets, the failure log, the credential refresh
- * thread, the listing loop and the guard that makes it end, and the
+ * thread and its retry schedule, the listing loop and the guard that makes it end, and the
  * checks on a ranged read's reply (DESIGN §9). What differs per store
  * (bucket names, the version pin, error codes, checksums) stays in the
  * backend and is passed in.
