@@ -177,13 +177,13 @@ FUZZ_CFLAGS = $(WARN) -Wno-missing-field-initializers -O1 -g $(FUZZ_SAN) \
 # warnings never stop check over code no harness runs. A harness that needs
 # more fails to link, naming the missing symbol.
 FUZZ_LIB_SRCS := util/log.c backends/http.c backends/http_pool.c \
-	backends/posix.c backends/s3_creds.c \
+	backends/posix.c backends/s3_creds.c backends/s3_creds_source.c \
 	backends/s3_sign.c backends/s3_xml.c fs/manifest.c fs/shard.c \
 	fs/view.c util/ranks.c mount/config.c mount/ini.c mount/overrides.c
 FUZZ_LIB_SRCS += backends/gcs_json.c backends/objstore.c backends/backend_list.c
 # mount/config.c checks nfs:// URLs with the pure parser.
 FUZZ_LIB_SRCS += backends/nfs_url.c
-FUZZ_LIB_SRCS += util/hex.c util/sha256.c util/str.c util/thread.c
+FUZZ_LIB_SRCS += util/backoff.c util/hex.c util/sha256.c util/str.c util/thread.c
 FUZZ_OBJS := $(FUZZ_LIB_SRCS:%.c=$(FUZZ_B)/%.o)
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS := $(FUZZ_SRCS:tests/fuzz/%.c=$(FUZZ_B)/%)

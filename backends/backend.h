@@ -2,9 +2,30 @@
  * backend: the one small interface every object store implements.
  *
  * A backend is opened on a source URL (an absolute path, s3://bucket/prefix/,
- * gs://bucket/prefix/, nfs://server/path) and then addresses objects by keys relative to that
- * prefix. Each backend is one .c file in backends/ exporting one
- * `const struct backend_ops`; backend_open() picks it by URL scheme.
+ * gs://bucket/prefix/, nfs://server/path) and then addresses objects by
+ * keys relative to that prefix. A backend is one `const struct backend_ops`
+ * (a table of functions: handles, open, list, stat, read, close);
+ * backend_open() picks it by URL scheme from the table in backend.c, the
+ * only place that names them all. Its code is the files in backends/ that
+ * share its prefix, one job each:
+ *   posix.c   the whole posix backend;
+ *   s3*.c     s3.c the operations and signing each request, s3_read.c
+ *             ranged reads, s3_url.c URLs and the error map (pure),
+ *             s3_sign.c SigV4, s3_creds.c credentials and their refresh,
+ *             s3_creds_source.c asking each source of the chain, s3_xml.c
+ *             the XML replies;
+ *   gcs*.c    gcs.c the operations and listing, gcs_read.c ranged reads,
+ *             gcs_url.c URLs and the error map (pure), gcs_json.c the JSON
+ *             replies, gcs_jwt.c the OAuth2 documents, gcs_creds.c the
+ *             credential chain;
+ *   nfs*.c    nfs.c the operations, nfs_conn.c connections, deadlines and
+ *             retries, nfs_fh.c the files a connection keeps open,
+ *             nfs_list.c the listing walk, nfs_url.c URLs and error
+ *             classes (pure).
+ * Shared by several: http*.c the HTTP layer of S3 and GCS (http.h),
+ * objstore.c the object-store rules above it (objstore.h), backend_list.c
+ * a listing's bounds. A backend's private header (s3_impl.h, s3_creds_impl.h,
+ * gcs_impl.h, nfs_impl.h, http_impl.h) is included by its own files only.
  *
  * Backends know nothing of ranks, manifests or FUSE. Credentials, signing,
  * retries and HTTP live behind this interface. Every operation returns 0 or
@@ -38,15 +59,15 @@ struct backend_options {
 	const char *region;   /* S3 region; default us-east-1 */
 	enum backend_addressing addressing;
 	int anonymous; /* no credentials (public buckets) */
-	/* Connect limit; default 5000. */
+	/* Connect limit; 0: BACKEND_CONNECT_TIMEOUT_MS_DEFAULT. */
 	unsigned connect_timeout_ms;
-	/* Stall limit per attempt (under 1 KiB/s for this long); default
-	 * 10000. */
+	/* Stall limit per attempt (under 1 KiB/s for this long); 0:
+	 * BACKEND_REQUEST_TIMEOUT_MS_DEFAULT. */
 	unsigned request_timeout_ms;
 	/* A request with all its retries ends (with -EIO at worst) within
-	 * this time of its start; default 30000. */
+	 * this time of its start; 0: BACKEND_READ_TIMEOUT_MS_DEFAULT. */
 	unsigned read_timeout_ms;
-	/* Retries after the first try; < 0: default 5. */
+	/* Retries after the first try; < 0: BACKEND_RETRIES_DEFAULT. */
 	int retries;
 	/* A listing ends with -EIO (logged, naming the limit) once it has run
 	 * this long; 0: BACKEND_LIST_TIMEOUT_MS_DEFAULT. */
@@ -56,9 +77,15 @@ struct backend_options {
 	uint64_t list_memory;
 };
 
-/* The defaults of [source] list_timeout_ms and list_memory, for a caller
- * without a config (`shardfs manifest`); the config table's defaults are
- * the same (check_config compares them). */
+/* The defaults of [source] connect_timeout_ms, request_timeout_ms,
+ * read_timeout_ms, retries, list_timeout_ms and list_memory, which every
+ * backend applies for 0 (retries: < 0), for a caller without a config
+ * (`shardfs manifest`); the config table's defaults are the same
+ * (check_config compares them). */
+#define BACKEND_CONNECT_TIMEOUT_MS_DEFAULT 5000u
+#define BACKEND_REQUEST_TIMEOUT_MS_DEFAULT 10000u
+#define BACKEND_READ_TIMEOUT_MS_DEFAULT 30000u
+#define BACKEND_RETRIES_DEFAULT 5u
 #define BACKEND_LIST_TIMEOUT_MS_DEFAULT 3600000u
 #define BACKEND_LIST_MEMORY_DEFAULT (UINT64_C(4) << 30)
 /* What a listed object costs besides its key and etag: the manifest's

@@ -4,7 +4,8 @@
  * URLs, the endpoint, object paths and the listing query, the JSON API's
  * list pages, object metadata and errors, the error map.
  *
- * The JSON parts live in gcs_json.c; the requests in gcs.c.
+ * The JSON parts live in gcs_json.c; URLs, the endpoint, paths, the query
+ * and the error map in gcs_url.c; the requests in gcs.c and gcs_read.c.
  */
 #ifndef SHARDFS_GCS_H
 #define SHARDFS_GCS_H

@@ -31,8 +31,6 @@
 #include "util/log.h"
 
 #define GCS_REFRESH_AHEAD_S 300
-#define GCS_RETRY_MIN_S 5
-#define GCS_RETRY_MAX_S 60
 /* The metadata probe at mount: one attempt, 1 s to connect (DNS
  * included), 2 s in all. A refresh of a chosen metadata source: 2 retries
  * within 10 s. */
@@ -589,7 +587,7 @@ static int64_t gcs_creds_refresh_in(const struct gcs_token *t, int64_t now)
 static void *gcs_creds_refresh_main(void *arg)
 {
 	struct gcs_creds_provider *p = arg;
-	unsigned backoff = GCS_RETRY_MIN_S;
+	unsigned failures = 0, retry_s;
 	struct gcs_token *t, *old;
 	int64_t when, valid;
 	int rc, stop;
@@ -628,15 +626,14 @@ static void *gcs_creds_refresh_main(void *arg)
 				"gcs: access token refreshed from %s, valid "
 				"for %lld s",
 				p->what, (long long)valid);
-			backoff = GCS_RETRY_MIN_S;
+			failures = 0;
 		} else {
+			retry_s = objstore_refresh_retry_s(++failures);
 			log_msg(LOG_WARNING,
 				"gcs: access token refresh from %s failed; "
 				"keeping the current token, retrying in %u s",
-				p->what, backoff);
-			when = gcs_creds_mono_s() + backoff;
-			if (backoff < GCS_RETRY_MAX_S)
-				backoff *= 2;
+				p->what, retry_s);
+			when = gcs_creds_mono_s() + retry_s;
 		}
 	}
 	return NULL;

@@ -16,6 +16,7 @@
 #include <strings.h>
 
 #include "backends/objstore.h"
+#include "util/hex.h"
 
 void gcs_jwt_key_free(struct gcs_jwt_key *k)
 {
@@ -322,7 +323,6 @@ out:
 static void gcs_jwt_form_add(char *dst, size_t *pos, const char *name,
 			     const char *value)
 {
-	static const char hex[] = "0123456789ABCDEF";
 	const unsigned char *v;
 	size_t n = *pos;
 
@@ -344,11 +344,8 @@ static void gcs_jwt_form_add(char *dst, size_t *pos, const char *name,
 				dst[n] = (char)*v;
 			n++;
 		} else {
-			if (dst != NULL) {
-				dst[n] = '%';
-				dst[n + 1] = hex[*v >> 4];
-				dst[n + 2] = hex[*v & 15];
-			}
+			if (dst != NULL)
+				hex_percent(*v, dst + n);
 			n += 3;
 		}
 	}

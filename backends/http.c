@@ -17,13 +17,19 @@
 #include <time.h>
 
 #include "backends/http_impl.h"
+#include "util/backoff.h"
 #include "util/log.h"
 #include "util/str.h"
 
 #define HTTP_ERROR_BODY_MAX (64 * 1024) /* enough for any S3 <Error> */
 #define HTTP_DEFAULT_MAX_BODY (16 * 1024 * 1024)
-#define HTTP_BACKOFF_BASE_MS 100
-#define HTTP_BACKOFF_CAP_MS 5000
+
+/* An object store's 503 SlowDown and 429 ask the client to slow down for
+ * seconds, not milliseconds: the first retry waits ~100 ms (a dropped
+ * connection), later ones grow to 5 s, so the default 30 s deadline holds
+ * about eight tries. */
+static const struct backoff_policy HTTP_BACKOFF = { .base_ms = 100,
+						    .cap_ms = 5000 };
 
 static pthread_once_t global_once = PTHREAD_ONCE_INIT;
 static int global_rc;
@@ -40,19 +46,6 @@ int http_global_init(void)
 	if (global_rc < 0)
 		log_msg(LOG_ERR, "cannot initialise libcurl");
 	return global_rc;
-}
-
-unsigned http_backoff_ms(unsigned attempt, unsigned base_ms, unsigned cap_ms,
-			 double jitter)
-{
-	uint64_t d = base_ms;
-	unsigned i;
-
-	for (i = 1; i < attempt && d < cap_ms; i++)
-		d *= 2;
-	if (d > cap_ms)
-		d = cap_ms;
-	return (unsigned)(d / 2 + (uint64_t)((double)(d - d / 2) * jitter));
 }
 
 static uint64_t now_ms(void)
@@ -559,9 +552,7 @@ int http_perform(struct http_pool *pool, const struct http_request *req,
 		log_msg(LOG_DEBUG, "%s: try %u failed (%s), retrying",
 			req->what, attempts, last);
 		{
-			uint64_t d = http_backoff_ms(
-				failures, HTTP_BACKOFF_BASE_MS,
-				HTTP_BACKOFF_CAP_MS, http_pool_jitter(pool));
+			uint64_t d = backoff_delay_ms(&HTTP_BACKOFF, failures);
 
 			/* Leave the last attempt some time of its own. */
 			if (now + d >= deadline)

@@ -1,7 +1,8 @@
 /*
  * http: the HTTP layer the object-store backends share (S3 and GCS): a
  * pool of libcurl easy handles, one request per handle at a time, and one
- * retry loop with capped exponential backoff and full jitter.
+ * retry loop with util/backoff.h's capped exponential backoff and jitter
+ * (100 ms doubling to 5 s: HTTP_BACKOFF in http.c says why).
  *
  * Why a free list of easy handles rather than one handle per thread: FUSE
  * threads come and go, and an easy handle keeps its own connection cache,
@@ -74,11 +75,12 @@
 /* The rate an attempt's whole-body time limit assumes (bytes/s). */
 #define HTTP_MIN_TOTAL_RATE (1024u * 1024u)
 
+/* A 0 below is backend.h's default: BACKEND_CONNECT_TIMEOUT_MS_DEFAULT,
+ * BACKEND_REQUEST_TIMEOUT_MS_DEFAULT, BACKEND_READ_TIMEOUT_MS_DEFAULT. */
 struct http_pool_options {
-	unsigned connect_timeout_ms; /* 0: 5000 */
-	unsigned request_timeout_ms; /* stall limit, see above; 0: 10000 */
-	unsigned deadline_ms;	     /* a request, retries included;
-					0: 30000 */
+	unsigned connect_timeout_ms;
+	unsigned request_timeout_ms; /* stall limit, see above */
+	unsigned deadline_ms;	     /* a request, retries included */
 	unsigned retries;	     /* retries after the first try */
 	const char *ca_bundle;	     /* CA file for TLS, or NULL: system */
 };
@@ -213,11 +215,5 @@ int http_status_retryable(long status);
  * nothing more precise: 404 -ENOENT, 401/403 -EACCES, 412 -ESTALE,
  * 416 -ERANGE, anything else outside 2xx -EIO; 2xx is 0. */
 int http_status_errno(long status);
-
-/* The delay before retry number attempt (1-based): base * 2^(attempt-1)
- * capped at cap, then full jitter scaled by jitter in [0, 1): the result is
- * in [d/2, d). Pure, for tests; the loop draws jitter itself. */
-unsigned http_backoff_ms(unsigned attempt, unsigned base_ms, unsigned cap_ms,
-			 double jitter);
 
 #endif

@@ -30,7 +30,6 @@ struct http_pool {
 	/* Oldest first; since_ms never decreases along it. */
 	struct idle_handle idle[HTTP_IDLE_MAX];
 	size_t n_idle;
-	uint64_t rng; /* jitter state; atomics only */
 };
 
 /* A handle for a request: the most recently returned one that has rested
@@ -46,8 +45,5 @@ void http_pool_put(struct http_pool *pool, CURL *h, const char *what);
  * HTTP/2, or gone, or has nothing to read (see http.h, "Stray replies").
  * what names the request for the log. */
 bool http_conn_clean(CURL *h, const char *what);
-
-/* A uniform double in [0, 1) for the backoff's jitter. */
-double http_pool_jitter(struct http_pool *pool);
 
 #endif

@@ -11,6 +11,7 @@
  * A handle is taken again only after it rested HTTP_REUSE_AFTER_MS: the
  * newest handle that has, so few connections stay in use at a steady rate.
  */
+#include "backends/backend.h"
 #include "backends/http_impl.h"
 
 #include <errno.h>
@@ -33,17 +34,16 @@ static uint64_t now_ms(void)
 int http_pool_new(const struct http_pool_options *opts, struct http_pool **out)
 {
 	struct http_pool *p = calloc(1, sizeof(*p));
-	struct timespec ts;
 
 	if (p == NULL)
 		return -ENOMEM;
 	p->opts = *opts;
 	if (p->opts.connect_timeout_ms == 0)
-		p->opts.connect_timeout_ms = 5000;
+		p->opts.connect_timeout_ms = BACKEND_CONNECT_TIMEOUT_MS_DEFAULT;
 	if (p->opts.request_timeout_ms == 0)
-		p->opts.request_timeout_ms = 10000;
+		p->opts.request_timeout_ms = BACKEND_REQUEST_TIMEOUT_MS_DEFAULT;
 	if (p->opts.deadline_ms == 0)
-		p->opts.deadline_ms = 30000;
+		p->opts.deadline_ms = BACKEND_READ_TIMEOUT_MS_DEFAULT;
 	if (opts->ca_bundle != NULL) {
 		p->ca_bundle = strdup(opts->ca_bundle);
 		if (p->ca_bundle == NULL) {
@@ -53,9 +53,6 @@ int http_pool_new(const struct http_pool_options *opts, struct http_pool **out)
 	}
 	p->opts.ca_bundle = p->ca_bundle;
 	pthread_mutex_init(&p->lock, NULL);
-	clock_gettime(CLOCK_REALTIME, &ts);
-	p->rng = ((uint64_t)ts.tv_nsec << 32) ^ (uint64_t)ts.tv_sec ^
-		 (uint64_t)(uintptr_t)p;
 	*out = p;
 	return 0;
 }
@@ -176,17 +173,4 @@ void http_pool_put(struct http_pool *pool, CURL *h, const char *what)
 	pthread_mutex_unlock(&pool->lock);
 	if (h != NULL)
 		curl_easy_cleanup(h);
-}
-
-/* A shared xorshift state: races between threads only mix it further,
- * which is all jitter needs. */
-double http_pool_jitter(struct http_pool *pool)
-{
-	uint64_t x = __atomic_load_n(&pool->rng, __ATOMIC_RELAXED);
-
-	x ^= x << 13;
-	x ^= x >> 7;
-	x ^= x << 17;
-	__atomic_store_n(&pool->rng, x, __ATOMIC_RELAXED);
-	return (double)(x >> 11) / (double)(1ULL << 53);
 }

@@ -57,6 +57,7 @@
 #include "backends/backend.h"
 #include "backends/nfs.h"
 #include "backends/nfs_impl.h"
+#include "util/hex.h"
 #include "util/log.h"
 
 size_t nfsb_format_etag(uint64_t mtime_ns, uint64_t size, uint64_t ctime_ns,
@@ -120,13 +121,10 @@ static bool stat_is_reg(const struct nfs_stat_64 *st)
 static int stat_once(struct nfs_backend *nb, struct nfs_conn *conn,
 		     const char *path, uint64_t deadline, struct nfs_call *c)
 {
-	int rc = 0;
+	int rc = nfsb_ready(nb, conn, deadline, c);
 
-	if (conn->ctx == NULL)
-		rc = nfsb_connect(nb, conn, deadline, c);
 	if (rc < 0)
 		return rc;
-	memset(c, 0, sizeof(*c));
 	if (nfs_stat64_async(conn->ctx, path, nfsb_cb_stat, c) != 0)
 		return nfsb_unqueued(conn->ctx, c);
 	return nfsb_finish(conn->ctx, c,
@@ -189,7 +187,6 @@ void nfsb_trace(const struct nfs_backend *nb, const char *verb,
 		const char *path, int rc, size_t bytes,
 		const struct nfs_conn *conn, const char *extra)
 {
-	static const char hex[] = "0123456789ABCDEF";
 	char line[8192];
 	size_t n = 0, i, plen, vlen;
 	int status = rc == 0	      ? 200
@@ -217,9 +214,8 @@ void nfsb_trace(const struct nfs_backend *nb, const char *verb,
 		    (c >= '0' && c <= '9') || strchr("-._~/", c) != NULL) {
 			line[n++] = (char)c;
 		} else {
-			line[n++] = '%';
-			line[n++] = hex[c >> 4];
-			line[n++] = hex[c & 15];
+			hex_percent(c, line + n);
+			n += 3;
 		}
 	}
 	n += (size_t)snprintf(line + n, sizeof(line) - n, " %d %zu %td%s%s\n",
@@ -610,13 +606,15 @@ static int nfs_be_open(const char *url, const struct backend_options *opts,
 	}
 	nb->connect_ms = opts && opts->connect_timeout_ms
 				 ? opts->connect_timeout_ms
-				 : 5000;
+				 : BACKEND_CONNECT_TIMEOUT_MS_DEFAULT;
 	nb->request_ms = opts && opts->request_timeout_ms
 				 ? opts->request_timeout_ms
-				 : 10000;
-	nb->read_ms =
-		opts && opts->read_timeout_ms ? opts->read_timeout_ms : 30000;
-	nb->retries = opts && opts->retries >= 0 ? (unsigned)opts->retries : 5;
+				 : BACKEND_REQUEST_TIMEOUT_MS_DEFAULT;
+	nb->read_ms = opts && opts->read_timeout_ms
+			      ? opts->read_timeout_ms
+			      : BACKEND_READ_TIMEOUT_MS_DEFAULT;
+	nb->retries = opts && opts->retries >= 0 ? (unsigned)opts->retries
+						 : BACKEND_RETRIES_DEFAULT;
 	if (opts != NULL) {
 		nb->list_timeout_ms = opts->list_timeout_ms;
 		nb->list_memory = opts->list_memory;

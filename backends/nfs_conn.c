@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "backends/nfs_impl.h"
+#include "util/backoff.h"
 #include "util/log.h"
 
 /* A call cancelled because its context is being destroyed (-EINTR,
@@ -26,15 +27,23 @@ static void call_error(struct nfs_call *c, int status, void *data)
 		snprintf(c->err, sizeof(c->err), "%s", (const char *)data);
 }
 
-void nfsb_cb_plain(int status, struct nfs_context *ctx, void *data, void *priv)
+/* Marks c done with status 0, or with status and its detail if it
+ * failed; true when the call succeeded and its data is to be taken. */
+static bool call_done(struct nfs_call *c, int status, void *data)
 {
-	struct nfs_call *c = priv;
-
-	(void)ctx;
 	c->done = true;
 	c->status = 0;
-	if (status < 0)
+	if (status < 0) {
 		call_error(c, status, data);
+		return false;
+	}
+	return true;
+}
+
+void nfsb_cb_plain(int status, struct nfs_context *ctx, void *data, void *priv)
+{
+	(void)ctx;
+	call_done(priv, status, data);
 }
 
 void nfsb_cb_open(int status, struct nfs_context *ctx, void *data, void *priv)
@@ -42,11 +51,7 @@ void nfsb_cb_open(int status, struct nfs_context *ctx, void *data, void *priv)
 	struct nfs_call *c = priv;
 
 	(void)ctx;
-	c->done = true;
-	c->status = 0;
-	if (status < 0)
-		call_error(c, status, data);
-	else
+	if (call_done(c, status, data))
 		c->fh = data;
 }
 
@@ -55,11 +60,7 @@ void nfsb_cb_stat(int status, struct nfs_context *ctx, void *data, void *priv)
 	struct nfs_call *c = priv;
 
 	(void)ctx;
-	c->done = true;
-	c->status = 0;
-	if (status < 0)
-		call_error(c, status, data);
-	else
+	if (call_done(c, status, data))
 		memcpy(&c->st, data, sizeof(c->st));
 }
 
@@ -68,11 +69,8 @@ void nfsb_cb_pread(int status, struct nfs_context *ctx, void *data, void *priv)
 	struct nfs_call *c = priv;
 
 	(void)ctx;
-	c->done = true;
-	if (status < 0) {
-		call_error(c, status, data);
+	if (!call_done(c, status, data))
 		return;
-	}
 	/* A server that sends more than was asked is not trusted with it. */
 	if ((size_t)status > c->cap) {
 		c->status = -EIO;
@@ -92,11 +90,7 @@ void nfsb_cb_opendir(int status, struct nfs_context *ctx, void *data,
 	struct nfs_call *c = priv;
 
 	(void)ctx;
-	c->done = true;
-	c->status = 0;
-	if (status < 0)
-		call_error(c, status, data);
-	else
+	if (call_done(c, status, data))
 		c->dir = data;
 }
 
@@ -207,6 +201,19 @@ int nfsb_connect(struct nfs_backend *nb, struct nfs_conn *conn,
 	return 0;
 }
 
+int nfsb_ready(struct nfs_backend *nb, struct nfs_conn *conn, uint64_t deadline,
+	       struct nfs_call *c)
+{
+	if (conn->ctx == NULL) {
+		int rc = nfsb_connect(nb, conn, deadline, c);
+
+		if (rc < 0)
+			return rc;
+	}
+	memset(c, 0, sizeof(*c));
+	return 0;
+}
+
 /* Takes a free connection, waiting for one until deadline: one that
  * keeps path open, else a connected one (a new connection costs a
  * mount). */
@@ -289,14 +296,21 @@ static void conn_failed(struct nfs_backend *nb, struct nfs_conn *conn, int rc,
 			err[0] ? ": " : "", err);
 }
 
+/* Shorter than HTTP's (http.c, HTTP_BACKOFF): there is no object store's
+ * SlowDown to wait out; what is retried here is a dropped connection, a
+ * timeout or a server restart, each on a new connection, so 50 ms doubling
+ * to 1 s reconnects quickly without spinning, and the request's deadline
+ * ends the tries. */
+static const struct backoff_policy NFS_BACKOFF = { .base_ms = 50,
+						   .cap_ms = 1000 };
+
+/* Sleeps before retry attempt (1 = first), never past deadline. */
 static void backoff(unsigned attempt, uint64_t deadline)
 {
-	uint64_t ms = NFS_BACKOFF_MIN_MS << (attempt < 5 ? attempt : 5);
+	uint64_t ms = backoff_delay_ms(&NFS_BACKOFF, attempt);
 	uint64_t now = nfsb_now_ms();
 	struct timespec ts;
 
-	if (ms > NFS_BACKOFF_MAX_MS)
-		ms = NFS_BACKOFF_MAX_MS;
 	if (now >= deadline)
 		return;
 	ms = nfsb_min(ms, deadline - now);
@@ -352,7 +366,7 @@ int nfsb_with_retries(struct nfs_backend *nb, nfsb_op op, void *arg,
 
 	for (attempt = 0; attempt <= nb->retries; attempt++) {
 		if (attempt > 0 && !(stale_retried && rc == -ESTALE))
-			backoff(attempt - 1, deadline);
+			backoff(attempt, deadline);
 		if (nfsb_now_ms() >= deadline) {
 			rc = -ETIMEDOUT;
 			break;

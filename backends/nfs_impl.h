@@ -1,7 +1,8 @@
 /*
- * nfs_impl: what nfs.c (the backend's operations) and nfs_conn.c (its
- * connections: the pool, the deadline-bound calls, reconnects and retries)
- * share. Private to the nfs backend.
+ * nfs_impl: what the nfs backend's files share: nfs.c (the operations),
+ * nfs_conn.c (its connections: the pool, the deadline-bound calls,
+ * reconnects and retries), nfs_fh.c (the files a connection keeps open)
+ * and nfs_list.c (the listing walk). Private to the nfs backend.
  *
  * A call: zero a struct nfs_call, start a libnfs *_async() operation with
  * one of the nfsb_cb_* callbacks and the call as its private data (or, if
@@ -46,8 +47,6 @@ void nfs_free_nfsfh(struct nfsfh *nfsfh);
 
 #define NFS_READ_CHUNK_MAX (1u << 20) /* bytes per READ when unknown */
 #define NFS_READ_DEPTH 4	      /* READs in flight per read */
-#define NFS_BACKOFF_MIN_MS 50
-#define NFS_BACKOFF_MAX_MS 1000
 #define NFS_POLL_SLICE_MS 100
 #define NFS_SKIPPED_LOG_MAX 20
 #define NFS_FH_PER_CONN 4   /* open files kept per connection */
@@ -147,6 +146,12 @@ void nfsb_conn_drop(struct nfs_backend *nb, struct nfs_conn *conn);
  * the detail in c->err. */
 int nfsb_connect(struct nfs_backend *nb, struct nfs_conn *conn,
 		 uint64_t deadline, struct nfs_call *c);
+
+/* The start of every op: nfsb_connect() if conn has no context (it lost
+ * it, or never had one), then c zeroed for the op's own call. 0 or
+ * nfsb_connect()'s error (c then holds its detail). */
+int nfsb_ready(struct nfs_backend *nb, struct nfs_conn *conn, uint64_t deadline,
+	       struct nfs_call *c);
 
 /* One attempt of an operation on conn (connected or not: the op connects
  * it when conn->ctx is NULL). */

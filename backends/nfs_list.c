@@ -13,6 +13,7 @@
 
 #include "backends/nfs_impl.h"
 #include "util/log.h"
+#include "util/str.h"
 
 struct walk {
 	struct nfs_backend *nb;
@@ -25,24 +26,10 @@ struct walk {
 	char *what;			 /* "nfs://HOST/PATH/prefix" */
 };
 
+/* The path starts at the export's root "/": no separator after it. */
 static int walk_push(struct walk *w, const char *name)
 {
-	size_t nlen = strlen(name), need = w->len + nlen + 2;
-
-	if (need > w->cap) {
-		size_t cap = need * 2;
-		char *p = realloc(w->path, cap);
-
-		if (p == NULL)
-			return -ENOMEM;
-		w->path = p;
-		w->cap = cap;
-	}
-	if (w->len > 1)
-		w->path[w->len++] = '/';
-	memcpy(w->path + w->len, name, nlen + 1);
-	w->len += nlen;
-	return 0;
+	return str_path_push(&w->path, &w->len, &w->cap, name, 1);
 }
 
 struct opendir_arg {
@@ -102,13 +89,10 @@ static int opendir_op(struct nfs_backend *nb, struct nfs_conn *conn, void *arg,
 		      uint64_t deadline, struct nfs_call *c)
 {
 	struct opendir_arg *a = arg;
-	int rc = 0;
+	int rc = nfsb_ready(nb, conn, deadline, c);
 
-	if (conn->ctx == NULL)
-		rc = nfsb_connect(nb, conn, deadline, c);
 	if (rc < 0)
 		return rc;
-	memset(c, 0, sizeof(*c));
 	if (nfs_opendir_async(conn->ctx, a->path, nfsb_cb_opendir, c) != 0)
 		return nfsb_unqueued(conn->ctx, c);
 	rc = nfsb_finish(conn->ctx, c, deadline);

@@ -13,16 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int hexval(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
+#include "util/hex.h"
 
 /* Decimal in [min, max]; 0 or -EINVAL. */
 static int parse_num(const char *s, size_t n, long min, long max, long *out)
@@ -50,7 +41,7 @@ static int decode_path(const char *s, size_t n, char **out)
 {
 	char *p = malloc(n + 2);
 	size_t i, j = 0;
-	int hi, lo;
+	int v;
 
 	if (p == NULL)
 		return -ENOMEM;
@@ -61,11 +52,10 @@ static int decode_path(const char *s, size_t n, char **out)
 		}
 		if (i + 2 >= n)
 			goto bad;
-		hi = hexval((unsigned char)s[i + 1]);
-		lo = hexval((unsigned char)s[i + 2]);
-		if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
+		v = hex_pair(s + i + 1);
+		if (v <= 0) /* not hex, or %00 */
 			goto bad;
-		p[j++] = (char)(hi * 16 + lo);
+		p[j++] = (char)v;
 		i += 2;
 	}
 	while (j > 1 && p[j - 1] == '/')

@@ -15,7 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/backoff.h"
 #include "util/fnv.h"
+#include "util/hex.h"
 #include "util/log.h"
 #include "util/thread.h"
 
@@ -55,7 +57,6 @@ int objstore_url_split(const char *url, const char *scheme,
 
 char *objstore_uri_encode(const char *s, size_t len, int keep_slash)
 {
-	static const char hex[] = "0123456789ABCDEF";
 	char *out = malloc(len * 3 + 1), *o = out;
 	size_t i;
 
@@ -69,9 +70,8 @@ char *objstore_uri_encode(const char *s, size_t len, int keep_slash)
 		    c == '_' || c == '~' || (keep_slash && c == '/')) {
 			*o++ = (char)c;
 		} else {
-			*o++ = '%';
-			*o++ = hex[c >> 4];
-			*o++ = hex[c & 15];
+			hex_percent(c, o);
+			o += 3;
 		}
 	}
 	*o = '\0';
@@ -146,7 +146,8 @@ void objstore_pool_options(const struct backend_options *opts,
 	ho->connect_timeout_ms = opts ? opts->connect_timeout_ms : 0;
 	ho->request_timeout_ms = opts ? opts->request_timeout_ms : 0;
 	ho->deadline_ms = opts ? opts->read_timeout_ms : 0;
-	ho->retries = opts && opts->retries >= 0 ? (unsigned)opts->retries : 5;
+	ho->retries = opts && opts->retries >= 0 ? (unsigned)opts->retries
+						 : BACKEND_RETRIES_DEFAULT;
 }
 
 int objstore_fail_log(const char *what, const char *op,
@@ -168,6 +169,15 @@ int objstore_fail_log(const char *what, const char *op,
 }
 
 /* Credential refresh */
+
+unsigned objstore_refresh_retry_s(unsigned failures)
+{
+	static const struct backoff_policy refresh = { .base_ms = 5000,
+						       .cap_ms = 60000 };
+	unsigned ms = backoff_delay_ms(&refresh, failures);
+
+	return (ms + 500) / 1000;
+}
 
 void objstore_worker_init(struct objstore_worker *w, clockid_t clock)
 {

@@ -3,7 +3,7 @@
  * share above the HTTP layer, so that both follow one rule where their
  * logic is the same: source URLs and percent-encoding, request headers
  * and URLs, wiping secrets, the failure log, the credential refresh
- * thread, the listing loop and the guard that makes it end, and the
+ * thread and its retry schedule, the listing loop and the guard that makes it end, and the
  * checks on a ranged read's reply (DESIGN §9). What differs per store
  * (bucket names, the version pin, error codes, checksums) stays in the
  * backend and is passed in.
@@ -99,6 +99,14 @@ struct objstore_worker {
 	bool have_thread;
 	pthread_t thread;
 };
+
+/* How long (s) a refresh thread waits before trying again after its
+ * failures-th failed refresh in a row (1 = the first): util/backoff.h's
+ * curve, 5 s doubling to at most 60 s, with jitter. Slower than a
+ * request's retries because the credentials in hand are still good
+ * (refreshes start minutes before expiry), and jittered so a job's nodes
+ * do not ask the metadata service or STS in step. In [2, 60]. */
+unsigned objstore_refresh_retry_s(unsigned failures);
 
 /* Sets up lock and cond (cond's waits on clock). */
 void objstore_worker_init(struct objstore_worker *w, clockid_t clock);

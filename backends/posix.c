@@ -50,6 +50,7 @@
 #include "backends/backend.h"
 #include "backends/posix.h"
 #include "util/log.h"
+#include "util/str.h"
 
 /* Refused links are logged by name up to this many per backend. */
 #define POSIX_REFUSED_LOG_MAX 20
@@ -283,23 +284,8 @@ struct walk {
 
 static int walk_push(struct walk *w, const char *name, size_t *saved)
 {
-	size_t nlen = strlen(name), need = w->len + nlen + 2;
-
-	if (need > w->cap) {
-		size_t cap = need * 2;
-		char *p = realloc(w->path, cap);
-
-		if (p == NULL)
-			return -ENOMEM;
-		w->path = p;
-		w->cap = cap;
-	}
 	*saved = w->len;
-	if (w->len > 0)
-		w->path[w->len++] = '/';
-	memcpy(w->path + w->len, name, nlen + 1);
-	w->len += nlen;
-	return 0;
+	return str_path_push(&w->path, &w->len, &w->cap, name, 0);
 }
 
 static int walk_dir(struct walk *w, int dir_fd);

@@ -23,6 +23,8 @@
  * gets none, or, for a range that is exactly one part of a multipart
  * upload, that part's, which would look like the object's.
  *
+ * The reads are in s3_read.c, which shares s3_impl.h with this file.
+ *
  * Failures are mapped to errno in s3_error_errno() and logged once, in
  * s3_fail(), with the key, the HTTP status and S3's error code; URLs are
  * never logged (they hold nothing secret today, but a presigned one would).
@@ -30,8 +32,6 @@
 #include "backends/s3.h"
 
 #include <errno.h>
-#include <inttypes.h>
-#include <openssl/evp.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +42,7 @@
 #include "backends/http.h"
 #include "backends/objstore.h"
 #include "backends/s3_creds.h"
+#include "backends/s3_impl.h"
 #include "backends/s3_sign.h"
 #include "backends/s3_xml.h"
 #include "util/log.h"
@@ -49,24 +50,10 @@
 
 #define S3_AUTH_MAX 1024
 
-struct s3_backend {
-	struct backend base;
-	char *bucket;
-	char *prefix; /* "" or ends in '/'; read-only after open */
-	char *region;
-	struct s3_endpoint ep;
-	struct http_pool *http;
-	struct s3_creds_provider *creds; /* NULL when anonymous */
-	unsigned list_timeout_ms;	 /* backend_options' */
-	uint64_t list_memory;
-};
-
 /* Requests */
 
-/* Logs a final non-2xx answer once, with S3's error code, and returns
- * its errno (an objstore_fail_cb). */
-static int s3_fail(const char *what, const char *op,
-		   const struct http_response *resp, int quiet_enoent)
+int s3_fail(const char *what, const char *op, const struct http_response *resp,
+	    int quiet_enoent)
 {
 	char code[128], msg[256];
 
@@ -75,15 +62,6 @@ static int s3_fail(const char *what, const char *op,
 	return objstore_fail_log(what, op, resp, quiet_enoent, s3_error_errno,
 				 code, msg);
 }
-
-struct sign_ctx {
-	struct s3_backend *sb;
-	const char *method;
-	const char *path;  /* canonical URI, as sent */
-	const char *query; /* canonical query, "" if none */
-	const char *range; /* "bytes=a-b" or NULL */
-	const char *if_match;
-};
 
 int s3_authorization(const struct s3_endpoint *ep, const char *region,
 		     const struct s3_creds *creds, const char *method,
@@ -119,10 +97,9 @@ int s3_authorization(const struct s3_endpoint *ep, const char *region,
 	}
 }
 
-/* Adds Host, the x-amz-* headers and Authorization for this attempt. */
-static int sign_prepare(void *arg, struct curl_slist **headers)
+int s3_prepare(void *arg, struct curl_slist **headers)
 {
-	struct sign_ctx *sc = arg;
+	struct s3_req_ctx *sc = arg;
 	struct s3_backend *sb = sc->sb;
 	struct s3_creds *c;
 	char date[17], auth[S3_AUTH_MAX];
@@ -159,7 +136,7 @@ static int sign_prepare(void *arg, struct curl_slist **headers)
 /* A listing of s3://BUCKET/full. */
 struct s3_list_ctx {
 	struct s3_backend *sb;
-	struct sign_ctx sc;
+	struct s3_req_ctx sc;
 	char *query; /* the current page's, signed as sc.query */
 	const char *what, *full;
 	backend_list_cb cb;
@@ -232,7 +209,7 @@ static int s3_list(struct backend *be, const char *prefix, backend_list_cb cb,
 	struct objstore_lister l = {
 		.http = sb->http,
 		.req = { .method = "GET",
-			 .prepare = sign_prepare,
+			 .prepare = s3_prepare,
 			 .prepare_arg = &lc.sc,
 			 .max_body = 64 * 1024 * 1024,
 			 .retries = -1 },
@@ -253,7 +230,7 @@ static int s3_list(struct backend *be, const char *prefix, backend_list_cb cb,
 		free(full);
 		return -ENOMEM;
 	}
-	lc.sc = (struct sign_ctx){
+	lc.sc = (struct s3_req_ctx){
 		.sb = sb,
 		.method = "GET",
 		.path = sb->ep.path_prefix[0] ? sb->ep.path_prefix : "/",
@@ -273,22 +250,16 @@ static int s3_list(struct backend *be, const char *prefix, backend_list_cb cb,
 
 /* What a request for one object owns: its path (signed as sent), URL and
  * name for logs. */
-struct s3_obj_req {
-	char *path, *url, *what;
-};
-
-static void s3_obj_req_fini(struct s3_obj_req *o)
+void s3_obj_req_fini(struct s3_obj_req *o)
 {
 	free(o->what);
 	free(o->url);
 	free(o->path);
 }
 
-/* Points sc and req at prefix + key. Returns 0 or -ENOMEM; o is to be
- * freed with s3_obj_req_fini() either way. */
-static int s3_obj_req(struct s3_backend *sb, const char *key, size_t key_len,
-		      struct sign_ctx *sc, struct http_request *req,
-		      struct s3_obj_req *o)
+int s3_obj_req(struct s3_backend *sb, const char *key, size_t key_len,
+	       struct s3_req_ctx *sc, struct http_request *req,
+	       struct s3_obj_req *o)
 {
 	char *esc;
 	int n;
@@ -316,9 +287,9 @@ static int s3_stat(struct backend *be, const char *key, size_t key_len,
 {
 	struct s3_backend *sb = (struct s3_backend *)be;
 	struct http_response resp = { 0 };
-	struct sign_ctx sc = { .sb = sb, .method = "HEAD", .query = "" };
+	struct s3_req_ctx sc = { .sb = sb, .method = "HEAD", .query = "" };
 	struct http_request req = { .method = "HEAD",
-				    .prepare = sign_prepare,
+				    .prepare = s3_prepare,
 				    .prepare_arg = &sc,
 				    .retries = -1 };
 	struct s3_obj_req o = { 0 };
@@ -348,267 +319,6 @@ out:
 	http_response_fini(&resp);
 	s3_obj_req_fini(&o);
 	return rc;
-}
-
-/* read */
-
-/* Whole-object reads up to this size are checked against a single-part
- * ETag (the object's MD5): cheap next to the request, and it catches a
- * byte changed in transit, which nothing else here would. */
-#define S3_MD5_MAX (UINT64_C(8) << 20)
-
-struct read_ctx {
-	struct objstore_range range;
-	const char *etag; /* expected, or NULL */
-	size_t etag_len;
-	EVP_MD_CTX *md5;    /* while the reply is a whole object to check */
-	bool whole_checked; /* this attempt's body matched the MD5 */
-	/* From this attempt's headers (read_header()): */
-	char sse[32]; /* x-amz-server-side-encryption, "" if none */
-	bool sse_customer;
-};
-
-static int hex_digit(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
-void s3_etag_claim(const char *etag, size_t etag_len, const char *sse,
-		   bool sse_customer, struct backend_claim *out)
-{
-	size_t i;
-
-	memset(out, 0, sizeof(*out));
-	/* SSE-KMS, DSSE-KMS and SSE-C objects have ETags that are not an
-	 * MD5 of their bytes; so may any encryption not known here. */
-	if (sse_customer || (sse != NULL && strcmp(sse, "AES256") != 0))
-		return;
-	if (etag == NULL || etag_len != 34 || etag[0] != '"' || etag[33] != '"')
-		return;
-	for (i = 0; i < BACKEND_MD5_LEN; i++) {
-		int hi = hex_digit(etag[1 + 2 * i]);
-		int lo = hex_digit(etag[2 + 2 * i]);
-
-		if (hi < 0 || lo < 0)
-			return;
-		out->md5[i] = (uint8_t)(hi << 4 | lo);
-	}
-	out->kind = BACKEND_CLAIM_MD5;
-	out->source = "ETag";
-}
-
-/* The claim of this attempt's reply under etag (the pinned one, or the
- * reply's own). */
-static void read_claim_of(const struct read_ctx *rc, const char *etag,
-			  size_t etag_len, struct backend_claim *out)
-{
-	s3_etag_claim(etag, etag_len, rc->sse[0] ? rc->sse : NULL,
-		      rc->sse_customer, out);
-}
-
-/* Keeps the headers that say whether the ETag is an MD5 (see
- * s3_etag_claim()). */
-static void read_header(void *arg, const char *name, size_t name_len,
-			const char *value, size_t value_len)
-{
-	struct read_ctx *rc = arg;
-	static const char sse[] = "x-amz-server-side-encryption";
-	static const char cust[] =
-		"x-amz-server-side-encryption-customer-algorithm";
-
-	if (name == NULL) { /* a new reply: forget the last one */
-		rc->sse[0] = '\0';
-		rc->sse_customer = false;
-		return;
-	}
-	if (name_len == sizeof(sse) - 1 &&
-	    strncasecmp(name, sse, name_len) == 0) {
-		/* One too long for any known value is kept as one that
-		 * is not AES256. */
-		if (value_len >= sizeof(rc->sse))
-			value_len = sizeof(rc->sse) - 1;
-		memcpy(rc->sse, value, value_len);
-		rc->sse[value_len] = '\0';
-		if (value_len == 0)
-			strcpy(rc->sse, "?");
-	} else if (name_len == sizeof(cust) - 1 &&
-		   strncasecmp(name, cust, name_len) == 0) {
-		rc->sse_customer = true;
-	}
-}
-
-/* The checks on a reply's status line and headers, before any byte of it
- * is used: the pinned version, then the range (objstore_range_reply).
- * Returns 0, -ESTALE (another version: final) or -EAGAIN (a wrong reply:
- * retried). */
-static int read_reply_check(struct read_ctx *rc, struct http_response *resp)
-{
-	if (rc->etag != NULL && resp->etag[0] == '\0') {
-		/* Without it the version cannot be told: a server that
-		 * ignores If-Match could be sending any. */
-		http_response_why(resp, "no ETag in the reply");
-		return -EAGAIN;
-	}
-	if (rc->etag != NULL && (strlen(resp->etag) != rc->etag_len ||
-				 memcmp(resp->etag, rc->etag, rc->etag_len)))
-		return -ESTALE;
-	return objstore_range_reply(&rc->range, resp);
-}
-
-/* Starts an MD5 of the reply when it is the whole object under a
- * single-part ETag that is its MD5 (s3_etag_claim()). */
-static void read_md5_start(struct read_ctx *rc)
-{
-	const struct objstore_range *r = &rc->range;
-	struct backend_claim claim;
-
-	EVP_MD_CTX_free(rc->md5);
-	rc->md5 = NULL;
-	rc->whole_checked = false;
-	if (r->offset != 0 || r->total != r->len || r->len > S3_MD5_MAX ||
-	    rc->etag == NULL)
-		return;
-	read_claim_of(rc, rc->etag, rc->etag_len, &claim);
-	if (claim.kind != BACKEND_CLAIM_MD5)
-		return;
-	rc->md5 = EVP_MD_CTX_new();
-	if (rc->md5 != NULL &&
-	    EVP_DigestInit_ex(rc->md5, EVP_md5(), NULL) != 1) {
-		EVP_MD_CTX_free(rc->md5);
-		rc->md5 = NULL;
-	}
-}
-
-static int read_body(void *arg, struct http_response *resp, const char *data,
-		     size_t len)
-{
-	struct read_ctx *rc = arg;
-	int r;
-
-	/* A retry delivers the body again from its start. */
-	if (resp->body_seen == 0) {
-		r = read_reply_check(rc, resp);
-		if (r < 0)
-			return r;
-		read_md5_start(rc);
-	}
-	if (rc->md5 != NULL && EVP_DigestUpdate(rc->md5, data, len) != 1) {
-		EVP_MD_CTX_free(rc->md5);
-		rc->md5 = NULL;
-	}
-	return objstore_range_body(&rc->range, resp, data, len);
-}
-
-/* The checks once a reply is complete (objstore_range_complete), and a
- * whole object against its MD5. */
-static int read_check(void *arg, struct http_response *resp)
-{
-	struct read_ctx *rc = arg;
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned md_len = 0, i;
-	char hex[2 * EVP_MAX_MD_SIZE + 1];
-	int r;
-
-	if (resp->body_seen == 0) { /* no body: only the headers to check */
-		r = read_reply_check(rc, resp);
-		if (r < 0)
-			return r;
-	}
-	r = objstore_range_complete(&rc->range, resp);
-	if (r < 0 || rc->md5 == NULL)
-		return r;
-	r = EVP_DigestFinal_ex(rc->md5, md, &md_len);
-	EVP_MD_CTX_free(rc->md5);
-	rc->md5 = NULL;
-	if (r != 1)
-		return 0; /* no digest, no verdict */
-	for (i = 0; i < md_len; i++)
-		snprintf(hex + 2 * i, 3, "%02x", md[i]);
-	if (strncasecmp(hex, rc->etag + 1, 32) != 0) {
-		http_response_why(resp,
-				  "the body's MD5 %s is not its ETag %.*s", hex,
-				  (int)rc->etag_len, rc->etag);
-		return -EAGAIN;
-	}
-	rc->whole_checked = true;
-	return 0;
-}
-
-/* read() and read_claim() (claim may be NULL). */
-static int s3_read_any(struct backend *be, const char *key, size_t key_len,
-		       const char *etag, size_t etag_len, uint64_t offset,
-		       size_t len, void *buf, size_t *nread,
-		       struct backend_claim *claim)
-{
-	struct s3_backend *sb = (struct s3_backend *)be;
-	struct http_response resp = { 0 };
-	struct read_ctx ctx = { .etag = etag, .etag_len = etag_len };
-	struct s3_obj_req o = { 0 };
-	char *etag_z = NULL;
-	struct sign_ctx sc = { .sb = sb, .method = "GET", .query = "" };
-	struct http_request req = { .method = "GET",
-				    .prepare = sign_prepare,
-				    .prepare_arg = &sc,
-				    .on_header = read_header,
-				    .header_arg = &ctx };
-	int rc = -ENOMEM;
-
-	if (len == 0) {
-		*nread = 0;
-		if (claim != NULL)
-			memset(claim, 0, sizeof(*claim));
-		return 0;
-	}
-	objstore_range_init(&ctx.range, offset, len, buf, &req, read_body,
-			    read_check, &ctx);
-	sc.range = ctx.range.header;
-	if (etag != NULL) {
-		etag_z = strndup(etag, etag_len);
-		if (etag_z == NULL)
-			return -ENOMEM;
-		sc.if_match = etag_z;
-	}
-	rc = s3_obj_req(sb, key, key_len, &sc, &req, &o);
-	if (rc == 0)
-		rc = http_perform(sb->http, &req, &resp);
-	if (rc == -ESTALE)
-		objstore_log_stale(o.what, "etag", etag, etag_len, resp.etag);
-	if (rc == 0)
-		rc = objstore_range_result(&ctx.range, o.what, &resp, s3_fail);
-	if (rc == 0)
-		*nread = len;
-	if (rc == 0 && claim != NULL) {
-		read_claim_of(&ctx, resp.etag, strlen(resp.etag), claim);
-		claim->checked = ctx.whole_checked;
-	}
-	EVP_MD_CTX_free(ctx.md5);
-	http_response_fini(&resp);
-	s3_obj_req_fini(&o);
-	free(etag_z);
-	return rc;
-}
-
-static int s3_read(struct backend *be, const char *key, size_t key_len,
-		   const char *etag, size_t etag_len, uint64_t offset,
-		   size_t len, void *buf, size_t *nread)
-{
-	return s3_read_any(be, key, key_len, etag, etag_len, offset, len, buf,
-			   nread, NULL);
-}
-
-static int s3_read_claim(struct backend *be, const char *key, size_t key_len,
-			 const char *etag, size_t etag_len, uint64_t offset,
-			 size_t len, void *buf, size_t *nread,
-			 struct backend_claim *claim)
-{
-	return s3_read_any(be, key, key_len, etag, etag_len, offset, len, buf,
-			   nread, claim);
 }
 
 /* open / close */

@@ -1,7 +1,9 @@
 /*
  * s3: the pure parts of the S3 backend (backend_s3_ops, declared in
  * backend.h), exposed so check_s3 can test them without a server: source
- * URLs, endpoint and addressing, the ListObjectsV2 query, the error map.
+ * URLs, endpoint and addressing, the ListObjectsV2 query, object paths,
+ * the error map (all in s3_url.c), the Authorization of one request
+ * (s3.c) and the claim a single-part ETag makes (s3_read.c).
  */
 #ifndef SHARDFS_S3_H
 #define SHARDFS_S3_H

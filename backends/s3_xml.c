@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "util/hex.h"
 #include "util/str.h"
 
 #define XML_DEPTH_MAX 16
@@ -143,33 +144,21 @@ static int at(const struct xml_doc *d, int depth, const char *parent,
 	       strcmp(d->names[depth - 2], parent) == 0;
 }
 
-static int hexval(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* Decodes %XX (and '+' as space, as S3's url encoding writes it) in
  * place. Returns the new length or -EBADMSG. */
 static long url_decode(char *s, size_t len)
 {
 	size_t i, o = 0;
-	int hi, lo;
+	int v;
 
 	for (i = 0; i < len; i++) {
 		if (s[i] == '%') {
 			if (i + 2 >= len)
 				return -EBADMSG;
-			hi = hexval((unsigned char)s[i + 1]);
-			lo = hexval((unsigned char)s[i + 2]);
-			if (hi < 0 || lo < 0)
+			v = hex_pair(s + i + 1);
+			if (v < 0)
 				return -EBADMSG;
-			s[o++] = (char)(hi * 16 + lo);
+			s[o++] = (char)v;
 			i += 2;
 		} else if (s[i] == '+') {
 			s[o++] = ' ';

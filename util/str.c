@@ -4,8 +4,11 @@
 #include "util/str.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "util/hex.h"
 
 char *str_memdup(const void *p, size_t n)
 {
@@ -100,8 +103,6 @@ bool str_key_escapes(unsigned char c)
 	return c < 0x20 || c == '%';
 }
 
-static const char str_hex[] = "0123456789ABCDEF";
-
 const char *str_escape_key(char *buf, size_t cap, const char *s, size_t len)
 {
 	size_t i, o = 0, total = 0;
@@ -119,9 +120,8 @@ const char *str_escape_key(char *buf, size_t cap, const char *s, size_t len)
 			break;
 		}
 		if (need == 3) {
-			buf[o++] = '%';
-			buf[o++] = str_hex[c >> 4];
-			buf[o++] = str_hex[c & 15];
+			hex_percent(c, buf + o);
+			o += 3;
 		} else {
 			buf[o++] = (char)c;
 		}
@@ -170,6 +170,29 @@ static size_t str_char_len(const unsigned char *p, size_t n)
 	return k;
 }
 
+int str_path_push(char **path, size_t *len, size_t *cap, const char *name,
+		  size_t root_len)
+{
+	size_t nlen = strlen(name), need = *len + nlen + 2;
+
+	if (need > *cap) {
+		/* Doubling: a deep walk grows the path a few times, not at
+		 * every level. */
+		size_t ncap = need * 2;
+		char *p = realloc(*path, ncap);
+
+		if (p == NULL)
+			return -ENOMEM;
+		*path = p;
+		*cap = ncap;
+	}
+	if (*len > root_len)
+		(*path)[(*len)++] = '/';
+	memcpy(*path + *len, name, nlen + 1);
+	*len += nlen;
+	return 0;
+}
+
 size_t str_printable(char *out, size_t cap, const char *s, size_t len)
 {
 	const unsigned char *p = (const unsigned char *)s;
@@ -181,9 +204,8 @@ size_t str_printable(char *out, size_t cap, const char *s, size_t len)
 		if (k == 0) {
 			if (o + 3 >= cap)
 				break;
-			out[o++] = '%';
-			out[o++] = str_hex[p[i] >> 4];
-			out[o++] = str_hex[p[i] & 15];
+			hex_percent(p[i], out + o);
+			o += 3;
 			i++;
 			continue;
 		}

@@ -64,4 +64,13 @@ char *str_escape_key_dup(const char *s, size_t len);
  * escape; returns the length written. */
 size_t str_printable(char *out, size_t cap, const char *s, size_t len);
 
+/* Appends name to the NUL-terminated path *path (*len bytes, in a buffer
+ * of *cap that is grown with realloc as needed; NULL with *len and *cap 0
+ * is an empty path), with a '/' between them unless *len <= root_len: an
+ * empty path (root_len 0) or a root "/" (root_len 1) takes no separator.
+ * For the directory walks of the listings. Returns 0, or -ENOMEM with the
+ * path unchanged. */
+int str_path_push(char **path, size_t *len, size_t *cap, const char *name,
+		  size_t root_len);
+
 #endif

@@ -24,8 +24,6 @@
 #include "tests/unit/unit.h"
 #include "util/log.h"
 
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
-
 static char tmpdir[64];
 
 static const struct backend_options default_opts;

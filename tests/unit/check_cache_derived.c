@@ -27,7 +27,6 @@
 #include "tests/unit/cache_util.h"
 #include "tests/unit/unit.h"
 
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define MIB (UINT64_C(1) << 20)
 #define KIB (UINT64_C(1) << 10)
 

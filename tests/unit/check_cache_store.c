@@ -41,8 +41,6 @@
 #include "cache/fault_guard.h"
 #include "tests/unit/unit.h"
 
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
-
 static const char *root;
 static char tmpfs_dir[2048];
 

@@ -150,6 +150,14 @@ START_TEST(test_defaults)
 	ck_assert_uint_eq(opts.request_timeout_ms, 10000);
 	ck_assert_uint_eq(opts.read_timeout_ms, 30000);
 	ck_assert_uint_eq(opts.retries, 5);
+	/* The backends' own defaults for 0 are the config table's. */
+	ck_assert_uint_eq(opts.connect_timeout_ms,
+			  BACKEND_CONNECT_TIMEOUT_MS_DEFAULT);
+	ck_assert_uint_eq(opts.request_timeout_ms,
+			  BACKEND_REQUEST_TIMEOUT_MS_DEFAULT);
+	ck_assert_uint_eq(opts.read_timeout_ms,
+			  BACKEND_READ_TIMEOUT_MS_DEFAULT);
+	ck_assert_uint_eq(opts.retries, BACKEND_RETRIES_DEFAULT);
 	/* What a caller without a config (shardfs manifest) gets for 0. */
 	ck_assert_uint_eq(opts.list_timeout_ms,
 			  BACKEND_LIST_TIMEOUT_MS_DEFAULT);

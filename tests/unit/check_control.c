@@ -26,8 +26,6 @@
 #include "util/log.h"
 #include "tests/unit/unit.h"
 
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
-
 /* "k0".."k9", item i of 100 + i bytes, plus extra keys (skipped ones). */
 static struct manifest *ten_items(const char *const *extra, size_t n_extra)
 {

@@ -15,8 +15,6 @@
 #include "backends/gcs.h"
 #include "unit.h"
 
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
-
 /* --- source URLs --------------------------------------------------------- */
 
 START_TEST(test_url_parse)

@@ -26,7 +26,6 @@
 #include "tests/unit/unit.h"
 #include "util/log.h"
 
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define SENTINEL ((struct manifest *)&tmpdir)
 
 static char tmpdir[64];

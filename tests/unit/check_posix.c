@@ -31,7 +31,6 @@
 #include "tests/unit/unit.h"
 #include "util/log.h"
 
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define SENTINEL ((struct backend *)&tmpdir)
 #define KNOWN_MTIME_NS INT64_C(1600000000123456789)
 

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "backends/http.h"
+#include "backends/objstore.h"
 #include "backends/s3.h"
 #include "backends/s3_creds.h"
 #include "backends/s3_sign.h"
@@ -29,7 +30,6 @@
 #include "tests/unit/unit.h"
 #include "util/log.h"
 
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define EX_AK "AKIAIOSFODNN7EXAMPLE"
 #define EX_SK "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
 
@@ -576,19 +576,30 @@ START_TEST(test_error_map)
 }
 END_TEST
 
-START_TEST(test_backoff)
+/* A credential refresh that keeps failing is retried 5 s doubling to at
+ * most 60 s, jittered: never past the cap however long the outage (the
+ * doubling once went 40 -> 80 s and stayed there), never at once. */
+START_TEST(test_refresh_retry)
 {
-	unsigned a, d;
+	unsigned f, i, s, max_seen = 0, first_max = 0;
 
-	ck_assert_uint_eq(http_backoff_ms(1, 100, 5000, 0.0), 50);
-	ck_assert_uint_lt(http_backoff_ms(1, 100, 5000, 0.999), 100);
-	ck_assert_uint_eq(http_backoff_ms(3, 100, 5000, 0.0), 200);
-	for (a = 1; a < 64; a++) {
-		d = http_backoff_ms(a, 100, 5000, 0.999);
-		ck_assert_uint_lt(d, 5000);
-		ck_assert_uint_ge(http_backoff_ms(a, 100, 5000, 0.0),
-				  a >= 7 ? 2500 : 50);
+	for (i = 0; i < 200; i++) {
+		s = objstore_refresh_retry_s(1);
+		ck_assert_uint_ge(s, 2);
+		ck_assert_uint_le(s, 5);
+		if (s > first_max)
+			first_max = s;
+		for (f = 2; f < 40; f++) {
+			s = objstore_refresh_retry_s(f);
+			ck_assert_uint_ge(s, 2);
+			ck_assert_uint_le(s, 60);
+			if (s > max_seen)
+				max_seen = s;
+		}
 	}
+	/* The cap is reached, and the first retry is not always 2 s. */
+	ck_assert_uint_gt(max_seen, 50);
+	ck_assert_uint_gt(first_max, 3);
 }
 END_TEST
 
@@ -1045,7 +1056,7 @@ static Suite *s3_suite(void)
 		{ "iso8601", test_iso8601 },
 		{ "iso8601_range", test_iso8601_range },
 		{ "error_map", test_error_map },
-		{ "backoff", test_backoff },
+		{ "refresh_retry", test_refresh_retry },
 		{ "creds_ini", test_creds_ini },
 		{ "creds_json", test_creds_json },
 		{ "creds_chain_local", test_creds_chain_local },

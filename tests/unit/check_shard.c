@@ -20,7 +20,6 @@
 #include "tests/unit/shard_util.h"
 #include "tests/unit/unit.h"
 
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define PROP_CASES 3000
 #define PROP_MAX_N 300
 #define PROP_MAX_W 20

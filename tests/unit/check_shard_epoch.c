@@ -21,7 +21,6 @@
 #include "tests/unit/shard_util.h"
 #include "tests/unit/unit.h"
 
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define EP_CASES 2500
 #define EP_MAX_N 120
 #define EP_MAX_W 12

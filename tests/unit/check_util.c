@@ -1,14 +1,18 @@
 /*
  * check_util: the small shared helpers of util/ (hex.h, sha256.h, md5.h,
- * str.h, thread.h, dlist.h) through their headers.
+ * str.h, thread.h, dlist.h, backoff.h) through their headers.
  */
 #include <check.h>
+#include <ctype.h>
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/backoff.h"
 #include "util/dlist.h"
 #include "util/hex.h"
 #include "util/md5.h"
@@ -27,6 +31,62 @@ START_TEST(test_hex_encode)
 	ck_assert_str_eq(out, "00017f80abff");
 	hex_encode(b, 0, out);
 	ck_assert_str_eq(out, "");
+}
+END_TEST
+
+/* Every byte value decodes in both cases; anything else is refused. */
+START_TEST(test_hex_decode)
+{
+	static const char digits[] = "0123456789abcdef";
+	uint8_t b[4];
+	char s[3];
+	int c;
+
+	for (c = 0; c < 256; c++) {
+		int want = (c >= '0' && c <= '9')   ? c - '0'
+			   : (c >= 'a' && c <= 'f') ? c - 'a' + 10
+			   : (c >= 'A' && c <= 'F') ? c - 'A' + 10
+						    : -1;
+
+		ck_assert_int_eq(hex_digit(c), want);
+	}
+	ck_assert_int_eq(hex_digit(-1), -1);
+	for (c = 0; c < 256; c++) {
+		s[0] = digits[c >> 4];
+		s[1] = digits[c & 15];
+		s[2] = '\0';
+		ck_assert_int_eq(hex_pair(s), c);
+		s[0] = (char)toupper((unsigned char)s[0]);
+		s[1] = (char)toupper((unsigned char)s[1]);
+		ck_assert_int_eq(hex_pair(s), c);
+	}
+	ck_assert_int_eq(hex_pair("g0"), -1);
+	ck_assert_int_eq(hex_pair("0g"), -1);
+	ck_assert_int_eq(hex_pair("0"), -1); /* the NUL is not a digit */
+	ck_assert_int_eq(hex_pair(""), -1);
+	ck_assert_int_eq(hex_decode("00Ff7a80", 4, b), 0);
+	ck_assert_uint_eq(b[0], 0x00);
+	ck_assert_uint_eq(b[1], 0xff);
+	ck_assert_uint_eq(b[2], 0x7a);
+	ck_assert_uint_eq(b[3], 0x80);
+	ck_assert_int_eq(hex_decode("00f", 2, b), -EINVAL);
+	ck_assert_int_eq(hex_decode("0x12", 2, b), -EINVAL);
+	ck_assert_int_eq(hex_decode("", 0, b), 0);
+}
+END_TEST
+
+START_TEST(test_hex_percent)
+{
+	char out[4] = "xxx";
+
+	hex_percent(0x00, out);
+	ck_assert_str_eq(out, "%00");
+	hex_percent(' ', out);
+	ck_assert_str_eq(out, "%20");
+	hex_percent(0xab, out);
+	ck_assert_str_eq(out, "%AB");
+	hex_percent(0xff, out);
+	ck_assert_str_eq(out, "%FF");
 }
 END_TEST
 
@@ -319,9 +379,145 @@ START_TEST(test_dlist)
 }
 END_TEST
 
+/* The curve: base * 2^(n-1) capped, jittered into [d/2, d). */
+START_TEST(test_backoff_curve)
+{
+	static const struct backoff_policy p = { .base_ms = 100,
+						 .cap_ms = 5000 };
+	unsigned a, lo, hi, prev = 0;
+
+	ck_assert_uint_eq(backoff_ms(&p, 1, 0.0), 50);
+	ck_assert_uint_eq(backoff_ms(&p, 0, 0.0), 50);
+	ck_assert_uint_eq(backoff_ms(&p, 2, 0.0), 100);
+	ck_assert_uint_eq(backoff_ms(&p, 3, 0.0), 200);
+	ck_assert_uint_eq(backoff_ms(&p, 6, 0.0), 1600);
+	/* 100 * 2^6 = 6400 is past the cap. */
+	ck_assert_uint_eq(backoff_ms(&p, 7, 0.0), 2500);
+	ck_assert_uint_lt(backoff_ms(&p, 1, 0.999999), 100);
+	ck_assert_uint_ge(backoff_ms(&p, 1, 0.999999), 99);
+	for (a = 1; a < 200; a++) {
+		lo = backoff_ms(&p, a, 0.0);
+		hi = backoff_ms(&p, a, 0.999999);
+		ck_assert_uint_ge(lo, prev); /* never shrinks */
+		ck_assert_uint_le(lo, hi);
+		ck_assert_uint_lt(hi, 5000);
+		ck_assert_uint_ge(lo, 50);
+		prev = lo;
+	}
+	ck_assert_uint_eq(backoff_ms(&p, 4000000000u, 0.0), 2500);
+}
+END_TEST
+
+/* A policy whose cap is below its base delays by the cap. */
+START_TEST(test_backoff_cap_below_base)
+{
+	static const struct backoff_policy p = { .base_ms = 800,
+						 .cap_ms = 300 };
+
+	ck_assert_uint_eq(backoff_ms(&p, 1, 0.0), 150);
+	ck_assert_uint_lt(backoff_ms(&p, 9, 0.999999), 300);
+}
+END_TEST
+
+/* Jitter is uniform-ish in [0, 1) and the delays it picks stay in
+ * [d/2, d) and actually spread. */
+START_TEST(test_backoff_jitter)
+{
+	static const struct backoff_policy p = { .base_ms = 50,
+						 .cap_ms = 1000 };
+	unsigned i, d, min = UINT32_MAX, max = 0, low_half = 0;
+	double j;
+
+	for (i = 0; i < 10000; i++) {
+		j = backoff_jitter();
+		ck_assert(j >= 0.0 && j < 1.0);
+		if (j < 0.5)
+			low_half++;
+		d = backoff_delay_ms(&p, 3);
+		ck_assert_uint_ge(d, 100);
+		ck_assert_uint_lt(d, 200);
+		if (d < min)
+			min = d;
+		if (d > max)
+			max = d;
+	}
+	/* Not a timing: 10000 uniform draws landing all in one half, or
+	 * all delays within 20 ms, would mean no jitter. */
+	ck_assert_uint_gt(low_half, 4000);
+	ck_assert_uint_lt(low_half, 6000);
+	ck_assert_uint_lt(min, 120);
+	ck_assert_uint_gt(max, 180);
+}
+END_TEST
+
+static void *jitter_first(void *arg)
+{
+	*(double *)arg = backoff_jitter();
+	return NULL;
+}
+
+/* Each thread has its own source: two threads started together do not
+ * draw the same sequence. */
+START_TEST(test_backoff_jitter_threads)
+{
+	double a[8];
+	pthread_t t[8];
+	unsigned i, k, same = 0;
+
+	for (i = 0; i < 8; i++)
+		ck_assert_int_eq(thread_start(&t[i], jitter_first, &a[i]), 0);
+	for (i = 0; i < 8; i++)
+		pthread_join(t[i], NULL);
+	for (i = 0; i < 8; i++)
+		for (k = i + 1; k < 8; k++)
+			same += a[i] == a[k];
+	ck_assert_uint_eq(same, 0);
+}
+END_TEST
+
+/* A walk's path: separators only between names, never after the root,
+ * growing as deep as it goes; the buffer starts empty. */
+START_TEST(test_str_path_push)
+{
+	char *p = NULL, name[40];
+	size_t len = 0, cap = 0, i;
+
+	ck_assert_int_eq(str_path_push(&p, &len, &cap, "a", 0), 0);
+	ck_assert_str_eq(p, "a");
+	ck_assert_uint_eq(len, 1);
+	ck_assert_int_eq(str_path_push(&p, &len, &cap, "bc", 0), 0);
+	ck_assert_str_eq(p, "a/bc");
+	ck_assert_uint_eq(len, 4);
+	len = 1; /* back up to "a", as a walk leaving a directory does */
+	p[len] = '\0';
+	ck_assert_int_eq(str_path_push(&p, &len, &cap, "d", 0), 0);
+	ck_assert_str_eq(p, "a/d");
+	/* A root "/" takes no separator after it. */
+	p[0] = '/';
+	p[1] = '\0';
+	len = 1;
+	ck_assert_int_eq(str_path_push(&p, &len, &cap, "x", 1), 0);
+	ck_assert_str_eq(p, "/x");
+	ck_assert_int_eq(str_path_push(&p, &len, &cap, "y", 1), 0);
+	ck_assert_str_eq(p, "/x/y");
+	for (i = 0; i < 100; i++) {
+		snprintf(name, sizeof(name), "level-%03zu", i);
+		ck_assert_int_eq(str_path_push(&p, &len, &cap, name, 1), 0);
+	}
+	ck_assert_uint_eq(len, strlen(p));
+	ck_assert_uint_eq(len, 4 + 100 * 10);
+	ck_assert_uint_gt(cap, len);
+	ck_assert_str_eq(p + len - 9, "level-099");
+	free(p);
+}
+END_TEST
+
 int main(void)
 {
 	const struct unit_case cases[] = {
+		{ "str_path_push", test_str_path_push },
+		{ "hex_decode", test_hex_decode },
+		{ "hex_percent", test_hex_percent },
 		{ "hex_encode", test_hex_encode },
 		{ "sha256", test_sha256 },
 		{ "md5", test_md5 },
@@ -333,6 +529,10 @@ int main(void)
 		{ "str_printable", test_str_printable },
 		{ "thread_start_blocks", test_thread_start_blocks },
 		{ "dlist", test_dlist },
+		{ "backoff_curve", test_backoff_curve },
+		{ "backoff_cap_below_base", test_backoff_cap_below_base },
+		{ "backoff_jitter", test_backoff_jitter },
+		{ "backoff_jitter_threads", test_backoff_jitter_threads },
 	};
 
 	return unit_run(

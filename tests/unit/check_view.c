@@ -23,8 +23,6 @@
 #include "util/log.h"
 #include "tests/unit/unit.h"
 
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
-
 /* Assertions for the hot loops of check_view(): Check's ck_assert_*
  * report every passing check to the parent process, which dominates the
  * run time of the randomized case; these only speak up on failure. */

@@ -1,7 +1,8 @@
 /*
- * unit: what several Check suites share: one TCase per named test, and a
+ * unit: what several Check suites share: one TCase per named test, a
  * runner that gives the suite a fresh temp directory and removes it
- * afterwards whatever the outcome. Header-only; include from one suite.
+ * afterwards whatever the outcome, and ARRAY_LEN. Header-only; include
+ * from one suite.
  */
 #ifndef SHARDFS_UNIT_H
 #define SHARDFS_UNIT_H
@@ -11,6 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+
+/* The number of elements of array a (an array, not a pointer). */
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 struct unit_case {
 	const char *name;
