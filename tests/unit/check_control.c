@@ -621,8 +621,11 @@ START_TEST(test_stats)
 	ck_assert_uint_eq(sample_value(s, n, "shardfs_cache_enabled", ""), 0);
 	ck_assert(!has_sample(s, n, "shardfs_cache_hits_total"));
 	ck_assert(!has_sample(s, n, "shardfs_last_error_info"));
+	/* The flow's bound on prefetch bytes in flight is the engine's,
+	 * there with or without a disk cache. */
+	ck_assert(has_sample(s, n, "shardfs_prefetch_inflight_max_bytes"));
 	/* + build, plan, 3 served totals, 2 x 2 per rank, 3 log. */
-	ck_assert_uint_eq(n, 25 + 13 + MANIFEST_SKIP_NREASONS + 12 + 13);
+	ck_assert_uint_eq(n, 26 + 13 + MANIFEST_SKIP_NREASONS + 12 + 13);
 }
 END_TEST
 
@@ -672,7 +675,7 @@ START_TEST(test_stats_cache)
 	ck_assert_uint_eq(
 		sample_value(s, n, "shardfs_cache_whole_mismatches_total", ""),
 		38);
-	ck_assert_uint_eq(n, 25 + 13 + 9 + MANIFEST_SKIP_NREASONS + 17 + 13);
+	ck_assert_uint_eq(n, 26 + 13 + 9 + MANIFEST_SKIP_NREASONS + 17 + 13);
 }
 END_TEST
 
