@@ -25,8 +25,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "fs/manifest.h"
-#include "fs/shard.h"
+#include "plan/manifest.h"
+#include "plan/shard.h"
 #include "records/rplan.h"
 
 enum view_kind {

@@ -20,11 +20,11 @@
 
 #include <openssl/sha.h>
 
-#include "fs/manifest.h"
-#include "fs/shard.h"
 #include "fs/view.h"
-#include "util/log.h"
+#include "plan/manifest.h"
+#include "plan/shard.h"
 #include "tests/unit/unit.h"
+#include "util/log.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 

@@ -18,10 +18,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fs/manifest.h"
-#include "fs/shard.h"
-#include "util/log.h"
+#include "plan/manifest.h"
+#include "plan/shard.h"
 #include "tests/unit/unit.h"
+#include "util/log.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 

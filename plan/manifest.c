@@ -7,7 +7,7 @@
  * of the entry array, and is skipped when the input is already canonical (a
  * file written by manifest_write() always is).
  */
-#include "fs/manifest.h"
+#include "plan/manifest.h"
 
 #include <errno.h>
 #include <limits.h>
