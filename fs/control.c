@@ -939,21 +939,3 @@ void control_snap_forget(struct fs_gen *g, uint32_t id, uint64_t nlookup)
 		free(sn);
 	}
 }
-
-void control_files_free(struct fs_gen *g)
-{
-	for (size_t i = 0; g->ctrl != NULL && i < g->n_ctrl; i++) {
-		if (g->ctrl[i] != NULL)
-			free(g->ctrl[i]->buf);
-		free(g->ctrl[i]);
-	}
-	free(g->ctrl);
-	g->ctrl = NULL;
-	while (g->snaps != NULL) {
-		struct fs_snap *sn = g->snaps;
-
-		g->snaps = sn->next;
-		free(sn->text.buf);
-		free(sn);
-	}
-}

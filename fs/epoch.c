@@ -38,23 +38,6 @@
 #include "util/str.h"
 #include "util/thread.h"
 
-struct epoch_key {
-	uint64_t epoch;
-	uint64_t skip, skip_world; /* with is_skip */
-	bool is_skip;
-};
-
-struct fs_epochs {
-	pthread_mutex_t lock; /* guards everything below */
-	struct {
-		struct epoch_key key;
-		struct fs_gen *gen; /* NULL: free; one reference */
-		uint64_t used;	    /* LRU clock */
-	} slot[FS_EPOCH_VIEWS];
-	uint64_t clock;
-	bool retired; /* the base is no longer current: no new trees */
-};
-
 /* What an epoch tree owns (its generation's release frees it). */
 struct epoch_owner {
 	struct fs *fs;
@@ -446,24 +429,6 @@ void fs_epoch_retire(struct fs *fs, struct fs_gen *g)
 			inval_epoch(fs, NULL, g->id, gens[i]->d.spec->epoch);
 		fs_gen_put(fs, gens[i], 1);
 	}
-}
-
-int fs_epoch_init(struct fs_gen *g)
-{
-	g->epochs = calloc(1, sizeof(*g->epochs));
-	if (g->epochs == NULL)
-		return -ENOMEM;
-	pthread_mutex_init(&g->epochs->lock, NULL);
-	return 0;
-}
-
-void fs_epoch_free(struct fs_gen *g)
-{
-	if (g->epochs == NULL)
-		return;
-	pthread_mutex_destroy(&g->epochs->lock);
-	free(g->epochs);
-	g->epochs = NULL;
 }
 
 static void task_run(struct fs *fs, struct epoch_task *t, const bool *stop)

@@ -188,4 +188,3 @@ int cmd_manifest(int argc, char **argv)
 	backend_close(be);
 	return rc < 0 ? EXIT_RUNTIME : EXIT_OK;
 }
-

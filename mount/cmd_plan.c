@@ -193,4 +193,3 @@ out:
 	overrides_free(&ov);
 	return rc;
 }
-
