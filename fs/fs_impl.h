@@ -3,8 +3,8 @@
  * between them go one way: session.c runs swap.c (the state and the swap
  * on reload), which drives gen.c, epoch.c, kernel.c and order.c; the FUSE
  * handlers (fuse_ops.c) use gen.c, epoch.c and control.c; kernel.c uses
- * order.c, order.c epoch.c, and epoch.c and control.c use gen.c, which
- * calls none of them.
+ * order.c, order.c epoch.c, and epoch.c, control.c and control_stats.c
+ * use gen.c, which calls none of them.
  *
  * Generations. What a mount serves (manifest, plan, view, the order tables,
  * the control texts) is one generation, immutable once built. A reload
