@@ -88,13 +88,6 @@ static bool key_eq(const struct epoch_key *a, const struct epoch_key *b)
 		(a->skip == b->skip && a->skip_world == b->skip_world));
 }
 
-static uint64_t entry_weight(const void *ctx, size_t i)
-{
-	const struct manifest *m = ctx;
-
-	return m->entries[i].size;
-}
-
 /* An epoch tree shows the ranks its base shows. */
 static bool base_shows_rank(const void *ctx, uint64_t r)
 {
@@ -145,7 +138,7 @@ static int owner_build(struct fs *fs, struct fs_gen *base,
 	if (d->rplan != NULL) {
 		/* A record view: an empty object plan (as dataset.c makes;
 		 * the bytes layout wants a weight even for no items). */
-		rc = shard_plan_build(&o->spec, 0, entry_weight, d->manifest,
+		rc = shard_plan_build(&o->spec, 0, manifest_weight, d->manifest,
 				      &o->plan);
 		if (rc == 0)
 			rc = rplan_build_runs(
@@ -154,7 +147,7 @@ static int owner_build(struct fs *fs, struct fs_gen *base,
 				rplan_window(d->rplan), &o->rplan);
 	} else {
 		rc = shard_plan_build(&o->spec, d->manifest->count,
-				      entry_weight, d->manifest, &o->plan);
+				      manifest_weight, d->manifest, &o->plan);
 	}
 	if (rc == 0)
 		rc = view_build_under(d->manifest, o->plan, o->rplan,

@@ -49,6 +49,13 @@ struct manifest *manifest_new(void)
 	return calloc(1, sizeof(struct manifest));
 }
 
+uint64_t manifest_weight(const void *ctx, size_t i)
+{
+	const struct manifest *m = ctx;
+
+	return m->entries[i].size;
+}
+
 void manifest_free(struct manifest *m)
 {
 	struct manifest_chunk *c, *next;

@@ -58,13 +58,6 @@ static bool selected(const struct rank_set *set, uint64_t r)
 	return set == NULL || rank_filter(set, r);
 }
 
-static uint64_t manifest_weight(const void *ctx, size_t i)
-{
-	const struct manifest *m = ctx;
-
-	return m->entries[i].size;
-}
-
 /* xorshift64*: fixed seed, local to the test. */
 static uint64_t rng_next(uint64_t *s)
 {
