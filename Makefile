@@ -76,7 +76,7 @@ ALL_CFLAGS = $(WARN) $(CFLAGS) $(SANFLAGS) -D_GNU_SOURCE \
 ALL_LDFLAGS = $(LDFLAGS) $(SANFLAGS)
 LIBS = $(PKG_LIBS) -lpthread
 
-LIB_SRCS := $(wildcard util/*.c backends/*.c cache/*.c fs/*.c records/*.c) \
+LIB_SRCS := $(wildcard util/*.c backends/*.c cache/*.c plan/*.c fs/*.c records/*.c) \
 	$(filter-out mount/main.c,$(wildcard mount/*.c))
 LIB_OBJS := $(LIB_SRCS:%.c=$(B)/%.o)
 MAIN_OBJ := $(B)/mount/main.o
@@ -155,7 +155,7 @@ UNIT_ENV := env -u http_proxy -u https_proxy -u HTTP_PROXY -u HTTPS_PROXY \
 	-u ALL_PROXY -u all_proxy NO_PROXY=127.0.0.1,localhost,::1 \
 	no_proxy=127.0.0.1,localhost,::1
 
-# tests/unit/run.sh: the Check suites and the shard cross-check (fs/shard.c
+# tests/unit/run.sh: the Check suites and the shard cross-check (plan/shard.c
 # against the reference shardspec.py, ~1 s), UNIT_JOBS at a time (default 2).
 unit: $(UNIT_BINS) $(B)/tests/shard_dump
 	@$(UNIT_ENV) tests/unit/run.sh $(B)/tests/shard_dump $(UNIT_BINS)
@@ -178,7 +178,7 @@ FUZZ_CFLAGS = $(WARN) -Wno-missing-field-initializers -O1 -g $(FUZZ_SAN) \
 # more fails to link, naming the missing symbol.
 FUZZ_LIB_SRCS := util/log.c backends/http.c backends/http_pool.c \
 	backends/posix.c backends/s3_creds.c backends/s3_creds_source.c \
-	backends/s3_sign.c backends/s3_xml.c fs/manifest.c fs/shard.c \
+	backends/s3_sign.c backends/s3_xml.c plan/manifest.c plan/shard.c \
 	fs/view.c util/ranks.c mount/config.c mount/ini.c mount/overrides.c
 FUZZ_LIB_SRCS += backends/gcs_json.c backends/objstore.c backends/backend_list.c
 # mount/config.c checks nfs:// URLs with the pure parser.

@@ -41,9 +41,9 @@
 #include <stdio.h>
 
 #include "cache/cache.h"
-#include "fs/manifest.h"
-#include "fs/shard.h"
 #include "fs/view.h"
+#include "plan/manifest.h"
+#include "plan/shard.h"
 #include "util/log.h"
 
 /* FUSE requests counted by opcode (shardfs_fuse_requests_total{op}):

@@ -38,23 +38,6 @@
 #include "util/str.h"
 #include "util/thread.h"
 
-struct epoch_key {
-	uint64_t epoch;
-	uint64_t skip, skip_world; /* with is_skip */
-	bool is_skip;
-};
-
-struct fs_epochs {
-	pthread_mutex_t lock; /* guards everything below */
-	struct {
-		struct epoch_key key;
-		struct fs_gen *gen; /* NULL: free; one reference */
-		uint64_t used;	    /* LRU clock */
-	} slot[FS_EPOCH_VIEWS];
-	uint64_t clock;
-	bool retired; /* the base is no longer current: no new trees */
-};
-
 /* What an epoch tree owns (its generation's release frees it). */
 struct epoch_owner {
 	struct fs *fs;
@@ -103,13 +86,6 @@ static bool key_eq(const struct epoch_key *a, const struct epoch_key *b)
 	return a->epoch == b->epoch && a->is_skip == b->is_skip &&
 	       (!a->is_skip ||
 		(a->skip == b->skip && a->skip_world == b->skip_world));
-}
-
-static uint64_t entry_weight(const void *ctx, size_t i)
-{
-	const struct manifest *m = ctx;
-
-	return m->entries[i].size;
 }
 
 /* An epoch tree shows the ranks its base shows. */
@@ -162,7 +138,7 @@ static int owner_build(struct fs *fs, struct fs_gen *base,
 	if (d->rplan != NULL) {
 		/* A record view: an empty object plan (as dataset.c makes;
 		 * the bytes layout wants a weight even for no items). */
-		rc = shard_plan_build(&o->spec, 0, entry_weight, d->manifest,
+		rc = shard_plan_build(&o->spec, 0, manifest_weight, d->manifest,
 				      &o->plan);
 		if (rc == 0)
 			rc = rplan_build_runs(
@@ -171,7 +147,7 @@ static int owner_build(struct fs *fs, struct fs_gen *base,
 				rplan_window(d->rplan), &o->rplan);
 	} else {
 		rc = shard_plan_build(&o->spec, d->manifest->count,
-				      entry_weight, d->manifest, &o->plan);
+				      manifest_weight, d->manifest, &o->plan);
 	}
 	if (rc == 0)
 		rc = view_build_under(d->manifest, o->plan, o->rplan,
@@ -446,24 +422,6 @@ void fs_epoch_retire(struct fs *fs, struct fs_gen *g)
 			inval_epoch(fs, NULL, g->id, gens[i]->d.spec->epoch);
 		fs_gen_put(fs, gens[i], 1);
 	}
-}
-
-int fs_epoch_init(struct fs_gen *g)
-{
-	g->epochs = calloc(1, sizeof(*g->epochs));
-	if (g->epochs == NULL)
-		return -ENOMEM;
-	pthread_mutex_init(&g->epochs->lock, NULL);
-	return 0;
-}
-
-void fs_epoch_free(struct fs_gen *g)
-{
-	if (g->epochs == NULL)
-		return;
-	pthread_mutex_destroy(&g->epochs->lock);
-	free(g->epochs);
-	g->epochs = NULL;
 }
 
 static void task_run(struct fs *fs, struct epoch_task *t, const bool *stop)

@@ -22,9 +22,9 @@
 #include <stdio.h>
 
 #include "cache/cache.h"
-#include "fs/manifest.h"
-#include "fs/shard.h"
 #include "fs/view.h"
+#include "plan/manifest.h"
+#include "plan/shard.h"
 #include "records/rindex.h"
 #include "records/rplan.h"
 

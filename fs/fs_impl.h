@@ -1,7 +1,10 @@
 /*
- * fs_impl: what the FUSE handlers (fuse_ops.c), the generations (gen.c)
- * and the session that runs them (session.c) share. Not for use outside
- * fs/.
+ * fs_impl: what the files of fs/ share. Not for use outside fs/. Calls
+ * between them go one way: session.c runs swap.c (the state and the swap
+ * on reload), which drives gen.c, epoch.c, kernel.c and order.c; the FUSE
+ * handlers (fuse_ops.c) use gen.c, epoch.c and control.c; kernel.c uses
+ * order.c, order.c epoch.c, and epoch.c, control.c and control_stats.c
+ * use gen.c, which calls none of them.
  *
  * Generations. What a mount serves (manifest, plan, view, the order tables,
  * the control texts) is one generation, immutable once built. A reload
@@ -93,6 +96,31 @@ struct fs_snap {
 	bool read;	       /* atomic: a READ of it was answered */
 	uint64_t nlookup; /* the kernel's lookups; protected by ctrl_lock */
 	struct fs_snap *prev, *next;
+};
+
+/* The epoch trees a base generation keeps (epoch.c builds and evicts
+ * them; gen.c makes and frees the table with the generation). At most
+ * FS_EPOCH_VIEWS trees per base generation are kept; one evicted
+ * lives on while the kernel still uses it (its entries are invalidated,
+ * so only open files and working directories hold it). */
+#define FS_EPOCH_VIEWS 4
+
+/* Which tree: epoch-E, or epoch-E/skip-K[-of-W] with is_skip. */
+struct epoch_key {
+	uint64_t epoch;
+	uint64_t skip, skip_world; /* with is_skip */
+	bool is_skip;
+};
+
+struct fs_epochs {
+	pthread_mutex_t lock; /* guards everything below */
+	struct {
+		struct epoch_key key;
+		struct fs_gen *gen; /* NULL: free; one reference */
+		uint64_t used;	    /* LRU clock */
+	} slot[FS_EPOCH_VIEWS];
+	uint64_t clock;
+	bool retired; /* the base is no longer current: no new trees */
 };
 
 struct fs_gen {
@@ -222,7 +250,7 @@ struct fs {
 
 extern const struct fuse_lowlevel_ops fs_ops;
 
-/* Refuses every later fs_swap (-ECANCELED); returns once a swap in
+/* swap.c. Refuses every later fs_swap (-ECANCELED); returns once a swap in
  * progress has sent its notifications. Call before the unmount. */
 void fs_swap_stop(struct fs *fs);
 
@@ -233,8 +261,8 @@ int fs_state_init(struct fs *fs, const struct fs_data *data);
 /* Frees every generation left (the loop has ended: no request runs). */
 void fs_state_destroy(struct fs *fs);
 
-/* The generation with this id with a reference taken (NULL if it is gone);
- * FUSE_ROOT_ID's, the current one, through fs_gen_current(). */
+/* gen.c. The generation with this id with a reference taken (NULL if it
+ * is gone); FUSE_ROOT_ID's, the current one, through fs_gen_current(). */
 struct fs_gen *fs_gen_get(struct fs *fs, uint32_t id);
 struct fs_gen *fs_gen_current(struct fs *fs);
 /* The generation of inode ino (the current one for the root), with a
@@ -260,12 +288,22 @@ struct fs_gen_tree {
 int fs_gen_add(struct fs *fs, const struct fs_data *data,
 	       const struct fs_gen_tree *tree, void (*release)(void *owner),
 	       void *owner, struct fs_gen **out);
+/* fs_state_init: makes generation 0 over data, current and listed.
+ * Returns 0 or -ENOMEM. */
+int fs_gen_first(struct fs *fs, const struct fs_data *data);
+/* fs_swap (swap_lock held): makes a new base generation over data and
+ * makes it current. Returns 0 with *new_out and *old_out, the generation
+ * it replaced, which carries two references for the caller (the one it
+ * held as current, and one more); or -ENOMEM, or -EOVERFLOW (ids ran
+ * out; release is not called, the caller keeps owner). */
+int fs_gen_install(struct fs *fs, const struct fs_data *data,
+		   void (*release)(void *owner), void *owner,
+		   struct fs_gen **new_out, struct fs_gen **old_out);
+/* fs_state_destroy (no request runs): frees every generation left,
+ * epoch trees before their bases. */
+void fs_gen_free_all(struct fs *fs);
 
-/* epoch.c: the epoch-E/ and skip-K/ trees (docs/DESIGN.md §3, "Epochs").
- * At most FS_EPOCH_VIEWS trees per base generation are kept; one evicted
- * lives on while the kernel still uses it (its entries are invalidated,
- * so only open files and working directories hold it). */
-#define FS_EPOCH_VIEWS 4
+/* epoch.c: the epoch-E/ and skip-K/ trees (docs/DESIGN.md §3, "Epochs"). */
 /* The largest W in skip-K-of-W: the plan on W ranks costs 16 bytes per
  * rank, so a name must not be able to ask for gigabytes. The config's own
  * bound on world_size (CONFIG_WORLD_SIZE_MAX). */
@@ -294,10 +332,6 @@ void fs_epoch_opened(struct fs *fs, struct fs_gen *g, uint64_t pos,
 /* g stops being current (fs_swap, with swap_lock held; or the end):
  * drops its kept trees and the kernel's entries for them. */
 void fs_epoch_retire(struct fs *fs, struct fs_gen *g);
-/* Gives a base generation its (empty) set of kept trees: 0 or -ENOMEM. */
-int fs_epoch_init(struct fs_gen *g);
-/* Frees g's epoch bookkeeping (g is being freed). */
-void fs_epoch_free(struct fs_gen *g);
 
 /* control.c: the .shardfs/ files of generation g (node n, kind VIEW_CTRL,
  * not stats). n's kept text, built on first use (borrowed: it lives as
@@ -315,9 +349,6 @@ int control_snap_new(struct fs *fs, struct fs_gen *g, const struct view_node *n,
 struct fs_snap *control_snap_find(struct fs_gen *g, uint32_t id);
 /* The kernel forgot nlookup lookups of snapshot id: the last frees it. */
 void control_snap_forget(struct fs_gen *g, uint32_t id, uint64_t nlookup);
-/* Frees g's kept texts and snapshots (g is being freed: no request runs
- * on it). */
-void control_files_free(struct fs_gen *g);
 
 /* kernel.c: what the daemon puts into the kernel on its own. */
 /* Starts pushing (cache_set_push()) once the mount answers; the pusher's
@@ -334,7 +365,7 @@ void kernel_end(struct fs *fs);
  * marks those items stale in old. Called with swap_lock held. */
 void kernel_reload(struct fs *fs, struct fs_gen *old, struct fs_gen *new);
 
-/* The prefetcher's order callback (ctx: the fs). Orders are
+/* order.c: the prefetcher's order callback (ctx: the fs). Orders are
  * gen id << 32 | rank (FS_ORDER), so a reload never mixes two plans. */
 #define FS_ORDER(gen_id, rank) ((uint64_t)(gen_id) << 32 | (uint64_t)(rank))
 bool fs_order_object(void *ctx, uint64_t order, uint64_t pos,

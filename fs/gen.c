@@ -1,25 +1,21 @@
 /*
- * fs/gen: the generations a mount serves and the swap from one to the
- * next (reload without unmount). See fs_impl.h for the inode numbering and
- * the reference counting, fs.h for fs_swap's contract.
+ * fs/gen: the generations a mount serves: making one (its order tables
+ * and the empty tables the control files and the epoch trees fill),
+ * listing it, finding it by id or inode, counting references and freeing
+ * it with the last one. See fs_impl.h for the inode numbering and the
+ * reference counting. The bottom of fs/'s calls: gen.c calls no other
+ * file of fs/; the swap that makes a new generation current is swap.c's,
+ * the epoch trees epoch.c's, the control texts control.c's.
  */
 #include "fs/fs.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "fs/fs_impl.h"
 #include "fs/recview.h"
 #include "util/log.h"
-
-/* How long fs_swap waits for lookups of the root that started on the old
- * generation before it invalidates the root's entries. They are answered
- * from memory, so this bound is only reached when a reply write hangs;
- * then the swap invalidates anyway (and logs it). */
-#define FS_SWAP_DRAIN_MS 5000
 
 /* Every non-pad item belongs to exactly one rank's order, so a read names
  * its rank and position (8 bytes per manifest item), and is at most one
@@ -63,17 +59,56 @@ static int gen_order_build(struct fs_gen *g, bool base)
 	return 0;
 }
 
+/* The control texts and stats snapshots control.c kept in g. */
+static void gen_ctrl_free(struct fs_gen *g)
+{
+	for (size_t i = 0; g->ctrl != NULL && i < g->n_ctrl; i++) {
+		if (g->ctrl[i] != NULL)
+			free(g->ctrl[i]->buf);
+		free(g->ctrl[i]);
+	}
+	free(g->ctrl);
+	g->ctrl = NULL;
+	while (g->snaps != NULL) {
+		struct fs_snap *sn = g->snaps;
+
+		g->snaps = sn->next;
+		free(sn->text.buf);
+		free(sn);
+	}
+}
+
+/* A base generation's (empty) table of kept epoch trees (epoch.c fills
+ * it): 0 or -ENOMEM. */
+static int gen_epochs_new(struct fs_gen *g)
+{
+	g->epochs = calloc(1, sizeof(*g->epochs));
+	if (g->epochs == NULL)
+		return -ENOMEM;
+	pthread_mutex_init(&g->epochs->lock, NULL);
+	return 0;
+}
+
+static void gen_epochs_free(struct fs_gen *g)
+{
+	if (g->epochs == NULL)
+		return;
+	pthread_mutex_destroy(&g->epochs->lock);
+	free(g->epochs);
+	g->epochs = NULL;
+}
+
 static void gen_free(struct fs_gen *g)
 {
 	if (g == NULL)
 		return;
-	control_files_free(g);
+	gen_ctrl_free(g);
 	/* Its orders (gen id << 32 | rank) can never be opened again. A
 	 * base's go at the next cache_set_order (fs_swap). */
 	if (g->base != NULL)
 		cache_order_forget(g->d.cache, (uint64_t)UINT32_MAX << 32,
 				   (uint64_t)g->id << 32);
-	fs_epoch_free(g);
+	gen_epochs_free(g);
 	recview_ahead_free(g->rv_ahead);
 	free(g->item_rank);
 	free(g->item_pos);
@@ -103,7 +138,7 @@ static int gen_new(const struct fs_data *data, uint32_t id, bool base,
 	g->n_ctrl = 2 + data->plan->world_size;
 	g->ctrl = calloc(g->n_ctrl, sizeof(*g->ctrl));
 	if (g->ctrl == NULL || gen_order_build(g, base) < 0 ||
-	    (base && fs_epoch_init(g) < 0) ||
+	    (base && gen_epochs_new(g) < 0) ||
 	    (data->rplan != NULL && recview_ahead_new(&g->rv_ahead) < 0)) {
 		gen_free(g); /* release is not set yet: not called */
 		return -ENOMEM;
@@ -224,232 +259,6 @@ uint32_t fs_generation(struct fs *fs)
 	return n;
 }
 
-struct fs_gen *fs_order_item(struct fs *fs, uint64_t order, uint64_t pos,
-			     uint32_t *item)
-{
-	struct fs_gen *g = fs_gen_get(fs, (uint32_t)(order >> 32));
-	const uint32_t *items;
-	size_t count, npad;
-
-	if (g == NULL)
-		return NULL;
-	if ((order & UINT32_MAX) >= g->d.plan->world_size) {
-		fs_gen_put(fs, g, 1);
-		return NULL;
-	}
-	shard_plan_rank(g->d.plan, order & UINT32_MAX, &items, &count, &npad);
-	if (pos >= count - npad) {
-		/* Past the end: on into the next epoch's order, if it is
-		 * planned (fs_epoch_opened asks for it near the end). */
-		struct fs_gen *next = fs_epoch_next(fs, g);
-
-		pos -= count - npad;
-		fs_gen_put(fs, g, 1);
-		g = next;
-		if (g == NULL)
-			return NULL;
-		shard_plan_rank(g->d.plan, order & UINT32_MAX, &items, &count,
-				&npad);
-		if (pos >= count - npad) {
-			fs_gen_put(fs, g, 1);
-			return NULL;
-		}
-	}
-	*item = items[pos];
-	return g;
-}
-
-/*
- * The prefetcher's view of an order: gen id << 32 | rank, the generation's
- * non-pad items of that rank, in order, on into the next epoch's. The
- * strings put in *out are the manifest's: the caller's request holds the
- * order's generation (a read, a lookup) or the pusher reads them while
- * the kernel knows the generation's files; the reference taken here only
- * makes a call for a generation already gone answer "no more" instead of
- * touching freed memory. Every tree of a base shares its manifest.
- */
-bool fs_order_object(void *ctx, uint64_t order, uint64_t pos,
-		     struct cache_object *out)
-{
-	struct fs *fs = ctx;
-	const struct manifest_entry *e;
-	uint32_t item;
-	struct fs_gen *g = fs_order_item(fs, order, pos, &item);
-
-	if (g == NULL)
-		return false;
-	e = &g->d.manifest->entries[item];
-	out->key = e->key;
-	out->key_len = e->key_len;
-	out->etag = e->etag;
-	out->etag_len = e->etag_len;
-	out->size = e->size;
-	fs_gen_put(fs, g, 1);
-	return true;
-}
-
-int fs_state_init(struct fs *fs, const struct fs_data *data)
-{
-	int rc;
-
-	memset(fs, 0, sizeof(*fs));
-	fs->cache = data->cache;
-	fs->uid = getuid();
-	fs->gid = getgid();
-	clock_gettime(CLOCK_REALTIME, &fs->mount_time);
-	clock_gettime(CLOCK_MONOTONIC, &fs->start_mono);
-	pthread_rwlock_init(&fs->push_lock, NULL);
-	pthread_rwlock_init(&fs->gens_lock, NULL);
-	pthread_mutex_init(&fs->swap_lock, NULL);
-	rc = gen_new(data, 0, true, NULL, NULL, &fs->current);
-	if (rc < 0)
-		return rc;
-	fs->gens = fs->current;
-	fs->next_gen = 1;
-	cache_set_order(fs->cache, fs_order_object, fs);
-	return 0;
-}
-
-void fs_state_destroy(struct fs *fs)
-{
-	struct fs_gen *g, *next;
-
-	if (fs->current != NULL)
-		cache_set_order(fs->cache, NULL, NULL);
-	fs_epoch_stop(fs);
-	/* The loop has ended: whatever the kernel did not forget (it does
-	 * not send FORGETs at unmount) goes now. Epoch trees first: each
-	 * one's release drops a reference on its base, which must still be
-	 * there. */
-	for (g = fs->gens; g != NULL; g = g->next)
-		if (g->base == NULL)
-			fs_epoch_retire(fs, g);
-	for (;;) {
-		struct fs_gen **p;
-
-		for (p = &fs->gens; *p != NULL && (*p)->base == NULL;
-		     p = &(*p)->next)
-			;
-		if (*p == NULL)
-			break;
-		g = *p;
-		*p = g->next;
-		gen_free(g); /* its release puts its base */
-	}
-	for (g = fs->gens; g != NULL; g = next) {
-		next = g->next;
-		gen_free(g);
-	}
-	fs->gens = fs->current = NULL;
-	pthread_mutex_destroy(&fs->swap_lock);
-	pthread_rwlock_destroy(&fs->gens_lock);
-	pthread_rwlock_destroy(&fs->push_lock);
-}
-
-/* Tells the kernel to forget the root's entry name (and what hangs below
- * it, if unused). Not cached is fine. */
-static void inval_root_entry(struct fs *fs, const struct view_node *n)
-{
-	int rc = fuse_lowlevel_notify_inval_entry(fs->se, FUSE_ROOT_ID, n->name,
-						  n->name_len);
-
-	if (rc < 0 && rc != -ENOENT)
-		log_msg(LOG_DEBUG, "invalidating /%.*s: %s", (int)n->name_len,
-			n->name, strerror(-rc));
-}
-
-/* After a swap: waits for the root lookups that may still answer from old,
- * then drops the kernel's entries for every name under the root in old or
- * new (a new name may be cached as negative) and the root's attributes and
- * cached listing. old is held by the caller. */
-static void inval_root(struct fs *fs, struct fs_gen *old, struct fs_gen *new)
-{
-	const struct view_node *root;
-	struct timespec nap = { 0, 1000000 };
-	unsigned waited = 0;
-	uint32_t i;
-	int rc;
-
-	if (fs->se == NULL)
-		return;
-	while (__atomic_load_n(&old->root_ops, __ATOMIC_ACQUIRE) != 0 &&
-	       waited < FS_SWAP_DRAIN_MS) {
-		nanosleep(&nap, NULL);
-		waited++;
-	}
-	if (waited >= FS_SWAP_DRAIN_MS)
-		log_msg(LOG_WARNING,
-			"reload: root lookups on generation %u still running "
-			"after %u ms; invalidating anyway",
-			old->id, FS_SWAP_DRAIN_MS);
-	root = view_node(old->d.view, FUSE_ROOT_ID);
-	for (i = 0; i < root->u.dir.count; i++)
-		inval_root_entry(fs, view_child(old->d.view, root, i));
-	root = view_node(new->d.view, FUSE_ROOT_ID);
-	for (i = 0; i < root->u.dir.count; i++)
-		inval_root_entry(fs, view_child(new->d.view, root, i));
-	rc = fuse_lowlevel_notify_inval_inode(fs->se, FUSE_ROOT_ID, 0, 0);
-	if (rc < 0 && rc != -ENOENT)
-		log_msg(LOG_DEBUG, "invalidating the root: %s", strerror(-rc));
-}
-
-void fs_swap_stop(struct fs *fs)
-{
-	pthread_mutex_lock(&fs->swap_lock);
-	fs->stopping = true;
-	pthread_mutex_unlock(&fs->swap_lock);
-	fs_epoch_stop(fs);
-}
-
-int fs_swap(struct fs *fs, const struct fs_data *data,
-	    void (*release)(void *owner), void *owner)
-{
-	struct fs_gen *g, *old;
-	int rc;
-
-	pthread_mutex_lock(&fs->swap_lock);
-	if (fs->stopping) {
-		pthread_mutex_unlock(&fs->swap_lock);
-		return -ECANCELED;
-	}
-	rc = gen_new(data, 0, true, release, owner, &g);
-	if (rc < 0) {
-		pthread_mutex_unlock(&fs->swap_lock);
-		return rc;
-	}
-	pthread_rwlock_wrlock(&fs->gens_lock);
-	/* Ids are never reused: an inode number names one tree forever.
-	 * Taken here, under the lock, as epoch trees take theirs. */
-	if (fs->next_gen == 0) {
-		pthread_rwlock_unlock(&fs->gens_lock);
-		g->release = NULL; /* the caller keeps owner */
-		gen_free(g);
-		pthread_mutex_unlock(&fs->swap_lock);
-		return -EOVERFLOW;
-	}
-	g->id = fs->next_gen;
-	old = fs->current;
-	/* Ours, for inval_root: old may lose every other reference now. */
-	fs_gen_ref(old, 1);
-	g->next = fs->gens;
-	fs->gens = g;
-	fs->current = g;
-	fs->next_gen++;
-	g->serial = ++fs->swaps;
-	pthread_rwlock_unlock(&fs->gens_lock);
-	/* Same function and context: this only forgets the prefetcher's
-	 * per-order state. Orders carry the generation id, so opens of the
-	 * old tree and of the new one never share a slot anyway. */
-	cache_set_order(fs->cache, fs_order_object, fs);
-	fs_gen_put(fs, old, 1); /* no longer current */
-	inval_root(fs, old, g);
-	kernel_reload(fs, old, g);
-	fs_epoch_retire(fs, old);
-	fs_gen_put(fs, old, 1);
-	pthread_mutex_unlock(&fs->swap_lock);
-	return 0;
-}
-
 int fs_gen_add(struct fs *fs, const struct fs_data *data,
 	       const struct fs_gen_tree *tree, void (*release)(void *owner),
 	       void *owner, struct fs_gen **out)
@@ -485,4 +294,74 @@ int fs_gen_add(struct fs *fs, const struct fs_data *data,
 	pthread_rwlock_unlock(&fs->gens_lock);
 	*out = g;
 	return 0;
+}
+
+int fs_gen_first(struct fs *fs, const struct fs_data *data)
+{
+	int rc = gen_new(data, 0, true, NULL, NULL, &fs->current);
+
+	if (rc < 0)
+		return rc;
+	fs->gens = fs->current;
+	fs->next_gen = 1;
+	return 0;
+}
+
+int fs_gen_install(struct fs *fs, const struct fs_data *data,
+		   void (*release)(void *owner), void *owner,
+		   struct fs_gen **new_out, struct fs_gen **old_out)
+{
+	struct fs_gen *g, *old;
+	int rc = gen_new(data, 0, true, release, owner, &g);
+
+	if (rc < 0)
+		return rc;
+	pthread_rwlock_wrlock(&fs->gens_lock);
+	/* Ids are never reused: an inode number names one tree forever.
+	 * Taken here, under the lock, as epoch trees take theirs. */
+	if (fs->next_gen == 0) {
+		pthread_rwlock_unlock(&fs->gens_lock);
+		g->release = NULL; /* the caller keeps owner */
+		gen_free(g);
+		return -EOVERFLOW;
+	}
+	g->id = fs->next_gen;
+	old = fs->current;
+	/* The caller's, besides the one old held as current: old may lose
+	 * every other reference now. */
+	fs_gen_ref(old, 1);
+	g->next = fs->gens;
+	fs->gens = g;
+	fs->current = g;
+	fs->next_gen++;
+	g->serial = ++fs->swaps;
+	pthread_rwlock_unlock(&fs->gens_lock);
+	*new_out = g;
+	*old_out = old;
+	return 0;
+}
+
+void fs_gen_free_all(struct fs *fs)
+{
+	struct fs_gen *g, *next;
+
+	/* Epoch trees first: each one's release drops a reference on its
+	 * base, which must still be there. */
+	for (;;) {
+		struct fs_gen **p;
+
+		for (p = &fs->gens; *p != NULL && (*p)->base == NULL;
+		     p = &(*p)->next)
+			;
+		if (*p == NULL)
+			break;
+		g = *p;
+		*p = g->next;
+		gen_free(g); /* its release puts its base */
+	}
+	for (g = fs->gens; g != NULL; g = next) {
+		next = g->next;
+		gen_free(g);
+	}
+	fs->gens = fs->current = NULL;
 }

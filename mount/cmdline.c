@@ -1,7 +1,9 @@
 /*
  * cmdline: the command-line handling every subcommand shares (see
  * commands.h): the end of an option switch, the operand count,
- * options that may be repeated, sizes for people, and files written whole.
+ * options that may be repeated, sizes for people, files written whole,
+ * loading a config with its -o overrides, --rank arguments and usage
+ * errors.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -11,7 +13,9 @@
 #include <unistd.h>
 
 #include "mount/commands.h"
+#include "mount/config.h"
 #include "util/log.h"
+#include "util/ranks.h"
 
 int cmd_option_other(int c, const char *usage)
 {
@@ -105,4 +109,51 @@ int cmd_write_file(const char *path, int (*write)(FILE *f, const void *obj),
 	}
 	free(tmp);
 	return rc;
+}
+
+/* Loads CONFIG with the overrides; prints the error and returns the exit
+ * code on failure, or 0. */
+int cmd_load_config(const char *path, const struct overrides *o,
+		    struct config **cfg)
+{
+	char err[1024];
+	int rc = config_load(path, o->v, o->n, cfg, err, sizeof(err));
+
+	if (rc < 0) {
+		fprintf(stderr, "shardfs: %s\n", err);
+		return EXIT_USAGE;
+	}
+	return 0;
+}
+
+int cmd_rank_arg(const char *cmd, const char *arg, uint64_t world,
+		 struct ranks_range **out, size_t *n_out)
+{
+	char why[256];
+	size_t n = 0;
+	int rc = ranks_parse(arg, out, &n, why, sizeof(why));
+
+	if (rc == 0) {
+		rc = ranks_check_world(*out, n, world, why, sizeof(why));
+		if (rc < 0) {
+			free(*out);
+			*out = NULL;
+		}
+	}
+	if (rc < 0) {
+		if (rc != -ENOMEM)
+			fprintf(stderr, "shardfs: %s: --rank %s: %s\n", cmd,
+				arg, why);
+		return rc;
+	}
+	*n_out = n;
+	return 0;
+}
+
+int cmd_usage_error(const char *usage, const char *fmt, const char *arg)
+{
+	fprintf(stderr, "shardfs: ");
+	fprintf(stderr, fmt, arg);
+	fprintf(stderr, "\n%s", usage);
+	return EXIT_USAGE;
 }

@@ -9,6 +9,8 @@
  *   shardfs unmount [--lazy] [--stale-only] CONFIG|MOUNTPOINT
  *   shardfs status MOUNTPOINT [--json] [--interval SECONDS]
  *   shardfs index CONFIG --output FILE [-j N] [-q] [-o OPTS]
+ *   shardfs manifest URL [-o FILE] [--endpoint URL] ...
+ *   shardfs plan CONFIG [--rank LIST] [--skip K[-of-W]] [-o OPTS]
  *
  * Each cmd_* takes argv with argv[0] = the subcommand's name and returns
  * the process exit code: 0 ok, 1 runtime failure, 2 usage or config error.
@@ -94,6 +96,8 @@ int cmd_cache(int argc, char **argv);
 int cmd_unmount(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 int cmd_index(int argc, char **argv);
+int cmd_manifest(int argc, char **argv);
+int cmd_plan(int argc, char **argv);
 
 extern const char usage_mount[];
 extern const char usage_warm[];
@@ -101,5 +105,7 @@ extern const char usage_cache[];
 extern const char usage_unmount[];
 extern const char usage_status[];
 extern const char usage_index[];
+extern const char usage_manifest[];
+extern const char usage_plan[];
 
 #endif

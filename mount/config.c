@@ -5,7 +5,7 @@
  * One table, keys[], describes every key in one row: section, name, value
  * type, field, bounds, default, enum names and whether a reload applies
  * it (redis' config table is the model). The enum names of [shard] are the
- * plan's own (fs/shard.c); config_free(), reloads (config_key_format(),
+ * plan's own (plan/shard.c); config_free(), reloads (config_key_format(),
  * config_key_copy()) and `shardfs manifest --addressing` work from the
  * table too, so nothing about a key is written twice. The file's handler and the overrides both go through
  * config_apply(), so a value is checked the same way wherever it comes

@@ -30,7 +30,7 @@
 #include <stdint.h>
 
 #include "backends/backend.h"
-#include "fs/shard.h"
+#include "plan/shard.h"
 #include "records/format.h"
 #include "util/ranks.h"
 

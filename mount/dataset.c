@@ -229,13 +229,6 @@ static int check_not_empty(const struct config *cfg, const struct manifest *m)
 	return -ENODATA;
 }
 
-static uint64_t entry_weight(const void *ctx, size_t i)
-{
-	const struct manifest *m = ctx;
-
-	return m->entries[i].size;
-}
-
 /* Where a mount keeps the record index it built: beside the cache, keyed
  * by everything the index is a function of (the manifest and the
  * format). Returns 0 and fills path, or -ENAMETOOLONG. */
@@ -470,7 +463,7 @@ int dataset_load(const struct config *cfg, bool need_backend,
 	rc = shard_plan_build(
 		&cfg->shard.spec,
 		cfg->shard.unit == CONFIG_UNIT_RECORD ? 0 : ds->manifest->count,
-		entry_weight, ds->manifest, &ds->plan);
+		manifest_weight, ds->manifest, &ds->plan);
 	if (rc < 0) {
 		log_msg(LOG_ERR, "cannot compute the shard plan: %s",
 			strerror(-rc));

@@ -12,9 +12,9 @@
 #include <stdbool.h>
 
 #include "backends/backend.h"
-#include "fs/manifest.h"
-#include "fs/shard.h"
 #include "mount/config.h"
+#include "plan/manifest.h"
+#include "plan/shard.h"
 #include "records/rindex.h"
 #include "records/rplan.h"
 

@@ -23,7 +23,7 @@
 #include <stdbool.h>
 
 #include "backends/backend.h"
-#include "fs/manifest.h"
+#include "plan/manifest.h"
 #include "records/format.h"
 #include "records/rindex.h"
 

@@ -21,7 +21,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "fs/manifest.h"
+#include "plan/manifest.h"
 #include "records/format.h"
 
 #define RINDEX_HEADER "# shardfs-records v1"

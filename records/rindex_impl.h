@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "fs/manifest.h"
+#include "plan/manifest.h"
 #include "records/format.h"
 
 /* Manifest index of the first record object of m (for f) at or after i,

@@ -25,7 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "fs/shard.h"
+#include "plan/shard.h"
 #include "records/rindex.h"
 
 #define RPLAN_PARTS_MAX 99999u

@@ -1,5 +1,5 @@
 /*
- * fuzz_keys: the key-to-path rules (fs/manifest.c, DESIGN §3) and the tree
+ * fuzz_keys: the key-to-path rules (plan/manifest.c, DESIGN §3) and the tree
  * built from what they keep (fs/view.c).
  *
  * The input is a list of keys, one per line (any bytes but LF, NUL
@@ -12,9 +12,9 @@
 #include <errno.h>
 #include <string.h>
 
-#include "fs/manifest.h"
-#include "fs/shard.h"
 #include "fs/view.h"
+#include "plan/manifest.h"
+#include "plan/shard.h"
 #include "tests/fuzz/fuzz.h"
 
 struct key {

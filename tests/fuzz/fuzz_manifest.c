@@ -1,5 +1,5 @@
 /*
- * fuzz_manifest: the manifest file format (fs/manifest.c).
+ * fuzz_manifest: the manifest file format (plan/manifest.c).
  *
  * Any input either fails to parse or gives a manifest that writes back
  * to text which parses to the same manifest (count, total, digest, every
@@ -8,7 +8,7 @@
  */
 #include <string.h>
 
-#include "fs/manifest.h"
+#include "plan/manifest.h"
 #include "tests/fuzz/fuzz.h"
 
 static void check_escape(const uint8_t *data, size_t size)

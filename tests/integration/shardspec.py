@@ -2,7 +2,7 @@
 """Reference implementation of the sharding spec "shardfs-shard v1".
 
 DESIGN.md section 5 (with "Epochs, local reshuffle and skip"), written independently of
-fs/shard.c and as plainly as possible: integration tests compare a mount's
+plan/shard.c and as plainly as possible: integration tests compare a mount's
 .shardfs/rank-R.order with what this script prints, so it must follow the
 spec text rather than the C code's shortcuts. Python's integers are exact,
 so the bytes layout needs no 128-bit tricks; uint64 wrapping is spelled out
@@ -651,7 +651,7 @@ def main(argv):
     except (OSError, ValueError) as e:
         print("shardspec: %s" % e, file=sys.stderr)
         return 2
-    # fs/shard.c stores indices as uint32 and refuses larger plans. A skip
+    # plan/shard.c stores indices as uint32 and refuses larger plans. A skip
     # plan's T is at most N long, so this bound may refuse a plan near
     # 2^32 positions that shardfs builds, never the reverse.
     worlds = [a.world_size]

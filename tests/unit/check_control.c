@@ -1,6 +1,6 @@
 /*
  * check_control: the text of the .shardfs/ control files, tested through
- * fs/control.h.
+ * fs/control.h (fs/control.c, fs/control_stats.c).
  *
  * The plan cases use the DESIGN.md §5 test vectors (N=10, seed 42, W=4: the
  * epoch-0 shuffle [8,2,4,3,6,0,7,9,5,1]) on a manifest "k0".."k9" whose item
@@ -20,11 +20,11 @@
 
 #include <openssl/sha.h>
 
-#include "fs/manifest.h"
-#include "fs/shard.h"
 #include "fs/view.h"
-#include "util/log.h"
+#include "plan/manifest.h"
+#include "plan/shard.h"
 #include "tests/unit/unit.h"
+#include "util/log.h"
 
 /* "k0".."k9", item i of 100 + i bytes, plus extra keys (skipped ones). */
 static struct manifest *ten_items(const char *const *extra, size_t n_extra)

@@ -1,7 +1,8 @@
 /*
- * check_gen: the generations of a mount (fs/gen.c through fs/fs_impl.h and
- * fs_swap() from fs/fs.h), without the kernel: lookups, opens and requests
- * are the references the FUSE handlers take, taken here by hand.
+ * check_gen: the generations of a mount (fs/gen.c, fs/swap.c and
+ * fs/order.c through fs/fs_impl.h and fs_swap() from fs/fs.h), without
+ * the kernel: lookups, opens and requests are the references the FUSE
+ * handlers take, taken here by hand.
  *
  * What must hold: a swap makes the new tree current at once; a retired
  * generation stays reachable by its inode numbers while anything holds it

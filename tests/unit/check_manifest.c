@@ -1,6 +1,6 @@
 /*
  * check_manifest: the manifest (DESIGN.md §3 key-to-path rules, §4), tested
- * through fs/manifest.h.
+ * through plan/manifest.h.
  *
  * The digest is recomputed here with OpenSSL's one-shot SHA256() over the
  * bytes the spec names, and the canonical order with a plain memcmp sort, so
@@ -8,7 +8,7 @@
  * fixed-seed generator local to the test, so a failure replays. Files live
  * in one mkdtemp directory that main() removes whatever the outcome.
  */
-#include "fs/manifest.h"
+#include "plan/manifest.h"
 
 #include <check.h>
 #include <errno.h>

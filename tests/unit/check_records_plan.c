@@ -22,10 +22,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fs/manifest.h"
+#include "plan/manifest.h"
+#include "tests/unit/unit.h"
 #include "util/log.h"
 #include "util/sha256.h"
-#include "tests/unit/unit.h"
 
 static char tmpdir[64];
 

@@ -1,6 +1,6 @@
 /*
  * check_shard: the sharding spec "shardfs-shard v1" (DESIGN.md §5), tested
- * through fs/shard.h.
+ * through plan/shard.h.
  *
  * The spec's test vectors pin the arithmetic; the property tests then run
  * thousands of random plans against every invariant and against a naive
@@ -9,7 +9,7 @@
  * pass. Random cases come from a fixed-seed generator local to the test,
  * and every failure prints the case's parameters, so it can be replayed.
  */
-#include "fs/shard.h"
+#include "plan/shard.h"
 
 #include <check.h>
 #include <errno.h>

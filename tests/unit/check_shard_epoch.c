@@ -1,5 +1,5 @@
 /*
- * check_shard_epoch: fs/shard.h's epoch extensions (docs/DESIGN.md §5, "Epochs, local reshuffle and skip"):
+ * check_shard_epoch: plan/shard.h's epoch extensions (docs/DESIGN.md §5, "Epochs, local reshuffle and skip"):
  * reshuffle = local, skip K over skip_world ranks.
  *
  * The vectors are the reference's (tests/integration/shardspec.py
@@ -10,7 +10,7 @@
  * (strided; drop loses only the documented tails). Random cases come from
  * a fixed-seed generator and every failure prints its case.
  */
-#include "fs/shard.h"
+#include "plan/shard.h"
 
 #include <check.h>
 #include <errno.h>

@@ -18,10 +18,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fs/manifest.h"
-#include "fs/shard.h"
-#include "util/log.h"
+#include "plan/manifest.h"
+#include "plan/shard.h"
 #include "tests/unit/unit.h"
+#include "util/log.h"
 
 /* Assertions for the hot loops of check_view(): Check's ck_assert_*
  * report every passing check to the parent process, which dominates the
@@ -54,13 +54,6 @@ static bool rank_filter(const void *ctx, uint64_t r)
 static bool selected(const struct rank_set *set, uint64_t r)
 {
 	return set == NULL || rank_filter(set, r);
-}
-
-static uint64_t manifest_weight(const void *ctx, size_t i)
-{
-	const struct manifest *m = ctx;
-
-	return m->entries[i].size;
 }
 
 /* xorshift64*: fixed seed, local to the test. */

@@ -1,5 +1,5 @@
 /*
- * shard_dump: prints fs/shard.c's plans for the cases on stdin, so that
+ * shard_dump: prints plan/shard.c's plans for the cases on stdin, so that
  * tests/unit/shard_xcheck.py can compare them with the independent
  * reference (tests/integration/shardspec.py). Not a Check suite: the
  * driver runs it once over all its cases.
@@ -10,7 +10,7 @@
  * DROPPED", then one line per rank, its items separated by spaces, a pad
  * starred; or "error ERRNO" (negative).
  */
-#include "fs/shard.h"
+#include "plan/shard.h"
 
 #include <inttypes.h>
 #include <stdio.h>

@@ -11,7 +11,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 
-#include "fs/shard.h"
+#include "plan/shard.h"
 
 static inline uint64_t weight_array(const void *ctx, size_t i)
 {

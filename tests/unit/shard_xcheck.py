@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Cross-check of fs/shard.c against the independent reference.
+"""Cross-check of plan/shard.c against the independent reference.
 
     shard_xcheck.py SHARD_DUMP [CASES [SEED]]
 

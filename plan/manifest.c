@@ -7,7 +7,7 @@
  * of the entry array, and is skipped when the input is already canonical (a
  * file written by manifest_write() always is).
  */
-#include "fs/manifest.h"
+#include "plan/manifest.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -47,6 +47,13 @@ const char *manifest_skip_name(enum manifest_skip reason)
 struct manifest *manifest_new(void)
 {
 	return calloc(1, sizeof(struct manifest));
+}
+
+uint64_t manifest_weight(const void *ctx, size_t i)
+{
+	const struct manifest *m = ctx;
+
+	return m->entries[i].size;
 }
 
 void manifest_free(struct manifest *m)

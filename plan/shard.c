@@ -22,7 +22,7 @@
  * skip plan reads T off the W0 plan's sequence and deals it through the
  * same shard_deal() as S, so balance and layout have one implementation.
  */
-#include "fs/shard.h"
+#include "plan/shard.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -65,6 +65,11 @@ struct manifest *manifest_new(void);
 /* Frees m; NULL is a no-op. */
 void manifest_free(struct manifest *m);
 
+/* Item i's weight for shard_plan_build() (a shard_weight_fn; ctx is the
+ * manifest): its size in bytes. The one weight a mount, `shardfs plan`
+ * and every epoch tree plan with, so they plan the same. */
+uint64_t manifest_weight(const void *ctx, size_t i);
+
 /* Adds one entry, copying key and etag. Returns 0, -ENOMEM, -E2BIG (key or
  * etag over 4 GiB), -EFBIG (size over MANIFEST_SIZE_MAX), or -EINVAL after
  * manifest_finish(). */
