@@ -59,11 +59,13 @@ export CK_TIMEOUT_MULTIPLIER SUITE_TIMEOUT
 endif
 # A sanitizer report fails the run: the first race, error or leak stops the
 # process (a unit test or the daemon) with a non-zero status.
-TSAN_OPTIONS ?= halt_on_error=1 second_deadlock_stack=1
+TSAN_OPTIONS ?= halt_on_error=1 second_deadlock_stack=1 \
+	suppressions=$(CURDIR)/tests/tsan.supp
 ASAN_OPTIONS ?= halt_on_error=1 detect_leaks=1
 UBSAN_OPTIONS ?= halt_on_error=1 print_stacktrace=1
-# Leaks in third-party libraries that shardfs cannot free (each one named
-# and explained in the file).
+# Leaks in third-party libraries that shardfs cannot free, and orderings
+# the kernel makes that TSan cannot see (each one named and explained in
+# its file).
 LSAN_OPTIONS ?= suppressions=$(CURDIR)/tests/lsan.supp
 export TSAN_OPTIONS ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS
 

@@ -22,6 +22,10 @@
 #include "util/log.h"
 #include "util/str.h"
 
+/* How often an unmount that finds the mount busy tries again, 100 ms apart
+ * (mountpoint_unmount()). */
+#define MOUNTPOINT_BUSY_TRIES 20
+
 bool mountpoint_is_fuse(const char *fstype)
 {
 	return strcmp(fstype, "fuse") == 0 || strcmp(fstype, "fuseblk") == 0 ||
@@ -310,13 +314,25 @@ int mountpoint_unmount(const struct mountpoint_info *mi, bool lazy)
 {
 	int rc;
 
-	if (geteuid() == 0)
-		rc = umount2(mi->path,
-			     UMOUNT_NOFOLLOW | (lazy ? MNT_DETACH : 0)) == 0
-			     ? 0
-			     : -errno;
-	else
-		rc = run_fusermount(mi->path, lazy);
+	unsigned tries = 0;
+
+	/* The daemon's own pusher holds a directory of the mount open for
+	 * the moment it lists it (fs/kernel.c), so a mount that served
+	 * reads just now can be busy for that moment: as root, try again
+	 * for up to MOUNTPOINT_BUSY_TRIES x 100 ms before saying busy. */
+	for (;;) {
+		if (geteuid() == 0)
+			rc = umount2(mi->path,
+				     UMOUNT_NOFOLLOW |
+					     (lazy ? MNT_DETACH : 0)) == 0
+				     ? 0
+				     : -errno;
+		else
+			rc = run_fusermount(mi->path, lazy);
+		if (rc != -EBUSY || ++tries >= MOUNTPOINT_BUSY_TRIES)
+			break;
+		usleep(100000);
+	}
 	if (rc == -EBUSY)
 		log_msg(LOG_ERR,
 			"cannot unmount %s: it is busy (open files or a "

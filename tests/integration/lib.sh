@@ -118,7 +118,17 @@ wait_serving() {
 # Returns the daemon's exit status.
 umount_shardfs() {
 	local mnt=$1 pid=${2:-$LAST_PID}
-	fusermount3 -u "$mnt" || return 1
+	# The daemon's pusher lists a directory of the mount for a moment
+	# after reads (fs/kernel.c): busy then, as shardfs unmount knows.
+	local tries=0
+	until fusermount3 -u "$mnt" 2>"$T/.umount.err"; do
+		tries=$((tries + 1))
+		if ! grep -q busy "$T/.umount.err" || [ "$tries" -ge 20 ]; then
+			cat "$T/.umount.err" >&2
+			return 1
+		fi
+		sleep 0.1
+	done
 	local rc=0
 	wait "$pid" || rc=$?
 	if [ "$rc" -ne 0 ]; then

@@ -5,13 +5,18 @@ reply (same headers, a body of zeros) stays on the kept-alive connection.
 
     strayreaders.py MOUNTFILE SRCFILE READERS IO SETTLE_URL
 
-Each of READERS threads reads the whole file in IO-byte reads with
-O_DIRECT (every read reaches the daemon), each range twice: between the
-two it waits until the proxy has written every stray reply it had begun
+READERS threads read the file in IO-byte reads with O_DIRECT (every read
+reaches the daemon), READERS passes, each range twice: between the two a
+reader waits until the proxy has written every stray reply it had begun
 (SETTLE_URL answers {"begun": B, "written": W}), so when the second read
 goes out, the stray reply of the first is on its connection, whatever the
-machine's load. Every byte is compared with SRCFILE. Prints "reads N
-wrong W errors E" and exits 0 only when W and E are 0.
+machine's load. In a pass the readers read disjoint ranges (reader r the
+ranges i with (i + pass) % READERS == r; passes start together): a stray
+sent late (the proxy's 5 ms mode) may reach a connection another reader
+has just sent its request on, and no client can tell that stray, naming
+the range asked for, from the answer; naming another range, it must be
+refused. Every byte is compared with SRCFILE. Prints "reads N wrong W
+errors E" and exits 0 only when W and E are 0.
 """
 import json
 import mmap
@@ -45,22 +50,32 @@ def main():
     tot = {"reads": 0, "wrong": 0, "errors": 0}
     msgs = []
 
+    ranges = (len(want) + io - 1) // io
+    passes = threading.Barrier(readers, timeout=300)
+
     def reader(r):
         reads = wrong = 0
         try:
             fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
             buf = mmap.mmap(-1, io)  # page-aligned, as O_DIRECT wants
-            for off in range(0, len(want), io):
-                n_want = min(io, len(want) - off)
-                for i in range(2):
-                    if i:
-                        settle(url)
-                    n = os.preadv(fd, [buf], off)
-                    reads += 1
-                    if n != n_want or buf[:n_want] != want[off:off + n_want]:
-                        wrong += 1
+            for p in range(readers):
+                passes.wait()
+                for k in range(ranges):
+                    if (k + p) % readers != r:
+                        continue
+                    off = k * io
+                    n_want = min(io, len(want) - off)
+                    for i in range(2):
+                        if i:
+                            settle(url)
+                        n = os.preadv(fd, [buf], off)
+                        reads += 1
+                        if (n != n_want or
+                                buf[:n_want] != want[off:off + n_want]):
+                            wrong += 1
             os.close(fd)
-        except OSError as e:
+        except (OSError, threading.BrokenBarrierError) as e:
+            passes.abort()
             with lock:
                 tot["errors"] += 1
                 msgs.append("reader %d: %s" % (r, e))

@@ -169,7 +169,8 @@ check "mixed: over 3,000 reads in all passes" test "$TOTAL_READS" -ge 3000
 # A store or proxy that answers a request twice leaves a complete reply
 # (same ETag, same Content-Range, a body of zeros) on the kept-alive
 # connection: in the same write as the real one, in a write right after
-# it, or 5 ms later. Four readers of one 40 MiB file read each 1 MiB
+# it, or 5 ms later. Four readers of one 40 MiB file, in four passes of
+# disjoint ranges (strayreaders.py says why), read each 1 MiB
 # range twice (O_DIRECT: every read reaches the daemon; cache off: every
 # read is a ranged GET), the second time once the proxy has sent the
 # stray reply of the first (strayreaders.py), so the stray reply is on

@@ -403,7 +403,8 @@ fi
 # --- a second, well-formed reply after the real one -----------------------------
 # Every media reply for extra.bin is followed by a complete copy of it with
 # a body of zeros (gcs/fault_proxy.py), in the same write, right after it
-# or 5 ms later. Four readers read each 1 MiB range twice (O_DIRECT, cache
+# or 5 ms later. Four readers read each 1 MiB range twice, in four passes
+# of disjoint ranges (strayreaders.py says why) (O_DIRECT, cache
 # off: each read is a ranged GET), the second time once the stray reply of
 # the first is sent (strayreaders.py), so it is on its connection and
 # names the range asked for: that connection must never be reused.
