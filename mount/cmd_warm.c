@@ -26,6 +26,7 @@
 #include "mount/overrides.h"
 #include "util/log.h"
 #include "util/ranks.h"
+#include "util/thread.h"
 
 #define PLAIN_INTERVAL 5.0 /* seconds between plain progress lines */
 #define BAR_INTERVAL 0.2
@@ -197,7 +198,7 @@ static int warm_run(struct warm_job *j, unsigned long jobs, struct progress *p)
 		jobs = j->n ? j->n : 1;
 	j->running = (unsigned)jobs;
 	for (i = 0; i < jobs; i++) {
-		if (pthread_create(&t[i], NULL, warm_worker, j) != 0)
+		if (thread_start(&t[i], warm_worker, j) != 0)
 			break;
 		started++;
 	}

@@ -432,17 +432,6 @@ int manifest_finish_into(struct manifest *m, int rc, struct manifest **out)
 	return 0;
 }
 
-static int hexval(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	return -1;
-}
-
 long manifest_unescape(char *s, size_t len)
 {
 	size_t i, o = 0;
@@ -452,13 +441,11 @@ long manifest_unescape(char *s, size_t len)
 			s[o++] = s[i];
 			continue;
 		}
-		if (len - i < 3)
+		int b;
+
+		if (len - i < 3 || (b = hex_pair(s + i + 1)) < 0)
 			return -EINVAL;
-		if (hexval((unsigned char)s[i + 1]) < 0 ||
-		    hexval((unsigned char)s[i + 2]) < 0)
-			return -EINVAL;
-		s[o++] = (char)(hexval((unsigned char)s[i + 1]) * 16 +
-				hexval((unsigned char)s[i + 2]));
+		s[o++] = (char)b;
 		i += 2;
 	}
 	return (long)o;
@@ -466,17 +453,17 @@ long manifest_unescape(char *s, size_t len)
 
 int manifest_write_escaped(FILE *f, const char *s, size_t len)
 {
-	static const char hex[] = "0123456789ABCDEF";
 	size_t i, run = 0;
 
 	for (i = 0; i < len; i++) {
 		unsigned char c = (unsigned char)s[i];
+		char esc[3];
 
 		if (!str_key_escapes(c))
 			continue;
+		hex_percent(c, esc);
 		if (fwrite(s + run, 1, i - run, f) != i - run ||
-		    fputc('%', f) == EOF || fputc(hex[c >> 4], f) == EOF ||
-		    fputc(hex[c & 15], f) == EOF)
+		    fwrite(esc, 1, 3, f) != 3)
 			return -EIO;
 		run = i + 1;
 	}

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "records/rindex_impl.h"
+#include "util/hex.h"
 #include "util/log.h"
 #include "util/sha256.h"
 #include "util/str.h"
@@ -261,15 +262,15 @@ bool rindex_needs_escape(unsigned char c)
 
 static void emit_escaped(struct rindex_emit *e, const char *s, size_t len)
 {
-	static const char hex[] = "0123456789ABCDEF";
 	size_t i;
 
 	for (i = 0; i < len; i++) {
 		unsigned char c = (unsigned char)s[i];
 
 		if (rindex_needs_escape(c)) {
-			char esc[3] = { '%', hex[c >> 4], hex[c & 15] };
+			char esc[3];
 
+			hex_percent(c, esc);
 			emit_bytes(e, esc, 3);
 		} else {
 			emit_bytes(e, s + i, 1);
@@ -328,7 +329,7 @@ static int rindex_body_digest(const struct rindex *ri, char hex[65])
 {
 	struct rindex_emit *e = calloc(1, sizeof(*e));
 	uint8_t d[SHA256_LEN];
-	int rc, i;
+	int rc;
 
 	if (!e)
 		return -ENOMEM;
@@ -346,8 +347,7 @@ static int rindex_body_digest(const struct rindex *ri, char hex[65])
 	free(e);
 	if (rc)
 		return rc;
-	for (i = 0; i < SHA256_LEN; i++)
-		snprintf(hex + 2 * i, 3, "%02x", d[i]);
+	hex_encode(d, SHA256_LEN, hex);
 	return 0;
 }
 
