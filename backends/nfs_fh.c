@@ -1,7 +1,7 @@
 /*
  * nfs_fh: the files each nfs connection keeps open across ranges (the
  * contract is in nfs_impl.h; why and what is checked when: nfs.c and
- * docs/NFS.md).
+ * docs/backends/nfs.md).
  *
  * A table of NFS_FH_PER_CONN slots per connection, searched by path (a
  * few string compares; the pool searches the idle connections' tables

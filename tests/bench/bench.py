@@ -1189,7 +1189,7 @@ def write_report(ctx, res, targets, tabs, wall, noise, path, latency_md="",
 
 Written by `make bench` (`tests/bench/bench.py`); do not edit by hand, rerun.
 The first part of `make bench` (`tests/bench/scale.sh`, manifest scale) is in
-the README; its GCS phase (`tests/bench/bench_gcs.py`) in
+[OPERATIONS.md](OPERATIONS.md#manifest-scale-what-a-mount-costs-before-it-serves); its GCS phase (`tests/bench/bench_gcs.py`) in
 [BENCHMARKS-gcs.md](BENCHMARKS-gcs.md).
 
 Run of {date}, shardfs commit `{git}` ({dirty} paths differed from that commit
