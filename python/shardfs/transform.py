@@ -23,8 +23,7 @@ environment variable SHARDFS_TRANSFORM_MODE (or the first argument
   stdin ends the loop.
 
 Only the result goes to stdout: print() inside the function would corrupt
-the output, so in worker mode sys.stdout is pointed at stderr while the
-function runs.
+the output, so sys.stdout is pointed at stderr while the function runs.
 """
 
 import os
@@ -96,7 +95,13 @@ def run_once(fn, stdin=None, stdout=None):
     """Process mode: all of stdin through fn to stdout."""
     inp = stdin if stdin is not None else sys.stdin.buffer
     out = stdout if stdout is not None else sys.stdout.buffer
-    result = fn(inp.read())
+    data = inp.read()
+    saved = sys.stdout
+    sys.stdout = sys.stderr
+    try:
+        result = fn(data)
+    finally:
+        sys.stdout = saved
     if not isinstance(result, (bytes, bytearray, memoryview)):
         raise TypeError(f"the transform returned {type(result).__name__}, not bytes")
     out.write(result)
