@@ -232,7 +232,10 @@ static enum xf_pump_end xf_pump(struct transform_proc *p, struct xf_io *io,
 		}
 		if (n == 0)
 			return io->framed ? XF_EOF : XF_DONE;
-		r = poll(pfd, (nfds_t)n, (int)(deadline - now));
+		/* In steps: a timeout_ms past INT_MAX must not wrap. */
+		r = poll(pfd, (nfds_t)n,
+			 deadline - now > 10000 ? 10000
+						: (int)(deadline - now));
 		if (r < 0 && errno != EINTR)
 			return XF_TIMEOUT;
 		if (r <= 0)
@@ -505,7 +508,8 @@ static bool xf_worker_idle_ok(struct xf_worker *w)
 		close(w->p.err);
 		w->p.err = -1;
 	}
-	return poll(&pfd, 1, 0) == 0;
+	/* A worker whose stdin broke (EPIPE) cannot take a request. */
+	return w->p.in >= 0 && poll(&pfd, 1, 0) == 0;
 }
 
 static int transform_run_worker(struct transform *t, struct xf_worker *w,
@@ -574,6 +578,10 @@ static int transform_run_worker(struct transform *t, struct xf_worker *w,
 				   "error: %.*s", (int)(len > 200 ? 200 : len),
 				   (const char *)io.out +
 					   TRANSFORM_PROTO_REPLY_HDR);
+		/* A worker that caught its MemoryError (shardfs.transform's
+		 * serve() does) hit the limit all the same. */
+		if (strstr(f->message, "MemoryError") != NULL)
+			f->what = TRANSFORM_FAIL_MEMORY;
 		rc = -EIO; /* the worker is fine: it said no */
 		goto done;
 	}

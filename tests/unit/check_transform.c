@@ -231,7 +231,29 @@ START_TEST(test_memory)
 	expect_fail(t, "x", 1, TRANSFORM_FAIL_MEMORY, -EIO, &f);
 	ck_assert_ptr_nonnull(strstr(f.stderr_tail, "MemoryError"));
 	transform_close(t);
+	/* A worker: dies of it, the next object gets a new worker. */
+	argv[0] = script("worker.py");
+	argv[1] = NULL;
+	s = spec_for(argv, TRANSFORM_MODE_WORKER);
+	s.memory = 256ull << 20;
+	ck_assert_int_eq(transform_open(&s, &t), 0);
+	expect_out(t, "ab", 2, "ba", 2);
+	expect_fail(t, "alloc", 5, TRANSFORM_FAIL_MEMORY, -EIO, &f);
+	ck_assert_int_eq(f.status, 1);
+	expect_out(t, "cd", 2, "dc", 2);
+	transform_close(t);
+	/* A Python worker through serve(): an error reply that says
+	 * MemoryError; the worker goes on. */
+	argv[0] = script("echo_worker.py");
+	ck_assert_int_eq(transform_open(&s, &t), 0);
+	expect_fail(t, "alloc", 5, TRANSFORM_FAIL_MEMORY, -EIO, &f);
+	ck_assert_ptr_nonnull(strstr(f.message, "MemoryError"));
+	expect_out(t, "ef", 2, "ef", 2);
+	transform_close(t);
 	/* The same with room for it works: the limit made it fail. */
+	argv[0] = "/usr/bin/python3";
+	argv[1] = "-c";
+	s = spec_for(argv, TRANSFORM_MODE_PROCESS);
 	s.memory = 4ull << 30;
 	ck_assert_int_eq(transform_open(&s, &t), 0);
 	expect_out(t, "x", 1, "1073741824\n", 11);

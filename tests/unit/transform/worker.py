@@ -8,6 +8,7 @@ is the object reversed, except for these objects:
   big   announces a reply of 2^40 bytes
   hang  never replies
   oops  replies status 1 with a message
+  alloc allocates 1 GiB (dies of MemoryError under a smaller limit)
 """
 import os
 import struct
@@ -37,6 +38,8 @@ while True:
         sys.stderr.write("dying mid-object\n")
         sys.stderr.flush()
         os._exit(5)
+    if data == b"alloc":
+        big = bytearray(1 << 30)
     if data == b"bad":
         out.write(struct.pack("<BQ", 7, 3) + b"xyz")
     elif data == b"big":
