@@ -93,6 +93,12 @@ static int xf_fail_status(struct transform *t, int st,
 {
 	int sig = 0, code = -1;
 
+	if (st == -1) {
+		transform_fail_set(f, TRANSFORM_FAIL_EXIT, tail,
+				   "%s ended, its exit status lost", who);
+		f->status = -1;
+		return -EIO;
+	}
 	if (WIFSIGNALED(st))
 		sig = WTERMSIG(st);
 	else if (WIFEXITED(st))

@@ -482,11 +482,26 @@ int transform_proc_reap(struct transform_proc *p, unsigned wait_ms, int *status)
 	unsigned sleep_us = 1000;
 
 	for (;;) {
-		pid_t r = waitpid(p->pid, status, WNOHANG);
+		siginfo_t si;
+		int r;
 
-		if (r == p->pid || (r < 0 && errno == ECHILD)) {
-			if (r < 0)
-				*status = 0;
+		/* Exited, not yet reaped: its pid is still its group's, so
+		 * what it left running in the group (sandbox none: a
+		 * background child) is killed without hitting a stranger. */
+		si.si_pid = 0;
+		r = waitid(P_PID, (id_t)p->pid, &si,
+			   WEXITED | WNOHANG | WNOWAIT);
+		if (r == 0 && si.si_pid == p->pid) {
+			kill(-p->pid, SIGKILL);
+			if (waitpid(p->pid, status, 0) != p->pid)
+				*status = -1;
+			p->pid = -1;
+			return 0;
+		}
+		if (r < 0 && errno == ECHILD) {
+			/* Reaped by someone else (SIGCHLD ignored?): the
+			 * status is lost, which is a failure. */
+			*status = -1;
 			p->pid = -1;
 			return 0;
 		}

@@ -72,8 +72,10 @@ int transform_launch_start(const struct transform_launch *l,
 /* SIGKILLs p's process group (and p). */
 void transform_proc_kill(const struct transform_proc *p);
 
-/* Waits up to wait_ms for p to exit and reaps it; *status as waitpid's.
- * Returns 0, or -ETIMEDOUT (still running, not reaped). */
+/* Waits up to wait_ms for p to exit, SIGKILLs what is left in its process
+ * group, and reaps it; *status as waitpid's, or -1 if the status was lost
+ * (another waiter reaped it). Returns 0, or -ETIMEDOUT (still running,
+ * not reaped). */
 int transform_proc_reap(struct transform_proc *p, unsigned wait_ms,
 			int *status);
 

@@ -478,6 +478,69 @@ START_TEST(test_kill_self)
 }
 END_TEST
 
+/* Processes whose command line is exactly argv0 arg1. */
+static int count_cmdline(const char *argv0, const char *arg1)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	int n = 0;
+
+	while (d != NULL && (e = readdir(d)) != NULL) {
+		char path[300], buf[256];
+		size_t got, a = strlen(argv0) + 1;
+		FILE *f;
+
+		if (e->d_name[0] < '0' || e->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/cmdline", e->d_name);
+		f = fopen(path, "r");
+		if (f == NULL)
+			continue;
+		got = fread(buf, 1, sizeof(buf), f);
+		fclose(f);
+		if (got == a + strlen(arg1) + 1 && memcmp(buf, argv0, a) == 0 &&
+		    memcmp(buf + a, arg1, strlen(arg1) + 1) == 0)
+			n++;
+	}
+	if (d != NULL)
+		closedir(d);
+	return n;
+}
+
+/* What a command leaves running in its process group is killed when it
+ * exits (sandbox none; in bwrap the PID namespace ends with it); one that
+ * holds stdout open keeps the run to its timeout, then goes too. */
+START_TEST(test_stragglers)
+{
+	char secs[16], cmd[128];
+	const char *argv[] = { "/bin/sh", "-c", cmd, NULL };
+	struct transform_spec s = spec_for(argv, TRANSFORM_MODE_PROCESS);
+	struct transform_failure f;
+	struct transform *t;
+	int i;
+
+	snprintf(secs, sizeof(secs), "%d", 3000 + getpid() % 1000);
+	snprintf(cmd, sizeof(cmd),
+		 "(/bin/sleep %s >/dev/null 2>&1 </dev/null &); echo out",
+		 secs);
+	s.sandbox = TRANSFORM_SANDBOX_NONE;
+	s.timeout_ms = 2000;
+	ck_assert_int_eq(transform_open(&s, &t), 0);
+	expect_out(t, "x", 1, "out\n", 4);
+	for (i = 0; i < 100 && count_cmdline("/bin/sleep", secs) > 0; i++)
+		usleep(20000);
+	ck_assert_int_eq(count_cmdline("/bin/sleep", secs), 0);
+	transform_close(t);
+	snprintf(cmd, sizeof(cmd), "(/bin/sleep %s &); echo out", secs);
+	ck_assert_int_eq(transform_open(&s, &t), 0);
+	expect_fail(t, "x", 1, TRANSFORM_FAIL_TIMEOUT, -ETIMEDOUT, &f);
+	for (i = 0; i < 100 && count_cmdline("/bin/sleep", secs) > 0; i++)
+		usleep(20000);
+	ck_assert_int_eq(count_cmdline("/bin/sleep", secs), 0);
+	transform_close(t);
+}
+END_TEST
+
 START_TEST(test_worker_replaced)
 {
 	const char *argv[] = { script("worker.py"), NULL };
@@ -781,6 +844,7 @@ int main(void)
 		{ "hidden", test_hidden },
 		{ "env_user", test_env_user },
 		{ "kill_self", test_kill_self },
+		{ "stragglers", test_stragglers },
 		{ "worker_replaced", test_worker_replaced },
 		{ "concurrent_worker", test_concurrent_worker },
 		{ "concurrent_process", test_concurrent_process },
