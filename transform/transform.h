@@ -13,7 +13,9 @@
  *    needed, each handling one object at a time over the framed protocol
  *    of transform/protocol.h. A worker that dies, times out, breaks the
  *    protocol or exceeds output_max is killed; the object in flight fails
- *    and the next object starts a new worker.
+ *    and the next object starts a new worker. A worker that exits 0
+ *    without a byte of reply (it ended itself between objects just as the
+ *    request went out) has the object resent to a new worker, once.
  * Both set SHARDFS_TRANSFORM_MODE=process|worker in the command's
  * environment (python/shardfs/transform.py's main() reads it).
  *
@@ -21,7 +23,9 @@
  * daemon starts a new session (its process group is killed on timeout),
  * sets rlimits (RLIMIT_AS = memory, RLIMIT_CPU = cpu_seconds in process
  * mode, RLIMIT_FSIZE = output_max (at least 1 MiB) for files it writes in
- * its /tmp, RLIMIT_NPROC = processes, counted per user), closes every
+ * its /tmp, RLIMIT_NPROC = processes: the kernel counts every process and
+ * thread of that uid on the machine, so leave room for all workers of all
+ * transforms running as that user), closes every
  * descriptor but 0, 1, 2, sets no_new_privs, clears its environment to the
  * allow-list, drops to `user` (supplementary groups cleared, the user's
  * primary group), then executes bubblewrap (sandbox bwrap, the default;
@@ -34,7 +38,10 @@
  * Reading and writing: stdin, stdout and stderr are serviced together
  * (poll, non-blocking), so a command that writes before it has read all of
  * its input never deadlocks. The output is returned only whole: any
- * failure returns no bytes. The last TRANSFORM_TAIL_MAX bytes of the
+ * failure returns no bytes. When a per-object process exits, whatever it
+ * left running in its process group is killed (in bwrap the PID namespace
+ * ends with it anyway); one that still holds stdout or stderr open keeps
+ * the run to its timeout. The last TRANSFORM_TAIL_MAX bytes of the
  * command's stderr (in worker mode: of that worker, drained during every
  * run) come back with a failure, escaped into one printable line.
  *
@@ -115,11 +122,15 @@ enum transform_fail {
 	TRANSFORM_FAIL_TIMEOUT,	   /* ran past timeout_ms: killed */
 	TRANSFORM_FAIL_OUTPUT_MAX, /* wrote more than output_max: killed */
 	TRANSFORM_FAIL_EMPTY,	   /* exited 0 (or replied ok) with no bytes */
-	TRANSFORM_FAIL_MEMORY,	   /* failed and its stderr says memory */
-	TRANSFORM_FAIL_PROTOCOL,   /* worker: a malformed or unexpected frame */
-	TRANSFORM_FAIL_ERROR,	   /* worker: replied with an error */
-	TRANSFORM_FAIL_START,	   /* could not start (fork, exec, user) */
-	TRANSFORM_FAIL_BUSY,	   /* no free slot within timeout_ms */
+	/* Failed, and its stderr or error reply says memory ("MemoryError",
+	 * "Cannot allocate memory", "out of memory", "bad_alloc", "memory
+	 * exhausted"): how a program reports a failed allocation is its
+	 * own, so this is a best guess; else it is exit or signal. */
+	TRANSFORM_FAIL_MEMORY,
+	TRANSFORM_FAIL_PROTOCOL, /* worker: a malformed or unexpected frame */
+	TRANSFORM_FAIL_ERROR,	 /* worker: replied with an error */
+	TRANSFORM_FAIL_START,	 /* could not start (fork, exec, user) */
+	TRANSFORM_FAIL_BUSY,	 /* no free slot within timeout_ms */
 };
 
 /* Why a run failed. All strings are printable one-line text. */

@@ -61,8 +61,10 @@ int main(int argc, char **argv)
 {
 	static const char *const env[] = { "PATH=/usr/bin:/bin", "HOME=/tmp",
 					   "TMPDIR=/tmp", NULL };
-	struct transform_spec s = { .name = "bench", .version = "1",
-				    .env = env, .timeout_ms = 120000 };
+	struct transform_spec s = { .name = "bench",
+				    .version = "1",
+				    .env = env,
+				    .timeout_ms = 120000 };
 	pthread_t th[64];
 	unsigned i, n;
 	uint64_t t0, ms;
