@@ -339,7 +339,7 @@ static void spawn_child_fail(int fd, int stage)
 
 /* After fork: system calls only (spawn.h). */
 static void spawn_child(const struct transform_launch *l, int in, int out,
-			int errfd, int report)
+			int errfd, int report, pid_t parent)
 {
 	sigset_t none;
 	int i;
@@ -350,8 +350,6 @@ static void spawn_child(const struct transform_launch *l, int in, int out,
 		if (i != SIGKILL && i != SIGSTOP)
 			signal(i, SIG_DFL);
 	setsid();
-	if (l->parent_deathsig)
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(errfd, 2) < 0)
 		spawn_child_fail(report, STAGE_FDS);
 	/* Every descriptor but 0, 1, 2 and the report pipe (close-on-exec)
@@ -371,6 +369,13 @@ static void spawn_child(const struct transform_launch *l, int in, int out,
 	if (getuid() == 0 || geteuid() == 0) {
 		errno = EPERM;
 		spawn_child_fail(report, STAGE_USER);
+	}
+	/* After the user switch: a change of credentials clears it. If the
+	 * daemon died before this, the parent is no longer it: stop. */
+	if (l->parent_deathsig) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(127);
 	}
 	prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
 	execve(l->path, l->argv, l->envp);
@@ -395,7 +400,7 @@ int transform_launch_start(const struct transform_launch *l,
 	int msg[2];
 	size_t got = 0;
 	uint64_t end;
-	pid_t pid;
+	pid_t pid, parent;
 	int rc;
 
 	if (pipe2(pin, O_CLOEXEC) || pipe2(pout, O_CLOEXEC) ||
@@ -404,6 +409,7 @@ int transform_launch_start(const struct transform_launch *l,
 		snprintf(err, cap, "pipe: %s", strerror(errno));
 		goto fail;
 	}
+	parent = getpid();
 	pid = fork();
 	if (pid < 0) {
 		rc = -ECHILD;
@@ -411,7 +417,7 @@ int transform_launch_start(const struct transform_launch *l,
 		goto fail;
 	}
 	if (pid == 0)
-		spawn_child(l, pin[0], pout[1], perr[1], rep[1]);
+		spawn_child(l, pin[0], pout[1], perr[1], rep[1], parent);
 	spawn_close(&pin[0]);
 	spawn_close(&pout[1]);
 	spawn_close(&perr[1]);

@@ -16,6 +16,7 @@
 #include <limits.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -541,6 +542,48 @@ START_TEST(test_stragglers)
 }
 END_TEST
 
+/* kill -9 of the daemon mid-run leaves no transform running, in either
+ * sandbox (the daemon here: a forked child running the transform). */
+START_TEST(test_daemon_killed)
+{
+	char secs[16];
+	const char *argv[] = { "/bin/sleep", secs, NULL };
+	struct transform_spec s = spec_for(argv, TRANSFORM_MODE_PROCESS);
+	int i, j, st;
+
+	snprintf(secs, sizeof(secs), "%d", 4000 + getpid() % 1000);
+	for (i = 0; i < 2; i++) {
+		pid_t daemon;
+
+		s.sandbox =
+			i ? TRANSFORM_SANDBOX_NONE : TRANSFORM_SANDBOX_BWRAP;
+		daemon = fork();
+		ck_assert_int_ge(daemon, 0);
+		if (daemon == 0) {
+			struct transform_output out;
+			struct transform *t;
+
+			if (transform_open(&s, &t) != 0)
+				_exit(1);
+			transform_run(t, "x", 1, &out, NULL);
+			_exit(2);
+		}
+		for (j = 0; j < 500 && count_cmdline("/bin/sleep", secs) == 0;
+		     j++)
+			usleep(20000);
+		ck_assert_int_eq(count_cmdline("/bin/sleep", secs), 1);
+		kill(daemon, SIGKILL);
+		ck_assert_int_eq(waitpid(daemon, &st, 0), daemon);
+		for (j = 0; j < 250 && count_cmdline("/bin/sleep", secs) > 0;
+		     j++)
+			usleep(20000);
+		ck_assert_msg(count_cmdline("/bin/sleep", secs) == 0,
+			      "the transform outlived the daemon (sandbox %s)",
+			      i ? "none" : "bwrap");
+	}
+}
+END_TEST
+
 START_TEST(test_worker_replaced)
 {
 	const char *argv[] = { script("worker.py"), NULL };
@@ -845,6 +888,7 @@ int main(void)
 		{ "env_user", test_env_user },
 		{ "kill_self", test_kill_self },
 		{ "stragglers", test_stragglers },
+		{ "daemon_killed", test_daemon_killed },
 		{ "worker_replaced", test_worker_replaced },
 		{ "concurrent_worker", test_concurrent_worker },
 		{ "concurrent_process", test_concurrent_process },
