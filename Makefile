@@ -78,7 +78,8 @@ ALL_CFLAGS = $(WARN) $(CFLAGS) $(SANFLAGS) -D_GNU_SOURCE \
 ALL_LDFLAGS = $(LDFLAGS) $(SANFLAGS)
 LIBS = $(PKG_LIBS) -lpthread
 
-LIB_SRCS := $(wildcard util/*.c backends/*.c cache/*.c plan/*.c fs/*.c records/*.c) \
+LIB_SRCS := $(wildcard util/*.c backends/*.c cache/*.c plan/*.c fs/*.c records/*.c \
+	transform/*.c) \
 	$(filter-out mount/main.c,$(wildcard mount/*.c))
 LIB_OBJS := $(LIB_SRCS:%.c=$(B)/%.o)
 MAIN_OBJ := $(B)/mount/main.o

@@ -52,6 +52,10 @@ PKGS="$PKGS libnfs-dev nfs-ganesha nfs-ganesha-vfs libnfs-utils"
 # python3-crcmod is its optional CRC-32C accelerator (C), tested too.
 PKGS="$PKGS python3-torch python3-pytest python3-venv python3-pip python3-setuptools \
 python3-crcmod"
+# Transforms (transform/, tests/unit/check_transform): bubblewrap is the
+# default sandbox of a transform's processes; the suite's real transform
+# decodes and resizes JPEGs with Pillow.
+PKGS="$PKGS bubblewrap python3-pil"
 # Fuzzing (tests/fuzz, part of check): clang 14 and its libFuzzer runtime.
 PKGS="$PKGS clang libclang-rt-14-dev"
 
@@ -87,6 +91,7 @@ mount mount
 umount mount
 mountpoint util-linux
 setpriv util-linux
+bwrap bubblewrap
 unshare util-linux
 flock util-linux
 setsid util-linux
@@ -151,6 +156,7 @@ botocore python3-botocore
 yaml python3-yaml
 jwt python3-jwt
 cryptography python3-cryptography
+PIL python3-pil
 prometheus_client python3-prometheus-client
 "
 # make bench: the peers it compares with (tests/bench/bench.py): s3fs and
