@@ -182,7 +182,8 @@ FUZZ_CFLAGS = $(WARN) -Wno-missing-field-initializers -O1 -g $(FUZZ_SAN) \
 FUZZ_LIB_SRCS := util/log.c backends/http.c backends/http_pool.c \
 	backends/posix.c backends/s3_creds.c backends/s3_creds_source.c \
 	backends/s3_sign.c backends/s3_xml.c plan/manifest.c plan/shard.c \
-	fs/view.c util/ranks.c mount/config.c mount/ini.c mount/overrides.c
+	fs/view.c util/ranks.c mount/config.c mount/config_transform.c \
+	mount/ini.c mount/overrides.c
 FUZZ_LIB_SRCS += backends/gcs_json.c backends/objstore.c backends/backend_list.c
 # mount/config.c checks nfs:// URLs with the pure parser.
 FUZZ_LIB_SRCS += backends/nfs_url.c

@@ -41,6 +41,7 @@
 #include <arpa/inet.h>
 
 #include "backends/nfs.h"
+#include "mount/config_transform.h"
 #include "mount/ini.h"
 #include "util/ranks.h"
 #include "util/str.h"
@@ -313,9 +314,10 @@ static const struct key keys[KEY_COUNT] = {
 				 .restart = true },
 };
 
-static const char *const sections[] = { "source", "shard",    "records",
-					"cache",  "prefetch", "mount",
-					"log",	  "metrics" };
+static const char *const sections[] = {
+	"source", "shard", "records", "cache",	       "prefetch",
+	"mount",  "log",   "metrics", "transform NAME"
+};
 
 const char *config_addressing_name(enum backend_addressing a)
 {
@@ -481,7 +483,7 @@ int config_parse_size(const char *s, uint64_t *out)
 	return 0;
 }
 
-static bool parse_bool(const char *s, bool *out)
+bool config_parse_bool(const char *s, bool *out)
 {
 	static const char *const yes[] = { "true", "yes", "on", "1" };
 	static const char *const no[] = { "false", "no", "off", "0" };
@@ -794,7 +796,7 @@ static int key_set(struct config *cfg, const struct key *k, const char *value,
 		}
 		return store_string(field, value);
 	case VAL_BOOL:
-		if (!parse_bool(value, &b)) {
+		if (!config_parse_bool(value, &b)) {
 			snprintf(why, whylen,
 				 "not a boolean (true/false, yes/no, on/off, "
 				 "1/0)");
@@ -911,6 +913,20 @@ static int config_apply(struct load *ld, const struct origin *o,
 	char *copy;
 	int k, rc;
 
+	if (!strncmp(section, "transform", 9)) {
+		rc = -EINVAL;
+		snprintf(why, sizeof(why),
+			 "[transform NAME] keys are set in the file only");
+		if (!o->override)
+			rc = config_transform_set(ld->cfg, section, o->line,
+						  name, value, why,
+						  sizeof(why));
+		if (rc == -EINVAL)
+			fail_value(ld, o, section, name, value, why);
+		if (rc == -ENOMEM)
+			load_oom(ld);
+		return ld->rc;
+	}
 	k = key_find(section, name, why, sizeof(why));
 	if (k < 0) {
 		fail_value(ld, o, section, name, value, why);
@@ -1117,6 +1133,19 @@ static void check_records(struct load *ld)
 			   "decompressed once into it");
 }
 
+/* Checks over a [transform] section as a whole, naming its first line. */
+static void check_transforms(struct load *ld)
+{
+	char why[256];
+	size_t bad;
+
+	if (config_transform_check(ld->cfg, &bad, why, sizeof(why)))
+		load_fail(ld, -EINVAL, ld->cfg->transforms[bad].line,
+			  "%s:%u: [transform %s]: %s", ld->cfg->file,
+			  ld->cfg->transforms[bad].line,
+			  ld->cfg->transforms[bad].name, why);
+}
+
 static int check_all(struct load *ld)
 {
 	if (!ld->cfg->source.url) {
@@ -1129,6 +1158,8 @@ static int check_all(struct load *ld)
 		check_spec(ld);
 	if (!ld->rc)
 		check_records(ld);
+	if (!ld->rc)
+		check_transforms(ld);
 	return ld->rc;
 }
 
@@ -1219,6 +1250,7 @@ void config_free(struct config *cfg)
 			free(*(char **)(void *)((char *)cfg + keys[i].offset));
 	free(cfg->file);
 	free(cfg->shard.ranks);
+	config_transforms_free(cfg);
 	free(cfg);
 }
 

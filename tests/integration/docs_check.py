@@ -12,7 +12,8 @@ if any failed.
 - every option of each command's usage line (`shardfs help CMD`) is in
   that command's SYNOPSIS entry of man/shardfs.8;
 - every key of mount/config.c's key table (the source of truth) is
-  documented under its section in man/shardfs.conf.5;
+  documented under its section in man/shardfs.conf.5, and every key of
+  mount/config_transform.c's under [transform NAME];
 - every `[section] key` of README.md's ini examples is a key of that table;
 - README.md names every fuzz harness of tests/fuzz/ (fuzz_NAME.c);
 - every relative link of README.md, python/README.md and docs/**.md names
@@ -109,7 +110,13 @@ def config_keys(path):
     enum = re.search(r"enum\s+\w*\s*\{([^}]*KEY_COUNT[^}]*)\}", src)
     names = re.findall(r"\b(KEY_[A-Z0-9_]+)\b", enum.group(1)) if enum else []
     missing = [n for n in names if n != "KEY_COUNT" and n not in {e[0] for e in entries}]
-    return [(s, k) for _, s, k in entries], missing
+    keys = [(s, k) for _, s, k in entries]
+    # A [transform NAME] section's keys: mount/config_transform.c's table.
+    tpath = os.path.join(os.path.dirname(path), "config_transform.c")
+    if os.path.exists(tpath):
+        keys += [("transform", k) for k in
+                 re.findall(r'^\t\{ "([a-z_0-9]+)", TV_[A-Z]+,', open(tpath).read(), re.M)]
+    return keys, missing
 
 
 def man_keys(path):
@@ -118,7 +125,7 @@ def man_keys(path):
     out, sec = set(), None
     lines = open(path).read().splitlines()
     for i, line in enumerate(lines):
-        m = re.match(r'^\.SS "?\[([a-z]+)\]', line)
+        m = re.match(r'^\.SS "?\[([a-z]+)(?: NAME)?\]', line)
         if m:
             sec = m.group(1)
         elif line.startswith(".SH"):
@@ -137,7 +144,7 @@ def readme_ini_keys(text):
         sec = None
         for line in block.splitlines():
             s = line.strip()
-            m = re.match(r"^\[([a-z]+)\]", s)
+            m = re.match(r"^\[([a-z]+)(?:\s+[a-z0-9_-]+)?\]", s)
             if m:
                 sec = m.group(1)
             elif sec and s and s[0] not in ";#":

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <ftw.h>
 #include <glob.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -737,10 +738,10 @@ static const struct bad_case bad_cases[] = {
 	  "once into it" },
 	{ MIN_CONF "[foo]\nbar = 1\n",
 	  "@:4: [foo] bar = 1: unknown section (sections are source, shard, "
-	  "records, cache, prefetch, mount, log, metrics)" },
+	  "records, cache, prefetch, mount, log, metrics, transform NAME)" },
 	{ MIN_CONF "[Shard]\nseed = 1\n",
 	  "@:4: [Shard] seed = 1: unknown section (sections are source, shard, "
-	  "records, cache, prefetch, mount, log, metrics)" },
+	  "records, cache, prefetch, mount, log, metrics, transform NAME)" },
 	{ MIN_CONF "[shard]\nwolrd_size = 8\n",
 	  "@:4: [shard] wolrd_size = 8: unknown key (keys in [shard] "
 	  "are " SHARD_KEYS ")" },
@@ -819,7 +820,8 @@ START_TEST(test_override_errors)
 		{ "seed=0.5", "-o seed=0.5: expected section.key=value" },
 		{ "foo.bar=1",
 		  "-o foo.bar=1: unknown section (sections are source, shard, "
-		  "records, cache, prefetch, mount, log, metrics)" },
+		  "records, cache, prefetch, mount, log, metrics, transform "
+		  "NAME)" },
 		{ "shard.nope=1", "-o shard.nope=1: unknown key (keys in "
 				  "[shard] are " SHARD_KEYS ")" },
 		{ "cache.dir=rel", "-o cache.dir=rel: not an absolute path" },
@@ -1233,47 +1235,74 @@ static size_t man_keys(const char *path, struct man_key *out, size_t max)
 	return n;
 }
 
-/* Every key of the table is in shardfs.conf(5) under its section with its
- * default, and the page documents no key the table lacks. */
+/* man[j] of man[0..n) is where key info is documented, with its default;
+ * section is the page's ("transform NAME" for a transform's keys). */
+static void man_has(const struct man_key *man, size_t n, const char *path,
+		    const char *section, const struct config_key_info *info)
+{
+	char want[256];
+	size_t j;
+
+	for (j = 0; j < n; j++)
+		if (!strcmp(man[j].section, section) &&
+		    !strcmp(man[j].name, info->name))
+			break;
+	ck_assert_msg(j < n, "[%s] %s is not in %s", section, info->name, path);
+	if (info->default_text && !*info->default_text)
+		snprintf(want, sizeof(want), "Default: \\fB\"\"\\fR");
+	else if (info->default_text)
+		snprintf(want, sizeof(want), "Default: \\fB%s\\fR",
+			 info->default_text);
+	else
+		snprintf(want, sizeof(want), "Default: none");
+	ck_assert_msg(strstr(man[j].text, want) != NULL,
+		      "[%s] %s: %s does not say \"%s\"", section, info->name,
+		      path, want);
+}
+
+/* Every key of the table (and of a [transform NAME] section) is in
+ * shardfs.conf(5) under its section with its default, and the page
+ * documents no key the tables lack. */
 START_TEST(test_man_page)
 {
-	static struct man_key man[128];
+	static struct man_key man[160];
 	struct config_key_info info;
-	char path[4096], want[256];
-	size_t n, i, j;
+	char path[4096];
+	size_t n, i, j, count;
+	bool tr;
 
 	snprintf(path, sizeof(path), "%s/man/shardfs.conf.5", srcdir());
 	n = man_keys(path, man, sizeof(man) / sizeof(man[0]));
 	ck_assert_uint_gt(config_key_count(), 30);
 	for (i = 0; i < config_key_count(); i++) {
 		ck_assert_int_eq(config_key_at(i, &info), 0);
-		for (j = 0; j < n; j++)
-			if (!strcmp(man[j].section, info.section) &&
-			    !strcmp(man[j].name, info.name))
-				break;
-		ck_assert_msg(j < n, "[%s] %s is not in %s", info.section,
-			      info.name, path);
-		if (info.default_text)
-			snprintf(want, sizeof(want), "Default: \\fB%s\\fR",
-				 info.default_text);
-		else
-			snprintf(want, sizeof(want), "Default: none");
-		ck_assert_msg(strstr(man[j].text, want) != NULL,
-			      "[%s] %s: %s does not say \"%s\"", info.section,
-			      info.name, path, want);
+		man_has(man, n, path, info.section, &info);
+	}
+	ck_assert_uint_gt(config_transform_key_count(), 10);
+	for (i = 0; i < config_transform_key_count(); i++) {
+		ck_assert_int_eq(config_transform_key_at(i, &info), 0);
+		ck_assert_str_eq(info.section, "transform");
+		man_has(man, n, path, "transform NAME", &info);
 	}
 	for (j = 0; j < n; j++) {
-		for (i = 0; i < config_key_count(); i++) {
-			ck_assert_int_eq(config_key_at(i, &info), 0);
-			if (!strcmp(man[j].section, info.section) &&
+		tr = !strcmp(man[j].section, "transform NAME");
+		count = tr ? config_transform_key_count() : config_key_count();
+		for (i = 0; i < count; i++) {
+			ck_assert_int_eq(tr ? config_transform_key_at(i, &info)
+					    : config_key_at(i, &info),
+					 0);
+			if ((tr || !strcmp(man[j].section, info.section)) &&
 			    !strcmp(man[j].name, info.name))
 				break;
 		}
-		ck_assert_msg(i < config_key_count(),
+		ck_assert_msg(i < count,
 			      "%s documents [%s] %s, which is no key", path,
 			      man[j].section, man[j].name);
 	}
 	ck_assert_int_eq(config_key_at(config_key_count(), &info), -EINVAL);
+	ck_assert_int_eq(
+		config_transform_key_at(config_transform_key_count(), &info),
+		-EINVAL);
 }
 END_TEST
 
@@ -1295,6 +1324,325 @@ START_TEST(test_examples)
 		config_free(cfg);
 	}
 	globfree(&g);
+}
+END_TEST
+
+/* ---- [transform NAME] sections ---- */
+
+#define TRANSFORM_KEYS                                                         \
+	"command, version, mode, workers, timeout_ms, memory, output_max, "    \
+	"user, sandbox, env, suffix, replace_extension"
+
+static void assert_argv(char *const *argv, const char *const *want)
+{
+	size_t i;
+
+	ck_assert_ptr_nonnull(argv);
+	for (i = 0; want[i]; i++) {
+		ck_assert_ptr_nonnull(argv[i]);
+		ck_assert_str_eq(argv[i], want[i]);
+	}
+	ck_assert_ptr_null(argv[i]);
+}
+
+START_TEST(test_transform_defaults)
+{
+	struct config *cfg = load_ok(
+		MIN_CONF "[transform resize]\ncommand = /bin/cat\n", NULL, 0);
+	const struct config_transform *t;
+	static const char *const env[] = { "PATH",	"LANG",	       "LC_ALL",
+					   "HOME=/tmp", "TMPDIR=/tmp", NULL };
+	static const char *const cmd[] = { "/bin/cat", NULL };
+
+	ck_assert_uint_eq(cfg->n_transforms, 1);
+	t = &cfg->transforms[0];
+	ck_assert_str_eq(t->name, "resize");
+	ck_assert_str_eq(t->command, "/bin/cat");
+	assert_argv(t->argv, cmd);
+	ck_assert_str_eq(t->version, "");
+	ck_assert_int_eq(t->mode, TRANSFORM_MODE_PROCESS);
+	ck_assert_uint_eq(t->workers, 0);
+	ck_assert_uint_eq(t->timeout_ms, TRANSFORM_TIMEOUT_MS_DEFAULT);
+	ck_assert_uint_eq(t->memory, TRANSFORM_MEMORY_DEFAULT);
+	ck_assert_uint_eq(t->output_max, TRANSFORM_OUTPUT_MAX_DEFAULT);
+	ck_assert_str_eq(t->user, TRANSFORM_USER_DEFAULT);
+	ck_assert_int_eq(t->sandbox, TRANSFORM_SANDBOX_BWRAP);
+	assert_argv(t->env, env);
+	ck_assert_str_eq(t->suffix, "");
+	ck_assert(!t->replace_extension);
+	ck_assert_uint_eq(t->line, 4);
+	config_free(cfg);
+
+	/* No section: no transform. */
+	cfg = load_ok(MIN_CONF, NULL, 0);
+	ck_assert_uint_eq(cfg->n_transforms, 0);
+	ck_assert_ptr_null(cfg->transforms);
+	config_free(cfg);
+}
+END_TEST
+
+START_TEST(test_transform_full)
+{
+	struct config *cfg = load_ok(
+		MIN_CONF "[transform resize224]\n"
+			 "command = python3 -m shardfs.transform "
+			 "\"/opt/my transforms/resize.py\" --size=224\n"
+			 "version = 2026-11 \"b\"\n"
+			 "mode = WORKER\n"
+			 "workers = 3\n"
+			 "timeout_ms = 5000\n"
+			 "memory = 2G\n"
+			 "output_max = 1M\n"
+			 "user = shardfs-transform\n"
+			 "sandbox = none\n"
+			 "env = PYTHONPATH=/opt/lib OMP_NUM_THREADS=1 LANG\n"
+			 "suffix = .png\n"
+			 "replace_extension = yes\n"
+			 "[cache]\n"
+			 "dir = /tmp/c\n"
+			 "[transform tok_2]\n"
+			 "env =\n"
+			 "command = /usr/bin/tok\n",
+		NULL, 0);
+	const struct config_transform *t;
+	static const char *const cmd[] = {
+		"python3",	     "-m",
+		"shardfs.transform", "/opt/my transforms/resize.py",
+		"--size=224",	     NULL
+	};
+	static const char *const env[] = { "PYTHONPATH=/opt/lib",
+					   "OMP_NUM_THREADS=1", "LANG", NULL };
+	static const char *const cmd2[] = { "/usr/bin/tok", NULL };
+	static const char *const none[] = { NULL };
+
+	ck_assert_uint_eq(cfg->n_transforms, 2);
+	t = &cfg->transforms[0];
+	ck_assert_str_eq(t->name, "resize224");
+	assert_argv(t->argv, cmd);
+	ck_assert_str_eq(t->version, "2026-11 \"b\"");
+	ck_assert_int_eq(t->mode, TRANSFORM_MODE_WORKER);
+	ck_assert_uint_eq(t->workers, 3);
+	ck_assert_uint_eq(t->timeout_ms, 5000);
+	ck_assert_uint_eq(t->memory, UINT64_C(2) << 30);
+	ck_assert_uint_eq(t->output_max, UINT64_C(1) << 20);
+	ck_assert_str_eq(t->user, "shardfs-transform");
+	ck_assert_int_eq(t->sandbox, TRANSFORM_SANDBOX_NONE);
+	assert_argv(t->env, env);
+	ck_assert_str_eq(t->suffix, ".png");
+	ck_assert(t->replace_extension);
+	ck_assert_uint_eq(t->line, 4);
+	ck_assert_str_eq(cfg->cache.dir, "/tmp/c");
+
+	t = &cfg->transforms[1];
+	ck_assert_str_eq(t->name, "tok_2");
+	assert_argv(t->argv, cmd2);
+	/* env set empty: the environment cleared entirely. */
+	assert_argv(t->env, none);
+	ck_assert_uint_eq(t->line, 19);
+	config_free(cfg);
+}
+END_TEST
+
+START_TEST(test_transform_split)
+{
+	static const struct {
+		const char *s;
+		const char *want[6];
+	} ok[] = {
+		{ "a", { "a" } },
+		{ "  a\tb   c  ", { "a", "b", "c" } },
+		{ "a \"b c\" d", { "a", "b c", "d" } },
+		{ "a x\"b c\"y\"\"z", { "a", "xb cyz" } },
+		{ "a \"\"", { "a", "" } },
+		{ "'a b'", { "'a", "b'" } },
+		{ "a $HOME *.jpg |x", { "a", "$HOME", "*.jpg", "|x" } },
+	};
+	static const struct {
+		const char *s, *why;
+	} bad[] = {
+		{ "", "no command (the program and its arguments, separated "
+		      "by blanks)" },
+		{ "  \t ", "no command (the program and its arguments, "
+			   "separated by blanks)" },
+		{ "a \"b c", "a double quote at byte 3 is not closed" },
+		{ "\"\" x", "the program's name is empty" },
+	};
+	char why[256];
+	char **argv;
+	size_t i, j;
+
+	for (i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		argv = NULL;
+		ck_assert_msg(config_split_command(ok[i].s, &argv, why,
+						   sizeof(why)) == 0,
+			      "%s: %s", ok[i].s, why);
+		assert_argv(argv, ok[i].want);
+		for (j = 0; argv[j]; j++)
+			free(argv[j]);
+		free(argv);
+	}
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		argv = (char **)&tmpdir;
+		why[0] = '\0';
+		ck_assert_int_eq(
+			config_split_command(bad[i].s, &argv, why, sizeof(why)),
+			-EINVAL);
+		ck_assert_str_eq(why, bad[i].why);
+		ck_assert_ptr_eq(argv, (char **)&tmpdir);
+	}
+}
+END_TEST
+
+START_TEST(test_transform_errors)
+{
+	static const struct {
+		const char *text, *want;
+	} cases[] = {
+		{ MIN_CONF "[transform]\ncommand = cat\n",
+		  "@:4: [transform] command = cat: a transform's section is "
+		  "[transform NAME], NAME of 1 to 32 characters a-z, 0-9, _ "
+		  "or -" },
+		{ MIN_CONF "[transform Resize]\ncommand = cat\n",
+		  "@:4: [transform Resize] command = cat: a transform's "
+		  "section is [transform NAME], NAME of 1 to 32 characters "
+		  "a-z, 0-9, _ or -" },
+		{ MIN_CONF "[transform a.b]\ncommand = cat\n",
+		  "@:4: [transform a.b] command = cat: a transform's section "
+		  "is [transform NAME], NAME of 1 to 32 characters a-z, 0-9, "
+		  "_ or -" },
+		{ MIN_CONF "[transformer x]\ncommand = cat\n",
+		  "@:4: [transformer x] command = cat: not a [transform NAME] "
+		  "section" },
+		{ MIN_CONF "[transform a]\ncomand = cat\n",
+		  "@:4: [transform a] comand = cat: unknown key (keys in "
+		  "[transform NAME] are " TRANSFORM_KEYS ")" },
+		{ MIN_CONF "[transform a]\ncommand = cat\ncommand = tac\n",
+		  "@:5: [transform a] command = tac: already set at line 4" },
+		{ MIN_CONF "[transform a]\ncommand = cat\n[transform b]\n"
+			   "command = tac\n[transform a]\ncommand = rev\n",
+		  "@:8: [transform a] command = rev: already set at line 4" },
+		{ MIN_CONF "[transform a]\ncommand = a \"b\n",
+		  "@:4: [transform a] command = a \"b: a double quote at byte "
+		  "3 is not closed" },
+		{ MIN_CONF "[transform a]\ncommand =\n",
+		  "@:4: [transform a] command = : no command (the program and "
+		  "its arguments, separated by blanks)" },
+		{ MIN_CONF "[transform a]\nversion = 1\n",
+		  "@:4: [transform a]: command is required" },
+		{ MIN_CONF "[transform a]\ncommand = cat\n[transform b]\n"
+			   "mode = worker\n",
+		  "@:6: [transform b]: command is required" },
+		{ MIN_CONF "[transform a]\ncommand = cat\nmode = pool\n",
+		  "@:5: [transform a] mode = pool: not one of process, "
+		  "worker" },
+		{ MIN_CONF "[transform a]\ncommand = cat\nsandbox = off\n",
+		  "@:5: [transform a] sandbox = off: not one of bwrap, none" },
+		{ MIN_CONF "[transform a]\ncommand = cat\nworkers = -1\n",
+		  "@:5: [transform a] workers = -1: not an unsigned integer" },
+		{ MIN_CONF "[transform a]\ncommand = cat\nworkers = 1025\n",
+		  "@:5: [transform a] workers = 1025: out of range 0..1024" },
+		{ MIN_CONF "[transform a]\ncommand = cat\ntimeout_ms = 0\n",
+		  "@:5: [transform a] timeout_ms = 0: out of range "
+		  "1..3600000" },
+		{ MIN_CONF "[transform a]\ncommand = cat\nmemory = 1M\n",
+		  "@:5: [transform a] memory = 1M: out of range "
+		  "16777216..18446744073709551615" },
+		{ MIN_CONF "[transform a]\ncommand = cat\nmemory = lots\n",
+		  "@:5: [transform a] memory = lots: not a size (e.g. 512M, "
+		  "4G)" },
+		{ MIN_CONF "[transform a]\ncommand = cat\noutput_max = 5G\n",
+		  "@:5: [transform a] output_max = 5G: out of range "
+		  "1..4294967296" },
+		{ MIN_CONF "[transform a]\ncommand = cat\nuser = root\n",
+		  "@:5: [transform a] user = root: a transform never runs as "
+		  "root" },
+		{ MIN_CONF "[transform a]\ncommand = cat\nuser = 0\n",
+		  "@:5: [transform a] user = 0: a transform never runs as "
+		  "root" },
+		{ MIN_CONF "[transform a]\ncommand = cat\nuser =\n",
+		  "@:5: [transform a] user = : not a user name" },
+		{ MIN_CONF "[transform a]\ncommand = cat\nenv = PATH 1X\n",
+		  "@:5: [transform a] env = PATH 1X: \"1X\" is not NAME or "
+		  "NAME=VALUE (NAME: letters, digits, _)" },
+		{ MIN_CONF "[transform a]\ncommand = cat\nenv = =v\n",
+		  "@:5: [transform a] env = =v: \"=v\" is not NAME or "
+		  "NAME=VALUE (NAME: letters, digits, _)" },
+		{ MIN_CONF "[transform a]\ncommand = cat\nsuffix = a/b\n",
+		  "@:5: [transform a] suffix = a/b: a suffix has at most 32 "
+		  "bytes and no '/'" },
+		{ MIN_CONF "[transform a]\ncommand = cat\n"
+			   "replace_extension = maybe\n",
+		  "@:5: [transform a] replace_extension = maybe: not a "
+		  "boolean (true/false, yes/no, on/off, 1/0)" },
+	};
+	char *ov[] = { OV("transform.a.version=2") };
+	char text[4096];
+	size_t i, n;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		expect_fail(cases[i].text, NULL, 0, cases[i].want);
+
+	/* Only the file declares transforms. */
+	expect_fail(MIN_CONF "[transform a]\ncommand = cat\n", ov, 1,
+		    "-o transform.a.version=2: [transform NAME] keys are set "
+		    "in the file only");
+
+	/* At most CONFIG_TRANSFORMS_MAX sections. */
+	n = (size_t)snprintf(text, sizeof(text), "%s", MIN_CONF);
+	for (i = 0; i <= CONFIG_TRANSFORMS_MAX; i++)
+		n += (size_t)snprintf(text + n, sizeof(text) - n,
+				      "[transform t%zu]\ncommand = cat\n", i);
+	expect_fail(text, NULL, 0,
+		    "@:36: [transform t16] command = cat: more than 16 "
+		    "[transform] sections");
+	/* A name of CONFIG_TRANSFORM_NAME_MAX bytes is fine, one more is
+	 * not. */
+	config_free(load_ok(MIN_CONF "[transform "
+				     "abcdefghijklmnopqrstuvwxyz-_0123]\n"
+				     "command = cat\n",
+			    NULL, 0));
+	expect_fail(MIN_CONF "[transform abcdefghijklmnopqrstuvwxyz-_01234]\n"
+			     "command = cat\n",
+		    NULL, 0,
+		    "@:4: [transform abcdefghijklmnopqrstuvwxyz-_01234] "
+		    "command = cat: a transform's section is [transform "
+		    "NAME], NAME of 1 to 32 characters a-z, 0-9, _ or -");
+}
+END_TEST
+
+START_TEST(test_transform_output_name)
+{
+	static const struct {
+		const char *suffix;
+		bool replace;
+		const char *name, *want;
+	} cases[] = {
+		{ "", false, "a.jpg", "a.jpg" },
+		{ ".png", false, "a.jpg", "a.jpg.png" },
+		{ ".png", true, "a.jpg", "a.png" },
+		{ ".png", true, "a.tar.gz", "a.tar.png" },
+		{ ".png", true, "noext", "noext.png" },
+		{ ".png", true, ".hidden", ".hidden.png" },
+		{ "", true, "a.jpg", "a" },
+		{ ".npy", true, "a.", "a.npy" },
+	};
+	struct config_transform t = { 0 };
+	char buf[16];
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		t.suffix = (char *)cases[i].suffix;
+		t.replace_extension = cases[i].replace;
+		ck_assert_int_eq(config_transform_output_name(&t, cases[i].name,
+							      buf, sizeof(buf)),
+				 0);
+		ck_assert_str_eq(buf, cases[i].want);
+	}
+	t.suffix = (char *)".png";
+	t.replace_extension = false;
+	ck_assert_int_eq(config_transform_output_name(&t, "0123456789ab", buf,
+						      sizeof(buf)),
+			 -ENAMETOOLONG);
 }
 END_TEST
 
@@ -1359,6 +1707,14 @@ static Suite *config_suite(void)
 	tc = tcase_create("documented");
 	tcase_add_test(tc, test_man_page);
 	tcase_add_test(tc, test_examples);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("transforms");
+	tcase_add_test(tc, test_transform_defaults);
+	tcase_add_test(tc, test_transform_full);
+	tcase_add_test(tc, test_transform_split);
+	tcase_add_test(tc, test_transform_errors);
+	tcase_add_test(tc, test_transform_output_name);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("cache_keys");
