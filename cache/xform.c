@@ -1,0 +1,442 @@
+/*
+ * xform: a user's transform's outputs as derived objects (cache/xform.h
+ * says what; this says how).
+ *
+ * Two producers per transform, registered with cache_set_transform():
+ * the length object's reads the source whole (raw reads through the
+ * cache: verified like any read), runs the transform, writes the length
+ * and leaves the output in the stash, a small list keyed by (key, etag);
+ * the output object's takes it from the stash, or runs the transform
+ * again when it is not there. The stash is bounded (stash_max outputs,
+ * the oldest dropped): an output dropped from it costs one more run,
+ * never a wrong byte, since the length object's length is checked
+ * against the output by the derived run (a different length fails it).
+ *
+ * Failures: a table of objects whose last run failed, with the time the
+ * next run may start and the failures in a row (for the backoff). It
+ * grows with failing objects only and an entry goes at the object's next
+ * good run; bounded in practice by the dataset's failing objects.
+ *
+ * Lock: x->lock protects the stash, the failure table and nothing else;
+ * never held across a read or a run.
+ */
+#include "cache/xform.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "util/hex.h"
+#include "util/log.h"
+#include "util/sha256.h"
+
+#define XFORM_STASH_DEFAULT 64u
+#define XFORM_RETRY_BASE_MS 1000u
+#define XFORM_RETRY_CAP_MS 300000u
+#define XFORM_ID_BYTES 16
+
+struct xform_entry {
+	struct xform_entry *next;
+	char *key, *etag;
+	size_t key_len, etag_len;
+	void *data; /* stash: the output */
+	size_t len;
+	uint64_t retry_ns; /* failures: no run before this */
+	unsigned fails;	   /* failures: in a row */
+};
+
+struct xform {
+	struct cache *c;
+	struct transform *t;
+	char *name;
+	char *out_name; /* "xf-NAME-ID" */
+	char *len_name; /* "xf-NAME-ID.len" */
+	struct backoff_policy retry;
+	unsigned stash_max;
+	pthread_mutex_t lock;
+	struct xform_entry *stash;  /* protected by lock; newest first */
+	unsigned n_stash;	    /* protected by lock */
+	struct xform_entry *failed; /* protected by lock */
+	uint64_t runs, failures, refused, bytes_in, bytes_out; /* atomic */
+};
+
+static uint64_t xform_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void count(uint64_t *v, uint64_t n)
+{
+	__atomic_add_fetch(v, n, __ATOMIC_RELAXED);
+}
+
+static void entry_free(struct xform_entry *e)
+{
+	if (!e)
+		return;
+	free(e->key);
+	free(e->etag);
+	free(e->data);
+	free(e);
+}
+
+static bool entry_is(const struct xform_entry *e, const struct cache_object *o)
+{
+	return e->key_len == o->key_len && e->etag_len == o->etag_len &&
+	       !memcmp(e->key, o->key, o->key_len) &&
+	       !memcmp(e->etag, o->etag, o->etag_len);
+}
+
+static struct xform_entry *entry_new(const struct cache_object *o)
+{
+	struct xform_entry *e = calloc(1, sizeof(*e));
+
+	if (!e)
+		return NULL;
+	e->key = malloc(o->key_len + 1);
+	e->etag = malloc(o->etag_len + 1);
+	if (!e->key || !e->etag) {
+		entry_free(e);
+		return NULL;
+	}
+	memcpy(e->key, o->key, o->key_len);
+	e->key[o->key_len] = '\0';
+	memcpy(e->etag, o->etag, o->etag_len);
+	e->etag[o->etag_len] = '\0';
+	e->key_len = o->key_len;
+	e->etag_len = o->etag_len;
+	return e;
+}
+
+/* Caller holds the lock: unlinks and returns o's entry of *list. */
+static struct xform_entry *entry_take(struct xform_entry **list,
+				      const struct cache_object *o)
+{
+	for (struct xform_entry **pp = list; *pp; pp = &(*pp)->next) {
+		struct xform_entry *e = *pp;
+
+		if (entry_is(e, o)) {
+			*pp = e->next;
+			e->next = NULL;
+			return e;
+		}
+	}
+	return NULL;
+}
+
+/* Keeps out (taken) for the output's producer, dropping the oldest
+ * beyond stash_max. */
+static void stash_put(struct xform *x, const struct cache_object *o,
+		      struct transform_output *out)
+{
+	struct xform_entry *e = entry_new(o), *old, **pp;
+
+	if (!e) {
+		free(out->data);
+		return;
+	}
+	e->data = out->data;
+	e->len = out->len;
+	pthread_mutex_lock(&x->lock);
+	old = entry_take(&x->stash, o);
+	if (old)
+		x->n_stash--;
+	e->next = x->stash;
+	x->stash = e;
+	if (++x->n_stash > x->stash_max) {
+		for (pp = &x->stash; (*pp)->next; pp = &(*pp)->next)
+			;
+		entry_free(*pp);
+		*pp = NULL;
+		x->n_stash--;
+	}
+	pthread_mutex_unlock(&x->lock);
+	entry_free(old);
+}
+
+static bool stash_take(struct xform *x, const struct cache_object *o,
+		       struct transform_output *out)
+{
+	struct xform_entry *e;
+
+	pthread_mutex_lock(&x->lock);
+	e = entry_take(&x->stash, o);
+	if (e)
+		x->n_stash--;
+	pthread_mutex_unlock(&x->lock);
+	if (!e)
+		return false;
+	out->data = e->data;
+	out->len = e->len;
+	e->data = NULL;
+	entry_free(e);
+	return true;
+}
+
+/* Remembers a failure of o: no run before the backoff has passed. */
+static void failed_note(struct xform *x, const struct cache_object *o)
+{
+	struct xform_entry *e;
+
+	pthread_mutex_lock(&x->lock);
+	e = entry_take(&x->failed, o);
+	if (!e)
+		e = entry_new(o);
+	if (e) {
+		e->fails++;
+		e->retry_ns = xform_now_ns() +
+			      (uint64_t)backoff_delay_ms(&x->retry, e->fails) *
+				      1000000u;
+		e->next = x->failed;
+		x->failed = e;
+	}
+	pthread_mutex_unlock(&x->lock);
+}
+
+/* Whether o is in a failure's backoff (then the read fails at once). */
+static bool failed_waiting(struct xform *x, const struct cache_object *o)
+{
+	bool wait = false;
+
+	pthread_mutex_lock(&x->lock);
+	for (struct xform_entry *e = x->failed; e; e = e->next)
+		if (entry_is(e, o)) {
+			wait = xform_now_ns() < e->retry_ns;
+			break;
+		}
+	pthread_mutex_unlock(&x->lock);
+	return wait;
+}
+
+static void failed_clear(struct xform *x, const struct cache_object *o)
+{
+	pthread_mutex_lock(&x->lock);
+	entry_free(entry_take(&x->failed, o));
+	pthread_mutex_unlock(&x->lock);
+}
+
+/* Reads raw (the source) whole and runs the transform over it. Returns 0
+ * and *out, or -EIO (logged here, once per run, and counted). */
+static int xform_run(struct xform *x, struct cache *c,
+		     const struct cache_object *raw,
+		     struct transform_output *out)
+{
+	struct transform_failure f;
+	char kb[LOG_KEY_MAX];
+	uint8_t *in = NULL;
+	size_t size = (size_t)raw->size;
+	ssize_t got = 0;
+	int rc;
+
+	if (raw->size > SIZE_MAX - 1)
+		return -EFBIG;
+	in = malloc(size ? size : 1);
+	if (!in)
+		return -ENOMEM;
+	if (size) {
+		struct cache_read r = { .obj = raw,
+					.len = size,
+					.buf = in,
+					.flags = CACHE_READ_RAW,
+					.order = CACHE_NO_ORDER };
+
+		got = cache_read(c, &r);
+		if (got >= 0 && (size_t)got != size)
+			got = -EIO;
+	}
+	if (got < 0) {
+		free(in);
+		return (int)got; /* the read logged it */
+	}
+	count(&x->runs, 1);
+	count(&x->bytes_in, size);
+	rc = transform_run(x->t, in, size, out, &f);
+	free(in);
+	if (rc == 0) {
+		count(&x->bytes_out, out->len);
+		return 0;
+	}
+	count(&x->failures, 1);
+	log_msg(LOG_ERR,
+		"%s: transform %s failed: %s (%s; exit %d, signal %d); "
+		"stderr: %s",
+		log_key(kb, raw->key, raw->key_len), x->name,
+		transform_fail_name(f.what), f.message, f.status, f.signal,
+		f.stderr_tail[0] ? f.stderr_tail : "(none)");
+	failed_note(x, raw);
+	return -EIO;
+}
+
+/* The length object's producer. */
+static int xform_len_produce(void *ctx, struct cache *c,
+			     const struct cache_object *raw, cache_sink_fn sink,
+			     void *sink_arg)
+{
+	struct xform *x = ctx;
+	struct transform_output out;
+	uint8_t le[8];
+	uint64_t len;
+	int rc;
+
+	rc = xform_run(x, c, raw, &out);
+	if (rc)
+		return rc;
+	len = out.len;
+	for (int i = 0; i < 8; i++)
+		le[i] = (uint8_t)(len >> (8 * i));
+	stash_put(x, raw, &out);
+	return sink(sink_arg, le, sizeof(le));
+}
+
+/* The output object's producer. */
+static int xform_out_produce(void *ctx, struct cache *c,
+			     const struct cache_object *raw, cache_sink_fn sink,
+			     void *sink_arg)
+{
+	struct xform *x = ctx;
+	struct transform_output out;
+	int rc;
+
+	if (!stash_take(x, raw, &out)) {
+		rc = xform_run(x, c, raw, &out);
+		if (rc)
+			return rc;
+	}
+	rc = sink(sink_arg, out.data, out.len);
+	free(out.data);
+	return rc;
+}
+
+int xform_attach(struct cache *c, struct transform *t,
+		 const struct xform_options *o, struct xform **out)
+{
+	uint8_t id[SHA256_LEN];
+	char hex[2 * XFORM_ID_BYTES + 1];
+	struct xform *x;
+	size_t n;
+	int rc = -ENOMEM;
+
+	if (!c || !t || !o || !o->name || !*o->name || !out)
+		return -EINVAL;
+	x = calloc(1, sizeof(*x));
+	if (!x)
+		return -ENOMEM;
+	pthread_mutex_init(&x->lock, NULL);
+	x->c = c;
+	x->t = t;
+	x->retry = o->retry;
+	if (!x->retry.base_ms)
+		x->retry.base_ms = XFORM_RETRY_BASE_MS;
+	if (!x->retry.cap_ms)
+		x->retry.cap_ms = XFORM_RETRY_CAP_MS;
+	x->stash_max = o->stash_max ? o->stash_max : XFORM_STASH_DEFAULT;
+	transform_identity(t, id);
+	hex_encode(id, XFORM_ID_BYTES, hex);
+	n = strlen(o->name) + sizeof(hex) + 8;
+	x->name = strdup(o->name);
+	x->out_name = malloc(n);
+	x->len_name = malloc(n);
+	if (!x->name || !x->out_name || !x->len_name)
+		goto fail;
+	snprintf(x->out_name, n, "xf-%s-%s", o->name, hex);
+	snprintf(x->len_name, n, "xf-%s-%s.len", o->name, hex);
+	rc = cache_set_transform(c, x->len_name, xform_len_produce, x);
+	if (rc)
+		goto fail;
+	/* From here the cache holds x as a producer's context (there is no
+	 * way to take a producer back): out of memory now keeps x, unused,
+	 * until the process ends, rather than leave the cache a dangling
+	 * pointer. */
+	rc = cache_set_transform(c, x->out_name, xform_out_produce, x);
+	if (rc)
+		return rc;
+	*out = x;
+	return 0;
+fail:
+	xform_free(x);
+	return rc;
+}
+
+int xform_size(struct xform *x, const struct cache_object *src, uint64_t *size)
+{
+	struct cache_object lo = *src;
+	uint8_t le[8];
+	uint64_t v = 0;
+	ssize_t got;
+
+	if (failed_waiting(x, src)) {
+		count(&x->refused, 1);
+		return -EIO;
+	}
+	lo.transform = x->len_name;
+	lo.source_size = src->size;
+	lo.size = sizeof(le);
+	lo.chunk_size = 0;
+	{
+		struct cache_read r = { .obj = &lo,
+					.len = sizeof(le),
+					.buf = le,
+					.order = CACHE_NO_ORDER };
+
+		got = cache_read(x->c, &r);
+	}
+	if (got < 0)
+		return (int)got;
+	if (got != (ssize_t)sizeof(le))
+		return -EIO;
+	for (int i = 7; i >= 0; i--)
+		v = v << 8 | le[i];
+	if (v == 0)
+		return -EIO; /* a transform's output has at least a byte */
+	failed_clear(x, src);
+	*size = v;
+	return 0;
+}
+
+void xform_object(const struct xform *x, const struct cache_object *src,
+		  uint64_t size, struct cache_object *out)
+{
+	*out = *src;
+	out->transform = x->out_name;
+	out->source_size = src->size;
+	out->size = size;
+	out->chunk_size = 0;
+}
+
+void xform_stats_get(struct xform *x, struct xform_stats *s)
+{
+	s->runs = __atomic_load_n(&x->runs, __ATOMIC_RELAXED);
+	s->failures = __atomic_load_n(&x->failures, __ATOMIC_RELAXED);
+	s->refused = __atomic_load_n(&x->refused, __ATOMIC_RELAXED);
+	s->bytes_in = __atomic_load_n(&x->bytes_in, __ATOMIC_RELAXED);
+	s->bytes_out = __atomic_load_n(&x->bytes_out, __ATOMIC_RELAXED);
+}
+
+void xform_free(struct xform *x)
+{
+	struct xform_entry *e, *next;
+
+	if (!x)
+		return;
+	for (e = x->stash; e; e = next) {
+		next = e->next;
+		entry_free(e);
+	}
+	for (e = x->failed; e; e = next) {
+		next = e->next;
+		entry_free(e);
+	}
+	pthread_mutex_destroy(&x->lock);
+	free(x->name);
+	free(x->out_name);
+	free(x->len_name);
+	free(x);
+}

@@ -1,0 +1,88 @@
+/*
+ * xform: the outputs of a user's transform (transform/transform.h) as
+ * derived objects of the cache (cache.h, cache_set_transform()), so that
+ * each node runs a transform once per object and every reader, process
+ * and restart after that reads the stored output (issue 27).
+ *
+ * An output is named by the source object's identity (backend, key,
+ * etag) and the transform's (its name and transform_identity(): version,
+ * argv, the executable's bytes): change any of them and the old output is
+ * never found. Its size is not known before a run, so each output is two
+ * derived objects of the source:
+ *  - "xf-NAME-ID.len": 8 bytes, the output's length (little-endian);
+ *  - "xf-NAME-ID": the output, of that length,
+ * where ID is the first 16 bytes of the identity in hex. The first
+ * (xform_size()) runs the transform: it reads the source whole through
+ * the cache, runs it, and keeps the output in memory for the second,
+ * whose producer takes it from there (and runs the transform again only
+ * if it is gone: evicted from memory, or the output was evicted from the
+ * disk later). Both are stored, CRC-checked, evicted and verified like
+ * any chunk, and survive a cache's close and reopen. Concurrent readers
+ * of one object join one run (the derived objects' single flight).
+ *
+ * A failed run (the transform's exit, signal, timeout, output_max, no
+ * output...) is -EIO for every reader waiting for it, logged once with the
+ * key, the failure and the tail of the command's stderr, and counted;
+ * then reads of that object fail with -EIO without a run until a backoff
+ * (util/backoff.h, growing with each failure of the object) has passed,
+ * and the next read runs it again. A run never leaves part of an output:
+ * the transform returns its output only whole, and a failed derived run
+ * drops what it stored. A second run whose output has another length
+ * than the first's (a transform that is not deterministic) fails too.
+ */
+#ifndef SHARDFS_CACHE_XFORM_H
+#define SHARDFS_CACHE_XFORM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cache/cache.h"
+#include "transform/transform.h"
+#include "util/backoff.h"
+
+struct xform;
+
+struct xform_options {
+	const char *name; /* the transform's name (copied) */
+	/* The wait after a failure before the next run; 0s: base 1 s, cap
+	 * 5 min (a failing transform is not re-run on every read of its
+	 * file, and is tried again within minutes once fixed). */
+	struct backoff_policy retry;
+	/* Outputs kept in memory between the two derived reads; 0: 64. */
+	unsigned stash_max;
+};
+
+struct xform_stats {
+	uint64_t runs;	   /* transform_run() calls */
+	uint64_t failures; /* runs that failed */
+	uint64_t refused;  /* reads refused in a failure's backoff */
+	uint64_t bytes_in, bytes_out;
+};
+
+/* Attaches transform t (borrowed: it must outlive x) to cache c (which
+ * needs a disk cache) under o->name, registering the two producers.
+ * Returns 0 and *x, -EINVAL (no name), -ENOMEM. */
+int xform_attach(struct cache *c, struct transform *t,
+		 const struct xform_options *o, struct xform **x);
+
+/* The size of src's output, running the transform if no stored output
+ * has it. src is the source object as the manifest pins it (its own
+ * bytes: no transform). Waits at most as long as the cache's derived
+ * reads wait (cache_fetch_options.wait_ms) without progress, and the
+ * transform's own timeout. Returns 0 and *size, -EIO (the transform
+ * failed now or is in its backoff; logged once), or a cache_read()
+ * error. Thread-safe. */
+int xform_size(struct xform *x, const struct cache_object *src, uint64_t *size);
+
+/* Fills *out with the output of src, of size (from xform_size()), as a
+ * derived object for cache_read(); its strings are src's and x's. */
+void xform_object(const struct xform *x, const struct cache_object *src,
+		  uint64_t size, struct cache_object *out);
+
+void xform_stats_get(struct xform *x, struct xform_stats *s);
+
+/* Frees x; the cache must be freed first or no read of x's objects may
+ * run or start. NULL is a no-op. */
+void xform_free(struct xform *x);
+
+#endif

@@ -1,0 +1,357 @@
+/*
+ * check_xform: a user's transform's outputs as derived objects
+ * (cache/xform.h) over a real disk cache in a temp directory, the posix
+ * backend over real files and real transform processes
+ * (transform/transform.h): tr(1) in the bwrap sandbox as nobody, and a
+ * shell script that fails while a flag file exists (sandbox none, so that
+ * it sees the flag). Needs root (to run as nobody) and bubblewrap, as
+ * check_transform does. The transform's runs are counted by xform's stats.
+ * No assertion depends on time: a backoff is either a minute (no retry
+ * can be due) or a millisecond (one is due after a 50 ms sleep).
+ */
+#include <check.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "backends/backend.h"
+#include "cache/cache.h"
+#include "cache/xform.h"
+#include "transform/transform.h"
+#include "tests/unit/cache_util.h"
+#include "tests/unit/unit.h"
+
+#define KIB (UINT64_C(1) << 10)
+#define SRC_SIZE (700 * 1024 + 13) /* three chunks of 256 KiB, and a bit */
+
+static const char *root;
+
+static const char *const tr_argv[] = { "/usr/bin/tr", "a-z", "A-Z", NULL };
+static const char *const test_env[] = { "PATH=/usr/bin:/bin", NULL };
+
+struct fixture {
+	char src[4096], dir[4096], flag[4200];
+	struct backend *be;
+	struct cache *c;
+	struct transform *t;
+	struct xform *x;
+	struct backend_stat st;
+	struct cache_object o; /* the source object */
+	char key[64];
+};
+
+static uint8_t src_byte(uint64_t i)
+{
+	return (uint8_t) "abcdefghijklmnopqrstuvwxyz0123456789 \n"[(i * 7 +
+								    i / 3) %
+								   38];
+}
+
+static uint8_t out_byte(uint64_t i)
+{
+	uint8_t b = src_byte(i);
+
+	return b >= 'a' && b <= 'z' ? (uint8_t)(b - 'a' + 'A') : b;
+}
+
+static void fx_init(struct fixture *fx, const char *name)
+{
+	uint8_t *data = malloc(SRC_SIZE);
+	char path[4200];
+	FILE *f;
+
+	memset(fx, 0, sizeof(*fx));
+	ck_assert_ptr_nonnull(data);
+	/* The flag script runs as nobody: it must see into root. */
+	ck_assert_int_eq(chmod(root, 0755), 0);
+	snprintf(fx->src, sizeof(fx->src), "%s/%s-src", root, name);
+	snprintf(fx->dir, sizeof(fx->dir), "%s/%s-cache", root, name);
+	snprintf(fx->flag, sizeof(fx->flag), "%s/%s-fail", root, name);
+	ck_assert_int_eq(mkdir(fx->src, 0755), 0);
+	for (uint64_t i = 0; i < SRC_SIZE; i++)
+		data[i] = src_byte(i);
+	snprintf(fx->key, sizeof(fx->key), "a.txt");
+	snprintf(path, sizeof(path), "%s/%s", fx->src, fx->key);
+	f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_uint_eq(fwrite(data, 1, SRC_SIZE, f), SRC_SIZE);
+	ck_assert_int_eq(fclose(f), 0);
+	free(data);
+	ck_assert_int_eq(backend_open(fx->src, NULL, &fx->be), 0);
+	ck_assert_int_eq(
+		fx->be->ops->stat(fx->be, fx->key, strlen(fx->key), &fx->st),
+		0);
+	fx->o.key = fx->key;
+	fx->o.key_len = strlen(fx->key);
+	fx->o.etag = fx->st.etag;
+	fx->o.etag_len = fx->st.etag_len;
+	fx->o.size = fx->st.size;
+}
+
+/* Opens the cache and the transform (argv, version, sandbox) on it, with
+ * a retry backoff of retry_ms. */
+static void fx_open(struct fixture *fx, const char *const *argv,
+		    const char *version, enum transform_sandbox sandbox,
+		    unsigned retry_ms)
+{
+	struct cache_options co = {
+		.dir = fx->dir,
+		.backend_id = fx->src,
+		.size_bytes = 64 << 20,
+		.chunk_size = 256 * KIB,
+		.inline_max = 64 * KIB,
+		.inline_max_set = true,
+	};
+	struct transform_spec ts = {
+		.name = "upper",
+		.version = version,
+		.argv = argv,
+		.workers = 2,
+		.timeout_ms = 30000,
+		.sandbox = sandbox,
+		.env = test_env,
+	};
+	struct xform_options xo = { .name = "upper",
+				    .retry = { retry_ms, retry_ms } };
+
+	ck_assert_int_eq(cache_open(&co, fx->be, &fx->c), 0);
+	ck_assert_int_eq(transform_open(&ts, &fx->t), 0);
+	ck_assert_int_eq(xform_attach(fx->c, fx->t, &xo, &fx->x), 0);
+}
+
+/* The cache first: it holds x's producers. */
+static void fx_close(struct fixture *fx)
+{
+	cache_free(fx->c);
+	xform_free(fx->x);
+	transform_close(fx->t);
+	fx->c = NULL;
+	fx->x = NULL;
+	fx->t = NULL;
+}
+
+static void fx_free(struct fixture *fx)
+{
+	fx_close(fx);
+	backend_close(fx->be);
+}
+
+static struct xform_stats xstats(struct fixture *fx)
+{
+	struct xform_stats s;
+
+	xform_stats_get(fx->x, &s);
+	return s;
+}
+
+/* Reads the whole output of fx's object; returns the number of bytes
+ * that are not the expected output (0: all good), or -1 on an error. */
+static long read_output(struct fixture *fx)
+{
+	struct cache_object out;
+	uint64_t size = 0;
+	uint8_t *buf;
+	ssize_t got;
+	long bad = 0;
+
+	if (xform_size(fx->x, &fx->o, &size) != 0 || size != SRC_SIZE)
+		return -1;
+	xform_object(fx->x, &fx->o, size, &out);
+	buf = malloc(size);
+	if (!buf)
+		return -1;
+	got = tc_read(fx->c, &out, 0, (size_t)size, buf);
+	if (got != (ssize_t)size) {
+		free(buf);
+		return -1;
+	}
+	for (uint64_t i = 0; i < size; i++)
+		bad += buf[i] != out_byte(i);
+	free(buf);
+	return bad;
+}
+
+struct reader {
+	struct fixture *fx;
+	long result;
+};
+
+static void *reader_main(void *arg)
+{
+	struct reader *r = arg;
+
+	r->result = read_output(r->fx);
+	return NULL;
+}
+
+/* 8 readers at once: one run, every byte the transform's output. */
+START_TEST(test_once_for_concurrent_readers)
+{
+	struct fixture fx;
+	struct reader rd[8];
+	pthread_t th[8];
+	int i;
+
+	fx_init(&fx, "once");
+	fx_open(&fx, tr_argv, "1", TRANSFORM_SANDBOX_BWRAP, 0);
+	for (i = 0; i < 8; i++) {
+		rd[i].fx = &fx;
+		rd[i].result = -2;
+		ck_assert_int_eq(
+			pthread_create(&th[i], NULL, reader_main, &rd[i]), 0);
+	}
+	for (i = 0; i < 8; i++) {
+		pthread_join(th[i], NULL);
+		ck_assert_msg(rd[i].result == 0, "reader %d: %ld", i,
+			      rd[i].result);
+	}
+	ck_assert_uint_eq(xstats(&fx).runs, 1);
+	ck_assert_uint_eq(xstats(&fx).failures, 0);
+	ck_assert_uint_eq(xstats(&fx).bytes_in, SRC_SIZE);
+	ck_assert_uint_eq(xstats(&fx).bytes_out, SRC_SIZE);
+	/* Read again: from the disk cache. */
+	ck_assert_int_eq(read_output(&fx), 0);
+	ck_assert_uint_eq(xstats(&fx).runs, 1);
+	fx_free(&fx);
+}
+END_TEST
+
+/* A script that fails (exit 3, a line on stderr) while fx->flag exists. */
+static void flag_argv(struct fixture *fx, char *script, size_t len,
+		      const char *argv[5])
+{
+	snprintf(script, len,
+		 "if [ -e '%s' ]; then echo 'bad input' >&2; exit 3; fi; "
+		 "exec tr a-z A-Z",
+		 fx->flag);
+	argv[0] = "/bin/sh";
+	argv[1] = "-c";
+	argv[2] = script;
+	argv[3] = NULL;
+}
+
+static void touch(const char *path)
+{
+	FILE *f = fopen(path, "w");
+
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(fclose(f), 0);
+}
+
+/* A failure is -EIO for the read, counted; within the backoff the next
+ * read fails at once without a run. */
+START_TEST(test_failure_then_backoff)
+{
+	struct fixture fx;
+	const char *argv[5];
+	char script[4500];
+	uint64_t size = 0;
+
+	fx_init(&fx, "failwait");
+	flag_argv(&fx, script, sizeof(script), argv);
+	touch(fx.flag);
+	fx_open(&fx, argv, "1", TRANSFORM_SANDBOX_NONE, 60000);
+	ck_assert_int_eq(xform_size(fx.x, &fx.o, &size), -EIO);
+	ck_assert_uint_eq(xstats(&fx).runs, 1);
+	ck_assert_uint_eq(xstats(&fx).failures, 1);
+	/* Fixed, but the backoff (a minute) has not passed. */
+	ck_assert_int_eq(unlink(fx.flag), 0);
+	ck_assert_int_eq(xform_size(fx.x, &fx.o, &size), -EIO);
+	ck_assert_uint_eq(xstats(&fx).runs, 1);
+	ck_assert_uint_eq(xstats(&fx).refused, 1);
+	ck_assert_uint_eq(size, 0);
+	fx_free(&fx);
+}
+END_TEST
+
+/* After the backoff, the next read runs it again, and a good run serves
+ * the output. */
+START_TEST(test_failure_then_retry)
+{
+	struct fixture fx;
+	const char *argv[5];
+	char script[4500];
+	uint64_t size = 0;
+
+	fx_init(&fx, "failretry");
+	flag_argv(&fx, script, sizeof(script), argv);
+	touch(fx.flag);
+	fx_open(&fx, argv, "1", TRANSFORM_SANDBOX_NONE, 1);
+	ck_assert_int_eq(xform_size(fx.x, &fx.o, &size), -EIO);
+	ck_assert_int_eq(unlink(fx.flag), 0);
+	usleep(50000); /* the backoff is under a millisecond */
+	ck_assert_int_eq(read_output(&fx), 0);
+	ck_assert_uint_eq(xstats(&fx).runs, 2);
+	ck_assert_uint_eq(xstats(&fx).failures, 1);
+	fx_free(&fx);
+}
+END_TEST
+
+/* The output survives the cache's close and reopen: no run after it. */
+START_TEST(test_survives_reopen)
+{
+	struct fixture fx;
+
+	fx_init(&fx, "reopen");
+	fx_open(&fx, tr_argv, "1", TRANSFORM_SANDBOX_BWRAP, 0);
+	ck_assert_int_eq(read_output(&fx), 0);
+	ck_assert_uint_eq(xstats(&fx).runs, 1);
+	fx_close(&fx);
+	fx_open(&fx, tr_argv, "1", TRANSFORM_SANDBOX_BWRAP, 0);
+	ck_assert_int_eq(read_output(&fx), 0);
+	ck_assert_uint_eq(xstats(&fx).runs, 0);
+	fx_free(&fx);
+}
+END_TEST
+
+/* Another version is another output: the stored one is not served. */
+START_TEST(test_version_change)
+{
+	struct fixture fx;
+
+	fx_init(&fx, "version");
+	fx_open(&fx, tr_argv, "1", TRANSFORM_SANDBOX_BWRAP, 0);
+	ck_assert_int_eq(read_output(&fx), 0);
+	ck_assert_uint_eq(xstats(&fx).runs, 1);
+	fx_close(&fx);
+	fx_open(&fx, tr_argv, "2", TRANSFORM_SANDBOX_BWRAP, 0);
+	ck_assert_int_eq(read_output(&fx), 0);
+	ck_assert_uint_eq(xstats(&fx).runs, 1);
+	fx_close(&fx);
+	/* Both stay stored: version 1 again runs nothing. */
+	fx_open(&fx, tr_argv, "1", TRANSFORM_SANDBOX_BWRAP, 0);
+	ck_assert_int_eq(read_output(&fx), 0);
+	ck_assert_uint_eq(xstats(&fx).runs, 0);
+	fx_free(&fx);
+}
+END_TEST
+
+static Suite *xform_suite(void)
+{
+	const struct unit_case cases[] = {
+		{ "once_for_concurrent_readers",
+		  test_once_for_concurrent_readers },
+		{ "failure_then_backoff", test_failure_then_backoff },
+		{ "failure_then_retry", test_failure_then_retry },
+		{ "survives_reopen", test_survives_reopen },
+		{ "version_change", test_version_change },
+	};
+
+	return unit_suite("xform", cases, ARRAY_LEN(cases));
+}
+
+int main(void)
+{
+	static char dir[64];
+	int rc;
+
+	root = dir; /* filled in before any test runs */
+	rc = unit_main(xform_suite(), "/tmp/check_xform.XXXXXX", dir,
+		       sizeof(dir), NULL);
+	return rc;
+}
