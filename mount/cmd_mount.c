@@ -28,6 +28,7 @@
 #include "mount/mountpoint.h"
 #include "mount/notify.h"
 #include "mount/overrides.h"
+#include "mount/transforms.h"
 #include "mount/reload.h"
 #include "util/log.h"
 
@@ -204,6 +205,7 @@ static int mount_serve(struct mount_run *run, struct fs_options *fo)
 	struct dataset *ds = NULL;
 	struct view *view = NULL;
 	struct cache *cache = NULL;
+	struct mount_transforms *transforms = NULL;
 	int rc = EXIT_RUNTIME;
 
 	if (dataset_load(cfg, true, &ds) < 0)
@@ -251,6 +253,8 @@ static int mount_serve(struct mount_run *run, struct fs_options *fo)
 			"cannot set up the record view: out of memory");
 		goto out;
 	}
+	if (mount_transforms_open(cfg, cache, &transforms) < 0)
+		goto out;
 	if (ds->rindex != NULL)
 		log_msg(LOG_INFO,
 			"record view: %llu %s records in %zu objects, %u "
@@ -284,6 +288,7 @@ static int mount_serve(struct mount_run *run, struct fs_options *fo)
 	run->ticker = NULL;
 out:
 	cache_free(cache);
+	mount_transforms_free(transforms); /* after the cache: see there */
 	view_free(view);
 	dataset_free(ds);
 	return rc;

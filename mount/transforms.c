@@ -1,0 +1,142 @@
+/*
+ * transforms: opens a mount's [transform NAME] sections (mount/transforms.h).
+ * Each section's keys map onto a struct transform_spec one to one; what
+ * the sandbox hides is the mount's own: the cache directory (a transform
+ * must not read other outputs, nor write any), the config's directory
+ * and the log directory. Credentials of the stores live in the daemon's
+ * environment or in files named there (and the bwrap sandbox shows the
+ * transform only its allow-listed environment).
+ */
+#include "mount/transforms.h"
+
+#include <errno.h>
+#include <libgen.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cache/xform.h"
+#include "transform/transform.h"
+#include "util/hex.h"
+#include "util/log.h"
+#include "util/sha256.h"
+
+struct mount_transforms {
+	size_t n;
+	struct transform **t;
+	struct xform **x;
+};
+
+void mount_transforms_free(struct mount_transforms *m)
+{
+	if (!m)
+		return;
+	for (size_t i = 0; i < m->n; i++) {
+		xform_free(m->x[i]);
+		transform_close(m->t[i]);
+	}
+	free(m->t);
+	free(m->x);
+	free(m);
+}
+
+/* Opens ct into m (which has room). */
+static int open_one(const struct config *cfg, const struct config_transform *ct,
+		    struct cache *cache, struct mount_transforms *m)
+{
+	char *conf_copy = strdup(cfg->file);
+	const char *hide[4] = { cfg->cache.dir, NULL, cfg->log.dir, NULL };
+	struct transform_spec spec = {
+		.name = ct->name,
+		.version = ct->version,
+		.argv = (const char *const *)ct->argv,
+		.mode = ct->mode,
+		.workers = ct->workers,
+		.timeout_ms = ct->timeout_ms,
+		.memory = ct->memory,
+		.output_max = ct->output_max,
+		.user = ct->user,
+		.sandbox = ct->sandbox,
+		.env = (const char *const *)ct->env,
+		.hide = hide,
+	};
+	struct xform_options xo = { .name = ct->name };
+	uint8_t id[SHA256_LEN];
+	char hex[2 * SHA256_LEN + 1];
+	struct transform *t = NULL;
+	struct xform *x = NULL;
+	int rc;
+
+	if (!conf_copy)
+		return -ENOMEM;
+	hide[1] = dirname(conf_copy);
+	rc = transform_open(&spec, &t);
+	free(conf_copy);
+	if (rc) {
+		log_msg(LOG_ERR,
+			"%s:%u: [transform %s]: cannot run %s: %s (see "
+			"above); not mounting",
+			cfg->file, ct->line, ct->name, ct->argv[0],
+			strerror(-rc));
+		return rc;
+	}
+	rc = xform_attach(cache, t, &xo, &x);
+	if (rc) {
+		log_msg(LOG_ERR, "[transform %s]: %s", ct->name, strerror(-rc));
+		transform_close(t);
+		return rc;
+	}
+	m->t[m->n] = t;
+	m->x[m->n] = x;
+	m->n++;
+	transform_identity(t, id);
+	hex_encode(id, sizeof(id), hex);
+	log_msg(LOG_INFO,
+		"transform %s: %s (%s mode, %s sandbox, as %s), identity %s; "
+		"its outputs are not served by this version yet",
+		ct->name, ct->command,
+		ct->mode == TRANSFORM_MODE_WORKER ? "worker" : "process",
+		ct->sandbox == TRANSFORM_SANDBOX_NONE ? "no" : "bwrap",
+		ct->user, hex);
+	if (ct->sandbox == TRANSFORM_SANDBOX_NONE)
+		log_msg(LOG_WARNING,
+			"transform %s: sandbox = none: it runs as %s with its "
+			"limits but in no sandbox: it can reach the network "
+			"and read whatever %s can read",
+			ct->name, ct->user, ct->user);
+	return 0;
+}
+
+int mount_transforms_open(const struct config *cfg, struct cache *cache,
+			  struct mount_transforms **out)
+{
+	struct mount_transforms *m;
+	struct cache_stats cs;
+	int rc = 0;
+
+	*out = NULL;
+	if (cfg->n_transforms == 0)
+		return 0;
+	cache_stats_get(cache, &cs);
+	if (!cs.enabled) {
+		log_msg(LOG_ERR,
+			"%s:%u: [transform %s]: transforms keep their outputs "
+			"in the disk cache, which is not open (see above); not "
+			"mounting",
+			cfg->file, cfg->transforms[0].line,
+			cfg->transforms[0].name);
+		return -EINVAL;
+	}
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	m->t = calloc(cfg->n_transforms, sizeof(*m->t));
+	m->x = calloc(cfg->n_transforms, sizeof(*m->x));
+	if (!m->t || !m->x)
+		rc = -ENOMEM;
+	for (size_t i = 0; i < cfg->n_transforms && !rc; i++)
+		rc = open_one(cfg, &cfg->transforms[i], cache, m);
+	/* Even on failure: the cache holds the attached ones' producers, so
+	 * they are freed after it, by the caller. */
+	*out = m;
+	return rc;
+}
