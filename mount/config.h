@@ -231,6 +231,14 @@ size_t config_key_count(void);
 /* Fills *out for key i < config_key_count(); returns 0 or -EINVAL. */
 int config_key_at(size_t i, struct config_key_info *out);
 
+/* Whether a and b declare the same transforms (names, keys and values,
+ * in the same order). */
+bool config_transforms_equal(const struct config *a, const struct config *b);
+
+/* Replaces dst's transforms with copies of src's. Returns 0 or -ENOMEM
+ * (dst unchanged). */
+int config_transforms_copy(struct config *dst, const struct config *src);
+
 /* The keys of a [transform NAME] section, for shardfs.conf(5)'s drift
  * check: name and default as a user writes it (NULL: required). A [transform] section always needs a restart. */
 size_t config_transform_key_count(void);

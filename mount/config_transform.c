@@ -522,3 +522,92 @@ int config_transform_key_at(size_t i, struct config_key_info *out)
 	out->restart = true;
 	return 0;
 }
+
+static bool words_equal(char *const *a, char *const *b)
+{
+	size_t i;
+
+	for (i = 0; a[i] && b[i]; i++)
+		if (strcmp(a[i], b[i]))
+			return false;
+	return !a[i] && !b[i];
+}
+
+bool config_transforms_equal(const struct config *a, const struct config *b)
+{
+	if (a->n_transforms != b->n_transforms)
+		return false;
+	for (size_t i = 0; i < a->n_transforms; i++) {
+		const struct config_transform *x = &a->transforms[i];
+		const struct config_transform *y = &b->transforms[i];
+
+		if (strcmp(x->name, y->name) ||
+		    !words_equal(x->argv, y->argv) ||
+		    strcmp(x->version, y->version) || x->mode != y->mode ||
+		    x->workers != y->workers ||
+		    x->timeout_ms != y->timeout_ms || x->memory != y->memory ||
+		    x->output_max != y->output_max ||
+		    strcmp(x->user, y->user) || x->sandbox != y->sandbox ||
+		    !words_equal(x->env, y->env) ||
+		    strcmp(x->suffix, y->suffix) ||
+		    x->replace_extension != y->replace_extension)
+			return false;
+	}
+	return true;
+}
+
+static char **words_dup(char *const *w)
+{
+	size_t n = 0;
+	char **out;
+
+	while (w[n])
+		n++;
+	out = calloc(n + 1, sizeof(*out));
+	if (!out)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		out[i] = strdup(w[i]);
+		if (!out[i]) {
+			words_free(out);
+			return NULL;
+		}
+	}
+	return out;
+}
+
+int config_transforms_copy(struct config *dst, const struct config *src)
+{
+	struct config_transform *all = NULL;
+	size_t i;
+
+	if (src->n_transforms) {
+		all = calloc(src->n_transforms, sizeof(*all));
+		if (!all)
+			return -ENOMEM;
+	}
+	for (i = 0; i < src->n_transforms; i++) {
+		const struct config_transform *s = &src->transforms[i];
+		struct config_transform *d = &all[i];
+
+		*d = *s;
+		d->name = strdup(s->name);
+		d->command = strdup(s->command);
+		d->argv = words_dup(s->argv);
+		d->version = strdup(s->version);
+		d->user = strdup(s->user);
+		d->env = words_dup(s->env);
+		d->suffix = strdup(s->suffix);
+		if (!d->name || !d->command || !d->argv || !d->version ||
+		    !d->user || !d->env || !d->suffix) {
+			for (size_t j = 0; j <= i; j++)
+				transform_free_fields(&all[j]);
+			free(all);
+			return -ENOMEM;
+		}
+	}
+	config_transforms_free(dst);
+	dst->transforms = all;
+	dst->n_transforms = src->n_transforms;
+	return 0;
+}

@@ -74,6 +74,15 @@ int mount_reload_keep_restart_keys(const struct config *running,
 		if (config_key_copy(next, running, i) < 0)
 			return -ENOMEM;
 	}
+	/* The transforms are opened once, at mount (mount/transforms.h). */
+	if (!config_transforms_equal(running, next)) {
+		log_msg(LOG_WARNING,
+			"reload: the [transform] sections changed: they need "
+			"a restart; keeping the running ones");
+		n++;
+		if (config_transforms_copy(next, running) < 0)
+			return -ENOMEM;
+	}
 	return n;
 }
 

@@ -3,7 +3,7 @@
  * configs parsed from real files: every key that needs a restart and
  * changed is counted (and logged) and set back to its running value; the
  * keys that reload live ([shard], [source] manifest and manifest_sha256)
- * keep their new values.
+ * keep their new values; the [transform] sections are kept as running.
  */
 #include <check.h>
 #include <stdio.h>
@@ -122,6 +122,46 @@ START_TEST(test_restart_keys_kept)
 }
 END_TEST
 
+/* The [transform] sections are opened at mount: any change is counted
+ * once and the running ones kept; the same ones count nothing. */
+START_TEST(test_transforms_kept)
+{
+#define TR_BASE "[source]\nurl = /data/a\n[cache]\ndir = /var/cache/a\n"
+	struct config *a = load(TR_BASE "[transform up]\n"
+					"command = /usr/bin/tr a-z A-Z\n"
+					"version = 1\n"
+					"env = PATH\n");
+	struct config *same = load(TR_BASE "[transform up]\n"
+					   "version = 1\n"
+					   "command = /usr/bin/tr  a-z A-Z\n"
+					   "env = PATH\n");
+	struct config *b = load(TR_BASE "[transform up]\n"
+					"command = /usr/bin/tr a-z A-Z\n"
+					"version = 2\n"
+					"[transform two]\n"
+					"command = /bin/cat\n");
+	struct config *none = load(TR_BASE);
+
+	ck_assert_int_eq(mount_reload_keep_restart_keys(a, same), 0);
+	ck_assert_int_eq(mount_reload_keep_restart_keys(a, b), 1);
+	ck_assert_uint_eq(b->n_transforms, 1);
+	ck_assert_str_eq(b->transforms[0].name, "up");
+	ck_assert_str_eq(b->transforms[0].version, "1");
+	ck_assert_str_eq(b->transforms[0].argv[2], "A-Z");
+	ck_assert_str_eq(b->transforms[0].env[0], "PATH");
+	ck_assert_ptr_null(b->transforms[0].env[1]);
+	ck_assert_int_eq(mount_reload_keep_restart_keys(b, a), 0);
+	/* Removing them all is a change too. */
+	ck_assert_int_eq(mount_reload_keep_restart_keys(a, none), 1);
+	ck_assert_uint_eq(none->n_transforms, 1);
+	config_free(a);
+	config_free(same);
+	config_free(b);
+	config_free(none);
+#undef TR_BASE
+}
+END_TEST
+
 int main(void)
 {
 	const struct unit_case cases[] = {
@@ -129,6 +169,7 @@ int main(void)
 		  test_unchanged_config_keeps_all },
 		{ "live_keys_change", test_live_keys_change },
 		{ "restart_keys_kept", test_restart_keys_kept },
+		{ "transforms_kept", test_transforms_kept },
 	};
 
 	return unit_run(
