@@ -265,11 +265,9 @@ static int xform_run(struct xform *x, struct cache *c,
 		return 0;
 	}
 	count(&x->failures, 1);
-	log_msg(LOG_ERR,
-		"%s: transform %s failed: %s (%s; exit %d, signal %d); "
-		"stderr: %s",
+	log_msg(LOG_ERR, "%s: transform %s failed: %s (%s); stderr: %s",
 		log_key(kb, raw->key, raw->key_len), x->name,
-		transform_fail_name(f.what), f.message, f.status, f.signal,
+		transform_fail_name(f.what), f.message,
 		f.stderr_tail[0] ? f.stderr_tail : "(none)");
 	failed_note(x, raw);
 	return -EIO;

@@ -292,6 +292,39 @@ START_TEST(test_failure_then_retry)
 }
 END_TEST
 
+/* A transform killed by a signal after part of its output: -EIO, and no
+ * part of that output is ever served: the next good run's bytes are. */
+START_TEST(test_killed_mid_output)
+{
+	struct fixture fx;
+	const char *argv[4];
+	char script[4500];
+	uint64_t size = 0;
+
+	fx_init(&fx, "killed");
+	snprintf(script, sizeof(script),
+		 "if [ -e '%s' ]; then head -c 100000 | tr a-z A-Z; "
+		 "kill -9 $$; fi; exec tr a-z A-Z",
+		 fx.flag);
+	argv[0] = "/bin/sh";
+	argv[1] = "-c";
+	argv[2] = script;
+	argv[3] = NULL;
+	touch(fx.flag);
+	fx_open(&fx, argv, "1", TRANSFORM_SANDBOX_NONE, 1);
+	ck_assert_int_eq(xform_size(fx.x, &fx.o, &size), -EIO);
+	ck_assert_uint_eq(size, 0);
+	ck_assert_uint_eq(xstats(&fx).failures, 1);
+	ck_assert_uint_eq(xstats(&fx).bytes_out, 0);
+	ck_assert_int_eq(unlink(fx.flag), 0);
+	usleep(50000); /* the backoff is under a millisecond */
+	ck_assert_int_eq(read_output(&fx), 0);
+	ck_assert_uint_eq(xstats(&fx).runs, 2);
+	ck_assert_uint_eq(xstats(&fx).bytes_out, SRC_SIZE);
+	fx_free(&fx);
+}
+END_TEST
+
 /* The output survives the cache's close and reopen: no run after it. */
 START_TEST(test_survives_reopen)
 {
@@ -338,6 +371,7 @@ static Suite *xform_suite(void)
 		  test_once_for_concurrent_readers },
 		{ "failure_then_backoff", test_failure_then_backoff },
 		{ "failure_then_retry", test_failure_then_retry },
+		{ "killed_mid_output", test_killed_mid_output },
 		{ "survives_reopen", test_survives_reopen },
 		{ "version_change", test_version_change },
 	};
