@@ -11,6 +11,7 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -30,6 +31,9 @@
 #define SRC_SIZE (700 * 1024 + 13) /* three chunks of 256 KiB, and a bit */
 
 static const char *root;
+static char pydir[PATH_MAX]; /* python/, absolute: shardfs.transform */
+/* The mode fx_open() opens transforms in. */
+static enum transform_mode fx_mode = TRANSFORM_MODE_PROCESS;
 
 static const char *const tr_argv[] = { "/usr/bin/tr", "a-z", "A-Z", NULL };
 static const char *const test_env[] = { "PATH=/usr/bin:/bin", NULL };
@@ -111,6 +115,7 @@ static void fx_open(struct fixture *fx, const char *const *argv,
 		.name = "upper",
 		.version = version,
 		.argv = argv,
+		.mode = fx_mode,
 		.workers = 2,
 		.timeout_ms = 30000,
 		.sandbox = sandbox,
@@ -189,16 +194,17 @@ static void *reader_main(void *arg)
 	return NULL;
 }
 
-/* 8 readers at once: one run, every byte the transform's output. */
-START_TEST(test_once_for_concurrent_readers)
+/* 8 readers at once: one run, every byte the transform's output; argv
+ * run in fx_mode. */
+static void once_for_readers(const char *name, const char *const *argv)
 {
 	struct fixture fx;
 	struct reader rd[8];
 	pthread_t th[8];
 	int i;
 
-	fx_init(&fx, "once");
-	fx_open(&fx, tr_argv, "1", TRANSFORM_SANDBOX_BWRAP, 0);
+	fx_init(&fx, name);
+	fx_open(&fx, argv, "1", TRANSFORM_SANDBOX_BWRAP, 0);
 	for (i = 0; i < 8; i++) {
 		rd[i].fx = &fx;
 		rd[i].result = -2;
@@ -218,6 +224,28 @@ START_TEST(test_once_for_concurrent_readers)
 	ck_assert_int_eq(read_output(&fx), 0);
 	ck_assert_uint_eq(xstats(&fx).runs, 1);
 	fx_free(&fx);
+}
+
+START_TEST(test_once_for_concurrent_readers)
+{
+	once_for_readers("once", tr_argv);
+}
+END_TEST
+
+/* The same with a long-lived worker (the framed protocol, through
+ * python/shardfs/transform.py). */
+START_TEST(test_once_worker)
+{
+	char code[PATH_MAX + 256];
+	const char *argv[] = { "/usr/bin/python3", "-c", code, NULL };
+
+	snprintf(code, sizeof(code),
+		 "import sys; sys.path.insert(0, '%s'); "
+		 "from shardfs.transform import main; "
+		 "main(lambda b: b.upper())",
+		 pydir);
+	fx_mode = TRANSFORM_MODE_WORKER;
+	once_for_readers("worker", argv);
 }
 END_TEST
 
@@ -369,6 +397,7 @@ static Suite *xform_suite(void)
 	const struct unit_case cases[] = {
 		{ "once_for_concurrent_readers",
 		  test_once_for_concurrent_readers },
+		{ "once_worker", test_once_worker },
 		{ "failure_then_backoff", test_failure_then_backoff },
 		{ "failure_then_retry", test_failure_then_retry },
 		{ "killed_mid_output", test_killed_mid_output },
@@ -385,6 +414,15 @@ int main(void)
 	int rc;
 
 	root = dir; /* filled in before any test runs */
+	if (realpath("python", pydir) == NULL) {
+		perror("python/ (run from the repository root)");
+		return EXIT_FAILURE;
+	}
+	if (geteuid() != 0) {
+		fprintf(stderr, "check_xform: needs root (to run transforms "
+				"as nobody)\n");
+		return EXIT_FAILURE;
+	}
 	rc = unit_main(xform_suite(), "/tmp/check_xform.XXXXXX", dir,
 		       sizeof(dir), NULL);
 	return rc;
