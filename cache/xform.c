@@ -7,8 +7,9 @@
  * cache: verified like any read), runs the transform, writes the length
  * and leaves the output in the stash, a small list keyed by (key, etag);
  * the output object's takes it from the stash, or runs the transform
- * again when it is not there. The stash is bounded (stash_max outputs,
- * the oldest dropped): an output dropped from it costs one more run,
+ * again when it is not there. The stash is bounded (stash_max
+ * outputs and stash_bytes bytes, the oldest dropped): an output dropped
+ * from it costs one more run,
  * never a wrong byte, since the length object's length is checked
  * against the output by the derived run (a different length fails it).
  *
@@ -36,6 +37,7 @@
 #include "util/sha256.h"
 
 #define XFORM_STASH_DEFAULT 64u
+#define XFORM_STASH_BYTES_DEFAULT (UINT64_C(256) << 20)
 #define XFORM_RETRY_BASE_MS 1000u
 #define XFORM_RETRY_CAP_MS 300000u
 #define XFORM_ID_BYTES 16
@@ -58,9 +60,11 @@ struct xform {
 	char *len_name; /* "xf-NAME-ID.len" */
 	struct backoff_policy retry;
 	unsigned stash_max;
+	uint64_t stash_bytes_max;
 	pthread_mutex_t lock;
 	struct xform_entry *stash;  /* protected by lock; newest first */
 	unsigned n_stash;	    /* protected by lock */
+	uint64_t stash_bytes;	    /* protected by lock */
 	struct xform_entry *failed; /* protected by lock */
 	uint64_t runs, failures, refused, bytes_in, bytes_out; /* atomic */
 };
@@ -138,6 +142,7 @@ static void stash_put(struct xform *x, const struct cache_object *o,
 		      struct transform_output *out)
 {
 	struct xform_entry *e = entry_new(o), *old, **pp;
+	struct xform_entry *drop = NULL;
 
 	if (!e) {
 		free(out->data);
@@ -147,19 +152,34 @@ static void stash_put(struct xform *x, const struct cache_object *o,
 	e->len = out->len;
 	pthread_mutex_lock(&x->lock);
 	old = entry_take(&x->stash, o);
-	if (old)
+	if (old) {
 		x->n_stash--;
+		x->stash_bytes -= old->len;
+	}
 	e->next = x->stash;
 	x->stash = e;
-	if (++x->n_stash > x->stash_max) {
+	x->n_stash++;
+	x->stash_bytes += e->len;
+	/* The oldest go first; the newest stays even alone over the bytes
+	 * bound (its reader is about to take it). */
+	while (x->stash->next && (x->n_stash > x->stash_max ||
+				  x->stash_bytes > x->stash_bytes_max)) {
 		for (pp = &x->stash; (*pp)->next; pp = &(*pp)->next)
 			;
-		entry_free(*pp);
-		*pp = NULL;
 		x->n_stash--;
+		x->stash_bytes -= (*pp)->len;
+		(*pp)->next = drop;
+		drop = *pp;
+		*pp = NULL;
 	}
 	pthread_mutex_unlock(&x->lock);
 	entry_free(old);
+	while (drop) {
+		struct xform_entry *next = drop->next;
+
+		entry_free(drop);
+		drop = next;
+	}
 }
 
 static bool stash_take(struct xform *x, const struct cache_object *o,
@@ -169,8 +189,10 @@ static bool stash_take(struct xform *x, const struct cache_object *o,
 
 	pthread_mutex_lock(&x->lock);
 	e = entry_take(&x->stash, o);
-	if (e)
+	if (e) {
 		x->n_stash--;
+		x->stash_bytes -= e->len;
+	}
 	pthread_mutex_unlock(&x->lock);
 	if (!e)
 		return false;
@@ -336,6 +358,8 @@ int xform_attach(struct cache *c, struct transform *t,
 	if (!x->retry.cap_ms)
 		x->retry.cap_ms = XFORM_RETRY_CAP_MS;
 	x->stash_max = o->stash_max ? o->stash_max : XFORM_STASH_DEFAULT;
+	x->stash_bytes_max =
+		o->stash_bytes ? o->stash_bytes : XFORM_STASH_BYTES_DEFAULT;
 	transform_identity(t, id);
 	hex_encode(id, XFORM_ID_BYTES, hex);
 	n = strlen(o->name) + sizeof(hex) + 8;

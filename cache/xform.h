@@ -48,8 +48,11 @@ struct xform_options {
 	 * 5 min (a failing transform is not re-run on every read of its
 	 * file, and is tried again within minutes once fixed). */
 	struct backoff_policy retry;
-	/* Outputs kept in memory between the two derived reads; 0: 64. */
+	/* Outputs kept in memory between the two derived reads, and their
+	 * bytes; 0: 64 outputs, 256 MiB (the newest one is kept even if it
+	 * is larger alone). */
 	unsigned stash_max;
+	uint64_t stash_bytes;
 };
 
 struct xform_stats {

@@ -34,6 +34,8 @@ static const char *root;
 static char pydir[PATH_MAX]; /* python/, absolute: shardfs.transform */
 /* The mode fx_open() opens transforms in. */
 static enum transform_mode fx_mode = TRANSFORM_MODE_PROCESS;
+/* The stash bound fx_open() gives (0: xform's default). */
+static unsigned fx_stash_max;
 
 static const char *const tr_argv[] = { "/usr/bin/tr", "a-z", "A-Z", NULL };
 static const char *const test_env[] = { "PATH=/usr/bin:/bin", NULL };
@@ -122,7 +124,8 @@ static void fx_open(struct fixture *fx, const char *const *argv,
 		.env = test_env,
 	};
 	struct xform_options xo = { .name = "upper",
-				    .retry = { retry_ms, retry_ms } };
+				    .retry = { retry_ms, retry_ms },
+				    .stash_max = fx_stash_max };
 
 	ck_assert_int_eq(cache_open(&co, fx->be, &fx->c), 0);
 	ck_assert_int_eq(transform_open(&ts, &fx->t), 0);
@@ -353,6 +356,43 @@ START_TEST(test_killed_mid_output)
 }
 END_TEST
 
+/* An output dropped from memory before its read costs one more run, and
+ * the bytes are still the transform's. */
+START_TEST(test_stash_dropped)
+{
+	struct fixture fx, fb;
+	char path[8300];
+	uint64_t size = 0;
+
+	fx_init(&fx, "stash");
+	/* b.txt: another object of the same source. */
+	memset(&fb, 0, sizeof(fb));
+	snprintf(path, sizeof(path), "cp '%s/a.txt' '%s/b.txt'", fx.src,
+		 fx.src);
+	ck_assert_int_eq(system(path), 0);
+	fx_stash_max = 1;
+	fx_open(&fx, tr_argv, "1", TRANSFORM_SANDBOX_BWRAP, 0);
+	fb = fx;
+	snprintf(fb.key, sizeof(fb.key), "b.txt");
+	ck_assert_int_eq(
+		fx.be->ops->stat(fx.be, fb.key, strlen(fb.key), &fb.st), 0);
+	fb.o.key = fb.key;
+	fb.o.key_len = strlen(fb.key);
+	fb.o.etag = fb.st.etag;
+	fb.o.etag_len = fb.st.etag_len;
+	fb.o.size = fb.st.size;
+	ck_assert_int_eq(xform_size(fx.x, &fx.o, &size), 0);
+	ck_assert_uint_eq(size, SRC_SIZE);
+	/* b's output pushes a's out of memory. */
+	ck_assert_int_eq(read_output(&fb), 0);
+	ck_assert_uint_eq(xstats(&fx).runs, 2);
+	ck_assert_int_eq(read_output(&fx), 0);
+	ck_assert_uint_eq(xstats(&fx).runs, 3);
+	ck_assert_uint_eq(xstats(&fx).failures, 0);
+	fx_free(&fx);
+}
+END_TEST
+
 /* The output survives the cache's close and reopen: no run after it. */
 START_TEST(test_survives_reopen)
 {
@@ -401,6 +441,7 @@ static Suite *xform_suite(void)
 		{ "failure_then_backoff", test_failure_then_backoff },
 		{ "failure_then_retry", test_failure_then_retry },
 		{ "killed_mid_output", test_killed_mid_output },
+		{ "stash_dropped", test_stash_dropped },
 		{ "survives_reopen", test_survives_reopen },
 		{ "version_change", test_version_change },
 	};
