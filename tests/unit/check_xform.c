@@ -36,6 +36,8 @@ static char pydir[PATH_MAX]; /* python/, absolute: shardfs.transform */
 static enum transform_mode fx_mode = TRANSFORM_MODE_PROCESS;
 /* The stash bound fx_open() gives (0: xform's default). */
 static unsigned fx_stash_max;
+/* The cache's budget fx_open() gives (0: 64 MiB). */
+static uint64_t fx_budget;
 
 static const char *const tr_argv[] = { "/usr/bin/tr", "a-z", "A-Z", NULL };
 static const char *const test_env[] = { "PATH=/usr/bin:/bin", NULL };
@@ -108,7 +110,7 @@ static void fx_open(struct fixture *fx, const char *const *argv,
 	struct cache_options co = {
 		.dir = fx->dir,
 		.backend_id = fx->src,
-		.size_bytes = 64 << 20,
+		.size_bytes = fx_budget ? fx_budget : 64 << 20,
 		.chunk_size = 256 * KIB,
 		.inline_max = 64 * KIB,
 		.inline_max_set = true,
@@ -393,6 +395,56 @@ START_TEST(test_stash_dropped)
 }
 END_TEST
 
+static void print_bad(void *arg, const struct cache_bad_entry *b)
+{
+	(void)arg;
+	fprintf(stderr, "bad entry %s: %s (key %s, chunk %llu)\n", b->hash_hex,
+		b->reason, b->key, (unsigned long long)b->chunk);
+}
+
+/* Outputs are entries like any other: evicted down to the budget (a read
+ * of an evicted one runs the transform again), every read still the
+ * transform's bytes, and clean under cache_verify(). */
+START_TEST(test_evicted_and_verified)
+{
+	struct fixture fx, fb;
+	struct cache_stats cs;
+	char path[8300];
+	uint64_t checked = 0;
+
+	fx_init(&fx, "evict");
+	snprintf(path, sizeof(path), "cp '%s/a.txt' '%s/b.txt'", fx.src,
+		 fx.src);
+	ck_assert_int_eq(system(path), 0);
+	/* Room for one of a's and b's outputs (700 KiB each), not both. */
+	fx_budget = UINT64_C(1) << 20;
+	fx_open(&fx, tr_argv, "1", TRANSFORM_SANDBOX_BWRAP, 0);
+	fb = fx;
+	snprintf(fb.key, sizeof(fb.key), "b.txt");
+	ck_assert_int_eq(
+		fx.be->ops->stat(fx.be, fb.key, strlen(fb.key), &fb.st), 0);
+	fb.o.key = fb.key;
+	fb.o.key_len = strlen(fb.key);
+	fb.o.etag = fb.st.etag;
+	fb.o.etag_len = fb.st.etag_len;
+	fb.o.size = fb.st.size;
+	for (int round = 0; round < 3; round++) {
+		ck_assert_int_eq(read_output(&fx), 0);
+		ck_assert_int_eq(read_output(&fb), 0);
+	}
+	cache_stats_get(fx.c, &cs);
+	ck_assert_uint_gt(cs.evictions, 0);
+	ck_assert_uint_le(cs.live_bytes, fx_budget);
+	/* What was evicted (outputs, lengths or source chunks) and when
+	 * is the cache's business: runs are at least one per object. */
+	ck_assert_uint_ge(xstats(&fx).runs, 2);
+	ck_assert_uint_eq(xstats(&fx).failures, 0);
+	ck_assert_int_eq(cache_verify(fx.c, print_bad, NULL, &checked), 0);
+	ck_assert_uint_gt(checked, 0);
+	fx_free(&fx);
+}
+END_TEST
+
 /* The output survives the cache's close and reopen: no run after it. */
 START_TEST(test_survives_reopen)
 {
@@ -442,6 +494,7 @@ static Suite *xform_suite(void)
 		{ "failure_then_retry", test_failure_then_retry },
 		{ "killed_mid_output", test_killed_mid_output },
 		{ "stash_dropped", test_stash_dropped },
+		{ "evicted_and_verified", test_evicted_and_verified },
 		{ "survives_reopen", test_survives_reopen },
 		{ "version_change", test_version_change },
 	};
