@@ -15,6 +15,7 @@
  *   store.c  blob files, the queue of new rows and its committer thread
  *   evict.c  access-time batches and LRU eviction
  *   maint.c  cleanup at open, cache stat, verify and clear
+ *   warn.c   the rate-limited warning of a failure served uncached
  *   fetch.c  the fetch engine (fetch.h; with fetch_buf.c, fetch_hedge.c,
  *            fetch_pace.c and fetch_fail.c behind fetch_impl.h)
  *   prefetch.c the prefetcher's policy, pure (prefetch.h)
@@ -345,6 +346,7 @@ struct cache {
 	/* evict.c: access times and eviction. */
 	struct evict_state evict;
 
+	/* warn.c: the last rate-limited warning. */
 	pthread_mutex_t warn_lock; /* protects last_warn */
 	time_t last_warn;
 
@@ -385,9 +387,11 @@ static inline bool cache_obj_chunk_ok(const struct cache *c,
 		obj->chunk_size <= c->chunk_size);
 }
 
-/* ---- cache.c ---- */
+/* ---- warn.c ---- */
 
-/* Logs at most once a minute: a full disk would otherwise log per read. */
+/* Logs at most once a minute that what failed with rc (any errno or LMDB
+ * code: index_strerror()) and the read is served uncached: a full disk
+ * would otherwise log per read. */
 void cache_warn_limited(struct cache *c, const char *what, int rc);
 
 /* ---- index.c ----
