@@ -266,7 +266,7 @@ int cache_open(const struct cache_options *opts, struct backend *be,
 		if (rc < 0)
 			goto fail_dir;
 	}
-	rc = index_open(c, !opts->inspect || opts->repair);
+	rc = index_open(c, !opts->inspect || opts->repair, store_forked);
 	if (rc < 0)
 		goto fail;
 	c->disk = true;

@@ -13,7 +13,7 @@
  *   index.c  the LMDB environment, transactions and the fault guard;
  *            the only file that includes lmdb.h
  *   store.c  blob files, the queue of new rows and its committer thread
- *   evict.c  access-time batches and LRU eviction
+ *   evict.c  access-time batches, LRU eviction, dropping one entry
  *   maint.c  cleanup at open, cache stat, verify and clear
  *   warn.c   the rate-limited warning of a failure served uncached
  *   fetch.c  the fetch engine (fetch.h; with fetch_buf.c, fetch_hedge.c,
@@ -462,14 +462,17 @@ uint64_t index_live_bytes(struct cache *c);
 int index_row_delete(struct index_txn *t, const uint8_t *hash,
 		     const uint8_t *id, size_t id_len, bool *blob,
 		     uint64_t *blob_id);
-/* Drops one entry (bad CRC, missing blob), and its blob. */
-void index_entry_drop(struct cache *c, const uint8_t *hash, const uint8_t *id,
-		      size_t id_len);
 /* Closes the environment and frees c->index (NULL: nothing). */
 void index_close(struct cache *c);
+/* Called, with the index's lock held and before the environment is
+ * opened again, when the index is first used in a process forked from the
+ * one that opened it: whatever else of the cache belongs to the process
+ * that opened it starts afresh there (cache.c passes store_forked()). */
+typedef void (*index_forked_fn)(struct cache *c);
 /* Opens c->index_path after checking it; a damaged one is moved aside
- * when may_move, else -EIO (logged). Returns 0 or a negative errno. */
-int index_open(struct cache *c, bool may_move);
+ * when may_move, else -EIO (logged). forked (may be NULL): see
+ * index_forked_fn. Returns 0 or a negative errno. */
+int index_open(struct cache *c, bool may_move, index_forked_fn forked);
 /* Records the budget and chunk size (arg: uint64_t[2]); for guarded. */
 int index_meta_record(struct cache *c, void *arg);
 
@@ -539,6 +542,11 @@ void evict_touches_flush(struct cache *c);
 void evict_touch(struct cache *c, const uint8_t *hash);
 /* Evicts least recently used entries until live bytes <= target. */
 void evict_to(struct cache *c, uint64_t target);
+/* Drops one entry (bad CRC, missing blob): its row, then its blob. A
+ * failure other than a missing row or a broken index is warned of
+ * (rate-limited); a read-only cache drops nothing. */
+void evict_entry_drop(struct cache *c, const uint8_t *hash, const uint8_t *id,
+		      size_t id_len);
 
 /* ---- store.c ---- */
 

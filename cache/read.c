@@ -235,7 +235,7 @@ blob:
 		/* Evicted by another process, or removed: a miss. */
 		if (errno == ENOENT) {
 			store_pending_drop(c, hash);
-			index_entry_drop(c, hash, id, id_len);
+			evict_entry_drop(c, hash, id, id_len);
 		}
 		goto out;
 	}
@@ -286,7 +286,7 @@ out:
 			"dropped, refetching",
 			c->dir, hex);
 		store_pending_drop(c, hash);
-		index_entry_drop(c, hash, id, id_len);
+		evict_entry_drop(c, hash, id, id_len);
 	}
 	if (ret == LOOKUP_HIT)
 		evict_touch(c, hash);
