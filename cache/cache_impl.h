@@ -16,7 +16,8 @@
  *   evict.c  access-time batches, LRU eviction, dropping one entry
  *   maint.c  cleanup at open, cache stat, verify and clear
  *   warn.c   the rate-limited warning of a failure served uncached
- *   fetch.c  the fetch engine (fetch.h; with fetch_buf.c, fetch_hedge.c,
+ *   fetch.c  the fetch engine (fetch.h; with fetch_table.c,
+ *            fetch_worker.c, fetch_run.c, fetch_buf.c, fetch_hedge.c,
  *            fetch_pace.c and fetch_fail.c behind fetch_impl.h)
  *   prefetch.c the prefetcher's policy, pure (prefetch.h)
  *   derived.c derived (transformed) objects: one producer run per object
