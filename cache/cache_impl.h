@@ -7,6 +7,8 @@
  *   read.c   the reader (docs/DESIGN.md §8): cache_read(), its sources
  *            chosen once (memory -> queued -> index -> fetch, or memory
  *            -> the backend without a disk cache)
+ *   read_lookup.c a chunk's name, and its lookup in the disk cache
+ *            (queue, index, blob; CRC-checked)
  *   ahead.c  the prefetcher's state (windows per reader, orders) and the
  *            chunks it queues (prefetch.h decides)
  *   entry.c  chunk identity, its hash, the row format, CRC blocks
@@ -681,7 +683,7 @@ enum { WHOLE_DONE = 0, WHOLE_MISSING = 1, WHOLE_STOPPED = 2 };
 int whole_check(struct cache *c, const struct whole_obj *o, uint8_t *buf,
 		uint64_t *missing);
 
-/* ---- read.c ---- */
+/* ---- read_lookup.c ---- */
 
 /* 0, or -EINVAL (logged) if obj's chunk size is not one the cache can cut
  * it at (cache.h, struct cache_object). */
@@ -698,6 +700,46 @@ struct read_chunk {
 	size_t id_len;
 	struct fetch_request r;
 };
+
+/* What a reply holds until it is sent (read_reply()): the piece, and the
+ * descriptor behind it (the bytes of a checked blob are in the read's own
+ * buffer, read_lookup()). */
+struct read_hold {
+	struct cache_piece piece;
+	int fd; /* -1: none */
+};
+
+/* Closes what h holds, if anything. */
+void read_hold_release(struct read_hold *h);
+/* Steps 2 and 3 of the reader (read_lookup.c): serves [off, off + len) of
+ * chunk ch from the queue or the index into dst. A bad entry (CRC
+ * mismatch, short blob) is dropped and counted. With hold, hold->piece
+ * points at the bytes: in dst, or in the blob's descriptor (see struct
+ * read_hold). Returns LOOKUP_HIT or LOOKUP_MISS (or LOOKUP_BAD: a miss). */
+int read_lookup(struct cache *c, const struct read_chunk *ch, uint64_t off,
+		size_t len, void *dst, struct read_hold *hold);
+/* Bytes of chunk n of obj. */
+uint64_t read_chunk_len(const struct cache *c, const struct cache_object *obj,
+			uint64_t n);
+/* Names chunk n of obj (obj's strings borrowed while ch is used). Returns
+ * 0 or -ENOMEM. Free with read_chunk_release(). */
+int read_chunk_name(const struct cache *c, const struct cache_object *obj,
+		    uint64_t n, struct read_chunk *ch);
+void read_chunk_release(struct read_chunk *ch);
+/* Whether chunk ch is queued or indexed (not read, not checked). */
+bool read_chunk_present(struct cache *c, const struct read_chunk *ch);
+/* Steps 2 and 3 of the reader only: [in_off, in_off + len) of chunk ch
+ * into dst from the committer's queue or the index (CRC-checked; a bad
+ * entry is dropped and counted), counted as a hit. Never fetches. Returns
+ * len or -ENOENT (not stored, or dropped). */
+ssize_t read_stored(struct cache *c, const struct read_chunk *ch,
+		    uint64_t in_off, size_t len, void *dst);
+/* read_stored() not counted as a hit (the whole-object check reading
+ * chunks back). */
+ssize_t read_stored_uncounted(struct cache *c, const struct read_chunk *ch,
+			      uint64_t in_off, size_t len, void *dst);
+
+/* ---- read.c ---- */
 
 /* Hands got bytes of buf (from fetch_buffer_alloc(len)) to fn as one
  * piece unless got is an error, then frees buf. Returns got or fn's
@@ -726,25 +768,6 @@ void verified_mark(struct cache *c, const struct stat *st, uint32_t b0,
 		   uint32_t b1);
 /* Frees the table (cache_free()). */
 void verified_free(struct cache *c);
-uint64_t read_chunk_len(const struct cache *c, const struct cache_object *obj,
-			uint64_t n);
-/* Names chunk n of obj (obj's strings borrowed while ch is used). Returns
- * 0 or -ENOMEM. Free with read_chunk_release(). */
-int read_chunk_name(const struct cache *c, const struct cache_object *obj,
-		    uint64_t n, struct read_chunk *ch);
-void read_chunk_release(struct read_chunk *ch);
-/* Whether chunk ch is queued or indexed (not read, not checked). */
-bool read_chunk_present(struct cache *c, const struct read_chunk *ch);
-/* Steps 2 and 3 of the reader only: [in_off, in_off + len) of chunk ch
- * into dst from the committer's queue or the index (CRC-checked; a bad
- * entry is dropped and counted), counted as a hit. Never fetches. Returns
- * len or -ENOENT (not stored, or dropped). */
-ssize_t read_stored(struct cache *c, const struct read_chunk *ch,
-		    uint64_t in_off, size_t len, void *dst);
-/* read_stored() not counted as a hit (the whole-object check reading
- * chunks back). */
-ssize_t read_stored_uncounted(struct cache *c, const struct read_chunk *ch,
-			      uint64_t in_off, size_t len, void *dst);
 
 /* ---- ahead.c ---- */
 
