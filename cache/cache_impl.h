@@ -514,6 +514,10 @@ int entry_hex_parse(const char *s, uint8_t hash[HASH_LEN]);
 /* DIR/blobs/XX/HASH.ID, malloc'd; NULL when out of memory. */
 char *entry_blob_path(const struct cache *c, const uint8_t hash[HASH_LEN],
 		      uint64_t blob_id);
+/* Unlinks the blob file of hash and blob_id; a failure (the file gone
+ * already, no memory for its name) is ignored. */
+void entry_blob_unlink(const struct cache *c, const uint8_t hash[HASH_LEN],
+		       uint64_t blob_id);
 uint32_t entry_n_blocks(uint64_t length);
 uint32_t entry_block_crc(const uint8_t *data, uint64_t length, uint32_t b);
 /* Parses an idx value. With id, the stored identity must equal it.
@@ -558,7 +562,6 @@ enum { LOOKUP_MISS = 0, LOOKUP_HIT = 1, LOOKUP_BAD = 2, LOOKUP_BLOB = 3 };
 
 /* Counts and logs (rate-limited) a chunk that could not be stored. */
 void store_failed(struct cache *c, int rc);
-void store_blob_unlink(struct cache *c, const uint8_t *hash, uint64_t blob_id);
 /* Waits until every chunk this process queued is indexed, or until
  * STORE_WAIT_MS passed (the committer is stuck: see store.c). */
 void store_drain(struct cache *c);

@@ -3,7 +3,7 @@
  * eviction down to a target of live bytes, and dropping one entry for a
  * cause (bad CRC, missing blob). Rows are deleted in an index
  * transaction and their blobs unlinked after it commits: the index says
- * what to unlink, this file unlinks it (store_blob_unlink()).
+ * what to unlink, this file unlinks it (entry_blob_unlink()).
  */
 #include "cache/cache_impl.h"
 
@@ -232,7 +232,7 @@ static int evict_run(struct cache *c, void *arg)
 	if (rc != 0)
 		goto fail;
 	for (i = 0; i < n_unlink; i++)
-		store_blob_unlink(c, unlink_list[i].hash,
+		entry_blob_unlink(c, unlink_list[i].hash,
 				  unlink_list[i].blob_id);
 	goto out;
 fail:
@@ -290,7 +290,7 @@ void evict_entry_drop(struct cache *c, const uint8_t *hash, const uint8_t *id,
 		return;
 	rc = index_guarded(c, evict_entry_drop_run, &a);
 	if (rc == 0 && a.blob)
-		store_blob_unlink(c, hash, a.blob_id);
+		entry_blob_unlink(c, hash, a.blob_id);
 	else if (rc != 0 && rc != -ENOENT && rc != INDEX_BROKEN)
 		cache_warn_limited(c, "cannot drop an entry", rc);
 }
