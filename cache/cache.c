@@ -4,6 +4,7 @@
  * cache_impl.h; the contract in cache.h.
  */
 #include "cache/cache_impl.h"
+#include "cache/fetch_impl.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -35,7 +36,9 @@ void cache_set_fetch_options(struct cache *c,
 	__atomic_store_n(&c->ext_cap, sh.extents_cap, __ATOMIC_RELAXED);
 	__atomic_store_n(&c->pf_files, o->files, __ATOMIC_RELAXED);
 	__atomic_store_n(&c->pf_memory, sh.files, __ATOMIC_RELAXED);
-	__atomic_store_n(&c->pf_conns, o->connections ? o->connections : 64,
+	__atomic_store_n(&c->pf_conns,
+			 o->connections ? o->connections
+					: FETCH_CONNECTIONS_DEFAULT,
 			 __ATOMIC_RELAXED);
 	pthread_mutex_lock(&c->q.lock);
 	c->q.max = sh.queue;
