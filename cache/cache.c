@@ -140,7 +140,7 @@ static struct cache *cache_alloc(struct backend *be)
 	c->pf_files = PREFETCH_FILES_DEFAULT;
 	c->ra_cap = PREFETCH_WINDOW_MAX;
 	/* The engine's default budget (cache_set_fetch_options()). */
-	c->ext_cap = prefetch_extents_cap(UINT64_C(512) << 20);
+	c->ext_cap = prefetch_extents_cap(FETCH_MEMORY_DEFAULT);
 	c->q.max = QUEUE_BYTES_MAX;
 	pthread_mutex_init(&c->pf_lock, NULL);
 	pthread_mutex_init(&c->evict.touch_lock, NULL);

@@ -196,9 +196,12 @@ tries=0
 hi=0.6
 while [ $killed -lt 10 ] && [ $tries -lt 40 ]; do
 	tries=$((tries + 1))
+	# The delay is drawn before warm starts: Python's start-up would
+	# add to it otherwise.
+	delay=$(/usr/bin/python3 -c "import random; print(random.uniform($hi / 30, $hi))")
 	"$SHARDFS" warm "$C" -q 2>>"$T/warmkill.err" &
 	wp=$!
-	sleep "$(/usr/bin/python3 -c "import random; print(random.uniform($hi / 30, $hi))")"
+	sleep "$delay"
 	if kill -9 "$wp" 2>/dev/null; then
 		killed=$((killed + 1))
 		wait "$wp" 2>/dev/null
