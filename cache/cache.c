@@ -4,6 +4,7 @@
  * cache_impl.h; the contract in cache.h.
  */
 #include "cache/cache_impl.h"
+#include "cache/fetch_impl.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -16,26 +17,6 @@
 #include <unistd.h>
 
 #include "util/log.h"
-
-#define WARN_SECONDS 60
-
-/* Logs at most once a minute: a full disk would otherwise log per read. */
-void cache_warn_limited(struct cache *c, const char *what, int rc)
-{
-	time_t now = time(NULL);
-	bool say;
-
-	pthread_mutex_lock(&c->warn_lock);
-	say = c->last_warn == 0 || now - c->last_warn >= WARN_SECONDS;
-	if (say)
-		c->last_warn = now;
-	pthread_mutex_unlock(&c->warn_lock);
-	if (say)
-		log_msg(LOG_WARNING,
-			"cache %s: %s: %s; serving uncached (this warning is "
-			"repeated at most once a minute)",
-			c->dir, what, index_strerror(rc));
-}
 
 void cache_set_fetch_options(struct cache *c,
 			     const struct cache_fetch_options *o)
@@ -55,7 +36,9 @@ void cache_set_fetch_options(struct cache *c,
 	__atomic_store_n(&c->ext_cap, sh.extents_cap, __ATOMIC_RELAXED);
 	__atomic_store_n(&c->pf_files, o->files, __ATOMIC_RELAXED);
 	__atomic_store_n(&c->pf_memory, sh.files, __ATOMIC_RELAXED);
-	__atomic_store_n(&c->pf_conns, o->connections ? o->connections : 64,
+	__atomic_store_n(&c->pf_conns,
+			 o->connections ? o->connections
+					: FETCH_CONNECTIONS_DEFAULT,
 			 __ATOMIC_RELAXED);
 	pthread_mutex_lock(&c->q.lock);
 	c->q.max = sh.queue;
@@ -157,7 +140,7 @@ static struct cache *cache_alloc(struct backend *be)
 	c->pf_files = PREFETCH_FILES_DEFAULT;
 	c->ra_cap = PREFETCH_WINDOW_MAX;
 	/* The engine's default budget (cache_set_fetch_options()). */
-	c->ext_cap = prefetch_extents_cap(UINT64_C(512) << 20);
+	c->ext_cap = prefetch_extents_cap(FETCH_MEMORY_DEFAULT);
 	c->q.max = QUEUE_BYTES_MAX;
 	pthread_mutex_init(&c->pf_lock, NULL);
 	pthread_mutex_init(&c->evict.touch_lock, NULL);
@@ -286,7 +269,7 @@ int cache_open(const struct cache_options *opts, struct backend *be,
 		if (rc < 0)
 			goto fail_dir;
 	}
-	rc = index_open(c, !opts->inspect || opts->repair);
+	rc = index_open(c, !opts->inspect || opts->repair, store_forked);
 	if (rc < 0)
 		goto fail;
 	c->disk = true;

@@ -7,15 +7,19 @@
  *   read.c   the reader (docs/DESIGN.md §8): cache_read(), its sources
  *            chosen once (memory -> queued -> index -> fetch, or memory
  *            -> the backend without a disk cache)
+ *   read_lookup.c a chunk's name, and its lookup in the disk cache
+ *            (queue, index, blob; CRC-checked)
  *   ahead.c  the prefetcher's state (windows per reader, orders) and the
  *            chunks it queues (prefetch.h decides)
  *   entry.c  chunk identity, its hash, the row format, CRC blocks
  *   index.c  the LMDB environment, transactions and the fault guard;
  *            the only file that includes lmdb.h
  *   store.c  blob files, the queue of new rows and its committer thread
- *   evict.c  access-time batches and LRU eviction
+ *   evict.c  access-time batches, LRU eviction, dropping one entry
  *   maint.c  cleanup at open, cache stat, verify and clear
- *   fetch.c  the fetch engine (fetch.h; with fetch_buf.c, fetch_hedge.c,
+ *   warn.c   the rate-limited warning of a failure served uncached
+ *   fetch.c  the fetch engine (fetch.h; with fetch_table.c,
+ *            fetch_worker.c, fetch_run.c, fetch_buf.c, fetch_hedge.c,
  *            fetch_pace.c and fetch_fail.c behind fetch_impl.h)
  *   prefetch.c the prefetcher's policy, pure (prefetch.h)
  *   derived.c derived (transformed) objects: one producer run per object
@@ -345,6 +349,7 @@ struct cache {
 	/* evict.c: access times and eviction. */
 	struct evict_state evict;
 
+	/* warn.c: the last rate-limited warning. */
 	pthread_mutex_t warn_lock; /* protects last_warn */
 	time_t last_warn;
 
@@ -385,9 +390,11 @@ static inline bool cache_obj_chunk_ok(const struct cache *c,
 		obj->chunk_size <= c->chunk_size);
 }
 
-/* ---- cache.c ---- */
+/* ---- warn.c ---- */
 
-/* Logs at most once a minute: a full disk would otherwise log per read. */
+/* Logs at most once a minute that what failed with rc (any errno or LMDB
+ * code: index_strerror()) and the read is served uncached: a full disk
+ * would otherwise log per read. */
 void cache_warn_limited(struct cache *c, const char *what, int rc);
 
 /* ---- index.c ----
@@ -458,14 +465,17 @@ uint64_t index_live_bytes(struct cache *c);
 int index_row_delete(struct index_txn *t, const uint8_t *hash,
 		     const uint8_t *id, size_t id_len, bool *blob,
 		     uint64_t *blob_id);
-/* Drops one entry (bad CRC, missing blob), and its blob. */
-void index_entry_drop(struct cache *c, const uint8_t *hash, const uint8_t *id,
-		      size_t id_len);
 /* Closes the environment and frees c->index (NULL: nothing). */
 void index_close(struct cache *c);
+/* Called, with the index's lock held and before the environment is
+ * opened again, when the index is first used in a process forked from the
+ * one that opened it: whatever else of the cache belongs to the process
+ * that opened it starts afresh there (cache.c passes store_forked()). */
+typedef void (*index_forked_fn)(struct cache *c);
 /* Opens c->index_path after checking it; a damaged one is moved aside
- * when may_move, else -EIO (logged). Returns 0 or a negative errno. */
-int index_open(struct cache *c, bool may_move);
+ * when may_move, else -EIO (logged). forked (may be NULL): see
+ * index_forked_fn. Returns 0 or a negative errno. */
+int index_open(struct cache *c, bool may_move, index_forked_fn forked);
 /* Records the budget and chunk size (arg: uint64_t[2]); for guarded. */
 int index_meta_record(struct cache *c, void *arg);
 
@@ -504,6 +514,10 @@ int entry_hex_parse(const char *s, uint8_t hash[HASH_LEN]);
 /* DIR/blobs/XX/HASH.ID, malloc'd; NULL when out of memory. */
 char *entry_blob_path(const struct cache *c, const uint8_t hash[HASH_LEN],
 		      uint64_t blob_id);
+/* Unlinks the blob file of hash and blob_id; a failure (the file gone
+ * already, no memory for its name) is ignored. */
+void entry_blob_unlink(const struct cache *c, const uint8_t hash[HASH_LEN],
+		       uint64_t blob_id);
 uint32_t entry_n_blocks(uint64_t length);
 uint32_t entry_block_crc(const uint8_t *data, uint64_t length, uint32_t b);
 /* Parses an idx value. With id, the stored identity must equal it.
@@ -535,6 +549,11 @@ void evict_touches_flush(struct cache *c);
 void evict_touch(struct cache *c, const uint8_t *hash);
 /* Evicts least recently used entries until live bytes <= target. */
 void evict_to(struct cache *c, uint64_t target);
+/* Drops one entry (bad CRC, missing blob): its row, then its blob. A
+ * failure other than a missing row or a broken index is warned of
+ * (rate-limited); a read-only cache drops nothing. */
+void evict_entry_drop(struct cache *c, const uint8_t *hash, const uint8_t *id,
+		      size_t id_len);
 
 /* ---- store.c ---- */
 
@@ -543,7 +562,6 @@ enum { LOOKUP_MISS = 0, LOOKUP_HIT = 1, LOOKUP_BAD = 2, LOOKUP_BLOB = 3 };
 
 /* Counts and logs (rate-limited) a chunk that could not be stored. */
 void store_failed(struct cache *c, int rc);
-void store_blob_unlink(struct cache *c, const uint8_t *hash, uint64_t blob_id);
 /* Waits until every chunk this process queued is indexed, or until
  * STORE_WAIT_MS passed (the committer is stuck: see store.c). */
 void store_drain(struct cache *c);
@@ -668,7 +686,7 @@ enum { WHOLE_DONE = 0, WHOLE_MISSING = 1, WHOLE_STOPPED = 2 };
 int whole_check(struct cache *c, const struct whole_obj *o, uint8_t *buf,
 		uint64_t *missing);
 
-/* ---- read.c ---- */
+/* ---- read_lookup.c ---- */
 
 /* 0, or -EINVAL (logged) if obj's chunk size is not one the cache can cut
  * it at (cache.h, struct cache_object). */
@@ -685,6 +703,46 @@ struct read_chunk {
 	size_t id_len;
 	struct fetch_request r;
 };
+
+/* What a reply holds until it is sent (read_reply()): the piece, and the
+ * descriptor behind it (the bytes of a checked blob are in the read's own
+ * buffer, read_lookup()). */
+struct read_hold {
+	struct cache_piece piece;
+	int fd; /* -1: none */
+};
+
+/* Closes what h holds, if anything. */
+void read_hold_release(struct read_hold *h);
+/* Steps 2 and 3 of the reader (read_lookup.c): serves [off, off + len) of
+ * chunk ch from the queue or the index into dst. A bad entry (CRC
+ * mismatch, short blob) is dropped and counted. With hold, hold->piece
+ * points at the bytes: in dst, or in the blob's descriptor (see struct
+ * read_hold). Returns LOOKUP_HIT or LOOKUP_MISS (or LOOKUP_BAD: a miss). */
+int read_lookup(struct cache *c, const struct read_chunk *ch, uint64_t off,
+		size_t len, void *dst, struct read_hold *hold);
+/* Bytes of chunk n of obj. */
+uint64_t read_chunk_len(const struct cache *c, const struct cache_object *obj,
+			uint64_t n);
+/* Names chunk n of obj (obj's strings borrowed while ch is used). Returns
+ * 0 or -ENOMEM. Free with read_chunk_release(). */
+int read_chunk_name(const struct cache *c, const struct cache_object *obj,
+		    uint64_t n, struct read_chunk *ch);
+void read_chunk_release(struct read_chunk *ch);
+/* Whether chunk ch is queued or indexed (not read, not checked). */
+bool read_chunk_present(struct cache *c, const struct read_chunk *ch);
+/* Steps 2 and 3 of the reader only: [in_off, in_off + len) of chunk ch
+ * into dst from the committer's queue or the index (CRC-checked; a bad
+ * entry is dropped and counted), counted as a hit. Never fetches. Returns
+ * len or -ENOENT (not stored, or dropped). */
+ssize_t read_stored(struct cache *c, const struct read_chunk *ch,
+		    uint64_t in_off, size_t len, void *dst);
+/* read_stored() not counted as a hit (the whole-object check reading
+ * chunks back). */
+ssize_t read_stored_uncounted(struct cache *c, const struct read_chunk *ch,
+			      uint64_t in_off, size_t len, void *dst);
+
+/* ---- read.c ---- */
 
 /* Hands got bytes of buf (from fetch_buffer_alloc(len)) to fn as one
  * piece unless got is an error, then frees buf. Returns got or fn's
@@ -713,25 +771,6 @@ void verified_mark(struct cache *c, const struct stat *st, uint32_t b0,
 		   uint32_t b1);
 /* Frees the table (cache_free()). */
 void verified_free(struct cache *c);
-uint64_t read_chunk_len(const struct cache *c, const struct cache_object *obj,
-			uint64_t n);
-/* Names chunk n of obj (obj's strings borrowed while ch is used). Returns
- * 0 or -ENOMEM. Free with read_chunk_release(). */
-int read_chunk_name(const struct cache *c, const struct cache_object *obj,
-		    uint64_t n, struct read_chunk *ch);
-void read_chunk_release(struct read_chunk *ch);
-/* Whether chunk ch is queued or indexed (not read, not checked). */
-bool read_chunk_present(struct cache *c, const struct read_chunk *ch);
-/* Steps 2 and 3 of the reader only: [in_off, in_off + len) of chunk ch
- * into dst from the committer's queue or the index (CRC-checked; a bad
- * entry is dropped and counted), counted as a hit. Never fetches. Returns
- * len or -ENOENT (not stored, or dropped). */
-ssize_t read_stored(struct cache *c, const struct read_chunk *ch,
-		    uint64_t in_off, size_t len, void *dst);
-/* read_stored() not counted as a hit (the whole-object check reading
- * chunks back). */
-ssize_t read_stored_uncounted(struct cache *c, const struct read_chunk *ch,
-			      uint64_t in_off, size_t len, void *dst);
 
 /* ---- ahead.c ---- */
 

@@ -419,7 +419,7 @@ static void derived_run(struct cache *c, const struct cache_object *obj,
 	for (i = 0; i < r.n_stored; i++) {
 		if (rc < 0) {
 			store_pending_drop(c, r.stored[i].hash);
-			index_entry_drop(c, r.stored[i].hash, r.stored[i].id,
+			evict_entry_drop(c, r.stored[i].hash, r.stored[i].id,
 					 r.stored[i].id_len);
 		}
 		free(r.stored[i].id);

@@ -1,7 +1,8 @@
 /*
  * entry: a chunk's identity and its hash, the blob file name, the idx row
  * format and its CRC32 blocks. Pure functions of their arguments, but for
- * entry_blob_read(), which reads a blob's range through its descriptor.
+ * entry_blob_read(), which reads a blob's range through its descriptor,
+ * and entry_blob_unlink(), which removes a blob file by its name.
  */
 #include "cache/cache_impl.h"
 
@@ -132,6 +133,16 @@ char *entry_blob_path(const struct cache *c, const uint8_t hash[HASH_LEN],
 		     blob_id) < 0)
 		return NULL;
 	return p;
+}
+
+void entry_blob_unlink(const struct cache *c, const uint8_t hash[HASH_LEN],
+		       uint64_t blob_id)
+{
+	char *path = entry_blob_path(c, hash, blob_id);
+
+	if (path != NULL)
+		unlink(path);
+	free(path);
 }
 
 uint32_t entry_n_blocks(uint64_t length)

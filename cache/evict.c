@@ -1,6 +1,9 @@
 /*
- * evict: access times, kept in memory and written in batches, and LRU
- * eviction down to a target of live bytes.
+ * evict: access times, kept in memory and written in batches, LRU
+ * eviction down to a target of live bytes, and dropping one entry for a
+ * cause (bad CRC, missing blob). Rows are deleted in an index
+ * transaction and their blobs unlinked after it commits: the index says
+ * what to unlink, this file unlinks it (entry_blob_unlink()).
  */
 #include "cache/cache_impl.h"
 
@@ -229,7 +232,7 @@ static int evict_run(struct cache *c, void *arg)
 	if (rc != 0)
 		goto fail;
 	for (i = 0; i < n_unlink; i++)
-		store_blob_unlink(c, unlink_list[i].hash,
+		entry_blob_unlink(c, unlink_list[i].hash,
 				  unlink_list[i].blob_id);
 	goto out;
 fail:
@@ -248,4 +251,46 @@ void evict_to(struct cache *c, uint64_t target)
 	pthread_mutex_lock(&c->evict.lock);
 	index_guarded(c, evict_run, &target);
 	pthread_mutex_unlock(&c->evict.lock);
+}
+
+/* ---- one entry, for a cause --------------------------------------------- */
+
+struct evict_drop_args {
+	const uint8_t *hash, *id;
+	size_t id_len;
+	bool blob;
+	uint64_t blob_id;
+};
+
+static int evict_entry_drop_run(struct cache *c, void *arg)
+{
+	struct evict_drop_args *a = arg;
+	struct index_txn *t;
+	int rc;
+
+	rc = index_begin(c, true, &t);
+	if (rc != 0)
+		return rc;
+	rc = index_row_delete(t, a->hash, a->id, a->id_len, &a->blob,
+			      &a->blob_id);
+	if (rc == 0)
+		rc = index_end(t, true);
+	else
+		index_end(t, false);
+	return rc;
+}
+
+void evict_entry_drop(struct cache *c, const uint8_t *hash, const uint8_t *id,
+		      size_t id_len)
+{
+	struct evict_drop_args a = { .hash = hash, .id = id, .id_len = id_len };
+	int rc;
+
+	if (c->readonly)
+		return;
+	rc = index_guarded(c, evict_entry_drop_run, &a);
+	if (rc == 0 && a.blob)
+		entry_blob_unlink(c, hash, a.blob_id);
+	else if (rc != 0 && rc != -ENOENT && rc != INDEX_BROKEN)
+		cache_warn_limited(c, "cannot drop an entry", rc);
 }

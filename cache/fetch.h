@@ -1,5 +1,5 @@
 /*
- * fetch: the fetch engine behind the cache (docs/DESIGN.md §8, §12).
+ * fetch: the fetch engine behind the cache (docs/DESIGN.md §8, docs/DECISIONS.md).
  * Internal to cache/: fs/ never includes this header.
  *
  * Every backend request of a cache goes through one engine, which owns:

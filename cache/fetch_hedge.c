@@ -1,6 +1,6 @@
 /*
  * fetch_hedge: hedged reads (the policy is in fetch.h). A flight of one
- * part has at most two reads, its first (run_part()) and its hedge
+ * part has at most two reads, its first (fetch_part_run()) and its hedge
  * (fetch_hedge_request() by a waiter, fetch_hedge_run() by a worker), each
  * into its own buffer: fl->buf is the first's until an answer wins, then
  * the winner's. Each read holds a reference and, under f->lock, clears its

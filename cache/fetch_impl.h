@@ -2,8 +2,13 @@
  * fetch_impl.h: what the files of the fetch engine share behind fetch.h
  * (its contract). Nothing outside fetch*.c includes it.
  *
- *   fetch.c        flights, the single-flight table, queues, workers,
- *                  running parts, requests (fetch_obtain(), fetch_ahead())
+ *   fetch.c        the engine's life and stats, and requests
+ *                  (fetch_obtain(), fetch_ahead(), fetch_direct())
+ *   fetch_table.c  flights: the single-flight table, the queues, the
+ *                  retained list, references, reclaiming, epochs
+ *   fetch_worker.c running parts: connection slots, backend reads, a
+ *                  flight's finish, the worker threads
+ *   fetch_run.c    runs: several chunks' flights, one backend read
  *   fetch_buf.c    buffers: the memory budget's account and the pool of
  *                  reusable buffers
  *   fetch_hedge.c  hedged reads: latencies per size class, when a read is
@@ -18,6 +23,7 @@
 #ifndef SHARDFS_CACHE_FETCH_IMPL_H
 #define SHARDFS_CACHE_FETCH_IMPL_H
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -177,10 +183,10 @@ struct fetch {
 	bool workers_started;
 	pthread_t *workers;
 	unsigned n_workers, n_started;
-	bool trimmer; /* a worker trims while idle (trim_idle()) */
+	bool trimmer; /* a worker trims while idle (fetch_trim_idle()) */
 	bool stop;
 	uint64_t active_ns; /* protected by lock: last request or buffer */
-	uint64_t trim_ns;   /* protected by lock: last trim_idle() */
+	uint64_t trim_ns;   /* protected by lock: last fetch_trim_idle() */
 	uint64_t wait_ns;   /* protected by lock: a reader's wait bound */
 	/* Protected by lock: statistics. */
 	uint64_t waits, queued, queued_bytes, promoted, refused, reclaimed;
@@ -220,6 +226,41 @@ static inline uint64_t fetch_round_page(uint64_t n)
 	return (n + FETCH_PAGE - 1) / FETCH_PAGE * FETCH_PAGE;
 }
 
+/* A counter per group of chunks (a table bucket) that moves when a fetch
+ * of one leaves the table (after done_fn). fetch_obtain() reads it before
+ * its look and passes it to get(): if it moved and the chunk is not in
+ * flight, get() returns -EAGAIN instead of fetching, since the chunk may
+ * have been stored after the look. FETCH_EPOCH_NONE: no such check. */
+#define FETCH_EPOCH_NONE UINT64_MAX
+
+/* Every condition variable here waits on CLOCK_MONOTONIC (see
+ * fetch_wait_until()), so a clock step neither ends a wait early nor makes it
+ * longer. */
+static inline void fetch_cond_init(pthread_cond_t *cv)
+{
+	pthread_condattr_t attr;
+
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_init(cv, &attr);
+	pthread_condattr_destroy(&attr);
+}
+
+/* Waits on cv (with m held) until signalled or the monotonic time
+ * deadline_ns. Returns ETIMEDOUT once the deadline has passed, else 0;
+ * either way the caller re-checks its state. */
+static inline int fetch_wait_until(pthread_cond_t *cv, pthread_mutex_t *m,
+				   uint64_t deadline_ns)
+{
+	struct timespec ts;
+
+	if (fetch_now_ns() >= deadline_ns)
+		return ETIMEDOUT;
+	ts.tv_sec = (time_t)(deadline_ns / 1000000000u);
+	ts.tv_nsec = (long)(deadline_ns % 1000000000u);
+	return pthread_cond_timedwait(cv, m, &ts) == ETIMEDOUT ? ETIMEDOUT : 0;
+}
+
 /* ---- fetch.c ---- */
 
 /* In a process forked from the owner (`shardfs mount` daemonizing after
@@ -227,6 +268,83 @@ static inline uint64_t fetch_round_page(uint64_t n)
  * locks and flights are not ours: start afresh. Runs before the child
  * has threads of its own that use the engine (see cache.h), so unlocked. */
 void fetch_fork_check(struct fetch *f);
+
+/* ---- fetch_table.c ---- */
+
+/* Which table bucket (and epoch) a chunk's hash falls in. */
+unsigned fetch_bucket_of(const uint8_t *hash);
+
+/* Caller holds f->lock. */
+struct flight *fetch_table_find(struct fetch *f, const struct fetch_request *r);
+
+/* Caller holds f->lock. */
+void fetch_queue_push(struct fetch *f, struct flight *fl, int prio);
+
+/* Caller holds f->lock. */
+void fetch_queue_unlink(struct fetch *f, struct flight *fl);
+
+/* Frees a flight no longer referenced; called without f->lock (a buffer
+ * still set is out of the account and must be unmapped). */
+void fetch_flight_free(struct flight *fl);
+
+/* Drops a reference; caller holds f->lock. Returns the flight if the
+ * caller must free it (after unlocking), else NULL. */
+struct flight *fetch_flight_unref(struct fetch *f, struct flight *fl);
+
+/* Caller holds f->lock. */
+void fetch_flight_retain(struct fetch *f, struct flight *fl);
+
+/* Takes fl out of the table (and the retained list) and drops the table's
+ * reference; caller holds f->lock. Returns the flight if the caller must
+ * free it (after unlocking), else NULL. */
+struct flight *fetch_table_drop(struct fetch *f, struct flight *fl);
+
+/* Frees dead (if not NULL), with f->lock held and dropped while freeing. */
+void fetch_flight_free_unlocked(struct fetch *f, struct flight *dead);
+
+/* fetch_table_drop(), then frees the flight if that was its last reference,
+ * with f->lock held and dropped while freeing. */
+void fetch_table_drop_free(struct fetch *f, struct flight *fl);
+
+/* Takes run head (not started) out of the queues and the table, with its
+ * buffer and the run's references, with f->lock held and dropped while
+ * freeing. */
+void fetch_run_drop(struct fetch *f, struct flight *head);
+
+/* Frees memory for a caller short of it, with f->lock held: an idle
+ * pooled buffer, else the oldest retained flight (for a prefetch only a
+ * stale one), else (for a reader) a queued prefetch not started. Drops
+ * the lock while unmapping, so the caller looks at everything again.
+ * Returns false if there was nothing to free. */
+bool fetch_reclaim_one(struct fetch *f, bool reader);
+
+/* With f->lock held: what an idle engine gives back, so a daemon whose
+ * readers stopped does not keep their memory: retained chunks unread for
+ * FETCH_RETAIN_STALE_NS and, once nothing was asked for that long, the pooled
+ * buffers. */
+void fetch_trim_idle(struct fetch *f);
+
+/* With f->lock held: is there anything for fetch_trim_idle() to give back? */
+bool fetch_holds_idle(const struct fetch *f);
+
+/* Makes a flight for r with a buffer, queued at prio, in the table, and
+ * wakes workers for its parts but `self` of them (parts the caller runs
+ * itself). Caller holds f->lock and has checked the budget. */
+struct flight *fetch_flight_create(struct fetch *f,
+				   const struct fetch_request *r, int prio,
+				   unsigned self);
+
+uint64_t fetch_epoch_of(struct fetch *f, const uint8_t *hash);
+
+/* Caller holds f->lock. */
+bool fetch_epoch_moved(struct fetch *f, const uint8_t *hash, uint64_t epoch);
+
+/* Counts bytes a reader took out of fl, drops fl from the table once all
+ * of a retained chunk was read, and drops the reader's reference. Caller
+ * holds f->lock; returns with it released. */
+void fetch_served_unref(struct fetch *f, struct flight *fl, uint64_t bytes);
+
+/* ---- fetch_worker.c ---- */
 
 /* Records what part `part` of fl returned (rc, nread) and, when it was
  * the last, finishes fl: wakes its readers, then stores and retains it,
@@ -256,8 +374,32 @@ void fetch_claim_add(struct flight *fl, const struct backend_claim *claim);
 /* Drops a reference to fl; caller holds f->lock, dropped while freeing. */
 void fetch_flight_unref_free(struct fetch *f, struct flight *fl);
 
-/* Caller holds f->lock: gives back a slot taken by slot_take(). */
+/* Caller holds f->lock: gives back a slot taken by fetch_slot_take(). */
 void fetch_slot_put(struct fetch *f);
+
+/* Caller holds f->lock. */
+bool fetch_runnable(const struct fetch *f);
+
+/* Caller holds f->lock. */
+struct flight *fetch_queue_next(struct fetch *f);
+
+/* Hands done flight fl to done_fn, then leaves it retained, or drops it
+ * if readers have copied it all meanwhile. Caller holds f->lock (dropped
+ * around done_fn) and a reference. */
+void fetch_flight_store(struct fetch *f, struct flight *fl);
+
+/* Runs the next part of queued flight fl (a flight of a run: the run's
+ * read). Caller holds f->lock and has checked fetch_slot_free(); the lock
+ * is dropped around the read and done_fn. worker: the caller is a worker
+ * thread (it looks for more work itself). */
+void fetch_part_run(struct fetch *f, struct flight *fl, bool worker);
+
+/* Starts the workers on first use. Caller holds f->lock. */
+void fetch_workers_ensure(struct fetch *f);
+
+/* Caller holds f->lock: takes a connection slot, ahead of queued parts,
+ * waiting until deadline_ns at most. Returns 0 or -ETIMEDOUT. */
+int fetch_slot_take(struct fetch *f, uint64_t deadline_ns);
 
 /* ---- fetch_buf.c ---- */
 

@@ -3,9 +3,12 @@
  * fault guard around every one of them, the tables' reads and writes,
  * and opening (checking, moving aside) the index file. The only file of
  * shardfs that includes lmdb.h: what leaves it is a negative errno (LMDB's
- * codes are mapped in index_code()) and borrowed bytes.
+ * codes are mapped in index_code()) and borrowed bytes. It calls no file
+ * of cache/ that uses it: a row it deletes says which blob the caller
+ * unlinks (index_row_delete()), and what else must start afresh in a
+ * forked process is the caller's hook (index_open()).
  *
- * About 800 lines, past the usual 700, for that reason: every use of the
+ * About 770 lines, past the usual 700, for that reason: every use of the
  * LMDB API is here, so its error codes, fault guard and per-process
  * environment are handled in one place; the callers' logic is not.
  */
@@ -47,7 +50,8 @@ struct index {
 	MDB_env *env;
 	MDB_dbi dbi[INDEX_TABLES]; /* idx, data */
 	MDB_dbi dbi_meta;
-	pid_t pid; /* atomic: the process env belongs to */
+	pid_t pid;		/* atomic: the process env belongs to */
+	index_forked_fn forked; /* index_open()'s, for a new process */
 };
 
 /* LMDB returns errno values (positive) and its own codes MDB_KEYEXIST
@@ -231,8 +235,9 @@ static MDB_env *index_env(struct cache *c)
 		if (ix->env != NULL)
 			mdb_env_close(ix->env);
 		ix->env = NULL;
-		/* The parent's committer thread did not come along. */
-		store_forked(c);
+		/* What else of the cache is the parent's (index_open()). */
+		if (ix->forked != NULL)
+			ix->forked(c);
 		rc = index_env_open(c, c->index_path);
 		if (rc != 0)
 			log_msg(LOG_WARNING,
@@ -510,47 +515,6 @@ int index_row_delete(struct index_txn *t, const uint8_t *hash,
 	return index_live_add(t, -(int64_t)h.length);
 }
 
-struct index_drop_args {
-	const uint8_t *hash, *id;
-	size_t id_len;
-	bool blob;
-	uint64_t blob_id;
-};
-
-static int index_entry_drop_run(struct cache *c, void *arg)
-{
-	struct index_drop_args *a = arg;
-	struct index_txn *t;
-	int rc;
-
-	rc = index_begin(c, true, &t);
-	if (rc != 0)
-		return rc;
-	rc = index_row_delete(t, a->hash, a->id, a->id_len, &a->blob,
-			      &a->blob_id);
-	if (rc == 0)
-		rc = index_end(t, true);
-	else
-		index_end(t, false);
-	return rc;
-}
-
-/* Drops one entry (bad CRC, missing blob). */
-void index_entry_drop(struct cache *c, const uint8_t *hash, const uint8_t *id,
-		      size_t id_len)
-{
-	struct index_drop_args a = { .hash = hash, .id = id, .id_len = id_len };
-	int rc;
-
-	if (c->readonly)
-		return;
-	rc = index_guarded(c, index_entry_drop_run, &a);
-	if (rc == 0 && a.blob)
-		store_blob_unlink(c, hash, a.blob_id);
-	else if (rc != 0 && rc != -ENOENT && rc != INDEX_BROKEN)
-		cache_warn_limited(c, "cannot drop an entry", rc);
-}
-
 static int index_dbis_open(struct cache *c, void *arg)
 {
 	struct index *ix = c->index;
@@ -706,7 +670,7 @@ static void index_move_aside(struct cache *c, const char *why)
  * meta pages and file size before LMDB maps it, then every branch and
  * leaf page (index_check.h). A damaged index is moved aside and a fresh
  * one started when may_move, else it is an error (-EIO, logged). */
-int index_open(struct cache *c, bool may_move)
+int index_open(struct cache *c, bool may_move, index_forked_fn forked)
 {
 	char why[256];
 	int attempt, rc, fd;
@@ -717,6 +681,7 @@ int index_open(struct cache *c, bool may_move)
 			return -ENOMEM;
 		pthread_mutex_init(&c->index->lock, NULL);
 	}
+	c->index->forked = forked;
 	for (attempt = 0; attempt < 2; attempt++) {
 		struct index_deep_args a = { .why = why,
 					     .why_len = sizeof(why) };

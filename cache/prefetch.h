@@ -1,5 +1,5 @@
 /*
- * prefetch: the prefetcher's policy (docs/DESIGN.md §8, §12), all of it:
+ * prefetch: the prefetcher's policy (docs/DESIGN.md §8, docs/DECISIONS.md), all of it:
  * how far ahead, in what order, within what share of the memory budget.
  * Internal to cache/: pure state machines and rules, no I/O, no locks, no
  * clock; ahead.c keeps one window per reader of an object and one state

@@ -195,11 +195,12 @@ void cache_set_push(struct cache *c, cache_push_fn fn, void *ctx,
 	}
 	pthread_cond_broadcast(&p->cond);
 	/* A caller stopping must not return while a call runs (it would
-	 * free what the call uses). A call ends on its own: it reads a
-	 * blob from local disk and its own lookup through the mount fails
-	 * once the session is unmounted, which fs/ does before this. So
-	 * the wait is timed only to say so in the log if one ever takes
-	 * long, never to give up. */
+	 * free what the call uses). A call ends on its own: fs/ stops new
+	 * calls first (kernel_stop()), a running one's lookup through the
+	 * mount fails once the session is unmounted, and its read is
+	 * bounded like any read (at most the fetch's wait and the backend's
+	 * deadlines, cache.h). So the wait is timed only to say so in the
+	 * log when one takes long, never to give up. */
 	while (fn == NULL && p->calls > 0) {
 		struct timespec ts;
 		uint64_t until = push_now_ns() + PUSH_STOP_WARN_NS;

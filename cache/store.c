@@ -35,15 +35,6 @@ void store_failed(struct cache *c, int rc)
 	cache_warn_limited(c, "cannot store a chunk", rc);
 }
 
-void store_blob_unlink(struct cache *c, const uint8_t *hash, uint64_t blob_id)
-{
-	char *path = entry_blob_path(c, hash, blob_id);
-
-	if (path != NULL)
-		unlink(path);
-	free(path);
-}
-
 static int store_write_all(int fd, const uint8_t *p, uint64_t len)
 {
 	while (len > 0) {
@@ -202,7 +193,7 @@ static int store_batch_put(struct cache *c, struct pending **batch, size_t n)
 	rc = index_guarded(c, store_batch_run, &a);
 	for (i = 0; i < n; i++)
 		if (batch[i]->data == NULL && (rc != 0 || orphan[i]))
-			store_blob_unlink(c, batch[i]->hash, batch[i]->blob_id);
+			entry_blob_unlink(c, batch[i]->hash, batch[i]->blob_id);
 	free(orphan);
 	if (rc == 0 && index_live_bytes(c) > c->budget)
 		evict_to(c, target); /* other processes stored meanwhile */
@@ -508,7 +499,7 @@ void store_chunk(struct cache *c, const uint8_t *hash, const uint8_t *id,
 	if (!store_wait_room(c)) {
 		pthread_mutex_unlock(&c->q.lock);
 		if (!inl)
-			store_blob_unlink(c, hash, h.blob_id);
+			entry_blob_unlink(c, hash, h.blob_id);
 		store_pending_free(c, p);
 		stat_add(&c->store_failures, 1);
 		cache_warn_limited(

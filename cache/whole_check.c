@@ -189,7 +189,7 @@ static void drop_chunk(struct cache *c, const uint8_t *hash, const uint8_t *id,
 		       size_t id_len)
 {
 	store_pending_drop(c, hash);
-	index_entry_drop(c, hash, id, id_len);
+	evict_entry_drop(c, hash, id, id_len);
 	fetch_forget(c->fetch, hash, id, id_len);
 }
 

@@ -156,6 +156,13 @@ static ssize_t fs_push(void *ctx, uint64_t order, uint64_t pos, uint64_t max)
 
 	if (g == NULL)
 		return -ENOENT;
+	/* Stopping: no new fetch or lookup through the mount starts, so
+	 * cache_set_push(NULL) waits only for calls already past here. */
+	pthread_rwlock_rdlock(&fs->push_lock);
+	got = fs->push_stop ? -ECANCELED : 0;
+	pthread_rwlock_unlock(&fs->push_lock);
+	if (got < 0)
+		goto out;
 	e = &g->d.manifest->entries[item];
 	stale = g->base != NULL ? g->base->item_stale : g->item_stale;
 	got = -EFBIG;

@@ -312,15 +312,28 @@ static int run_fusermount(const char *path, bool lazy)
 
 int mountpoint_unmount(const struct mountpoint_info *mi, bool lazy)
 {
-	int rc;
-
 	unsigned tries = 0;
+	int rc;
 
 	/* The daemon's own pusher holds a directory of the mount open for
 	 * the moment it lists it (fs/kernel.c), so a mount that served
 	 * reads just now can be busy for that moment: as root, try again
-	 * for up to MOUNTPOINT_BUSY_TRIES x 100 ms before saying busy. */
+	 * for up to MOUNTPOINT_BUSY_TRIES x 100 ms before saying busy
+	 * (fusermount3 says busy only in its message: -EIO). Each try
+	 * first looks again: gone meanwhile is done; anything but a
+	 * shardfs mount from the same source there now is left alone. */
 	for (;;) {
+		if (tries > 0) {
+			struct mountpoint_info now;
+
+			if (mountpoint_inspect_table(mi->path, &now) < 0)
+				break; /* rc stays -EBUSY */
+			if (!now.mounted)
+				return 0;
+			if (strcmp(now.fstype, mi->fstype) != 0 ||
+			    strcmp(now.source, mi->source) != 0)
+				break;
+		}
 		if (geteuid() == 0)
 			rc = umount2(mi->path,
 				     UMOUNT_NOFOLLOW |

@@ -1,4 +1,4 @@
-"""The README's trainer example (section "Epochs and resuming") runs as
+"""The README's trainer example (section "Reading it from a trainer") runs as
 written against a real mount whose keys need every escape, including
 bytes that are not UTF-8, and reads each rank's files of every epoch
 once. The only edits: the mount path, and the training step (`...`)
@@ -20,9 +20,9 @@ W = 4
 
 def readme_example():
     text = (REPO / "README.md").read_text()
-    sec = text.split("### Epochs and resuming", 1)[1]
+    sec = text.split("## Reading it from a trainer", 1)[1]
     m = re.search(r"```python\n(.*?)```", sec, re.S)
-    assert m, "no python block in README's 'Epochs and resuming'"
+    assert m, "no python block in README's 'Reading it from a trainer'"
     return m.group(1)
 
 
@@ -33,8 +33,8 @@ def test_readme_example_reads_every_file_of_each_epoch(mounts, files_src, tmp_pa
     m = mounts.mount(file_conf(src, str(tmp_path_factory.mktemp("cache")), world_size=W,
                                seed=3))
     code = readme_example()
-    assert "/mnt/train" in code and re.search(r"^\s+\.\.\.$", code, re.M)
-    code = code.replace("/mnt/train", str(m))
+    assert "/mnt/imagenet" in code and re.search(r"^\s+\.\.\.$", code, re.M)
+    code = code.replace("/mnt/imagenet", str(m))
     code = re.sub(r"^(\s+)\.\.\.$", r"\1_seen.extend(batch)", code, count=1, flags=re.M)
     epochs = 2
     for rank in range(W):

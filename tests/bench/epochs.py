@@ -31,7 +31,7 @@ import time
 
 STATS = ("backend_bytes_total", "backend_requests_total", "cache_hits_total",
          "cache_misses_total", "prefetch_hits_total", "reads_total",
-         "read_bytes_total", "open_pushes_total", "cache_evictions_total",
+         "read_bytes_total", "kernel_pushes_total", "cache_evictions_total",
          "backend_errors_total", "read_errors_total", "hedges_issued_total")
 
 

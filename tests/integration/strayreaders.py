@@ -74,7 +74,7 @@ def main():
                                 buf[:n_want] != want[off:off + n_want]):
                             wrong += 1
             os.close(fd)
-        except (OSError, threading.BrokenBarrierError) as e:
+        except Exception as e:  # any failure ends every reader's wait
             passes.abort()
             with lock:
                 tot["errors"] += 1
@@ -90,6 +90,11 @@ def main():
         t.join()
     for m in msgs[:5]:
         print(m, file=sys.stderr)
+    # Every range read twice in every pass, or it is an error.
+    if tot["reads"] != 2 * ranges * readers and tot["errors"] == 0:
+        print("reads %d, want %d" % (tot["reads"], 2 * ranges * readers),
+              file=sys.stderr)
+        tot["errors"] = 1
     print("reads %d wrong %d errors %d" % (tot["reads"], tot["wrong"],
                                           tot["errors"]))
     sys.exit(0 if tot["wrong"] == 0 and tot["errors"] == 0 else 1)

@@ -142,9 +142,16 @@ for k in $(grep -v $'\tpad$' "$M/.shardfs/epoch-4/rank-0.order" | head -4); do
 	grep -qxF "$k" "$M/.shardfs/epoch-3/rank-0.order" || { want=$k; break; }
 	j=$((j + 1))
 done
-for _ in $(seq 100); do
+# An ask queued behind others is not in flight yet: wait until the
+# engine is quiet too (no backend request for a second, none in flight).
+last=-1 quiet=0
+for _ in $(seq 150); do
+	reqs=$(stat_of "$M" backend_requests_total)
+	if [ "$reqs" = "$last" ]; then quiet=$((quiet + 1)); else quiet=0; fi
+	last=$reqs
 	[ "$(stat_of "$M" prefetch_issued_total)" -ge $((n + j)) ] &&
-		[ "$(stat_of "$M" backend_inflight)" -eq 0 ] && break
+		[ "$(stat_of "$M" backend_inflight)" -eq 0 ] &&
+		[ "$quiet" -ge 5 ] && break
 	sleep 0.2
 done
 # (Its open starts epoch 4's own order, whose asks fetch more: count the

@@ -128,8 +128,11 @@ check "b: after opening file p, the server had sent files p+1.. before they were
 	test $seen_ahead -eq 5
 hits=$(stat_of "$M" prefetch_hits_total)
 check "b: prefetch hits counted ($hits)" test "$hits" -gt 0
-check "b: each small file fetched at most once" \
-	test "$(reqlog | grep -c "^GET /$BUCKET/ds/s/")" -le 48
+# A hedge (a read much slower than the recent ones, re-issued: a loaded
+# machine makes some) is a second GET of its file, counted in the stats.
+hedges=$(stat_of "$M" hedges_issued_total)
+check "b: each small file fetched at most once, but for hedges ($hedges)" \
+	test "$(reqlog | grep -c "^GET /$BUCKET/ds/s/")" -le $((48 + hedges))
 # Keep-alive: connections are reused, never one per GET. An HTTP
 # connection rests HTTP_REUSE_AFTER_MS (20 ms) between two requests, so a
 # stray reply shows before it is reused (backends/http.h): over s3:// and

@@ -251,9 +251,11 @@ chain() {
 	rc=$?
 }
 chain AWS_EC2_METADATA_SERVICE_ENDPOINT=http://127.0.0.1:$CP
+# The credentials live 6 s: a listing slowed by a loaded machine may
+# refresh them, which repeats the sequence after the first one.
 check "IMDSv2: token PUT, role, credentials, then the listing" bash -c \
 	"test $rc -eq 0 && cmp -s <(cut -f1-3 '$T/chain.tsv') <(cut -f1-3 '$T/s3.tsv') && grep -q 'from EC2 instance metadata' '$T/chain.err' && \
-	 test \"\$(cut -d' ' -f1,2 '$CS_LOG' | tr '\n' '|')\" = 'PUT /latest/api/token|GET /latest/meta-data/iam/security-credentials/|GET /latest/meta-data/iam/security-credentials/shardfs-test-role|'"
+	 [[ \"\$(cut -d' ' -f1,2 '$CS_LOG' | tr '\n' '|')\" == 'PUT /latest/api/token|GET /latest/meta-data/iam/security-credentials/|GET /latest/meta-data/iam/security-credentials/shardfs-test-role|'* ]]"
 chain AWS_CONTAINER_CREDENTIALS_FULL_URI=http://127.0.0.1:$CP/container/creds \
 	AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE=$T/ctok \
 	AWS_EC2_METADATA_SERVICE_ENDPOINT=http://127.0.0.1:$CP

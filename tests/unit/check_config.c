@@ -17,6 +17,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cache/cache.h"
+#include "cache/fetch_impl.h"
+#include "cache/prefetch.h"
 #include "mount/config.h"
 #include "tests/unit/unit.h"
 
@@ -134,6 +137,10 @@ START_TEST(test_defaults)
 	ck_assert_uint_eq(cfg->prefetch.files, 256);
 	ck_assert_uint_eq(cfg->prefetch.memory, UINT64_C(512) << 20);
 	ck_assert_uint_eq(cfg->prefetch.connections, 64);
+	/* What the cache and its engine take for 0 are the config table's. */
+	ck_assert_uint_eq(cfg->prefetch.files, PREFETCH_FILES_DEFAULT);
+	ck_assert_uint_eq(cfg->prefetch.memory, FETCH_MEMORY_DEFAULT);
+	ck_assert_uint_eq(cfg->prefetch.connections, FETCH_CONNECTIONS_DEFAULT);
 	ck_assert(cfg->prefetch.hedge);
 	ck_assert_ptr_null(cfg->mount.path);
 	ck_assert(!cfg->mount.allow_other);
@@ -1116,6 +1123,7 @@ START_TEST(test_cache_keys)
 	ck_assert(cfg->cache.enabled);
 	ck_assert_uint_eq(cfg->cache.inline_max, UINT64_C(256) << 10);
 	ck_assert_uint_eq(cfg->cache.chunk_size, UINT64_C(8) << 20);
+	ck_assert_uint_eq(cfg->cache.chunk_size, CACHE_CHUNK_SIZE_DEFAULT);
 	ck_assert(!cfg->cache.fsync);
 	config_free(cfg);
 

@@ -13,6 +13,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -871,9 +872,104 @@ START_TEST(test_big_stream)
 }
 END_TEST
 
+/* Copies the regular files of directory from into to (made 0755), each
+ * 0755. Returns 0, or -1 (said why). */
+static int copy_dir(const char *from, const char *to)
+{
+	DIR *d;
+	struct dirent *de;
+	int rc = 0;
+
+	if (mkdir(to, 0755) != 0 || chmod(to, 0755) != 0) {
+		perror(to);
+		return -1;
+	}
+	d = opendir(from);
+	if (d == NULL) {
+		perror(from);
+		return -1;
+	}
+	while (rc == 0 && (de = readdir(d)) != NULL) {
+		char src[PATH_MAX], dst[PATH_MAX], buf[65536];
+		struct stat st;
+		int in, out;
+		ssize_t n;
+
+		if ((size_t)snprintf(src, sizeof(src), "%s/%s", from,
+				     de->d_name) >= sizeof(src) ||
+		    (size_t)snprintf(dst, sizeof(dst), "%s/%s", to,
+				     de->d_name) >= sizeof(dst))
+			continue;
+		if (de->d_name[0] == '.' || stat(src, &st) != 0 ||
+		    !S_ISREG(st.st_mode))
+			continue;
+		in = open(src, O_RDONLY);
+		out = open(dst, O_WRONLY | O_CREAT | O_EXCL, 0755);
+		if (in < 0 || out < 0)
+			rc = -1;
+		while (rc == 0 && (n = read(in, buf, sizeof(buf))) > 0)
+			if (write(out, buf, (size_t)n) != n)
+				rc = -1;
+		if (in >= 0)
+			close(in);
+		if (out >= 0 && (fchmod(out, 0755) != 0 || close(out) != 0))
+			rc = -1;
+		if (rc < 0)
+			perror(dst);
+	}
+	closedir(d);
+	return rc;
+}
+
+/* The sandbox has a /tmp of its own, and nobody may not read the
+ * repository's directories: the scripts, and the python/shardfs package
+ * they import by their relative path, are copied into a directory under
+ * /var/tmp (which the sandbox's read-only root shows), in the same
+ * layout. to gets the scripts' directory; root the copy's root. */
+static char copy_root[64] = "/var/tmp/check_transform.XXXXXX";
+
+static int scripts_copy(const char *repo, char *to, size_t to_len)
+{
+	static const char *const dirs[] = { "tests", "tests/unit",
+					    "tests/unit/transform", "python",
+					    "python/shardfs" };
+	char from[PATH_MAX], dst[PATH_MAX];
+
+	if (mkdtemp(copy_root) == NULL || chmod(copy_root, 0755) != 0) {
+		perror("check_transform: a directory under /var/tmp");
+		return -1;
+	}
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(*dirs); i++) {
+		snprintf(from, sizeof(from), "%s/%s", repo, dirs[i]);
+		snprintf(dst, sizeof(dst), "%s/%s", copy_root, dirs[i]);
+		if (copy_dir(from, dst) < 0)
+			return -1;
+	}
+	if ((size_t)snprintf(to, to_len, "%s/tests/unit/transform",
+			     copy_root) >= to_len)
+		return -1;
+	return 0;
+}
+
+/* Removes what scripts_copy() made. */
+static int rm_entry(const char *path, const struct stat *st, int flag,
+		    struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path) == 0 ? 0 : 0;
+}
+
+static void scripts_remove(void)
+{
+	nftw(copy_root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 int main(void)
 {
 	char real[PATH_MAX];
+	int rc;
 	const struct unit_case cases[] = {
 		{ "pillow_process", test_pillow_process },
 		{ "pillow_worker", test_pillow_worker },
@@ -898,18 +994,20 @@ int main(void)
 		{ "big_stream", test_big_stream },
 	};
 
-	if (realpath("tests/unit/transform", real) == NULL ||
-	    strlen(real) >= sizeof(scripts)) {
-		perror("tests/unit/transform (run from the repository root)");
+	if (realpath(".", real) == NULL || strlen(real) >= sizeof(scripts)) {
+		perror("check_transform: the repository root (run from it)");
 		return EXIT_FAILURE;
 	}
-	memcpy(scripts, real, strlen(real) + 1);
 	if (geteuid() != 0) {
 		fprintf(stderr, "check_transform: needs root (to run "
 				"transforms as nobody)\n");
 		return EXIT_FAILURE;
 	}
-	return unit_run_in_tmpdir(
+	if (scripts_copy(real, scripts, sizeof(scripts)) < 0)
+		return EXIT_FAILURE;
+	rc = unit_run_in_tmpdir(
 		unit_suite("transform", cases, sizeof(cases) / sizeof(*cases)),
 		"/tmp/check_transform.XXXXXX", tmp, sizeof(tmp));
+	scripts_remove();
+	return rc;
 }
