@@ -81,6 +81,23 @@ bool fetch_runnable(const struct fetch *f)
 	       fetch_slot_free(f);
 }
 
+/* Caller holds f->lock: a read of len bytes (a prefetch's if pf) that took
+ * a slot in fetch_part_run() or run_read() ended. Gives the slot and the
+ * prefetch bytes back and wakes who may use them; a worker looks for more
+ * work itself, so only another caller wakes one. */
+static void part_slot_put(struct fetch *f, uint64_t len, bool pf, bool worker)
+{
+	f->inflight--;
+	if (pf)
+		f->pf_inflight -= len;
+	if (f->slot_waiters > 0)
+		pthread_cond_signal(&f->slot);
+	else if (!worker && fetch_runnable(f))
+		pthread_cond_signal(&f->work);
+	if (f->n_workers == 0)
+		pthread_cond_broadcast(&f->done);
+}
+
 /* Caller holds f->lock. */
 struct flight *fetch_queue_next(struct fetch *f)
 {
@@ -193,15 +210,7 @@ static void run_read(struct fetch *f, struct flight *head, bool worker)
 			(unsigned long long)len, (unsigned long long)start);
 		rc = -EIO;
 	}
-	f->inflight--;
-	if (pf)
-		f->pf_inflight -= len;
-	if (f->slot_waiters > 0)
-		pthread_cond_signal(&f->slot);
-	else if (!worker && fetch_runnable(f))
-		pthread_cond_signal(&f->work);
-	if (f->n_workers == 0)
-		pthread_cond_broadcast(&f->done);
+	part_slot_put(f, len, pf, worker);
 	for (i = 0; i < n; i++)
 		fls[i]->run_head = fls[i]->run_next = NULL;
 	/* Each drops the run's reference (the part's). */
@@ -276,15 +285,7 @@ void fetch_part_run(struct fetch *f, struct flight *fl, bool worker)
 	}
 	if (rc == 0)
 		fetch_pace_record(f, t0, fetch_now_ns(), nread);
-	f->inflight--;
-	if (pf)
-		f->pf_inflight -= plen;
-	if (f->slot_waiters > 0)
-		pthread_cond_signal(&f->slot);
-	else if (!worker && fetch_runnable(f))
-		pthread_cond_signal(&f->work);
-	if (f->n_workers == 0)
-		pthread_cond_broadcast(&f->done);
+	part_slot_put(f, plen, pf, worker);
 	if (!fl->hedged) {
 		fl->first_running = false;
 		fetch_part_finish(f, fl, part, rc, nread, worker);
