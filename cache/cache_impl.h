@@ -481,25 +481,7 @@ int index_meta_record(struct cache *c, void *arg);
 
 /* ---- entry.c ---- */
 
-/* Identities hold their numbers as 8 bytes, little-endian. */
-static inline void entry_le64_put(uint8_t *p, uint64_t v)
-{
-	int i;
-
-	for (i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static inline uint64_t entry_le64(const uint8_t *p)
-{
-	uint64_t v = 0;
-	int i;
-
-	for (i = 0; i < 8; i++)
-		v |= (uint64_t)p[i] << (8 * i);
-	return v;
-}
-
+/* Identities hold their numbers as 8 bytes, little-endian (util/le.h). */
 /* The identity of chunk n of obj, and its hash. *id is malloc'd. */
 int entry_ident_build(const struct cache *c, const struct cache_object *obj,
 		      uint64_t n, uint8_t **id, size_t *id_len,

@@ -63,6 +63,7 @@
 
 #include "util/crc32c.h"
 #include "util/fnv.h"
+#include "util/le.h"
 #include "util/sha256.h"
 #include "util/thread.h"
 
@@ -213,7 +214,7 @@ static struct whole_obj *obj_for(struct whole_state *w,
 		    memcmp(o->prefix, nt->prefix, nt->prefix_len) == 0)
 			return o;
 	/* The identity ends in the chunk size (then the number, cut off). */
-	chunk = entry_le64(nt->prefix + nt->prefix_len - 8);
+	chunk = le_get64(nt->prefix + nt->prefix_len - 8);
 	if (chunk == 0 || nt->object_size == 0)
 		return NULL;
 	n_chunks = (nt->object_size + chunk - 1) / chunk;
@@ -268,7 +269,7 @@ int whole_obj_chunk(const struct whole_obj *o, uint64_t n,
 	if (ch->id == NULL)
 		return -ENOMEM;
 	memcpy(ch->id, o->prefix, o->prefix_len);
-	entry_le64_put(ch->id + o->prefix_len, n);
+	le_put64(ch->id + o->prefix_len, n);
 	ch->id_len = o->prefix_len + 8;
 	if (sha256(ch->id, ch->id_len, ch->hash) < 0) {
 		read_chunk_release(ch);
@@ -475,7 +476,7 @@ void whole_note(struct cache *c, const uint8_t *id, size_t id_len,
 	    (v->claim.kind == BACKEND_CLAIM_NONE && !v->conflict) ||
 	    v->object_size == 0 || id_len < 24 || c->readonly)
 		return;
-	n = entry_le64(id + id_len - 8);
+	n = le_get64(id + id_len - 8);
 	/* A reply of the whole object the backend checked: nothing to add. */
 	if (n == 0 && len == v->object_size && v->claim.checked && !v->conflict)
 		return;

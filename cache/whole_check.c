@@ -15,6 +15,7 @@
 
 #include "util/crc32c.h"
 #include "util/hex.h"
+#include "util/le.h"
 #include "util/log.h"
 #include "util/md5.h"
 
@@ -149,7 +150,7 @@ static int drop_scan_row(void *arg, const uint8_t *key, size_t key_len,
 		return 0;
 	id = (const uint8_t *)val + at;
 	if (memcmp(id, o->prefix, o->prefix_len - 8) != 0 ||
-	    entry_le64(id + o->prefix_len - 8) == o->chunk_size)
+	    le_get64(id + o->prefix_len - 8) == o->chunk_size)
 		return 0;
 	if (d->n == d->cap) {
 		size_t cap = d->cap ? 2 * d->cap : 16;

@@ -16,6 +16,7 @@
 #include "records/frame_tar.h"
 #include "records/gunzip.h"
 #include "util/crc32c.h"
+#include "util/le.h"
 
 #define TF_HEADER_LEN 12 /* LE64 length, masked CRC of it */
 #define TF_FOOTER_LEN 4	 /* masked CRC of the data */
@@ -121,26 +122,10 @@ void rec_scan_free(struct rec_scan *s)
 	free(s);
 }
 
-static uint64_t tf_le64(const unsigned char *b)
-{
-	uint64_t v = 0;
-	int i;
-
-	for (i = 7; i >= 0; i--)
-		v = v << 8 | b[i];
-	return v;
-}
-
-static uint32_t tf_le32(const unsigned char *b)
-{
-	return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
-	       (uint32_t)b[3] << 24;
-}
-
 /* The 12 header bytes are in: check the length's CRC and bound. */
 static int tf_header(struct rec_scan *s)
 {
-	uint32_t stored = tf_le32(s->tf_buf + 8);
+	uint32_t stored = le_get32(s->tf_buf + 8);
 	uint32_t computed = rec_tfrecord_mask(crc32c_update(0, s->tf_buf, 8));
 
 	if (stored != computed)
@@ -149,7 +134,7 @@ static int tf_header(struct rec_scan *s)
 				 "0x%08x, computed 0x%08x)",
 				 (unsigned long long)s->records, stored,
 				 computed);
-	s->tf_len = tf_le64(s->tf_buf);
+	s->tf_len = le_get64(s->tf_buf);
 	if (s->tf_len > REC_TFRECORD_LEN_MAX)
 		return scan_fail(s, s->tf_start,
 				 "record %llu: record length %llu too large "
@@ -167,7 +152,7 @@ static int tf_header(struct rec_scan *s)
 /* The 4 footer bytes are in: check the data's CRC, emit the frame. */
 static int tf_footer(struct rec_scan *s)
 {
-	uint32_t stored = tf_le32(s->tf_buf);
+	uint32_t stored = le_get32(s->tf_buf);
 	uint32_t computed = rec_tfrecord_mask(s->tf_crc);
 
 	if (stored != computed)
