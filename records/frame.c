@@ -122,18 +122,30 @@ void rec_scan_free(struct rec_scan *s)
 	free(s);
 }
 
+/* A TFRecord's masked CRC-32C of its what ("length" or "data"), stored, held
+ * against crc, the one computed over it: 0, or the scan's error. */
+static int tf_crc_check(struct rec_scan *s, const char *what, uint32_t stored,
+			uint32_t crc)
+{
+	uint32_t computed = rec_tfrecord_mask(crc);
+
+	if (stored == computed)
+		return 0;
+	return scan_fail(s, s->tf_start,
+			 "record %llu: %s CRC mismatch (stored 0x%08x, "
+			 "computed 0x%08x)",
+			 (unsigned long long)s->records, what, stored,
+			 computed);
+}
+
 /* The 12 header bytes are in: check the length's CRC and bound. */
 static int tf_header(struct rec_scan *s)
 {
-	uint32_t stored = le_get32(s->tf_buf + 8);
-	uint32_t computed = rec_tfrecord_mask(crc32c_update(0, s->tf_buf, 8));
+	int rc = tf_crc_check(s, "length", le_get32(s->tf_buf + 8),
+			      crc32c_update(0, s->tf_buf, 8));
 
-	if (stored != computed)
-		return scan_fail(s, s->tf_start,
-				 "record %llu: length CRC mismatch (stored "
-				 "0x%08x, computed 0x%08x)",
-				 (unsigned long long)s->records, stored,
-				 computed);
+	if (rc < 0)
+		return rc;
 	s->tf_len = le_get64(s->tf_buf);
 	if (s->tf_len > REC_TFRECORD_LEN_MAX)
 		return scan_fail(s, s->tf_start,
@@ -152,15 +164,10 @@ static int tf_header(struct rec_scan *s)
 /* The 4 footer bytes are in: check the data's CRC, emit the frame. */
 static int tf_footer(struct rec_scan *s)
 {
-	uint32_t stored = le_get32(s->tf_buf);
-	uint32_t computed = rec_tfrecord_mask(s->tf_crc);
+	int rc = tf_crc_check(s, "data", le_get32(s->tf_buf), s->tf_crc);
 
-	if (stored != computed)
-		return scan_fail(s, s->tf_start,
-				 "record %llu: data CRC mismatch (stored "
-				 "0x%08x, computed 0x%08x)",
-				 (unsigned long long)s->records, stored,
-				 computed);
+	if (rc < 0)
+		return rc;
 	s->tf_state = TF_HEADER;
 	s->tf_have = 0;
 	return scan_emit(s, s->tf_start,
