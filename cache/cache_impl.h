@@ -706,6 +706,12 @@ int read_lookup(struct cache *c, const struct read_chunk *ch, uint64_t off,
 /* Bytes of chunk n of obj. */
 uint64_t read_chunk_len(const struct cache *c, const struct cache_object *obj,
 			uint64_t n);
+/* The part of a read at byte pos of obj, left bytes still to go, that lies
+ * in one chunk: sets *n to that chunk and *in_off to pos's offset in it,
+ * and returns how many bytes of it the read takes (at most left). */
+size_t read_chunk_span(const struct cache *c, const struct cache_object *obj,
+		       uint64_t pos, size_t left, uint64_t *n,
+		       uint64_t *in_off);
 /* Names chunk n of obj (obj's strings borrowed while ch is used). Returns
  * 0 or -ENOMEM. Free with read_chunk_release(). */
 int read_chunk_name(const struct cache *c, const struct cache_object *obj,

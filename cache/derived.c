@@ -261,7 +261,6 @@ static int derived_lookup(struct cache *c, const struct cache_object *obj,
 			  uint64_t offset, size_t len, uint8_t *buf,
 			  uint64_t *ended)
 {
-	uint64_t unit = cache_obj_chunk(c, obj);
 	struct derived_seen s;
 	size_t done = 0;
 
@@ -270,12 +269,9 @@ static int derived_lookup(struct cache *c, const struct cache_object *obj,
 	if (s.busy)
 		return 0; /* wait for the run: its chunks may not be good */
 	while (done < len) {
-		uint64_t pos = offset + done, n = pos / unit;
-		uint64_t in_off = pos - n * unit;
-		uint64_t clen = read_chunk_len(c, obj, n);
-		size_t want = clen - in_off < len - done
-				      ? (size_t)(clen - in_off)
-				      : len - done;
+		uint64_t n, in_off;
+		size_t want = read_chunk_span(c, obj, offset + done, len - done,
+					      &n, &in_off);
 		struct read_chunk ch;
 		ssize_t got;
 		int rc;

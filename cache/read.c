@@ -282,12 +282,9 @@ static ssize_t read_range(struct cache *c, const struct read_src *src,
 	    offset / unit != (offset + len - 1) / unit)
 		(void)read_run(c, obj, offset, len, true);
 	while (done < len) {
-		uint64_t pos = offset + done, n = pos / unit;
-		uint64_t clen = read_chunk_len(c, obj, n);
-		uint64_t in_off = pos - n * unit;
-		size_t want = clen - in_off < len - done
-				      ? (size_t)(clen - in_off)
-				      : len - done;
+		uint64_t n, in_off;
+		size_t want = read_chunk_span(c, obj, offset + done, len - done,
+					      &n, &in_off);
 		ssize_t got;
 
 		got = read_chunk(c, src, obj, n, in_off, want,

@@ -29,6 +29,17 @@ uint64_t read_chunk_len(const struct cache *c, const struct cache_object *obj,
 	return obj->size - cstart < unit ? obj->size - cstart : unit;
 }
 
+size_t read_chunk_span(const struct cache *c, const struct cache_object *obj,
+		       uint64_t pos, size_t left, uint64_t *n, uint64_t *in_off)
+{
+	uint64_t unit = cache_obj_chunk(c, obj), clen;
+
+	*n = pos / unit;
+	*in_off = pos - *n * unit;
+	clen = read_chunk_len(c, obj, *n);
+	return clen - *in_off < left ? (size_t)(clen - *in_off) : left;
+}
+
 int read_obj_check(const struct cache *c, const struct cache_object *obj)
 {
 	if (cache_obj_chunk_ok(c, obj))
