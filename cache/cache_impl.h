@@ -3,7 +3,7 @@
  * contract). Nothing outside cache/ includes it.
  *
  * Files, one job each:
- *   cache.c  open and free, the fetch options, stats: wiring only
+ *   open.c   open and free, the fetch options, stats: wiring only
  *   read.c   the reader (docs/DESIGN.md §8): cache_read(), its sources
  *            chosen once (memory -> queued -> index -> fetch, or memory
  *            -> the backend without a disk cache)
@@ -470,7 +470,7 @@ void index_close(struct cache *c);
 /* Called, with the index's lock held and before the environment is
  * opened again, when the index is first used in a process forked from the
  * one that opened it: whatever else of the cache belongs to the process
- * that opened it starts afresh there (cache.c passes store_forked()). */
+ * that opened it starts afresh there (open.c passes store_forked()). */
 typedef void (*index_forked_fn)(struct cache *c);
 /* Opens c->index_path after checking it; a damaged one is moved aside
  * when may_move, else -EIO (logged). forked (may be NULL): see

@@ -1,7 +1,9 @@
 /*
- * cache: opening and freeing a cache, its fetch options and its stats:
- * wiring only. The design (index layout, ordering, threads and locks) is in
- * cache_impl.h; the contract in cache.h.
+ * open: opening and freeing a cache, its fetch options and its stats:
+ * wiring only, above every other file of cache/ (none calls into it). The
+ * design (index layout, ordering, threads and locks) is in cache_impl.h;
+ * the contract in cache.h, whose functions the files of cache/ define by
+ * job.
  */
 #include "cache/cache_impl.h"
 #include "cache/fetch_impl.h"
