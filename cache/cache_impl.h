@@ -730,6 +730,23 @@ ssize_t read_stored(struct cache *c, const struct read_chunk *ch,
 ssize_t read_stored_uncounted(struct cache *c, const struct read_chunk *ch,
 			      uint64_t in_off, size_t len, void *dst);
 
+/* What read_look() serves: [off, off + len) of chunk ch, copied into the
+ * destination it is given, or with hold, where hold points. */
+struct read_look_arg {
+	struct cache *c;
+	const struct read_chunk *ch;
+	uint64_t off;
+	size_t len;
+	struct read_hold *hold;
+};
+/* The disk cache's part of a read (a fetch_look_fn; arg a struct
+ * read_look_arg): the committer's queue or the index. */
+int read_look(void *arg, void *dst);
+/* The disk cache's part of a fill or a prefetch (a fetch_look_fn; arg a
+ * struct read_look_arg, c and ch set): is the chunk queued or indexed (not
+ * read, not checked)? */
+int read_look_present(void *arg, void *dst);
+
 /* ---- read.c ---- */
 
 /* Hands got bytes of buf (from fetch_buffer_alloc(len)) to fn as one
@@ -737,17 +754,6 @@ ssize_t read_stored_uncounted(struct cache *c, const struct read_chunk *ch,
  * error. */
 ssize_t read_reply_buffer(struct cache *c, void *buf, size_t len, ssize_t got,
 			  cache_reply_fn fn, void *arg);
-/* Queues chunk ch at prefetch priority (fetch_ahead()) unless it is in
- * flight or, with a disk cache, stored. Returns as fetch_ahead(). */
-int read_ahead_chunk(struct cache *c, const struct read_chunk *ch);
-/* Queues the chunks of [offset, offset + len) of obj (len > 0; cut
- * smaller than the cache's chunk size, a disk cache) that are neither
- * stored nor in the engine, in runs of one backend read each
- * (fetch_run()): at reader priority for a reader about to read them, or
- * as a prefetch (counted in the prefetch stats). Returns 0, -ENOBUFS (no
- * memory now: what was queued stays) or -ENOMEM. */
-int read_run(struct cache *c, const struct cache_object *obj, uint64_t offset,
-	     uint64_t len, bool reader);
 /* verified.c: blob blocks this process checked (see there). True if
  * blocks b0..b1 of the blob st (an fstat() of its open file) describes
  * were checked and it is unchanged since. */
@@ -770,6 +776,14 @@ void ahead_destroy(struct cache *c);
  * 0). Never waits. */
 void ahead_read(struct cache *c, const struct cache_read *r, uint64_t offset,
 		size_t len);
+/* Queues the chunks of [offset, offset + len) of obj (len > 0; cut
+ * smaller than the cache's chunk size, a disk cache) that are neither
+ * stored nor in the engine, in runs of one backend read each
+ * (fetch_run()): at reader priority for a reader about to read them, or
+ * as a prefetch (counted in the prefetch stats). Returns 0, -ENOBUFS (no
+ * memory now: what was queued stays) or -ENOMEM. */
+int ahead_run(struct cache *c, const struct cache_object *obj, uint64_t offset,
+	      uint64_t len, bool reader);
 
 /* ---- push.c ---- */
 
