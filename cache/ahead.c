@@ -20,6 +20,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "util/clock.h"
 #include "util/fnv.h"
 
 /* Queues chunk ch at prefetch priority (fetch_ahead()) unless it is in
@@ -158,14 +159,6 @@ void cache_set_order(struct cache *c, cache_order_fn fn, void *ctx)
 	pthread_mutex_unlock(&c->pf_lock);
 }
 
-static uint64_t ahead_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* Measures the reader of slot at a note of position pos now (pf_lock
  * held) and returns the working depth for it (prefetch_depth()). Files
  * the reader read without a note (pushed into the kernel) count: the gap
@@ -215,7 +208,7 @@ void cache_order_note(struct cache *c, uint64_t order, uint64_t pos,
 		return;
 	/* The engine's lock is innermost: measured before pf_lock. */
 	fetch_pace_get(c->fetch, &fp, &stalls);
-	now = ahead_now_ns();
+	now = clock_now_ns();
 	pthread_mutex_lock(&c->pf_lock);
 	for (i = 0; i < c->n_orders; i++)
 		if (c->orders[i].order == order)

@@ -206,11 +206,11 @@ void fetch_fork_check(struct fetch *f)
 static int wait_done(struct fetch *f, struct flight *fl, uint64_t deadline_ns,
 		     bool handoff)
 {
-	uint64_t grace = handoff ? fetch_now_ns() + FETCH_HANDOFF_GRACE_NS : 0;
+	uint64_t grace = handoff ? clock_now_ns() + FETCH_HANDOFF_GRACE_NS : 0;
 	uint64_t retry = 0; /* no hedge before: none could start */
 
 	while (!fl->done) {
-		uint64_t now = fetch_now_ns(), due = fetch_hedge_due(f, fl);
+		uint64_t now = clock_now_ns(), due = fetch_hedge_due(f, fl);
 		uint64_t until = deadline_ns;
 
 		if (fl->queued && fetch_slot_free(f) && now >= grace) {
@@ -230,7 +230,7 @@ static int wait_done(struct fetch *f, struct flight *fl, uint64_t deadline_ns,
 			if (fetch_wait_until(f->n_workers > 0 ? &fl->cv
 							      : &f->done,
 					     &f->lock, until) == ETIMEDOUT &&
-			    !fl->done && fetch_now_ns() >= deadline_ns)
+			    !fl->done && clock_now_ns() >= deadline_ns)
 				return -ETIMEDOUT;
 		}
 	}
@@ -369,7 +369,7 @@ static ssize_t get(struct fetch *f, const struct fetch_request *r,
 	fetch_fork_check(f);
 	pthread_mutex_lock(&f->lock);
 	fetch_workers_ensure(f);
-	start = fetch_now_ns();
+	start = clock_now_ns();
 	f->active_ns = start;
 	wait_ns = f->wait_ns;
 	deadline = start + wait_ns;
@@ -446,7 +446,7 @@ static ssize_t get(struct fetch *f, const struct fetch_request *r,
 				  r->offset + off, len, dst, deadline, true,
 				  NULL);
 		if (stalled)
-			__atomic_fetch_add(&f->stall_ns, fetch_now_ns() - start,
+			__atomic_fetch_add(&f->stall_ns, clock_now_ns() - start,
 					   __ATOMIC_RELAXED);
 		return ret;
 	}
@@ -457,7 +457,7 @@ static ssize_t get(struct fetch *f, const struct fetch_request *r,
 		return wait_failed(r, "the chunk", wait_ns);
 	}
 	if (stalled)
-		__atomic_fetch_add(&f->stall_ns, fetch_now_ns() - start,
+		__atomic_fetch_add(&f->stall_ns, clock_now_ns() - start,
 				   __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&f->lock);
 
@@ -498,7 +498,7 @@ static int prefetch(struct fetch *f, const struct fetch_request *r,
 	fetch_fork_check(f);
 	pthread_mutex_lock(&f->lock);
 	fetch_workers_ensure(f);
-	f->active_ns = fetch_now_ns();
+	f->active_ns = clock_now_ns();
 	for (;;) {
 		if (f->n_workers == 0) {
 			rc = -ENOBUFS; /* nobody would run it */
@@ -645,7 +645,7 @@ ssize_t fetch_direct(struct fetch *f, const char *key, size_t key_len,
 
 	fetch_fork_check(f);
 	pthread_mutex_lock(&f->lock);
-	f->active_ns = fetch_now_ns();
+	f->active_ns = clock_now_ns();
 	deadline = f->active_ns + f->wait_ns;
 	pthread_mutex_unlock(&f->lock);
 	return direct_read(f, key, key_len, etag, etag_len, offset, len, buf,

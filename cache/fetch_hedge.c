@@ -202,7 +202,7 @@ void fetch_hedge_run(struct fetch *f)
 	if (f->hedge_head == NULL)
 		f->hedge_tail = NULL;
 	fl->hedge_buf = NULL;
-	t0 = fetch_now_ns();
+	t0 = clock_now_ns();
 	late_ms = (t0 - fl->start_ns) / 1000000u;
 	pthread_mutex_unlock(&f->lock);
 
@@ -221,7 +221,7 @@ void fetch_hedge_run(struct fetch *f)
 	fetch_slot_put(f);
 	ok = rc == 0 && nread == len;
 	if (ok) {
-		fetch_lat_record(f, len, fetch_now_ns() - t0);
+		fetch_lat_record(f, len, clock_now_ns() - t0);
 		fetch_claim_add(fl, &claim);
 	}
 	if (fetch_hedge_arrive(f, fl, buf, ok, true, &unmap))

@@ -34,6 +34,7 @@
 #include "backends/backend.h"
 #include "cache/fetch.h"
 #include "cache/prefetch.h"
+#include "util/clock.h"
 
 #define FETCH_BUCKETS 256
 #define FETCH_PAGE 4096u
@@ -213,14 +214,6 @@ struct fetch {
 	uint64_t stall_ns;   /* atomic: time those reads waited, summed */
 };
 
-static inline uint64_t fetch_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static inline uint64_t fetch_round_page(uint64_t n)
 {
 	return (n + FETCH_PAGE - 1) / FETCH_PAGE * FETCH_PAGE;
@@ -254,7 +247,7 @@ static inline int fetch_wait_until(pthread_cond_t *cv, pthread_mutex_t *m,
 {
 	struct timespec ts;
 
-	if (fetch_now_ns() >= deadline_ns)
+	if (clock_now_ns() >= deadline_ns)
 		return ETIMEDOUT;
 	ts.tv_sec = (time_t)(deadline_ns / 1000000000u);
 	ts.tv_nsec = (long)(deadline_ns % 1000000000u);

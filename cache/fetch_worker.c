@@ -181,7 +181,7 @@ static void run_read(struct fetch *f, struct flight *head, bool worker)
 	f->inflight++;
 	if (pf)
 		f->pf_inflight += len;
-	t0 = fetch_now_ns();
+	t0 = clock_now_ns();
 	pthread_mutex_unlock(&f->lock);
 
 	rc = fetch_backend_read(
@@ -194,7 +194,7 @@ static void run_read(struct fetch *f, struct flight *head, bool worker)
 			       (size_t)fls[i]->len);
 
 	pthread_mutex_lock(&f->lock);
-	t1 = fetch_now_ns();
+	t1 = clock_now_ns();
 	if (rc == 0)
 		fetch_pace_record(f, t0, t1, nread);
 	if (rc == 0 && nread == len) {
@@ -264,7 +264,7 @@ void fetch_part_run(struct fetch *f, struct flight *fl, bool worker)
 	/* A hedge that wins puts its own buffer in fl->buf: this read keeps
 	 * writing into the one it started with. */
 	buf = fl->buf;
-	t0 = fetch_now_ns();
+	t0 = clock_now_ns();
 	if (part == 0) {
 		fl->start_ns = t0;
 		fl->first_running = true;
@@ -279,12 +279,12 @@ void fetch_part_run(struct fetch *f, struct flight *fl, bool worker)
 
 	pthread_mutex_lock(&f->lock);
 	if (rc == 0 && nread == plen) {
-		fetch_lat_record(f, plen, fetch_now_ns() - t0);
+		fetch_lat_record(f, plen, clock_now_ns() - t0);
 		fetch_claim_add(fl, &claim);
 		fetch_hedge_earn(f, plen);
 	}
 	if (rc == 0)
-		fetch_pace_record(f, t0, fetch_now_ns(), nread);
+		fetch_pace_record(f, t0, clock_now_ns(), nread);
 	part_slot_put(f, plen, pf, worker);
 	if (!fl->hedged) {
 		fl->first_running = false;
@@ -388,7 +388,7 @@ static void *worker_main(void *arg)
 	for (;;) {
 		while (!f->stop && f->store_head == NULL &&
 		       f->hedge_head == NULL && !fetch_runnable(f)) {
-			uint64_t now = fetch_now_ns();
+			uint64_t now = clock_now_ns();
 
 			/* Timed, so the trimmer gives back what it holds even
 			 * when no one signals it. */
@@ -460,7 +460,7 @@ void fetch_workers_ensure(struct fetch *f)
 	 * running. */
 	while (f->n_started < f->n_workers)
 		fetch_wait_until(&f->done, &f->lock,
-				 fetch_now_ns() + FETCH_WORKER_WAIT_NS);
+				 clock_now_ns() + FETCH_WORKER_WAIT_NS);
 }
 
 /* Caller holds f->lock: takes a connection slot, ahead of queued parts,

@@ -61,6 +61,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util/clock.h"
 #include "util/crc32c.h"
 #include "util/fnv.h"
 #include "util/le.h"
@@ -87,19 +88,11 @@ struct whole_note {
 	uint8_t prefix[]; /* the chunk's identity without its number */
 };
 
-static uint64_t whole_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 bool whole_closing_late(struct cache *c)
 {
 	uint64_t until = __atomic_load_n(&c->whole.close_ns, __ATOMIC_RELAXED);
 
-	return until != 0 && whole_now_ns() >= until;
+	return until != 0 && clock_now_ns() >= until;
 }
 
 static void bit_set(uint8_t *b, uint64_t n, bool on)
@@ -434,7 +427,7 @@ static void *whole_main(void *arg)
 	for (;;) {
 		while (w->head == NULL && !w->stop) {
 			struct timespec ts;
-			uint64_t until = whole_now_ns() + WHOLE_IDLE_NS;
+			uint64_t until = clock_now_ns() + WHOLE_IDLE_NS;
 
 			ts.tv_sec = (time_t)(until / 1000000000u);
 			ts.tv_nsec = (long)(until % 1000000000u);
@@ -547,7 +540,7 @@ void whole_close(struct cache *c)
 	pthread_mutex_lock(&w->lock);
 	w->stop = true; /* notes from here on are dropped */
 	__atomic_store_n(&w->close_ns,
-			 whole_now_ns() + UINT64_C(1000000) * WHOLE_CLOSE_MS,
+			 clock_now_ns() + UINT64_C(1000000) * WHOLE_CLOSE_MS,
 			 __ATOMIC_RELAXED);
 	pthread_cond_signal(&w->work);
 	pthread_mutex_unlock(&w->lock);
