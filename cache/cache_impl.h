@@ -567,12 +567,6 @@ void store_close(struct cache *c);
 int store_pending_find(struct cache *c, const uint8_t *hash, const uint8_t *id,
 		       size_t id_len, uint64_t chunk_len, uint64_t off,
 		       size_t len, void *dst, struct entry *e);
-/* The fetch engine's done callback (ctx: the cache): a chunk fetched
- * whole goes to the disk cache (store_chunk()), and to the whole-object
- * check with what its replies vouched for (whole_note()). */
-void store_fetch_done(void *ctx, const uint8_t *hash, const uint8_t *id,
-		      size_t id_len, const uint8_t *data, uint64_t len,
-		      const struct fetch_vouch *v, struct fetch_pin *keep);
 /* Keeps a queued chunk found bad from being indexed. */
 void store_pending_drop(struct cache *c, const uint8_t *hash);
 /* Directories 0700 and files 0600 of the cache, whatever the umask. */
@@ -650,13 +644,6 @@ void whole_forked(struct cache *c);
  * never waits. data is only read during the call. */
 void whole_note(struct cache *c, const uint8_t *id, size_t id_len,
 		const uint8_t *data, uint64_t len, const struct fetch_vouch *v);
-/* Names chunk n of o. Returns 0 or -ENOMEM; release with
- * read_chunk_release(). */
-struct read_chunk;
-int whole_obj_chunk(const struct whole_obj *o, uint64_t n,
-		    struct read_chunk *ch);
-/* True once cache_free() has waited for the checker long enough. */
-bool whole_closing_late(struct cache *c);
 
 /* whole_check.c: every chunk of o is stored; compares the object with its
  * claim (reading chunks back into buf, WHOLE_PIECE bytes), counts the
@@ -667,6 +654,13 @@ bool whole_closing_late(struct cache *c);
 enum { WHOLE_DONE = 0, WHOLE_MISSING = 1, WHOLE_STOPPED = 2 };
 int whole_check(struct cache *c, const struct whole_obj *o, uint8_t *buf,
 		uint64_t *missing);
+/* whole_check.c, for whole.c too: names chunk n of o. Returns 0 or
+ * -ENOMEM; release with read_chunk_release(). */
+struct read_chunk;
+int whole_obj_chunk(const struct whole_obj *o, uint64_t n,
+		    struct read_chunk *ch);
+/* True once cache_free() has waited for the checker long enough. */
+bool whole_closing_late(struct cache *c);
 
 /* ---- read_lookup.c ---- */
 

@@ -9,7 +9,7 @@
  * CRC pass); else read_look() serves it from the committer's queue or the
  * index (inline bytes from LMDB or a range of the blob file,
  * CRC-checked; a bad entry is dropped and counted, then refetched); else
- * the engine fetches it and stores the whole chunk (store_fetch_done())
+ * the engine fetches it and stores the whole chunk (open.c's cache_fetched(): store_chunk())
  * before it leaves the engine. The engine closes the race with a fetch
  * that stores the chunk after the look missed (its epoch re-check).
  * Without a disk cache an object of up to CACHE_UNCACHED_WHOLE_MAX bytes

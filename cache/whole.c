@@ -65,7 +65,6 @@
 #include "util/crc32c.h"
 #include "util/fnv.h"
 #include "util/le.h"
-#include "util/sha256.h"
 #include "util/thread.h"
 
 #define WHOLE_NOTES_MAX 16384u /* each a few hundred bytes */
@@ -87,13 +86,6 @@ struct whole_note {
 	size_t prefix_len;
 	uint8_t prefix[]; /* the chunk's identity without its number */
 };
-
-bool whole_closing_late(struct cache *c)
-{
-	uint64_t until = __atomic_load_n(&c->whole.close_ns, __ATOMIC_RELAXED);
-
-	return until != 0 && clock_now_ns() >= until;
-}
 
 static void bit_set(uint8_t *b, uint64_t n, bool on)
 {
@@ -252,27 +244,6 @@ static struct whole_obj *obj_for(struct whole_state *w,
 	w->n_objs++;
 	w->obj_bytes += o->bytes;
 	return o;
-}
-
-int whole_obj_chunk(const struct whole_obj *o, uint64_t n,
-		    struct read_chunk *ch)
-{
-	memset(ch, 0, sizeof(*ch));
-	ch->id = malloc(o->prefix_len + 8);
-	if (ch->id == NULL)
-		return -ENOMEM;
-	memcpy(ch->id, o->prefix, o->prefix_len);
-	le_put64(ch->id + o->prefix_len, n);
-	ch->id_len = o->prefix_len + 8;
-	if (sha256(ch->id, ch->id_len, ch->hash) < 0) {
-		read_chunk_release(ch);
-		return -ENOMEM;
-	}
-	ch->n = n;
-	ch->len = o->object_size - n * o->chunk_size < o->chunk_size
-			  ? o->object_size - n * o->chunk_size
-			  : o->chunk_size;
-	return 0;
 }
 
 /* Moves o's cursor past the chunks noted or stored. Returns true when
