@@ -226,6 +226,12 @@ static inline uint64_t fetch_round_page(uint64_t n)
  * have been stored after the look. FETCH_EPOCH_NONE: no such check. */
 #define FETCH_EPOCH_NONE UINT64_MAX
 
+/* Caller holds f->lock: may a part start now? (A hedge asks too.) */
+static inline bool fetch_slot_free(const struct fetch *f)
+{
+	return f->inflight < f->connections && f->slot_waiters == 0;
+}
+
 /* Every condition variable here waits on CLOCK_MONOTONIC (see
  * fetch_wait_until()), so a clock step neither ends a wait early nor makes it
  * longer. */
@@ -357,9 +363,6 @@ int fetch_backend_read(struct fetch *f, const char *key, size_t key_len,
 		       size_t len, void *buf, size_t *nread,
 		       struct backend_claim *claim);
 
-/* Caller holds f->lock: may a part start now? */
-bool fetch_slot_free(const struct fetch *f);
-
 /* Caller holds f->lock: one more reply of fl (a part, the first read or
  * its hedge) that brought every byte asked for vouched for claim. */
 void fetch_claim_add(struct flight *fl, const struct backend_claim *claim);
@@ -466,12 +469,6 @@ bool fetch_hedge_arrive(struct fetch *f, struct flight *fl, uint8_t *buf,
  * for its bytes (fetch_hedge_earn()). Returns false if it could not be
  * asked for now. */
 bool fetch_hedge_request(struct fetch *f, struct flight *fl);
-
-/* Runs the hedge at the head of the hedge queue, in a worker; its slot
- * and buffer were taken by fetch_hedge_request(). Caller holds f->lock,
- * dropped around the read. A stopping engine does not read: the hedge
- * just gives back what it holds. */
-void fetch_hedge_run(struct fetch *f);
 
 /* ---- fetch_pace.c ---- */
 

@@ -60,12 +60,6 @@ int fetch_backend_read(struct fetch *f, const char *key, size_t key_len,
 	return 0;
 }
 
-/* Caller holds f->lock: may a part start now? */
-bool fetch_slot_free(const struct fetch *f)
-{
-	return f->inflight < f->connections && f->slot_waiters == 0;
-}
-
 /* Caller holds f->lock: may a queued prefetch part start now, as far as
  * the bytes in flight go (prefetch_inflight())? */
 static bool prefetch_room(const struct fetch *f)
@@ -373,6 +367,61 @@ out:
 	}
 }
 
+/* Runs the hedge at the head of the hedge queue, in a worker; its slot
+ * and buffer were taken by fetch_hedge_request(). Caller holds f->lock,
+ * dropped around the read. A stopping engine does not read: the hedge
+ * just gives back what it holds. */
+static void hedge_run(struct fetch *f)
+{
+	char kb[LOG_KEY_MAX];
+	struct flight *fl = f->hedge_head;
+	uint64_t len = fl->len, t0, late_ms;
+	uint8_t *buf = fl->hedge_buf;
+	size_t nread = 0;
+	void *unmap = NULL;
+	struct backend_claim claim;
+	/* A first read that finished since the hedge was queued makes it
+	 * moot: no request, fetch_hedge_arrive() gives the buffer back. */
+	bool ok, skip = f->stop || fl->done;
+	int rc = -ECANCELED;
+
+	f->hedge_head = fl->hnext;
+	if (f->hedge_head == NULL)
+		f->hedge_tail = NULL;
+	fl->hedge_buf = NULL;
+	t0 = clock_now_ns();
+	late_ms = (t0 - fl->start_ns) / 1000000u;
+	pthread_mutex_unlock(&f->lock);
+
+	if (!skip) {
+		log_msg(LOG_DEBUG,
+			"fetch: %s: read running for %llu ms; hedging it",
+			log_key(kb, fl->key, fl->key_len),
+			(unsigned long long)late_ms);
+		rc = fetch_backend_read(f, fl->key, fl->key_len,
+					fl->has_etag ? fl->etag : NULL,
+					fl->etag_len, fl->offset, (size_t)len,
+					buf, &nread, &claim);
+	}
+
+	pthread_mutex_lock(&f->lock);
+	fetch_slot_put(f);
+	ok = rc == 0 && nread == len;
+	if (ok) {
+		fetch_lat_record(f, len, clock_now_ns() - t0);
+		fetch_claim_add(fl, &claim);
+	}
+	if (fetch_hedge_arrive(f, fl, buf, ok, true, &unmap))
+		fetch_part_finish(f, fl, 0, rc, nread, true);
+	else
+		fetch_flight_unref_free(f, fl);
+	if (unmap != NULL) {
+		pthread_mutex_unlock(&f->lock);
+		munmap(unmap, (size_t)fetch_buf_size(len));
+		pthread_mutex_lock(&f->lock);
+	}
+}
+
 static void *worker_main(void *arg)
 {
 	struct fetch *f = arg;
@@ -404,7 +453,7 @@ static void *worker_main(void *arg)
 			f->idle_workers--;
 		}
 		if (f->hedge_head != NULL) { /* even when stopping */
-			fetch_hedge_run(f);
+			hedge_run(f);
 			continue;
 		}
 		if (f->store_head != NULL) { /* even when stopping */
