@@ -18,9 +18,8 @@
  *   evict.c  access-time batches, LRU eviction, dropping one entry
  *   maint.c  cleanup at open, cache stat, verify and clear
  *   warn.c   the rate-limited warning of a failure served uncached
- *   fetch.c  the fetch engine (fetch.h; with fetch_table.c,
- *            fetch_worker.c, fetch_run.c, fetch_buf.c, fetch_hedge.c,
- *            fetch_pace.c and fetch_fail.c behind fetch_impl.h)
+ *   fetch_*.c the fetch engine (fetch.h; its files, one job each, are
+ *            listed in fetch_impl.h, which they share)
  *   prefetch.c the prefetcher's policy, pure (prefetch.h)
  *   derived.c derived (transformed) objects: one producer run per object
  *            at a time, its stream stored chunk by chunk
@@ -77,7 +76,7 @@
  * warn_lock, pf_lock (the prefetcher's orders), ahead.lock (the
  * read-ahead windows), derived.lock (the producers and the runs of
  * derived objects), whole.lock (the checker's queue), and the engine's
- * own lock inside fetch.c. None is held across backend I/O or a call into
+ * own lock inside fetch_impl.h's struct fetch. None is held across backend I/O or a call into
  * the engine; q.lock, evict.touch_lock, warn_lock, pf_lock, ahead.lock,
  * derived.lock and whole.lock are never held while taking another lock.
  */

@@ -1,6 +1,6 @@
 /*
  * fetch_table: the fetch engine's flights and where they are kept
- * (fetch_impl.h; the design is in fetch.c's file comment). A flight is in
+ * (the design is in fetch_impl.h's file comment). A flight is in
  * the single-flight table (a bucket per first byte of its hash) from its
  * creation until it is dropped; while none of its parts has started it is
  * in one of two queues, readers' first; once stored it is retained,

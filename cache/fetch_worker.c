@@ -1,10 +1,10 @@
 /*
- * fetch_worker: running flights' parts (fetch_impl.h; the design is in
- * fetch.c's file comment): connection slots, one backend read per part
+ * fetch_worker: running flights' parts (the design is in fetch_impl.h's
+ * file comment): connection slots, one backend read per part
  * (or one per run, run_read()), a flight's finish when its last part
  * returns (done_fn, then retained), and the worker threads, which take
  * hedges, stores left to them and queued parts. A reader runs its own
- * chunk's parts here too (fetch.c's get()).
+ * chunk's parts here too (fetch_request.c's get()).
  */
 #include "cache/fetch_impl.h"
 

@@ -435,7 +435,7 @@ void whole_note(struct cache *c, const uint8_t *id, size_t id_len,
 	uint64_t n;
 
 	if (pid != 0 && pid != thread_pid())
-		whole_forked(c); /* see fetch.c's fork_check() */
+		whole_forked(c); /* see fetch_fork_check() */
 	if (v == NULL ||
 	    (v->claim.kind == BACKEND_CLAIM_NONE && !v->conflict) ||
 	    v->object_size == 0 || id_len < 24 || c->readonly)
