@@ -18,4 +18,11 @@ static inline uint64_t clock_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* CLOCK_MONOTONIC now, in milliseconds (the unit of the backends' and
+ * the cache's configured timeouts). Cannot fail. */
+static inline uint64_t clock_now_ms(void)
+{
+	return clock_now_ns() / 1000000u;
+}
+
 #endif
