@@ -210,7 +210,8 @@ struct backend_ops {
 		    size_t len, void *buf, size_t *nread);
 
 	/* Optional: NULL for a store that vouches for nothing (posix, nfs),
-	 * whose callers use read(). As read(), and on success also fills
+	 * whose callers use read(). claim may be NULL (then this is read():
+	 * backend_read_unclaimed()). As read(), and on success also fills
 	 * *claim with what the reply vouched for about the whole object
 	 * (kind BACKEND_CLAIM_NONE: nothing), however little of it was read:
 	 * S3's ETag when it is a single-part MD5 of an object not encrypted
@@ -241,6 +242,12 @@ int backend_open(const char *url, const struct backend_options *opts,
 
 /* Closes a backend opened by backend_open(); NULL is a no-op. */
 void backend_close(struct backend *be);
+
+/* backend_ops.read for a store whose reads all go through its read_claim
+ * (S3, GCS): calls be->ops->read_claim with claim NULL. */
+int backend_read_unclaimed(struct backend *be, const char *key, size_t key_len,
+			   const char *etag, size_t etag_len, uint64_t offset,
+			   size_t len, void *buf, size_t *nread);
 
 /* For the backends that resolve keys as paths below their root (posix,
  * nfs): 0 if key is a relative path that stays below it (not empty, no

@@ -12,15 +12,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "util/clock.h"
 #include "util/log.h"
-
-static uint64_t list_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 void backend_list_bound_start(struct backend_list_bound *b, unsigned timeout_ms,
 			      uint64_t memory, const char *what)
@@ -30,13 +23,13 @@ void backend_list_bound_start(struct backend_list_bound *b, unsigned timeout_ms,
 	b->timeout_ms =
 		timeout_ms ? timeout_ms : BACKEND_LIST_TIMEOUT_MS_DEFAULT;
 	b->memory = memory ? memory : BACKEND_LIST_MEMORY_DEFAULT;
-	b->start_ms = list_now_ms();
+	b->start_ms = clock_now_ms();
 }
 
 int backend_list_bound_check(struct backend_list_bound *b,
 			     const struct backend_object *obj)
 {
-	uint64_t took = list_now_ms() - b->start_ms;
+	uint64_t took = clock_now_ms() - b->start_ms;
 
 	if (obj != NULL) {
 		b->objects++;

@@ -410,7 +410,7 @@ const struct backend_ops backend_gcs_ops = {
 	.open = gcs_open,
 	.list = gcs_list,
 	.stat = gcs_stat,
-	.read = gcs_read,
+	.read = backend_read_unclaimed,
 	.read_claim = gcs_read_claim,
 	.close = gcs_close,
 };

@@ -54,13 +54,9 @@ int gcs_fail(const char *what, const char *op, const struct http_response *resp,
 int gcs_metadata(struct gcs_backend *gb, const char *key, size_t key_len,
 		 const char *what, int quiet_enoent, struct gcs_object *o);
 
-/* backend_ops.read (gcs_read.c). */
-int gcs_read(struct backend *be, const char *key, size_t key_len,
-	     const char *etag, size_t etag_len, uint64_t offset, size_t len,
-	     void *buf, size_t *nread);
-
-/* backend_ops.read_claim (gcs_read.c): the claim is x-goog-hash's crc32c,
- * the whole object's on a ranged reply too. */
+/* backend_ops.read_claim (gcs_read.c); claim may be NULL, and
+ * backend_read_unclaimed() (backend.h) is read(). The claim is
+ * x-goog-hash's crc32c, the whole object's on a ranged reply too. */
 int gcs_read_claim(struct backend *be, const char *key, size_t key_len,
 		   const char *etag, size_t etag_len, uint64_t offset,
 		   size_t len, void *buf, size_t *nread,

@@ -178,11 +178,10 @@ static int gcs_read_gone(struct gcs_backend *gb, const char *key,
 	return -ESTALE;
 }
 
-/* gcs_read() and gcs_read_claim() (claim may be NULL). */
-static int gcs_read_any(struct backend *be, const char *key, size_t key_len,
-			const char *etag, size_t etag_len, uint64_t offset,
-			size_t len, void *buf, size_t *nread,
-			struct backend_claim *claim)
+int gcs_read_claim(struct backend *be, const char *key, size_t key_len,
+		   const char *etag, size_t etag_len, uint64_t offset,
+		   size_t len, void *buf, size_t *nread,
+		   struct backend_claim *claim)
 {
 	struct gcs_backend *gb = (struct gcs_backend *)be;
 	struct http_response resp = { 0 };
@@ -256,21 +255,4 @@ out:
 	free(gen);
 	free(path);
 	return rc;
-}
-
-int gcs_read(struct backend *be, const char *key, size_t key_len,
-	     const char *etag, size_t etag_len, uint64_t offset, size_t len,
-	     void *buf, size_t *nread)
-{
-	return gcs_read_any(be, key, key_len, etag, etag_len, offset, len, buf,
-			    nread, NULL);
-}
-
-int gcs_read_claim(struct backend *be, const char *key, size_t key_len,
-		   const char *etag, size_t etag_len, uint64_t offset,
-		   size_t len, void *buf, size_t *nread,
-		   struct backend_claim *claim)
-{
-	return gcs_read_any(be, key, key_len, etag, etag_len, offset, len, buf,
-			    nread, claim);
 }

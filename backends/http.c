@@ -18,6 +18,7 @@
 
 #include "backends/http_impl.h"
 #include "util/backoff.h"
+#include "util/clock.h"
 #include "util/log.h"
 #include "util/str.h"
 
@@ -46,14 +47,6 @@ int http_global_init(void)
 	if (global_rc < 0)
 		log_msg(LOG_ERR, "cannot initialise libcurl");
 	return global_rc;
-}
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 static void sleep_ms(unsigned ms)
@@ -395,7 +388,7 @@ int http_perform(struct http_pool *pool, const struct http_request *req,
 	unsigned retries =
 		req->retries >= 0 ? (unsigned)req->retries : pool->opts.retries;
 	unsigned failures = 0, attempts = 0;
-	uint64_t start = now_ms(), deadline;
+	uint64_t start = clock_now_ms(), deadline;
 	int reuse_retried = 0;
 	size_t max_body = req->max_body ? req->max_body : HTTP_DEFAULT_MAX_BODY;
 	char errbuf[CURL_ERROR_SIZE], last[CURL_ERROR_SIZE + 32];
@@ -413,7 +406,7 @@ int http_perform(struct http_pool *pool, const struct http_request *req,
 		struct curl_slist *headers = NULL;
 		long connects = 0;
 		curl_off_t filetime = -1, clen = -1;
-		uint64_t now = now_ms();
+		uint64_t now = clock_now_ms();
 		int rejected = 0;
 
 		response_reset(resp, max_body);
@@ -499,7 +492,7 @@ int http_perform(struct http_pool *pool, const struct http_request *req,
 		     cc == CURLE_WEIRD_SERVER_REPLY ||
 		     cc == CURLE_UNSUPPORTED_PROTOCOL) &&
 		    !rejected && connects == 0 && !reuse_retried &&
-		    now_ms() < deadline) {
+		    clock_now_ms() < deadline) {
 			log_msg(LOG_DEBUG,
 				"%s: reused connection failed (%s), retrying "
 				"on a new one",
@@ -517,7 +510,7 @@ int http_perform(struct http_pool *pool, const struct http_request *req,
 			rc = -ENOMEM;
 			break;
 		}
-		now = now_ms();
+		now = clock_now_ms();
 		if (failures >= retries || now >= deadline) {
 			if (cc == CURLE_OK && !rejected) {
 				rc = 0; /* the caller maps the status */

@@ -21,15 +21,8 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "util/clock.h"
 #include "util/log.h"
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 int http_pool_new(const struct http_pool_options *opts, struct http_pool **out)
 {
@@ -134,7 +127,7 @@ CURL *http_pool_get(struct http_pool *pool)
 
 	for (;;) {
 		pthread_mutex_lock(&pool->lock);
-		now = now_ms();
+		now = clock_now_ms();
 		for (i = pool->n_idle; i > 0; i--) {
 			e = pool->idle[i - 1];
 			if (!e.h1 || now - e.since_ms >= HTTP_REUSE_AFTER_MS)
@@ -165,7 +158,7 @@ void http_pool_put(struct http_pool *pool, CURL *h, const char *what)
 	}
 	curl_easy_reset(h);
 	pthread_mutex_lock(&pool->lock);
-	e.since_ms = now_ms();
+	e.since_ms = clock_now_ms();
 	if (pool->n_idle < HTTP_IDLE_MAX) {
 		pool->idle[pool->n_idle++] = e;
 		h = NULL;

@@ -128,7 +128,7 @@ static int stat_once(struct nfs_backend *nb, struct nfs_conn *conn,
 	if (nfs_stat64_async(conn->ctx, path, nfsb_cb_stat, c) != 0)
 		return nfsb_unqueued(conn->ctx, c);
 	return nfsb_finish(conn->ctx, c,
-			   nfsb_min(deadline, nfsb_now_ms() + nb->request_ms));
+			   nfsb_min(deadline, clock_now_ms() + nb->request_ms));
 }
 
 struct stat_arg {
@@ -154,7 +154,7 @@ static int nfs_be_stat(struct backend *be, const char *key, size_t key_len,
 		return rc;
 	a.path = path;
 	rc = nfsb_with_retries(nb, stat_op, &a, NULL,
-			       nfsb_now_ms() + nb->read_ms, &c);
+			       clock_now_ms() + nb->read_ms, &c);
 	if (rc == 0 && !stat_is_reg(&c.st))
 		rc = -ENOENT;
 	if (rc == 0) {
@@ -250,7 +250,7 @@ static int fstat_fh(struct nfs_backend *nb, struct nfs_context *ctx,
 	if (nfs_fstat64_async(ctx, fh, nfsb_cb_stat, c) != 0)
 		return nfsb_unqueued(ctx, c);
 	rc = nfsb_finish(ctx, c,
-			 nfsb_min(deadline, nfsb_now_ms() + nb->request_ms));
+			 nfsb_min(deadline, clock_now_ms() + nb->request_ms));
 	if (rc == 0)
 		*out = c->st;
 	return rc;
@@ -275,7 +275,7 @@ static int read_range(struct nfs_backend *nb, struct nfs_conn *conn,
 		chunk = NFS_READ_CHUNK_MAX;
 	while (done < a->len) {
 		uint64_t dl =
-			nfsb_min(deadline, nfsb_now_ms() + nb->request_ms);
+			nfsb_min(deadline, clock_now_ms() + nb->request_ms);
 		size_t off = done;
 		int k, n;
 
@@ -402,7 +402,7 @@ static bool root_removed(struct nfs_backend *nb, struct nfs_conn *conn,
 	if (nfs_stat64_async(conn->ctx, "/", nfsb_cb_stat, &c) != 0)
 		return false;
 	rc = nfsb_wait(conn->ctx, &c,
-		       nfsb_min(deadline, nfsb_now_ms() + nb->request_ms));
+		       nfsb_min(deadline, clock_now_ms() + nb->request_ms));
 	if (rc < 0) {
 		nfsb_conn_drop(nb, conn);
 		return false;
@@ -448,7 +448,7 @@ static int read_op(struct nfs_backend *nb, struct nfs_conn *conn, void *arg,
 			if (rc < 0)
 				break;
 		}
-		k->used_ms = nfsb_now_ms();
+		k->used_ms = clock_now_ms();
 		rc = read_checked(nb, conn, k->fh, a, deadline, c);
 		if (rc == 0 || !reused || conn->ctx == NULL ||
 		    nfs_errno_transient(rc))
@@ -515,7 +515,7 @@ static int nfs_be_read(struct backend *be, const char *key, size_t key_len,
 		return rc;
 	a.path = path;
 	rc = nfsb_with_retries(nb, read_op, &a, path,
-			       nfsb_now_ms() + nb->read_ms, &c);
+			       clock_now_ms() + nb->read_ms, &c);
 	if (rc < 0) {
 		char kb[LOG_KEY_MAX];
 
@@ -668,7 +668,7 @@ static int nfs_be_open(const char *url, const struct backend_options *opts,
 	/* Connect once now, so a wrong server, path or port fails the open
 	 * (and a mount) with the reason, not the first read. */
 	rc = nfsb_with_retries(nb, stat_op, &a, NULL,
-			       nfsb_now_ms() + nb->read_ms, &c);
+			       clock_now_ms() + nb->read_ms, &c);
 	if (rc == 0 && !S_ISDIR((mode_t)c.st.nfs_mode))
 		rc = -ENOTDIR;
 	if (rc < 0) {

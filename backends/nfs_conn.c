@@ -100,7 +100,7 @@ void nfsb_cb_opendir(int status, struct nfs_context *ctx, void *data,
 int nfsb_wait(struct nfs_context *ctx, struct nfs_call *c, uint64_t deadline)
 {
 	while (!c->done) {
-		uint64_t now = nfsb_now_ms();
+		uint64_t now = clock_now_ms();
 		struct pollfd p;
 		int n;
 
@@ -190,7 +190,7 @@ int nfsb_connect(struct nfs_backend *nb, struct nfs_conn *conn,
 	else
 		rc = nfsb_finish(
 			ctx, c,
-			nfsb_min(deadline, nfsb_now_ms() + nb->connect_ms));
+			nfsb_min(deadline, clock_now_ms() + nb->connect_ms));
 	if (rc < 0) {
 		nfs_destroy_context(ctx);
 		return rc;
@@ -308,7 +308,7 @@ static const struct backoff_policy NFS_BACKOFF = { .base_ms = 50,
 static void backoff(unsigned attempt, uint64_t deadline)
 {
 	uint64_t ms = backoff_delay_ms(&NFS_BACKOFF, attempt);
-	uint64_t now = nfsb_now_ms();
+	uint64_t now = clock_now_ms();
 	struct timespec ts;
 
 	if (now >= deadline)
@@ -328,7 +328,7 @@ static void sweep_idle(struct nfs_backend *nb)
 {
 	struct nfs_conn *conn = NULL;
 	struct nfs_call c;
-	uint64_t now = nfsb_now_ms();
+	uint64_t now = clock_now_ms();
 	unsigned i;
 
 	pthread_mutex_lock(&nb->lock);
@@ -367,7 +367,7 @@ int nfsb_with_retries(struct nfs_backend *nb, nfsb_op op, void *arg,
 	for (attempt = 0; attempt <= nb->retries; attempt++) {
 		if (attempt > 0 && !(stale_retried && rc == -ESTALE))
 			backoff(attempt, deadline);
-		if (nfsb_now_ms() >= deadline) {
+		if (clock_now_ms() >= deadline) {
 			rc = -ETIMEDOUT;
 			break;
 		}

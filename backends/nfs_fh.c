@@ -151,7 +151,7 @@ int nfsb_kept_close(struct nfs_backend *nb, struct nfs_conn *conn,
 	if (rc == 0)
 		rc = nfsb_finish(
 			conn->ctx, c,
-			nfsb_min(deadline, nfsb_now_ms() + nb->request_ms));
+			nfsb_min(deadline, clock_now_ms() + nb->request_ms));
 	nfsb_trace(nb, "CLOSE", k->path, rc, 0, conn, NULL);
 	kept_clear(k);
 	if (rc < 0)
@@ -164,7 +164,7 @@ int nfsb_kept_close(struct nfs_backend *nb, struct nfs_conn *conn,
 static int flush_out(struct nfs_context *ctx, uint64_t deadline)
 {
 	while (nfs_which_events(ctx) & POLLOUT) {
-		uint64_t now = nfsb_now_ms();
+		uint64_t now = clock_now_ms();
 		struct pollfd p = { .fd = nfs_get_fd(ctx), .events = POLLOUT };
 		int n;
 
@@ -192,7 +192,7 @@ void nfsb_kept_trim(struct nfs_backend *nb, struct nfs_conn *conn,
 	if (k == NULL)
 		return;
 	conn->close_deadline =
-		nfsb_min(deadline, nfsb_now_ms() + nb->request_ms);
+		nfsb_min(deadline, clock_now_ms() + nb->request_ms);
 	rc = close_queue(conn, k, &conn->close_call);
 	if (rc == 0) {
 		conn->closing = k->path;
@@ -220,7 +220,7 @@ int nfsb_kept_settle(struct nfs_backend *nb, struct nfs_conn *conn,
 		/* Overdue at close_deadline; but an answer that came while
 		 * the connection sat idle is only read now, so it gets one
 		 * poll slice even when that time has passed. */
-		uint64_t due = nfsb_now_ms() + NFS_POLL_SLICE_MS;
+		uint64_t due = clock_now_ms() + NFS_POLL_SLICE_MS;
 
 		if (due < conn->close_deadline)
 			due = conn->close_deadline;
@@ -235,7 +235,7 @@ int nfsb_kept_settle(struct nfs_backend *nb, struct nfs_conn *conn,
 			return rc;
 		}
 	}
-	while ((k = nfsb_kept_expired(conn, nfsb_now_ms())) != NULL) {
+	while ((k = nfsb_kept_expired(conn, clock_now_ms())) != NULL) {
 		rc = nfsb_kept_close(nb, conn, k, deadline, c);
 		if (rc < 0)
 			return rc;
@@ -268,7 +268,7 @@ int nfsb_kept_open(struct nfs_backend *nb, struct nfs_conn *conn,
 	else
 		rc = nfsb_finish(
 			conn->ctx, c,
-			nfsb_min(deadline, nfsb_now_ms() + nb->request_ms));
+			nfsb_min(deadline, clock_now_ms() + nb->request_ms));
 	nfsb_trace(nb, "OPEN", path, rc, 0, conn, NULL);
 	if (rc < 0) {
 		free(dup);
@@ -279,7 +279,7 @@ int nfsb_kept_open(struct nfs_backend *nb, struct nfs_conn *conn,
 	k = &conn->kept[i]; /* one is free: the victim above was closed */
 	k->path = dup;
 	k->fh = c->fh;
-	k->used_ms = nfsb_now_ms();
+	k->used_ms = clock_now_ms();
 	*out = k;
 	return 0;
 }

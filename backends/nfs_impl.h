@@ -40,6 +40,7 @@
 
 #include "backends/backend.h"
 #include "backends/nfs.h"
+#include "util/clock.h"
 
 /* Exported by libnfs 4.0 but missing from its header: frees a file
  * handle without a CLOSE, for a handle whose context is already gone. */
@@ -100,14 +101,6 @@ struct nfs_backend {
 	atomic_uint_fast32_t serial; /* NFSv4 client names */
 	int trace_fd;		     /* SHARDFS_NFS_TRACE, or -1 */
 };
-
-static inline uint64_t nfsb_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static inline uint64_t nfsb_min(uint64_t a, uint64_t b)
 {

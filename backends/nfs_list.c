@@ -154,7 +154,7 @@ static int walk_dir(struct walk *w)
 	if (rc < 0)
 		return rc;
 	rc = nfsb_with_retries(nb, opendir_op, &a, NULL,
-			       nfsb_now_ms() + nb->read_ms, &c);
+			       clock_now_ms() + nb->read_ms, &c);
 	if (rc < 0) {
 		log_msg(LOG_ERR, "source %s%s: readdir: %s%s%s", nb->display,
 			log_key(w->kb, w->path, w->len),

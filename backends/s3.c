@@ -437,7 +437,7 @@ const struct backend_ops backend_s3_ops = {
 	.open = s3_open,
 	.list = s3_list,
 	.stat = s3_stat,
-	.read = s3_read,
+	.read = backend_read_unclaimed,
 	.read_claim = s3_read_claim,
 	.close = s3_close,
 };

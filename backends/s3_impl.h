@@ -59,13 +59,10 @@ int s3_obj_req(struct s3_backend *sb, const char *key, size_t key_len,
 	       struct s3_obj_req *o);
 void s3_obj_req_fini(struct s3_obj_req *o);
 
-/* backend_ops.read (s3_read.c). */
-int s3_read(struct backend *be, const char *key, size_t key_len,
-	    const char *etag, size_t etag_len, uint64_t offset, size_t len,
-	    void *buf, size_t *nread);
-
-/* backend_ops.read_claim (s3_read.c): the claim is a single-part ETag's
- * MD5 (s3_etag_claim()), checked on a reply that held the whole object. */
+/* backend_ops.read_claim (s3_read.c); claim may be NULL, and
+ * backend_read_unclaimed() (backend.h) is read(). The claim is a
+ * single-part ETag's MD5 (s3_etag_claim()), checked on a reply that held
+ * the whole object. */
 int s3_read_claim(struct backend *be, const char *key, size_t key_len,
 		  const char *etag, size_t etag_len, uint64_t offset,
 		  size_t len, void *buf, size_t *nread,

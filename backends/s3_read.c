@@ -190,11 +190,10 @@ static int read_check(void *arg, struct http_response *resp)
 	return 0;
 }
 
-/* read() and read_claim() (claim may be NULL). */
-static int s3_read_any(struct backend *be, const char *key, size_t key_len,
-		       const char *etag, size_t etag_len, uint64_t offset,
-		       size_t len, void *buf, size_t *nread,
-		       struct backend_claim *claim)
+int s3_read_claim(struct backend *be, const char *key, size_t key_len,
+		  const char *etag, size_t etag_len, uint64_t offset,
+		  size_t len, void *buf, size_t *nread,
+		  struct backend_claim *claim)
 {
 	struct s3_backend *sb = (struct s3_backend *)be;
 	struct http_response resp = { 0 };
@@ -242,21 +241,4 @@ static int s3_read_any(struct backend *be, const char *key, size_t key_len,
 	s3_obj_req_fini(&o);
 	free(etag_z);
 	return rc;
-}
-
-int s3_read(struct backend *be, const char *key, size_t key_len,
-	    const char *etag, size_t etag_len, uint64_t offset, size_t len,
-	    void *buf, size_t *nread)
-{
-	return s3_read_any(be, key, key_len, etag, etag_len, offset, len, buf,
-			   nread, NULL);
-}
-
-int s3_read_claim(struct backend *be, const char *key, size_t key_len,
-		  const char *etag, size_t etag_len, uint64_t offset,
-		  size_t len, void *buf, size_t *nread,
-		  struct backend_claim *claim)
-{
-	return s3_read_any(be, key, key_len, etag, etag_len, offset, len, buf,
-			   nread, claim);
 }

@@ -4,7 +4,9 @@
  * file keeps that state and queues the chunks it names with the fetch
  * engine unless they are stored or in flight: into the disk cache, or
  * without one (a window's whole chunks only) into the engine's memory,
- * retained until read once.
+ * retained until read once. Small chunks go in runs of one backend read
+ * each (ahead_run()), which a reader about to read them queues too
+ * (read.c), at its own priority.
  *
  * Windows live in a small table of streams, one per (object, reader),
  * replaced least recently used first: a reader that comes back after its
@@ -18,7 +20,18 @@
 #include <string.h>
 #include <time.h>
 
+#include "util/clock.h"
 #include "util/fnv.h"
+
+/* Queues chunk ch at prefetch priority (fetch_ahead()) unless it is in
+ * flight or, with a disk cache, stored. Returns as fetch_ahead(). */
+static int ahead_queue(struct cache *c, const struct read_chunk *ch)
+{
+	struct read_look_arg a = { .c = c, .ch = ch };
+
+	return fetch_ahead(c->fetch, &ch->r, c->disk ? read_look_present : NULL,
+			   &a);
+}
 
 /* Queues chunk n of obj ahead of readers unless it is cached or in
  * flight. Returns 0 (queued or nothing to do) or -ENOBUFS (no memory for
@@ -35,13 +48,69 @@ static int ahead_chunk(struct cache *c, const struct cache_object *obj,
 		return 0;
 	if (read_chunk_name(c, obj, n, &ch) < 0)
 		return -ENOBUFS;
-	rc = read_ahead_chunk(c, &ch);
+	rc = ahead_queue(c, &ch);
 	read_chunk_release(&ch);
 	if (rc == 0) {
 		stat_add(&c->pf_issued, 1);
 		stat_add(&c->pf_bytes, ch.len);
 	}
 	return rc == -ENOBUFS || rc == -ENOMEM ? -ENOBUFS : 0;
+}
+
+int ahead_run(struct cache *c, const struct cache_object *obj, uint64_t offset,
+	      uint64_t len, bool reader)
+{
+	uint64_t unit = cache_obj_chunk(c, obj), n = offset / unit;
+	uint64_t last = (offset + len - 1) / unit;
+	struct read_chunk *ch = NULL;
+	struct read_look_arg *a = NULL;
+	struct fetch_request *rs = NULL;
+	void **args = NULL;
+	unsigned k = 0, i, queued;
+	uint64_t bytes;
+	int rc = 0;
+
+	ch = calloc(FETCH_RUN_MAX, sizeof(*ch));
+	a = calloc(FETCH_RUN_MAX, sizeof(*a));
+	rs = calloc(FETCH_RUN_MAX, sizeof(*rs));
+	args = calloc(FETCH_RUN_MAX, sizeof(*args));
+	if (ch == NULL || a == NULL || rs == NULL || args == NULL) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	while (rc == 0 && n <= last) {
+		/* At most a run's worth at a time (FETCH_PART_SIZE). */
+		for (k = 0, bytes = 0;
+		     n <= last && k < FETCH_RUN_MAX &&
+		     bytes + read_chunk_len(c, obj, n) <= FETCH_PART_SIZE;
+		     k++, n++) {
+			rc = read_chunk_name(c, obj, n, &ch[k]);
+			if (rc < 0)
+				break;
+			bytes += ch[k].len;
+			a[k] = (struct read_look_arg){ .c = c, .ch = &ch[k] };
+			rs[k] = ch[k].r;
+			args[k] = &a[k];
+		}
+		queued = 0;
+		bytes = 0;
+		if (rc == 0)
+			rc = fetch_run(c->fetch, rs, k, reader,
+				       read_look_present, args, &queued,
+				       &bytes);
+		if (!reader) {
+			stat_add(&c->pf_issued, queued);
+			stat_add(&c->pf_bytes, bytes);
+		}
+		for (i = 0; i < k; i++)
+			read_chunk_release(&ch[i]);
+	}
+out:
+	free(args);
+	free(rs);
+	free(a);
+	free(ch);
+	return rc;
 }
 
 int cache_prefetch_range(struct cache *c, const struct cache_object *obj,
@@ -55,7 +124,7 @@ int cache_prefetch_range(struct cache *c, const struct cache_object *obj,
 	/* Chunks cut small (a record view's): runs of one backend read. */
 	if (unit < c->chunk_size && obj->transform == NULL &&
 	    cache_obj_chunk_ok(c, obj)) {
-		int rc = read_run(c, obj, offset, end - offset, false);
+		int rc = ahead_run(c, obj, offset, end - offset, false);
 
 		return rc == -ENOBUFS || rc == -ENOMEM ? -ENOBUFS : 0;
 	}
@@ -88,14 +157,6 @@ void cache_set_order(struct cache *c, cache_order_fn fn, void *ctx)
 	c->order_ctx = ctx;
 	c->n_orders = 0;
 	pthread_mutex_unlock(&c->pf_lock);
-}
-
-static uint64_t ahead_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 /* Measures the reader of slot at a note of position pos now (pf_lock
@@ -147,7 +208,7 @@ void cache_order_note(struct cache *c, uint64_t order, uint64_t pos,
 		return;
 	/* The engine's lock is innermost: measured before pf_lock. */
 	fetch_pace_get(c->fetch, &fp, &stalls);
-	now = ahead_now_ns();
+	now = clock_now_ns();
 	pthread_mutex_lock(&c->pf_lock);
 	for (i = 0; i < c->n_orders; i++)
 		if (c->orders[i].order == order)

@@ -3,7 +3,7 @@
  * contract). Nothing outside cache/ includes it.
  *
  * Files, one job each:
- *   cache.c  open and free, the fetch options, stats: wiring only
+ *   open.c   open and free, the fetch options, stats: wiring only
  *   read.c   the reader (docs/DESIGN.md §8): cache_read(), its sources
  *            chosen once (memory -> queued -> index -> fetch, or memory
  *            -> the backend without a disk cache)
@@ -18,9 +18,8 @@
  *   evict.c  access-time batches, LRU eviction, dropping one entry
  *   maint.c  cleanup at open, cache stat, verify and clear
  *   warn.c   the rate-limited warning of a failure served uncached
- *   fetch.c  the fetch engine (fetch.h; with fetch_table.c,
- *            fetch_worker.c, fetch_run.c, fetch_buf.c, fetch_hedge.c,
- *            fetch_pace.c and fetch_fail.c behind fetch_impl.h)
+ *   fetch_*.c the fetch engine (fetch.h; its files, one job each, are
+ *            listed in fetch_impl.h, which they share)
  *   prefetch.c the prefetcher's policy, pure (prefetch.h)
  *   derived.c derived (transformed) objects: one producer run per object
  *            at a time, its stream stored chunk by chunk
@@ -77,7 +76,7 @@
  * warn_lock, pf_lock (the prefetcher's orders), ahead.lock (the
  * read-ahead windows), derived.lock (the producers and the runs of
  * derived objects), whole.lock (the checker's queue), and the engine's
- * own lock inside fetch.c. None is held across backend I/O or a call into
+ * own lock inside fetch_impl.h's struct fetch. None is held across backend I/O or a call into
  * the engine; q.lock, evict.touch_lock, warn_lock, pf_lock, ahead.lock,
  * derived.lock and whole.lock are never held while taking another lock.
  */
@@ -470,7 +469,7 @@ void index_close(struct cache *c);
 /* Called, with the index's lock held and before the environment is
  * opened again, when the index is first used in a process forked from the
  * one that opened it: whatever else of the cache belongs to the process
- * that opened it starts afresh there (cache.c passes store_forked()). */
+ * that opened it starts afresh there (open.c passes store_forked()). */
 typedef void (*index_forked_fn)(struct cache *c);
 /* Opens c->index_path after checking it; a damaged one is moved aside
  * when may_move, else -EIO (logged). forked (may be NULL): see
@@ -481,25 +480,7 @@ int index_meta_record(struct cache *c, void *arg);
 
 /* ---- entry.c ---- */
 
-/* Identities hold their numbers as 8 bytes, little-endian. */
-static inline void entry_le64_put(uint8_t *p, uint64_t v)
-{
-	int i;
-
-	for (i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static inline uint64_t entry_le64(const uint8_t *p)
-{
-	uint64_t v = 0;
-	int i;
-
-	for (i = 0; i < 8; i++)
-		v |= (uint64_t)p[i] << (8 * i);
-	return v;
-}
-
+/* Identities hold their numbers as 8 bytes, little-endian (util/le.h). */
 /* The identity of chunk n of obj, and its hash. *id is malloc'd. */
 int entry_ident_build(const struct cache *c, const struct cache_object *obj,
 		      uint64_t n, uint8_t **id, size_t *id_len,
@@ -585,12 +566,6 @@ void store_close(struct cache *c);
 int store_pending_find(struct cache *c, const uint8_t *hash, const uint8_t *id,
 		       size_t id_len, uint64_t chunk_len, uint64_t off,
 		       size_t len, void *dst, struct entry *e);
-/* The fetch engine's done callback (ctx: the cache): a chunk fetched
- * whole goes to the disk cache (store_chunk()), and to the whole-object
- * check with what its replies vouched for (whole_note()). */
-void store_fetch_done(void *ctx, const uint8_t *hash, const uint8_t *id,
-		      size_t id_len, const uint8_t *data, uint64_t len,
-		      const struct fetch_vouch *v, struct fetch_pin *keep);
 /* Keeps a queued chunk found bad from being indexed. */
 void store_pending_drop(struct cache *c, const uint8_t *hash);
 /* Directories 0700 and files 0600 of the cache, whatever the umask. */
@@ -668,13 +643,6 @@ void whole_forked(struct cache *c);
  * never waits. data is only read during the call. */
 void whole_note(struct cache *c, const uint8_t *id, size_t id_len,
 		const uint8_t *data, uint64_t len, const struct fetch_vouch *v);
-/* Names chunk n of o. Returns 0 or -ENOMEM; release with
- * read_chunk_release(). */
-struct read_chunk;
-int whole_obj_chunk(const struct whole_obj *o, uint64_t n,
-		    struct read_chunk *ch);
-/* True once cache_free() has waited for the checker long enough. */
-bool whole_closing_late(struct cache *c);
 
 /* whole_check.c: every chunk of o is stored; compares the object with its
  * claim (reading chunks back into buf, WHOLE_PIECE bytes), counts the
@@ -685,6 +653,13 @@ bool whole_closing_late(struct cache *c);
 enum { WHOLE_DONE = 0, WHOLE_MISSING = 1, WHOLE_STOPPED = 2 };
 int whole_check(struct cache *c, const struct whole_obj *o, uint8_t *buf,
 		uint64_t *missing);
+/* whole_check.c, for whole.c too: names chunk n of o. Returns 0 or
+ * -ENOMEM; release with read_chunk_release(). */
+struct read_chunk;
+int whole_obj_chunk(const struct whole_obj *o, uint64_t n,
+		    struct read_chunk *ch);
+/* True once cache_free() has waited for the checker long enough. */
+bool whole_closing_late(struct cache *c);
 
 /* ---- read_lookup.c ---- */
 
@@ -724,6 +699,12 @@ int read_lookup(struct cache *c, const struct read_chunk *ch, uint64_t off,
 /* Bytes of chunk n of obj. */
 uint64_t read_chunk_len(const struct cache *c, const struct cache_object *obj,
 			uint64_t n);
+/* The part of a read at byte pos of obj, left bytes still to go, that lies
+ * in one chunk: sets *n to that chunk and *in_off to pos's offset in it,
+ * and returns how many bytes of it the read takes (at most left). */
+size_t read_chunk_span(const struct cache *c, const struct cache_object *obj,
+		       uint64_t pos, size_t left, uint64_t *n,
+		       uint64_t *in_off);
 /* Names chunk n of obj (obj's strings borrowed while ch is used). Returns
  * 0 or -ENOMEM. Free with read_chunk_release(). */
 int read_chunk_name(const struct cache *c, const struct cache_object *obj,
@@ -742,6 +723,23 @@ ssize_t read_stored(struct cache *c, const struct read_chunk *ch,
 ssize_t read_stored_uncounted(struct cache *c, const struct read_chunk *ch,
 			      uint64_t in_off, size_t len, void *dst);
 
+/* What read_look() serves: [off, off + len) of chunk ch, copied into the
+ * destination it is given, or with hold, where hold points. */
+struct read_look_arg {
+	struct cache *c;
+	const struct read_chunk *ch;
+	uint64_t off;
+	size_t len;
+	struct read_hold *hold;
+};
+/* The disk cache's part of a read (a fetch_look_fn; arg a struct
+ * read_look_arg): the committer's queue or the index. */
+int read_look(void *arg, void *dst);
+/* The disk cache's part of a fill or a prefetch (a fetch_look_fn; arg a
+ * struct read_look_arg, c and ch set): is the chunk queued or indexed (not
+ * read, not checked)? */
+int read_look_present(void *arg, void *dst);
+
 /* ---- read.c ---- */
 
 /* Hands got bytes of buf (from fetch_buffer_alloc(len)) to fn as one
@@ -749,17 +747,6 @@ ssize_t read_stored_uncounted(struct cache *c, const struct read_chunk *ch,
  * error. */
 ssize_t read_reply_buffer(struct cache *c, void *buf, size_t len, ssize_t got,
 			  cache_reply_fn fn, void *arg);
-/* Queues chunk ch at prefetch priority (fetch_ahead()) unless it is in
- * flight or, with a disk cache, stored. Returns as fetch_ahead(). */
-int read_ahead_chunk(struct cache *c, const struct read_chunk *ch);
-/* Queues the chunks of [offset, offset + len) of obj (len > 0; cut
- * smaller than the cache's chunk size, a disk cache) that are neither
- * stored nor in the engine, in runs of one backend read each
- * (fetch_run()): at reader priority for a reader about to read them, or
- * as a prefetch (counted in the prefetch stats). Returns 0, -ENOBUFS (no
- * memory now: what was queued stays) or -ENOMEM. */
-int read_run(struct cache *c, const struct cache_object *obj, uint64_t offset,
-	     uint64_t len, bool reader);
 /* verified.c: blob blocks this process checked (see there). True if
  * blocks b0..b1 of the blob st (an fstat() of its open file) describes
  * were checked and it is unchanged since. */
@@ -782,6 +769,14 @@ void ahead_destroy(struct cache *c);
  * 0). Never waits. */
 void ahead_read(struct cache *c, const struct cache_read *r, uint64_t offset,
 		size_t len);
+/* Queues the chunks of [offset, offset + len) of obj (len > 0; cut
+ * smaller than the cache's chunk size, a disk cache) that are neither
+ * stored nor in the engine, in runs of one backend read each
+ * (fetch_run()): at reader priority for a reader about to read them, or
+ * as a prefetch (counted in the prefetch stats). Returns 0, -ENOBUFS (no
+ * memory now: what was queued stays) or -ENOMEM. */
+int ahead_run(struct cache *c, const struct cache_object *obj, uint64_t offset,
+	      uint64_t len, bool reader);
 
 /* ---- push.c ---- */
 

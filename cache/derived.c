@@ -38,6 +38,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "util/clock.h"
 #include "util/log.h"
 
 /* Runs a reader may see end without its bytes before it gives up. */
@@ -97,14 +98,6 @@ struct derived_run {
 	struct derived_stored *stored;
 	size_t n_stored, cap_stored;
 };
-
-static uint64_t derived_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 void derived_init(struct cache *c)
 {
@@ -261,7 +254,6 @@ static int derived_lookup(struct cache *c, const struct cache_object *obj,
 			  uint64_t offset, size_t len, uint8_t *buf,
 			  uint64_t *ended)
 {
-	uint64_t unit = cache_obj_chunk(c, obj);
 	struct derived_seen s;
 	size_t done = 0;
 
@@ -270,12 +262,9 @@ static int derived_lookup(struct cache *c, const struct cache_object *obj,
 	if (s.busy)
 		return 0; /* wait for the run: its chunks may not be good */
 	while (done < len) {
-		uint64_t pos = offset + done, n = pos / unit;
-		uint64_t in_off = pos - n * unit;
-		uint64_t clen = read_chunk_len(c, obj, n);
-		size_t want = clen - in_off < len - done
-				      ? (size_t)(clen - in_off)
-				      : len - done;
+		uint64_t n, in_off;
+		size_t want = read_chunk_span(c, obj, offset + done, len - done,
+					      &n, &in_off);
 		struct read_chunk ch;
 		ssize_t got;
 		int rc;
@@ -349,7 +338,7 @@ static int derived_sink(void *arg, const void *buf, size_t len)
 		w->got += (size_t)(hi - lo);
 	}
 	r->fl->produced = r->pos + len;
-	r->fl->progress_ns = derived_now_ns();
+	r->fl->progress_ns = clock_now_ns();
 	pthread_mutex_unlock(&d->lock);
 	while (len > 0) {
 		uint64_t clen = read_chunk_len(r->c, obj, r->n);
@@ -455,7 +444,7 @@ static int derived_wait(struct cache *c, const struct cache_object *obj,
 		uint64_t deadline = fl->progress_ns + d->wait_ns;
 		struct timespec ts;
 
-		if (derived_now_ns() >= deadline) {
+		if (clock_now_ns() >= deadline) {
 			timed_out = true;
 			break;
 		}
@@ -523,7 +512,7 @@ static int derived_join(struct cache *c, const struct cache_object *obj,
 		}
 		fl->obj = obj;
 		fl->chunk = cache_obj_chunk(c, obj);
-		fl->progress_ns = derived_now_ns();
+		fl->progress_ns = clock_now_ns();
 		fl->next = d->flights;
 		d->flights = fl;
 		runner = true;

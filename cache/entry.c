@@ -15,6 +15,7 @@
 
 #include "util/crc32.h"
 #include "util/hex.h"
+#include "util/le.h"
 #include "util/sha256.h"
 
 /* The identity of chunk n of obj, and its hash. *id is malloc'd. */
@@ -31,24 +32,24 @@ int entry_ident_build(const struct cache *c, const struct cache_object *obj,
 	if (buf == NULL)
 		return -ENOMEM;
 	p = buf;
-	entry_le64_put(p, c->backend_id_len);
+	le_put64(p, c->backend_id_len);
 	memcpy(p + 8, c->backend_id, c->backend_id_len);
 	p += 8 + c->backend_id_len;
-	entry_le64_put(p, obj->key_len);
+	le_put64(p, obj->key_len);
 	memcpy(p + 8, obj->key, obj->key_len);
 	p += 8 + obj->key_len;
-	entry_le64_put(p, obj->etag_len);
+	le_put64(p, obj->etag_len);
 	memcpy(p + 8, obj->etag, obj->etag_len);
 	p += 8 + obj->etag_len;
 	if (obj->transform != NULL) {
 		/* A derived object's own part: its chunks can never be the
 		 * raw object's (entry_ident_parse() tells them apart). */
-		entry_le64_put(p, t_len);
+		le_put64(p, t_len);
 		memcpy(p + 8, obj->transform, t_len);
 		p += 8 + t_len;
 	}
-	entry_le64_put(p, cache_obj_chunk(c, obj));
-	entry_le64_put(p + 8, n);
+	le_put64(p, cache_obj_chunk(c, obj));
+	le_put64(p + 8, n);
 	if (sha256(buf, len, hash) < 0) {
 		free(buf);
 		return -ENOMEM;
@@ -72,7 +73,7 @@ bool entry_ident_parse(const uint8_t *id, size_t len, const uint8_t *part[3],
 
 		if (len - pos < 8)
 			return false;
-		l = entry_le64(id + pos);
+		l = le_get64(id + pos);
 		pos += 8;
 		if (l > len - pos)
 			return false;
@@ -85,12 +86,12 @@ bool entry_ident_parse(const uint8_t *id, size_t len, const uint8_t *part[3],
 
 		if (len - pos < 8 + 16)
 			return false;
-		l = entry_le64(id + pos);
+		l = le_get64(id + pos);
 		if (l != len - pos - 8 - 16)
 			return false;
 		pos += 8 + (size_t)l;
 	}
-	*chunk = entry_le64(id + pos + 8);
+	*chunk = le_get64(id + pos + 8);
 	return true;
 }
 

@@ -139,7 +139,7 @@ void *fetch_buffer_alloc(struct fetch *f, size_t len)
 
 	fetch_fork_check(f);
 	pthread_mutex_lock(&f->lock);
-	f->active_ns = fetch_now_ns();
+	f->active_ns = clock_now_ns();
 	p = fetch_buf_take(f, len ? len : 1);
 	pthread_mutex_unlock(&f->lock);
 	return p;

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "util/clock.h"
 #include "util/fnv.h"
 #include "util/log.h"
 
@@ -33,14 +34,6 @@ struct fetch_fail {
 	uint64_t last_ms;     /* atomic: the latest failure noted; 0: none */
 	struct fail_slot slot[FETCH_FAIL_SLOTS];
 };
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static uint64_t ident_hash(const char *key, size_t key_len, const char *etag,
 			   size_t etag_len)
@@ -111,7 +104,7 @@ int fetch_fail_check(struct fetch_fail *ff, const char *key, size_t key_len,
 		     const char *etag, size_t etag_len, uint64_t offset,
 		     uint64_t len)
 {
-	uint64_t now = now_ms(), last, h, start = 0, end = 0, ago = 0;
+	uint64_t now = clock_now_ms(), last, h, start = 0, end = 0, ago = 0;
 	bool log_it = false;
 	int rc = 0;
 	size_t i;
@@ -121,7 +114,7 @@ int fetch_fail_check(struct fetch_fail *ff, const char *key, size_t key_len,
 		return 0;
 	h = ident_hash(key, key_len, etag, etag_len);
 	pthread_mutex_lock(&ff->lock);
-	now = now_ms(); /* no slot is newer than this */
+	now = clock_now_ms(); /* no slot is newer than this */
 	for (i = 0; i < FETCH_FAIL_SLOTS; i++) {
 		struct fail_slot *s = &ff->slot[i];
 
@@ -184,7 +177,7 @@ void fetch_fail_note(struct fetch_fail *ff, const char *key, size_t key_len,
 	n.err = err;
 
 	pthread_mutex_lock(&ff->lock);
-	now = now_ms();
+	now = clock_now_ms();
 	n.at_ms = now;
 	/* The same range failing again takes its slot; else a free or
 	 * expired one, else the oldest. */

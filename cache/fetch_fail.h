@@ -1,7 +1,7 @@
 /*
  * fetch_fail: the ranges of objects whose backend read failed just now,
  * so that a read of them fails again at once instead of waiting out the
- * backend's deadline a second time (part of the fetch engine, cache/fetch.c;
+ * backend's deadline a second time (part of the fetch engine, cache/fetch_*.c;
  * internal to cache/: fs/ never includes this header).
  *
  * Why: after a read-ahead fails with EIO, the kernel asks again for the

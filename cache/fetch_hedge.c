@@ -1,8 +1,8 @@
 /*
  * fetch_hedge: hedged reads (the policy is in fetch.h). A flight of one
  * part has at most two reads, its first (fetch_part_run()) and its hedge
- * (fetch_hedge_request() by a waiter, fetch_hedge_run() by a worker), each
- * into its own buffer: fl->buf is the first's until an answer wins, then
+ * (asked for by fetch_hedge_request(), read by a worker in fetch_worker.c,
+ * which runs every read), each into its own buffer: fl->buf is the first's until an answer wins, then
  * the winner's. Each read holds a reference and, under f->lock, clears its
  * *_running flag when it returns (fetch_hedge_arrive()); whichever returns
  * last gives back the buffer that did not win, so no buffer is written
@@ -12,10 +12,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
-#include <sys/mman.h>
 #include <string.h>
-
-#include "util/log.h"
 
 /* The size class of a read of len bytes: classes 8 times apart, since a
  * large read's time is its transfer, a small one's the first byte. */
@@ -179,58 +176,4 @@ bool fetch_hedge_request(struct fetch *f, struct flight *fl)
 	f->hedges++;
 	pthread_cond_signal(&f->work);
 	return true;
-}
-/* Runs the hedge at the head of the hedge queue, in a worker; its slot
- * and buffer were taken by fetch_hedge_request(). Caller holds f->lock,
- * dropped around the read. A stopping engine does not read: the hedge
- * just gives back what it holds. */
-void fetch_hedge_run(struct fetch *f)
-{
-	char kb[LOG_KEY_MAX];
-	struct flight *fl = f->hedge_head;
-	uint64_t len = fl->len, t0, late_ms;
-	uint8_t *buf = fl->hedge_buf;
-	size_t nread = 0;
-	void *unmap = NULL;
-	struct backend_claim claim;
-	/* A first read that finished since the hedge was queued makes it
-	 * moot: no request, fetch_hedge_arrive() gives the buffer back. */
-	bool ok, skip = f->stop || fl->done;
-	int rc = -ECANCELED;
-
-	f->hedge_head = fl->hnext;
-	if (f->hedge_head == NULL)
-		f->hedge_tail = NULL;
-	fl->hedge_buf = NULL;
-	t0 = fetch_now_ns();
-	late_ms = (t0 - fl->start_ns) / 1000000u;
-	pthread_mutex_unlock(&f->lock);
-
-	if (!skip) {
-		log_msg(LOG_DEBUG,
-			"fetch: %s: read running for %llu ms; hedging it",
-			log_key(kb, fl->key, fl->key_len),
-			(unsigned long long)late_ms);
-		rc = fetch_backend_read(f, fl->key, fl->key_len,
-					fl->has_etag ? fl->etag : NULL,
-					fl->etag_len, fl->offset, (size_t)len,
-					buf, &nread, &claim);
-	}
-
-	pthread_mutex_lock(&f->lock);
-	fetch_slot_put(f);
-	ok = rc == 0 && nread == len;
-	if (ok) {
-		fetch_lat_record(f, len, fetch_now_ns() - t0);
-		fetch_claim_add(fl, &claim);
-	}
-	if (fetch_hedge_arrive(f, fl, buf, ok, true, &unmap))
-		fetch_part_finish(f, fl, 0, rc, nread, true);
-	else
-		fetch_flight_unref_free(f, fl);
-	if (unmap != NULL) {
-		pthread_mutex_unlock(&f->lock);
-		munmap(unmap, (size_t)fetch_buf_size(len));
-		pthread_mutex_lock(&f->lock);
-	}
 }

@@ -2,8 +2,11 @@
  * fetch_impl.h: what the files of the fetch engine share behind fetch.h
  * (its contract). Nothing outside fetch*.c includes it.
  *
- *   fetch.c        the engine's life and stats, and requests
- *                  (fetch_obtain(), fetch_ahead(), fetch_direct())
+ *   fetch_open.c   the engine's life: fetch_new(), limits, fetch_free(),
+ *                  stats
+ *   fetch_fork.c   the engine in a forked child (fetch_fork_check())
+ *   fetch_request.c requests: fetch_obtain(), fetch_ahead(),
+ *                  fetch_direct(), pins and forgetting
  *   fetch_table.c  flights: the single-flight table, the queues, the
  *                  retained list, references, reclaiming, epochs
  *   fetch_worker.c running parts: connection slots, backend reads, a
@@ -17,8 +20,74 @@
  *   fetch_fail.c   ranges that failed just now (fetch_fail.h)
  *
  * Every function here is called with f->lock held unless it says
- * otherwise; the lock rules, a flight's reference count and its place in
- * the table and queues are described in fetch.c's file comment.
+ * otherwise. The design of the whole engine, since all its files keep the
+ * same invariants (a flight's reference count, its place in the table and
+ * queues, its buffer's accounting) under the same lock:
+ *
+ * A chunk being fetched is a flight: its buffer (mapped, accounted in the
+ * budget), its parts (ranged reads of at most FETCH_PARTS_MAX pieces) and
+ * a reference count: one for the single-flight table while it is there,
+ * one per reader waiting for it. A flight with parts not yet started sits
+ * in one of two queues, readers' first; a worker takes one part at a time
+ * from the head, so a reader's chunk overtakes every queued prefetch and
+ * its parts are fetched in parallel as connections free up.
+ *
+ * A reader whose chunk is not in flight runs it in its own thread when a
+ * connection is free (a hand-off to a worker and back costs two context
+ * switches, more than a loopback round trip on a small machine); workers
+ * run prefetches, extra parts, and readers' chunks that had to queue.
+ *
+ * When the last part finishes, the flight is marked done (waiting readers
+ * copy their bytes) and handed to done_fn (the cache stores it) while it
+ * stays in the table, so a reader finds either the flight or the store;
+ * a reader's thread leaves the store of a chunk over FETCH_STORE_INLINE_MAX to
+ * a worker. Then it stays in the table, retained, until readers have
+ * copied all of it or
+ * its memory is needed: a prefetched chunk is then served from memory
+ * without a look at the disk cache, and a reader that comes meanwhile
+ * joins it instead of missing both the table and the store. Retained
+ * flights are reclaimed oldest first: by a reader that needs memory, and
+ * by a prefetch or an idle engine only once they are FETCH_RETAIN_STALE_NS old
+ * (the reader did not come for them); an engine idle that long also
+ * unmaps its pooled buffers.
+ *
+ * Lock: one mutex, f->lock, protects every field below marked so, the
+ * queues, the table and every flight's state. It is never held across a
+ * backend read, done_fn, a copy out of a flight or munmap; it is the
+ * innermost lock of the cache (taken with no other cache lock held, and
+ * no other lock is taken under it).
+ *
+ * Memory: every buffer is accounted in the budget (fetch_buf.c).
+ *
+ * Progress under any budget: a reader short of memory for its chunk frees
+ * what it can (pooled buffers, the oldest retained flight, a queued
+ * prefetch not started), then waits at most FETCH_DIRECT_AFTER_NS for memory to
+ * come free; failing that (at once when the reply buffers alone leave no
+ * room), it reads just the bytes it asked for straight into its own
+ * buffer through a connection slot (a direct read: no memory, not
+ * cached). Every change that frees memory or makes it reclaimable
+ * (unmapping, pooling, an unreference, retaining a flight) wakes memory
+ * waiters. Every wait is a timed wait on CLOCK_MONOTONIC that re-checks
+ * its state; a reader waiting for a chunk another thread fetches, for
+ * memory (a fill) or for a slot gives up with -EIO at its deadline
+ * (f->wait_ns after it asked); workers wake at least every
+ * FETCH_WORKER_WAIT_NS, so the trimmer runs even when no one signals it.
+ *
+ * Hedged reads: fetch_hedge.c.
+ *
+ * Runs (fetch_run()): each chunk of a run is an ordinary flight in the
+ * table, queued with one part, holding one more reference for the run's
+ * read; its head holds the read's buffer. Whoever would run a part of any
+ * of them (a worker, or a reader that joined one still queued) runs the
+ * run's one read for all (fetch_worker.c's run_read()) and finishes each
+ * as its part. A
+ * run is never hedged (its read is not its flights' first part), and a
+ * queued prefetch run no reader waits for is cancelled whole.
+ *
+ * A chunk whose parts returned fewer bytes than asked (nread != len) is
+ * an error for every reader (-EIO, logged once with the key and counts)
+ * and is neither stored nor retained: a read returns exactly the bytes
+ * asked for, or an error.
  */
 #ifndef SHARDFS_CACHE_FETCH_IMPL_H
 #define SHARDFS_CACHE_FETCH_IMPL_H
@@ -34,6 +103,7 @@
 #include "backends/backend.h"
 #include "cache/fetch.h"
 #include "cache/prefetch.h"
+#include "util/clock.h"
 
 #define FETCH_BUCKETS 256
 #define FETCH_PAGE 4096u
@@ -213,14 +283,6 @@ struct fetch {
 	uint64_t stall_ns;   /* atomic: time those reads waited, summed */
 };
 
-static inline uint64_t fetch_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static inline uint64_t fetch_round_page(uint64_t n)
 {
 	return (n + FETCH_PAGE - 1) / FETCH_PAGE * FETCH_PAGE;
@@ -232,6 +294,12 @@ static inline uint64_t fetch_round_page(uint64_t n)
  * flight, get() returns -EAGAIN instead of fetching, since the chunk may
  * have been stored after the look. FETCH_EPOCH_NONE: no such check. */
 #define FETCH_EPOCH_NONE UINT64_MAX
+
+/* Caller holds f->lock: may a part start now? (A hedge asks too.) */
+static inline bool fetch_slot_free(const struct fetch *f)
+{
+	return f->inflight < f->connections && f->slot_waiters == 0;
+}
 
 /* Every condition variable here waits on CLOCK_MONOTONIC (see
  * fetch_wait_until()), so a clock step neither ends a wait early nor makes it
@@ -254,14 +322,14 @@ static inline int fetch_wait_until(pthread_cond_t *cv, pthread_mutex_t *m,
 {
 	struct timespec ts;
 
-	if (fetch_now_ns() >= deadline_ns)
+	if (clock_now_ns() >= deadline_ns)
 		return ETIMEDOUT;
 	ts.tv_sec = (time_t)(deadline_ns / 1000000000u);
 	ts.tv_nsec = (long)(deadline_ns % 1000000000u);
 	return pthread_cond_timedwait(cv, m, &ts) == ETIMEDOUT ? ETIMEDOUT : 0;
 }
 
-/* ---- fetch.c ---- */
+/* ---- fetch_fork.c ---- */
 
 /* In a process forked from the owner (`shardfs mount` daemonizing after
  * opening the cache), the owner's threads did not come along, and its
@@ -363,9 +431,6 @@ int fetch_backend_read(struct fetch *f, const char *key, size_t key_len,
 		       const char *etag, size_t etag_len, uint64_t offset,
 		       size_t len, void *buf, size_t *nread,
 		       struct backend_claim *claim);
-
-/* Caller holds f->lock: may a part start now? */
-bool fetch_slot_free(const struct fetch *f);
 
 /* Caller holds f->lock: one more reply of fl (a part, the first read or
  * its hedge) that brought every byte asked for vouched for claim. */
@@ -473,12 +538,6 @@ bool fetch_hedge_arrive(struct fetch *f, struct flight *fl, uint8_t *buf,
  * for its bytes (fetch_hedge_earn()). Returns false if it could not be
  * asked for now. */
 bool fetch_hedge_request(struct fetch *f, struct flight *fl);
-
-/* Runs the hedge at the head of the hedge queue, in a worker; its slot
- * and buffer were taken by fetch_hedge_request(). Caller holds f->lock,
- * dropped around the read. A stopping engine does not read: the hedge
- * just gives back what it holds. */
-void fetch_hedge_run(struct fetch *f);
 
 /* ---- fetch_pace.c ---- */
 

@@ -133,7 +133,7 @@ int fetch_run(struct fetch *f, const struct fetch_request *rs, unsigned n,
 		pthread_mutex_unlock(&f->lock);
 	}
 	fetch_workers_ensure(f);
-	f->active_ns = fetch_now_ns();
+	f->active_ns = clock_now_ns();
 	if (!reader && f->n_workers == 0) {
 		pthread_mutex_unlock(&f->lock);
 		return -ENOBUFS; /* nobody would run it */

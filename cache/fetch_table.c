@@ -1,6 +1,6 @@
 /*
  * fetch_table: the fetch engine's flights and where they are kept
- * (fetch_impl.h; the design is in fetch.c's file comment). A flight is in
+ * (the design is in fetch_impl.h's file comment). A flight is in
  * the single-flight table (a bucket per first byte of its hash) from its
  * creation until it is dropped; while none of its parts has started it is
  * in one of two queues, readers' first; once stored it is retained,
@@ -117,7 +117,7 @@ struct flight *fetch_flight_unref(struct fetch *f, struct flight *fl)
 void fetch_flight_retain(struct fetch *f, struct flight *fl)
 {
 	fl->retained = true;
-	fl->done_ns = fetch_now_ns();
+	fl->done_ns = clock_now_ns();
 	fl->rnext = NULL;
 	fl->rprev = f->ret_tail;
 	if (f->ret_tail != NULL)
@@ -176,7 +176,7 @@ static bool retained_release_one(struct fetch *f, bool any)
 	struct flight *fl = f->ret_head;
 
 	if (fl == NULL ||
-	    (!any && fetch_now_ns() - fl->done_ns < FETCH_RETAIN_STALE_NS))
+	    (!any && clock_now_ns() - fl->done_ns < FETCH_RETAIN_STALE_NS))
 		return false;
 	f->reclaimed++;
 	fetch_table_drop_free(f, fl);
@@ -276,7 +276,7 @@ void fetch_trim_idle(struct fetch *f)
 {
 	while (retained_release_one(f, false))
 		;
-	if (fetch_now_ns() - f->active_ns >= FETCH_RETAIN_STALE_NS)
+	if (clock_now_ns() - f->active_ns >= FETCH_RETAIN_STALE_NS)
 		while (f->inflight == 0 && fetch_pool_release_one(f))
 			;
 }

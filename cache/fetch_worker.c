@@ -1,10 +1,10 @@
 /*
- * fetch_worker: running flights' parts (fetch_impl.h; the design is in
- * fetch.c's file comment): connection slots, one backend read per part
+ * fetch_worker: running flights' parts (the design is in fetch_impl.h's
+ * file comment): connection slots, one backend read per part
  * (or one per run, run_read()), a flight's finish when its last part
  * returns (done_fn, then retained), and the worker threads, which take
  * hedges, stores left to them and queued parts. A reader runs its own
- * chunk's parts here too (fetch.c's get()).
+ * chunk's parts here too (fetch_request.c's get()).
  */
 #include "cache/fetch_impl.h"
 
@@ -60,12 +60,6 @@ int fetch_backend_read(struct fetch *f, const char *key, size_t key_len,
 	return 0;
 }
 
-/* Caller holds f->lock: may a part start now? */
-bool fetch_slot_free(const struct fetch *f)
-{
-	return f->inflight < f->connections && f->slot_waiters == 0;
-}
-
 /* Caller holds f->lock: may a queued prefetch part start now, as far as
  * the bytes in flight go (prefetch_inflight())? */
 static bool prefetch_room(const struct fetch *f)
@@ -79,6 +73,23 @@ bool fetch_runnable(const struct fetch *f)
 	return (f->q[FETCH_PRIO_READER].head != NULL ||
 		(f->q[FETCH_PRIO_PREFETCH].head != NULL && prefetch_room(f))) &&
 	       fetch_slot_free(f);
+}
+
+/* Caller holds f->lock: a read of len bytes (a prefetch's if pf) that took
+ * a slot in fetch_part_run() or run_read() ended. Gives the slot and the
+ * prefetch bytes back and wakes who may use them; a worker looks for more
+ * work itself, so only another caller wakes one. */
+static void part_slot_put(struct fetch *f, uint64_t len, bool pf, bool worker)
+{
+	f->inflight--;
+	if (pf)
+		f->pf_inflight -= len;
+	if (f->slot_waiters > 0)
+		pthread_cond_signal(&f->slot);
+	else if (!worker && fetch_runnable(f))
+		pthread_cond_signal(&f->work);
+	if (f->n_workers == 0)
+		pthread_cond_broadcast(&f->done);
 }
 
 /* Caller holds f->lock. */
@@ -164,7 +175,7 @@ static void run_read(struct fetch *f, struct flight *head, bool worker)
 	f->inflight++;
 	if (pf)
 		f->pf_inflight += len;
-	t0 = fetch_now_ns();
+	t0 = clock_now_ns();
 	pthread_mutex_unlock(&f->lock);
 
 	rc = fetch_backend_read(
@@ -177,7 +188,7 @@ static void run_read(struct fetch *f, struct flight *head, bool worker)
 			       (size_t)fls[i]->len);
 
 	pthread_mutex_lock(&f->lock);
-	t1 = fetch_now_ns();
+	t1 = clock_now_ns();
 	if (rc == 0)
 		fetch_pace_record(f, t0, t1, nread);
 	if (rc == 0 && nread == len) {
@@ -193,15 +204,7 @@ static void run_read(struct fetch *f, struct flight *head, bool worker)
 			(unsigned long long)len, (unsigned long long)start);
 		rc = -EIO;
 	}
-	f->inflight--;
-	if (pf)
-		f->pf_inflight -= len;
-	if (f->slot_waiters > 0)
-		pthread_cond_signal(&f->slot);
-	else if (!worker && fetch_runnable(f))
-		pthread_cond_signal(&f->work);
-	if (f->n_workers == 0)
-		pthread_cond_broadcast(&f->done);
+	part_slot_put(f, len, pf, worker);
 	for (i = 0; i < n; i++)
 		fls[i]->run_head = fls[i]->run_next = NULL;
 	/* Each drops the run's reference (the part's). */
@@ -255,7 +258,7 @@ void fetch_part_run(struct fetch *f, struct flight *fl, bool worker)
 	/* A hedge that wins puts its own buffer in fl->buf: this read keeps
 	 * writing into the one it started with. */
 	buf = fl->buf;
-	t0 = fetch_now_ns();
+	t0 = clock_now_ns();
 	if (part == 0) {
 		fl->start_ns = t0;
 		fl->first_running = true;
@@ -270,21 +273,13 @@ void fetch_part_run(struct fetch *f, struct flight *fl, bool worker)
 
 	pthread_mutex_lock(&f->lock);
 	if (rc == 0 && nread == plen) {
-		fetch_lat_record(f, plen, fetch_now_ns() - t0);
+		fetch_lat_record(f, plen, clock_now_ns() - t0);
 		fetch_claim_add(fl, &claim);
 		fetch_hedge_earn(f, plen);
 	}
 	if (rc == 0)
-		fetch_pace_record(f, t0, fetch_now_ns(), nread);
-	f->inflight--;
-	if (pf)
-		f->pf_inflight -= plen;
-	if (f->slot_waiters > 0)
-		pthread_cond_signal(&f->slot);
-	else if (!worker && fetch_runnable(f))
-		pthread_cond_signal(&f->work);
-	if (f->n_workers == 0)
-		pthread_cond_broadcast(&f->done);
+		fetch_pace_record(f, t0, clock_now_ns(), nread);
+	part_slot_put(f, plen, pf, worker);
 	if (!fl->hedged) {
 		fl->first_running = false;
 		fetch_part_finish(f, fl, part, rc, nread, worker);
@@ -372,6 +367,61 @@ out:
 	}
 }
 
+/* Runs the hedge at the head of the hedge queue, in a worker; its slot
+ * and buffer were taken by fetch_hedge_request(). Caller holds f->lock,
+ * dropped around the read. A stopping engine does not read: the hedge
+ * just gives back what it holds. */
+static void hedge_run(struct fetch *f)
+{
+	char kb[LOG_KEY_MAX];
+	struct flight *fl = f->hedge_head;
+	uint64_t len = fl->len, t0, late_ms;
+	uint8_t *buf = fl->hedge_buf;
+	size_t nread = 0;
+	void *unmap = NULL;
+	struct backend_claim claim;
+	/* A first read that finished since the hedge was queued makes it
+	 * moot: no request, fetch_hedge_arrive() gives the buffer back. */
+	bool ok, skip = f->stop || fl->done;
+	int rc = -ECANCELED;
+
+	f->hedge_head = fl->hnext;
+	if (f->hedge_head == NULL)
+		f->hedge_tail = NULL;
+	fl->hedge_buf = NULL;
+	t0 = clock_now_ns();
+	late_ms = (t0 - fl->start_ns) / 1000000u;
+	pthread_mutex_unlock(&f->lock);
+
+	if (!skip) {
+		log_msg(LOG_DEBUG,
+			"fetch: %s: read running for %llu ms; hedging it",
+			log_key(kb, fl->key, fl->key_len),
+			(unsigned long long)late_ms);
+		rc = fetch_backend_read(f, fl->key, fl->key_len,
+					fl->has_etag ? fl->etag : NULL,
+					fl->etag_len, fl->offset, (size_t)len,
+					buf, &nread, &claim);
+	}
+
+	pthread_mutex_lock(&f->lock);
+	fetch_slot_put(f);
+	ok = rc == 0 && nread == len;
+	if (ok) {
+		fetch_lat_record(f, len, clock_now_ns() - t0);
+		fetch_claim_add(fl, &claim);
+	}
+	if (fetch_hedge_arrive(f, fl, buf, ok, true, &unmap))
+		fetch_part_finish(f, fl, 0, rc, nread, true);
+	else
+		fetch_flight_unref_free(f, fl);
+	if (unmap != NULL) {
+		pthread_mutex_unlock(&f->lock);
+		munmap(unmap, (size_t)fetch_buf_size(len));
+		pthread_mutex_lock(&f->lock);
+	}
+}
+
 static void *worker_main(void *arg)
 {
 	struct fetch *f = arg;
@@ -387,7 +437,7 @@ static void *worker_main(void *arg)
 	for (;;) {
 		while (!f->stop && f->store_head == NULL &&
 		       f->hedge_head == NULL && !fetch_runnable(f)) {
-			uint64_t now = fetch_now_ns();
+			uint64_t now = clock_now_ns();
 
 			/* Timed, so the trimmer gives back what it holds even
 			 * when no one signals it. */
@@ -403,7 +453,7 @@ static void *worker_main(void *arg)
 			f->idle_workers--;
 		}
 		if (f->hedge_head != NULL) { /* even when stopping */
-			fetch_hedge_run(f);
+			hedge_run(f);
 			continue;
 		}
 		if (f->store_head != NULL) { /* even when stopping */
@@ -459,7 +509,7 @@ void fetch_workers_ensure(struct fetch *f)
 	 * running. */
 	while (f->n_started < f->n_workers)
 		fetch_wait_until(&f->done, &f->lock,
-				 fetch_now_ns() + FETCH_WORKER_WAIT_NS);
+				 clock_now_ns() + FETCH_WORKER_WAIT_NS);
 }
 
 /* Caller holds f->lock: takes a connection slot, ahead of queued parts,

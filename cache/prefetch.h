@@ -5,7 +5,7 @@
  * clock; ahead.c keeps one window per reader of an object and one state
  * per order, under its own lock, and turns the chunks these name into
  * prefetch requests of the fetch engine (the first chunk of each file of
- * an order; the chunks of a window); the engine (fetch.c) and
+ * an order; the chunks of a window); the engine (fetch_*.c) and
  * cache_set_fetch_options() apply the budget's rules below.
  *
  * Within a file: a read that continues the last one (within

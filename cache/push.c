@@ -38,6 +38,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "util/clock.h"
 #include "util/log.h"
 #include "util/thread.h"
 
@@ -45,14 +46,6 @@
 #define PUSH_IDLE_NS (UINT64_C(1000000000))
 /* How long cache_set_push(NULL) waits for running calls between log lines. */
 #define PUSH_STOP_WARN_NS (UINT64_C(5000000000))
-
-static uint64_t push_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 void push_init(struct cache *c)
 {
@@ -85,7 +78,7 @@ struct push_task {
  * ahead. */
 static bool push_claim(struct cache *c, uint64_t budget, struct push_task *t)
 {
-	uint64_t now = push_now_ns(), active = 0;
+	uint64_t now = clock_now_ns(), active = 0;
 	bool found = false;
 	size_t i;
 
@@ -167,7 +160,7 @@ static void *push_main(void *arg)
 			}
 			pthread_mutex_lock(&p->lock);
 		}
-		until = push_now_ns() + PUSH_IDLE_NS;
+		until = clock_now_ns() + PUSH_IDLE_NS;
 		ts.tv_sec = (time_t)(until / 1000000000u);
 		ts.tv_nsec = (long)(until % 1000000000u);
 		pthread_cond_timedwait(&p->cond, &p->lock, &ts);
@@ -203,7 +196,7 @@ void cache_set_push(struct cache *c, cache_push_fn fn, void *ctx,
 	 * log when one takes long, never to give up. */
 	while (fn == NULL && p->calls > 0) {
 		struct timespec ts;
-		uint64_t until = push_now_ns() + PUSH_STOP_WARN_NS;
+		uint64_t until = clock_now_ns() + PUSH_STOP_WARN_NS;
 
 		ts.tv_sec = (time_t)(until / 1000000000u);
 		ts.tv_nsec = (long)(until % 1000000000u);

@@ -9,7 +9,7 @@
  * CRC pass); else read_look() serves it from the committer's queue or the
  * index (inline bytes from LMDB or a range of the blob file,
  * CRC-checked; a bad entry is dropped and counted, then refetched); else
- * the engine fetches it and stores the whole chunk (store_fetch_done())
+ * the engine fetches it and stores the whole chunk (open.c's cache_fetched(): store_chunk())
  * before it leaves the engine. The engine closes the race with a fetch
  * that stores the chunk after the look missed (its epoch re-check).
  * Without a disk cache an object of up to CACHE_UNCACHED_WHOLE_MAX bytes
@@ -22,13 +22,14 @@
  * Around that: a read-ahead window per reader (ahead.c) moves before the
  * bytes are read; a range over several small chunks has its missing ones
  * queued first in runs, one backend read each, that the chunk reads then
- * join (read_run(), which also serves cache_prefetch_range()); a fill
+ * join (ahead_run() in ahead.c); a fill
  * only makes chunks present; a ready read never fetches; a raw read goes
  * straight to the backend; a derived object's misses run its producer
  * (derived.c).
  *
  * A chunk's name and its lookup in the disk cache (the committer's queue,
- * the index, a blob's checked range) are read_lookup.c.
+ * the index, a blob's checked range; read_look() and read_look_present(),
+ * the engine's look functions) are read_lookup.c.
  */
 #include "cache/cache_impl.h"
 
@@ -68,42 +69,6 @@ static ssize_t read_whole(const char *key, size_t key_len, uint64_t n,
 	return -EIO;
 }
 
-/* What read_look() serves: [off, off + len) of chunk ch, copied into the
- * destination it is given, or with hold, where hold points. */
-struct read_look_arg {
-	struct cache *c;
-	const struct read_chunk *ch;
-	uint64_t off;
-	size_t len;
-	struct read_hold *hold;
-};
-
-/* The disk cache's part of a read (a fetch_look_fn): the committer's
- * queue or the index. */
-static int read_look(void *arg, void *dst)
-{
-	struct read_look_arg *a = arg;
-
-	if (a->hold != NULL)
-		a->hold->piece = (struct cache_piece){ .mem = dst,
-						       .fd = -1,
-						       .len = a->len };
-	return read_lookup(a->c, a->ch, a->off, a->len, dst, a->hold) ==
-			       LOOKUP_HIT
-		       ? 0
-		       : -ENOENT;
-}
-
-/* The disk cache's part of a fill or a prefetch (a fetch_look_fn): is
- * the chunk queued or indexed (not read, not checked)? */
-static int read_look_present(void *arg, void *dst)
-{
-	struct read_look_arg *a = arg;
-
-	(void)dst;
-	return read_chunk_present(a->c, a->ch) ? 0 : -ENOENT;
-}
-
 /* A read's sources (see the file comment), chosen once per read by
  * read_sources(). */
 struct read_src {
@@ -120,14 +85,6 @@ static const struct read_src read_src_memory = { false, FETCH_DIRECT, NULL };
 static const struct read_src *read_sources(const struct cache *c)
 {
 	return c->disk ? &read_src_disk : &read_src_memory;
-}
-
-int read_ahead_chunk(struct cache *c, const struct read_chunk *ch)
-{
-	struct read_look_arg a = { .c = c, .ch = ch };
-
-	return fetch_ahead(c->fetch, &ch->r, c->disk ? read_look_present : NULL,
-			   &a);
 }
 
 /* [in_off, in_off + want) of chunk n of obj, from src: copied into dst
@@ -178,62 +135,6 @@ static ssize_t read_chunk(struct cache *c, const struct read_src *src,
 	return got;
 }
 
-int read_run(struct cache *c, const struct cache_object *obj, uint64_t offset,
-	     uint64_t len, bool reader)
-{
-	uint64_t unit = cache_obj_chunk(c, obj), n = offset / unit;
-	uint64_t last = (offset + len - 1) / unit;
-	struct read_chunk *ch = NULL;
-	struct read_look_arg *a = NULL;
-	struct fetch_request *rs = NULL;
-	void **args = NULL;
-	unsigned k = 0, i, queued;
-	uint64_t bytes;
-	int rc = 0;
-
-	ch = calloc(FETCH_RUN_MAX, sizeof(*ch));
-	a = calloc(FETCH_RUN_MAX, sizeof(*a));
-	rs = calloc(FETCH_RUN_MAX, sizeof(*rs));
-	args = calloc(FETCH_RUN_MAX, sizeof(*args));
-	if (ch == NULL || a == NULL || rs == NULL || args == NULL) {
-		rc = -ENOMEM;
-		goto out;
-	}
-	while (rc == 0 && n <= last) {
-		/* At most a run's worth at a time (FETCH_PART_SIZE). */
-		for (k = 0, bytes = 0;
-		     n <= last && k < FETCH_RUN_MAX &&
-		     bytes + read_chunk_len(c, obj, n) <= FETCH_PART_SIZE;
-		     k++, n++) {
-			rc = read_chunk_name(c, obj, n, &ch[k]);
-			if (rc < 0)
-				break;
-			bytes += ch[k].len;
-			a[k] = (struct read_look_arg){ .c = c, .ch = &ch[k] };
-			rs[k] = ch[k].r;
-			args[k] = &a[k];
-		}
-		queued = 0;
-		bytes = 0;
-		if (rc == 0)
-			rc = fetch_run(c->fetch, rs, k, reader,
-				       read_look_present, args, &queued,
-				       &bytes);
-		if (!reader) {
-			stat_add(&c->pf_issued, queued);
-			stat_add(&c->pf_bytes, bytes);
-		}
-		for (i = 0; i < k; i++)
-			read_chunk_release(&ch[i]);
-	}
-out:
-	free(args);
-	free(rs);
-	free(a);
-	free(ch);
-	return rc;
-}
-
 /* The largest object a pass-through cache reads whole (cache.h): one
  * backend read (FETCH_PART_SIZE), in one chunk of the cache's size. */
 static uint64_t read_uncached_whole_max(const struct cache *c)
@@ -280,14 +181,11 @@ static ssize_t read_range(struct cache *c, const struct read_src *src,
 	 * fetched chunk by chunk. */
 	if (src->disk && unit < c->chunk_size &&
 	    offset / unit != (offset + len - 1) / unit)
-		(void)read_run(c, obj, offset, len, true);
+		(void)ahead_run(c, obj, offset, len, true);
 	while (done < len) {
-		uint64_t pos = offset + done, n = pos / unit;
-		uint64_t clen = read_chunk_len(c, obj, n);
-		uint64_t in_off = pos - n * unit;
-		size_t want = clen - in_off < len - done
-				      ? (size_t)(clen - in_off)
-				      : len - done;
+		uint64_t n, in_off;
+		size_t want = read_chunk_span(c, obj, offset + done, len - done,
+					      &n, &in_off);
 		ssize_t got;
 
 		got = read_chunk(c, src, obj, n, in_off, want,

@@ -7,7 +7,8 @@
  * blob file, every CRC block it touches checked unless verified.c says
  * this process checked them already). A bad entry is dropped and
  * counted; a hit is recorded for eviction. Also used by the whole-object
- * check and derived objects, which read stored chunks back.
+ * check and derived objects, which read stored chunks back; and both as
+ * the fetch engine's look functions (read_look(), read_look_present()).
  */
 #include "cache/cache_impl.h"
 
@@ -27,6 +28,17 @@ uint64_t read_chunk_len(const struct cache *c, const struct cache_object *obj,
 	uint64_t unit = cache_obj_chunk(c, obj), cstart = n * unit;
 
 	return obj->size - cstart < unit ? obj->size - cstart : unit;
+}
+
+size_t read_chunk_span(const struct cache *c, const struct cache_object *obj,
+		       uint64_t pos, size_t left, uint64_t *n, uint64_t *in_off)
+{
+	uint64_t unit = cache_obj_chunk(c, obj), clen;
+
+	*n = pos / unit;
+	*in_off = pos - *n * unit;
+	clen = read_chunk_len(c, obj, *n);
+	return clen - *in_off < left ? (size_t)(clen - *in_off) : left;
 }
 
 int read_obj_check(const struct cache *c, const struct cache_object *obj)
@@ -312,4 +324,26 @@ bool read_chunk_present(struct cache *c, const struct read_chunk *ch)
 		return true;
 	index_row_visit(c, hash, read_present_row, &a);
 	return a.present;
+}
+
+int read_look(void *arg, void *dst)
+{
+	struct read_look_arg *a = arg;
+
+	if (a->hold != NULL)
+		a->hold->piece = (struct cache_piece){ .mem = dst,
+						       .fd = -1,
+						       .len = a->len };
+	return read_lookup(a->c, a->ch, a->off, a->len, dst, a->hold) ==
+			       LOOKUP_HIT
+		       ? 0
+		       : -ENOENT;
+}
+
+int read_look_present(void *arg, void *dst)
+{
+	struct read_look_arg *a = arg;
+
+	(void)dst;
+	return read_chunk_present(a->c, a->ch) ? 0 : -ENOENT;
 }

@@ -545,19 +545,6 @@ void store_close(struct cache *c)
 	store_drain_for(c, false);
 }
 
-void store_fetch_done(void *ctx, const uint8_t *hash, const uint8_t *id,
-		      size_t id_len, const uint8_t *data, uint64_t len,
-		      const struct fetch_vouch *v, struct fetch_pin *keep)
-{
-	struct cache *c = ctx;
-
-	if (!c->disk)
-		return;
-	store_chunk(c, hash, id, id_len, data, len, keep);
-	/* data stays valid for this call whoever keeps the pin. */
-	whole_note(c, id, id_len, data, len, v);
-}
-
 /* Serves [off, off + len) of a chunk still queued for indexing. Returns
  * LOOKUP_HIT (copied), LOOKUP_MISS (not queued), or LOOKUP_BLOB with e
  * filled for the caller to read the blob. */

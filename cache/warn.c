@@ -4,7 +4,7 @@
  * index is unwritable; the reader is served uncached either way, so one
  * line a minute says so without flooding the log. Its own file so the
  * files that warn (store, evict, read, index users) depend on it, not on
- * the wiring file (cache.c) that depends on them.
+ * the wiring file (open.c) that depends on them.
  */
 #include "cache/cache_impl.h"
 

@@ -61,9 +61,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util/clock.h"
 #include "util/crc32c.h"
 #include "util/fnv.h"
-#include "util/sha256.h"
+#include "util/le.h"
 #include "util/thread.h"
 
 #define WHOLE_NOTES_MAX 16384u /* each a few hundred bytes */
@@ -85,21 +86,6 @@ struct whole_note {
 	size_t prefix_len;
 	uint8_t prefix[]; /* the chunk's identity without its number */
 };
-
-static uint64_t whole_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-bool whole_closing_late(struct cache *c)
-{
-	uint64_t until = __atomic_load_n(&c->whole.close_ns, __ATOMIC_RELAXED);
-
-	return until != 0 && whole_now_ns() >= until;
-}
 
 static void bit_set(uint8_t *b, uint64_t n, bool on)
 {
@@ -213,7 +199,7 @@ static struct whole_obj *obj_for(struct whole_state *w,
 		    memcmp(o->prefix, nt->prefix, nt->prefix_len) == 0)
 			return o;
 	/* The identity ends in the chunk size (then the number, cut off). */
-	chunk = entry_le64(nt->prefix + nt->prefix_len - 8);
+	chunk = le_get64(nt->prefix + nt->prefix_len - 8);
 	if (chunk == 0 || nt->object_size == 0)
 		return NULL;
 	n_chunks = (nt->object_size + chunk - 1) / chunk;
@@ -258,27 +244,6 @@ static struct whole_obj *obj_for(struct whole_state *w,
 	w->n_objs++;
 	w->obj_bytes += o->bytes;
 	return o;
-}
-
-int whole_obj_chunk(const struct whole_obj *o, uint64_t n,
-		    struct read_chunk *ch)
-{
-	memset(ch, 0, sizeof(*ch));
-	ch->id = malloc(o->prefix_len + 8);
-	if (ch->id == NULL)
-		return -ENOMEM;
-	memcpy(ch->id, o->prefix, o->prefix_len);
-	entry_le64_put(ch->id + o->prefix_len, n);
-	ch->id_len = o->prefix_len + 8;
-	if (sha256(ch->id, ch->id_len, ch->hash) < 0) {
-		read_chunk_release(ch);
-		return -ENOMEM;
-	}
-	ch->n = n;
-	ch->len = o->object_size - n * o->chunk_size < o->chunk_size
-			  ? o->object_size - n * o->chunk_size
-			  : o->chunk_size;
-	return 0;
 }
 
 /* Moves o's cursor past the chunks noted or stored. Returns true when
@@ -433,7 +398,7 @@ static void *whole_main(void *arg)
 	for (;;) {
 		while (w->head == NULL && !w->stop) {
 			struct timespec ts;
-			uint64_t until = whole_now_ns() + WHOLE_IDLE_NS;
+			uint64_t until = clock_now_ns() + WHOLE_IDLE_NS;
 
 			ts.tv_sec = (time_t)(until / 1000000000u);
 			ts.tv_nsec = (long)(until % 1000000000u);
@@ -470,12 +435,12 @@ void whole_note(struct cache *c, const uint8_t *id, size_t id_len,
 	uint64_t n;
 
 	if (pid != 0 && pid != thread_pid())
-		whole_forked(c); /* see fetch.c's fork_check() */
+		whole_forked(c); /* see fetch_fork_check() */
 	if (v == NULL ||
 	    (v->claim.kind == BACKEND_CLAIM_NONE && !v->conflict) ||
 	    v->object_size == 0 || id_len < 24 || c->readonly)
 		return;
-	n = entry_le64(id + id_len - 8);
+	n = le_get64(id + id_len - 8);
 	/* A reply of the whole object the backend checked: nothing to add. */
 	if (n == 0 && len == v->object_size && v->claim.checked && !v->conflict)
 		return;
@@ -546,7 +511,7 @@ void whole_close(struct cache *c)
 	pthread_mutex_lock(&w->lock);
 	w->stop = true; /* notes from here on are dropped */
 	__atomic_store_n(&w->close_ns,
-			 whole_now_ns() + UINT64_C(1000000) * WHOLE_CLOSE_MS,
+			 clock_now_ns() + UINT64_C(1000000) * WHOLE_CLOSE_MS,
 			 __ATOMIC_RELAXED);
 	pthread_cond_signal(&w->work);
 	pthread_mutex_unlock(&w->lock);

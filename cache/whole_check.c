@@ -4,7 +4,10 @@
  * reading back only those not noted; an MD5 over every chunk read back in
  * order), compared with what the store vouched for, and on a mismatch
  * every chunk of the object dropped, at every chunk size it is cached at,
- * and one line logged. Runs in the checker thread only.
+ * and one line logged. Runs in the checker thread only. Also what whole.c
+ * asks of an object's chunks and of the clock while it checks: a chunk's
+ * name (whole_obj_chunk()) and whether the close has waited long enough
+ * (whole_closing_late()), so that whole.c calls down into this file only.
  */
 #include "cache/cache_impl.h"
 
@@ -13,10 +16,41 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/clock.h"
 #include "util/crc32c.h"
 #include "util/hex.h"
+#include "util/le.h"
 #include "util/log.h"
 #include "util/md5.h"
+#include "util/sha256.h"
+
+bool whole_closing_late(struct cache *c)
+{
+	uint64_t until = __atomic_load_n(&c->whole.close_ns, __ATOMIC_RELAXED);
+
+	return until != 0 && clock_now_ns() >= until;
+}
+
+int whole_obj_chunk(const struct whole_obj *o, uint64_t n,
+		    struct read_chunk *ch)
+{
+	memset(ch, 0, sizeof(*ch));
+	ch->id = malloc(o->prefix_len + 8);
+	if (ch->id == NULL)
+		return -ENOMEM;
+	memcpy(ch->id, o->prefix, o->prefix_len);
+	le_put64(ch->id + o->prefix_len, n);
+	ch->id_len = o->prefix_len + 8;
+	if (sha256(ch->id, ch->id_len, ch->hash) < 0) {
+		read_chunk_release(ch);
+		return -ENOMEM;
+	}
+	ch->n = n;
+	ch->len = o->object_size - n * o->chunk_size < o->chunk_size
+			  ? o->object_size - n * o->chunk_size
+			  : o->chunk_size;
+	return 0;
+}
 
 /* Reads chunk n of o back from the cache in pieces of WHOLE_PIECE into
  * buf, adding them to *crc (a CRC-32C from 0) if crc, and to md if md. */
@@ -149,7 +183,7 @@ static int drop_scan_row(void *arg, const uint8_t *key, size_t key_len,
 		return 0;
 	id = (const uint8_t *)val + at;
 	if (memcmp(id, o->prefix, o->prefix_len - 8) != 0 ||
-	    entry_le64(id + o->prefix_len - 8) == o->chunk_size)
+	    le_get64(id + o->prefix_len - 8) == o->chunk_size)
 		return 0;
 	if (d->n == d->cap) {
 		size_t cap = d->cap ? 2 * d->cap : 16;

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "util/hex.h"
+#include "util/le.h"
 #include "util/log.h"
 #include "util/sha256.h"
 #include "util/str.h"
@@ -329,14 +330,6 @@ static int manifest_apply_path_rules(struct manifest *m)
 	return 0;
 }
 
-static void put_le64(unsigned char *p, uint64_t v)
-{
-	int i;
-
-	for (i = 0; i < 8; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-
 static int manifest_digest(struct manifest *m)
 {
 	struct sha256 *ctx = sha256_new();
@@ -350,14 +343,14 @@ static int manifest_digest(struct manifest *m)
 	for (i = 0; rc == 0 && i < m->count; i++) {
 		const struct manifest_entry *e = &m->entries[i];
 
-		put_le64(le, e->key_len);
+		le_put64(le, e->key_len);
 		rc = sha256_update(ctx, le, 8);
 		if (rc == 0)
 			rc = sha256_update(ctx, e->key, e->key_len);
-		put_le64(le, e->size);
+		le_put64(le, e->size);
 		if (rc == 0)
 			rc = sha256_update(ctx, le, 8);
-		put_le64(le, e->etag_len);
+		le_put64(le, e->etag_len);
 		if (rc == 0)
 			rc = sha256_update(ctx, le, 8);
 		if (rc == 0)

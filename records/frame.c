@@ -16,6 +16,7 @@
 #include "records/frame_tar.h"
 #include "records/gunzip.h"
 #include "util/crc32c.h"
+#include "util/le.h"
 
 #define TF_HEADER_LEN 12 /* LE64 length, masked CRC of it */
 #define TF_FOOTER_LEN 4	 /* masked CRC of the data */
@@ -121,35 +122,31 @@ void rec_scan_free(struct rec_scan *s)
 	free(s);
 }
 
-static uint64_t tf_le64(const unsigned char *b)
+/* A TFRecord's masked CRC-32C of its what ("length" or "data"), stored, held
+ * against crc, the one computed over it: 0, or the scan's error. */
+static int tf_crc_check(struct rec_scan *s, const char *what, uint32_t stored,
+			uint32_t crc)
 {
-	uint64_t v = 0;
-	int i;
+	uint32_t computed = rec_tfrecord_mask(crc);
 
-	for (i = 7; i >= 0; i--)
-		v = v << 8 | b[i];
-	return v;
-}
-
-static uint32_t tf_le32(const unsigned char *b)
-{
-	return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
-	       (uint32_t)b[3] << 24;
+	if (stored == computed)
+		return 0;
+	return scan_fail(s, s->tf_start,
+			 "record %llu: %s CRC mismatch (stored 0x%08x, "
+			 "computed 0x%08x)",
+			 (unsigned long long)s->records, what, stored,
+			 computed);
 }
 
 /* The 12 header bytes are in: check the length's CRC and bound. */
 static int tf_header(struct rec_scan *s)
 {
-	uint32_t stored = tf_le32(s->tf_buf + 8);
-	uint32_t computed = rec_tfrecord_mask(crc32c_update(0, s->tf_buf, 8));
+	int rc = tf_crc_check(s, "length", le_get32(s->tf_buf + 8),
+			      crc32c_update(0, s->tf_buf, 8));
 
-	if (stored != computed)
-		return scan_fail(s, s->tf_start,
-				 "record %llu: length CRC mismatch (stored "
-				 "0x%08x, computed 0x%08x)",
-				 (unsigned long long)s->records, stored,
-				 computed);
-	s->tf_len = tf_le64(s->tf_buf);
+	if (rc < 0)
+		return rc;
+	s->tf_len = le_get64(s->tf_buf);
 	if (s->tf_len > REC_TFRECORD_LEN_MAX)
 		return scan_fail(s, s->tf_start,
 				 "record %llu: record length %llu too large "
@@ -167,15 +164,10 @@ static int tf_header(struct rec_scan *s)
 /* The 4 footer bytes are in: check the data's CRC, emit the frame. */
 static int tf_footer(struct rec_scan *s)
 {
-	uint32_t stored = tf_le32(s->tf_buf);
-	uint32_t computed = rec_tfrecord_mask(s->tf_crc);
+	int rc = tf_crc_check(s, "data", le_get32(s->tf_buf), s->tf_crc);
 
-	if (stored != computed)
-		return scan_fail(s, s->tf_start,
-				 "record %llu: data CRC mismatch (stored "
-				 "0x%08x, computed 0x%08x)",
-				 (unsigned long long)s->records, stored,
-				 computed);
+	if (rc < 0)
+		return rc;
 	s->tf_state = TF_HEADER;
 	s->tf_have = 0;
 	return scan_emit(s, s->tf_start,

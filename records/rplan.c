@@ -184,6 +184,19 @@ static int rplan_new(const struct rindex *ri, const struct shard_spec *spec,
 
 static int rplan_finish(struct rplan *rp, struct rplan **out);
 
+/* Logs why a plan could not be built: shard_plan_build() said -EOVERFLOW.
+ * grouping: " in runs" for a plan of runs, or "". */
+static void rplan_overflow_log(const struct rindex *ri,
+			       const struct shard_spec *spec,
+			       const char *grouping)
+{
+	log_msg(LOG_ERR,
+		"record plan: %llu records%s with world_size %llu give more "
+		"than 2^32-1 positions",
+		(unsigned long long)ri->n_records, grouping,
+		(unsigned long long)spec->world_size);
+}
+
 int rplan_build_runs(const struct rindex *ri, const struct shard_spec *spec,
 		     unsigned parts, uint64_t run_bytes, uint32_t window,
 		     struct rplan **out)
@@ -205,11 +218,7 @@ int rplan_build_runs(const struct rindex *ri, const struct shard_spec *spec,
 	if (rc == 0)
 		rc = rplan_expand(by_run, &runs, &rp->plan);
 	if (rc == -EOVERFLOW)
-		log_msg(LOG_ERR,
-			"record plan: %llu records in runs with world_size "
-			"%llu give more than 2^32-1 positions",
-			(unsigned long long)ri->n_records,
-			(unsigned long long)spec->world_size);
+		rplan_overflow_log(ri, spec, " in runs");
 	shard_plan_free(by_run);
 	free(runs.first);
 	free(runs.bytes);
@@ -237,11 +246,7 @@ int rplan_build(const struct rindex *ri, const struct shard_spec *spec,
 	rc = shard_plan_build(spec, (size_t)ri->n_records, rplan_weight, ri,
 			      &rp->plan);
 	if (rc == -EOVERFLOW)
-		log_msg(LOG_ERR,
-			"record plan: %llu records with world_size %llu give "
-			"more than 2^32-1 positions",
-			(unsigned long long)ri->n_records,
-			(unsigned long long)spec->world_size);
+		rplan_overflow_log(ri, spec, "");
 	if (rc)
 		goto err;
 	return rplan_finish(rp, out);

@@ -1,7 +1,9 @@
 /*
- * cache: opening and freeing a cache, its fetch options and its stats:
- * wiring only. The design (index layout, ordering, threads and locks) is in
- * cache_impl.h; the contract in cache.h.
+ * open: opening and freeing a cache, its fetch options and its stats:
+ * wiring only, above every other file of cache/ (none calls into it). The
+ * design (index layout, ordering, threads and locks) is in cache_impl.h;
+ * the contract in cache.h, whose functions the files of cache/ define by
+ * job.
  */
 #include "cache/cache_impl.h"
 #include "cache/fetch_impl.h"
@@ -126,6 +128,24 @@ static int cache_budget_compute(const struct cache_options *o, uint64_t *out)
 	return 0;
 }
 
+/* The fetch engine's done callback (ctx: the cache): a chunk fetched whole
+ * goes to the disk cache (store_chunk()), and to the whole-object check
+ * with what its replies vouched for (whole_note()). Here, in the wiring,
+ * so that the store and the check, which reads stored chunks back, do not
+ * call each other. */
+static void cache_fetched(void *ctx, const uint8_t *hash, const uint8_t *id,
+			  size_t id_len, const uint8_t *data, uint64_t len,
+			  const struct fetch_vouch *v, struct fetch_pin *keep)
+{
+	struct cache *c = ctx;
+
+	if (!c->disk)
+		return;
+	store_chunk(c, hash, id, id_len, data, len, keep);
+	/* data stays valid for this call whoever keeps the pin. */
+	whole_note(c, id, id_len, data, len, v);
+}
+
 static struct cache *cache_alloc(struct backend *be)
 {
 	struct cache *c = calloc(1, sizeof(*c));
@@ -133,7 +153,7 @@ static struct cache *cache_alloc(struct backend *be)
 	if (c == NULL)
 		return NULL;
 	c->owners_fd = -1;
-	if (fetch_new(be, 0, 0, store_fetch_done, c, &c->fetch) < 0) {
+	if (fetch_new(be, 0, 0, cache_fetched, c, &c->fetch) < 0) {
 		free(c);
 		return NULL;
 	}

@@ -1,200 +1,16 @@
 /*
- * fetch: see fetch.h for the contract; the engine's files share
- * fetch_impl.h. This one is the engine's life (fetch_new(), its limits,
- * a fork, fetch_free(), its stats) and the requests: a reader's chunk
- * (joined in flight, or fetched, waiting for memory and a connection, or
- * read directly), prefetches, pins and forgetting. The flights and their
- * table are fetch_table.c; running parts and the workers,
- * fetch_worker.c; runs, fetch_run.c; buffers, hedged reads and pace,
- * fetch_buf.c, fetch_hedge.c and fetch_pace.c. The design of the whole
- * engine is described here, since all its files keep the same
- * invariants (a flight's reference count, its place in the table and
- * queues, its buffer's accounting) under the same lock.
- *
- * A chunk being fetched is a flight: its buffer (mapped, accounted in the
- * budget), its parts (ranged reads of at most FETCH_PARTS_MAX pieces) and
- * a reference count: one for the single-flight table while it is there,
- * one per reader waiting for it. A flight with parts not yet started sits
- * in one of two queues, readers' first; a worker takes one part at a time
- * from the head, so a reader's chunk overtakes every queued prefetch and
- * its parts are fetched in parallel as connections free up.
- *
- * A reader whose chunk is not in flight runs it in its own thread when a
- * connection is free (a hand-off to a worker and back costs two context
- * switches, more than a loopback round trip on a small machine); workers
- * run prefetches, extra parts, and readers' chunks that had to queue.
- *
- * When the last part finishes, the flight is marked done (waiting readers
- * copy their bytes) and handed to done_fn (the cache stores it) while it
- * stays in the table, so a reader finds either the flight or the store;
- * a reader's thread leaves the store of a chunk over FETCH_STORE_INLINE_MAX to
- * a worker. Then it stays in the table, retained, until readers have
- * copied all of it or
- * its memory is needed: a prefetched chunk is then served from memory
- * without a look at the disk cache, and a reader that comes meanwhile
- * joins it instead of missing both the table and the store. Retained
- * flights are reclaimed oldest first: by a reader that needs memory, and
- * by a prefetch or an idle engine only once they are FETCH_RETAIN_STALE_NS old
- * (the reader did not come for them); an engine idle that long also
- * unmaps its pooled buffers.
- *
- * Lock: one mutex, f->lock, protects every field below marked so, the
- * queues, the table and every flight's state. It is never held across a
- * backend read, done_fn, a copy out of a flight or munmap; it is the
- * innermost lock of the cache (taken with no other cache lock held, and
- * no other lock is taken under it).
- *
- * Memory: every buffer is accounted in the budget (fetch_buf.c).
- *
- * Progress under any budget: a reader short of memory for its chunk frees
- * what it can (pooled buffers, the oldest retained flight, a queued
- * prefetch not started), then waits at most FETCH_DIRECT_AFTER_NS for memory to
- * come free; failing that (at once when the reply buffers alone leave no
- * room), it reads just the bytes it asked for straight into its own
- * buffer through a connection slot (a direct read: no memory, not
- * cached). Every change that frees memory or makes it reclaimable
- * (unmapping, pooling, an unreference, retaining a flight) wakes memory
- * waiters. Every wait is a timed wait on CLOCK_MONOTONIC that re-checks
- * its state; a reader waiting for a chunk another thread fetches, for
- * memory (a fill) or for a slot gives up with -EIO at its deadline
- * (f->wait_ns after it asked); workers wake at least every
- * FETCH_WORKER_WAIT_NS, so the trimmer runs even when no one signals it.
- *
- * Hedged reads: fetch_hedge.c.
- *
- * Runs (fetch_run()): each chunk of a run is an ordinary flight in the
- * table, queued with one part, holding one more reference for the run's
- * read; its head holds the read's buffer. Whoever would run a part of any
- * of them (a worker, or a reader that joined one still queued) runs the
- * run's one read for all (fetch_worker.c's run_read()) and finishes each
- * as its part. A
- * run is never hedged (its read is not its flights' first part), and a
- * queued prefetch run no reader waits for is cancelled whole.
- *
- * A chunk whose parts returned fewer bytes than asked (nread != len) is
- * an error for every reader (-EIO, logged once with the key and counts)
- * and is neither stored nor retained: a read returns exactly the bytes
- * asked for, or an error.
+ * fetch_request: the fetch engine's requests (fetch.h): a reader's chunk
+ * (fetch_obtain(): joined in flight, or fetched, waiting for memory and a
+ * connection, or read directly), prefetches (fetch_ahead()), a direct read
+ * (fetch_direct()), pins and forgetting. The engine's design is in
+ * fetch_impl.h; its life (fetch_new(), limits, fetch_free(), stats) is
+ * fetch_open.c.
  */
 #include "cache/fetch_impl.h"
 
-#include <errno.h>
-#include <pthread.h>
-#include <signal.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <time.h>
-#include <unistd.h>
 
-#include "backends/backend.h"
-#include "cache/fetch_fail.h"
 #include "util/log.h"
-#include "util/thread.h"
-
-/* ---- the engine ---------------------------------------------------------- */
-
-int fetch_new(struct backend *be, unsigned connections, uint64_t memory,
-	      fetch_done_fn done_fn, void *ctx, struct fetch **out)
-{
-	struct fetch *f = calloc(1, sizeof(*f));
-
-	if (f == NULL)
-		return -ENOMEM;
-	if (fetch_fail_new(&f->fails) < 0) {
-		free(f);
-		return -ENOMEM;
-	}
-	f->be = be;
-	f->done_fn = done_fn;
-	f->ctx = ctx;
-	f->connections = connections ? connections : FETCH_CONNECTIONS_DEFAULT;
-	f->budget = memory ? memory : FETCH_MEMORY_DEFAULT;
-	f->wait_ns = FETCH_WAIT_MS_DEFAULT * UINT64_C(1000000);
-	f->hedge_on = true;
-	f->pf_inflight_max = PREFETCH_INFLIGHT_MIN;
-	f->owner_pid = getpid();
-	pthread_mutex_init(&f->lock, NULL);
-	fetch_cond_init(&f->work);
-	fetch_cond_init(&f->done);
-	fetch_cond_init(&f->slot);
-	fetch_cond_init(&f->memory);
-	*out = f;
-	return 0;
-}
-
-void fetch_set_limits(struct fetch *f, unsigned connections, uint64_t memory)
-{
-	fetch_fork_check(f);
-	pthread_mutex_lock(&f->lock);
-	if (connections)
-		f->connections = connections;
-	if (memory)
-		f->budget = memory;
-	fetch_flow_update(f); /* its cap is the budget's */
-	pthread_cond_broadcast(&f->work);
-	pthread_cond_broadcast(&f->memory);
-	pthread_mutex_unlock(&f->lock);
-}
-
-void fetch_set_wait(struct fetch *f, uint64_t wait_ms)
-{
-	fetch_fork_check(f);
-	pthread_mutex_lock(&f->lock);
-	if (wait_ms == 0)
-		wait_ms = FETCH_WAIT_MS_DEFAULT;
-	if (wait_ms > FETCH_WAIT_MS_MAX) /* deadlines must not wrap */
-		wait_ms = FETCH_WAIT_MS_MAX;
-	f->wait_ns = wait_ms * UINT64_C(1000000);
-	pthread_mutex_unlock(&f->lock);
-}
-
-void fetch_set_hedge(struct fetch *f, bool on)
-{
-	fetch_fork_check(f);
-	pthread_mutex_lock(&f->lock);
-	f->hedge_on = on;
-	pthread_mutex_unlock(&f->lock);
-}
-
-/* In a process forked from the owner (`shardfs mount` daemonizing after
- * opening the cache), the owner's threads did not come along, and its
- * locks and flights are not ours: start afresh. Runs before the child
- * has threads of its own that use the engine (see cache.h), so unlocked. */
-void fetch_fork_check(struct fetch *f)
-{
-	pid_t pid = thread_pid();
-	uint64_t pooled = 0;
-	int k;
-
-	if (__atomic_load_n(&f->owner_pid, __ATOMIC_ACQUIRE) == pid)
-		return;
-	pthread_mutex_init(&f->lock, NULL);
-	fetch_fail_forked(f->fails);
-	fetch_cond_init(&f->work);
-	fetch_cond_init(&f->done);
-	fetch_cond_init(&f->slot);
-	fetch_cond_init(&f->memory);
-	memset(f->q, 0, sizeof(f->q));
-	memset(f->table, 0, sizeof(f->table)); /* the parent's flights */
-	f->ret_head = f->ret_tail = NULL;
-	f->store_head = f->store_tail = NULL;
-	f->hedge_head = f->hedge_tail = NULL;
-	f->inflight = f->slot_waiters = 0;
-	f->idle_workers = 0;
-	f->pf_inflight = 0;
-	f->chunk_bytes = 0;
-	for (k = 0; k < FETCH_POOL_CLASSES; k++)
-		pooled += (uint64_t)f->n_pool[k] << (FETCH_POOL_MIN_SHIFT + k);
-	f->in_use = f->high_water = pooled;
-	free(f->workers);
-	f->workers = NULL;
-	f->n_workers = f->n_started = 0;
-	f->workers_started = false;
-	f->trimmer = false;
-	f->stop = false;
-	__atomic_store_n(&f->owner_pid, pid, __ATOMIC_RELEASE);
-}
 
 /* Caller holds f->lock: waits until fl is done, running its parts in this
  * thread while connections are free (and any queued part when no worker
@@ -206,11 +22,11 @@ void fetch_fork_check(struct fetch *f)
 static int wait_done(struct fetch *f, struct flight *fl, uint64_t deadline_ns,
 		     bool handoff)
 {
-	uint64_t grace = handoff ? fetch_now_ns() + FETCH_HANDOFF_GRACE_NS : 0;
+	uint64_t grace = handoff ? clock_now_ns() + FETCH_HANDOFF_GRACE_NS : 0;
 	uint64_t retry = 0; /* no hedge before: none could start */
 
 	while (!fl->done) {
-		uint64_t now = fetch_now_ns(), due = fetch_hedge_due(f, fl);
+		uint64_t now = clock_now_ns(), due = fetch_hedge_due(f, fl);
 		uint64_t until = deadline_ns;
 
 		if (fl->queued && fetch_slot_free(f) && now >= grace) {
@@ -230,7 +46,7 @@ static int wait_done(struct fetch *f, struct flight *fl, uint64_t deadline_ns,
 			if (fetch_wait_until(f->n_workers > 0 ? &fl->cv
 							      : &f->done,
 					     &f->lock, until) == ETIMEDOUT &&
-			    !fl->done && fetch_now_ns() >= deadline_ns)
+			    !fl->done && clock_now_ns() >= deadline_ns)
 				return -ETIMEDOUT;
 		}
 	}
@@ -299,52 +115,6 @@ static ssize_t direct_read(struct fetch *f, const char *key, size_t key_len,
 	return (ssize_t)len;
 }
 
-void fetch_free(struct fetch *f)
-{
-	struct flight *dead = NULL;
-	unsigned b;
-	int k;
-
-	if (f == NULL)
-		return;
-	fetch_fork_check(f);
-	pthread_mutex_lock(&f->lock);
-	f->stop = true;
-	pthread_cond_broadcast(&f->work);
-	pthread_mutex_unlock(&f->lock);
-	for (unsigned i = 0; i < f->n_workers; i++)
-		pthread_join(f->workers[i], NULL);
-	/* Only queued prefetches and retained flights can be left: no
-	 * reader and no worker. */
-	for (b = 0; b < FETCH_BUCKETS; b++)
-		while (f->table[b] != NULL) {
-			struct flight *fl = f->table[b];
-
-			f->table[b] = fl->tnext;
-			fl->tnext = dead;
-			dead = fl;
-		}
-	while (dead != NULL) {
-		struct flight *next = dead->tnext;
-
-		fetch_flight_free(dead);
-		dead = next;
-	}
-	for (k = 0; k < FETCH_POOL_CLASSES; k++)
-		while (f->n_pool[k] > 0)
-			munmap(f->pool[k][--f->n_pool[k]],
-			       (size_t)UINT64_C(1)
-				       << (FETCH_POOL_MIN_SHIFT + k));
-	free(f->workers);
-	pthread_mutex_destroy(&f->lock);
-	pthread_cond_destroy(&f->work);
-	pthread_cond_destroy(&f->done);
-	pthread_cond_destroy(&f->slot);
-	pthread_cond_destroy(&f->memory);
-	fetch_fail_free(f->fails);
-	free(f);
-}
-
 /* ---- requests -------------------------------------------------------------- */
 
 /* What get() does with a chunk: fetch it unless in the table, join it if
@@ -369,7 +139,7 @@ static ssize_t get(struct fetch *f, const struct fetch_request *r,
 	fetch_fork_check(f);
 	pthread_mutex_lock(&f->lock);
 	fetch_workers_ensure(f);
-	start = fetch_now_ns();
+	start = clock_now_ns();
 	f->active_ns = start;
 	wait_ns = f->wait_ns;
 	deadline = start + wait_ns;
@@ -446,7 +216,7 @@ static ssize_t get(struct fetch *f, const struct fetch_request *r,
 				  r->offset + off, len, dst, deadline, true,
 				  NULL);
 		if (stalled)
-			__atomic_fetch_add(&f->stall_ns, fetch_now_ns() - start,
+			__atomic_fetch_add(&f->stall_ns, clock_now_ns() - start,
 					   __ATOMIC_RELAXED);
 		return ret;
 	}
@@ -457,7 +227,7 @@ static ssize_t get(struct fetch *f, const struct fetch_request *r,
 		return wait_failed(r, "the chunk", wait_ns);
 	}
 	if (stalled)
-		__atomic_fetch_add(&f->stall_ns, fetch_now_ns() - start,
+		__atomic_fetch_add(&f->stall_ns, clock_now_ns() - start,
 				   __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&f->lock);
 
@@ -498,7 +268,7 @@ static int prefetch(struct fetch *f, const struct fetch_request *r,
 	fetch_fork_check(f);
 	pthread_mutex_lock(&f->lock);
 	fetch_workers_ensure(f);
-	f->active_ns = fetch_now_ns();
+	f->active_ns = clock_now_ns();
 	for (;;) {
 		if (f->n_workers == 0) {
 			rc = -ENOBUFS; /* nobody would run it */
@@ -645,43 +415,9 @@ ssize_t fetch_direct(struct fetch *f, const char *key, size_t key_len,
 
 	fetch_fork_check(f);
 	pthread_mutex_lock(&f->lock);
-	f->active_ns = fetch_now_ns();
+	f->active_ns = clock_now_ns();
 	deadline = f->active_ns + f->wait_ns;
 	pthread_mutex_unlock(&f->lock);
 	return direct_read(f, key, key_len, etag, etag_len, offset, len, buf,
 			   deadline, false, claim);
-}
-
-void fetch_stats_get(struct fetch *f, struct fetch_stats *out)
-{
-	fetch_fork_check(f);
-	pthread_mutex_lock(&f->lock);
-	out->singleflight_waits = f->waits;
-	out->prefetch_queued = f->queued;
-	out->prefetch_bytes = f->queued_bytes;
-	out->prefetch_promoted = f->promoted;
-	out->prefetch_refused = f->refused;
-	out->inflight = f->inflight;
-	out->memory_in_use = f->in_use;
-	out->memory_high_water = f->high_water;
-	out->memory_budget = f->budget;
-	out->direct_reads = f->direct_reads;
-	out->hedges = f->hedges;
-	out->hedge_wins = f->hedge_wins;
-	out->first_waits = f->stalls;
-	out->first_wait_ns = __atomic_load_n(&f->stall_ns, __ATOMIC_RELAXED);
-	out->prefetch_inflight_max = f->pf_inflight_max;
-	fetch_pace_compute(f, &out->pace);
-	pthread_mutex_unlock(&f->lock);
-	out->backend_reads =
-		__atomic_load_n(&f->backend_reads, __ATOMIC_RELAXED);
-	out->backend_bytes =
-		__atomic_load_n(&f->backend_bytes, __ATOMIC_RELAXED);
-	out->backend_errors =
-		__atomic_load_n(&f->backend_errors, __ATOMIC_RELAXED);
-}
-
-uint64_t fetch_inflight_max(struct fetch *f)
-{
-	return __atomic_load_n(&f->pf_inflight_max, __ATOMIC_RELAXED);
 }
