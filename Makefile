@@ -266,6 +266,8 @@ install: $(SHARDFS_BIN)
 		$(DESTDIR)$(SBINDIR)/mount.fuse.shardfs
 	install -D -m 644 $(B)/install/shardfs@.service \
 		$(DESTDIR)$(SYSTEMDUNITDIR)/shardfs@.service
+	install -D -m 644 systemd/shardfs@.service.d/transforms.conf \
+		$(DESTDIR)$(DOCDIR)/systemd/transforms.conf
 	install -D -m 644 man/shardfs.8 $(DESTDIR)$(MANDIR)/man8/shardfs.8
 	install -D -m 644 man/shardfs.conf.5 \
 		$(DESTDIR)$(MANDIR)/man5/shardfs.conf.5
@@ -280,8 +282,10 @@ uninstall:
 		$(DESTDIR)$(SYSTEMDUNITDIR)/shardfs@.service \
 		$(DESTDIR)$(MANDIR)/man8/shardfs.8 \
 		$(DESTDIR)$(MANDIR)/man5/shardfs.conf.5
-	rm -f $(addprefix $(DESTDIR)$(DOCDIR)/examples/,$(notdir $(EXAMPLES)))
-	-rmdir $(DESTDIR)$(DOCDIR)/examples $(DESTDIR)$(DOCDIR) 2>/dev/null
+	rm -f $(addprefix $(DESTDIR)$(DOCDIR)/examples/,$(notdir $(EXAMPLES))) \
+		$(DESTDIR)$(DOCDIR)/systemd/transforms.conf
+	-rmdir $(DESTDIR)$(DOCDIR)/examples $(DESTDIR)$(DOCDIR)/systemd \
+		$(DESTDIR)$(DOCDIR) 2>/dev/null
 
 FORMAT_SRCS = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
 format:

@@ -35,6 +35,7 @@ for PREFIX in /usr/local /opt/shardfs; do
 		"$D$PREFIX/share/doc/shardfs/examples/nfs.conf:644" \
 		"$D$PREFIX/share/doc/shardfs/examples/gcs.conf:644" \
 		"$D$PREFIX/share/doc/shardfs/examples/fstab:644" \
+		"$D$PREFIX/share/doc/shardfs/systemd/transforms.conf:644" \
 		"$D$PREFIX/share/doc/shardfs/examples/mnt-imagenet.mount:644"; do
 		check "PREFIX=$PREFIX: ${f%:*} mode ${f##*:} (got $(mode "${f%:*}"))" \
 			test "$(mode "${f%:*}")" = "${f##*:}"

@@ -22,6 +22,13 @@ sed "s|@BINDIR@|$PREFIX/bin|g" "$TEMPLATE" >"$T/units/shardfs@.service"
 cp "$T/units/shardfs@.service" "$T/units/shardfs@test.service"
 UNIT=$T/units/shardfs@test.service
 
+# systemd.exec(5): each of these sets up a mount namespace for the service.
+NS_DIRECTIVES="ProtectSystem ProtectHome PrivateTmp PrivateDevices PrivateMounts
+ReadOnlyPaths ReadWritePaths InaccessiblePaths ExecPaths NoExecPaths
+TemporaryFileSystem BindPaths BindReadOnlyPaths MountAPIVFS ProtectKernelTunables
+ProtectKernelModules ProtectKernelLogs ProtectControlGroups ProtectProc ProcSubset
+RootDirectory RootImage MountImages DynamicUser LogNamespace PrivateUsers
+MountFlags ReadOnlyDirectories ReadWriteDirectories InaccessibleDirectories"
 # --- the unit file ---------------------------------------------------------
 check "no @PLACEHOLDER@ left after generation" bash -c "! grep -q '@[A-Z]*@' '$UNIT'"
 check "no hard-coded /usr/local" bash -c "! grep -v '^#' '$UNIT' | grep -q /usr/local"
@@ -45,16 +52,53 @@ if command -v systemd-analyze >/dev/null; then
 	echo "# systemd-analyze security --offline=yes: ${score:-?}"
 	check "security exposure at most 5.0 (got ${score:-?})" \
 		awk -v s="${score:-99}" 'BEGIN { exit !(s <= 5.0) }'
+	# The drop-in for transforms (systemd/shardfs@.service.d/): on an
+	# instance of its own, so the checks above saw the unit alone.
+	XUNIT=$T/units/shardfs@xf.service
+	cp "$UNIT" "$XUNIT"
+	mkdir -p "$XUNIT.d"
+	cp "$ROOT/systemd/shardfs@.service.d/transforms.conf" "$XUNIT.d/"
+	MANPATH=$T/man systemd-analyze verify "$XUNIT" >"$T/xverify.out" 2>&1
+	rc=$?
+	check "unit + transforms drop-in: systemd-analyze verify passes (got $rc)" \
+		bash -c "test $rc -eq 0 && ! test -s '$T/xverify.out'"
+	systemd-analyze security --offline=yes "$UNIT" >"$T/sec.base" 2>/dev/null
+	systemd-analyze security --offline=yes "$XUNIT" >"$T/sec.xf" 2>/dev/null
+	# allowed KEY FILE: security lists KEY as allowed (a cross) in FILE.
+	allowed() { grep -qF "✗ $1 " "$2"; }
+	for k in "RestrictNamespaces=~user" "RestrictNamespaces=~mnt" \
+		"RestrictNamespaces=~net" "RestrictNamespaces=~pid" \
+		"RestrictAddressFamilies=~AF_NETLINK" \
+		"CapabilityBoundingSet=~CAP_KILL" \
+		"CapabilityBoundingSet=~CAP_SET(UID|GID|PCAP)"; do
+		check "the unit alone forbids $k" bash -c \
+			"grep -qF '✓ $k ' '$T/sec.base'"
+	done
+	for k in "RestrictNamespaces=~user" "RestrictNamespaces=~mnt" \
+		"RestrictNamespaces=~net" "RestrictNamespaces=~pid" \
+		"RestrictAddressFamilies=~AF_NETLINK" \
+		"CapabilityBoundingSet=~CAP_KILL" \
+		"CapabilityBoundingSet=~CAP_SET(UID|GID|PCAP)"; do
+		check "the drop-in allows $k (bwrap, the user switch, a timeout's kill)" \
+			allowed "$k" "$T/sec.xf"
+	done
+	# Nothing else moves: every line the unit alone passes but the
+	# drop-in fails is one of the three directives the drop-in names.
+	extra=$(diff <(grep '^✓' "$T/sec.base" | awk '{print $2}' | sort) \
+		<(grep '^✓' "$T/sec.xf" | awk '{print $2}' | sort) |
+		sed -n 's/^< //p' | grep -vE '^(RestrictNamespaces|RestrictAddressFamilies|CapabilityBoundingSet)=' | tr '\n' ' ')
+	check "the drop-in changes only RestrictNamespaces, RestrictAddressFamilies and CapabilityBoundingSet${extra:+ (also: $extra)}" \
+		test -z "$extra"
+	found=""
+	for d in $NS_DIRECTIVES; do
+		grep -qE "^[[:space:]]*$d=" "$XUNIT.d/transforms.conf" && found="$found $d"
+	done
+	check "the drop-in creates no mount namespace${found:+ (found:$found)}" test -z "$found"
+	xscore=$(sed -n 's/.*Overall exposure level for .*: \([0-9.]*\).*/\1/p' "$T/sec.xf")
+	echo "# systemd-analyze security with the transforms drop-in: ${xscore:-?}"
 else
 	echo "# skipped systemd-analyze: not installed"
 fi
-# systemd.exec(5): each of these sets up a mount namespace for the service.
-NS_DIRECTIVES="ProtectSystem ProtectHome PrivateTmp PrivateDevices PrivateMounts
-ReadOnlyPaths ReadWritePaths InaccessiblePaths ExecPaths NoExecPaths
-TemporaryFileSystem BindPaths BindReadOnlyPaths MountAPIVFS ProtectKernelTunables
-ProtectKernelModules ProtectKernelLogs ProtectControlGroups ProtectProc ProcSubset
-RootDirectory RootImage MountImages DynamicUser LogNamespace PrivateUsers
-MountFlags ReadOnlyDirectories ReadWriteDirectories InaccessibleDirectories"
 found=""
 for d in $NS_DIRECTIVES; do
 	grep -qE "^[[:space:]]*$d=" "$UNIT" && found="$found $d"
