@@ -26,28 +26,12 @@
 
 #include <stdint.h>
 
+#include "util/le.h" /* the lengths: le_put64(), le_get64() */
+
 #define TRANSFORM_PROTO_REQ_HDR 8   /* u64 length */
 #define TRANSFORM_PROTO_REPLY_HDR 9 /* u8 status, u64 length */
 #define TRANSFORM_PROTO_OK 0
 #define TRANSFORM_PROTO_ERROR 1
 #define TRANSFORM_PROTO_ERROR_MAX 65536u
-
-static inline void transform_proto_put_u64(uint8_t *p, uint64_t v)
-{
-	int i;
-
-	for (i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static inline uint64_t transform_proto_get_u64(const uint8_t *p)
-{
-	uint64_t v = 0;
-	int i;
-
-	for (i = 7; i >= 0; i--)
-		v = (v << 8) | p[i];
-	return v;
-}
 
 #endif

@@ -194,7 +194,7 @@ static int xf_out_room(struct xf_io *io, size_t need)
 static enum xf_pump_end xf_reply_header(struct xf_io *io)
 {
 	uint8_t status = io->out[0];
-	uint64_t len = transform_proto_get_u64(io->out + 1);
+	uint64_t len = le_get64(io->out + 1);
 
 	if (status == TRANSFORM_PROTO_OK && len > io->out_max)
 		return XF_TOO_BIG;
@@ -536,7 +536,7 @@ static int transform_run_worker(struct transform *t, struct xf_worker *w,
 	uint64_t len;
 	int st = 0, rc;
 
-	transform_proto_put_u64(hdr, in_len);
+	le_put64(hdr, in_len);
 	deadline = transform_now_ms() + t->timeout_ms;
 	for (attempt = 0;; attempt++) {
 		if (w->p.pid > 0 && !xf_worker_idle_ok(w))
@@ -614,7 +614,7 @@ static int transform_run_worker(struct transform *t, struct xf_worker *w,
 			f, TRANSFORM_FAIL_OUTPUT_MAX, &w->tail,
 			"worker killed: reply of %llu bytes over output_max "
 			"(%llu bytes)",
-			(unsigned long long)transform_proto_get_u64(io.out + 1),
+			(unsigned long long)le_get64(io.out + 1),
 			(unsigned long long)t->output_max);
 		rc = -EFBIG;
 		break;
@@ -623,9 +623,7 @@ static int transform_run_worker(struct transform *t, struct xf_worker *w,
 			f, TRANSFORM_FAIL_PROTOCOL, &w->tail,
 			"worker killed: bad reply header (status %u, length "
 			"%llu)",
-			io.out[0],
-			(unsigned long long)transform_proto_get_u64(io.out +
-								    1));
+			io.out[0], (unsigned long long)le_get64(io.out + 1));
 		rc = -EIO;
 		break;
 	case XF_NOMEM:

@@ -133,7 +133,7 @@ static int xf_id_add(struct sha256 *s, const void *p, size_t n)
 {
 	uint8_t len[8];
 
-	transform_proto_put_u64(len, n);
+	le_put64(len, n);
 	if (sha256_update(s, len, sizeof(len)) || sha256_update(s, p, n))
 		return -EIO;
 	return 0;
@@ -151,7 +151,7 @@ static int xf_id_add_file(struct sha256 *s, const char *path)
 		rc = -errno;
 		goto out;
 	}
-	transform_proto_put_u64(len, (uint64_t)st.st_size);
+	le_put64(len, (uint64_t)st.st_size);
 	if (sha256_update(s, len, sizeof(len))) {
 		rc = -EIO;
 		goto out;
