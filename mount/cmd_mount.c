@@ -287,6 +287,7 @@ static int mount_serve(struct mount_run *run, struct fs_options *fo)
 	notify_ticker_stop(run->ticker);
 	run->ticker = NULL;
 out:
+	mount_transforms_stop(transforms); /* no verify reads the cache */
 	cache_free(cache);
 	mount_transforms_free(transforms); /* after the cache: see there */
 	view_free(view);
