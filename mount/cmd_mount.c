@@ -282,6 +282,7 @@ static int mount_serve(struct mount_run *run, struct fs_options *fo)
 			.cache = cache,
 		};
 
+		fo->xforms = mount_transforms_list(transforms, &fo->n_xforms);
 		rc = fs_run(fo, &data, &hooks) < 0 ? EXIT_RUNTIME : EXIT_OK;
 	}
 	notify_ticker_stop(run->ticker);

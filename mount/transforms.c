@@ -57,6 +57,13 @@ struct xform *mount_transforms_at(const struct mount_transforms *m, size_t i)
 	return m && i < m->n ? m->x[i] : NULL;
 }
 
+struct xform *const *mount_transforms_list(const struct mount_transforms *m,
+					   size_t *n)
+{
+	*n = m ? m->n : 0;
+	return m ? m->x : NULL;
+}
+
 struct xform *mount_transforms_find(const struct mount_transforms *m,
 				    const char *name)
 {

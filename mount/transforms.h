@@ -33,6 +33,11 @@ void mount_transforms_stop(struct mount_transforms *m);
 size_t mount_transforms_count(const struct mount_transforms *m);
 struct xform *mount_transforms_at(const struct mount_transforms *m, size_t i);
 
+/* The array of the transforms (borrowed from m) and its length in *n;
+ * NULL and 0 for a NULL m. */
+struct xform *const *mount_transforms_list(const struct mount_transforms *m,
+					   size_t *n);
+
 /* The transform named name, or NULL. */
 struct xform *mount_transforms_find(const struct mount_transforms *m,
 				    const char *name);
