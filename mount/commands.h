@@ -4,7 +4,8 @@
  * that a mount and `shardfs warm` of one config share entries.
  *
  *   shardfs mount CONFIG [MOUNTPOINT] [-f] [-o OPTS]
- *   shardfs warm CONFIG [--rank R[,R-R...]]... [-j N] [-q] [-o OPTS]
+ *   shardfs warm CONFIG [--rank R[,R-R...]]... [--transform NAME] [-j N] [-q]
+ *                [-o OPTS]
  *   shardfs cache stat|verify|clear DIR
  *   shardfs unmount [--lazy] [--stale-only] CONFIG|MOUNTPOINT
  *   shardfs status MOUNTPOINT [--json] [--interval SECONDS]
