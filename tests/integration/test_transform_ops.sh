@@ -35,6 +35,49 @@ check "warm --transform nosuch: usage error (rc $rc)" test "$rc" = 2
 check "warm --transform nosuch: names the transform and the config" \
 	grep -q "warm: --transform nosuch: $T/x.conf has no \[transform nosuch\]" "$T/w3.err"
 
+# --- digests -----------------------------------------------------------------
+# The list of the warmed cache is the transform's output of every object.
+"$SHARDFS" digests "$T/x.conf" --transform upper >"$T/d1" 2>"$T/d1.err"
+rc=$?
+check "digests: exit 0 (rc $rc)" test "$rc" = 0
+check "digests: KEY, SHA-256 and size of each output, in the manifest's order" /usr/bin/python3 -c '
+import hashlib, os, sys
+src, got = sys.argv[1], open(sys.argv[2]).read().splitlines()
+keys = sorted("d/%s" % n for n in os.listdir(os.path.join(src, "d")))
+want = []
+for k in keys:
+    out = open(os.path.join(src, k), "rb").read().upper()
+    want.append("%s\t%s\t%d" % (k, hashlib.sha256(out).hexdigest(), len(out)))
+sys.exit(0 if got == want else 1)
+' "$SRC" "$T/d1"
+# A second node (another cache) with --run gives the same list.
+sed "s|^dir = .*|dir = $T/cache2|" "$T/x.conf" >"$T/x2.conf"
+"$SHARDFS" digests "$T/x2.conf" --transform upper --rank 0 >"$T/d2a" 2>/dev/null
+check "digests of a cache without outputs: '-' for each, nothing run" bash -c \
+	"[ -s '$T/d2a' ] && ! grep -qv \$'\t-\t-\$' '$T/d2a'"
+"$SHARDFS" digests "$T/x2.conf" --transform upper --run >"$T/d2" 2>"$T/d2.err"
+rc=$?
+check "digests --run on another cache: exit 0 (rc $rc)" test "$rc" = 0
+check "two caches of a deterministic transform: identical lists" cmp -s "$T/d1" "$T/d2"
+"$SHARDFS" digests "$T/x2.conf" --transform upper --check "$T/d1" >/dev/null 2>"$T/c.err"
+rc=$?
+check "digests --check against the other node's list: exit 0 (rc $rc)" test "$rc" = 0
+# A transform that is not deterministic: two caches differ, --check names keys.
+for n in 3 4; do
+	printf '[source]\nurl = %s\n[cache]\ndir = %s\n[transform clock]\ncommand = /bin/sh -c "cat >/dev/null; date +%%s%%N"\n' \
+		"$SRC" "$T/cache$n" >"$T/x$n.conf"
+	"$SHARDFS" digests "$T/x$n.conf" --transform clock --run >"$T/d$n" 2>/dev/null
+done
+check "two caches of a transform that is not deterministic: the lists differ" \
+	bash -c "! cmp -s '$T/d3' '$T/d4'"
+"$SHARDFS" digests "$T/x4.conf" --transform clock --check "$T/d3" >/dev/null 2>"$T/c4.err"
+rc=$?
+check "digests --check with another node's list: exit 1 (rc $rc)" test "$rc" = 1
+check "digests --check names a differing key" grep -q '^shardfs: digests: d/0.txt: differs' "$T/c4.err"
+"$SHARDFS" digests "$T/x.conf" >/dev/null 2>"$T/u.err"
+rc=$?
+check "digests without --transform: usage error (rc $rc)" test "$rc" = 2
+
 # --- stats and status --------------------------------------------------------
 if mount_shardfs "$T/x.conf" "$M"; then
 	if [ -d "$M/transform-upper" ]; then
