@@ -31,11 +31,13 @@
  * the first output. One verifier takes at most one of the transform's
  * `workers` slots. xform_stop() ends it before the cache goes.
  *
+ * The verify and the digests are in cache/xform_verify.c.
+ *
  * Lock: x->lock protects the stash, the failure table and nothing else;
  * never held across a read or a run. x->vlock protects the verify queue,
  * the set and the verifier's state; never held across a read or a run.
  */
-#include "cache/xform.h"
+#include "cache/xform_impl.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -49,65 +51,17 @@
 #include "util/hex.h"
 #include "util/log.h"
 #include "util/sha256.h"
-#include "util/thread.h"
 
 #define XFORM_STASH_DEFAULT 64u
 #define XFORM_STASH_BYTES_DEFAULT (UINT64_C(256) << 20)
 #define XFORM_RETRY_BASE_MS 1000u
 #define XFORM_RETRY_CAP_MS 300000u
 #define XFORM_ID_BYTES 16
-/* Objects waiting for the verifier; more are not queued (nor marked, so
- * a later lookup queues them). */
-#define XFORM_VERIFY_QUEUE_MAX 1024u
-/* Bytes per ready read of a stored output: one CRC block, so it never
- * crosses a chunk (chunk sizes are multiples of it). */
-#define XFORM_READ_STEP ((size_t)CACHE_CRC_BLOCK)
 
 /* The thread that ran a length object's producer just now (derived.c
  * runs it in the thread of the reader that missed): xform_size() does
  * not verify an output it has just made. */
 static __thread bool xform_produced_here;
-
-struct xform_entry {
-	struct xform_entry *next;
-	char *key, *etag;
-	size_t key_len, etag_len;
-	void *data; /* stash: the output */
-	size_t len;
-	uint64_t src_size; /* verify: the source's size */
-	uint64_t retry_ns; /* failures: no run before this */
-	unsigned fails;	   /* failures: in a row */
-};
-
-struct xform {
-	struct cache *c;
-	struct transform *t;
-	char *name;
-	char *out_name; /* "xf-NAME-ID" */
-	char *len_name; /* "xf-NAME-ID.len" */
-	struct backoff_policy retry;
-	unsigned stash_max;
-	uint64_t stash_bytes_max;
-	pthread_mutex_t lock;
-	struct xform_entry *stash;  /* protected by lock; newest first */
-	unsigned n_stash;	    /* protected by lock */
-	uint64_t stash_bytes;	    /* protected by lock */
-	struct xform_entry *failed; /* protected by lock */
-	uint64_t runs, failures, refused, bytes_in, bytes_out; /* atomic */
-	uint64_t timeouts, verify_queued, verify_runs;	       /* atomic */
-	uint64_t verify_mismatches;			       /* atomic */
-	unsigned verify_percent;
-
-	pthread_mutex_t vlock;
-	pthread_cond_t vcond;	   /* queued, or stop */
-	struct xform_entry *vhead; /* protected by vlock; oldest first */
-	struct xform_entry **vtail;
-	unsigned vn;		 /* protected by vlock */
-	uint64_t *vset;		 /* protected by vlock: open addressing */
-	size_t vset_cap, vset_n; /* protected by vlock */
-	bool vstarted, vstop;	 /* protected by vlock */
-	pthread_t verifier;
-};
 
 static uint64_t xform_now_ns(void)
 {
@@ -117,12 +71,7 @@ static uint64_t xform_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static void count(uint64_t *v, uint64_t n)
-{
-	__atomic_add_fetch(v, n, __ATOMIC_RELAXED);
-}
-
-static void entry_free(struct xform_entry *e)
+void xform_entry_free(struct xform_entry *e)
 {
 	if (!e)
 		return;
@@ -139,7 +88,7 @@ static bool entry_is(const struct xform_entry *e, const struct cache_object *o)
 	       !memcmp(e->etag, o->etag, o->etag_len);
 }
 
-static struct xform_entry *entry_new(const struct cache_object *o)
+struct xform_entry *xform_entry_new(const struct cache_object *o)
 {
 	struct xform_entry *e = calloc(1, sizeof(*e));
 
@@ -148,7 +97,7 @@ static struct xform_entry *entry_new(const struct cache_object *o)
 	e->key = malloc(o->key_len + 1);
 	e->etag = malloc(o->etag_len + 1);
 	if (!e->key || !e->etag) {
-		entry_free(e);
+		xform_entry_free(e);
 		return NULL;
 	}
 	memcpy(e->key, o->key, o->key_len);
@@ -181,7 +130,7 @@ static struct xform_entry *entry_take(struct xform_entry **list,
 static void stash_put(struct xform *x, const struct cache_object *o,
 		      struct transform_output *out)
 {
-	struct xform_entry *e = entry_new(o), *old, **pp;
+	struct xform_entry *e = xform_entry_new(o), *old, **pp;
 	struct xform_entry *drop = NULL;
 
 	if (!e) {
@@ -213,11 +162,11 @@ static void stash_put(struct xform *x, const struct cache_object *o,
 		*pp = NULL;
 	}
 	pthread_mutex_unlock(&x->lock);
-	entry_free(old);
+	xform_entry_free(old);
 	while (drop) {
 		struct xform_entry *next = drop->next;
 
-		entry_free(drop);
+		xform_entry_free(drop);
 		drop = next;
 	}
 }
@@ -239,7 +188,7 @@ static bool stash_take(struct xform *x, const struct cache_object *o,
 	out->data = e->data;
 	out->len = e->len;
 	e->data = NULL;
-	entry_free(e);
+	xform_entry_free(e);
 	return true;
 }
 
@@ -251,7 +200,7 @@ static void failed_note(struct xform *x, const struct cache_object *o)
 	pthread_mutex_lock(&x->lock);
 	e = entry_take(&x->failed, o);
 	if (!e)
-		e = entry_new(o);
+		e = xform_entry_new(o);
 	if (e) {
 		e->fails++;
 		e->retry_ns = xform_now_ns() +
@@ -281,14 +230,13 @@ static bool failed_waiting(struct xform *x, const struct cache_object *o)
 static void failed_clear(struct xform *x, const struct cache_object *o)
 {
 	pthread_mutex_lock(&x->lock);
-	entry_free(entry_take(&x->failed, o));
+	xform_entry_free(entry_take(&x->failed, o));
 	pthread_mutex_unlock(&x->lock);
 }
 
 /* Reads raw (the source) whole into *in (free() it). Returns 0 or the
  * read's error (logged by it). */
-static int xform_source(struct cache *c, const struct cache_object *raw,
-			uint8_t **in)
+int xform_source(struct cache *c, const struct cache_object *raw, uint8_t **in)
 {
 	size_t size = (size_t)raw->size;
 	ssize_t got = 0;
@@ -392,307 +340,6 @@ static int xform_out_produce(void *ctx, struct cache *c,
 	return rc;
 }
 
-/* The length object of src's output. */
-static void len_object(const struct xform *x, const struct cache_object *src,
-		       struct cache_object *lo)
-{
-	*lo = *src;
-	lo->transform = x->len_name;
-	lo->source_size = src->size;
-	lo->size = 8;
-	lo->chunk_size = 0;
-}
-
-static uint64_t le64(const uint8_t le[8])
-{
-	uint64_t v = 0;
-
-	for (int i = 7; i >= 0; i--)
-		v = v << 8 | le[i];
-	return v;
-}
-
-/* The digest and size of src's stored output, from ready reads only.
- * Returns 0, -ENOENT (some of it is not stored), -EIO, -ENOMEM. */
-static int stored_digest(struct xform *x, const struct cache_object *src,
-			 uint8_t d[SHA256_LEN], uint64_t *size)
-{
-	struct cache_object lo, out;
-	struct sha256 *h = NULL;
-	uint8_t le[8], *buf = NULL;
-	uint64_t v, off;
-	ssize_t got;
-	int rc;
-
-	len_object(x, src, &lo);
-	got = cache_read(x->c, &(struct cache_read){ .obj = &lo,
-						     .len = sizeof(le),
-						     .buf = le,
-						     .flags = CACHE_READ_READY,
-						     .order = CACHE_NO_ORDER });
-	if (got < 0)
-		return (int)got;
-	v = le64(le);
-	if (got != (ssize_t)sizeof(le) || v == 0)
-		return -EIO;
-	xform_object(x, src, v, &out);
-	buf = malloc(XFORM_READ_STEP);
-	h = sha256_new();
-	rc = -ENOMEM;
-	if (!buf || !h)
-		goto out;
-	for (off = 0; off < v; off += (uint64_t)got) {
-		size_t n = v - off < XFORM_READ_STEP ? (size_t)(v - off)
-						     : XFORM_READ_STEP;
-
-		got = cache_read(
-			x->c, &(struct cache_read){ .obj = &out,
-						    .offset = off,
-						    .len = n,
-						    .buf = buf,
-						    .flags = CACHE_READ_READY,
-						    .order = CACHE_NO_ORDER });
-		if (got < 0) {
-			rc = (int)got;
-			goto out;
-		}
-		if ((size_t)got != n) {
-			rc = -EIO;
-			goto out;
-		}
-		if (sha256_update(h, buf, n)) {
-			rc = -EIO;
-			goto out;
-		}
-	}
-	rc = sha256_final(h, d);
-	if (rc == 0)
-		*size = v;
-out:
-	sha256_free(h);
-	free(buf);
-	return rc;
-}
-
-int xform_digest(struct xform *x, const struct cache_object *src, bool run,
-		 uint8_t digest[SHA256_LEN], uint64_t *size)
-{
-	uint64_t v;
-	int rc;
-
-	if (run) {
-		struct cache_object out;
-		ssize_t made;
-
-		rc = xform_size(x, src, &v);
-		if (rc)
-			return rc;
-		/* A fill: makes the output present (running the transform
-		 * if it was evicted), then the digest reads it back. */
-		xform_object(x, src, v, &out);
-		made = cache_read(
-			x->c, &(struct cache_read){ .obj = &out,
-						    .len = (size_t)v,
-						    .order = CACHE_NO_ORDER });
-		if (made < 0)
-			return (int)made;
-	}
-	return stored_digest(x, src, digest, size);
-}
-
-/* The sample key of an object: the first 8 bytes of SHA-256(key, NUL,
- * etag); never 0 (the set's empty slot). */
-static uint64_t sample_hash(const struct cache_object *o)
-{
-	uint8_t d[SHA256_LEN];
-	struct sha256 *h = sha256_new();
-	uint64_t v = 0;
-
-	if (!h || sha256_update(h, o->key, o->key_len) ||
-	    sha256_update(h, "", 1) || sha256_update(h, o->etag, o->etag_len) ||
-	    sha256_final(h, d)) {
-		sha256_free(h);
-		return 0;
-	}
-	sha256_free(h);
-	for (int i = 0; i < 8; i++)
-		v = v << 8 | d[i];
-	return v ? v : 1;
-}
-
-/* Caller holds vlock: adds v to the set. Returns 1 (added), 0 (there
- * already), -ENOMEM. */
-static int vset_add(struct xform *x, uint64_t v)
-{
-	size_t i;
-
-	if ((x->vset_n + 1) * 2 > x->vset_cap) {
-		size_t cap = x->vset_cap ? x->vset_cap * 2 : 1024;
-		uint64_t *n = calloc(cap, sizeof(*n));
-
-		if (!n)
-			return -ENOMEM;
-		for (i = 0; i < x->vset_cap; i++) {
-			size_t j;
-
-			if (!x->vset[i])
-				continue;
-			for (j = x->vset[i] % cap; n[j]; j = (j + 1) % cap)
-				;
-			n[j] = x->vset[i];
-		}
-		free(x->vset);
-		x->vset = n;
-		x->vset_cap = cap;
-	}
-	for (i = v % x->vset_cap; x->vset[i]; i = (i + 1) % x->vset_cap)
-		if (x->vset[i] == v)
-			return 0;
-	x->vset[i] = v;
-	x->vset_n++;
-	return 1;
-}
-
-/* Checks e's stored output against a new run (see the top). */
-static void verify_one(struct xform *x, const struct xform_entry *e)
-{
-	struct cache_object src = { .key = e->key,
-				    .key_len = e->key_len,
-				    .etag = e->etag,
-				    .etag_len = e->etag_len,
-				    .size = e->src_size };
-	struct transform_output out;
-	struct transform_failure f;
-	uint8_t stored[SHA256_LEN], now[SHA256_LEN];
-	char kb[LOG_KEY_MAX], hs[2 * SHA256_LEN + 1], hn[2 * SHA256_LEN + 1];
-	uint8_t *in = NULL;
-	uint64_t size;
-	int rc;
-
-	if (stored_digest(x, &src, stored, &size))
-		return; /* evicted meanwhile, or unreadable: nothing to check */
-	if (xform_source(x->c, &src, &in))
-		return; /* the read logged it */
-	count(&x->verify_runs, 1);
-	rc = transform_run(x->t, in, (size_t)src.size, &out, &f);
-	free(in);
-	if (rc) {
-		log_msg(LOG_WARNING,
-			"%s: transform %s: the verify run failed: %s (%s); "
-			"stderr: %s",
-			log_key(kb, src.key, src.key_len), x->name,
-			transform_fail_name(f.what), f.message,
-			f.stderr_tail[0] ? f.stderr_tail : "(none)");
-		return;
-	}
-	rc = sha256(out.data, out.len, now);
-	if (rc == 0 && (out.len != size || memcmp(stored, now, SHA256_LEN))) {
-		count(&x->verify_mismatches, 1);
-		hex_encode(stored, SHA256_LEN, hs);
-		hex_encode(now, SHA256_LEN, hn);
-		log_msg(LOG_ERR,
-			"%s: transform %s is not deterministic: the stored "
-			"output is sha256 %s (%llu bytes), a new run gave "
-			"sha256 %s (%llu bytes); serving the stored one",
-			log_key(kb, src.key, src.key_len), x->name, hs,
-			(unsigned long long)size, hn,
-			(unsigned long long)out.len);
-	}
-	free(out.data);
-}
-
-static void *verifier_main(void *arg)
-{
-	struct xform *x = arg;
-
-	pthread_mutex_lock(&x->vlock);
-	for (;;) {
-		struct xform_entry *e;
-
-		while (!x->vhead && !x->vstop)
-			pthread_cond_wait(&x->vcond, &x->vlock);
-		if (x->vstop)
-			break;
-		e = x->vhead;
-		x->vhead = e->next;
-		if (!x->vhead)
-			x->vtail = &x->vhead;
-		x->vn--;
-		pthread_mutex_unlock(&x->vlock);
-		verify_one(x, e);
-		entry_free(e);
-		pthread_mutex_lock(&x->vlock);
-	}
-	pthread_mutex_unlock(&x->vlock);
-	return NULL;
-}
-
-/* Queues src for the verifier if it is in the sample and was not queued
- * before; starts the verifier at the first. Never waits for a run. */
-static void verify_queue(struct xform *x, const struct cache_object *src)
-{
-	struct xform_entry *e;
-	uint64_t h;
-
-	if (!x->verify_percent)
-		return;
-	h = sample_hash(src);
-	if (!h || h % 100 >= x->verify_percent)
-		return;
-	e = entry_new(src);
-	if (!e)
-		return;
-	e->src_size = src->size;
-	pthread_mutex_lock(&x->vlock);
-	if (x->vstop || x->vn >= XFORM_VERIFY_QUEUE_MAX ||
-	    vset_add(x, h) != 1) {
-		pthread_mutex_unlock(&x->vlock);
-		entry_free(e);
-		return;
-	}
-	if (!x->vstarted) {
-		if (thread_start(&x->verifier, verifier_main, x)) {
-			pthread_mutex_unlock(&x->vlock);
-			entry_free(e);
-			return;
-		}
-		x->vstarted = true;
-	}
-	*x->vtail = e;
-	x->vtail = &e->next;
-	x->vn++;
-	count(&x->verify_queued, 1);
-	pthread_cond_signal(&x->vcond);
-	pthread_mutex_unlock(&x->vlock);
-}
-
-void xform_stop(struct xform *x)
-{
-	struct xform_entry *e, *next;
-	bool started;
-
-	if (!x)
-		return;
-	pthread_mutex_lock(&x->vlock);
-	x->vstop = true;
-	started = x->vstarted;
-	x->vstarted = false;
-	pthread_cond_broadcast(&x->vcond);
-	pthread_mutex_unlock(&x->vlock);
-	if (started)
-		pthread_join(x->verifier, NULL);
-	pthread_mutex_lock(&x->vlock);
-	e = x->vhead;
-	x->vhead = NULL;
-	x->vtail = &x->vhead;
-	x->vn = 0;
-	pthread_mutex_unlock(&x->vlock);
-	for (; e; e = next) {
-		next = e->next;
-		entry_free(e);
-	}
-}
-
 int xform_attach(struct cache *c, struct transform *t,
 		 const struct xform_options *o, struct xform **out)
 {
@@ -760,7 +407,7 @@ int xform_size(struct xform *x, const struct cache_object *src, uint64_t *size)
 		count(&x->refused, 1);
 		return -EIO;
 	}
-	len_object(x, src, &lo);
+	xform_len_object(x, src, &lo);
 	xform_produced_here = false;
 	{
 		struct cache_read r = { .obj = &lo,
@@ -774,12 +421,12 @@ int xform_size(struct xform *x, const struct cache_object *src, uint64_t *size)
 		return (int)got;
 	if (got != (ssize_t)sizeof(le))
 		return -EIO;
-	v = le64(le);
+	v = xform_le64(le);
 	if (v == 0)
 		return -EIO; /* a transform's output has at least a byte */
 	failed_clear(x, src);
 	if (!xform_produced_here)
-		verify_queue(x, src);
+		xform_verify_queue(x, src);
 	*size = v;
 	return 0;
 }
@@ -804,7 +451,7 @@ void xform_stats_get(struct xform *x, struct xform_stats *s)
 	s->timeouts = __atomic_load_n(&x->timeouts, __ATOMIC_RELAXED);
 	s->cpu_ns = transform_cpu_ns(x->t);
 	s->verify_queued = __atomic_load_n(&x->verify_queued, __ATOMIC_RELAXED);
-	s->verify_runs = __atomic_load_n(&x->verify_runs, __ATOMIC_RELAXED);
+	s->verify_runs = __atomic_load_n(&x->verify_runs, __ATOMIC_ACQUIRE);
 	s->verify_mismatches =
 		__atomic_load_n(&x->verify_mismatches, __ATOMIC_RELAXED);
 	/* The queue ahead of the reader is the prefetcher's: 0 until it
@@ -826,11 +473,11 @@ void xform_free(struct xform *x)
 	xform_stop(x);
 	for (e = x->stash; e; e = next) {
 		next = e->next;
-		entry_free(e);
+		xform_entry_free(e);
 	}
 	for (e = x->failed; e; e = next) {
 		next = e->next;
-		entry_free(e);
+		xform_entry_free(e);
 	}
 	pthread_mutex_destroy(&x->lock);
 	pthread_mutex_destroy(&x->vlock);
