@@ -109,9 +109,9 @@ static size_t lines_compare(char **ours, size_t n_ours, char **theirs,
 	size_t i = 0, j = 0, diff = 0;
 
 	while (i < n_ours || j < n_theirs) {
-		int c = i == n_ours	 ? 1
+		int c = i == n_ours	? 1
 			: j == n_theirs ? -1
-					 : line_cmp(&ours[i], &theirs[j]);
+					: line_cmp(&ours[i], &theirs[j]);
 		const char *what = NULL, *key = c <= 0 ? ours[i] : theirs[j];
 
 		if (c < 0)

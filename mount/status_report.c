@@ -2,6 +2,10 @@
  * status_report: see status_report.h. Every figure comes from one sample
  * (the later one); the rates are differences of counters over the time
  * between the two reads.
+ *
+ * Over 700 lines on purpose: the one parser of the stats text and both of
+ * its renderings (text, JSON), which share the sample helpers; a split
+ * would export those helpers for two callers.
  */
 #include "mount/status_report.h"
 
