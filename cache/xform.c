@@ -18,10 +18,26 @@
  * grows with failing objects only and an entry goes at the object's next
  * good run; bounded in practice by the dataset's failing objects.
  *
+ * Verify (xform_options.verify_percent): xform_size() of an output it
+ * did not just produce in its own thread (a stored one) queues the object
+ * for one verifier thread per transform, started at the first, if the
+ * object is in the sample (the first 8 bytes of SHA-256(key, NUL, etag)
+ * modulo 100 below the percent: stable across runs and nodes) and was not
+ * queued before in this process (a set of those 8 bytes; a collision
+ * skips one verify, never serves a byte). The verifier reads the stored
+ * output (ready reads only: an output evicted meanwhile is skipped), runs
+ * the transform again on the source and compares SHA-256 digests; a
+ * mismatch is logged and counted, and nothing is changed: readers keep
+ * the first output. One verifier takes at most one of the transform's
+ * `workers` slots. xform_stop() ends it before the cache goes.
+ *
+ * The verify and the digests are in cache/xform_verify.c.
+ *
  * Lock: x->lock protects the stash, the failure table and nothing else;
- * never held across a read or a run.
+ * never held across a read or a run. x->vlock protects the verify queue,
+ * the set and the verifier's state; never held across a read or a run.
  */
-#include "cache/xform.h"
+#include "cache/xform_impl.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -42,32 +58,10 @@
 #define XFORM_RETRY_CAP_MS 300000u
 #define XFORM_ID_BYTES 16
 
-struct xform_entry {
-	struct xform_entry *next;
-	char *key, *etag;
-	size_t key_len, etag_len;
-	void *data; /* stash: the output */
-	size_t len;
-	uint64_t retry_ns; /* failures: no run before this */
-	unsigned fails;	   /* failures: in a row */
-};
-
-struct xform {
-	struct cache *c;
-	struct transform *t;
-	char *name;
-	char *out_name; /* "xf-NAME-ID" */
-	char *len_name; /* "xf-NAME-ID.len" */
-	struct backoff_policy retry;
-	unsigned stash_max;
-	uint64_t stash_bytes_max;
-	pthread_mutex_t lock;
-	struct xform_entry *stash;  /* protected by lock; newest first */
-	unsigned n_stash;	    /* protected by lock */
-	uint64_t stash_bytes;	    /* protected by lock */
-	struct xform_entry *failed; /* protected by lock */
-	uint64_t runs, failures, refused, bytes_in, bytes_out; /* atomic */
-};
+/* The thread that ran a length object's producer just now (derived.c
+ * runs it in the thread of the reader that missed): xform_size() does
+ * not verify an output it has just made. */
+static __thread bool xform_produced_here;
 
 static uint64_t xform_now_ns(void)
 {
@@ -77,12 +71,7 @@ static uint64_t xform_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static void count(uint64_t *v, uint64_t n)
-{
-	__atomic_add_fetch(v, n, __ATOMIC_RELAXED);
-}
-
-static void entry_free(struct xform_entry *e)
+void xform_entry_free(struct xform_entry *e)
 {
 	if (!e)
 		return;
@@ -99,7 +88,7 @@ static bool entry_is(const struct xform_entry *e, const struct cache_object *o)
 	       !memcmp(e->etag, o->etag, o->etag_len);
 }
 
-static struct xform_entry *entry_new(const struct cache_object *o)
+struct xform_entry *xform_entry_new(const struct cache_object *o)
 {
 	struct xform_entry *e = calloc(1, sizeof(*e));
 
@@ -108,7 +97,7 @@ static struct xform_entry *entry_new(const struct cache_object *o)
 	e->key = malloc(o->key_len + 1);
 	e->etag = malloc(o->etag_len + 1);
 	if (!e->key || !e->etag) {
-		entry_free(e);
+		xform_entry_free(e);
 		return NULL;
 	}
 	memcpy(e->key, o->key, o->key_len);
@@ -141,7 +130,7 @@ static struct xform_entry *entry_take(struct xform_entry **list,
 static void stash_put(struct xform *x, const struct cache_object *o,
 		      struct transform_output *out)
 {
-	struct xform_entry *e = entry_new(o), *old, **pp;
+	struct xform_entry *e = xform_entry_new(o), *old, **pp;
 	struct xform_entry *drop = NULL;
 
 	if (!e) {
@@ -173,11 +162,11 @@ static void stash_put(struct xform *x, const struct cache_object *o,
 		*pp = NULL;
 	}
 	pthread_mutex_unlock(&x->lock);
-	entry_free(old);
+	xform_entry_free(old);
 	while (drop) {
 		struct xform_entry *next = drop->next;
 
-		entry_free(drop);
+		xform_entry_free(drop);
 		drop = next;
 	}
 }
@@ -199,7 +188,7 @@ static bool stash_take(struct xform *x, const struct cache_object *o,
 	out->data = e->data;
 	out->len = e->len;
 	e->data = NULL;
-	entry_free(e);
+	xform_entry_free(e);
 	return true;
 }
 
@@ -211,7 +200,7 @@ static void failed_note(struct xform *x, const struct cache_object *o)
 	pthread_mutex_lock(&x->lock);
 	e = entry_take(&x->failed, o);
 	if (!e)
-		e = entry_new(o);
+		e = xform_entry_new(o);
 	if (e) {
 		e->fails++;
 		e->retry_ns = xform_now_ns() +
@@ -241,8 +230,39 @@ static bool failed_waiting(struct xform *x, const struct cache_object *o)
 static void failed_clear(struct xform *x, const struct cache_object *o)
 {
 	pthread_mutex_lock(&x->lock);
-	entry_free(entry_take(&x->failed, o));
+	xform_entry_free(entry_take(&x->failed, o));
 	pthread_mutex_unlock(&x->lock);
+}
+
+/* Reads raw (the source) whole into *in (free() it). Returns 0 or the
+ * read's error (logged by it). */
+int xform_source(struct cache *c, const struct cache_object *raw, uint8_t **in)
+{
+	size_t size = (size_t)raw->size;
+	ssize_t got = 0;
+
+	if (raw->size > SIZE_MAX - 1)
+		return -EFBIG;
+	*in = malloc(size ? size : 1);
+	if (!*in)
+		return -ENOMEM;
+	if (size) {
+		struct cache_read r = { .obj = raw,
+					.len = size,
+					.buf = *in,
+					.flags = CACHE_READ_RAW,
+					.order = CACHE_NO_ORDER };
+
+		got = cache_read(c, &r);
+		if (got >= 0 && (size_t)got != size)
+			got = -EIO;
+	}
+	if (got < 0) {
+		free(*in);
+		*in = NULL;
+		return (int)got;
+	}
+	return 0;
 }
 
 /* Reads raw (the source) whole and runs the transform over it. Returns 0
@@ -255,29 +275,11 @@ static int xform_run(struct xform *x, struct cache *c,
 	char kb[LOG_KEY_MAX];
 	uint8_t *in = NULL;
 	size_t size = (size_t)raw->size;
-	ssize_t got = 0;
 	int rc;
 
-	if (raw->size > SIZE_MAX - 1)
-		return -EFBIG;
-	in = malloc(size ? size : 1);
-	if (!in)
-		return -ENOMEM;
-	if (size) {
-		struct cache_read r = { .obj = raw,
-					.len = size,
-					.buf = in,
-					.flags = CACHE_READ_RAW,
-					.order = CACHE_NO_ORDER };
-
-		got = cache_read(c, &r);
-		if (got >= 0 && (size_t)got != size)
-			got = -EIO;
-	}
-	if (got < 0) {
-		free(in);
-		return (int)got; /* the read logged it */
-	}
+	rc = xform_source(c, raw, &in);
+	if (rc)
+		return rc;
 	count(&x->runs, 1);
 	count(&x->bytes_in, size);
 	rc = transform_run(x->t, in, size, out, &f);
@@ -287,6 +289,8 @@ static int xform_run(struct xform *x, struct cache *c,
 		return 0;
 	}
 	count(&x->failures, 1);
+	if (f.what == TRANSFORM_FAIL_TIMEOUT)
+		count(&x->timeouts, 1);
 	log_msg(LOG_ERR, "%s: transform %s failed: %s (%s); stderr: %s",
 		log_key(kb, raw->key, raw->key_len), x->name,
 		transform_fail_name(f.what), f.message,
@@ -309,6 +313,7 @@ static int xform_len_produce(void *ctx, struct cache *c,
 	rc = xform_run(x, c, raw, &out);
 	if (rc)
 		return rc;
+	xform_produced_here = true;
 	len = out.len;
 	for (int i = 0; i < 8; i++)
 		le[i] = (uint8_t)(len >> (8 * i));
@@ -350,6 +355,10 @@ int xform_attach(struct cache *c, struct transform *t,
 	if (!x)
 		return -ENOMEM;
 	pthread_mutex_init(&x->lock, NULL);
+	pthread_mutex_init(&x->vlock, NULL);
+	pthread_cond_init(&x->vcond, NULL);
+	x->vtail = &x->vhead;
+	x->verify_percent = o->verify_percent > 100 ? 100 : o->verify_percent;
 	x->c = c;
 	x->t = t;
 	x->retry = o->retry;
@@ -389,7 +398,7 @@ fail:
 
 int xform_size(struct xform *x, const struct cache_object *src, uint64_t *size)
 {
-	struct cache_object lo = *src;
+	struct cache_object lo;
 	uint8_t le[8];
 	uint64_t v = 0;
 	ssize_t got;
@@ -398,10 +407,8 @@ int xform_size(struct xform *x, const struct cache_object *src, uint64_t *size)
 		count(&x->refused, 1);
 		return -EIO;
 	}
-	lo.transform = x->len_name;
-	lo.source_size = src->size;
-	lo.size = sizeof(le);
-	lo.chunk_size = 0;
+	xform_len_object(x, src, &lo);
+	xform_produced_here = false;
 	{
 		struct cache_read r = { .obj = &lo,
 					.len = sizeof(le),
@@ -414,11 +421,12 @@ int xform_size(struct xform *x, const struct cache_object *src, uint64_t *size)
 		return (int)got;
 	if (got != (ssize_t)sizeof(le))
 		return -EIO;
-	for (int i = 7; i >= 0; i--)
-		v = v << 8 | le[i];
+	v = xform_le64(le);
 	if (v == 0)
 		return -EIO; /* a transform's output has at least a byte */
 	failed_clear(x, src);
+	if (!xform_produced_here)
+		xform_verify_queue(x, src);
 	*size = v;
 	return 0;
 }
@@ -440,6 +448,20 @@ void xform_stats_get(struct xform *x, struct xform_stats *s)
 	s->refused = __atomic_load_n(&x->refused, __ATOMIC_RELAXED);
 	s->bytes_in = __atomic_load_n(&x->bytes_in, __ATOMIC_RELAXED);
 	s->bytes_out = __atomic_load_n(&x->bytes_out, __ATOMIC_RELAXED);
+	s->timeouts = __atomic_load_n(&x->timeouts, __ATOMIC_RELAXED);
+	s->cpu_ns = transform_cpu_ns(x->t);
+	s->verify_queued = __atomic_load_n(&x->verify_queued, __ATOMIC_RELAXED);
+	s->verify_runs = __atomic_load_n(&x->verify_runs, __ATOMIC_ACQUIRE);
+	s->verify_mismatches =
+		__atomic_load_n(&x->verify_mismatches, __ATOMIC_RELAXED);
+	/* The queue ahead of the reader is the prefetcher's: 0 until it
+	 * reports one here. */
+	s->queued = 0;
+}
+
+const char *xform_name(const struct xform *x)
+{
+	return x->name;
 }
 
 void xform_free(struct xform *x)
@@ -448,15 +470,19 @@ void xform_free(struct xform *x)
 
 	if (!x)
 		return;
+	xform_stop(x);
 	for (e = x->stash; e; e = next) {
 		next = e->next;
-		entry_free(e);
+		xform_entry_free(e);
 	}
 	for (e = x->failed; e; e = next) {
 		next = e->next;
-		entry_free(e);
+		xform_entry_free(e);
 	}
 	pthread_mutex_destroy(&x->lock);
+	pthread_mutex_destroy(&x->vlock);
+	pthread_cond_destroy(&x->vcond);
+	free(x->vset);
 	free(x->name);
 	free(x->out_name);
 	free(x->len_name);

@@ -29,10 +29,22 @@
  * the transform returns its output only whole, and a failed derived run
  * drops what it stored. A second run whose output has another length
  * than the first's (a transform that is not deterministic) fails too.
+ *
+ * Determinism checked (verify_percent): a lookup (xform_size()) that finds
+ * a stored output, i.e. one this thread did not just produce, queues the
+ * object for a background re-run if it is in a stable sample of
+ * verify_percent % of objects (by a hash of its key and etag: the same
+ * objects on every node and run), each object at most once per xform.
+ * One verifier thread per transform (so at most one of its `workers`
+ * slots) reads the stored output, runs the transform again and compares
+ * SHA-256 digests: a mismatch is logged with the key and both digests and
+ * counted; the stored output is kept and served. The reader never waits
+ * for a verify.
  */
 #ifndef SHARDFS_CACHE_XFORM_H
 #define SHARDFS_CACHE_XFORM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -53,6 +65,9 @@ struct xform_options {
 	 * is larger alone). */
 	unsigned stash_max;
 	uint64_t stash_bytes;
+	/* The sample re-run to check determinism, 0-100 (above: 100);
+	 * 0: none. */
+	unsigned verify_percent;
 };
 
 struct xform_stats {
@@ -60,6 +75,16 @@ struct xform_stats {
 	uint64_t failures; /* runs that failed */
 	uint64_t refused;  /* reads refused in a failure's backoff */
 	uint64_t bytes_in, bytes_out;
+	uint64_t timeouts; /* failures by the transform's timeout */
+	/* The transform's CPU time, ns (transform_cpu_ns(): a worker's
+	 * counts when it exits); verify runs included. */
+	uint64_t cpu_ns;
+	uint64_t verify_queued;	    /* objects queued for a verify */
+	uint64_t verify_runs;	    /* re-runs of stored outputs */
+	uint64_t verify_mismatches; /* of those, another output */
+	/* Outputs queued ahead of the reader by the prefetcher: 0 until
+	 * the prefetcher reports its queue here. */
+	uint64_t queued;
 };
 
 /* Attaches transform t (borrowed: it must outlive x) to cache c (which
@@ -84,7 +109,25 @@ void xform_object(const struct xform *x, const struct cache_object *src,
 
 void xform_stats_get(struct xform *x, struct xform_stats *s);
 
-/* Frees x; the cache must be freed first or no read of x's objects may
+/* The transform's name, as attached (owned by x). */
+const char *xform_name(const struct xform *x);
+
+/* The SHA-256 and size of src's output as stored (ready reads only:
+ * never runs the transform, never fetches), for comparing nodes. With
+ * run, first produces it (xform_size() and a fill of the output) if it is
+ * not stored. Returns 0, -ENOENT (not stored, or part of it evicted or
+ * not storable), xform_size()'s errors, -ENOMEM, -EIO. Thread-safe. */
+int xform_digest(struct xform *x, const struct cache_object *src, bool run,
+		 uint8_t digest[SHA256_LEN], uint64_t *size);
+
+/* Ends the verifier (waiting for the verify in progress, bounded by the
+ * transform's timeout and the cache's reads) and drops the queue; no
+ * verify starts after it. Call before freeing the cache. NULL is a no-op;
+ * idempotent. */
+void xform_stop(struct xform *x);
+
+/* Frees x; xform_stop() must have been called before the cache was
+ * freed, and the cache must be freed first or no read of x's objects may
  * run or start. NULL is a no-op. */
 void xform_free(struct xform *x);
 

@@ -41,6 +41,7 @@
 #include <stdio.h>
 
 #include "cache/cache.h"
+#include "cache/xform.h"
 #include "fs/view.h"
 #include "plan/manifest.h"
 #include "plan/shard.h"
@@ -105,6 +106,17 @@ int control_write_stats(FILE *f, const struct manifest *m,
 			const struct shard_spec *spec,
 			const struct shard_plan *plan, const struct view *view,
 			const struct control_stats *st);
+
+/* One transform's counters for the stats (cache/xform.h). */
+struct control_xform_stats {
+	const char *name;
+	struct xform_stats s;
+};
+
+/* The shardfs_transform_* families, a sample per transform labelled
+ * transform="NAME" (nothing when n is 0). Returns 0 or -EIO. */
+int control_write_xform_stats(FILE *f, const struct control_xform_stats *x,
+			      size_t n);
 
 /* The log file's text from n entries (oldest first). Returns 0 or -EIO. */
 int control_write_log(FILE *f, const struct log_entry *e, size_t n);

@@ -581,6 +581,67 @@ int control_write_stats(FILE *f, const struct manifest *m,
 	return ferror(f) ? -EIO : 0;
 }
 
+/* The counters of struct xform_stats as families, in the order of the
+ * docs (OPERATIONS.md); each value divided by div. */
+static const struct xform_metric {
+	const char *name, *type, *help;
+	size_t offset;
+	uint64_t div;
+} xform_metrics[] = {
+	{ "transform_runs_total", "counter",
+	  "Runs of the transform that produce an output, failed ones too.",
+	  offsetof(struct xform_stats, runs), 1 },
+	{ "transform_failures_total", "counter",
+	  "Runs that failed (exit, signal, timeout, output_max, no output).",
+	  offsetof(struct xform_stats, failures), 1 },
+	{ "transform_timeouts_total", "counter",
+	  "Runs killed at the transform's timeout (also in failures).",
+	  offsetof(struct xform_stats, timeouts), 1 },
+	{ "transform_refused_total", "counter",
+	  "Lookups refused with EIO in a failed object's backoff.",
+	  offsetof(struct xform_stats, refused), 1 },
+	{ "transform_cpu_us_total", "counter",
+	  "CPU time of the transform's processes, verify runs included (a "
+	  "worker's counts when it exits).",
+	  offsetof(struct xform_stats, cpu_ns), 1000 },
+	{ "transform_bytes_in_total", "counter", "Source bytes given to runs.",
+	  offsetof(struct xform_stats, bytes_in), 1 },
+	{ "transform_bytes_out_total", "counter", "Output bytes runs produced.",
+	  offsetof(struct xform_stats, bytes_out), 1 },
+	{ "transform_verify_runs_total", "counter",
+	  "Stored outputs re-run to check determinism (verify).",
+	  offsetof(struct xform_stats, verify_runs), 1 },
+	{ "transform_verify_mismatches_total", "counter",
+	  "Verify runs whose output differed from the stored one.",
+	  offsetof(struct xform_stats, verify_mismatches), 1 },
+	{ "transform_queued", "gauge",
+	  "Outputs queued ahead of the reader by the prefetcher.",
+	  offsetof(struct xform_stats, queued), 1 },
+};
+
+int control_write_xform_stats(FILE *f, const struct control_xform_stats *x,
+			      size_t n)
+{
+	size_t i, k;
+
+	if (n == 0)
+		return 0;
+	for (k = 0; k < sizeof(xform_metrics) / sizeof(xform_metrics[0]); k++) {
+		const struct xform_metric *m = &xform_metrics[k];
+
+		family(f, m->name, m->type, m->help);
+		for (i = 0; i < n; i++) {
+			uint64_t v;
+
+			memcpy(&v, (const char *)&x[i].s + m->offset,
+			       sizeof(v));
+			labelled(f, m->name, "transform", x[i].name,
+				 v / m->div);
+		}
+	}
+	return ferror(f) ? -EIO : 0;
+}
+
 int fs_stats_write(struct fs *fs, FILE *f)
 {
 	struct control_stats st = { 0 };
@@ -613,5 +674,18 @@ int fs_stats_write(struct fs *fs, FILE *f)
 	rc = control_write_stats(f, g->d.manifest, g->d.spec, g->d.plan,
 				 g->d.view, &st);
 	fs_gen_put(fs, g, 1);
+	if (rc == 0 && fs->n_xforms) {
+		struct control_xform_stats *xs =
+			calloc(fs->n_xforms, sizeof(*xs));
+
+		if (!xs)
+			return -ENOMEM;
+		for (size_t i = 0; i < fs->n_xforms; i++) {
+			xs[i].name = xform_name(fs->xforms[i]);
+			xform_stats_get(fs->xforms[i], &xs[i].s);
+		}
+		rc = control_write_xform_stats(f, xs, fs->n_xforms);
+		free(xs);
+	}
 	return rc;
 }

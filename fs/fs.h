@@ -22,6 +22,7 @@
 #include <stdio.h>
 
 #include "cache/cache.h"
+#include "cache/xform.h"
 #include "fs/view.h"
 #include "plan/manifest.h"
 #include "plan/shard.h"
@@ -40,6 +41,10 @@ struct fs_options {
 	/* Bytes of files the prefetcher may put into the kernel's page
 	 * cache ahead of their readers ([prefetch] page_cache); 0: none. */
 	uint64_t page_cache;
+	/* The mount's transforms (cache/xform.h), borrowed for the mount's
+	 * life: their counters go into .shardfs/stats. */
+	struct xform *const *xforms;
+	size_t n_xforms;
 };
 
 /* What the filesystem serves; all borrowed. fs_run()'s must outlive it;

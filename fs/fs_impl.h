@@ -220,6 +220,8 @@ struct fs {
 	 * relaxed atomics): their lookups are not a reader's. */
 	pid_t self[FS_SELF_MAX];
 	uint64_t page_cache;
+	struct xform *const *xforms; /* fs_options': for the stats */
+	size_t n_xforms;
 	/* Pushes hold push_lock for reading around their notification;
 	 * kernel_stop() takes it for writing, once, to let no more start
 	 * before the unmount closes the session's fd (push_stop). */

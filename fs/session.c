@@ -306,6 +306,8 @@ int fs_run(const struct fs_options *opt, const struct fs_data *data,
 	if (fs_state_init(&fs, data) < 0)
 		goto out;
 	fs.page_cache = opt->page_cache;
+	fs.xforms = opt->xforms;
+	fs.n_xforms = opt->n_xforms;
 
 	if (asprintf(&fsname, "fsname=%s", opt->source) < 0) {
 		fsname = NULL;

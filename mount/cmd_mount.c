@@ -282,11 +282,13 @@ static int mount_serve(struct mount_run *run, struct fs_options *fo)
 			.cache = cache,
 		};
 
+		fo->xforms = mount_transforms_list(transforms, &fo->n_xforms);
 		rc = fs_run(fo, &data, &hooks) < 0 ? EXIT_RUNTIME : EXIT_OK;
 	}
 	notify_ticker_stop(run->ticker);
 	run->ticker = NULL;
 out:
+	mount_transforms_stop(transforms); /* no verify reads the cache */
 	cache_free(cache);
 	mount_transforms_free(transforms); /* after the cache: see there */
 	view_free(view);

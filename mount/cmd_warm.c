@@ -10,6 +10,15 @@
  * terminal, a plain line every few seconds otherwise (logs, CI), and a
  * summary line at the end. A failed item is logged (by the backend) and
  * counted; the others are still warmed, and the exit code is then 1.
+ *
+ * --transform NAME pre-transforms instead: each item's output of [transform
+ * NAME] is made present in the disk cache (xform_size() and a fill of the
+ * output: the transform runs only for outputs not stored), so that a mount
+ * of CONFIG reading transform-NAME/ runs it 0 times for them. This process
+ * runs its own transforms: the derived single flight is per process, so an
+ * object that a mount on the same cache is transforming at the same moment
+ * may run once in each (both store the same output; nothing wrong is
+ * served). To join a mount's runs instead, read its transform-NAME/ tree.
  */
 #include "mount/commands.h"
 
@@ -23,6 +32,7 @@
 #include <unistd.h>
 
 #include "mount/dataset.h"
+#include "mount/transforms.h"
 #include "mount/overrides.h"
 #include "util/log.h"
 #include "util/ranks.h"
@@ -32,8 +42,9 @@
 #define BAR_INTERVAL 0.2
 
 const char usage_warm[] =
-	"usage: shardfs warm CONFIG [--rank LIST]... [-j N] [-q] [-o "
-	"section.key=value,...]\n"
+	"usage: shardfs warm CONFIG [--rank LIST]... [--transform NAME] [-j N] "
+	"[-q]\n"
+	"       [-o section.key=value,...]\n"
 	"\n"
 	"Fills the node-local cache ([cache] dir) with every file of the "
 	"selected ranks,\n"
@@ -46,6 +57,9 @@ const char usage_warm[] =
 	"files, rate,\n"
 	"ETA) on a terminal and a progress line every few seconds otherwise.\n"
 	"\n"
+	"  -t, --transform NAME  pre-transform: store [transform NAME]'s "
+	"outputs of\n"
+	"                the files (running it only for outputs not stored)\n"
 	"  -j, --jobs N  objects fetched at once (default 8)\n"
 	"  -q, --quiet   no progress, warnings and errors only\n"
 	"\n"
@@ -134,6 +148,7 @@ static void progress_show(struct progress *p, bool final)
 /* The items to warm, shared by the workers. */
 struct warm_job {
 	struct cache *cache;
+	struct xform *x; /* --transform: its outputs, else NULL */
 	const struct manifest *m;
 	const uint32_t *items; /* manifest indices, each once */
 	size_t n;
@@ -157,16 +172,32 @@ static void *warm_worker(void *arg)
 			.etag_len = e->etag_len,
 			.size = e->size,
 		};
+		struct cache_object out;
+		uint64_t osize = 0;
+		ssize_t fetched;
+
+		/* The output's size runs the transform if it is not
+		 * stored; then a fill of the output. */
+		if (j->x != NULL) {
+			fetched = xform_size(j->x, &obj, &osize);
+			if (fetched == 0) {
+				xform_object(j->x, &obj, osize, &out);
+				obj = out;
+			}
+		} else {
+			fetched = 0;
+		}
 		/* A fill: no destination. */
-		ssize_t fetched = cache_read(
-			j->cache,
-			&(struct cache_read){ .obj = &obj,
-					      .len = (size_t)e->size,
-					      .order = CACHE_NO_ORDER });
+		if (fetched == 0)
+			fetched = cache_read(j->cache,
+					     &(struct cache_read){
+						     .obj = &obj,
+						     .len = (size_t)obj.size,
+						     .order = CACHE_NO_ORDER });
 
 		if (fetched < 0)
 			__atomic_add_fetch(&j->errors, 1, __ATOMIC_RELAXED);
-		else
+		else if (j->x == NULL) /* outputs: the transform's stats */
 			__atomic_add_fetch(&j->fetched, (uint64_t)fetched,
 					   __ATOMIC_RELAXED);
 		__atomic_add_fetch(&j->bytes_done, e->size, __ATOMIC_RELAXED);
@@ -243,6 +274,7 @@ int cmd_warm(int argc, char **argv)
 		{ "rank", required_argument, NULL, 'r' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "jobs", required_argument, NULL, 'j' },
+		{ "transform", required_argument, NULL, 't' },
 		CMD_LONGOPTS_END,
 	};
 	struct progress p = { 0 };
@@ -251,6 +283,9 @@ int cmd_warm(int argc, char **argv)
 	struct dataset *ds = NULL;
 	struct cache *cache = NULL;
 	struct cache_stats cs;
+	struct mount_transforms *xfs = NULL;
+	struct xform_stats xs = { 0 };
+	const char *xname = NULL;
 	const char **rank_args = NULL;
 	size_t n_rank_args = 0, i;
 	bool *sel = NULL;
@@ -263,7 +298,7 @@ int cmd_warm(int argc, char **argv)
 	int c, rc = EXIT_USAGE;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "r:j:qo:h", longopts, NULL)) !=
+	while ((c = getopt_long(argc, argv, "r:j:t:qo:h", longopts, NULL)) !=
 	       -1) {
 		switch (c) {
 		case 'r':
@@ -281,6 +316,9 @@ int cmd_warm(int argc, char **argv)
 					optarg);
 				goto out;
 			}
+			break;
+		case 't':
+			xname = optarg;
 			break;
 		case 'q':
 			p.quiet = true;
@@ -308,6 +346,19 @@ int cmd_warm(int argc, char **argv)
 	if (n_rank_args == 0)
 		for (r = 0; r < world; r++)
 			sel[r] = config_rank_selected(cfg, r);
+	if (xname != NULL) {
+		bool found = false;
+
+		for (i = 0; i < cfg->n_transforms; i++)
+			found |= !strcmp(cfg->transforms[i].name, xname);
+		if (!found) {
+			fprintf(stderr,
+				"shardfs: warm: --transform %s: %s has no "
+				"[transform %s]\n",
+				xname, argv[optind], xname);
+			goto out;
+		}
+	}
 	if (!cfg->cache.enabled) {
 		fprintf(stderr,
 			"shardfs: warm: cache.enabled is false in "
@@ -326,6 +377,11 @@ int cmd_warm(int argc, char **argv)
 		log_msg(LOG_ERR, "warm: the cache in %s cannot be used",
 			cfg->cache.dir);
 		goto out;
+	}
+	if (xname != NULL) {
+		if (mount_transforms_open(cfg, cache, &xfs) < 0)
+			goto out;
+		job.x = mount_transforms_find(xfs, xname);
 	}
 	order = malloc((ds->manifest->count ? ds->manifest->count : 1) *
 		       sizeof(*order));
@@ -374,9 +430,21 @@ int cmd_warm(int argc, char **argv)
 		log_msg(LOG_WARNING,
 			"warm: %llu chunks could not be stored (see above)",
 			(unsigned long long)cs.store_failures);
+	if (job.x != NULL) {
+		xform_stats_get(job.x, &xs);
+		if (!p.quiet)
+			fprintf(stderr,
+				"warm: transform %s: %llu runs, %llu failed, "
+				"%llu bytes out\n",
+				xname, (unsigned long long)xs.runs,
+				(unsigned long long)xs.failures,
+				(unsigned long long)xs.bytes_out);
+	}
 	rc = p.errors || cs.store_failures ? EXIT_RUNTIME : EXIT_OK;
 out:
+	mount_transforms_stop(xfs);
 	cache_free(cache);
+	mount_transforms_free(xfs); /* after the cache: it holds them */
 	free(order);
 	free(seen);
 	free(sel);

@@ -4,7 +4,10 @@
  * that a mount and `shardfs warm` of one config share entries.
  *
  *   shardfs mount CONFIG [MOUNTPOINT] [-f] [-o OPTS]
- *   shardfs warm CONFIG [--rank R[,R-R...]]... [-j N] [-q] [-o OPTS]
+ *   shardfs warm CONFIG [--rank R[,R-R...]]... [--transform NAME] [-j N] [-q]
+ *                [-o OPTS]
+ *   shardfs digests CONFIG --transform NAME [--rank LIST]... [--run]
+ *                   [--check FILE] [-o OPTS]
  *   shardfs cache stat|verify|clear DIR
  *   shardfs unmount [--lazy] [--stale-only] CONFIG|MOUNTPOINT
  *   shardfs status MOUNTPOINT [--json] [--interval SECONDS]
@@ -92,6 +95,7 @@ void cmd_human_bytes(char *buf, size_t cap, double b);
 /* helper_form: argv is mount(8)'s "shardfs CONFIG MOUNTPOINT -o OPTS". */
 int cmd_mount(int argc, char **argv, bool helper_form);
 int cmd_warm(int argc, char **argv);
+int cmd_digests(int argc, char **argv);
 int cmd_cache(int argc, char **argv);
 int cmd_unmount(int argc, char **argv);
 int cmd_status(int argc, char **argv);
@@ -101,6 +105,7 @@ int cmd_plan(int argc, char **argv);
 
 extern const char usage_mount[];
 extern const char usage_warm[];
+extern const char usage_digests[];
 extern const char usage_cache[];
 extern const char usage_unmount[];
 extern const char usage_status[];

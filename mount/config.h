@@ -59,7 +59,7 @@ enum config_log_target {
 #define CONFIG_TRANSFORMS_MAX 16
 #define CONFIG_TRANSFORM_NAME_MAX 32
 #define CONFIG_TRANSFORM_SUFFIX_MAX 32
-#define CONFIG_TRANSFORM_KEYS 12 /* keys a section may set */
+#define CONFIG_TRANSFORM_KEYS 13 /* keys a section may set */
 
 /* One [transform NAME] section, with transform/transform.h's defaults
  * applied where a key was left out. */
@@ -80,6 +80,9 @@ struct config_transform {
 	char **env;
 	char *suffix; /* "" when unset */
 	bool replace_extension;
+	/* The percent of stored outputs re-run to check that the transform
+	 * is deterministic (cache/xform.h), 0-100. */
+	unsigned verify_percent;
 	unsigned line; /* the line of the section's first key */
 	/* Where each key was set (0: its default), for messages. */
 	unsigned key_line[CONFIG_TRANSFORM_KEYS];

@@ -41,6 +41,7 @@ enum tval {
 	TV_SANDBOX,
 	TV_ENV,
 	TV_SUFFIX,
+	TV_PERCENT, /* 0-100, an optional '%' after it */
 };
 
 struct tkey {
@@ -84,6 +85,7 @@ static const struct tkey tkeys[CONFIG_TRANSFORM_KEYS] = {
 	{ "suffix", TV_SUFFIX, TFIELD(suffix), 0, 0, "" },
 	{ "replace_extension", TV_BOOL, TFIELD(replace_extension), 0, 0,
 	  "false" },
+	{ "verify", TV_PERCENT, TFIELD(verify_percent), 0, 100, "0" },
 };
 
 _Static_assert(sizeof(enum transform_mode) == sizeof(int), "enum size");
@@ -301,13 +303,29 @@ static int tkey_set(struct config_transform *t, const struct tkey *k,
 		return set_string(field, value);
 	case TV_UINT:
 	case TV_SIZE:
-		rc = k->type == TV_UINT ? parse_uint(value, &v)
-					: config_parse_size(value, &v);
+	case TV_PERCENT:
+		if (k->type == TV_PERCENT) {
+			char num[8];
+			size_t n = strlen(value);
+
+			if (n && value[n - 1] == '%')
+				n--;
+			rc = n && n < sizeof(num) ? 0 : -EINVAL;
+			if (rc == 0) {
+				memcpy(num, value, n);
+				num[n] = '\0';
+				rc = parse_uint(num, &v);
+			}
+		} else {
+			rc = k->type == TV_UINT ? parse_uint(value, &v)
+						: config_parse_size(value, &v);
+		}
 		if (rc) {
-			snprintf(why, whylen,
-				 k->type == TV_UINT
-					 ? "not an unsigned integer"
-					 : "not a size (e.g. 512M, 4G)");
+			snprintf(why, whylen, "%s",
+				 k->type == TV_UINT ? "not an unsigned integer"
+				 : k->type == TV_SIZE
+					 ? "not a size (e.g. 512M, 4G)"
+					 : "not a percentage (e.g. 5 or 5%)");
 			return -EINVAL;
 		}
 		if (v < k->min || v > k->max) {
@@ -316,7 +334,7 @@ static int tkey_set(struct config_transform *t, const struct tkey *k,
 				 k->max);
 			return -EINVAL;
 		}
-		if (k->type == TV_UINT)
+		if (k->type != TV_SIZE)
 			*(unsigned *)field = (unsigned)v;
 		else
 			*(uint64_t *)field = v;
@@ -550,7 +568,8 @@ bool config_transforms_equal(const struct config *a, const struct config *b)
 		    strcmp(x->user, y->user) || x->sandbox != y->sandbox ||
 		    !words_equal(x->env, y->env) ||
 		    strcmp(x->suffix, y->suffix) ||
-		    x->replace_extension != y->replace_extension)
+		    x->replace_extension != y->replace_extension ||
+		    x->verify_percent != y->verify_percent)
 			return false;
 	}
 	return true;

@@ -7,6 +7,7 @@
  *   shardfs plan CONFIG [--rank LIST] [-o OPTS]
  *   shardfs index CONFIG --output FILE [-o OPTS]
  *   shardfs warm CONFIG [--rank LIST] [-o OPTS]
+ *   shardfs digests CONFIG --transform NAME [--check FILE]
  *   shardfs cache stat|verify|clear DIR
  *   shardfs unmount [--lazy] [--stale-only] CONFIG|MOUNTPOINT
  *   shardfs status MOUNTPOINT [--json] [--interval SECONDS]
@@ -38,6 +39,8 @@ static const char usage_main[] =
 	"  index CONFIG --output FILE  build the record index a record view "
 	"pins\n"
 	"  warm CONFIG [--rank LIST]  fill the cache with the ranks' files\n"
+	"  digests CONFIG --transform NAME  list a transform's stored outputs' "
+	"SHA-256\n"
 	"  cache stat|verify|clear DIR  inspect, check or empty a cache\n"
 	"  unmount CONFIG|MOUNTPOINT  unmount; --stale-only: only a dead "
 	"mount\n"
@@ -69,6 +72,7 @@ static const struct command {
 	{ "plan", usage_plan, cmd_plan },
 	{ "index", usage_index, cmd_index },
 	{ "warm", usage_warm, cmd_warm },
+	{ "digests", usage_digests, cmd_digests },
 	{ "cache", usage_cache, cmd_cache },
 	{ "unmount", usage_unmount, cmd_unmount },
 	{ "status", usage_status, cmd_status },

@@ -2,6 +2,10 @@
  * status_report: see status_report.h. Every figure comes from one sample
  * (the later one); the rates are differences of counters over the time
  * between the two reads.
+ *
+ * Over 700 lines on purpose: the one parser of the stats text and both of
+ * its renderings (text, JSON), which share the sample helpers; a split
+ * would export those helpers for two callers.
  */
 #include "mount/status_report.h"
 
@@ -369,6 +373,48 @@ static const struct status_field {
 
 /* o's member key, an object created if there is none yet; NULL on
  * failure. */
+/* The per-transform counters (shardfs_transform_*{transform="NAME"}),
+ * by the key status shows them under. */
+static const char *const status_xform[][2] = {
+	{ "runs", "shardfs_transform_runs_total" },
+	{ "failures", "shardfs_transform_failures_total" },
+	{ "timeouts", "shardfs_transform_timeouts_total" },
+	{ "refused", "shardfs_transform_refused_total" },
+	{ "cpu_us", "shardfs_transform_cpu_us_total" },
+	{ "bytes_in", "shardfs_transform_bytes_in_total" },
+	{ "bytes_out", "shardfs_transform_bytes_out_total" },
+	{ "verify_runs", "shardfs_transform_verify_runs_total" },
+	{ "verify_mismatches", "shardfs_transform_verify_mismatches_total" },
+	{ "queued", "shardfs_transform_queued" },
+};
+
+#define XF_N (sizeof(status_xform) / sizeof(status_xform[0]))
+
+/* Fills val[XF_N] with the counters of the transform whose runs sample is
+ * the i-th sample; returns its name (malloc'ed), or NULL if sample i is
+ * not one (or out of memory). */
+static char *xform_at(const struct status_snap *sn, size_t i,
+		      unsigned long long val[XF_N])
+{
+	char *name;
+
+	if (strcmp(sn->s[i].name, status_xform[0][1]) != 0)
+		return NULL;
+	name = label_get(sn->s[i].labels, "transform");
+	if (name == NULL)
+		return NULL;
+	for (size_t k = 0; k < XF_N; k++) {
+		val[k] = 0;
+		for (size_t j = 0; j < sn->n; j++)
+			if (strcmp(sn->s[j].name, status_xform[k][1]) == 0 &&
+			    strcmp(sn->s[j].labels, sn->s[i].labels) == 0) {
+				val[k] = sn->s[j].value;
+				break;
+			}
+	}
+	return name;
+}
+
 static json_t *json_section(json_t *o, const char *key)
 {
 	json_t *sec = json_object_get(o, key);
@@ -417,6 +463,19 @@ static int report_json(const struct status_info *in)
 		json_object_set_new(
 			sec, status_ops[i],
 			json_integer((json_int_t)op_count(s, status_ops[i])));
+	sec = json_section(o, "transforms");
+	for (i = 0; sec != NULL && i < s->n; i++) {
+		unsigned long long val[XF_N];
+		char *name = xform_at(s, i, val);
+		json_t *t = name ? json_object() : NULL;
+
+		for (size_t k = 0; t != NULL && k < XF_N; k++)
+			json_object_set_new(t, status_xform[k][0],
+					    json_integer((json_int_t)val[k]));
+		if (t != NULL)
+			json_object_set_new(sec, name, t);
+		free(name);
+	}
 	sec = json_section(o, "errors");
 	if (sec != NULL && in->has_log) {
 		json_t *arr = json_array();
@@ -561,6 +620,23 @@ static void report_text(const struct status_info *in)
 	cmd_human_bytes(b2, sizeof(b2),
 			(double)v(s, "shardfs_memory_budget_bytes"));
 	printf("%-10s %s in use of %s\n", "memory", b1, b2);
+	for (size_t i = 0; i < s->n; i++) {
+		unsigned long long val[XF_N];
+		char *name = xform_at(s, i, val);
+		char tn[64];
+
+		if (name == NULL)
+			continue;
+		cmd_human_bytes(b1, sizeof(b1), (double)val[5]);
+		cmd_human_bytes(b2, sizeof(b2), (double)val[6]);
+		printf("%-10s %s: %llu runs, %llu failed (%llu timeouts), "
+		       "%llu refused, %.1f s CPU, %s in, %s out, %llu queued; "
+		       "verify %llu runs, %llu mismatches\n",
+		       "transform", printable(tn, sizeof(tn), name), val[0],
+		       val[1], val[2], val[3], (double)val[4] / 1e6, b1, b2,
+		       val[9], val[7], val[8]);
+		free(name);
+	}
 	printf("%-10s %llu errors, %llu warnings logged\n", "errors",
 	       v(s, "shardfs_log_errors_total"),
 	       v(s, "shardfs_log_warnings_total"));

@@ -39,6 +39,40 @@ void mount_transforms_free(struct mount_transforms *m)
 	free(m);
 }
 
+void mount_transforms_stop(struct mount_transforms *m)
+{
+	if (!m)
+		return;
+	for (size_t i = 0; i < m->n; i++)
+		xform_stop(m->x[i]);
+}
+
+size_t mount_transforms_count(const struct mount_transforms *m)
+{
+	return m ? m->n : 0;
+}
+
+struct xform *mount_transforms_at(const struct mount_transforms *m, size_t i)
+{
+	return m && i < m->n ? m->x[i] : NULL;
+}
+
+struct xform *const *mount_transforms_list(const struct mount_transforms *m,
+					   size_t *n)
+{
+	*n = m ? m->n : 0;
+	return m ? m->x : NULL;
+}
+
+struct xform *mount_transforms_find(const struct mount_transforms *m,
+				    const char *name)
+{
+	for (size_t i = 0; m && i < m->n; i++)
+		if (!strcmp(xform_name(m->x[i]), name))
+			return m->x[i];
+	return NULL;
+}
+
 /* Opens ct into m (which has room). */
 static int open_one(const struct config *cfg, const struct config_transform *ct,
 		    struct cache *cache, struct mount_transforms *m)
@@ -59,7 +93,8 @@ static int open_one(const struct config *cfg, const struct config_transform *ct,
 		.env = (const char *const *)ct->env,
 		.hide = hide,
 	};
-	struct xform_options xo = { .name = ct->name };
+	struct xform_options xo = { .name = ct->name,
+				    .verify_percent = ct->verify_percent };
 	uint8_t id[SHA256_LEN];
 	char hex[2 * SHA256_LEN + 1];
 	struct transform *t = NULL;

@@ -9,6 +9,7 @@
 #define SHARDFS_MOUNT_TRANSFORMS_H
 
 #include "cache/cache.h"
+#include "cache/xform.h"
 #include "mount/config.h"
 
 struct mount_transforms;
@@ -22,6 +23,24 @@ struct mount_transforms;
  * it the same way. */
 int mount_transforms_open(const struct config *cfg, struct cache *cache,
 			  struct mount_transforms **out);
+
+/* Stops the transforms' background verifies (xform_stop()): call before
+ * cache_free() of their cache. NULL is a no-op. */
+void mount_transforms_stop(struct mount_transforms *m);
+
+/* The number of transforms opened, and the i-th (< that number), in the
+ * config's order; borrowed from m. NULL m: none. */
+size_t mount_transforms_count(const struct mount_transforms *m);
+struct xform *mount_transforms_at(const struct mount_transforms *m, size_t i);
+
+/* The array of the transforms (borrowed from m) and its length in *n;
+ * NULL and 0 for a NULL m. */
+struct xform *const *mount_transforms_list(const struct mount_transforms *m,
+					   size_t *n);
+
+/* The transform named name, or NULL. */
+struct xform *mount_transforms_find(const struct mount_transforms *m,
+				    const char *name);
 
 /* Frees m: after cache_free() of the cache they were opened on (it holds
  * their producers). NULL is a no-op. */

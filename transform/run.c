@@ -384,7 +384,7 @@ static int transform_run_process(struct transform *t, const void *in,
 				 size_t in_len, struct transform_output *out,
 				 struct transform_failure *f)
 {
-	struct transform_proc p = { -1, -1, -1, -1 };
+	struct transform_proc p = { -1, -1, -1, -1, &t->cpu_ns };
 	struct xf_tail tail = { .len = 0 };
 	struct xf_io io = { .seg = { in, NULL },
 			    .seg_len = { in_len, 0 },
@@ -500,6 +500,7 @@ static int xf_worker_start(struct transform *t, struct xf_worker *w, char *err,
 		return r.rc;
 	}
 	w->p = r.p;
+	w->p.cpu_ns = &t->cpu_ns;
 	w->tail.len = 0;
 	return 0;
 }

@@ -482,6 +482,16 @@ void transform_proc_kill(const struct transform_proc *p)
 	kill(p->pid, SIGKILL);
 }
 
+/* The CPU time of a reaped process and its reaped descendants, in ns. */
+static uint64_t spawn_cpu_ns(const struct rusage *ru)
+{
+	return ((uint64_t)ru->ru_utime.tv_sec + (uint64_t)ru->ru_stime.tv_sec) *
+		       1000000000u +
+	       ((uint64_t)ru->ru_utime.tv_usec +
+		(uint64_t)ru->ru_stime.tv_usec) *
+		       1000u;
+}
+
 int transform_proc_reap(struct transform_proc *p, unsigned wait_ms, int *status)
 {
 	uint64_t end = transform_now_ms() + wait_ms;
@@ -498,9 +508,14 @@ int transform_proc_reap(struct transform_proc *p, unsigned wait_ms, int *status)
 		r = waitid(P_PID, (id_t)p->pid, &si,
 			   WEXITED | WNOHANG | WNOWAIT);
 		if (r == 0 && si.si_pid == p->pid) {
+			struct rusage ru;
+
 			kill(-p->pid, SIGKILL);
-			if (waitpid(p->pid, status, 0) != p->pid)
+			if (wait4(p->pid, status, 0, &ru) != p->pid)
 				*status = -1;
+			else if (p->cpu_ns)
+				__atomic_add_fetch(p->cpu_ns, spawn_cpu_ns(&ru),
+						   __ATOMIC_RELAXED);
 			p->pid = -1;
 			return 0;
 		}

@@ -51,6 +51,10 @@ struct transform_proc {
 	int in;
 	int out;
 	int err;
+	/* Not NULL: transform_proc_reap() adds the CPU time (user and
+	 * system, ns) of the process and of every descendant it reaped
+	 * (bwrap's: the command) to *cpu_ns, atomically. */
+	uint64_t *cpu_ns;
 };
 
 /* Prepares launches of spec's command (exe: argv[0] resolved, bwrap: its

@@ -219,6 +219,11 @@ void transform_identity(const struct transform *t, uint8_t out[SHA256_LEN])
 	memcpy(out, t->identity, SHA256_LEN);
 }
 
+uint64_t transform_cpu_ns(const struct transform *t)
+{
+	return __atomic_load_n(&t->cpu_ns, __ATOMIC_RELAXED);
+}
+
 int transform_open(const struct transform_spec *spec, struct transform **tp)
 {
 	char exe[4096], bwrap[4096], err[200];
@@ -275,7 +280,8 @@ int transform_open(const struct transform_spec *spec, struct transform **tp)
 		goto fail;
 	}
 	for (i = 0; i < t->workers; i++)
-		t->wk[i].p = (struct transform_proc){ -1, -1, -1, -1 };
+		t->wk[i].p =
+			(struct transform_proc){ -1, -1, -1, -1, &t->cpu_ns };
 	rc = transform_launch_new(spec, exe, t->bwrap ? bwrap : NULL,
 				  &t->launch, err, sizeof(err));
 	if (rc) {

@@ -187,6 +187,13 @@ int transform_run(struct transform *t, const void *in, size_t in_len,
  * any change gives another identity. */
 void transform_identity(const struct transform *t, uint8_t out[SHA256_LEN]);
 
+/* The CPU time (user + system, ns) of t's commands so far: of each
+ * process when it is reaped (with its descendants it reaped: in the bwrap
+ * sandbox, the command), so a per-object process counts when its run
+ * ends and a worker only when it exits (transform_close(), a timeout, its
+ * death). Thread-safe. */
+uint64_t transform_cpu_ns(const struct transform *t);
+
 /* The what of a failure in a word ("exit", "timeout", ...). */
 const char *transform_fail_name(enum transform_fail what);
 

@@ -41,6 +41,7 @@ struct transform {
 	uint64_t output_max;
 	struct transform_launch *launch;
 	uint8_t identity[SHA256_LEN];
+	uint64_t cpu_ns; /* atomic: the reaped processes' CPU time */
 
 	pthread_mutex_t mu;
 	pthread_cond_t cv;    /* a slot freed */

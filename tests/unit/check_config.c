@@ -1339,7 +1339,7 @@ END_TEST
 
 #define TRANSFORM_KEYS                                                         \
 	"command, version, mode, workers, timeout_ms, memory, output_max, "    \
-	"user, sandbox, env, suffix, replace_extension"
+	"user, sandbox, env, suffix, replace_extension, verify"
 
 static void assert_argv(char *const *argv, const char *const *want)
 {
@@ -1378,6 +1378,7 @@ START_TEST(test_transform_defaults)
 	assert_argv(t->env, env);
 	ck_assert_str_eq(t->suffix, "");
 	ck_assert(!t->replace_extension);
+	ck_assert_uint_eq(t->verify_percent, 0);
 	ck_assert_uint_eq(t->line, 4);
 	config_free(cfg);
 
@@ -1406,9 +1407,11 @@ START_TEST(test_transform_full)
 			 "env = PYTHONPATH=/opt/lib OMP_NUM_THREADS=1 LANG\n"
 			 "suffix = .png\n"
 			 "replace_extension = yes\n"
+			 "verify = 5%\n"
 			 "[cache]\n"
 			 "dir = /tmp/c\n"
 			 "[transform tok_2]\n"
+			 "verify = 100\n"
 			 "env =\n"
 			 "command = /usr/bin/tok\n",
 		NULL, 0);
@@ -1438,6 +1441,7 @@ START_TEST(test_transform_full)
 	assert_argv(t->env, env);
 	ck_assert_str_eq(t->suffix, ".png");
 	ck_assert(t->replace_extension);
+	ck_assert_uint_eq(t->verify_percent, 5);
 	ck_assert_uint_eq(t->line, 4);
 	ck_assert_str_eq(cfg->cache.dir, "/tmp/c");
 
@@ -1446,7 +1450,8 @@ START_TEST(test_transform_full)
 	assert_argv(t->argv, cmd2);
 	/* env set empty: the environment cleared entirely. */
 	assert_argv(t->env, none);
-	ck_assert_uint_eq(t->line, 19);
+	ck_assert_uint_eq(t->verify_percent, 100);
+	ck_assert_uint_eq(t->line, 20);
 	config_free(cfg);
 }
 END_TEST
@@ -1575,6 +1580,14 @@ START_TEST(test_transform_errors)
 		{ MIN_CONF "[transform a]\ncommand = cat\nenv = =v\n",
 		  "@:5: [transform a] env = =v: \"=v\" is not NAME or "
 		  "NAME=VALUE (NAME: letters, digits, _)" },
+		{ MIN_CONF "[transform a]\ncommand = cat\nverify = 101%\n",
+		  "@:5: [transform a] verify = 101%: out of range 0..100" },
+		{ MIN_CONF "[transform a]\ncommand = cat\nverify = half\n",
+		  "@:5: [transform a] verify = half: not a percentage (e.g. 5 "
+		  "or 5%)" },
+		{ MIN_CONF "[transform a]\ncommand = cat\nverify = %\n",
+		  "@:5: [transform a] verify = %: not a percentage (e.g. 5 or "
+		  "5%)" },
 		{ MIN_CONF "[transform a]\ncommand = cat\nsuffix = a/b\n",
 		  "@:5: [transform a] suffix = a/b: a suffix has at most 32 "
 		  "bytes and no '/'" },

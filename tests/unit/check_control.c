@@ -679,6 +679,67 @@ START_TEST(test_stats_cache)
 }
 END_TEST
 
+/* The transform families: one sample per transform, labelled. */
+START_TEST(test_stats_transforms)
+{
+	struct control_xform_stats x[2] = {
+		{ .name = "resize",
+		  .s = { .runs = 5,
+			 .failures = 2,
+			 .timeouts = 1,
+			 .refused = 3,
+			 .cpu_ns = 2500000,
+			 .bytes_in = 1000,
+			 .bytes_out = 200,
+			 .verify_runs = 4,
+			 .verify_mismatches = 1,
+			 .queued = 6 } },
+		{ .name = "tok", .s = { .runs = 9 } },
+	};
+	struct sample s[64];
+	struct out o;
+	const char *t;
+	size_t n;
+
+	out_open(&o);
+	ck_assert_int_eq(control_write_xform_stats(o.f, x, 0), 0);
+	ck_assert_int_eq(control_write_xform_stats(o.f, x, 2), 0);
+	t = text(&o);
+	n = parse_stats(t, o.len, s, ARRAY_LEN(s));
+	ck_assert_uint_eq(n, 2 * 10);
+#define R "transform=\"resize\""
+	ck_assert_uint_eq(sample_value(s, n, "shardfs_transform_runs_total", R),
+			  5);
+	ck_assert_uint_eq(
+		sample_value(s, n, "shardfs_transform_failures_total", R), 2);
+	ck_assert_uint_eq(
+		sample_value(s, n, "shardfs_transform_timeouts_total", R), 1);
+	ck_assert_uint_eq(
+		sample_value(s, n, "shardfs_transform_refused_total", R), 3);
+	ck_assert_uint_eq(
+		sample_value(s, n, "shardfs_transform_cpu_us_total", R), 2500);
+	ck_assert_uint_eq(
+		sample_value(s, n, "shardfs_transform_bytes_in_total", R),
+		1000);
+	ck_assert_uint_eq(
+		sample_value(s, n, "shardfs_transform_bytes_out_total", R),
+		200);
+	ck_assert_uint_eq(
+		sample_value(s, n, "shardfs_transform_verify_runs_total", R),
+		4);
+	ck_assert_uint_eq(
+		sample_value(s, n, "shardfs_transform_verify_mismatches_total",
+			     R),
+		1);
+	ck_assert_uint_eq(sample_value(s, n, "shardfs_transform_queued", R), 6);
+#undef R
+	ck_assert_uint_eq(sample_value(s, n, "shardfs_transform_runs_total",
+				       "transform=\"tok\""),
+			  9);
+	free(o.buf);
+}
+END_TEST
+
 START_TEST(test_stats_last_error_escaped)
 {
 	/* Quotes, backslashes, a newline, a '}', a valid two-byte
@@ -833,6 +894,7 @@ static Suite *control_suite(void)
 		{ "stats", test_stats },
 		{ "stats_cache", test_stats_cache },
 		{ "stats_last_error_escaped", test_stats_last_error_escaped },
+		{ "stats_transforms", test_stats_transforms },
 		{ "log_target_and_file", test_log_target_and_file },
 		{ "plan_digest", test_plan_digest },
 		{ "write_errors", test_write_errors },

@@ -38,6 +38,8 @@ static enum transform_mode fx_mode = TRANSFORM_MODE_PROCESS;
 static unsigned fx_stash_max;
 /* The cache's budget fx_open() gives (0: 64 MiB). */
 static uint64_t fx_budget;
+/* The verify percent fx_open() gives. */
+static unsigned fx_verify;
 
 static const char *const tr_argv[] = { "/usr/bin/tr", "a-z", "A-Z", NULL };
 static const char *const test_env[] = { "PATH=/usr/bin:/bin", NULL };
@@ -127,7 +129,8 @@ static void fx_open(struct fixture *fx, const char *const *argv,
 	};
 	struct xform_options xo = { .name = "upper",
 				    .retry = { retry_ms, retry_ms },
-				    .stash_max = fx_stash_max };
+				    .stash_max = fx_stash_max,
+				    .verify_percent = fx_verify };
 
 	ck_assert_int_eq(cache_open(&co, fx->be, &fx->c), 0);
 	ck_assert_int_eq(transform_open(&ts, &fx->t), 0);
@@ -137,6 +140,7 @@ static void fx_open(struct fixture *fx, const char *const *argv,
 /* The cache first: it holds x's producers. */
 static void fx_close(struct fixture *fx)
 {
+	xform_stop(fx->x);
 	cache_free(fx->c);
 	xform_free(fx->x);
 	transform_close(fx->t);
@@ -484,6 +488,157 @@ START_TEST(test_version_change)
 }
 END_TEST
 
+/* A transform that is not deterministic: the time in ns, always 20
+ * bytes (so a second run passes the length check of the derived run). */
+static const char *const clock_argv[] = { "/bin/sh", "-c",
+					  "cat >/dev/null; date +%s%N", NULL };
+
+/* Waits (bounded: 120 s, far past any run here) until x has done n
+ * verify runs; returns its stats. */
+static struct xform_stats verify_wait(struct fixture *fx, uint64_t n)
+{
+	struct xform_stats s = xstats(fx);
+
+	for (int i = 0; i < 12000 && s.verify_runs < n; i++) {
+		usleep(10000);
+		s = xstats(fx);
+	}
+	return s;
+}
+
+/* Looks fx's object up (its size) and reads its output whole; returns
+ * the size, or 0 on an error. */
+static uint64_t lookup_and_read(struct fixture *fx)
+{
+	struct cache_object out;
+	uint64_t size = 0;
+	uint8_t *buf;
+	ssize_t got;
+
+	if (xform_size(fx->x, &fx->o, &size) != 0)
+		return 0;
+	xform_object(fx->x, &fx->o, size, &out);
+	buf = malloc(size);
+	if (!buf)
+		return 0;
+	got = tc_read(fx->c, &out, 0, (size_t)size, buf);
+	free(buf);
+	return got == (ssize_t)size ? size : 0;
+}
+
+/* verify = 100: a deterministic transform's stored output is re-run once
+ * in the background, with no mismatch; the output just made is not. */
+START_TEST(test_verify_deterministic)
+{
+	struct fixture fx;
+	struct xform_stats s;
+
+	fx_verify = 100;
+	fx_init(&fx, "verify-det");
+	fx_open(&fx, tr_argv, "1", TRANSFORM_SANDBOX_BWRAP, 0);
+	ck_assert_int_eq(read_output(&fx), 0);
+	/* The first lookup produced it: nothing queued. */
+	ck_assert_uint_eq(xstats(&fx).verify_queued, 0);
+	ck_assert_int_eq(read_output(&fx), 0);
+	ck_assert_uint_eq(xstats(&fx).verify_queued, 1);
+	s = verify_wait(&fx, 1);
+	ck_assert_uint_eq(s.verify_runs, 1);
+	ck_assert_uint_eq(s.verify_mismatches, 0);
+	ck_assert_uint_eq(s.runs, 1);
+	/* Once per object per process. */
+	for (int i = 0; i < 5; i++)
+		ck_assert_int_eq(read_output(&fx), 0);
+	ck_assert_uint_eq(xstats(&fx).verify_queued, 1);
+	/* After a restart the stored output is checked again. */
+	fx_close(&fx);
+	fx_open(&fx, tr_argv, "1", TRANSFORM_SANDBOX_BWRAP, 0);
+	ck_assert_int_eq(read_output(&fx), 0);
+	ck_assert_uint_eq(xstats(&fx).verify_queued, 1);
+	s = verify_wait(&fx, 1);
+	ck_assert_uint_eq(s.verify_runs, 1);
+	ck_assert_uint_eq(s.verify_mismatches, 0);
+	ck_assert_uint_eq(s.runs, 0);
+	fx_free(&fx);
+	fx_verify = 0;
+}
+END_TEST
+
+/* verify = 100 catches a transform that is not deterministic; readers
+ * keep getting the first output. */
+START_TEST(test_verify_mismatch)
+{
+	struct fixture fx;
+	struct xform_stats s;
+	uint8_t first[SHA256_LEN], later[SHA256_LEN];
+	uint64_t size = 0, size2 = 0;
+
+	fx_verify = 100;
+	fx_init(&fx, "verify-clock");
+	fx_open(&fx, clock_argv, "1", TRANSFORM_SANDBOX_BWRAP, 0);
+	ck_assert_uint_eq(lookup_and_read(&fx), 20);
+	ck_assert_int_eq(xform_digest(fx.x, &fx.o, false, first, &size), 0);
+	ck_assert_uint_eq(size, 20);
+	ck_assert_uint_eq(lookup_and_read(&fx), 20);
+	s = verify_wait(&fx, 1);
+	ck_assert_uint_eq(s.verify_runs, 1);
+	ck_assert_uint_eq(s.verify_mismatches, 1);
+	ck_assert_uint_eq(s.runs, 1);
+	ck_assert_uint_eq(lookup_and_read(&fx), 20);
+	ck_assert_int_eq(xform_digest(fx.x, &fx.o, false, later, &size2), 0);
+	ck_assert_mem_eq(first, later, SHA256_LEN);
+	ck_assert_uint_eq(xstats(&fx).verify_queued, 1);
+	fx_free(&fx);
+	fx_verify = 0;
+}
+END_TEST
+
+/* verify = 0 (the default) re-runs nothing. */
+START_TEST(test_verify_off)
+{
+	struct fixture fx;
+
+	fx_init(&fx, "verify-off");
+	fx_open(&fx, clock_argv, "1", TRANSFORM_SANDBOX_BWRAP, 0);
+	ck_assert_uint_eq(lookup_and_read(&fx), 20);
+	ck_assert_uint_eq(lookup_and_read(&fx), 20);
+	ck_assert_uint_eq(xstats(&fx).verify_queued, 0);
+	fx_free(&fx);
+}
+END_TEST
+
+/* xform_digest: nothing stored is -ENOENT without a run; with run it
+ * produces the output, and its digest is the output's. */
+START_TEST(test_digest)
+{
+	struct fixture fx;
+	uint8_t d[SHA256_LEN], want[SHA256_LEN];
+	uint64_t size = 0;
+	uint8_t *expect = malloc(SRC_SIZE);
+
+	ck_assert_ptr_nonnull(expect);
+	for (uint64_t i = 0; i < SRC_SIZE; i++)
+		expect[i] = out_byte(i);
+	ck_assert_int_eq(sha256(expect, SRC_SIZE, want), 0);
+	free(expect);
+	fx_init(&fx, "digest");
+	fx_open(&fx, tr_argv, "1", TRANSFORM_SANDBOX_BWRAP, 0);
+	ck_assert_int_eq(xform_digest(fx.x, &fx.o, false, d, &size), -ENOENT);
+	ck_assert_uint_eq(xstats(&fx).runs, 0);
+	ck_assert_int_eq(xform_digest(fx.x, &fx.o, true, d, &size), 0);
+	ck_assert_uint_eq(size, SRC_SIZE);
+	ck_assert_mem_eq(d, want, SHA256_LEN);
+	ck_assert_uint_eq(xstats(&fx).runs, 1);
+	/* The process was reaped: its CPU time (bwrap's and tr's) counts. */
+	ck_assert_uint_gt(xstats(&fx).cpu_ns, 0);
+	fx_close(&fx);
+	fx_open(&fx, tr_argv, "1", TRANSFORM_SANDBOX_BWRAP, 0);
+	ck_assert_int_eq(xform_digest(fx.x, &fx.o, false, d, &size), 0);
+	ck_assert_mem_eq(d, want, SHA256_LEN);
+	ck_assert_uint_eq(xstats(&fx).runs, 0);
+	fx_free(&fx);
+}
+END_TEST
+
 static Suite *xform_suite(void)
 {
 	const struct unit_case cases[] = {
@@ -497,6 +652,10 @@ static Suite *xform_suite(void)
 		{ "evicted_and_verified", test_evicted_and_verified },
 		{ "survives_reopen", test_survives_reopen },
 		{ "version_change", test_version_change },
+		{ "verify_deterministic", test_verify_deterministic },
+		{ "verify_mismatch", test_verify_mismatch },
+		{ "verify_off", test_verify_off },
+		{ "digest", test_digest },
 	};
 
 	return unit_suite("xform", cases, ARRAY_LEN(cases));

@@ -1,0 +1,101 @@
+/*
+ * xform_impl: what cache/xform.c (outputs, stash, failures) and
+ * cache/xform_verify.c (verify, digests) share; nothing outside cache/xform*
+ * includes it.
+ */
+#ifndef SHARDFS_CACHE_XFORM_IMPL_H
+#define SHARDFS_CACHE_XFORM_IMPL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cache/xform.h"
+
+/* Objects waiting for the verifier; more are not queued (nor marked, so
+ * a later lookup queues them). */
+#define XFORM_VERIFY_QUEUE_MAX 1024u
+/* Bytes per ready read of a stored output: one CRC block, so it never
+ * crosses a chunk (chunk sizes are multiples of it). */
+#define XFORM_READ_STEP ((size_t)CACHE_CRC_BLOCK)
+
+struct xform_entry {
+	struct xform_entry *next;
+	char *key, *etag;
+	size_t key_len, etag_len;
+	void *data; /* stash: the output */
+	size_t len;
+	uint64_t src_size; /* verify: the source's size */
+	uint64_t retry_ns; /* failures: no run before this */
+	unsigned fails;	   /* failures: in a row */
+};
+
+struct xform {
+	struct cache *c;
+	struct transform *t;
+	char *name;
+	char *out_name; /* "xf-NAME-ID" */
+	char *len_name; /* "xf-NAME-ID.len" */
+	struct backoff_policy retry;
+	unsigned stash_max;
+	uint64_t stash_bytes_max;
+	pthread_mutex_t lock;
+	struct xform_entry *stash;  /* protected by lock; newest first */
+	unsigned n_stash;	    /* protected by lock */
+	uint64_t stash_bytes;	    /* protected by lock */
+	struct xform_entry *failed; /* protected by lock */
+	uint64_t runs, failures, refused, bytes_in, bytes_out; /* atomic */
+	uint64_t timeouts, verify_queued, verify_runs;	       /* atomic */
+	uint64_t verify_mismatches;			       /* atomic */
+	unsigned verify_percent;
+
+	pthread_mutex_t vlock;
+	pthread_cond_t vcond;	   /* queued, or stop */
+	struct xform_entry *vhead; /* protected by vlock; oldest first */
+	struct xform_entry **vtail;
+	unsigned vn;		 /* protected by vlock */
+	uint64_t *vset;		 /* protected by vlock: open addressing */
+	size_t vset_cap, vset_n; /* protected by vlock */
+	bool vstarted, vstop;	 /* protected by vlock */
+	pthread_t verifier;
+};
+
+static inline void count(uint64_t *v, uint64_t n)
+{
+	__atomic_add_fetch(v, n, __ATOMIC_RELAXED);
+}
+
+/* The length object of src's output. */
+static inline void xform_len_object(const struct xform *x, const struct cache_object *src,
+		       struct cache_object *lo)
+{
+	*lo = *src;
+	lo->transform = x->len_name;
+	lo->source_size = src->size;
+	lo->size = 8;
+	lo->chunk_size = 0;
+}
+
+static inline uint64_t xform_le64(const uint8_t le[8])
+{
+	uint64_t v = 0;
+
+	for (int i = 7; i >= 0; i--)
+		v = v << 8 | le[i];
+	return v;
+}
+
+/* An entry for o (its key and etag copied), or NULL. */
+struct xform_entry *xform_entry_new(const struct cache_object *o);
+void xform_entry_free(struct xform_entry *e);
+
+/* Reads raw (the source) whole into *in (free() it). Returns 0 or the
+ * read's error (logged by it). */
+int xform_source(struct cache *c, const struct cache_object *raw,
+		 uint8_t **in);
+
+/* Queues src for the verifier if it is in the sample and was not queued
+ * before; starts the verifier at the first. Never waits for a run. */
+void xform_verify_queue(struct xform *x, const struct cache_object *src);
+
+#endif
