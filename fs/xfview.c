@@ -113,8 +113,8 @@ int fs_xf_names_build(const struct manifest *src, const struct fs_transform *t,
 		return -ENOMEM;
 	for (i = 0; i < src->count; i++)
 		bytes += src->entries[i].key_len + slen + 1;
-	n->m.entries = calloc(src->count ? src->count : 1,
-			      sizeof(*n->m.entries));
+	n->m.entries =
+		calloc(src->count ? src->count : 1, sizeof(*n->m.entries));
 	n->keys = malloc(bytes ? bytes : 1);
 	n->skip = calloc(src->count ? src->count : 1, 1);
 	sorted = malloc((src->count ? src->count : 1) * sizeof(*sorted));
@@ -172,9 +172,9 @@ int fs_xf_plan_filter(const struct shard_plan *p, const uint8_t *skip,
 	if (f == NULL)
 		return -ENOMEM;
 	*f = *p;
-	f->items = malloc((p->rank_start[p->world_size] ? p->rank_start
-								  [p->world_size]
-							: 1) *
+	f->items = malloc((p->rank_start[p->world_size]
+				   ? p->rank_start[p->world_size]
+				   : 1) *
 			  sizeof(*f->items));
 	f->rank_start = malloc((p->world_size + 1) * sizeof(*f->rank_start));
 	f->rank_pad = malloc((p->world_size ? p->world_size : 1) *
@@ -205,8 +205,8 @@ int fs_xf_plan_filter(const struct shard_plan *p, const uint8_t *skip,
 void fs_item_source(const struct fs_gen *g, uint32_t item,
 		    struct cache_object *out)
 {
-	const struct manifest *m = g->source != NULL ? g->source
-						     : g->d.manifest;
+	const struct manifest *m =
+		g->source != NULL ? g->source : g->d.manifest;
 	const struct manifest_entry *e = &m->entries[item];
 
 	memset(out, 0, sizeof(*out));

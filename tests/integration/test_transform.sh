@@ -178,4 +178,179 @@ else
 	fail "mount with the views"
 fi
 
+# --- 8 readers: one run per object; a second mount on the cache: none ---------
+# Readers in one daemon join one run (cache/derived.c's flights are per
+# process); a second daemon on the same cache directory finds the outputs
+# the first stored and runs nothing.
+: >"$X/runs/log"
+vconf v8 "$T/vcache8"
+M2=$T/mnt2
+if mount_shardfs "$T/v8.conf" "$M"; then
+	P1=$LAST_PID
+	# Eight readers of every file, started together.
+	/usr/bin/python3 - "$M" >"$T/readers.out" 2>&1 <<'PY'
+import os, sys, threading
+root = sys.argv[1]
+rels = []
+for d, _, files in os.walk(os.path.join(root, "transform-up")):
+    rels += [os.path.relpath(os.path.join(d, f), root) for f in files]
+barrier = threading.Barrier(8)
+results = {}
+errors = []
+def reader(k):
+    barrier.wait()
+    # Each reader its own order, so that they meet on every file.
+    for rel in sorted(rels, reverse=k % 2 == 1):
+        try:
+            with open(os.path.join(root, rel), "rb") as f:
+                results.setdefault(rel, set()).add(f.read())
+        except OSError as e:
+            errors.append(f"{rel}: {e}")
+ts = [threading.Thread(target=reader, args=(k,)) for k in range(8)]
+[t.start() for t in ts]
+[t.join() for t in ts]
+bad = [r for r, v in results.items() if len(v) != 1]
+print(f"files {len(results)} differing {len(bad)} errors {len(errors)}")
+sys.exit(1 if bad or errors or len(results) != len(rels) else 0)
+PY
+	rc=$?
+	check "8 readers: every reader got the same bytes ($(cat "$T/readers.out"))" test "$rc" = 0
+	check "8 readers: one run per object ($(runs) runs)" test "$(runs)" = "$NV"
+	out=$("$XFC" tree "$M/rank-1" "$M/transform-up/rank-1" upper .up true 2>&1)
+	check "... and those bytes are the outputs ($out)" bash -c "[[ '$out' == files* ]]"
+	if mount_shardfs "$T/v8.conf" "$M2"; then
+		P2=$LAST_PID
+		out=$("$XFC" tree "$M2/rank-0" "$M2/transform-up/rank-0" upper .up true 2>&1)
+		out1=$("$XFC" tree "$M2/rank-1" "$M2/transform-up/rank-1" upper .up true 2>&1)
+		check "a second mount on the cache: the outputs ($out; $out1)" \
+			bash -c "[[ '$out' == files* && '$out1' == files* ]]"
+		check "... stored by the first: no run ($(runs) runs in all)" test "$(runs)" = "$NV"
+		check "unmount the second" umount_shardfs "$M2" "$P2"
+	else
+		fail "a second mount on one cache"
+	fi
+	check "unmount the first" umount_shardfs "$M" "$P1"
+else
+	fail "mount for 8 readers"
+fi
+
+# --- a new version runs again --------------------------------------------------
+: >"$X/runs/log"
+vconf v8v2 "$T/vcache8" 2
+if mount_shardfs "$T/v8v2.conf" "$M"; then
+	out=$("$XFC" tree "$M/rank-0" "$M/transform-up/rank-0" upper .up true 2>&1)
+	check "version 2: the outputs ($out)" bash -c "[[ '$out' == files* ]]"
+	check "version 2: new outputs, so runs again ($(runs) runs for rank-0)" test "$(runs)" -gt 0
+	check "unmount" umount_shardfs "$M"
+else
+	fail "mount with version 2"
+fi
+: >"$X/runs/log"
+if mount_shardfs "$T/v8.conf" "$M"; then
+	out=$("$XFC" tree "$M/rank-0" "$M/transform-up/rank-0" upper .up true 2>&1)
+	check "version 1 again after a remount: its stored outputs, no run ($out, $(runs) runs)" \
+		bash -c "[[ '$out' == files* ]] && [ $(runs) = 0 ]"
+	check "unmount" umount_shardfs "$M"
+else
+	fail "remount with version 1"
+fi
+
+# --- a failing transform: EIO for its file, and a run again after the backoff --
+FSRC=$T/fsrc
+mkdir -p "$FSRC/d"
+for i in 1 2 3 4; do printf 'file %s\n' "$i" >"$FSRC/d/f$i.txt"; done
+printf 'a boom inside\n' >"$FSRC/d/f3.txt"
+printf '[source]\nurl = %s\n[cache]\ndir = %s\n[transform up]\ncommand = /usr/bin/python3 %s/xf.py\nsuffix = .up\nsandbox = none\n' \
+	"$FSRC" "$T/fcache" "$X" >"$T/f.conf"
+: >"$X/runs/log"
+rm -f "$X/fixed"
+if mount_shardfs "$T/f.conf" "$M"; then
+	F=$M/transform-up/rank-0/d
+	check "the failing object: EIO" bash -c "! cat '$F/f3.txt.up' 2>'$T/f.err' >/dev/null && grep -q 'Input/output error' '$T/f.err'"
+	check "the failing object again: EIO (in its backoff or run again)" bash -c "! cat '$F/f3.txt.up' >/dev/null 2>&1"
+	check "the other files are fine" bash -c \
+		"[ \"\$(cat '$F/f1.txt.up' '$F/f2.txt.up' '$F/f4.txt.up')\" = \"\$(printf 'FILE 1\nFILE 2\nFILE 4')\" ]"
+	check "the failure is logged with the key and the command's stderr" bash -c \
+		"grep 'd/f3.txt' '$LAST_LOG' | grep -q 'boom: this input is refused'"
+	before=$(runs)
+	touch "$X/fixed"
+	# The backoff after one failure is about a second: read until it
+	# has passed (bounded), whatever the machine's load.
+	got=
+	for _ in $(seq 300); do
+		got=$(cat "$F/f3.txt.up" 2>/dev/null) && break
+		sleep 0.1
+	done
+	check "after the backoff a read runs it again and gets its output" test "$got" = "A BOOM INSIDE"
+	check "... by a new run ($before runs before, $(runs) after)" test "$(runs)" -gt "$before"
+	check "unmount" umount_shardfs "$M"
+else
+	fail "mount with a failing transform"
+fi
+rm -f "$X/fixed"
+
+# --- kill -9 of the daemon mid-run, then a remount ------------------------------
+: >"$X/runs/log"
+touch "$X/slow"
+vconf vk "$T/vcachek"
+if mount_shardfs "$T/vk.conf" "$M"; then
+	PK=$LAST_PID
+	# A name by a listing (a stat would run the transform).
+	K=transform-up/$("$XFC" names "$M/transform-up" | grep '^rank-0/.*\.up$' | head -n 1)
+	cat "$M/$K" >/dev/null 2>&1 &
+	CATPID=$!
+	PIDS+=("$CATPID")
+	for _ in $(seq 300); do [ "$(runs)" -ge 1 ] && break; sleep 0.1; done
+	check "a run started ($(runs))" test "$(runs)" -ge 1
+	kill -9 "$PK"
+	wait "$PK" 2>/dev/null
+	fusermount3 -u -z "$M" 2>/dev/null
+	wait "$CATPID" 2>/dev/null
+	rm -f "$X/slow"
+	if mount_shardfs "$T/vk.conf" "$M"; then
+		out=$("$XFC" tree "$M/rank-0" "$M/transform-up/rank-0" upper .up true 2>&1)
+		check "after kill -9 and a remount every output is whole and right ($out)" bash -c "[[ '$out' == files* ]]"
+		check "unmount" umount_shardfs "$M"
+	else
+		fail "remount after kill -9"
+	fi
+else
+	fail "mount for kill -9"
+fi
+rm -f "$X/slow"
+
+# --- the Pillow resize, process and worker mode --------------------------------
+JSRC=$T/jsrc
+mkdir -p "$JSRC/img/a" "$JSRC/img/b"
+for i in $(seq 1 12); do
+	/usr/bin/python3 "$HERE/../unit/transform/gen_jpeg.py" "$i" "$JSRC/img/$([ $((i % 2)) = 0 ] && echo a || echo b)/$i.jpg"
+done
+# Worker mode without the sandbox: a long-lived worker in bwrap holds a
+# copy of the FUSE mount in its mount namespace, so that unmounting in the
+# daemon's namespace does not end the connection and the daemon never
+# stops (a bug of the runner's sandbox, reported; not this suite's subject).
+for mode in process worker; do
+	sandbox=bwrap
+	[ "$mode" = worker ] && sandbox=none
+	printf '[source]\nurl = %s\n[cache]\ndir = %s\n[transform small]\ncommand = /usr/bin/python3 %s/tests/unit/transform/resize.py\nmode = %s\nsandbox = %s\nsuffix = .png\nreplace_extension = true\n' \
+		"$JSRC" "$T/jcache-$mode" "$X" "$mode" "$sandbox" >"$T/j-$mode.conf"
+	if mount_shardfs "$T/j-$mode.conf" "$M"; then
+		out=$("$XFC" tree "$M/rank-0" "$M/transform-small/rank-0" resize .png true 2>&1)
+		check "Pillow resize to 64x64 PNG, $mode mode (sandbox $sandbox): the bytes resize() gives run directly ($out)" \
+			bash -c "[[ '$out' == 'files 12 eio 0' ]]"
+		check "unmount" umount_shardfs "$M"
+	else
+		fail "mount with the Pillow resize ($mode mode)"
+	fi
+done
+
+# --- a record view is refused ---------------------------------------------------
+printf '[source]\nurl = %s\n[cache]\ndir = %s\n[shard]\nunit = record\n[records]\nformat = jsonl\n[transform up]\ncommand = /usr/bin/tr a-z A-Z\n' \
+	"$FSRC" "$T/rcache" >"$T/rec.conf"
+mkdir -p "$FSRC/r"
+printf '{"a": 1}\n{"a": 2}\n' >"$FSRC/r/x.jsonl"
+mount_fails "$T/rec.conf"
+check "[transform] with unit = record: the mount exits 1 naming it (rc $rc)" bash -c \
+	"[ '$rc' = 1 ] && grep -q 'rec.conf:.*\[transform up\] with \[shard\] unit = record' '$T/rec.conf.err'"
+
 finish
