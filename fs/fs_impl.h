@@ -105,7 +105,7 @@ struct fs_snap {
  * FS_EPOCH_VIEWS trees per base generation are kept; one evicted
  * lives on while the kernel still uses it (its entries are invalidated,
  * so only open files and working directories hold it). */
-#define FS_EPOCH_VIEWS 8
+#define FS_EPOCH_VIEWS 4
 
 /* Which tree: epoch-E, or epoch-E/skip-K[-of-W] with is_skip; with xf
  * (1 + the transform's index in fs_data.transforms; 0: none) the same
