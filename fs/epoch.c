@@ -21,6 +21,12 @@
  * reader nears the end of an epoch, so that the prefetcher can walk on
  * into it (fs_order_object) and the first files of E+1 are warm.
  *
+ * A transform tree (docs/DESIGN.md §3, "Transform views") is built the
+ * same way, keyed by its transform too: transform-NAME/ (the configured
+ * plan, epoch-E/ below it), and epoch-E/ and skip-K/ under that; its view
+ * is laid out over the renamed manifest (fs/xfview.c), and it shares its
+ * base's slots with the epoch trees.
+ *
  * Names are canonical decimals ("epoch-01" is not epoch 1), so a number
  * has one spelling; a few names still plan what another does (skip-0 of
  * a strided epoch is the epoch itself), which costs a tree, not a wrong
