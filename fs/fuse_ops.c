@@ -7,8 +7,11 @@
  * what it does after its reply. Positive lookup replies and readdirplus
  * entries are counted as references until the kernel FORGETs them; open
  * handles until release. Every handler replies exactly once. A name the
- * view lacks may be an epoch-E/ or skip-K/ tree (epoch.c): the lookup then
- * answers with that tree's node and counts the reference on that tree.
+ * view lacks may be an epoch-E/, skip-K/ or transform-NAME/ tree
+ * (epoch.c): the lookup then answers with that tree's node and counts the
+ * reference on that tree. A transform tree's file is its object's output:
+ * its size (a lookup, a getattr) may run the transform, which a listing
+ * never does (do_readdir).
  *
  * Control files (their texts, kept or snapshotted, and their handles are
  * control.c's): kept texts are served with keep_cache; the stats snapshot
