@@ -66,8 +66,9 @@ static inline void count(uint64_t *v, uint64_t n)
 }
 
 /* The length object of src's output. */
-static inline void xform_len_object(const struct xform *x, const struct cache_object *src,
-		       struct cache_object *lo)
+static inline void xform_len_object(const struct xform *x,
+				    const struct cache_object *src,
+				    struct cache_object *lo)
 {
 	*lo = *src;
 	lo->transform = x->len_name;
@@ -91,8 +92,7 @@ void xform_entry_free(struct xform_entry *e);
 
 /* Reads raw (the source) whole into *in (free() it). Returns 0 or the
  * read's error (logged by it). */
-int xform_source(struct cache *c, const struct cache_object *raw,
-		 uint8_t **in);
+int xform_source(struct cache *c, const struct cache_object *raw, uint8_t **in);
 
 /* Queues src for the verifier if it is in the sample and was not queued
  * before; starts the verifier at the first. Never waits for a run. */

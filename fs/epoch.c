@@ -21,6 +21,12 @@
  * reader nears the end of an epoch, so that the prefetcher can walk on
  * into it (fs_order_object) and the first files of E+1 are warm.
  *
+ * A transform tree (docs/DESIGN.md §3, "Transform views") is built the
+ * same way, keyed by its transform too: transform-NAME/ (the configured
+ * plan, epoch-E/ below it), and epoch-E/ and skip-K/ under that; its view
+ * is laid out over the renamed manifest (fs/xfview.c), and it shares its
+ * base's slots with the epoch trees.
+ *
  * Names are canonical decimals ("epoch-01" is not epoch 1), so a number
  * has one spelling; a few names still plan what another does (skip-0 of
  * a strided epoch is the epoch itself), which costs a tree, not a wrong
@@ -46,6 +52,9 @@ struct epoch_owner {
 	struct shard_plan *plan;
 	struct rplan *rplan;
 	struct view *view;
+	/* A transform tree's renamed manifest, and the plan before its
+	 * collisions were dropped. */
+	struct fs_xf_names *names;
 };
 
 #define EPOCH_TASKS 64
@@ -57,7 +66,20 @@ struct epoch_task {
 	struct fs_gen *base; /* TASK_BUILD: one reference */
 	struct epoch_key key;
 	uint32_t base_id; /* TASK_INVAL: whose .shardfs/ */
+	char name[64];	  /* TASK_INVAL: the name at the root */
 };
+
+/* The name at the mount's root (and its .shardfs/) that leads to tree g:
+ * epoch-E, or transform-NAME for a transform tree (its epoch-E/ trees are
+ * below that). */
+static void tree_root_name(const struct fs_gen *g, char *buf, size_t len)
+{
+	if (g->xf != NULL)
+		snprintf(buf, len, "transform-%s", g->xf->name);
+	else
+		snprintf(buf, len, "epoch-%llu",
+			 (unsigned long long)g->d.spec->epoch);
+}
 
 /* Lock order: swap_lock (fs_swap's retire), then a base's epochs lock,
  * then gens_lock (fs_gen_add, fs_gen_put); the worker's lock is a leaf,
@@ -81,8 +103,27 @@ static bool parse_epoch(const char *name, uint64_t *epoch)
 	       str_u64_canon(name + 6, strlen(name + 6), epoch);
 }
 
+static const char xf_prefix[] = "transform-";
+
+/* The transform named by "transform-NAME" in base (1 + its index), or 0. */
+static uint32_t parse_xf(const struct fs_gen *base, const char *name)
+{
+	size_t plen = strlen(xf_prefix);
+
+	if (strncmp(name, xf_prefix, plen) != 0)
+		return 0;
+	for (size_t i = 0; i < base->d.n_transforms; i++)
+		if (strcmp(name + plen, base->d.transforms[i].name) == 0)
+			return (uint32_t)i + 1;
+	return 0;
+}
+
 static bool key_eq(const struct epoch_key *a, const struct epoch_key *b)
 {
+	if (a->xf != b->xf || a->xf_top != b->xf_top)
+		return false;
+	if (a->xf_top)
+		return true;
 	return a->epoch == b->epoch && a->is_skip == b->is_skip &&
 	       (!a->is_skip ||
 		(a->skip == b->skip && a->skip_world == b->skip_world));
@@ -106,6 +147,7 @@ static void owner_free(struct epoch_owner *o)
 	view_free(o->view);
 	rplan_free(o->rplan);
 	shard_plan_free(o->plan);
+	fs_xf_names_free(o->names);
 	free(o);
 }
 
@@ -132,9 +174,36 @@ static int owner_build(struct fs *fs, struct fs_gen *base,
 		return -ENOMEM;
 	o->fs = fs;
 	o->spec = *d->spec;
-	o->spec.epoch = key->epoch;
-	o->spec.skip = key->is_skip ? key->skip : 0;
-	o->spec.skip_world = key->is_skip ? key->skip_world : 0;
+	if (!key->xf_top) {
+		o->spec.epoch = key->epoch;
+		o->spec.skip = key->is_skip ? key->skip : 0;
+		o->spec.skip_world = key->is_skip ? key->skip_world : 0;
+	}
+	if (key->xf != 0) {
+		/* A transform tree: the renamed keys, without collisions
+		 * (never a record view: the mount refuses that). */
+		struct shard_plan *all = NULL;
+
+		rc = fs_xf_names_build(d->manifest, &d->transforms[key->xf - 1],
+				       &o->names);
+		if (rc == 0)
+			rc = shard_plan_build(&o->spec, d->manifest->count,
+					      manifest_weight, d->manifest,
+					      &all);
+		if (rc == 0)
+			rc = fs_xf_plan_filter(all, o->names->skip, &o->plan);
+		shard_plan_free(all);
+		if (rc == 0)
+			rc = view_build_under(&o->names->m, o->plan, NULL,
+					      base_shows_rank, d->view,
+					      top_name, &o->view);
+		if (rc < 0) {
+			owner_free(o);
+			return rc;
+		}
+		*out = o;
+		return 0;
+	}
 	if (d->rplan != NULL) {
 		/* A record view: an empty object plan (as dataset.c makes;
 		 * the bytes layout wants a weight even for no items). */
@@ -170,12 +239,20 @@ static int owner_gen(struct fs *fs, struct fs_gen *base, struct epoch_owner *o,
 	struct fs_gen_tree tree = { .base = base, .skip = key->is_skip };
 	struct fs_gen *g;
 	uint64_t top = 0, ctl = 0;
+	char xf_dir[64] = "";
 	int rc;
 
 	d.spec = &o->spec;
 	d.plan = o->plan;
 	d.rplan = o->rplan;
 	d.view = o->view;
+	if (o->names != NULL) {
+		tree.xf = &base->d.transforms[key->xf - 1];
+		tree.xf_id = key->xf;
+		tree.xf_top = key->xf_top;
+		tree.source = base->d.manifest;
+		d.manifest = &o->names->m;
+	}
 	root = view_node(o->view, FUSE_ROOT_ID);
 	if (view_lookup(o->view, root, top_name, strlen(top_name), &top) < 0 ||
 	    view_lookup(o->view, root, ctrl_name, strlen(ctrl_name), &ctl) < 0)
@@ -183,16 +260,22 @@ static int owner_gen(struct fs *fs, struct fs_gen *base, struct epoch_owner *o,
 	tree.data_node = (uint32_t)top;
 	tree.ctrl_node = (uint32_t)ctl;
 	/* The name it is looked up by, for the pusher's own lookups. */
-	if (!key->is_skip)
-		snprintf(tree.path, sizeof(tree.path), "epoch-%llu/",
+	if (key->xf != 0)
+		snprintf(xf_dir, sizeof(xf_dir), "%s%s/", xf_prefix,
+			 tree.xf->name);
+	if (key->xf_top)
+		snprintf(tree.path, sizeof(tree.path), "%s", xf_dir);
+	else if (!key->is_skip)
+		snprintf(tree.path, sizeof(tree.path), "%sepoch-%llu/", xf_dir,
 			 (unsigned long long)key->epoch);
 	else if (key->skip_world == 0)
-		snprintf(tree.path, sizeof(tree.path), "epoch-%llu/skip-%llu/",
+		snprintf(tree.path, sizeof(tree.path),
+			 "%sepoch-%llu/skip-%llu/", xf_dir,
 			 (unsigned long long)key->epoch,
 			 (unsigned long long)key->skip);
 	else
 		snprintf(tree.path, sizeof(tree.path),
-			 "epoch-%llu/skip-%llu-of-%llu/",
+			 "%sepoch-%llu/skip-%llu-of-%llu/", xf_dir,
 			 (unsigned long long)key->epoch,
 			 (unsigned long long)key->skip,
 			 (unsigned long long)key->skip_world);
@@ -281,6 +364,7 @@ static struct fs_gen *epochs_get(struct fs *fs, struct fs_gen *base,
 					.base_id = base->id };
 
 		t.key.epoch = evicted->d.spec->epoch;
+		tree_root_name(evicted, t.name, sizeof(t.name));
 		log_msg(LOG_DEBUG, "epoch tree %u (epoch %llu) evicted",
 			evicted->id,
 			(unsigned long long)evicted->d.spec->epoch);
@@ -312,9 +396,20 @@ int fs_epoch_link(struct fs *fs, struct fs_gen *g, const struct view_node *dir,
 			ctrl = true;
 		else
 			return -ENOENT;
-		if (!parse_epoch(name, &key.epoch))
+		if ((key.xf = parse_xf(g, name)) != 0)
+			key.xf_top = true;
+		else if (!parse_epoch(name, &key.epoch))
 			return -ENOENT;
 		base = g;
+	} else if (g->xf_top) {
+		/* transform-NAME/ or .shardfs/transform-NAME/: epoch-E. */
+		if (dir_ino != g->data_node && dir_ino != g->ctrl_node)
+			return -ENOENT;
+		ctrl = dir_ino == g->ctrl_node;
+		if (!parse_epoch(name, &key.epoch))
+			return -ENOENT;
+		key.xf = g->xf_id;
+		base = g->base;
 	} else {
 		/* An epoch-E tree's directory or its .shardfs/: skip-K. */
 		if (g->skip ||
@@ -327,6 +422,7 @@ int fs_epoch_link(struct fs *fs, struct fs_gen *g, const struct view_node *dir,
 			return -ENOENT;
 		key.epoch = g->d.spec->epoch;
 		key.is_skip = true;
+		key.xf = g->xf_id;
 		base = g->base;
 	}
 	t = epochs_get(fs, base, &key, true, &rc);
@@ -340,7 +436,8 @@ int fs_epoch_link(struct fs *fs, struct fs_gen *g, const struct view_node *dir,
 struct fs_gen *fs_epoch_next(struct fs *fs, struct fs_gen *g)
 {
 	struct fs_gen *base = g->base != NULL ? g->base : g;
-	struct epoch_key key = { .epoch = g->d.spec->epoch + 1 };
+	struct epoch_key key = { .epoch = g->d.spec->epoch + 1,
+				 .xf = g->xf_id };
 	int err;
 
 	if (g->d.spec->epoch == UINT64_MAX)
@@ -367,6 +464,7 @@ void fs_epoch_opened(struct fs *fs, struct fs_gen *g, uint64_t pos,
 	    __atomic_exchange_n(&g->next_asked, 1, __ATOMIC_RELAXED))
 		return;
 	t.key.epoch = g->d.spec->epoch + 1;
+	t.key.xf = g->xf_id;
 	t.base = base;
 	fs_gen_ref(base, 1);
 	worker_push(fs, &t);
@@ -378,11 +476,9 @@ void fs_epoch_opened(struct fs *fs, struct fs_gen *g, uint64_t pos,
  * the worker runs before fs_epoch_stop returns, and stops between two
  * notifications once *stop is set. */
 static void inval_epoch(struct fs *fs, const bool *stop, uint32_t base_id,
-			uint64_t epoch)
+			const char *name)
 {
-	char name[32];
-	int len = snprintf(name, sizeof(name), "epoch-%llu",
-			   (unsigned long long)epoch);
+	size_t len = strlen(name);
 	/* .shardfs is the root's first child: view inode 2. */
 	fuse_ino_t parents[2] = { FUSE_ROOT_ID, FS_INO(base_id, 2) };
 
@@ -394,7 +490,7 @@ static void inval_epoch(struct fs *fs, const bool *stop, uint32_t base_id,
 		if (fs->se == NULL)
 			return;
 		rc = fuse_lowlevel_notify_inval_entry(fs->se, parents[i], name,
-						      (size_t)len);
+						      len);
 		if (rc < 0 && rc != -ENOENT)
 			log_msg(LOG_DEBUG, "invalidating %s: %s", name,
 				strerror(-rc));
@@ -418,8 +514,11 @@ void fs_epoch_retire(struct fs *fs, struct fs_gen *g)
 	}
 	pthread_mutex_unlock(&e->lock);
 	for (i = 0; i < n; i++) {
+		char name[64];
+
+		tree_root_name(gens[i], name, sizeof(name));
 		if (!fs->stopping)
-			inval_epoch(fs, NULL, g->id, gens[i]->d.spec->epoch);
+			inval_epoch(fs, NULL, g->id, name);
 		fs_gen_put(fs, gens[i], 1);
 	}
 }
@@ -430,7 +529,7 @@ static void task_run(struct fs *fs, struct epoch_task *t, const bool *stop)
 	int err;
 
 	if (t->kind == TASK_INVAL) {
-		inval_epoch(fs, stop, t->base_id, t->key.epoch);
+		inval_epoch(fs, stop, t->base_id, t->name);
 		return;
 	}
 	g = epochs_get(fs, t->base, &t->key, true, &err);

@@ -47,6 +47,16 @@ struct fs_options {
 	size_t n_xforms;
 };
 
+/* A configured transform as the views show it (docs/DESIGN.md §3,
+ * "Transform views"): MOUNT/transform-NAME/ mirrors the object views with
+ * each file's name changed by the rule and its bytes the output of x. */
+struct fs_transform {
+	const char *name;
+	const char *suffix;	/* added to a file's name ("" : none) */
+	bool replace_extension; /* ... in place of its extension */
+	struct xform *x;	/* attached to the mount's cache */
+};
+
 /* What the filesystem serves; all borrowed. fs_run()'s must outlive it;
  * fs_swap()'s until its release callback. */
 struct fs_data {
@@ -59,6 +69,10 @@ struct fs_data {
 	const struct rplan *rplan;
 	const struct view *view;
 	struct cache *cache;
+	/* The transforms, each a transform-NAME/ tree (none for a record
+	 * view: the mount refuses that). */
+	const struct fs_transform *transforms;
+	size_t n_transforms;
 };
 
 /* A running mount, valid from hooks->ready until hooks->stopping returns. */

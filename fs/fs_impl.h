@@ -4,7 +4,9 @@
  * on reload), which drives gen.c, epoch.c, kernel.c and order.c; the FUSE
  * handlers (fuse_ops.c) use gen.c, epoch.c and control.c; kernel.c uses
  * order.c, order.c epoch.c, and epoch.c, control.c and control_stats.c
- * use gen.c, which calls none of them.
+ * use gen.c, which calls none of them. xfview.c (a transform tree's names
+ * and objects) calls none of them either; epoch.c, fuse_ops.c and order.c
+ * use it.
  *
  * Generations. What a mount serves (manifest, plan, view, the order tables,
  * the control texts) is one generation, immutable once built. A reload
@@ -105,11 +107,16 @@ struct fs_snap {
  * so only open files and working directories hold it). */
 #define FS_EPOCH_VIEWS 4
 
-/* Which tree: epoch-E, or epoch-E/skip-K[-of-W] with is_skip. */
+/* Which tree: epoch-E, or epoch-E/skip-K[-of-W] with is_skip; with xf
+ * (1 + the transform's index in fs_data.transforms; 0: none) the same
+ * under transform-NAME/, and xf_top is transform-NAME/ itself (the
+ * configured epoch, epoch ignored). */
 struct epoch_key {
 	uint64_t epoch;
 	uint64_t skip, skip_world; /* with is_skip */
 	bool is_skip;
+	bool xf_top;
+	uint32_t xf;
 };
 
 struct fs_epochs {
@@ -180,6 +187,15 @@ struct fs_gen {
 	struct fs_gen *base;
 	uint32_t data_node, ctrl_node; /* view inode numbers */
 	bool skip;		       /* a skip-K tree (no skip-K below it) */
+	/* A transform tree's (docs/DESIGN.md §3, "Transform views"): its
+	 * transform (NULL: none), its index + 1 (epoch_key.xf), whether it
+	 * is transform-NAME/ itself (epoch-E/ below it), and the manifest
+	 * of the source keys (d.manifest has the renamed ones, same
+	 * indices). */
+	const struct fs_transform *xf;
+	uint32_t xf_id;
+	bool xf_top;
+	const struct manifest *source;
 	uint8_t next_asked; /* atomic: the next epoch's warm-up was asked */
 
 	uint64_t refs; /* atomic; see the file comment */
@@ -285,7 +301,12 @@ struct fs_gen_tree {
 	struct fs_gen *base; /* a reference the new generation owns */
 	uint32_t data_node, ctrl_node;
 	bool skip;
-	char path[80]; /* its path_prefix, e.g. "epoch-7/skip-40-of-8/" */
+	char path[160]; /* its path_prefix, e.g. "epoch-7/skip-40-of-8/" */
+	/* A transform tree's: as in struct fs_gen. */
+	const struct fs_transform *xf;
+	uint32_t xf_id;
+	bool xf_top;
+	const struct manifest *source;
 };
 int fs_gen_add(struct fs *fs, const struct fs_data *data,
 	       const struct fs_gen_tree *tree, void (*release)(void *owner),
@@ -334,6 +355,34 @@ void fs_epoch_opened(struct fs *fs, struct fs_gen *g, uint64_t pos,
 /* g stops being current (fs_swap, with swap_lock held; or the end):
  * drops its kept trees and the kernel's entries for them. */
 void fs_epoch_retire(struct fs *fs, struct fs_gen *g);
+
+/* xfview.c: a transform tree's names (docs/DESIGN.md §3, "Transform
+ * views"). m is the source manifest with each key's file name changed by
+ * the rule (same indices, sizes and etags; its keys point into keys);
+ * skip[i] is 1 for an item whose new name collides (another item's, a
+ * directory's, or longer than 255 bytes), n_skipped their count. */
+struct fs_xf_names {
+	struct manifest m;
+	char *keys;
+	uint8_t *skip;
+	size_t n_skipped;
+};
+/* Returns 0 and *out, or -ENOMEM. */
+int fs_xf_names_build(const struct manifest *src, const struct fs_transform *t,
+		      struct fs_xf_names **out);
+void fs_xf_names_free(struct fs_xf_names *n);
+/* p without the positions whose item skip marks (pads stay pads).
+ * Returns 0 and *out (shard_plan_free), or -ENOMEM. */
+int fs_xf_plan_filter(const struct shard_plan *p, const uint8_t *skip,
+		      struct shard_plan **out);
+/* The object to read for item of g: the source's, or for a transform
+ * tree the output's (its size from xform_size(), which may run the
+ * transform). Returns 0, or xform_size()'s error. */
+int fs_item_object(struct fs_gen *g, uint32_t item, struct cache_object *out);
+/* The source object of item (what the transform of a transform tree
+ * reads; any tree's own object otherwise). */
+void fs_item_source(const struct fs_gen *g, uint32_t item,
+		    struct cache_object *out);
 
 /* control.c: the .shardfs/ files of generation g (node n, kind VIEW_CTRL,
  * not stats). n's kept text, built on first use (borrowed: it lives as

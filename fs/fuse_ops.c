@@ -7,8 +7,11 @@
  * what it does after its reply. Positive lookup replies and readdirplus
  * entries are counted as references until the kernel FORGETs them; open
  * handles until release. Every handler replies exactly once. A name the
- * view lacks may be an epoch-E/ or skip-K/ tree (epoch.c): the lookup then
- * answers with that tree's node and counts the reference on that tree.
+ * view lacks may be an epoch-E/, skip-K/ or transform-NAME/ tree
+ * (epoch.c): the lookup then answers with that tree's node and counts the
+ * reference on that tree. A transform tree's file is its object's output:
+ * its size (a lookup, a getattr) may run the transform, which a listing
+ * never does (do_readdir).
  *
  * Control files (their texts, kept or snapshotted, and their handles are
  * control.c's): kept texts are served with keep_cache; the stats snapshot
@@ -137,9 +140,18 @@ static int fill_attr(struct fs *fs, struct fs_gen *g, const struct view_node *n,
 	case VIEW_FILE: {
 		const struct manifest_entry *e =
 			&g->d.manifest->entries[n->u.item];
+		struct cache_object obj;
 
 		st->st_mode = S_IFREG | 0444;
 		st->st_size = (off_t)e->size;
+		if (g->xf != NULL) {
+			/* A transform's output: its exact size, which may
+			 * need a run (bounded: xform_size()). */
+			rc = fs_item_object(g, n->u.item, &obj);
+			if (rc < 0)
+				return rc;
+			st->st_size = (off_t)obj.size;
+		}
 		st->st_mtim.tv_sec = e->mtime_ns / 1000000000;
 		st->st_mtim.tv_nsec = e->mtime_ns % 1000000000;
 		if (st->st_mtim.tv_nsec < 0) {
@@ -487,7 +499,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	uint64_t counted = 0;
 	char *buf;
 	size_t used = 0;
-	off_t i, last = off;
+	off_t i, end, last = off;
 
 	(void)fi;
 	count_op(fs, req, FS_OP_READDIR);
@@ -504,13 +516,39 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, ENOMEM);
 		goto out;
 	}
-	for (i = off; i < 2 + (off_t)dir->u.dir.count; i++) {
+	/* The root lists transform-NAME/ after its own children (those
+	 * are another generation's: looked up, fs_epoch_link). */
+	end = 2 + (off_t)dir->u.dir.count;
+	if (ino == FUSE_ROOT_ID)
+		end += (off_t)g->d.n_transforms;
+	for (i = off; i < end; i++) {
 		const struct view_node *n;
 		char name[NAME_MAX + 1];
 		struct fuse_entry_param e;
 		size_t need;
 		int rc;
 
+		if (i >= 2 + (off_t)dir->u.dir.count) {
+			size_t k = (size_t)(i - 2 - dir->u.dir.count);
+
+			snprintf(name, sizeof(name), "transform-%s",
+				 g->d.transforms[k].name);
+			/* No attributes (node id 0): a lookup links it. */
+			memset(&e, 0, sizeof(e));
+			e.attr.st_ino = FS_INO(g->id, FS_SNAP_BIT - 1 - k);
+			e.attr.st_mode = S_IFDIR | 0555;
+			need = plus ? fuse_add_direntry_plus(req, buf + used,
+							     size - used, name,
+							     &e, i + 1)
+				    : fuse_add_direntry(req, buf + used,
+							size - used, name,
+							&e.attr, i + 1);
+			if (need > size - used)
+				break;
+			used += need;
+			last = i + 1;
+			continue;
+		}
 		if (i < 2) {
 			n = i == 0 ? dir
 				   : view_node(g->d.view, dir->parent + 1);
@@ -520,7 +558,15 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			memcpy(name, n->name, n->name_len);
 			name[n->name_len] = '\0';
 		}
-		if (plus) {
+		if (plus && g->xf != NULL && n->kind == VIEW_FILE) {
+			/* A transform's output: its size needs a run, and a
+			 * listing never runs one. No attributes (node id 0:
+			 * the kernel links no entry and looks the name up
+			 * at its first use). */
+			memset(&e, 0, sizeof(e));
+			e.attr.st_ino = ino_of(g, n);
+			e.attr.st_mode = S_IFREG | 0444;
+		} else if (plus) {
 			/* Attributes travel with the entry: fill them all
 			 * (a stats entry as its node: size 0, looked up
 			 * again at its first use). */
@@ -548,7 +594,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		used += need;
 		/* The kernel counts a lookup for every readdirplus entry
 		 * but "." and ".." (fuse_direntplus_link). */
-		if (plus && i >= 2) {
+		if (plus && i >= 2 && e.ino != 0) {
 			counted++;
 			entry_known(g, n, 1);
 		}
@@ -557,11 +603,14 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	fs_gen_ref(g, counted);
 	if (fuse_reply_buf(req, buf, used) != 0) {
 		fs_gen_put(fs, g, counted);
-		for (i = off < 2 ? 2 : off; plus && i < last; i++)
-			entry_known(
-				g,
-				view_child(g->d.view, dir, (uint32_t)(i - 2)),
-				-1);
+		for (i = off < 2 ? 2 : off;
+		     plus && i < last && i < 2 + (off_t)dir->u.dir.count; i++) {
+			const struct view_node *c =
+				view_child(g->d.view, dir, (uint32_t)(i - 2));
+
+			if (g->xf == NULL || c->kind != VIEW_FILE)
+				entry_known(g, c, -1);
+		}
 	}
 	free(buf);
 out:
@@ -580,17 +629,6 @@ static void fs_op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
 			      off_t off, struct fuse_file_info *fi)
 {
 	do_readdir(req, ino, size, off, fi, 1);
-}
-
-static void object_of(struct fs_gen *g, uint32_t item, struct cache_object *obj)
-{
-	const struct manifest_entry *e = &g->d.manifest->entries[item];
-
-	obj->key = e->key;
-	obj->key_len = e->key_len;
-	obj->etag = e->etag;
-	obj->etag_len = e->etag_len;
-	obj->size = e->size;
 }
 
 /* The mount keeps nothing per open file: a file's bytes come through the
@@ -895,7 +933,15 @@ static void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, EIO);
 		return;
 	}
-	object_of(g, n->u.item, &obj);
+	/* A transform tree's file: its output (the size is known, or the
+	 * run is joined or made now: xform_size()). */
+	got = fs_item_object(g, n->u.item, &obj);
+	if (got < 0) {
+		fs_gen_put(fs, g, 1);
+		__atomic_add_fetch(&fs->read_errors, 1, __ATOMIC_RELAXED);
+		fuse_reply_err(req, got == -ENOMEM ? ENOMEM : EIO);
+		return;
+	}
 	rd.obj = &obj;
 	rd.offset = (uint64_t)off;
 	rd.len = size;
@@ -904,7 +950,9 @@ static void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	/* Its reads share a read-ahead window per reading thread. */
 	rd.reader = (uint64_t)fuse_req_ctx(req)->pid + 1;
 	rd.order = CACHE_NO_ORDER;
-	if (g->item_rank[n->u.item] != UINT32_MAX) {
+	/* An output is not its order's object (the source is: the
+	 * prefetcher follows a transform tree's reader from its lookups). */
+	if (g->xf == NULL && g->item_rank[n->u.item] != UINT32_MAX) {
 		rd.order = FS_ORDER(g->id, g->item_rank[n->u.item]);
 		rd.pos = g->item_pos[n->u.item];
 	}

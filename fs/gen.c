@@ -281,6 +281,10 @@ int fs_gen_add(struct fs *fs, const struct fs_data *data,
 	g->data_node = tree->data_node;
 	g->ctrl_node = tree->ctrl_node;
 	g->skip = tree->skip;
+	g->xf = tree->xf;
+	g->xf_id = tree->xf_id;
+	g->xf_top = tree->xf_top;
+	g->source = tree->source;
 	pthread_rwlock_wrlock(&fs->gens_lock);
 	if (fs->next_gen == 0) {
 		pthread_rwlock_unlock(&fs->gens_lock);

@@ -166,7 +166,10 @@ static ssize_t fs_push(void *ctx, uint64_t order, uint64_t pos, uint64_t max)
 	e = &g->d.manifest->entries[item];
 	stale = g->base != NULL ? g->base->item_stale : g->item_stale;
 	got = -EFBIG;
-	if (e->size == 0 || e->size > max || g->item_ino[item] == 0 ||
+	/* A transform tree's file is an output whose size only a run
+	 * tells: left to its reader (and the prefetcher's runs). */
+	if (g->xf != NULL || e->size == 0 || e->size > max ||
+	    g->item_ino[item] == 0 ||
 	    __atomic_load_n(&stale[item], __ATOMIC_RELAXED))
 		goto out;
 	/* Pushed already, and the kernel still has the inode (another pass

@@ -50,24 +50,21 @@ struct fs_gen *fs_order_item(struct fs *fs, uint64_t order, uint64_t pos,
  * order's generation (a read, a lookup) or the pusher reads them while
  * the kernel knows the generation's files; the reference taken here only
  * makes a call for a generation already gone answer "no more" instead of
- * touching freed memory. Every tree of a base shares its manifest.
+ * touching freed memory. Every tree of a base shares its manifest (a
+ * transform tree's source manifest is its base's).
  */
 bool fs_order_object(void *ctx, uint64_t order, uint64_t pos,
 		     struct cache_object *out)
 {
 	struct fs *fs = ctx;
-	const struct manifest_entry *e;
 	uint32_t item;
 	struct fs_gen *g = fs_order_item(fs, order, pos, &item);
 
 	if (g == NULL)
 		return false;
-	e = &g->d.manifest->entries[item];
-	out->key = e->key;
-	out->key_len = e->key_len;
-	out->etag = e->etag;
-	out->etag_len = e->etag_len;
-	out->size = e->size;
+	/* A transform tree's: its source object, which its transform
+	 * reads whole. */
+	fs_item_source(g, item, out);
 	fs_gen_put(fs, g, 1);
 	return true;
 }

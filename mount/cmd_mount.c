@@ -253,6 +253,18 @@ static int mount_serve(struct mount_run *run, struct fs_options *fo)
 			"cannot set up the record view: out of memory");
 		goto out;
 	}
+	if (cfg->n_transforms > 0 && ds->rindex != NULL) {
+		/* Record-level transforms are not made (RECORDS.md says
+		 * what they would need). */
+		log_msg(LOG_ERR,
+			"%s:%u: [transform %s] with [shard] unit = record: a "
+			"transform maps whole objects, and a record view "
+			"shows no objects; remove the [transform] sections or "
+			"use unit = object; not mounting",
+			cfg->file, cfg->transforms[0].line,
+			cfg->transforms[0].name);
+		goto out;
+	}
 	if (mount_transforms_open(cfg, cache, &transforms) < 0)
 		goto out;
 	if (ds->rindex != NULL)
@@ -270,6 +282,8 @@ static int mount_serve(struct mount_run *run, struct fs_options *fo)
 		ds->manifest->digest);
 	run->cache = cache;
 	run->reload.cache = cache;
+	run->reload.transforms =
+		mount_transforms_views(transforms, &run->reload.n_transforms);
 	mount_served_fill(cfg, ds, &run->served);
 	{
 		struct fs_data data = {
@@ -280,6 +294,8 @@ static int mount_serve(struct mount_run *run, struct fs_options *fo)
 			.rplan = ds->rplan,
 			.view = view,
 			.cache = cache,
+			.transforms = run->reload.transforms,
+			.n_transforms = run->reload.n_transforms,
 		};
 
 		fo->xforms = mount_transforms_list(transforms, &fo->n_xforms);

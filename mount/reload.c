@@ -150,6 +150,10 @@ int mount_reload(struct fs *fs, struct mount_reload *rl)
 	data.rplan = rg->ds->rplan;
 	data.view = rg->view;
 	data.cache = rl->cache;
+	/* A record view shows no objects to transform (the mount refuses
+	 * the two together; a reload to one shows no transform-NAME/). */
+	data.transforms = data.rindex == NULL ? rl->transforms : NULL;
+	data.n_transforms = data.rindex == NULL ? rl->n_transforms : 0;
 	if (control_plan_digest_of(&data, digest) < 0)
 		strcpy(digest, "?");
 	mount_served_fill(rg->cfg, rg->ds, &served);

@@ -49,6 +49,9 @@ struct mount_reload {
 	 * needs a restart keeps. */
 	const struct config *running;
 	struct cache *cache;
+	/* The mount's transforms (opened once: a reload keeps them). */
+	const struct fs_transform *transforms;
+	size_t n_transforms;
 	struct mount_served served; /* set by each successful reload */
 };
 

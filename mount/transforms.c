@@ -24,7 +24,15 @@ struct mount_transforms {
 	size_t n;
 	struct transform **t;
 	struct xform **x;
+	struct fs_transform *views; /* strings owned: names, suffixes */
 };
+
+const struct fs_transform *
+mount_transforms_views(const struct mount_transforms *m, size_t *n)
+{
+	*n = m != NULL ? m->n : 0;
+	return m != NULL ? m->views : NULL;
+}
 
 void mount_transforms_free(struct mount_transforms *m)
 {
@@ -33,7 +41,10 @@ void mount_transforms_free(struct mount_transforms *m)
 	for (size_t i = 0; i < m->n; i++) {
 		xform_free(m->x[i]);
 		transform_close(m->t[i]);
+		free((char *)m->views[i].name);
+		free((char *)m->views[i].suffix);
 	}
+	free(m->views);
 	free(m->t);
 	free(m->x);
 	free(m);
@@ -122,16 +133,22 @@ static int open_one(const struct config *cfg, const struct config_transform *ct,
 	}
 	m->t[m->n] = t;
 	m->x[m->n] = x;
-	m->n++;
+	m->views[m->n].replace_extension = ct->replace_extension;
+	m->views[m->n].x = x;
+	m->views[m->n].name = strdup(ct->name);
+	m->views[m->n].suffix = strdup(ct->suffix);
+	m->n++; /* freed with m, after the cache, whatever follows */
+	if (!m->views[m->n - 1].name || !m->views[m->n - 1].suffix)
+		return -ENOMEM;
 	transform_identity(t, id);
 	hex_encode(id, sizeof(id), hex);
 	log_msg(LOG_INFO,
 		"transform %s: %s (%s mode, %s sandbox, as %s), identity %s; "
-		"its outputs are not served by this version yet",
+		"its outputs are served under transform-%s/",
 		ct->name, ct->command,
 		ct->mode == TRANSFORM_MODE_WORKER ? "worker" : "process",
 		ct->sandbox == TRANSFORM_SANDBOX_NONE ? "no" : "bwrap",
-		ct->user, hex);
+		ct->user, hex, ct->name);
 	if (ct->sandbox == TRANSFORM_SANDBOX_NONE)
 		log_msg(LOG_WARNING,
 			"transform %s: sandbox = none: it runs as %s with its "
@@ -166,7 +183,8 @@ int mount_transforms_open(const struct config *cfg, struct cache *cache,
 		return -ENOMEM;
 	m->t = calloc(cfg->n_transforms, sizeof(*m->t));
 	m->x = calloc(cfg->n_transforms, sizeof(*m->x));
-	if (!m->t || !m->x)
+	m->views = calloc(cfg->n_transforms, sizeof(*m->views));
+	if (!m->t || !m->x || !m->views)
 		rc = -ENOMEM;
 	for (size_t i = 0; i < cfg->n_transforms && !rc; i++)
 		rc = open_one(cfg, &cfg->transforms[i], cache, m);

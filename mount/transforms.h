@@ -3,13 +3,15 @@
  * one's runner (transform/transform.h) checked and prepared at mount,
  * and attached to the mount's disk cache (cache/xform.h), so that a
  * config whose transform cannot run fails the mount, naming it, instead
- * of every later read. The mount does not serve outputs yet.
+ * of every later read; and the list of them the views show as
+ * MOUNT/transform-NAME/ (fs/fs.h, struct fs_transform).
  */
 #ifndef SHARDFS_MOUNT_TRANSFORMS_H
 #define SHARDFS_MOUNT_TRANSFORMS_H
 
 #include "cache/cache.h"
 #include "cache/xform.h"
+#include "fs/fs.h"
 #include "mount/config.h"
 
 struct mount_transforms;
@@ -41,6 +43,11 @@ struct xform *const *mount_transforms_list(const struct mount_transforms *m,
 /* The transform named name, or NULL. */
 struct xform *mount_transforms_find(const struct mount_transforms *m,
 				    const char *name);
+
+/* The opened transforms as the views show them, in the config's order:
+ * *n entries (0 for m NULL), valid until mount_transforms_free(m). */
+const struct fs_transform *
+mount_transforms_views(const struct mount_transforms *m, size_t *n);
 
 /* Frees m: after cache_free() of the cache they were opened on (it holds
  * their producers). NULL is a no-op. */

@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -36,7 +38,68 @@ struct transform_launch {
 	bool parent_deathsig;
 	struct rlimit as, cpu, fsize, nproc;
 	bool set_cpu;
+	bool sandboxed; /* path is bwrap */
 };
+
+/* FUSE mounts detached before bwrap copies the mount namespace: a
+ * long-lived worker would otherwise hold a copy of the daemon's own mount,
+ * whose connection then outlives the unmount, so the daemon never sees
+ * its session end (and closes its workers only after that). At most this
+ * many are detached. */
+#define SPAWN_DETACH_MAX 64
+
+/* Undoes mountinfo's octal escapes (\040 for a blank...) in place. */
+static void spawn_unescape(char *s)
+{
+	char *w = s;
+
+	for (; *s; s++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '7' && s[2] >= '0' &&
+		    s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
+			*w++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 +
+				      (s[3] - '0'));
+			s += 3;
+		} else {
+			*w++ = *s;
+		}
+	}
+	*w = '\0';
+}
+
+/* The mount points of the FUSE filesystems this process sees (malloc'd,
+ * before fork: the child only calls umount2() on them). Returns how many;
+ * none when mountinfo cannot be read. */
+static size_t spawn_fuse_mounts(char **out, size_t max)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char *line = NULL;
+	size_t cap = 0, n = 0;
+
+	if (f == NULL)
+		return 0;
+	while (n < max && getline(&line, &cap, f) > 0) {
+		/* ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [TAGS...] - FSTYPE */
+		char *fields[5], *sep = strstr(line, " - "), *p = line;
+		int i;
+
+		if (sep == NULL || strncmp(sep + 3, "fuse", 4) != 0)
+			continue;
+		for (i = 0; i < 5; i++) {
+			fields[i] = strsep(&p, " ");
+			if (fields[i] == NULL)
+				break;
+		}
+		if (i < 5)
+			continue;
+		spawn_unescape(fields[4]);
+		out[n] = strdup(fields[4]);
+		if (out[n] != NULL)
+			n++;
+	}
+	free(line);
+	fclose(f);
+	return n;
+}
 
 enum spawn_stage {
 	STAGE_FDS = 1,
@@ -285,6 +348,7 @@ int transform_launch_new(const struct transform_spec *spec, const char *exe,
 	for (i = 1; spec->argv[i] != NULL; i++)
 		spawn_vec_add(&args, spec->argv[i]);
 	l->path = strdup(bwrap ? bwrap : exe);
+	l->sandboxed = bwrap != NULL;
 	rc = -ENOMEM;
 	if (args.oom || l->path == NULL)
 		goto fail;
@@ -339,7 +403,8 @@ static void spawn_child_fail(int fd, int stage)
 
 /* After fork: system calls only (spawn.h). */
 static void spawn_child(const struct transform_launch *l, int in, int out,
-			int errfd, int report, pid_t parent)
+			int errfd, int report, pid_t parent,
+			char *const *detach, size_t n_detach)
 {
 	sigset_t none;
 	int i;
@@ -362,6 +427,14 @@ static void spawn_child(const struct transform_launch *l, int in, int out,
 	    setrlimit(RLIMIT_NPROC, &l->nproc) ||
 	    (l->set_cpu && setrlimit(RLIMIT_CPU, &l->cpu)))
 		spawn_child_fail(report, STAGE_RLIMIT);
+	/* As root, before bwrap copies the namespace: a namespace of its own
+	 * without the FUSE mounts (best effort: without it, the sandbox
+	 * works the same, and only a worker's unmount is affected). */
+	if (l->sandboxed && n_detach > 0 && geteuid() == 0 &&
+	    unshare(CLONE_NEWNS) == 0 &&
+	    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0)
+		for (size_t k = 0; k < n_detach; k++)
+			umount2(detach[k], MNT_DETACH);
 	if (l->switch_user) {
 		if (setgroups(0, NULL) || setgid(l->gid) || setuid(l->uid))
 			spawn_child_fail(report, STAGE_USER);
@@ -398,7 +471,8 @@ int transform_launch_start(const struct transform_launch *l,
 	int pin[2] = { -1, -1 }, pout[2] = { -1, -1 }, perr[2] = { -1, -1 };
 	int rep[2] = { -1, -1 };
 	int msg[2];
-	size_t got = 0;
+	size_t got = 0, n_detach = 0;
+	char *detach[SPAWN_DETACH_MAX];
 	uint64_t end;
 	pid_t pid, parent;
 	int rc;
@@ -410,14 +484,20 @@ int transform_launch_start(const struct transform_launch *l,
 		goto fail;
 	}
 	parent = getpid();
+	if (l->sandboxed)
+		n_detach = spawn_fuse_mounts(detach, SPAWN_DETACH_MAX);
 	pid = fork();
+	if (pid != 0)
+		for (size_t k = 0; k < n_detach; k++)
+			free(detach[k]);
 	if (pid < 0) {
 		rc = -ECHILD;
 		snprintf(err, cap, "fork: %s", strerror(errno));
 		goto fail;
 	}
 	if (pid == 0)
-		spawn_child(l, pin[0], pout[1], perr[1], rep[1], parent);
+		spawn_child(l, pin[0], pout[1], perr[1], rep[1], parent, detach,
+			    n_detach);
 	spawn_close(&pin[0]);
 	spawn_close(&pout[1]);
 	spawn_close(&perr[1]);

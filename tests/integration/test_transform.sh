@@ -1,12 +1,25 @@
 #!/usr/bin/env bash
-# [transform NAME] sections through the real binary (issue 27, its first
-# slice: the mount opens each transform and attaches it to the disk cache;
-# it does not serve outputs yet). A transform that can run mounts and is
-# logged with its identity; sandbox = none is logged as a warning; a
-# command that does not exist, or no disk cache, fails the mount naming
-# the section and its line, and nothing is mounted; a transform as root
-# is a config error (exit 2) for plan and mount alike. Needs root (the
-# transform runs as nobody) and bubblewrap, as check_transform does.
+# [transform NAME] sections through the real binary (issue 27). A
+# transform that can run mounts and is logged with its identity; sandbox =
+# none is logged as a warning; a command that does not exist, or no disk
+# cache, fails the mount naming the section and its line, and nothing is
+# mounted; a transform as root is a config error (exit 2) for plan and
+# mount alike; with [shard] unit = record it is refused.
+#
+# The views (docs/DESIGN.md §3, "Transform views"): MOUNT/transform-NAME/
+# mirrors rank-R/, epoch-E/ and skip-K/ with renamed files whose bytes are
+# the transform's output (every byte read is the output of its object, or
+# EIO), and .shardfs/transform-NAME/ their order files; a listing runs
+# nothing; a run per object, however many readers and mounts share the
+# cache; a failing transform is EIO for its file only and runs again after
+# its backoff; kill -9 of the daemon mid-run leaves no partial output; a
+# new version runs again; the Pillow resize of generated JPEGs, in process
+# and worker mode, gives the bytes the same function gives run directly.
+#
+# Runs are counted by the transforms themselves: each run appends a line to
+# a file in $X (sandbox = none, so that they can write it as nobody).
+# Needs root (the transform runs as nobody) and bubblewrap, as
+# check_transform does.
 SUITE=transform
 . "$(dirname "$0")/lib.sh"
 
@@ -86,5 +99,268 @@ check "user = root: plan exits 2 naming file:line (rc $rc)" bash -c \
 	"[ $rc -eq 2 ] && grep -q '$T/root.conf:8: \[transform upper\] user = root: a transform never runs as root' '$T/root.err'"
 mount_fails "$T/root.conf"
 check "user = root: the mount exits 2 (rc $rc)" test "$rc" = 2
+
+# --- the views --------------------------------------------------------------
+# A directory the transforms (as nobody) can read, and write their run log
+# in: not under /tmp (the suite's $T is 0700 there).
+X=$(mktemp -d /var/tmp/shardfs-xf.XXXXXX)
+chmod 755 "$X"
+mkdir -p "$X/runs" "$X/tests/unit/transform" "$X/python"
+chmod 1777 "$X/runs"
+cp "$HERE/../unit/transform/resize.py" "$X/tests/unit/transform/"
+cp -r "$HERE/../../python/shardfs" "$X/python/"
+chmod -R a+rX "$X"
+cleanup_x() { rm -rf "$X"; }
+trap 'cleanup_x; cleanup' EXIT
+cat >"$X/xf.py" <<'PY'
+#!/usr/bin/python3
+# test_transform's transform: ASCII upper case, counting its runs in
+# runs/log; sleeps while the file slow exists; fails (exit 3) on an
+# input holding "boom" until the file fixed exists.
+import os
+import sys
+import time
+
+X = os.path.dirname(os.path.abspath(__file__))
+data = sys.stdin.buffer.read()
+with open(os.path.join(X, "runs", "log"), "a") as f:
+    f.write("run\n")
+while os.path.exists(os.path.join(X, "slow")):
+    time.sleep(0.1)
+if b"boom" in data and not os.path.exists(os.path.join(X, "fixed")):
+    sys.stderr.write("boom: this input is refused\n")
+    sys.exit(3)
+sys.stdout.buffer.write(data.upper())
+PY
+chmod 755 "$X/xf.py"
+runs() { cat "$X/runs/log" 2>/dev/null | wc -l; }
+
+VSRC=$T/vsrc
+make_dataset "$VSRC" 40
+# Not empty: an empty output is a failed run (EIO; xfcheck.py knows), and
+# its retries after the backoff would make the run counts depend on time.
+printf 'was empty' >"$VSRC/train/n00000000/000000.JPEG"
+NV=40
+XFC=$HERE/xfcheck.py
+# vconf NAME CACHE [VERSION]: world_size 2, transform "up".
+vconf() {
+	printf '[source]\nurl = %s\n[cache]\ndir = %s\n[shard]\nworld_size = 2\nseed = 7\n[transform up]\ncommand = /usr/bin/python3 %s/xf.py\nversion = %s\nsuffix = .up\nreplace_extension = true\nsandbox = none\n' \
+		"$VSRC" "$2" "$X" "${3:-1}" >"$T/$1.conf"
+}
+
+vconf v "$T/vcache"
+if mount_shardfs "$T/v.conf" "$M"; then
+	check "ls MOUNT lists transform-up" bash -c "ls '$M' | grep -qx transform-up"
+	"$XFC" names "$M/transform-up" | sort >"$T/names"
+	"$XFC" names "$M/transform-up/epoch-2/rank-1" >/dev/null
+	"$XFC" names "$M/transform-up/epoch-2/skip-3/rank-0" >/dev/null
+	ls -R "$M/transform-up" >/dev/null
+	check "a listing runs nothing (ls -R, walks of rank, epoch and skip trees: $(runs) runs)" test "$(runs)" = 0
+	check "the tree lists the renamed files" bash -c \
+		"[ \$(grep -c '^rank-[01]/train/n0000000[0-6]/0000[0-3][0-9]\.up\$' '$T/names') = $NV ] && ! grep -q JPEG '$T/names'"
+	out=$("$XFC" tree "$M/rank-0" "$M/transform-up/rank-0" upper .up true 2>&1)
+	check "rank-0: every file is its object's output, st_size exact ($out)" bash -c "[[ '$out' == files* ]]"
+	out=$("$XFC" tree "$M/rank-1" "$M/transform-up/rank-1" upper .up true 2>&1)
+	check "rank-1 too ($out)" bash -c "[[ '$out' == files* ]]"
+	check "one run per object for the configured epoch ($(runs) runs)" test "$(runs)" = "$NV"
+	out=$("$XFC" tree "$M/epoch-2/rank-0" "$M/transform-up/epoch-2/rank-0" upper .up true 2>&1)
+	check "epoch-2: the outputs ($out)" bash -c "[[ '$out' == files* ]]"
+	out=$("$XFC" tree "$M/epoch-2/skip-3/rank-1" "$M/transform-up/epoch-2/skip-3/rank-1" upper .up true 2>&1)
+	check "epoch-2/skip-3: the outputs ($out)" bash -c "[[ '$out' == files* ]]"
+	check "other epochs reuse the outputs: still one run per object ($(runs))" test "$(runs)" = "$NV"
+	out=$("$XFC" order "$M/.shardfs/rank-0.order" "$M/.shardfs/transform-up/rank-0.order" .up true 2>&1)
+	check "the order file: rank-0.order renamed ($out)" bash -c "[[ '$out' == lines* ]]"
+	out=$("$XFC" order "$M/.shardfs/epoch-2/skip-3-of-2/rank-1.order" "$M/.shardfs/transform-up/epoch-2/skip-3-of-2/rank-1.order" .up true 2>&1)
+	check "the order file of epoch-2/skip-3-of-2 ($out)" bash -c "[[ '$out' == lines* ]]"
+	check "no transform-NAME for a name not configured" bash -c "! ls '$M/transform-down' 2>/dev/null"
+	check "unmount" umount_shardfs "$M"
+else
+	fail "mount with the views"
+fi
+
+# --- 8 readers: one run per object; a second mount on the cache: none ---------
+# Readers in one daemon join one run (cache/derived.c's flights are per
+# process); a second daemon on the same cache directory finds the outputs
+# the first stored and runs nothing.
+: >"$X/runs/log"
+vconf v8 "$T/vcache8"
+M2=$T/mnt2
+if mount_shardfs "$T/v8.conf" "$M"; then
+	P1=$LAST_PID
+	# Eight readers of every file, started together.
+	/usr/bin/python3 - "$M" >"$T/readers.out" 2>&1 <<'PY'
+import os, sys, threading
+root = sys.argv[1]
+rels = []
+for d, _, files in os.walk(os.path.join(root, "transform-up")):
+    rels += [os.path.relpath(os.path.join(d, f), root) for f in files]
+barrier = threading.Barrier(8)
+results = {}
+errors = []
+def reader(k):
+    barrier.wait()
+    # Each reader its own order, so that they meet on every file.
+    for rel in sorted(rels, reverse=k % 2 == 1):
+        try:
+            with open(os.path.join(root, rel), "rb") as f:
+                results.setdefault(rel, set()).add(f.read())
+        except OSError as e:
+            errors.append(f"{rel}: {e}")
+ts = [threading.Thread(target=reader, args=(k,)) for k in range(8)]
+[t.start() for t in ts]
+[t.join() for t in ts]
+bad = [r for r, v in results.items() if len(v) != 1]
+print(f"files {len(results)} differing {len(bad)} errors {len(errors)}")
+sys.exit(1 if bad or errors or len(results) != len(rels) else 0)
+PY
+	rc=$?
+	check "8 readers: every reader got the same bytes ($(cat "$T/readers.out"))" test "$rc" = 0
+	check "8 readers: one run per object ($(runs) runs)" test "$(runs)" = "$NV"
+	out=$("$XFC" tree "$M/rank-1" "$M/transform-up/rank-1" upper .up true 2>&1)
+	check "... and those bytes are the outputs ($out)" bash -c "[[ '$out' == files* ]]"
+	if mount_shardfs "$T/v8.conf" "$M2"; then
+		P2=$LAST_PID
+		out=$("$XFC" tree "$M2/rank-0" "$M2/transform-up/rank-0" upper .up true 2>&1)
+		out1=$("$XFC" tree "$M2/rank-1" "$M2/transform-up/rank-1" upper .up true 2>&1)
+		check "a second mount on the cache: the outputs ($out; $out1)" \
+			bash -c "[[ '$out' == files* && '$out1' == files* ]]"
+		check "... stored by the first: no run ($(runs) runs in all)" test "$(runs)" = "$NV"
+		check "unmount the second" umount_shardfs "$M2" "$P2"
+	else
+		fail "a second mount on one cache"
+	fi
+	check "unmount the first" umount_shardfs "$M" "$P1"
+else
+	fail "mount for 8 readers"
+fi
+
+# --- a new version runs again --------------------------------------------------
+: >"$X/runs/log"
+vconf v8v2 "$T/vcache8" 2
+if mount_shardfs "$T/v8v2.conf" "$M"; then
+	out=$("$XFC" tree "$M/rank-0" "$M/transform-up/rank-0" upper .up true 2>&1)
+	check "version 2: the outputs ($out)" bash -c "[[ '$out' == files* ]]"
+	check "version 2: new outputs, so runs again ($(runs) runs for rank-0)" test "$(runs)" -gt 0
+	check "unmount" umount_shardfs "$M"
+else
+	fail "mount with version 2"
+fi
+: >"$X/runs/log"
+if mount_shardfs "$T/v8.conf" "$M"; then
+	out=$("$XFC" tree "$M/rank-0" "$M/transform-up/rank-0" upper .up true 2>&1)
+	check "version 1 again after a remount: its stored outputs, no run ($out, $(runs) runs)" \
+		bash -c "[[ '$out' == files* ]] && [ $(runs) = 0 ]"
+	check "unmount" umount_shardfs "$M"
+else
+	fail "remount with version 1"
+fi
+
+# --- a failing transform: EIO for its file, and a run again after the backoff --
+FSRC=$T/fsrc
+mkdir -p "$FSRC/d"
+for i in 1 2 3 4; do printf 'file %s\n' "$i" >"$FSRC/d/f$i.txt"; done
+printf 'a boom inside\n' >"$FSRC/d/f3.txt"
+printf '[source]\nurl = %s\n[cache]\ndir = %s\n[transform up]\ncommand = /usr/bin/python3 %s/xf.py\nsuffix = .up\nsandbox = none\n' \
+	"$FSRC" "$T/fcache" "$X" >"$T/f.conf"
+: >"$X/runs/log"
+rm -f "$X/fixed"
+if mount_shardfs "$T/f.conf" "$M"; then
+	F=$M/transform-up/rank-0/d
+	check "the failing object: EIO" bash -c "! cat '$F/f3.txt.up' 2>'$T/f.err' >/dev/null && grep -q 'Input/output error' '$T/f.err'"
+	check "the failing object again: EIO (in its backoff or run again)" bash -c "! cat '$F/f3.txt.up' >/dev/null 2>&1"
+	check "the other files are fine" bash -c \
+		"[ \"\$(cat '$F/f1.txt.up' '$F/f2.txt.up' '$F/f4.txt.up')\" = \"\$(printf 'FILE 1\nFILE 2\nFILE 4')\" ]"
+	check "the failure is logged with the key and the command's stderr" bash -c \
+		"grep 'd/f3.txt' '$LAST_LOG' | grep -q 'boom: this input is refused'"
+	before=$(runs)
+	touch "$X/fixed"
+	# The backoff after one failure is about a second: read until it
+	# has passed (bounded), whatever the machine's load.
+	got=
+	for _ in $(seq 300); do
+		got=$(cat "$F/f3.txt.up" 2>/dev/null) && break
+		sleep 0.1
+	done
+	check "after the backoff a read runs it again and gets its output" test "$got" = "A BOOM INSIDE"
+	check "... by a new run ($before runs before, $(runs) after)" test "$(runs)" -gt "$before"
+	check "unmount" umount_shardfs "$M"
+else
+	fail "mount with a failing transform"
+fi
+rm -f "$X/fixed"
+
+# --- kill -9 of the daemon mid-run, then a remount ------------------------------
+: >"$X/runs/log"
+touch "$X/slow"
+vconf vk "$T/vcachek"
+if mount_shardfs "$T/vk.conf" "$M"; then
+	PK=$LAST_PID
+	# A name by a listing (a stat would run the transform).
+	K=transform-up/$("$XFC" names "$M/transform-up" | grep '^rank-0/.*\.up$' | head -n 1)
+	cat "$M/$K" >/dev/null 2>&1 &
+	CATPID=$!
+	PIDS+=("$CATPID")
+	for _ in $(seq 300); do [ "$(runs)" -ge 1 ] && break; sleep 0.1; done
+	check "a run started ($(runs))" test "$(runs)" -ge 1
+	kill -9 "$PK"
+	wait "$PK" 2>/dev/null
+	fusermount3 -u -z "$M" 2>/dev/null
+	wait "$CATPID" 2>/dev/null
+	rm -f "$X/slow"
+	if mount_shardfs "$T/vk.conf" "$M"; then
+		out=$("$XFC" tree "$M/rank-0" "$M/transform-up/rank-0" upper .up true 2>&1)
+		check "after kill -9 and a remount every output is whole and right ($out)" bash -c "[[ '$out' == files* ]]"
+		check "unmount" umount_shardfs "$M"
+	else
+		fail "remount after kill -9"
+	fi
+else
+	fail "mount for kill -9"
+fi
+rm -f "$X/slow"
+
+# --- the Pillow resize, process and worker mode --------------------------------
+JSRC=$T/jsrc
+mkdir -p "$JSRC/img/a" "$JSRC/img/b"
+for i in $(seq 1 12); do
+	/usr/bin/python3 "$HERE/../unit/transform/gen_jpeg.py" "$i" "$JSRC/img/$([ $((i % 2)) = 0 ] && echo a || echo b)/$i.jpg"
+done
+# Both in the sandbox. bwrap's mount namespace is a copy of the daemon's:
+# a long-lived worker started after the mount held a copy of the FUSE
+# mount, so unmounting in the daemon's namespace did not end the
+# connection and the daemon never stopped (it closes the workers only once
+# the session ends). The sandbox now starts in a namespace with every FUSE
+# mount detached; the unmount of the worker mode's daemon is bounded here.
+for mode in process worker; do
+	printf '[source]\nurl = %s\n[cache]\ndir = %s\n[transform small]\ncommand = /usr/bin/python3 %s/tests/unit/transform/resize.py\nmode = %s\nsuffix = .png\nreplace_extension = true\n' \
+		"$JSRC" "$T/jcache-$mode" "$X" "$mode" >"$T/j-$mode.conf"
+	if ! mount_shardfs "$T/j-$mode.conf" "$M"; then
+		fail "mount with the Pillow resize ($mode mode)"
+		continue
+	fi
+	PW=$LAST_PID
+	out=$("$XFC" tree "$M/rank-0" "$M/transform-small/rank-0" resize .png true 2>&1)
+	check "Pillow resize to 64x64 PNG, $mode mode, in the sandbox: the bytes resize() gives run directly ($out)" \
+		bash -c "[[ '$out' == 'files 12 eio 0' ]]"
+	fusermount3 -u "$M"
+	for _ in $(seq 600); do kill -0 "$PW" 2>/dev/null || break; sleep 0.1; done
+	if kill -0 "$PW" 2>/dev/null; then
+		fail "$mode mode in the sandbox: the daemon ends within 60 s of the unmount"
+		kill -9 "$PW"
+		fusermount3 -u -z "$M" 2>/dev/null
+	else
+		ok "$mode mode in the sandbox: the daemon ends after the unmount"
+	fi
+	wait "$PW" 2>/dev/null
+done
+
+# --- a record view is refused ---------------------------------------------------
+printf '[source]\nurl = %s\n[cache]\ndir = %s\n[shard]\nunit = record\n[records]\nformat = jsonl\n[transform up]\ncommand = /usr/bin/tr a-z A-Z\n' \
+	"$FSRC" "$T/rcache" >"$T/rec.conf"
+mkdir -p "$FSRC/r"
+printf '{"a": 1}\n{"a": 2}\n' >"$FSRC/r/x.jsonl"
+mount_fails "$T/rec.conf"
+check "[transform] with unit = record: the mount exits 1 naming it (rc $rc)" bash -c \
+	"[ '$rc' = 1 ] && grep -q 'rec.conf:.*\[transform up\] with \[shard\] unit = record' '$T/rec.conf.err'"
 
 finish

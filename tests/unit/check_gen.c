@@ -10,7 +10,9 @@
  * generation's inodes and prefetch orders resolve to nothing, never to
  * another tree; and many threads taking and dropping references while the
  * main thread swaps leave every retired generation freed exactly once
- * (run under TSan by `make SAN=thread`).
+ * (run under TSan by `make SAN=thread`). And a transform tree's names
+ * (fs/xfview.c): the rule renames file names only, and an item whose new
+ * name collides is left out of the tree's plan, pads included.
  */
 #include <check.h>
 #include <errno.h>
@@ -324,6 +326,87 @@ START_TEST(test_swap_under_concurrent_references)
 }
 END_TEST
 
+/* The name rule and its collisions (docs/DESIGN.md §3, "Transform
+ * views"). */
+START_TEST(test_xf_names)
+{
+	static const char *const keys[] = {
+		"a.b/x.jpg",  /* a.b/x.png (a directory's dot stays) */
+		"a.b/x.jpeg", /* a.b/x.png too: the two collide... */
+		"c/.hidden",  /* no extension (the first byte's dot) */
+		"c/y.jpg",    /* c/y.png, a directory's name: skipped */
+		"c/y.png/z",  /* c/y.png/z.png */
+		"d",	      /* d.png */
+	};
+	struct fs_transform t = { .name = "t",
+				  .suffix = ".png",
+				  .replace_extension = true };
+	struct manifest *m = manifest_new();
+	struct fs_xf_names *n = NULL;
+	struct shard_spec spec = { .world_size = 2 };
+	struct shard_plan *plan = NULL, *f = NULL;
+	size_t i, kept = 0;
+	long x;
+
+	for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		ck_assert_int_eq(
+			manifest_add(m, keys[i], strlen(keys[i]), 1, "e", 1, 0),
+			0);
+	ck_assert_int_eq(manifest_finish(m), 0);
+	ck_assert_int_eq(fs_xf_names_build(m, &t, &n), 0);
+	ck_assert_uint_eq(n->m.count, m->count);
+	/* ... the first in manifest order ("a.b/x.jpeg" < "a.b/x.jpg")
+	 * keeps the name. */
+	x = manifest_find(m, "a.b/x.jpeg", 10);
+	ck_assert_str_eq(n->m.entries[x].key, "a.b/x.png");
+	ck_assert_int_eq(n->skip[x], 0);
+	x = manifest_find(m, "a.b/x.jpg", 9);
+	ck_assert_str_eq(n->m.entries[x].key, "a.b/x.png");
+	ck_assert_int_eq(n->skip[x], 1);
+	x = manifest_find(m, "c/.hidden", 9);
+	ck_assert_str_eq(n->m.entries[x].key, "c/.hidden.png");
+	ck_assert_int_eq(n->skip[x], 0);
+	x = manifest_find(m, "c/y.jpg", 7);
+	ck_assert_int_eq(n->skip[x], 1);
+	x = manifest_find(m, "c/y.png/z", 9);
+	ck_assert_str_eq(n->m.entries[x].key, "c/y.png/z.png");
+	x = manifest_find(m, "d", 1);
+	ck_assert_str_eq(n->m.entries[x].key, "d.png");
+	ck_assert_uint_eq(n->n_skipped, 2);
+	/* Sizes and etags are the source's. */
+	ck_assert_uint_eq(n->m.entries[x].size, m->entries[x].size);
+	ck_assert_str_eq(n->m.entries[x].etag, "e");
+
+	/* The tree's plan: every position but the skipped items'. */
+	ck_assert_int_eq(shard_plan_build(&spec, m->count, weight, m, &plan),
+			 0);
+	ck_assert_int_eq(fs_xf_plan_filter(plan, n->skip, &f), 0);
+	for (uint64_t r = 0; r < 2; r++) {
+		const uint32_t *items, *fitems;
+		size_t count, npad, fcount, fnpad, j, k = 0, pads = 0;
+
+		shard_plan_rank(plan, r, &items, &count, &npad);
+		shard_plan_rank(f, r, &fitems, &fcount, &fnpad);
+		for (j = 0; j < count; j++) {
+			if (n->skip[items[j]])
+				continue;
+			ck_assert_uint_lt(k, fcount);
+			ck_assert_uint_eq(fitems[k], items[j]);
+			k++;
+			pads += j >= count - npad;
+		}
+		ck_assert_uint_eq(k, fcount);
+		ck_assert_uint_eq(fnpad, pads);
+		kept += fcount - fnpad;
+	}
+	ck_assert_uint_eq(kept, m->count - 2);
+	shard_plan_free(f);
+	shard_plan_free(plan);
+	fs_xf_names_free(n);
+	manifest_free(m);
+}
+END_TEST
+
 int main(void)
 {
 	const struct unit_case cases[] = {
@@ -335,6 +418,7 @@ int main(void)
 		{ "order_follows_generation", test_order_follows_generation },
 		{ "swap_under_concurrent_references",
 		  test_swap_under_concurrent_references },
+		{ "xf_names", test_xf_names },
 	};
 
 	return unit_run(
