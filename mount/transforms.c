@@ -1,16 +1,24 @@
 /*
  * transforms: opens a mount's [transform NAME] sections (mount/transforms.h).
- * Each section's keys map onto a struct transform_spec one to one; what
- * the sandbox hides is the mount's own: the cache directory (a transform
- * must not read other outputs, nor write any), the config's directory
- * and the log directory. Credentials of the stores live in the daemon's
- * environment or in files named there (and the bwrap sandbox shows the
- * transform only its allow-listed environment).
+ * Each section's keys map onto a struct transform_spec one to one, but for
+ * two the config does not have: RLIMIT_CPU in process mode is timeout_ms
+ * rounded up to seconds plus one (a backstop under the runner's wall-clock
+ * kill, which comes first), and the hidden paths. The sandbox hides the
+ * mount's own files: the cache directory (a transform must not read other
+ * outputs, nor write any), the config's directory and the log directory;
+ * and the stores' credential files the daemon may read (those named by
+ * AWS_SHARED_CREDENTIALS_FILE, AWS_CONFIG_FILE, AWS_WEB_IDENTITY_TOKEN_FILE
+ * and GOOGLE_APPLICATION_CREDENTIALS, and $HOME/.aws and
+ * $HOME/.config/gcloud): usually root's 0600 files the transform's user
+ * cannot read anyway, hidden for the day one is not. The environment that
+ * names them is cleared but for the transform's allow-list.
  */
 #include "mount/transforms.h"
 
 #include <errno.h>
 #include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -84,12 +92,22 @@ struct xform *mount_transforms_find(const struct mount_transforms *m,
 	return NULL;
 }
 
+#define CRED_ENV_N 4 /* the variables naming credential files, below */
+
 /* Opens ct into m (which has room). */
 static int open_one(const struct config *cfg, const struct config_transform *ct,
 		    struct cache *cache, struct mount_transforms *m)
 {
+	static const char *const cred_env[CRED_ENV_N] = {
+		"AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE",
+		"AWS_WEB_IDENTITY_TOKEN_FILE", "GOOGLE_APPLICATION_CREDENTIALS"
+	};
 	char *conf_copy = strdup(cfg->file);
-	const char *hide[4] = { cfg->cache.dir, NULL, cfg->log.dir, NULL };
+	char home_aws[PATH_MAX], home_gcloud[PATH_MAX];
+	const char *home = getenv("HOME");
+	const char *hide[3 + CRED_ENV_N + 2 + 1] = { cfg->cache.dir, NULL,
+						     cfg->log.dir };
+	size_t nh = 3;
 	struct transform_spec spec = {
 		.name = ct->name,
 		.version = ct->version,
@@ -103,6 +121,10 @@ static int open_one(const struct config *cfg, const struct config_transform *ct,
 		.sandbox = ct->sandbox,
 		.env = (const char *const *)ct->env,
 		.hide = hide,
+		.cpu_seconds =
+			ct->mode == TRANSFORM_MODE_PROCESS
+				? (unsigned)((ct->timeout_ms + 999) / 1000) + 1
+				: 0,
 	};
 	struct xform_options xo = { .name = ct->name,
 				    .verify_percent = ct->verify_percent };
@@ -115,6 +137,21 @@ static int open_one(const struct config *cfg, const struct config_transform *ct,
 	if (!conf_copy)
 		return -ENOMEM;
 	hide[1] = dirname(conf_copy);
+	for (size_t i = 0; i < CRED_ENV_N; i++) {
+		const char *v = getenv(cred_env[i]);
+
+		if (v && v[0] == '/')
+			hide[nh++] = v;
+	}
+	if (home && home[0] == '/' &&
+	    snprintf(home_aws, sizeof(home_aws), "%s/.aws", home) <
+		    (int)sizeof(home_aws) &&
+	    snprintf(home_gcloud, sizeof(home_gcloud), "%s/.config/gcloud",
+		     home) < (int)sizeof(home_gcloud)) {
+		hide[nh++] = home_aws;
+		hide[nh++] = home_gcloud;
+	}
+	hide[nh] = NULL;
 	rc = transform_open(&spec, &t);
 	free(conf_copy);
 	if (rc) {

@@ -354,6 +354,43 @@ for mode in process worker; do
 	wait "$PW" 2>/dev/null
 done
 
+# --- the sandbox's limits and the credentials it hides --------------------------
+# A probe transform prints its RLIMIT_CPU (process mode: timeout_ms rounded
+# up to seconds, plus one) and tries a credential file named by the
+# daemon's AWS_SHARED_CREDENTIALS_FILE, made readable by everyone here on
+# purpose: the sandbox shows it as an empty file; with sandbox = none (no
+# namespaces) the same probe reads it, so the check can fail.
+cat >"$X/probe.sh" <<'SH'
+#!/bin/sh
+cat >/dev/null
+grep 'Max cpu time' /proc/self/limits
+cat "$1" 2>/dev/null
+echo end
+SH
+chmod 755 "$X/probe.sh"
+echo "SECRET-KEY-MARKER" >"$X/creds"
+chmod 644 "$X/creds"
+for sb in bwrap none; do
+	printf '[source]\nurl = %s\n[cache]\ndir = %s\n[transform probe]\ncommand = /bin/sh %s/probe.sh %s/creds\ntimeout_ms = 2500\nsandbox = %s\n' \
+		"$SRC" "$T/pcache-$sb" "$X" "$X" "$sb" >"$T/probe-$sb.conf"
+	if ! AWS_SHARED_CREDENTIALS_FILE=$X/creds mount_shardfs "$T/probe-$sb.conf" "$M"; then
+		fail "mount with the probe transform ($sb)"
+		continue
+	fi
+	f=$(cd "$M/transform-probe/rank-0" && find . -type f | head -1)
+	cat "$M/transform-probe/rank-0/$f" >"$T/probe-$sb.out" 2>&1
+	check "sandbox = $sb: RLIMIT_CPU is 4 s soft, 5 s hard for timeout_ms = 2500 ($(head -1 "$T/probe-$sb.out"))" \
+		grep -Eq '^Max cpu time +4 +5 +seconds' "$T/probe-$sb.out"
+	if [ "$sb" = bwrap ]; then
+		check "the sandbox hides the credential file the daemon's environment names" bash -c \
+			"grep -qx end '$T/probe-$sb.out' && ! grep -q SECRET-KEY-MARKER '$T/probe-$sb.out'"
+	else
+		check "without the sandbox the probe reads it (the check above can fail)" \
+			grep -q SECRET-KEY-MARKER "$T/probe-$sb.out"
+	fi
+	check "unmount" umount_shardfs "$M"
+done
+
 # --- a record view is refused ---------------------------------------------------
 printf '[source]\nurl = %s\n[cache]\ndir = %s\n[shard]\nunit = record\n[records]\nformat = jsonl\n[transform up]\ncommand = /usr/bin/tr a-z A-Z\n' \
 	"$FSRC" "$T/rcache" >"$T/rec.conf"
