@@ -391,6 +391,41 @@ for sb in bwrap none; do
 	check "unmount" umount_shardfs "$M"
 done
 
+# --- a full cache filesystem ------------------------------------------------------
+# Outputs 64 times their sources' size into a cache on a 2 MiB tmpfs: what
+# a reader gets is each object's output or EIO, never a partial or wrong
+# output; the daemon goes on serving, and the cache verifies clean after.
+cat >"$X/rep.py" <<'PY'
+#!/usr/bin/python3
+import sys
+sys.stdout.buffer.write(sys.stdin.buffer.read().upper() * 64)
+PY
+chmod 755 "$X/rep.py"
+FULL=$T/fulltmpfs
+mkdir -p "$FULL"
+if mount -t tmpfs -o size=2m,mode=0700 tmpfs "$FULL" 2>"$T/fulltmpfs.err"; then
+	printf '[source]\nurl = %s\n[cache]\ndir = %s\nsize = 1G\n[transform rep]\ncommand = /usr/bin/python3 %s/rep.py\nsuffix = .rep\n' \
+		"$VSRC" "$FULL/cache" "$X" >"$T/full.conf"
+	if mount_shardfs "$T/full.conf" "$M"; then
+		out=$("$XFC" tree --eio-any "$M/rank-0" "$M/transform-rep/rank-0" upper64 .rep false 2>&1)
+		check "a full cache: every output read is whole and right, or EIO ($out)" \
+			bash -c "[[ '$out' == files* ]]"
+		out2=$("$XFC" tree --eio-any "$M/rank-0" "$M/transform-rep/rank-0" upper64 .rep false 2>&1)
+		check "a full cache, read again: still whole or EIO ($out2)" bash -c "[[ '$out2' == files* ]]"
+		check "a full cache: the daemon still serves the raw view" \
+			cmp -s "$M/rank-0/train/n00000001/000001.JPEG" "$VSRC/train/n00000001/000001.JPEG"
+		check "the cache was full: the warning is logged" \
+			grep -q 'No space left on device; serving uncached' "$LAST_LOG"
+		check "unmount (full cache)" umount_shardfs "$M"
+		check "a full cache still verifies clean" "$SHARDFS" cache verify "$FULL/cache"
+	else
+		fail "mount with the cache on a full tmpfs"
+	fi
+	umount "$FULL"
+else
+	fail "mount a 2 MiB tmpfs" "$(cat "$T/fulltmpfs.err")"
+fi
+
 # --- a record view is refused ---------------------------------------------------
 printf '[source]\nurl = %s\n[cache]\ndir = %s\n[shard]\nunit = record\n[records]\nformat = jsonl\n[transform up]\ncommand = /usr/bin/tr a-z A-Z\n' \
 	"$FSRC" "$T/rcache" >"$T/rec.conf"

@@ -7,11 +7,13 @@
       XF the transform tree's one (MOUNT/transform-NAME/rank-0...). Every
       raw file must appear in XF under its renamed name (SUFFIX, REPLACE
       "true" or "false"), with st_size and bytes f(raw bytes), where FN is
-      "upper" (bytes.upper(), as tr a-z A-Z) or "resize"
+      "upper" (bytes.upper(), as tr a-z A-Z), "upper64" (that 64 times
+      over) or "resize"
       (tests/unit/transform/resize.py's function). A file whose output
       would be empty must fail with EIO (an empty output is a failed run:
       transform/transform.h), and so may the files named by --eio-ok REL
-      (raw relative paths); any other error or byte is a failure. Prints
+      (raw relative paths), or any file with --eio-any; any other error
+      or byte is a failure. Prints
       "files N eio M".
   xfcheck.py order RAW_ORDER XF_ORDER SUFFIX REPLACE
       XF_ORDER's lines must be RAW_ORDER's renamed, in order.
@@ -36,6 +38,9 @@ def fn_of(name):
     if name == "upper":
         table = bytes.maketrans(b"abcdefghijklmnopqrstuvwxyz", b"ABCDEFGHIJKLMNOPQRSTUVWXYZ")
         return lambda b: b.translate(table)
+    if name == "upper64":
+        table = bytes.maketrans(b"abcdefghijklmnopqrstuvwxyz", b"ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+        return lambda b: b.translate(table) * 64
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path.insert(0, os.path.join(here, "..", "unit", "transform"))
     import resize  # noqa: E402
@@ -60,7 +65,7 @@ def tree(raw, xf, fn, suffix, replace, eio_ok):
                 with open(out, "rb") as fh:
                     got = fh.read()
             except OSError as e:
-                if e.errno == errno.EIO and (rel in eio_ok or not want):
+                if e.errno == errno.EIO and ("*" in eio_ok or rel in eio_ok or not want):
                     eio += 1
                     continue
                 sys.exit(f"{out}: {e}")
@@ -89,7 +94,11 @@ def main():
     if cmd == "tree":
         eio_ok = set()
         args = sys.argv[2:]
-        while args and args[0] == "--eio-ok":
+        while args and args[0] in ("--eio-ok", "--eio-any"):
+            if args[0] == "--eio-any":
+                eio_ok.add("*")
+                args = args[1:]
+                continue
             eio_ok.add(args[1])
             args = args[2:]
         raw, xf, fn, suffix, replace = args
