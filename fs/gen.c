@@ -149,6 +149,21 @@ static int gen_new(const struct fs_data *data, uint32_t id, bool base,
 	return 0;
 }
 
+/* Gives g the next id and links it into fs->gens, under fs->gens_lock held
+ * for writing: for the current tree, a reload's and every epoch or
+ * transform tree alike. Ids are never reused (an inode number names one
+ * tree forever). Returns 0, or -EOVERFLOW when the ids ran out (g is left
+ * unlinked for the caller to free, after the lock). */
+static int gen_link_locked(struct fs *fs, struct fs_gen *g)
+{
+	if (fs->next_gen == 0)
+		return -EOVERFLOW;
+	g->id = fs->next_gen++;
+	g->next = fs->gens;
+	fs->gens = g;
+	return 0;
+}
+
 /* Takes a reference unless refs is 0 (the generation is being freed). */
 static bool gen_get_unless_zero(struct fs_gen *g)
 {
@@ -286,16 +301,13 @@ int fs_gen_add(struct fs *fs, const struct fs_data *data,
 	g->xf_top = tree->xf_top;
 	g->source = tree->source;
 	pthread_rwlock_wrlock(&fs->gens_lock);
-	if (fs->next_gen == 0) {
-		pthread_rwlock_unlock(&fs->gens_lock);
+	rc = gen_link_locked(fs, g);
+	pthread_rwlock_unlock(&fs->gens_lock);
+	if (rc < 0) {
 		g->release = NULL; /* the caller keeps owner */
 		gen_free(g);
-		return -EOVERFLOW;
+		return rc;
 	}
-	g->id = fs->next_gen++;
-	g->next = fs->gens;
-	fs->gens = g;
-	pthread_rwlock_unlock(&fs->gens_lock);
 	*out = g;
 	return 0;
 }
@@ -321,23 +333,18 @@ int fs_gen_install(struct fs *fs, const struct fs_data *data,
 	if (rc < 0)
 		return rc;
 	pthread_rwlock_wrlock(&fs->gens_lock);
-	/* Ids are never reused: an inode number names one tree forever.
-	 * Taken here, under the lock, as epoch trees take theirs. */
-	if (fs->next_gen == 0) {
+	rc = gen_link_locked(fs, g);
+	if (rc < 0) {
 		pthread_rwlock_unlock(&fs->gens_lock);
 		g->release = NULL; /* the caller keeps owner */
 		gen_free(g);
-		return -EOVERFLOW;
+		return rc;
 	}
-	g->id = fs->next_gen;
 	old = fs->current;
 	/* The caller's, besides the one old held as current: old may lose
 	 * every other reference now. */
 	fs_gen_ref(old, 1);
-	g->next = fs->gens;
-	fs->gens = g;
 	fs->current = g;
-	fs->next_gen++;
 	g->serial = ++fs->swaps;
 	pthread_rwlock_unlock(&fs->gens_lock);
 	*new_out = g;
