@@ -502,6 +502,16 @@ bool config_parse_bool(const char *s, bool *out)
 	return false;
 }
 
+int config_bool_field(const char *value, bool *field, char *why, size_t whylen)
+{
+	if (!config_parse_bool(value, field)) {
+		snprintf(why, whylen,
+			 "not a boolean (true/false, yes/no, on/off, 1/0)");
+		return -EINVAL;
+	}
+	return 0;
+}
+
 /* A source (object = false) or one object (object = true): an absolute
  * path, or s3:// or gs:// with a bucket and, for an object, a key. */
 static bool location_valid(const char *s, bool object)
@@ -732,7 +742,6 @@ static int key_set(struct config *cfg, const struct key *k, const char *value,
 {
 	void *field = (char *)cfg + k->offset;
 	uint64_t v;
-	bool b;
 	int rc;
 
 	if (k->optional && !*value)
@@ -796,14 +805,7 @@ static int key_set(struct config *cfg, const struct key *k, const char *value,
 		}
 		return store_string(field, value);
 	case VAL_BOOL:
-		if (!config_parse_bool(value, &b)) {
-			snprintf(why, whylen,
-				 "not a boolean (true/false, yes/no, on/off, "
-				 "1/0)");
-			return -EINVAL;
-		}
-		*(bool *)field = b;
-		return 0;
+		return config_bool_field(value, field, why, whylen);
 	case VAL_UINT:
 	case VAL_U64:
 		rc = parse_u64(value, k->hex, &v);

@@ -201,6 +201,10 @@ int config_parse_size(const char *s, uint64_t *out);
  * true and sets *out, or false (*out untouched). */
 bool config_parse_bool(const char *s, bool *out);
 
+/* A key table's boolean value into *field: 0, or -EINVAL with the reason
+ * every key table gives in why (both tables: config.c, config_transform.c). */
+int config_bool_field(const char *value, bool *field, char *why, size_t whylen);
+
 /* Splits a [transform] command into words: blanks separate words; a
  * double-quoted part ("...", no escapes, the quotes removed) may hold
  * blanks, and may be glued to other parts of its word (a"b c"d is one

@@ -273,7 +273,6 @@ static int tkey_set(struct config_transform *t, const struct tkey *k,
 	void *field = (char *)t + k->offset;
 	uint64_t v;
 	char **words;
-	bool b;
 	int e, rc;
 
 	switch (k->type) {
@@ -340,14 +339,7 @@ static int tkey_set(struct config_transform *t, const struct tkey *k,
 			*(uint64_t *)field = v;
 		return 0;
 	case TV_BOOL:
-		if (!config_parse_bool(value, &b)) {
-			snprintf(why, whylen,
-				 "not a boolean (true/false, yes/no, on/off, "
-				 "1/0)");
-			return -EINVAL;
-		}
-		*(bool *)field = b;
-		return 0;
+		return config_bool_field(value, field, why, whylen);
 	case TV_MODE:
 	case TV_SANDBOX:
 		if (parse_enum(k->type == TV_MODE ? mode_names : sandbox_names,
