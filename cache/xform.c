@@ -234,8 +234,12 @@ static void failed_clear(struct xform *x, const struct cache_object *o)
 	pthread_mutex_unlock(&x->lock);
 }
 
-/* Reads raw (the source) whole into *in (free() it). Returns 0 or the
- * read's error (logged by it). */
+/* Reads raw (the source) whole into *in (free() it). Bytes the node holds
+ * (stored, or fetched by the prefetcher for the raw view and not read
+ * yet) serve it without a request (CACHE_READ_READY); a source not all at
+ * hand is read from the store in one read that is not stored
+ * (CACHE_READ_RAW: a producer's read; only the output is kept). Returns 0
+ * or the read's error (logged by it). */
 int xform_source(struct cache *c, const struct cache_object *raw, uint8_t **in)
 {
 	size_t size = (size_t)raw->size;
@@ -250,10 +254,14 @@ int xform_source(struct cache *c, const struct cache_object *raw, uint8_t **in)
 		struct cache_read r = { .obj = raw,
 					.len = size,
 					.buf = *in,
-					.flags = CACHE_READ_RAW,
+					.flags = CACHE_READ_READY,
 					.order = CACHE_NO_ORDER };
 
 		got = cache_read(c, &r);
+		if (got == -ENOENT) {
+			r.flags = CACHE_READ_RAW;
+			got = cache_read(c, &r);
+		}
 		if (got >= 0 && (size_t)got != size)
 			got = -EIO;
 	}
