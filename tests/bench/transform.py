@@ -10,11 +10,13 @@
         written as PNG_DIR/<path with .png for .jpg> (DIR/.done marks a
         finished set; rerun only when missing).
     transform.py load --mode png|jpeg --root ROOT --order FILE --epochs K
+                      [--stats MOUNT]
         a PyTorch DataLoader (num_workers 2, batch 32, the order file's
         order) over ROOT/<path> for every non-pad path of FILE; png: its
         __getitem__ decodes the PNG to a uint8 tensor; jpeg: it decodes the
         JPEG and resizes it to 64x64 itself (resize64.decode_resize()).
-        Prints one JSON line per epoch: items and seconds.
+        Prints one JSON line per epoch: items and seconds (and with --stats
+        the epoch's deltas of a few of MOUNT/.shardfs/stats' counters).
     transform.py compare TREE REF ORDER
         every path of ORDER under TREE has exactly REF's bytes (exit 1 and
         the first difference otherwise).
@@ -34,6 +36,26 @@ import resize64  # noqa: E402
 
 BATCH = 32
 WORKERS = 2
+
+
+# Counters of .shardfs/stats read after each epoch of a mount's loader:
+# where an epoch's time went (the bytes fetched, whether the prefetcher got
+# there first, how often a read waited for its first chunk, transform runs).
+STATS = ("backend_requests_total", "backend_bytes_total", "prefetch_hits_total",
+         "first_chunk_waits_total", "first_chunk_wait_us_total",
+         "cache_derived_runs_total")
+
+
+def read_stats(mnt):
+    out = {}
+    with open(os.path.join(mnt, ".shardfs", "stats")) as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) == 2 and parts[0].startswith("shardfs_"):
+                name = parts[0][len("shardfs_"):]
+                if name in STATS:
+                    out[name] = int(float(parts[1]))
+    return out
 
 
 def order_paths(order):
@@ -112,7 +134,7 @@ def one_thread(_):
     torch.set_num_threads(1)
 
 
-def cmd_load(mode, root, order, epochs):
+def cmd_load(mode, root, order, epochs, mnt):
     import torch
     from torch.utils.data import DataLoader
 
@@ -121,6 +143,7 @@ def cmd_load(mode, root, order, epochs):
     ds = Files(root, paths, mode)
     dl = DataLoader(ds, batch_size=BATCH, shuffle=False, num_workers=WORKERS,
                     worker_init_fn=one_thread)
+    before = read_stats(mnt) if mnt else {}
     for e in range(epochs):
         n = 0
         t0 = time.monotonic()
@@ -131,8 +154,12 @@ def cmd_load(mode, root, order, epochs):
         secs = time.monotonic() - t0
         if n != len(paths):
             sys.exit("transform.py: epoch %d gave %d of %d items" % (e + 1, n, len(paths)))
-        print(json.dumps({"mode": mode, "epoch": e + 1, "items": n, "seconds": secs}),
-              flush=True)
+        line = {"mode": mode, "epoch": e + 1, "items": n, "seconds": secs}
+        if mnt:
+            after = read_stats(mnt)
+            line["stats"] = {k: after[k] - before.get(k, 0) for k in after}
+            before = after
+        print(json.dumps(line), flush=True)
 
 
 def cmd_compare(tree, ref, order):
@@ -181,6 +208,21 @@ def cmd_report(path):
     for name, v, tgt, met in rows:
         print("%-42s %8.2f %8s  %s" % (name, v, tgt, "met" if met else "missed"))
     print()
+    print("Per epoch, deltas of .shardfs/stats (transform mount | in-DataLoader mount):")
+    print("%-6s %-24s %-24s %-20s %-22s %s" % ("epoch", "backend requests", "backend MB",
+                                              "prefetch hits", "first-chunk waits (s)",
+                                              "derived runs"))
+    ts, js = r.get("transform_stats", []), r.get("jpeg_stats", [])
+    for e in range(min(len(ts), len(js))):
+        a, b = ts[e], js[e]
+
+        def pair(key, scale=1.0, fmt="%d"):
+            return (fmt + " | " + fmt) % (a.get(key, 0) / scale, b.get(key, 0) / scale)
+        print("%-6d %-24s %-24s %-20s %-22s %s" % (
+            e + 1, pair("backend_requests_total"), pair("backend_bytes_total", 1e6, "%.0f"),
+            pair("prefetch_hits_total"), pair("first_chunk_wait_us_total", 1e6, "%.1f"),
+            pair("cache_derived_runs_total")))
+    print()
     st = r["stats"]
     name = next((s for s in ("shardfs_transform_runs_total", "shardfs_transform_runs")
                  if s in st), "shardfs_cache_derived_runs_total")
@@ -209,8 +251,10 @@ def main(argv):
         ap.add_argument("--root", required=True)
         ap.add_argument("--order", required=True)
         ap.add_argument("--epochs", type=int, default=3)
+        ap.add_argument("--stats", metavar="MOUNT",
+                        help="the mount whose .shardfs/stats to read after each epoch")
         a = ap.parse_args(argv[2:])
-        cmd_load(a.mode, a.root, a.order, a.epochs)
+        cmd_load(a.mode, a.root, a.order, a.epochs, a.stats)
     elif len(argv) >= 2 and argv[1] == "compare" and len(argv) == 5:
         cmd_compare(argv[2], argv[3], argv[4])
     elif len(argv) >= 2 and argv[1] == "report" and len(argv) == 3:

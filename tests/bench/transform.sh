@@ -45,12 +45,13 @@ say() { echo "bench-transform: $*" >&2; }
 now() { date +%s.%N; }
 since() { echo "$1" "$(now)" | awk '{ printf "%.1f", $2 - $1 }'; }
 
-t=$(now)
+kept() { [ -e "$1" ] && echo "kept from an earlier run" || echo "written in $(since "$2") s"; }
+t=$(now) was=$(kept "$JPG/.done-$N" 0)
 $D make "$JPG" "$N" || die "generating the JPEGs"
-say "JPEGs in $JPG ($(since "$t") s; 0 when kept from an earlier run)"
-t=$(now)
+say "JPEGs in $JPG: ${was/written in*/$(kept /nonexistent "$t")}"
+t=$(now) was=$(kept "$PNG/img/.done" 0)
 $D local "$JPG/img" "$PNG/img" || die "the local PNGs"
-say "local PNGs in $PNG ($(since "$t") s)"
+say "local PNGs in $PNG: ${was/written in*/$(kept /nonexistent "$t")}"
 
 s3_suite_start bkt
 t=$(now)
@@ -89,7 +90,7 @@ XORDER=$T/mnt-xf/.shardfs/transform-resize64/rank-0.order
 [ "$(grep -vc $'\tpad$' "$XORDER")" = "$N" ] || die "transform rank-0.order: not $N paths"
 cp "$XORDER" "$T/xf.order"
 $D load --mode png --root "$T/mnt-xf/transform-resize64/rank-0" --order "$T/xf.order" \
-	--epochs "$EPOCHS" >"$T/xf.jsonl" || die "the transform loader failed"
+	--epochs "$EPOCHS" --stats "$T/mnt-xf" >"$T/xf.jsonl" || die "the transform loader failed"
 grep -E '^shardfs_(transform_runs|cache_derived_runs_total|transform_)' "$T/mnt-xf/.shardfs/stats" >"$T/xf.stats"
 $D compare "$T/mnt-xf/transform-resize64/rank-0" "$PNG" "$T/xf.order" >&2 ||
 	die "a transform output differs from the local PNG"
@@ -101,7 +102,7 @@ conf "$T/raw.conf" "$T/cache-raw"
 mount_shardfs "$T/raw.conf" "$T/mnt-raw" || die "the raw mount failed"
 praw=$LAST_PID
 $D load --mode jpeg --root "$T/mnt-raw/rank-0" --order "$T/mnt-raw/.shardfs/rank-0.order" \
-	--epochs "$EPOCHS" >"$T/raw.jsonl" || die "the in-DataLoader loader failed"
+	--epochs "$EPOCHS" --stats "$T/mnt-raw" >"$T/raw.jsonl" || die "the in-DataLoader loader failed"
 umount_shardfs "$T/mnt-raw" "$praw" || die "the raw mount's daemon failed"
 say "in-DataLoader done"
 
@@ -113,16 +114,20 @@ say "local done"
 /usr/bin/python3 - "$T" "$N" "$jbytes" >"$T/results.json" <<'PY' || die "results"
 import json, sys
 t, n, jb = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-def secs(name):
+def rows(name):
     with open("%s/%s.jsonl" % (t, name)) as f:
-        return [json.loads(ln)["seconds"] for ln in f if ln.strip()]
+        return [json.loads(ln) for ln in f if ln.strip()]
+def secs(name):
+    return [r["seconds"] for r in rows(name)]
 stats = {}
 with open(t + "/xf.stats") as f:
     for ln in f:
         k, v = ln.split()
         stats[k] = int(float(v))
 json.dump({"n": n, "jpeg_bytes": jb, "transform": secs("xf"), "jpeg": secs("raw"),
-           "local": secs("local"), "stats": stats}, sys.stdout)
+           "local": secs("local"), "stats": stats,
+           "transform_stats": [r.get("stats", {}) for r in rows("xf")],
+           "jpeg_stats": [r.get("stats", {}) for r in rows("raw")]}, sys.stdout)
 PY
 $D report "$T/results.json" || die "report"
 ok "transform bench"
