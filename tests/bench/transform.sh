@@ -22,7 +22,8 @@
 # byte with the local PNGs, and the transform runs are read from its
 # .shardfs/stats. Prints the table (ratios reported, not asserted); writes
 # no docs. Exits non-zero if a mount fails, a daemon exits badly, a loader
-# fails or an output differs. Only 127.0.0.1 is contacted; everything
+# fails or an output differs. BENCH_TRANSFORM_PREFETCH_FILES sets both
+# mounts' [prefetch] files (0: off), for diagnosis. Only 127.0.0.1 is contacted; everything
 # started is stopped by PID.
 set -uo pipefail
 SUITE=bench-transform
@@ -71,9 +72,18 @@ cp -r "$ROOT/python/shardfs" "$X/python/"
 chmod -R a+rX "$X"
 trap 'rm -rf "$X"; cleanup' EXIT
 
+# BENCH_TRANSFORM_PREFETCH_FILES (unset: the default) sets both mounts'
+# [prefetch] files, for diagnosis: 0 turns the prefetcher off.
+PREFETCH=
+if [ -n "${BENCH_TRANSFORM_PREFETCH_FILES:-}" ]; then
+	PREFETCH="[prefetch]
+files = $BENCH_TRANSFORM_PREFETCH_FILES
+"
+	say "both mounts with [prefetch] files = $BENCH_TRANSFORM_PREFETCH_FILES"
+fi
 conf() { # conf FILE CACHE_DIR [TRANSFORM_SECTION]
-	printf '[source]\nurl = s3://%s/ds/\nendpoint = %s\n[shard]\nworld_size = 1\n[cache]\ndir = %s\nsize = 4G\n%s' \
-		"$BUCKET" "$S3_EP" "$2" "${3:-}" >"$1"
+	printf '[source]\nurl = s3://%s/ds/\nendpoint = %s\n[shard]\nworld_size = 1\n[cache]\ndir = %s\nsize = 4G\n%s%s' \
+		"$BUCKET" "$S3_EP" "$2" "$PREFETCH" "${3:-}" >"$1"
 }
 
 # The transform run.
