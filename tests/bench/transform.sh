@@ -40,19 +40,26 @@ EPOCHS=${BENCH_TRANSFORM_EPOCHS:-3}
 DATA=${BENCH_DATA_DIR:-/var/tmp/shardfs-bench}
 JPG=$DATA/transform-jpeg-$N
 PNG=$DATA/transform-png-$N
-D="/usr/bin/python3 $BDIR/transform.py"
+D=(/usr/bin/python3 "$BDIR/transform.py")
 die() { echo "bench-transform: $*" >&2; exit 1; }
 say() { echo "bench-transform: $*" >&2; }
 now() { date +%s.%N; }
 since() { echo "$1" "$(now)" | awk '{ printf "%.1f", $2 - $1 }'; }
 
-kept() { [ -e "$1" ] && echo "kept from an earlier run" || echo "written in $(since "$2") s"; }
-t=$(now) was=$(kept "$JPG/.done-$N" 0)
-$D make "$JPG" "$N" || die "generating the JPEGs"
-say "JPEGs in $JPG: ${was/written in*/$(kept /nonexistent "$t")}"
-t=$(now) was=$(kept "$PNG/img/.done" 0)
-$D local "$JPG/img" "$PNG/img" || die "the local PNGs"
-say "local PNGs in $PNG: ${was/written in*/$(kept /nonexistent "$t")}"
+# step STAMP WHAT CMD...: runs CMD unless STAMP says an earlier run did.
+step() {
+	local stamp=$1 what=$2 t
+	shift 2
+	if [ -e "$stamp" ]; then
+		say "$what: kept from an earlier run"
+		return 0
+	fi
+	t=$(now)
+	"$@" || die "$what failed"
+	say "$what: written in $(since "$t") s"
+}
+step "$JPG/.done-$N" "$N JPEGs in $JPG" "${D[@]}" make "$JPG" "$N"
+step "$PNG/img/.done" "the local PNGs in $PNG" "${D[@]}" local "$JPG/img" "$PNG/img"
 
 s3_suite_start bkt
 t=$(now)
@@ -99,10 +106,10 @@ pxf=$LAST_PID
 XORDER=$T/mnt-xf/.shardfs/transform-resize64/rank-0.order
 [ "$(grep -vc $'\tpad$' "$XORDER")" = "$N" ] || die "transform rank-0.order: not $N paths"
 cp "$XORDER" "$T/xf.order"
-$D load --mode png --root "$T/mnt-xf/transform-resize64/rank-0" --order "$T/xf.order" \
+"${D[@]}" load --mode png --root "$T/mnt-xf/transform-resize64/rank-0" --order "$T/xf.order" \
 	--epochs "$EPOCHS" --stats "$T/mnt-xf" >"$T/xf.jsonl" || die "the transform loader failed"
 grep -E '^shardfs_(transform_runs|cache_derived_runs_total|transform_)' "$T/mnt-xf/.shardfs/stats" >"$T/xf.stats"
-$D compare "$T/mnt-xf/transform-resize64/rank-0" "$PNG" "$T/xf.order" >&2 ||
+"${D[@]}" compare "$T/mnt-xf/transform-resize64/rank-0" "$PNG" "$T/xf.order" >&2 ||
 	die "a transform output differs from the local PNG"
 umount_shardfs "$T/mnt-xf" "$pxf" || die "the transform mount's daemon failed"
 say "transform done"
@@ -111,13 +118,13 @@ say "transform done"
 conf "$T/raw.conf" "$T/cache-raw"
 mount_shardfs "$T/raw.conf" "$T/mnt-raw" || die "the raw mount failed"
 praw=$LAST_PID
-$D load --mode jpeg --root "$T/mnt-raw/rank-0" --order "$T/mnt-raw/.shardfs/rank-0.order" \
+"${D[@]}" load --mode jpeg --root "$T/mnt-raw/rank-0" --order "$T/mnt-raw/.shardfs/rank-0.order" \
 	--epochs "$EPOCHS" --stats "$T/mnt-raw" >"$T/raw.jsonl" || die "the in-DataLoader loader failed"
 umount_shardfs "$T/mnt-raw" "$praw" || die "the raw mount's daemon failed"
 say "in-DataLoader done"
 
 # Local: the same PNGs, in the transform view's order.
-$D load --mode png --root "$PNG" --order "$T/xf.order" --epochs "$EPOCHS" >"$T/local.jsonl" ||
+"${D[@]}" load --mode png --root "$PNG" --order "$T/xf.order" --epochs "$EPOCHS" >"$T/local.jsonl" ||
 	die "the local loader failed"
 say "local done"
 
@@ -139,6 +146,6 @@ json.dump({"n": n, "jpeg_bytes": jb, "transform": secs("xf"), "jpeg": secs("raw"
            "transform_stats": [r.get("stats", {}) for r in rows("xf")],
            "jpeg_stats": [r.get("stats", {}) for r in rows("raw")]}, sys.stdout)
 PY
-$D report "$T/results.json" || die "report"
+"${D[@]}" report "$T/results.json" || die "report"
 ok "transform bench"
 finish
