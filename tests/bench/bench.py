@@ -9,8 +9,8 @@ epochs.sh. It is not part of `make check`. About 35 minutes on 2 cores.
 
 Quick subsets (environment of `make bench` or of this file):
   BENCH_PHASES     comma list of scale, cache, records, nfs, peers, latency,
-                   gcs, epochs [all]; this file runs peers and latency,
-                   run.sh the others
+                   gcs, epochs, transform [all]; this file runs peers
+                   and latency, run.sh the others
   BENCH_QUICK=1    (run.sh) every chosen phase on small sizes, no docs
                    written: e.g. `BENCH_QUICK=1 BENCH_PHASES=latency make
                    bench` (about 3 min)

@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # make bench: every benchmark. Not part of make check. About 35 minutes on
 # 2 cores. BENCH_PHASES (comma list of scale, cache, records, nfs, peers,
-# latency, gcs, epochs; default all) runs a subset, BENCH_LATENCIES (ms,
-# default 0,20,50) the latency phases at fewer delays, e.g.
+# latency, gcs, epochs, transform; default all) runs a subset,
+# BENCH_LATENCIES (ms, default 0,20,50) the latency phases at fewer
+# delays, e.g.
 #   BENCH_PHASES=latency BENCH_LATENCIES=20 make bench
 # (more knobs at the top of bench.py and latency.py).
 #
 # BENCH_QUICK=1: a quick iteration of whatever phases are chosen, on small
 # sizes (300 small files, 2 large ones, latency 0 only, one run of each
-# nfs/cache figure, a 100,000-record index, 1 GiB pre-faulted), writing no
-# docs/BENCHMARKS*.md (its figures say nothing about the code); any knob
-# set explicitly still wins. E.g. BENCH_QUICK=1 BENCH_PHASES=latency make bench.
+# nfs/cache figure, a 100,000-record index, 300 JPEGs for the transform
+# phase, 1 GiB pre-faulted), writing no docs/BENCHMARKS*.md (its figures
+# say nothing about the code); any knob set explicitly still wins. E.g.
+# BENCH_QUICK=1 BENCH_PHASES=latency make bench.
 # Where the docs go: BENCH_OUT (bench.py), BENCH_GCS_OUT, BENCH_RECORDS_OUT,
 # BENCH_EPOCHS_OUT, BENCH_NFS_OUT ("-": none written).
 #
@@ -21,7 +23,7 @@
 # dir of this run (BENCH_RESULTS), which bench.py reads.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
-ALL=scale,cache,records,nfs,peers,latency,gcs,epochs
+ALL=scale,cache,records,nfs,peers,latency,gcs,epochs,transform
 PHASES=",${BENCH_PHASES:-$ALL},"
 for p in ${PHASES//,/ }; do
 	case ",$ALL," in *",$p,"*) ;;
@@ -36,6 +38,7 @@ if [ "${BENCH_QUICK:-0}" = 1 ]; then
 	export BENCH_LATENCIES=${BENCH_LATENCIES:-0} BENCH_PREFAULT_GIB=${BENCH_PREFAULT_GIB:-1}
 	export BENCH_RECORDS_N=${BENCH_RECORDS_N:-100000} BENCH_RECORDS_OBJECTS=${BENCH_RECORDS_OBJECTS:-8}
 	export BENCH_EPOCHS_N=${BENCH_EPOCHS_N:-300} BENCH_EPOCHS_SMALL=${BENCH_EPOCHS_SMALL:-0}
+	export BENCH_TRANSFORM_N=${BENCH_TRANSFORM_N:-300}
 	export BENCH_OUT=${BENCH_OUT:--} BENCH_GCS_OUT=${BENCH_GCS_OUT:--}
 	export BENCH_RECORDS_OUT=${BENCH_RECORDS_OUT:--} BENCH_EPOCHS_OUT=${BENCH_EPOCHS_OUT:--}
 	# scale.sh, cache.sh and nfs.sh take N, L, RUNS and OUT (nfs.sh's doc).
@@ -80,3 +83,8 @@ if want gcs; then /usr/bin/python3 "$HERE/bench_gcs.py"; fi
 # reshuffle = global and local; backend bytes and cache hit rates per
 # epoch; writes docs/BENCHMARKS-epochs.md.
 if want epochs; then "$HERE/epochs.sh"; fi
+# Transforms (issue 27): a PyTorch DataLoader over a [transform]'s outputs
+# (Pillow resize to 64x64 PNG in worker mode) vs decoding and resizing in
+# the DataLoader itself and vs local PNGs, 3 epochs each; prints its table
+# (writes no docs). Its JPEGs stay in BENCH_DATA_DIR between runs.
+if want transform; then "$HERE/transform.sh"; fi
