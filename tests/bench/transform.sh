@@ -140,7 +140,7 @@ stats = {}
 with open(t + "/xf.stats") as f:
     for ln in f:
         k, v = ln.split()
-        stats[k] = int(float(v))
+        stats[k.split("{")[0]] = int(float(v))  # one transform: its label dropped
 json.dump({"n": n, "jpeg_bytes": jb, "transform": secs("xf"), "jpeg": secs("raw"),
            "local": secs("local"), "stats": stats,
            "transform_stats": [r.get("stats", {}) for r in rows("xf")],
