@@ -144,8 +144,9 @@ for k in $(grep -v $'\tpad$' "$M/.shardfs/epoch-4/rank-0.order" | head -4); do
 done
 # An ask queued behind others is not in flight yet: wait until the
 # engine is quiet too (no backend request for a second, none in flight).
-last=-1 quiet=0
+last=-1 quiet=0 waited=0
 for _ in $(seq 150); do
+	waited=$((waited + 1))
 	reqs=$(stat_of "$M" backend_requests_total)
 	if [ "$reqs" = "$last" ]; then quiet=$((quiet + 1)); else quiet=0; fi
 	last=$reqs
@@ -159,8 +160,10 @@ done
 b0=$(stat_of "$M" cache_misses_total)
 [ -n "$want" ] && cat "$M/epoch-4/rank-0/$want" >/dev/null
 b1=$(stat_of "$M" cache_misses_total)
-check "epoch 4's first new file was prefetched as epoch 3 ended (${want:-none}: $b0 -> $b1 misses)" \
+check "epoch 4's first new file (position $j) was prefetched as epoch 3 ended (${want:-none}: $b0 -> $b1 misses)" \
 	test -n "$want" -a "$b0" -eq "$b1"
+[ -n "$want" ] && [ "$b0" -eq "$b1" ] ||
+	echo "#   after $waited polls: issued $(stat_of "$M" prefetch_issued_total) (want $((n + j))), inflight $(stat_of "$M" backend_inflight), quiet $quiet, refused $(stat_of "$M" prefetch_refused_total), misses $(stat_of "$M" prefetch_misses_total)"
 umount_shardfs "$M" || fail "unmount (prefetch)"
 
 # --- local reshuffle: the same items per rank, a new order per epoch ----
