@@ -496,6 +496,13 @@ void cache_buffer_free(struct cache *c, void *p, size_t len);
  * live bytes from the index. */
 void cache_stats_get(struct cache *c, struct cache_stats *out);
 
+/* Waits until what this process fetched so far is stored and indexed, at
+ * most about 10 s for the stores and as long for the rows: after it,
+ * another process sharing the directory finds every chunk this one
+ * fetched. A read of MOUNT/.shardfs/stats calls it (fs/control_stats.c);
+ * the STATUS= ticker does not (it must not hold up the watchdog). */
+void cache_settle(struct cache *c);
+
 /* What cache_info() reports about a directory. */
 struct cache_info {
 	uint64_t entries; /* index rows */

@@ -357,6 +357,13 @@ void fetch_buffer_free(struct fetch *f, void *p, size_t len);
 
 void fetch_stats_get(struct fetch *f, struct fetch_stats *out);
 
+/* Waits until every chunk fetched whole so far has been through done_fn
+ * (a large one a reader fetched is stored later by a worker), at most
+ * wait_ns. For a caller that then asks what the disk cache holds
+ * (cache_stats_get(): after it, another process finds what this one
+ * fetched). */
+void fetch_drain_stores(struct fetch *f, uint64_t wait_ns);
+
 /* The pace part of fetch_stats_get(), and in *stalls (may be NULL) the
  * count of reads of a file's first chunk (offset 0: what the prefetcher
  * asks for ahead of an order) that waited for the backend: joined it in

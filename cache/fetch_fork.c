@@ -30,10 +30,12 @@ void fetch_fork_check(struct fetch *f)
 	fetch_cond_init(&f->done);
 	fetch_cond_init(&f->slot);
 	fetch_cond_init(&f->memory);
+	fetch_cond_init(&f->stored);
 	memset(f->q, 0, sizeof(f->q));
 	memset(f->table, 0, sizeof(f->table)); /* the parent's flights */
 	f->ret_head = f->ret_tail = NULL;
 	f->store_head = f->store_tail = NULL;
+	f->n_storing = 0;
 	f->hedge_head = f->hedge_tail = NULL;
 	f->inflight = f->slot_waiters = 0;
 	f->idle_workers = 0;

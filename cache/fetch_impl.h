@@ -228,6 +228,10 @@ struct fetch {
 				* a flight finished or a slot freed */
 	pthread_cond_t slot;   /* a slot freed, for slot waiters */
 	pthread_cond_t memory; /* memory was released */
+	pthread_cond_t stored; /* n_storing fell to 0 */
+	unsigned n_storing;    /* protected by lock: flights fetched whole
+				* and not through done_fn yet (queued for a
+				* worker, or being stored) */
 	unsigned connections;  /* protected by lock */
 	uint64_t budget;       /* protected by lock */
 	unsigned inflight;     /* protected by lock: requests running */

@@ -36,6 +36,7 @@ int fetch_new(struct backend *be, unsigned connections, uint64_t memory,
 	fetch_cond_init(&f->done);
 	fetch_cond_init(&f->slot);
 	fetch_cond_init(&f->memory);
+	fetch_cond_init(&f->stored);
 	*out = f;
 	return 0;
 }
@@ -116,8 +117,21 @@ void fetch_free(struct fetch *f)
 	pthread_cond_destroy(&f->done);
 	pthread_cond_destroy(&f->slot);
 	pthread_cond_destroy(&f->memory);
+	pthread_cond_destroy(&f->stored);
 	fetch_fail_free(f->fails);
 	free(f);
+}
+
+void fetch_drain_stores(struct fetch *f, uint64_t wait_ns)
+{
+	uint64_t deadline = clock_now_ns() + wait_ns;
+
+	fetch_fork_check(f);
+	pthread_mutex_lock(&f->lock);
+	while (f->n_storing > 0 &&
+	       fetch_wait_until(&f->stored, &f->lock, deadline) != ETIMEDOUT)
+		;
+	pthread_mutex_unlock(&f->lock);
 }
 
 void fetch_stats_get(struct fetch *f, struct fetch_stats *out)

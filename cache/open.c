@@ -60,6 +60,21 @@ uint64_t cache_prefetch_ahead(struct cache *c, uint64_t done, uint64_t *step)
 	return ahead;
 }
 
+/* cache_settle()'s bound on the wait for stores the engine has not
+ * handed to the committer yet (store_drain() then waits as long again). */
+#define CACHE_SETTLE_NS (UINT64_C(10000000000))
+
+void cache_settle(struct cache *c)
+{
+	if (!c->disk)
+		return;
+	/* A large chunk a reader fetched is stored by a worker after the
+	 * reader has its bytes: the committer's queue alone may not hold
+	 * it yet. */
+	fetch_drain_stores(c->fetch, CACHE_SETTLE_NS);
+	store_drain(c);
+}
+
 void cache_stats_get(struct cache *c, struct cache_stats *out)
 {
 	struct fetch_stats fs;

@@ -651,6 +651,7 @@ int fs_stats_write(struct fs *fs, FILE *f)
 	int rc;
 
 	clock_gettime(CLOCK_MONOTONIC, &now);
+	cache_settle(fs->cache);
 	cache_stats_get(fs->cache, &cs);
 	st.uptime_seconds = (uint64_t)(now.tv_sec - fs->start_mono.tv_sec);
 	st.reads = __atomic_load_n(&fs->reads, __ATOMIC_RELAXED);
