@@ -169,9 +169,9 @@ int derived_node_lock(struct cache *c, const struct cache_object *obj,
 		if (now >= deadline) {
 			log_msg(LOG_ERR,
 				"cache: %s: %s: another process on the node "
-				"has been running it for the wait bound "
-				"without storing any of it (%s held); failing "
-				"the read",
+				"runs it and stored no more of it for the "
+				"wait bound (its lock in %s); failing the "
+				"read",
 				log_key(kb, obj->key, obj->key_len),
 				obj->transform, path);
 			close(fd);

@@ -1145,6 +1145,59 @@ START_TEST(test_derived_processes_kill)
 }
 END_TEST
 
+START_TEST(test_derived_processes_wait_bounded)
+{
+	struct cache_fetch_options fo = { .wait_ms = 300 };
+	struct fixture fx;
+	struct obj raw, der;
+	int started[2], go[2], runs_fd, st;
+	char path[4200], b;
+	uint8_t byte;
+	pid_t p1;
+
+	node_setup(&fx, "procwait", &raw, &der);
+	snprintf(path, sizeof(path), "%s/runs", fx.src);
+	runs_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_TRUNC, 0600);
+	ck_assert_int_ge(runs_fd, 0);
+	ck_assert_int_eq(pipe(started), 0);
+	ck_assert_int_eq(pipe(go), 0);
+	p1 = fork();
+	ck_assert_int_ge(p1, 0);
+	if (p1 == 0) {
+		struct node_gunzip n = { .runs_fd = runs_fd,
+					 .started_fd = started[1],
+					 .go_fd = go[0] };
+
+		node_child(&fx, &der, &n, -1);
+	}
+	ck_assert_int_eq(read(started[0], &b, 1), 1); /* its run holds */
+	/* This process waits for that run, which stores nothing: -EIO after
+	 * the wait bound, not a hang, and no run of its own. */
+	fx_open(&fx, 256 * MIB, MIB);
+	cache_set_fetch_options(fx.c, &fo);
+	{
+		struct gunzip g = { 0 };
+
+		ck_assert_int_eq(
+			cache_set_transform(fx.c, "gunzip", gunzip_run, &g), 0);
+		ck_assert_int_eq(tc_read(fx.c, &der.o, 0, 1, &byte), -EIO);
+		ck_assert_int_eq(runs_of(&g), 0);
+		/* Let go: the first stores it, and this one reads it. */
+		ck_assert_int_eq(write(go[1], "g", 1), 1);
+		ck_assert_int_eq(waitpid(p1, &st, 0), p1);
+		ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+		read_check(fx.c, &der.o, GZ_SEED, 0, GZ_SIZE);
+		ck_assert_int_eq(runs_of(&g), 0);
+	}
+	close(runs_fd);
+	close(started[0]);
+	close(started[1]);
+	close(go[0]);
+	close(go[1]);
+	fx_free(&fx);
+}
+END_TEST
+
 static Suite *cache_derived_suite(void)
 {
 	const struct unit_case cases[] = {
@@ -1166,6 +1219,8 @@ static Suite *cache_derived_suite(void)
 		{ "derived_wait_bounded", test_derived_wait_bounded },
 		{ "derived_processes_once", test_derived_processes_once },
 		{ "derived_processes_kill", test_derived_processes_kill },
+		{ "derived_processes_wait_bounded",
+		  test_derived_processes_wait_bounded },
 	};
 
 	return unit_suite("cache_derived", cases, ARRAY_LEN(cases));
