@@ -8,11 +8,11 @@
  * in the stash, a small list keyed by (key, etag), fills the output
  * object (a cache that stores: its run, nested in this one, takes the
  * stash's), and writes the length; the output object's takes it from
- * the stash, or runs the transform again when it is not there. The stash is bounded (stash_max
- * outputs and stash_bytes bytes, the oldest dropped): an output dropped
- * from it costs one more run,
- * never a wrong byte, since the length object's length is checked
- * against the output by the derived run (a different length fails it).
+ * the stash, or runs the transform again when it is not there. The
+ * stash is bounded (stash_max outputs and stash_bytes bytes, the oldest
+ * dropped): an output dropped from it costs one more run, never a wrong
+ * byte, since the length object's length is checked against the output
+ * by the derived run (a different length fails it).
  *
  * Failures: a table of objects whose last run failed, with the time the
  * next run may start and the failures in a row (for the backoff). It

@@ -9,6 +9,10 @@
  * purpose (an error after some output, a hang until released). Two
  * forked processes on one cache directory show the node's one run
  * (cache/derived_node.c), and its end when the runner is killed.
+ *
+ * Over 700 lines: every case shares one fixture (a disk cache over a
+ * posix source, the registered gunzip and its run counters); splitting
+ * the suite would repeat them.
  */
 #include <check.h>
 #include <errno.h>
