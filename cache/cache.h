@@ -34,6 +34,8 @@
  *   DIR/blobs/tmp/       blobs being written (HASH.PID.SEQ: the writer's
  *                        PID and a per-process sequence number)
  *   DIR/owners.lock      every process holds a shared flock while open
+ *   DIR/derived.lock     empty; a byte-range lock per derived object
+ *                        being run (one run per node: cache/derived_node.c)
  *
  * Directories are 0700 and files 0600, whatever the umask: the cache holds
  * dataset bytes the mount may deny to other users. One cache directory
@@ -264,6 +266,10 @@ void cache_set_fetch_options(struct cache *c,
  * a no-op. */
 void cache_free(struct cache *c);
 
+/* Whether c stores chunks: a disk cache whose directory is writable
+ * (not cache_new(), not a read-only directory). */
+bool cache_stores(const struct cache *c);
+
 /* One part of a read's bytes, handed to a cache_reply_fn: len bytes at
  * mem, or (mem NULL) len bytes of the open file fd at pos. */
 struct cache_piece {
@@ -369,7 +375,11 @@ typedef int (*cache_transform_fn)(void *ctx, struct cache *c,
  * hits, evicted, verified, surviving restarts. On a miss it runs the
  * producer once for the whole object (however many threads of the
  * process read it at once: they wait for that one run, each wait ending
- * with -EIO after cache_fetch_options.wait_ms without output), storing
+ * with -EIO after cache_fetch_options.wait_ms without output; and once
+ * per node: a process whose reader misses while another process on the
+ * same directory runs the object waits for that run, -EIO after the same
+ * bound without another of its chunks stored, and then reads what it
+ * stored, or runs it if it is still missing, e.g. the runner died), storing
  * every derived chunk as the stream passes it, and serves the read from
  * the stream. If the stream's length is not obj->size, the read fails
  * with -EIO ("KEY: NAME gave N bytes, the record index says M"), and so

@@ -594,6 +594,33 @@ ssize_t derived_stored(struct cache *c, const struct cache_object *obj,
 int derived_fill(struct cache *c, const struct cache_object *obj,
 		 uint64_t *fetched);
 
+/* ---- derived_node.c ----
+ * One run of a derived object per node: the lock a process's runner takes
+ * before it runs the producer (the file comment says how and why). */
+struct derived_node {
+	int fd; /* DIR/derived.lock, holding obj's lock; -1: none */
+};
+/* Takes obj's node lock, waiting while another process holds it: at most
+ * wait_ns without another of obj's chunks appearing in the index (each
+ * one that does is passed on to the waiters of fl, derived_progress()).
+ * Returns 0 with the lock in *node (node->fd -1: run without it: a
+ * read-only cache, or no lock to be had, logged once), 1 when every chunk
+ * of obj is stored (by another process; no lock held: look it up),
+ * -EIO when the wait ran out (logged), or -ENOMEM. */
+int derived_node_lock(struct cache *c, const struct cache_object *obj,
+		      uint64_t wait_ns, struct derived_flight *fl,
+		      struct derived_node *node);
+/* derived.c: the run fl (this thread's) made progress: its waiters'
+ * bound starts again. */
+void derived_progress(struct cache *c, struct derived_flight *fl);
+/* Releases what derived_node_lock() took (no lock: a no-op). */
+void derived_node_unlock(struct derived_node *node);
+/* Whether chunks *have.. of obj to its end are all queued or indexed;
+ * *have grows past each one found, so that a caller polling it sees
+ * progress and does not look the same chunks up again. */
+bool derived_node_stored(struct cache *c, const struct cache_object *obj,
+			 uint64_t *have);
+
 /* ---- whole.c ----
  * The whole-object check (docs/DESIGN.md §8, "What the store vouches
  * for"): once this node holds every chunk of an object the store gave a

@@ -9,7 +9,12 @@
  * runs it for the whole object, once per object at a time in this
  * process: a flight, named by (key, etag, transform, chunk size, size).
  * The first reader that misses runs the producer in its own thread; later
- * ones wait for that run. The run stores each chunk as the stream
+ * ones wait for that run. Across the processes of the node (mounts and
+ * shardfs warm on one cache directory) the runner first takes the
+ * object's node lock (derived_node.c): while another process runs it,
+ * it waits (bounded), and runs only if the chunks are still missing once
+ * it has the lock; its chunks are indexed before it lets go. So an object
+ * runs once per node, however many processes read it at once. The run stores each chunk as the stream
  * completes it (store_chunk(): the committer indexes it, and it is served
  * from the queue meanwhile), the last one only once the stream's length
  * is known to be right, and copies into every waiting reader the part of
@@ -28,8 +33,9 @@
  *
  * Waits are bounded like the engine's: a reader gives up with -EIO when
  * the run it waits for produced nothing for the wait bound
- * (cache_fetch_options.wait_ms); the runner's own backend reads are
- * bounded by the backend and the engine.
+ * (cache_fetch_options.wait_ms), and so does a runner waiting for another
+ * process's run that stores nothing for as long (derived_node.c); the
+ * runner's own backend reads are bounded by the backend and the engine.
  */
 #include "cache/cache_impl.h"
 
@@ -360,60 +366,96 @@ static int derived_sink(void *arg, const void *buf, size_t len)
 	return 0;
 }
 
-/* Runs the producer of obj for flight fl (this thread's), then takes fl
- * out of the table with its result. */
-static void derived_run(struct cache *c, const struct cache_object *obj,
-			struct derived_flight *fl, cache_transform_fn fn,
-			void *ctx)
+void derived_progress(struct cache *c, struct derived_flight *fl)
+{
+	pthread_mutex_lock(&c->derived.lock);
+	fl->progress_ns = clock_now_ns();
+	pthread_mutex_unlock(&c->derived.lock);
+}
+
+/* Runs the producer into r (the chunks it stores, dropped again if it
+ * fails). Returns 0 or the run's error (logged). */
+static int derived_produce(struct cache *c, const struct cache_object *obj,
+			   struct derived_run *r, cache_transform_fn fn,
+			   void *ctx)
 {
 	char kb[LOG_KEY_MAX];
-	struct derived_state *d = &c->derived;
 	struct cache_object raw = { .key = obj->key,
 				    .key_len = obj->key_len,
 				    .etag = obj->etag,
 				    .etag_len = obj->etag_len,
 				    .size = obj->source_size };
-	struct derived_run r = { .c = c, .obj = obj, .fl = fl };
-	struct derived_flight **pp;
 	size_t i;
 	int rc;
 
-	r.unit = cache_obj_chunk(c, obj);
 	stat_add(&c->derived_runs, 1);
-	r.chunk = fetch_buffer_alloc(c->fetch, (size_t)r.unit);
-	if (r.chunk == NULL) {
+	r->chunk = fetch_buffer_alloc(c->fetch, (size_t)r->unit);
+	if (r->chunk == NULL) {
 		rc = -ENOMEM;
 	} else {
-		rc = fn(ctx, c, &raw, derived_sink, &r);
+		rc = fn(ctx, c, &raw, derived_sink, r);
 		if (rc > 0)
 			rc = -EIO; /* not the contract */
 	}
-	if (rc == 0 && r.pos != obj->size) {
+	if (rc == 0 && r->pos != obj->size) {
 		log_msg(LOG_ERR,
 			"%s: %s gave %llu bytes, the record index "
 			"says %llu",
 			log_key(kb, obj->key, obj->key_len), obj->transform,
-			(unsigned long long)r.pos,
+			(unsigned long long)r->pos,
 			(unsigned long long)obj->size);
 		rc = -EIO;
-	} else if (rc < 0 && r.chunk != NULL) {
+	} else if (rc < 0 && r->chunk != NULL) {
 		log_msg(LOG_ERR, "%s: %s failed after %llu of %llu bytes: %s",
 			log_key(kb, obj->key, obj->key_len), obj->transform,
-			(unsigned long long)r.pos,
+			(unsigned long long)r->pos,
 			(unsigned long long)obj->size, strerror(-rc));
 	}
-	if (rc == 0 && r.fill > 0)
-		derived_store(&r); /* the last chunk */
-	fetch_buffer_free(c->fetch, r.chunk, (size_t)r.unit);
-	for (i = 0; i < r.n_stored; i++) {
+	if (rc == 0 && r->fill > 0)
+		derived_store(r); /* the last chunk */
+	fetch_buffer_free(c->fetch, r->chunk, (size_t)r->unit);
+	for (i = 0; i < r->n_stored; i++) {
 		if (rc < 0) {
-			store_pending_drop(c, r.stored[i].hash);
-			evict_entry_drop(c, r.stored[i].hash, r.stored[i].id,
-					 r.stored[i].id_len);
+			store_pending_drop(c, r->stored[i].hash);
+			evict_entry_drop(c, r->stored[i].hash, r->stored[i].id,
+					 r->stored[i].id_len);
 		}
-		free(r.stored[i].id);
+		free(r->stored[i].id);
 	}
-	free(r.stored);
+	free(r->stored);
+	return rc;
+}
+
+/* Runs the producer of obj for flight fl (this thread's) under obj's node
+ * lock, then takes fl out of the table with its result. The chunks are
+ * indexed (or dropped) before the lock goes, so that the next process to
+ * take it finds them (or runs it again). A run another process finished
+ * meanwhile is not run: the flight ends with 0 and its readers look the
+ * chunks up. */
+static void derived_run(struct cache *c, const struct cache_object *obj,
+			struct derived_flight *fl, cache_transform_fn fn,
+			void *ctx)
+{
+	struct derived_state *d = &c->derived;
+	struct derived_run r = { .c = c, .obj = obj, .fl = fl };
+	struct derived_flight **pp;
+	struct derived_node node;
+	uint64_t wait_ns;
+	int rc;
+
+	r.unit = cache_obj_chunk(c, obj);
+	pthread_mutex_lock(&d->lock);
+	wait_ns = d->wait_ns;
+	pthread_mutex_unlock(&d->lock);
+	rc = derived_node_lock(c, obj, wait_ns, fl, &node);
+	if (rc == 0) {
+		rc = derived_produce(c, obj, &r, fn, ctx);
+		if (rc == 0 && r.n_stored > 0 && node.fd >= 0)
+			store_drain(c);
+		derived_node_unlock(&node);
+	} else if (rc == 1) {
+		rc = 0; /* stored by another process */
+	}
 	pthread_mutex_lock(&d->lock);
 	if (rc < 0)
 		d->fails++;

@@ -327,6 +327,11 @@ fail:
 	return rc;
 }
 
+bool cache_stores(const struct cache *c)
+{
+	return c->disk && !c->readonly;
+}
+
 void cache_free(struct cache *c)
 {
 	if (c == NULL)

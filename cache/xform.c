@@ -4,14 +4,15 @@
  *
  * Two producers per transform, registered with cache_set_transform():
  * the length object's reads the source whole (raw reads through the
- * cache: verified like any read), runs the transform, writes the length
- * and leaves the output in the stash, a small list keyed by (key, etag);
- * the output object's takes it from the stash, or runs the transform
- * again when it is not there. The stash is bounded (stash_max
- * outputs and stash_bytes bytes, the oldest dropped): an output dropped
- * from it costs one more run,
- * never a wrong byte, since the length object's length is checked
- * against the output by the derived run (a different length fails it).
+ * cache: verified like any read), runs the transform, leaves the output
+ * in the stash, a small list keyed by (key, etag), fills the output
+ * object (a cache that stores: its run, nested in this one, takes the
+ * stash's), and writes the length; the output object's takes it from
+ * the stash, or runs the transform again when it is not there. The
+ * stash is bounded (stash_max outputs and stash_bytes bytes, the oldest
+ * dropped): an output dropped from it costs one more run, never a wrong
+ * byte, since the length object's length is checked against the output
+ * by the derived run (a different length fails it).
  *
  * Failures: a table of objects whose last run failed, with the time the
  * next run may start and the failures in a row (for the backoff). It
@@ -326,6 +327,22 @@ static int xform_len_produce(void *ctx, struct cache *c,
 	for (int i = 0; i < 8; i++)
 		le[i] = (uint8_t)(len >> (8 * i));
 	stash_put(x, raw, &out);
+	if (cache_stores(c)) {
+		struct cache_object o;
+
+		/* The output is stored now, under this run's node lock and
+		 * before its length: a process that finds the length finds
+		 * the output, rather than run the transform again for it
+		 * (its stash is this process's). Its error is the output
+		 * run's, logged there; the length stays good. */
+		xform_object(x, raw, len, &o);
+		(void)cache_read(
+			c, &(struct cache_read){ .obj = &o,
+						 .len = (size_t)len,
+						 .order = CACHE_NO_ORDER });
+		if (stash_take(x, raw, &out))
+			free(out.data); /* stored already, not run */
+	}
 	return sink(sink_arg, le, sizeof(le));
 }
 

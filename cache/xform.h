@@ -13,12 +13,17 @@
  *  - "xf-NAME-ID": the output, of that length,
  * where ID is the first 16 bytes of the identity in hex. The first
  * (xform_size()) runs the transform: it reads the source whole through
- * the cache, runs it, and keeps the output in memory for the second,
- * whose producer takes it from there (and runs the transform again only
- * if it is gone: evicted from memory, or the output was evicted from the
- * disk later). Both are stored, CRC-checked, evicted and verified like
- * any chunk, and survive a cache's close and reopen. Concurrent readers
- * of one object join one run (the derived objects' single flight).
+ * the cache, runs it, and stores the output (the second object, whose
+ * producer takes it from memory) before the length, all in the length's
+ * run: a process that finds the length stored finds the output too. The
+ * second's producer runs the transform again only if the output is gone
+ * (evicted from the disk later, or never stored: a read-only cache, where
+ * the reader takes it from memory). Both are stored, CRC-checked, evicted
+ * and verified like any chunk, and survive a cache's close and reopen.
+ * Concurrent readers of one object join one run: the threads of a process
+ * and the processes sharing the cache directory (mounts, shardfs warm),
+ * by the derived objects' single flight and node lock (cache.h,
+ * cache_set_transform()).
  *
  * A failed run (the transform's exit, signal, timeout, output_max, no
  * output...) is -EIO for every reader waiting for it, logged once with the

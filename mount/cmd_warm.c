@@ -14,11 +14,11 @@
  * --transform NAME pre-transforms instead: each item's output of [transform
  * NAME] is made present in the disk cache (xform_size() and a fill of the
  * output: the transform runs only for outputs not stored), so that a mount
- * of CONFIG reading transform-NAME/ runs it 0 times for them. This process
- * runs its own transforms: the derived single flight is per process, so an
- * object that a mount on the same cache is transforming at the same moment
- * may run once in each (both store the same output; nothing wrong is
- * served). To join a mount's runs instead, read its transform-NAME/ tree.
+ * of CONFIG reading transform-NAME/ runs it 0 times for them. An object a
+ * mount on the same cache is transforming at the same moment is not run
+ * twice: this process waits for the mount's run and finds its output (the
+ * derived objects' node lock, cache/cache.h), and a mount's reader waits
+ * for this one's likewise.
  */
 #include "mount/commands.h"
 

@@ -234,6 +234,130 @@ else
 	fail "mount for 8 readers"
 fi
 
+# --- two mounts and warm on one cache at once: one run per object per node -----
+# Runs join across the processes of a node (cache/derived.c's node lock):
+# two daemons on one cache directory, 8 readers in each started together
+# on the same files, make one run per object; so do a mount's readers and
+# `shardfs warm --transform` started together. Nothing here depends on who
+# comes first: whatever the interleaving, every object runs once.
+cat >"$T/readers.py" <<'PY'
+# readers.py N ROOT...: N readers per mount root, started together, each
+# reading every file of ROOT/transform-up (in its own order), all of them
+# at once; every file must give the same bytes in every reader and root.
+import os, sys, threading
+n = int(sys.argv[1])
+roots = sys.argv[2:]
+rels = []
+for d, _, files in os.walk(os.path.join(roots[0], "transform-up")):
+    rels += [os.path.relpath(os.path.join(d, f), roots[0]) for f in files]
+barrier = threading.Barrier(n * len(roots))
+results = {}
+errors = []
+lock = threading.Lock()
+def reader(root, k):
+    barrier.wait()
+    for rel in sorted(rels, reverse=k % 2 == 1):
+        try:
+            with open(os.path.join(root, rel), "rb") as f:
+                data = f.read()
+            with lock:
+                results.setdefault(rel, set()).add(data)
+        except OSError as e:
+            with lock:
+                errors.append(f"{root}/{rel}: {e}")
+ts = [threading.Thread(target=reader, args=(r, k)) for r in roots for k in range(n)]
+[t.start() for t in ts]
+[t.join() for t in ts]
+bad = [r for r, v in results.items() if len(v) != 1]
+print(f"files {len(results)} differing {len(bad)} errors {len(errors)}")
+for e in errors[:3]:
+    print(e)
+sys.exit(1 if bad or errors or len(results) != len(rels) else 0)
+PY
+: >"$X/runs/log"
+vconf v2m "$T/vcache2m"
+if mount_shardfs "$T/v2m.conf" "$M"; then
+	P1=$LAST_PID
+	if mount_shardfs "$T/v2m.conf" "$M2"; then
+		P2=$LAST_PID
+		/usr/bin/python3 "$T/readers.py" 8 "$M" "$M2" >"$T/readers2.out" 2>&1
+		rc=$?
+		check "two mounts, 8 readers each at once: the same bytes everywhere ($(head -n 1 "$T/readers2.out"))" test "$rc" = 0
+		check "two mounts, 8 readers each at once: one run per object ($(runs) runs for $NV)" test "$(runs)" = "$NV"
+		out=$("$XFC" tree "$M2/rank-0" "$M2/transform-up/rank-0" upper .up true 2>&1)
+		out1=$("$XFC" tree "$M/rank-1" "$M/transform-up/rank-1" upper .up true 2>&1)
+		check "... and those bytes are the outputs ($out; $out1)" \
+			bash -c "[[ '$out' == files* && '$out1' == files* ]]"
+		check "unmount the second" umount_shardfs "$M2" "$P2"
+	else
+		fail "a second mount for concurrent readers"
+	fi
+	check "unmount the first" umount_shardfs "$M" "$P1"
+else
+	fail "mount for two mounts' concurrent readers"
+fi
+
+: >"$X/runs/log"
+vconf vw "$T/vcachew"
+if mount_shardfs "$T/vw.conf" "$M"; then
+	/usr/bin/python3 "$T/readers.py" 8 "$M" >"$T/readersw.out" 2>&1 &
+	RPID=$!
+	"$SHARDFS" warm "$T/vw.conf" --transform up >"$T/ww.out" 2>"$T/ww.err"
+	wrc=$?
+	wait "$RPID"
+	rc=$?
+	check "warm --transform beside a mount's readers: exit 0 (rc $wrc)" test "$wrc" = 0
+	check "... the readers got the same bytes ($(head -n 1 "$T/readersw.out"))" test "$rc" = 0
+	check "warm and a mount's readers at once: one run per object ($(runs) runs for $NV)" test "$(runs)" = "$NV"
+	out=$("$XFC" tree "$M/rank-0" "$M/transform-up/rank-0" upper .up true 2>&1)
+	check "... and the outputs are right ($out)" bash -c "[[ '$out' == files* ]]"
+	check "unmount" umount_shardfs "$M"
+else
+	fail "mount for warm beside readers"
+fi
+
+# --- kill -9 of a daemon holding a run: the other mount's reader runs it ------
+# The killed daemon's lock goes with it (an OFD lock is the open file's):
+# the other daemon, waiting for it, runs the object itself and serves the
+# right bytes, well within the derived wait (75 s; the cat is given 60 s).
+: >"$X/runs/log"
+touch "$X/slow"
+vconf vk2 "$T/vcachek2"
+if mount_shardfs "$T/vk2.conf" "$M"; then
+	PK=$LAST_PID
+	if mount_shardfs "$T/vk2.conf" "$M2"; then
+		P2=$LAST_PID
+		K=transform-up/$("$XFC" names "$M/transform-up" | grep '^rank-0/.*\.up$' | head -n 1)
+		R=${K#transform-up/}
+		cat "$M/$K" >/dev/null 2>&1 &
+		CATPID=$!
+		PIDS+=("$CATPID")
+		for _ in $(seq 300); do [ "$(runs)" -ge 1 ] && break; sleep 0.1; done
+		check "a run started in the first daemon ($(runs))" test "$(runs)" -ge 1
+		timeout 60 cat "$M2/$K" >"$T/k2.out" 2>"$T/k2.err" &
+		CAT2=$!
+		sleep 1 # not needed for the verdict: lets the reader meet the run
+		kill -9 "$PK"
+		wait "$PK" 2>/dev/null
+		fusermount3 -u -z "$M" 2>/dev/null
+		wait "$CATPID" 2>/dev/null
+		rm -f "$X/slow"
+		wait "$CAT2"
+		rc=$?
+		RAWF=$(ls "$M2/${R%.up}".* | head -n 1)
+		check "the other mount's reader of that file: its output (rc $rc, $(head -c 80 "$T/k2.err"))" \
+			bash -c "[ $rc = 0 ] && [ \"\$(tr a-z A-Z <'$RAWF' | md5sum)\" = \"\$(md5sum <'$T/k2.out')\" ]"
+		out=$("$XFC" tree "$M2/rank-0" "$M2/transform-up/rank-0" upper .up true 2>&1)
+		check "... and every file of the other mount is right ($out)" bash -c "[[ '$out' == files* ]]"
+		check "unmount the other" umount_shardfs "$M2" "$P2"
+	else
+		fail "a second mount for kill -9"
+	fi
+else
+	fail "mount for kill -9 of one of two"
+fi
+rm -f "$X/slow"
+
 # --- a new version runs again --------------------------------------------------
 : >"$X/runs/log"
 vconf v8v2 "$T/vcache8" 2

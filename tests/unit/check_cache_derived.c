@@ -6,19 +6,27 @@
  *
  * The transform is a real gunzip (zlib) registered by the test, over a
  * gzip file the test writes. It counts its runs; a few variants fail on
- * purpose (an error after some output, a hang until released).
+ * purpose (an error after some output, a hang until released). Two
+ * forked processes on one cache directory show the node's one run
+ * (cache/derived_node.c), and its end when the runner is killed.
+ *
+ * Over 700 lines: every case shares one fixture (a disk cache over a
+ * posix source, the registered gunzip and its run counters); splitting
+ * the suite would repeat them.
  */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <semaphore.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -967,6 +975,233 @@ START_TEST(test_derived_wait_bounded)
 }
 END_TEST
 
+/* ---- one run per node: two processes on one cache directory ---- */
+
+/* A producer for a child process: counts its run in a file shared by the
+ * processes (one byte each, O_APPEND), says on started_fd that it runs,
+ * waits for a byte on go_fd before any output (-1: neither), then is
+ * gunzip_run(). */
+struct node_gunzip {
+	struct gunzip g;
+	int runs_fd, started_fd, go_fd;
+};
+
+static int node_gunzip_run(void *ctx, struct cache *c,
+			   const struct cache_object *raw, cache_sink_fn sink,
+			   void *sink_arg)
+{
+	struct node_gunzip *n = ctx;
+	char b = 'r';
+
+	if (write(n->runs_fd, &b, 1) != 1)
+		return -EIO;
+	if (n->started_fd >= 0 && write(n->started_fd, &b, 1) != 1)
+		return -EIO;
+	if (n->go_fd >= 0 && read(n->go_fd, &b, 1) != 1)
+		return -EIO;
+	return gunzip_run(&n->g, c, raw, sink, sink_arg);
+}
+
+/* The child: opens its own backend and cache on fx's directories, says
+ * on reading_fd (if not -1) that it starts reading, reads der whole and
+ * checks every byte. Never returns: exit status 0 (right bytes) or 1. No
+ * ck_assert here: it is another process. */
+static void node_child(const struct fixture *fx, const struct obj *der,
+		       struct node_gunzip *n, int reading_fd)
+{
+	struct cache_options o = {
+		.dir = fx->dir,
+		.backend_id = fx->src,
+		.size_bytes = 256 * MIB,
+		.chunk_size = MIB,
+		.inline_max = 64 * KIB,
+		.inline_max_set = true,
+	};
+	struct obj d = *der;
+	struct backend *be = NULL;
+	struct cache *c = NULL;
+	uint8_t *buf = malloc(GZ_SIZE);
+	char b = 'r';
+	int bad = 1;
+	uint64_t i;
+
+	d.o.key = d.key;
+	d.o.etag = d.st.etag;
+	if (buf == NULL || backend_open(fx->src, NULL, &be) != 0 ||
+	    cache_open(&o, be, &c) != 0 ||
+	    cache_set_transform(c, "gunzip", node_gunzip_run, n) != 0)
+		_exit(1);
+	if (reading_fd >= 0 && write(reading_fd, &b, 1) != 1)
+		_exit(1);
+	if (tc_read(c, &d.o, 0, GZ_SIZE, buf) == (ssize_t)GZ_SIZE) {
+		for (i = 0; i < GZ_SIZE && buf[i] == byte_at(GZ_SEED, i); i++)
+			;
+		bad = i != GZ_SIZE;
+	}
+	cache_free(c);
+	backend_close(be);
+	free(buf);
+	_exit(bad);
+}
+
+/* The parent's side of two children reading der at once: the first
+ * child's run starts and holds (its producer waits for go); the second
+ * starts reading then; 300 ms later the first is let go (kill: killed
+ * instead). Returns the runs counted, and each child's status. */
+static int node_pair(struct fixture *fx, const struct obj *der, bool kill1,
+		     int *st1, int *st2)
+{
+	int started[2], go[2], reading[2], runs_fd;
+	char path[4200], b;
+	pid_t p1, p2;
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/runs", fx->src);
+	runs_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_TRUNC, 0600);
+	ck_assert_int_ge(runs_fd, 0);
+	ck_assert_int_eq(pipe(started), 0);
+	ck_assert_int_eq(pipe(go), 0);
+	ck_assert_int_eq(pipe(reading), 0);
+	p1 = fork();
+	ck_assert_int_ge(p1, 0);
+	if (p1 == 0) {
+		struct node_gunzip n = { .runs_fd = runs_fd,
+					 .started_fd = started[1],
+					 .go_fd = go[0] };
+
+		node_child(fx, der, &n, -1);
+	}
+	ck_assert_int_eq(read(started[0], &b, 1), 1); /* its run holds */
+	p2 = fork();
+	ck_assert_int_ge(p2, 0);
+	if (p2 == 0) {
+		struct node_gunzip n = { .runs_fd = runs_fd,
+					 .started_fd = -1,
+					 .go_fd = -1 };
+
+		node_child(fx, der, &n, reading[1]);
+	}
+	ck_assert_int_eq(read(reading[0], &b, 1), 1);
+	/* Not for the verdict: lets the second reach its wait. Whether it
+	 * did or not, one run (two with kill1) is the only right count. */
+	usleep(300 * 1000);
+	if (kill1)
+		ck_assert_int_eq(kill(p1, SIGKILL), 0);
+	else
+		ck_assert_int_eq(write(go[1], "g", 1), 1);
+	ck_assert_int_eq(waitpid(p1, st1, 0), p1);
+	ck_assert_int_eq(waitpid(p2, st2, 0), p2);
+	ck_assert_int_eq(fstat(runs_fd, &st), 0);
+	close(runs_fd);
+	close(started[0]);
+	close(started[1]);
+	close(go[0]);
+	close(go[1]);
+	close(reading[0]);
+	close(reading[1]);
+	return (int)st.st_size;
+}
+
+static void node_setup(struct fixture *fx, const char *name, struct obj *raw,
+		       struct obj *der)
+{
+	fx_init(fx, name);
+	make_gz(fx, "d.gz", GZ_SEED, GZ_SIZE);
+	obj_get(fx, "d.gz", raw);
+	obj_gunzip(raw, GZ_SIZE, der);
+}
+
+START_TEST(test_derived_processes_once)
+{
+	struct fixture fx;
+	struct obj raw, der;
+	struct stat st;
+	char path[4200];
+	int st1, st2;
+
+	node_setup(&fx, "procs", &raw, &der);
+	/* The second process waits for the first one's run and reads what
+	 * it stored: one run on the node. */
+	ck_assert_int_eq(node_pair(&fx, &der, false, &st1, &st2), 1);
+	ck_assert(WIFEXITED(st1) && WEXITSTATUS(st1) == 0);
+	ck_assert(WIFEXITED(st2) && WEXITSTATUS(st2) == 0);
+	/* One lock file for every object, owner-only. */
+	snprintf(path, sizeof(path), "%s/derived.lock", fx.dir);
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert_uint_eq(st.st_mode & 0777, 0600);
+	fx_free(&fx);
+}
+END_TEST
+
+START_TEST(test_derived_processes_kill)
+{
+	struct fixture fx;
+	struct obj raw, der;
+	int st1, st2;
+
+	node_setup(&fx, "prockill", &raw, &der);
+	/* The first is killed holding its run: its lock goes with it, and
+	 * the second, waiting for it, runs the object itself. */
+	ck_assert_int_eq(node_pair(&fx, &der, true, &st1, &st2), 2);
+	ck_assert(WIFSIGNALED(st1) && WTERMSIG(st1) == SIGKILL);
+	ck_assert(WIFEXITED(st2) && WEXITSTATUS(st2) == 0);
+	fx_free(&fx);
+}
+END_TEST
+
+START_TEST(test_derived_processes_wait_bounded)
+{
+	struct cache_fetch_options fo = { .wait_ms = 300 };
+	struct fixture fx;
+	struct obj raw, der;
+	int started[2], go[2], runs_fd, st;
+	char path[4200], b;
+	uint8_t byte;
+	pid_t p1;
+
+	node_setup(&fx, "procwait", &raw, &der);
+	snprintf(path, sizeof(path), "%s/runs", fx.src);
+	runs_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_TRUNC, 0600);
+	ck_assert_int_ge(runs_fd, 0);
+	ck_assert_int_eq(pipe(started), 0);
+	ck_assert_int_eq(pipe(go), 0);
+	p1 = fork();
+	ck_assert_int_ge(p1, 0);
+	if (p1 == 0) {
+		struct node_gunzip n = { .runs_fd = runs_fd,
+					 .started_fd = started[1],
+					 .go_fd = go[0] };
+
+		node_child(&fx, &der, &n, -1);
+	}
+	ck_assert_int_eq(read(started[0], &b, 1), 1); /* its run holds */
+	/* This process waits for that run, which stores nothing: -EIO after
+	 * the wait bound, not a hang, and no run of its own. */
+	fx_open(&fx, 256 * MIB, MIB);
+	cache_set_fetch_options(fx.c, &fo);
+	{
+		struct gunzip g = { 0 };
+
+		ck_assert_int_eq(
+			cache_set_transform(fx.c, "gunzip", gunzip_run, &g), 0);
+		ck_assert_int_eq(tc_read(fx.c, &der.o, 0, 1, &byte), -EIO);
+		ck_assert_int_eq(runs_of(&g), 0);
+		/* Let go: the first stores it, and this one reads it. */
+		ck_assert_int_eq(write(go[1], "g", 1), 1);
+		ck_assert_int_eq(waitpid(p1, &st, 0), p1);
+		ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+		read_check(fx.c, &der.o, GZ_SEED, 0, GZ_SIZE);
+		ck_assert_int_eq(runs_of(&g), 0);
+	}
+	close(runs_fd);
+	close(started[0]);
+	close(started[1]);
+	close(go[0]);
+	close(go[1]);
+	fx_free(&fx);
+}
+END_TEST
+
 static Suite *cache_derived_suite(void)
 {
 	const struct unit_case cases[] = {
@@ -986,6 +1221,10 @@ static Suite *cache_derived_suite(void)
 		{ "derived_not_read_ahead", test_derived_not_read_ahead },
 		{ "derived_unsupported", test_derived_unsupported },
 		{ "derived_wait_bounded", test_derived_wait_bounded },
+		{ "derived_processes_once", test_derived_processes_once },
+		{ "derived_processes_kill", test_derived_processes_kill },
+		{ "derived_processes_wait_bounded",
+		  test_derived_processes_wait_bounded },
 	};
 
 	return unit_suite("cache_derived", cases, ARRAY_LEN(cases));
