@@ -89,13 +89,23 @@ check "epoch-2 after 8 more epochs: still the reference" \
 	orders_match "$M" ".shardfs/epoch-2" 4 --seed 42 --epoch 2
 check "epoch-2 after 8 more epochs: files = order, bytes = source" \
 	/usr/bin/python3 "$EP" tree "$M" "epoch-2" ".shardfs/epoch-2" "$SRC" --world 4
-n=""
-for _ in $(seq 100); do
+# The daemon tells the kernel to forget an evicted tree (a task of the
+# epoch worker, dropped when its queue is full, or answered late by the
+# kernel on a loaded machine; 5 trees stayed there in 2 of 6 runs beside
+# three busy loops). What is checked is the daemon's part: once the
+# kernel lets go, the tree is freed. So if the kernel has not let go in
+# 20 s, it is asked to, as its own reclaim would (dentries and inodes
+# only: drop_caches = 2).
+n="" dropped=""
+for i in $(seq 200); do
 	n=$(stat_of "$M" epoch_trees)
 	[ -n "$n" ] && [ "$n" -le 4 ] && break
+	if [ "$i" -eq 100 ] && [ -w /proc/sys/vm/drop_caches ]; then
+		echo 2 >/proc/sys/vm/drop_caches && dropped=" after drop_caches"
+	fi
 	sleep 0.2
 done
-check "trees in memory fall to the 4 kept once the kernel drops the rest (now ${n:-?})" \
+check "trees in memory fall to the 4 kept once the kernel drops the rest (now ${n:-?}$dropped)" \
 	test -n "$n" -a "${n:-99}" -le 4
 built=$(stat_of "$M" epoch_trees_built_total)
 check "epoch trees were built on demand ($built)" test "${built:-0}" -ge 12
@@ -124,14 +134,27 @@ conf "$C" world_size=2 seed=7 epoch=3
 mount_shardfs "$C" "$M" || { fail "mount (prefetch)"; finish; }
 mapfile -t keys < <(grep -v $'\tpad$' "$M/.shardfs/epoch-3/rank-0.order")
 n=${#keys[@]}
-for k in "${keys[@]:0:n-5}"; do cat "$M/epoch-3/rank-0/$k" >/dev/null; done
+# One reader (one process, one thread) walks the order: the prefetcher
+# follows it at any pace, where a process per file is followed only while
+# each lands in the range the last one asked for (a loaded machine broke
+# that chain: 58 of 150 asked).
+read_in_order() { # read_in_order DIR KEY...: reads each DIR/KEY whole, in order
+	/usr/bin/python3 -c '
+import sys
+for k in sys.argv[2:]:
+    with open(sys.argv[1] + "/" + k, "rb") as f:
+        while f.read(1 << 20):
+            pass
+' "$@"
+}
+read_in_order "$M/epoch-3/rank-0" "${keys[@]:0:n-5}"
 for _ in $(seq 100); do
 	[ "$(stat_of "$M" epoch_trees_built_total)" -ge 2 ] && break
 	sleep 0.2
 done
 check "near the end of epoch 3, epoch 4 is planned ahead" \
 	test "$(stat_of "$M" epoch_trees_built_total)" -ge 2
-for k in "${keys[@]:n-5}"; do cat "$M/epoch-3/rank-0/$k" >/dev/null; done
+read_in_order "$M/epoch-3/rank-0" "${keys[@]:n-5}"
 # The first of epoch 4's first files that epoch 3 did not read on this
 # rank (position j): only the walk past epoch 3's end can have fetched
 # it. The walk asks for positions 1 .. n-1 of epoch 3, then 0 .. j of
@@ -163,7 +186,7 @@ b1=$(stat_of "$M" cache_misses_total)
 check "epoch 4's first new file (position $j) was prefetched as epoch 3 ended (${want:-none}: $b0 -> $b1 misses)" \
 	test -n "$want" -a "$b0" -eq "$b1"
 [ -n "$want" ] && [ "$b0" -eq "$b1" ] ||
-	echo "#   after $waited polls: issued $(stat_of "$M" prefetch_issued_total) (want $((n + j))), inflight $(stat_of "$M" backend_inflight), quiet $quiet, refused $(stat_of "$M" prefetch_refused_total), misses $(stat_of "$M" prefetch_misses_total)"
+	echo "#   after $waited polls: issued $(stat_of "$M" prefetch_issued_total) (want $((n + j))), inflight $(stat_of "$M" backend_inflight), quiet $quiet, refused $(stat_of "$M" prefetch_refused_total), misses $(stat_of "$M" prefetch_misses_total), pushes $(stat_of "$M" kernel_pushes_total), sentinels $(stat_of "$M" kernel_push_sentinels_total), reads $(stat_of "$M" reads_total), opens $(awk '$1 == "shardfs_fuse_requests_total{op=\"open\"}" {print $2}' "$M/.shardfs/stats")"
 umount_shardfs "$M" || fail "unmount (prefetch)"
 
 # --- local reshuffle: the same items per rank, a new order per epoch ----
