@@ -310,6 +310,32 @@ void cache_order_ask(struct cache *c, const struct cache_order_ask *ask)
 	pthread_mutex_unlock(&c->pf_lock);
 }
 
+void cache_order_resume(struct cache *c)
+{
+	struct cache_order_ask *asks;
+	size_t i, n = 0;
+
+	pthread_mutex_lock(&c->pf_lock);
+	asks = c->n_orders ? calloc(c->n_orders, sizeof(*asks)) : NULL;
+	for (i = 0; asks != NULL && i < c->n_orders; i++) {
+		struct cache_order_ask *a = &asks[n];
+
+		prefetch_order_resume(&c->orders[i].st, &a->from, &a->to);
+		if (a->from > a->to)
+			continue;
+		a->order = c->orders[i].order;
+		a->pos = c->orders[i].st.last;
+		a->noted = true;
+		n++;
+	}
+	pthread_mutex_unlock(&c->pf_lock);
+	for (i = 0; i < n; i++)
+		cache_order_ask(c, &asks[i]);
+	free(asks);
+	if (n > 0)
+		push_wake(c);
+}
+
 void cache_order_open(struct cache *c, uint64_t order, uint64_t pos,
 		      uint64_t reader)
 {

@@ -472,6 +472,13 @@ void cache_order_note(struct cache *c, uint64_t order, uint64_t pos,
 		      uint64_t reader, struct cache_order_ask *ask);
 void cache_order_ask(struct cache *c, const struct cache_order_ask *ask);
 
+/* The orders' ends may have moved (fs/epoch.c planned a next epoch, whose
+ * order the callback now continues into): asks again for what each
+ * order's readers wanted past its old end, and wakes the pusher. Without
+ * this, only a reader's next note would (and a reader whose last files
+ * the kernel serves, pushed, makes none). */
+void cache_order_resume(struct cache *c);
+
 /* Queues the chunks of obj that cover [offset, offset + len) at prefetch
  * priority into the disk cache, unless stored or in flight (a reader that
  * knows what it reads next and where, e.g. a record view's next records).

@@ -374,6 +374,31 @@ void prefetch_order_stopped(struct prefetch_order *o, uint64_t pos)
 	}
 }
 
+void prefetch_order_resume(struct prefetch_order *o, uint64_t *from,
+			   uint64_t *to)
+{
+	unsigned i;
+
+	*from = 1;
+	*to = 0;
+	for (i = 0; i < PREFETCH_LANES; i++) {
+		struct prefetch_lane *l = &o->lanes[i];
+		uint64_t f;
+
+		if (!lane_in_use(o, l) || l->lo > l->hi)
+			continue;
+		f = l->asked && l->asked_hi >= l->lo ? l->asked_hi + 1 : l->lo;
+		if (f > l->hi)
+			continue;
+		if (*from > *to || f < *from)
+			*from = f;
+		if (l->hi > *to)
+			*to = l->hi;
+		l->asked = true;
+		l->asked_hi = l->hi;
+	}
+}
+
 unsigned prefetch_depth(const struct prefetch_pace *p)
 {
 	uint64_t bound = p->cap, want, span;

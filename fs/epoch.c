@@ -537,6 +537,9 @@ static void task_run(struct fs *fs, struct epoch_task *t, const bool *stop)
 		log_msg(LOG_DEBUG, "epoch %llu planned ahead (tree %u)",
 			(unsigned long long)t->key.epoch, g->id);
 		fs_gen_put(fs, g, 1);
+		/* The previous epoch's orders go on into this one now: what
+		 * their readers' windows wanted past the end is asked for. */
+		cache_order_resume(fs->cache);
 	} else if (err != -ENOENT) {
 		log_msg(LOG_WARNING, "planning epoch %llu ahead: %s",
 			(unsigned long long)t->key.epoch, strerror(-err));

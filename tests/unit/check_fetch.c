@@ -144,6 +144,8 @@ struct fixture {
 	struct backend_stat st[64];
 	char keys[64][16];
 	unsigned n_objs;
+	unsigned order_end; /* 0: the order is every object; else its end
+			     * for now (an epoch not followed by the next) */
 };
 
 static uint8_t byte_at(unsigned s, uint64_t i)
@@ -201,7 +203,9 @@ static bool fx_order(void *ctx, uint64_t order, uint64_t pos,
 {
 	struct fixture *fx = ctx;
 
-	if (order != 0 || pos >= fx->n_objs)
+	unsigned end = __atomic_load_n(&fx->order_end, __ATOMIC_RELAXED);
+
+	if (order != 0 || pos >= fx->n_objs || (end != 0 && pos >= end))
 		return false;
 	*out = fx->objs[pos];
 	return true;
@@ -737,6 +741,44 @@ START_TEST(test_order_follow)
 	ck_assert_uint_ge(s.prefetch_depth, 1);
 	ck_assert_uint_le(s.prefetch_depth, 16);
 	ck_assert_uint_eq(s.prefetch_issued, 39); /* each file once */
+	fx_free(&fx);
+}
+END_TEST
+
+/* The order ends at 30 while its reader reads up to it; then the next
+ * epoch joins it (fs/epoch.c planned it) and nothing else happens: no
+ * open comes (a reader of files the kernel serves, pushed, makes none).
+ * cache_order_resume() asks for the files the reader's window wanted
+ * past the old end; before it, the next epoch's first files were
+ * fetched only once the reader opened them. */
+START_TEST(test_order_end_moves)
+{
+	struct fixture fx;
+	uint64_t before;
+	unsigned k;
+
+	fx_init(&fx, "endmoves");
+	for (k = 0; k < 40; k++)
+		add_file(&fx, 5000);
+	fx.order_end = 30;
+	fx_open(&fx, 1 << 20, 8, 64 << 20, 16);
+	for (k = 0; k < 30; k++)
+		open_close(&fx, k);
+	before = stats(&fx).prefetch_issued;
+	ck_assert_uint_eq(before, 29); /* 1 .. 29: the order ended there */
+	cache_order_resume(fx.c);      /* nothing moved: nothing more */
+	ck_assert_uint_eq(stats(&fx).prefetch_issued, before);
+	__atomic_store_n(&fx.order_end, 0, __ATOMIC_RELAXED);
+	cache_order_resume(fx.c);
+	/* The reader's depth is at least 1: 30 at least is asked for. */
+	ck_assert_uint_gt(stats(&fx).prefetch_issued, before);
+	ck_assert_uint_le(stats(&fx).prefetch_issued, 39);
+	before = stats(&fx).prefetch_issued;
+	cache_order_resume(fx.c); /* asked already: not again */
+	ck_assert_uint_eq(stats(&fx).prefetch_issued, before);
+	/* What was asked is the reader's next files: opening 30 is a hit. */
+	open_close(&fx, 30);
+	ck_assert_uint_eq(stats(&fx).prefetch_misses, 0);
 	fx_free(&fx);
 }
 END_TEST
@@ -1579,6 +1621,7 @@ static Suite *fetch_suite(void)
 	tcase_add_test(tc, test_readahead_window);
 	tcase_add_test(tc, test_order_follow);
 	tcase_add_test(tc, test_order_backoff);
+	tcase_add_test(tc, test_order_end_moves);
 	tcase_set_timeout(tc, 30);
 	suite_add_tcase(s, tc);
 
