@@ -503,6 +503,9 @@ int cache_prefetch_range(struct cache *c, const struct cache_object *obj,
  * into). */
 uint64_t cache_prefetch_ahead(struct cache *c, uint64_t done, uint64_t *step);
 
+/* prefetch.files: the most files ahead of a reader (0: prefetch off). */
+unsigned cache_prefetch_files(struct cache *c);
+
 /* A buffer of len bytes for a read reply, counted in the memory budget
  * (it never waits: replies are bounded by the reader threads). Returns
  * NULL when out of memory. Free with cache_buffer_free(c, p, len). */

@@ -48,6 +48,11 @@ void cache_set_fetch_options(struct cache *c,
 	pthread_mutex_unlock(&c->q.lock);
 }
 
+unsigned cache_prefetch_files(struct cache *c)
+{
+	return __atomic_load_n(&c->pf_files, __ATOMIC_RELAXED);
+}
+
 uint64_t cache_prefetch_ahead(struct cache *c, uint64_t done, uint64_t *step)
 {
 	uint64_t ahead = 0;

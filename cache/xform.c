@@ -382,6 +382,9 @@ int xform_attach(struct cache *c, struct transform *t,
 	pthread_mutex_init(&x->lock, NULL);
 	pthread_mutex_init(&x->vlock, NULL);
 	pthread_cond_init(&x->vcond, NULL);
+	pthread_mutex_init(&x->alock, NULL);
+	pthread_cond_init(&x->acond, NULL);
+	x->atail = &x->ahead;
 	x->vtail = &x->vhead;
 	x->verify_percent = o->verify_percent > 100 ? 100 : o->verify_percent;
 	x->c = c;
@@ -456,6 +459,12 @@ int xform_size(struct xform *x, const struct cache_object *src, uint64_t *size)
 	return 0;
 }
 
+bool xform_size_ahead(struct xform *x, const struct cache_object *src,
+		      uint64_t *size)
+{
+	return xform_size(x, src, size) == 0 && xform_produced_here;
+}
+
 void xform_object(const struct xform *x, const struct cache_object *src,
 		  uint64_t size, struct cache_object *out)
 {
@@ -479,9 +488,8 @@ void xform_stats_get(struct xform *x, struct xform_stats *s)
 	s->verify_runs = __atomic_load_n(&x->verify_runs, __ATOMIC_ACQUIRE);
 	s->verify_mismatches =
 		__atomic_load_n(&x->verify_mismatches, __ATOMIC_RELAXED);
-	/* The queue ahead of the reader is the prefetcher's: 0 until it
-	 * reports one here. */
-	s->queued = 0;
+	s->queued = xform_ahead_queued(x);
+	s->ahead_runs = __atomic_load_n(&x->ahead_runs, __ATOMIC_RELAXED);
 }
 
 const char *xform_name(const struct xform *x)
@@ -507,6 +515,8 @@ void xform_free(struct xform *x)
 	pthread_mutex_destroy(&x->lock);
 	pthread_mutex_destroy(&x->vlock);
 	pthread_cond_destroy(&x->vcond);
+	pthread_mutex_destroy(&x->alock);
+	pthread_cond_destroy(&x->acond);
 	free(x->vset);
 	free(x->name);
 	free(x->out_name);

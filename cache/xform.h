@@ -87,9 +87,11 @@ struct xform_stats {
 	uint64_t verify_queued;	    /* objects queued for a verify */
 	uint64_t verify_runs;	    /* re-runs of stored outputs */
 	uint64_t verify_mismatches; /* of those, another output */
-	/* Outputs queued ahead of the reader by the prefetcher: 0 until
-	 * the prefetcher reports its queue here. */
+	/* Ahead of the reader (xform_ahead()): objects queued and not
+	 * started yet (a gauge), and runs the ahead threads made (the rest
+	 * of `runs` a reader's lookup or read made, or a verify). */
 	uint64_t queued;
+	uint64_t ahead_runs;
 };
 
 /* Attaches transform t (borrowed: it must outlive x) to cache c (which
@@ -114,6 +116,18 @@ void xform_object(const struct xform *x, const struct cache_object *src,
 
 void xform_stats_get(struct xform *x, struct xform_stats *s);
 
+/* Runs ahead of the reader: queues src (as for xform_size(); its strings
+ * are copied) for x's ahead threads, which run it and store the output,
+ * unless it was queued recently, the queue is full or x is stopping.
+ * Never waits. A reader's lookup that comes while the run is made joins
+ * it. Threads: `workers` - 1 (at least 1); the queue, its bounds and the
+ * memory they hold: cache/xform_ahead.c. Thread-safe. */
+void xform_ahead(struct xform *x, const struct cache_object *src);
+
+/* How many of a reader's next files to queue ahead: 2 x workers, at most
+ * 32 and at most prefetch.files (0: prefetch off, nothing run ahead). */
+unsigned xform_ahead_depth(const struct xform *x);
+
 /* The transform's name, as attached (owned by x). */
 const char *xform_name(const struct xform *x);
 
@@ -125,9 +139,9 @@ const char *xform_name(const struct xform *x);
 int xform_digest(struct xform *x, const struct cache_object *src, bool run,
 		 uint8_t digest[SHA256_LEN], uint64_t *size);
 
-/* Ends the verifier (waiting for the verify in progress, bounded by the
- * transform's timeout and the cache's reads) and drops the queue; no
- * verify starts after it. Call before freeing the cache. NULL is a no-op;
+/* Ends the ahead threads and the verifier (waiting for the runs in
+ * progress, bounded by the transform's timeout and the cache's reads) and
+ * drops their queues; no run ahead or verify starts after it. Call before freeing the cache. NULL is a no-op;
  * idempotent. */
 void xform_stop(struct xform *x);
 

@@ -1,7 +1,7 @@
 /*
- * xform_impl: what cache/xform.c (outputs, stash, failures) and
- * cache/xform_verify.c (verify, digests) share; nothing outside cache/xform*
- * includes it.
+ * xform_impl: what cache/xform.c (outputs, stash, failures),
+ * cache/xform_verify.c (verify, digests) and cache/xform_ahead.c (runs
+ * ahead of the reader) share; nothing outside cache/xform* includes it.
  */
 #ifndef SHARDFS_CACHE_XFORM_IMPL_H
 #define SHARDFS_CACHE_XFORM_IMPL_H
@@ -18,6 +18,14 @@
 /* Bytes per ready read of a stored output: one CRC block, so it never
  * crosses a chunk (chunk sizes are multiples of it). */
 #define XFORM_READ_STEP ((size_t)CACHE_CRC_BLOCK)
+/* Runs ahead (xform_ahead.c): objects queued at most; objects queued
+ * since, before one is queued again; threads at most; the largest source
+ * run ahead; files ahead of a lookup at most. */
+#define XFORM_AHEAD_QUEUE_MAX 64u
+#define XFORM_AHEAD_RECENT 256u
+#define XFORM_AHEAD_THREADS_MAX 16u
+#define XFORM_AHEAD_SOURCE_MAX (UINT64_C(64) << 20)
+#define XFORM_AHEAD_DEPTH_MAX 32u
 
 struct xform_entry {
 	struct xform_entry *next;
@@ -58,6 +66,18 @@ struct xform {
 	size_t vset_cap, vset_n; /* protected by vlock */
 	bool vstarted, vstop;	 /* protected by vlock */
 	pthread_t verifier;
+
+	pthread_mutex_t alock;
+	pthread_cond_t acond;	    /* queued, or stop */
+	struct xform_entry *ahead;  /* protected by alock; oldest first */
+	struct xform_entry **atail; /* protected by alock */
+	unsigned an;		    /* protected by alock: queued */
+	uint64_t arecent[XFORM_AHEAD_RECENT]; /* protected by alock: a ring */
+	unsigned anext;			      /* protected by alock */
+	pthread_t athreads[XFORM_AHEAD_THREADS_MAX];
+	unsigned nthreads;   /* protected by alock: started */
+	bool astop;	     /* protected by alock */
+	uint64_t ahead_runs; /* atomic: runs an ahead thread made */
 };
 
 static inline void count(uint64_t *v, uint64_t n)
@@ -97,5 +117,21 @@ int xform_source(struct cache *c, const struct cache_object *raw, uint8_t **in);
 /* Queues src for the verifier if it is in the sample and was not queued
  * before; starts the verifier at the first. Never waits for a run. */
 void xform_verify_queue(struct xform *x, const struct cache_object *src);
+
+/* The first 8 bytes of SHA-256(key, NUL, etag) of o: the same on every
+ * node and run; never 0. 0 only if hashing failed (no memory). */
+uint64_t xform_object_hash(const struct cache_object *o);
+
+/* xform_size() for the ahead threads: true if it succeeded and this
+ * thread made the run (rather than found it stored, or joined another's). */
+bool xform_size_ahead(struct xform *x, const struct cache_object *src,
+		      uint64_t *size);
+
+/* The ahead queue's length now (the stats' gauge). */
+uint64_t xform_ahead_queued(struct xform *x);
+
+/* Drops the ahead queue and joins the ahead threads (each ends its run
+ * first); none starts after it. */
+void xform_ahead_stop(struct xform *x);
 
 #endif

@@ -108,9 +108,8 @@ int xform_digest(struct xform *x, const struct cache_object *src, bool run,
 	return stored_digest(x, src, digest, size);
 }
 
-/* The sample key of an object: the first 8 bytes of SHA-256(key, NUL,
- * etag); never 0 (the set's empty slot). */
-static uint64_t sample_hash(const struct cache_object *o)
+/* Also the sample key of an object: never 0 (the set's empty slot). */
+uint64_t xform_object_hash(const struct cache_object *o)
 {
 	uint8_t d[SHA256_LEN];
 	struct sha256 *h = sha256_new();
@@ -245,7 +244,7 @@ void xform_verify_queue(struct xform *x, const struct cache_object *src)
 
 	if (!x->verify_percent)
 		return;
-	h = sample_hash(src);
+	h = xform_object_hash(src);
 	if (!h || h % 100 >= x->verify_percent)
 		return;
 	e = xform_entry_new(src);
@@ -282,6 +281,7 @@ void xform_stop(struct xform *x)
 
 	if (!x)
 		return;
+	xform_ahead_stop(x);
 	pthread_mutex_lock(&x->vlock);
 	x->vstop = true;
 	started = x->vstarted;

@@ -615,8 +615,11 @@ static const struct xform_metric {
 	  "Verify runs whose output differed from the stored one.",
 	  offsetof(struct xform_stats, verify_mismatches), 1 },
 	{ "transform_queued", "gauge",
-	  "Outputs queued ahead of the reader by the prefetcher.",
+	  "Objects queued to run ahead of the reader, not started yet.",
 	  offsetof(struct xform_stats, queued), 1 },
+	{ "transform_ahead_runs_total", "counter",
+	  "Runs made ahead of the reader (in runs_total too).",
+	  offsetof(struct xform_stats, ahead_runs), 1 },
 };
 
 int control_write_xform_stats(FILE *f, const struct control_xform_stats *x,

@@ -383,6 +383,11 @@ int fs_item_object(struct fs_gen *g, uint32_t item, struct cache_object *out);
  * reads; any tree's own object otherwise). */
 void fs_item_source(const struct fs_gen *g, uint32_t item,
 		    struct cache_object *out);
+/* A reader of transform tree g looked up position pos of rank's order:
+ * queues the transform's runs of the next files of that order (on into
+ * the next epoch's, once planned) ahead of it (xform_ahead()). Never
+ * waits for a run. */
+void fs_xf_ahead(struct fs *fs, struct fs_gen *g, uint32_t rank, uint64_t pos);
 
 /* control.c: the .shardfs/ files of generation g (node n, kind VIEW_CTRL,
  * not stats). n's kept text, built on first use (borrowed: it lives as

@@ -281,6 +281,10 @@ static void reader_at(struct fs *fs, struct fs_gen *g,
 		return;
 	cache_order_open(fs->cache, FS_ORDER(g->id, rank), g->item_pos[item],
 			 reader);
+	/* A transform tree's: its transform runs ahead too (the order's
+	 * objects are the sources, which the prefetcher fetches). */
+	if (g->xf != NULL)
+		fs_xf_ahead(fs, g, rank, g->item_pos[item]);
 	shard_plan_rank(g->d.plan, rank, &items, &count, &npad);
 	fs_epoch_opened(fs, g, g->item_pos[item], count - npad);
 }

@@ -386,6 +386,7 @@ static const char *const status_xform[][2] = {
 	{ "verify_runs", "shardfs_transform_verify_runs_total" },
 	{ "verify_mismatches", "shardfs_transform_verify_mismatches_total" },
 	{ "queued", "shardfs_transform_queued" },
+	{ "ahead_runs", "shardfs_transform_ahead_runs_total" },
 };
 
 #define XF_N (sizeof(status_xform) / sizeof(status_xform[0]))
@@ -630,11 +631,11 @@ static void report_text(const struct status_info *in)
 		cmd_human_bytes(b1, sizeof(b1), (double)val[5]);
 		cmd_human_bytes(b2, sizeof(b2), (double)val[6]);
 		printf("%-10s %s: %llu runs, %llu failed (%llu timeouts), "
-		       "%llu refused, %.1f s CPU, %s in, %s out, %llu queued; "
-		       "verify %llu runs, %llu mismatches\n",
+		       "%llu refused, %.1f s CPU, %s in, %s out, %llu queued, "
+		       "%llu run ahead; verify %llu runs, %llu mismatches\n",
 		       "transform", printable(tn, sizeof(tn), name), val[0],
 		       val[1], val[2], val[3], (double)val[4] / 1e6, b1, b2,
-		       val[9], val[7], val[8]);
+		       val[9], val[10], val[7], val[8]);
 		free(name);
 	}
 	printf("%-10s %llu errors, %llu warnings logged\n", "errors",

@@ -219,6 +219,11 @@ void transform_identity(const struct transform *t, uint8_t out[SHA256_LEN])
 	memcpy(out, t->identity, SHA256_LEN);
 }
 
+unsigned transform_workers(const struct transform *t)
+{
+	return t->workers;
+}
+
 uint64_t transform_cpu_ns(const struct transform *t)
 {
 	return __atomic_load_n(&t->cpu_ns, __ATOMIC_RELAXED);

@@ -194,6 +194,9 @@ void transform_identity(const struct transform *t, uint8_t out[SHA256_LEN]);
  * death). Thread-safe. */
 uint64_t transform_cpu_ns(const struct transform *t);
 
+/* Its `workers`: the runs it makes at once (the rest wait for a slot). */
+unsigned transform_workers(const struct transform *t);
+
 /* The what of a failure in a word ("exit", "timeout", ...). */
 const char *transform_fail_name(enum transform_fail what);
 

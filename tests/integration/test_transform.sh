@@ -115,8 +115,9 @@ trap 'cleanup_x; cleanup' EXIT
 cat >"$X/xf.py" <<'PY'
 #!/usr/bin/python3
 # test_transform's transform: ASCII upper case, counting its runs in
-# runs/log; sleeps while the file slow exists; fails (exit 3) on an
-# input holding "boom" until the file fixed exists.
+# runs/log; sleeps while the file slow exists, and the seconds the file
+# delay holds if it exists; fails (exit 3) on an input holding "boom"
+# until the file fixed exists.
 import os
 import sys
 import time
@@ -127,6 +128,11 @@ with open(os.path.join(X, "runs", "log"), "a") as f:
     f.write("run\n")
 while os.path.exists(os.path.join(X, "slow")):
     time.sleep(0.1)
+try:
+    with open(os.path.join(X, "delay")) as f:
+        time.sleep(float(f.read()))
+except OSError:
+    pass
 if b"boom" in data and not os.path.exists(os.path.join(X, "fixed")):
     sys.stderr.write("boom: this input is refused\n")
     sys.exit(3)
@@ -233,6 +239,63 @@ PY
 else
 	fail "mount for 8 readers"
 fi
+
+# --- runs ahead of a reader ------------------------------------------------------
+# A reader that looks each file up in its rank's order, slower than a run
+# (0.3 s per run, the reader 1 s per file), finds the outputs made ahead
+# (cache/xform_ahead.c): the lookup of the first runs it, the next ones
+# are queued ahead of it at each lookup. Only bounds that hold under any
+# load are checked: at least half of the runs made ahead, and the queue
+# seen above 0 right after a lookup (it queued up to 2 x workers at once;
+# one starts at a time per ahead thread).
+: >"$X/runs/log"
+printf '0.3' >"$X/delay"
+chmod 644 "$X/delay"
+vconf va "$T/vcachea"
+if mount_shardfs "$T/va.conf" "$M"; then
+	PA=$LAST_PID
+	/usr/bin/python3 - "$M" >"$T/ahead.out" 2>&1 <<'PY'
+import os, sys, time
+root = sys.argv[1]
+order = os.path.join(root, ".shardfs", "transform-up", "rank-0.order")
+paths = [l.rstrip("\n") for l in open(order, encoding="utf-8")]
+paths = [p for p in paths if p and not p.endswith("\tpad")][:10]
+def stat(name):
+    for line in open(os.path.join(root, ".shardfs", "stats")):
+        if line.startswith("shardfs_transform_%s{" % name):
+            return int(line.split()[-1])
+    return -1
+maxq = 0
+for p in paths:
+    with open(os.path.join(root, "transform-up", "rank-0", p), "rb") as f:
+        f.read()
+    maxq = max(maxq, stat("queued"))
+    time.sleep(1.0)
+print("files %d ahead %d runs %d maxqueued %d" % (len(paths), stat("ahead_runs_total"), stat("runs_total"), maxq))
+PY
+	out=$(cat "$T/ahead.out")
+	read -r _ nf _ na _ nr _ mq <<<"$out"
+	check "a slow reader in order: at least half its files were made ahead ($out)" \
+		test "${nf:-0}" = 10 -a "${na:-0}" -ge 5
+	check "the queue ahead was above 0 after a lookup ($out)" test "${mq:-0}" -gt 0
+	check "runs ahead are still one run per object ($(runs) runs, $nr counted)" \
+		test "$(runs)" = "${nr:--1}"
+	# Unmount with runs ahead queued and one running (held by the file
+	# slow): no reader is in the mount, and the daemon ends once that
+	# run does (bounded by the transform's timeout), dropping the rest.
+	before=$(runs)
+	cat "$M/transform-up/rank-1/$(grep -v $'\tpad$' "$M/.shardfs/transform-up/rank-1.order" | head -n 1)" >/dev/null
+	touch "$X/slow"
+	for _ in $(seq 300); do [ "$(runs)" -gt $((before + 1)) ] && break; sleep 0.1; done
+	check "a run ahead started after the lookup ($before runs before, $(runs) now)" \
+		test "$(runs)" -gt $((before + 1))
+	(sleep 2; rm -f "$X/slow") &
+	check "unmount with a run ahead in progress: the daemon ends" umount_shardfs "$M" "$PA"
+	rm -f "$X/slow"
+else
+	fail "mount for runs ahead"
+fi
+rm -f "$X/delay"
 
 # --- two mounts and warm on one cache at once: one run per object per node -----
 # Runs join across the processes of a node (cache/derived.c's node lock):

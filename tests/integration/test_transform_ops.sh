@@ -99,19 +99,19 @@ if mount_shardfs "$T/x.conf" "$M"; then
 	fi
 	cp "$M/.shardfs/stats" "$T/stats"
 	for m in runs_total failures_total timeouts_total refused_total cpu_us_total \
-		bytes_in_total bytes_out_total verify_runs_total verify_mismatches_total queued; do
+		bytes_in_total bytes_out_total verify_runs_total verify_mismatches_total queued ahead_runs_total; do
 		check "stats: shardfs_transform_$m{transform=\"upper\"} with # TYPE" bash -c \
 			"grep -q '^# TYPE shardfs_transform_$m ' '$T/stats' && grep -Eq '^shardfs_transform_$m\{transform=\"upper\"\} [0-9]+$' '$T/stats'"
 	done
 	"$SHARDFS" status "$M" --interval 0 >"$T/s.txt" 2>&1
 	check "status: a transform line" \
-		grep -Eq '^transform +upper: [0-9]+ runs, 0 failed \(0 timeouts\), 0 refused, [0-9.]+ s CPU, .* in, .* out, 0 queued; verify [0-9]+ runs, 0 mismatches$' "$T/s.txt"
+		grep -Eq '^transform +upper: [0-9]+ runs, 0 failed \(0 timeouts\), 0 refused, [0-9.]+ s CPU, .* in, .* out, [0-9]+ queued, [0-9]+ run ahead; verify [0-9]+ runs, 0 mismatches$' "$T/s.txt"
 	"$SHARDFS" status "$M" --json --interval 0 >"$T/s.json" 2>&1
 	check "status --json: transforms.upper has every counter" /usr/bin/python3 -c '
 import json, sys
 t = json.load(open(sys.argv[1]))["transforms"]["upper"]
 keys = ["runs", "failures", "timeouts", "refused", "cpu_us", "bytes_in",
-        "bytes_out", "verify_runs", "verify_mismatches", "queued"]
+        "bytes_out", "verify_runs", "verify_mismatches", "queued", "ahead_runs"]
 sys.exit(0 if all(isinstance(t[k], int) for k in keys) and t["failures"] == 0 else 1)
 ' "$T/s.json"
 	check "unmount" umount_shardfs "$M"

@@ -693,7 +693,8 @@ START_TEST(test_stats_transforms)
 			 .bytes_out = 200,
 			 .verify_runs = 4,
 			 .verify_mismatches = 1,
-			 .queued = 6 } },
+			 .queued = 6,
+			 .ahead_runs = 7 } },
 		{ .name = "tok", .s = { .runs = 9 } },
 	};
 	struct sample s[64];
@@ -706,7 +707,7 @@ START_TEST(test_stats_transforms)
 	ck_assert_int_eq(control_write_xform_stats(o.f, x, 2), 0);
 	t = text(&o);
 	n = parse_stats(t, o.len, s, ARRAY_LEN(s));
-	ck_assert_uint_eq(n, 2 * 10);
+	ck_assert_uint_eq(n, 2 * 11);
 #define R "transform=\"resize\""
 	ck_assert_uint_eq(sample_value(s, n, "shardfs_transform_runs_total", R),
 			  5);
@@ -732,6 +733,8 @@ START_TEST(test_stats_transforms)
 			     R),
 		1);
 	ck_assert_uint_eq(sample_value(s, n, "shardfs_transform_queued", R), 6);
+	ck_assert_uint_eq(
+		sample_value(s, n, "shardfs_transform_ahead_runs_total", R), 7);
 #undef R
 	ck_assert_uint_eq(sample_value(s, n, "shardfs_transform_runs_total",
 				       "transform=\"tok\""),

@@ -642,6 +642,74 @@ START_TEST(test_digest)
 }
 END_TEST
 
+/* Waits (bounded: 120 s, far past any run here) until x has made n runs
+ * ahead; returns its stats. */
+static struct xform_stats ahead_wait(struct fixture *fx, uint64_t n)
+{
+	struct xform_stats s = xstats(fx);
+
+	for (int i = 0; i < 12000 && s.ahead_runs < n; i++) {
+		usleep(10000);
+		s = xstats(fx);
+	}
+	return s;
+}
+
+/* xform_ahead(): an ahead thread runs the object and stores its output;
+ * the reader's lookup then finds it (no second run) and reads it right. */
+START_TEST(test_ahead_run)
+{
+	struct fixture fx;
+	struct xform_stats s;
+
+	fx_init(&fx, "ahead");
+	fx_open(&fx, tr_argv, "1", TRANSFORM_SANDBOX_NONE, 1000);
+	ck_assert_uint_eq(xform_ahead_depth(fx.x), 4); /* 2 x workers */
+	xform_ahead(fx.x, &fx.o);
+	s = ahead_wait(&fx, 1);
+	ck_assert_uint_eq(s.ahead_runs, 1);
+	ck_assert_uint_eq(s.runs, 1);
+	ck_assert_uint_eq(s.queued, 0);
+	ck_assert_int_eq(read_output(&fx), 0);
+	s = xstats(&fx);
+	ck_assert_uint_eq(s.runs, 1); /* the lookup found it made */
+	ck_assert_uint_eq(s.ahead_runs, 1);
+	fx_free(&fx);
+}
+END_TEST
+
+/* xform_stop() with a run ahead in progress and more queued: it waits
+ * for the run (bounded by the transform's timeout), drops the queue
+ * (no leak under ASan) and queues nothing after it. */
+START_TEST(test_ahead_stop)
+{
+	static const char *const slow_argv[] = { "/bin/sh", "-c",
+						 "sleep 1; exec tr a-z A-Z",
+						 NULL };
+	struct fixture fx;
+	struct cache_object other;
+	struct xform_stats s;
+
+	fx_init(&fx, "aheadstop");
+	fx_open(&fx, slow_argv, "1", TRANSFORM_SANDBOX_NONE, 1000);
+	xform_ahead(fx.x, &fx.o);
+	/* The same object under other etags: queued too (a missing
+	 * source's run fails, logged: its error is the run's). */
+	other = fx.o;
+	other.etag = "1:2:3";
+	other.etag_len = 5;
+	xform_ahead(fx.x, &other);
+	other.etag = "4:5:6";
+	xform_ahead(fx.x, &other);
+	xform_stop(fx.x);
+	s = xstats(&fx);
+	ck_assert_uint_eq(s.queued, 0);
+	xform_ahead(fx.x, &fx.o); /* stopped: nothing queued, no thread */
+	ck_assert_uint_eq(xstats(&fx).queued, 0);
+	fx_free(&fx);
+}
+END_TEST
+
 static Suite *xform_suite(void)
 {
 	const struct unit_case cases[] = {
@@ -659,6 +727,8 @@ static Suite *xform_suite(void)
 		{ "verify_mismatch", test_verify_mismatch },
 		{ "verify_off", test_verify_off },
 		{ "digest", test_digest },
+		{ "ahead_run", test_ahead_run },
+		{ "ahead_stop", test_ahead_stop },
 	};
 
 	return unit_suite("xform", cases, ARRAY_LEN(cases));
