@@ -36,6 +36,7 @@ void fetch_fork_check(struct fetch *f)
 	f->ret_head = f->ret_tail = NULL;
 	f->store_head = f->store_tail = NULL;
 	f->n_storing = 0;
+	f->store_next = 0;
 	f->hedge_head = f->hedge_tail = NULL;
 	f->inflight = f->slot_waiters = 0;
 	f->idle_workers = 0;

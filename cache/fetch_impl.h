@@ -161,6 +161,7 @@ struct flight {
 	pthread_cond_t cv;	      /* done, for its waiters */
 	bool queued, in_table, done, retained;
 	bool storing; /* done_fn has it: stays in the table, not retained */
+	uint64_t store_ticket; /* while storing: f->store_next when it began */
 	int prio;
 	uint8_t hash[FETCH_HASH_LEN];
 	uint8_t *id;
@@ -228,14 +229,17 @@ struct fetch {
 				* a flight finished or a slot freed */
 	pthread_cond_t slot;   /* a slot freed, for slot waiters */
 	pthread_cond_t memory; /* memory was released */
-	pthread_cond_t stored; /* n_storing fell to 0 */
-	unsigned n_storing;    /* protected by lock: flights fetched whole
-				* and not through done_fn yet (queued for a
-				* worker, or being stored) */
-	unsigned connections;  /* protected by lock */
-	uint64_t budget;       /* protected by lock */
-	unsigned inflight;     /* protected by lock: requests running */
-	uint64_t pf_inflight;  /* protected by lock: bytes of prefetch parts
+	pthread_cond_t stored; /* a flight went through done_fn */
+	/* Protected by lock: flights fetched whole and not through done_fn
+	 * yet (queued for a worker, or being stored: in the table, storing
+	 * set), and the ticket the next one gets (fetch_drain_stores() waits
+	 * for those with a ticket below the next at its call only). */
+	unsigned n_storing;
+	uint64_t store_next;
+	unsigned connections; /* protected by lock */
+	uint64_t budget;      /* protected by lock */
+	unsigned inflight;    /* protected by lock: requests running */
+	uint64_t pf_inflight; /* protected by lock: bytes of prefetch parts
 				* running */
 	/* Written under lock, read atomically: how many bytes of prefetch
 	 * parts may run at once (prefetch_inflight(), recomputed by

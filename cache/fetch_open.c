@@ -122,13 +122,31 @@ void fetch_free(struct fetch *f)
 	free(f);
 }
 
+/* Caller holds f->lock: whether a flight that began storing before
+ * ticket is still storing (a scan of the table: drains are rare). */
+static bool storing_before(const struct fetch *f, uint64_t ticket)
+{
+	const struct flight *fl;
+	unsigned b;
+
+	if (f->n_storing == 0)
+		return false;
+	for (b = 0; b < FETCH_BUCKETS; b++)
+		for (fl = f->table[b]; fl != NULL; fl = fl->tnext)
+			if (fl->storing && fl->store_ticket < ticket)
+				return true;
+	return false;
+}
+
 void fetch_drain_stores(struct fetch *f, uint64_t wait_ns)
 {
-	uint64_t deadline = clock_now_ns() + wait_ns;
+	uint64_t deadline = clock_now_ns() + wait_ns, ticket;
 
 	fetch_fork_check(f);
 	pthread_mutex_lock(&f->lock);
-	while (f->n_storing > 0 &&
+	/* Only what began before: a busy engine stores all the time. */
+	ticket = f->store_next;
+	while (storing_before(f, ticket) &&
 	       fetch_wait_until(&f->stored, &f->lock, deadline) != ETIMEDOUT)
 		;
 	pthread_mutex_unlock(&f->lock);

@@ -133,8 +133,8 @@ void fetch_flight_store(struct fetch *f, struct flight *fl)
 	fetch_unpin(f, &keep); /* unless done_fn kept it */
 	pthread_mutex_lock(&f->lock);
 	fl->storing = false;
-	if (--f->n_storing == 0)
-		pthread_cond_broadcast(&f->stored);
+	f->n_storing--;
+	pthread_cond_broadcast(&f->stored);
 	if (fl->served >= fl->len || fl->forgotten)
 		fetch_table_drop(f,
 				 fl); /* not the last reference: the caller's */
@@ -348,6 +348,7 @@ void fetch_part_finish(struct fetch *f, struct flight *fl, unsigned part,
 		   f->n_workers > 0) {
 		/* Off the reader's path: a worker writes the blob. */
 		fl->storing = true;
+		fl->store_ticket = f->store_next++;
 		f->n_storing++;
 		fl->refs++; /* the store queue's */
 		fl->snext = NULL;
@@ -359,6 +360,7 @@ void fetch_part_finish(struct fetch *f, struct flight *fl, unsigned part,
 		pthread_cond_signal(&f->work);
 	} else {
 		fl->storing = true;
+		fl->store_ticket = f->store_next++;
 		f->n_storing++;
 		fetch_flight_store(f, fl);
 	}
