@@ -310,28 +310,49 @@ void cache_order_ask(struct cache *c, const struct cache_order_ask *ask)
 	pthread_mutex_unlock(&c->pf_lock);
 }
 
-void cache_order_resume(struct cache *c)
+void cache_order_resume(struct cache *c,
+			bool (*want)(void *ctx, uint64_t order), void *ctx)
 {
-	struct cache_order_ask *asks;
-	size_t i, n = 0;
+	uint64_t *ids = NULL, from[PREFETCH_LANES], to[PREFETCH_LANES];
+	struct cache_order_ask *asks = NULL;
+	size_t i, j, n_ids = 0, n = 0;
+	unsigned k, m;
 
+	/* The orders first, then which of them to resume (want() takes the
+	 * caller's locks: never under pf_lock), then their ranges. */
 	pthread_mutex_lock(&c->pf_lock);
-	asks = c->n_orders ? calloc(c->n_orders, sizeof(*asks)) : NULL;
+	if (c->n_orders > 0)
+		ids = calloc(c->n_orders, sizeof(*ids));
+	for (i = 0; ids != NULL && i < c->n_orders; i++)
+		ids[n_ids++] = c->orders[i].order;
+	pthread_mutex_unlock(&c->pf_lock);
+	for (i = j = 0; i < n_ids; i++)
+		if (want(ctx, ids[i]))
+			ids[j++] = ids[i];
+	n_ids = j;
+	if (n_ids > 0)
+		asks = calloc(n_ids * PREFETCH_LANES, sizeof(*asks));
+	pthread_mutex_lock(&c->pf_lock);
 	for (i = 0; asks != NULL && i < c->n_orders; i++) {
-		struct cache_order_ask *a = &asks[n];
-
-		prefetch_order_resume(&c->orders[i].st, &a->from, &a->to);
-		if (a->from > a->to)
+		for (j = 0; j < n_ids && ids[j] != c->orders[i].order; j++)
+			;
+		if (j == n_ids)
 			continue;
-		a->order = c->orders[i].order;
-		a->pos = c->orders[i].st.last;
-		a->noted = true;
-		n++;
+		m = prefetch_order_resume(&c->orders[i].st, from, to);
+		for (k = 0; k < m; k++)
+			asks[n++] = (struct cache_order_ask){
+				.order = c->orders[i].order,
+				.pos = c->orders[i].st.last,
+				.from = from[k],
+				.to = to[k],
+				.noted = true
+			};
 	}
 	pthread_mutex_unlock(&c->pf_lock);
 	for (i = 0; i < n; i++)
 		cache_order_ask(c, &asks[i]);
 	free(asks);
+	free(ids);
 	if (n > 0)
 		push_wake(c);
 }

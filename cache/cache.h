@@ -356,8 +356,11 @@ ssize_t cache_read(struct cache *c, const struct cache_read *r);
  * bytes (the decompressed stream of a .gz source): a producer writes the
  * whole derived stream of raw, in order, from offset 0 to its end, by
  * calling sink with consecutive pieces (any sizes), reading raw only
- * through raw reads (CACHE_READ_RAW; never a read of a derived object: that
- * would wait for itself). It returns 0 or a negative errno; an error
+ * through raw reads (CACHE_READ_RAW). It may read another derived object
+ * of raw, never its own (that would wait for itself), and never the other
+ * way round too (a transform's length run fills its output object, whose
+ * producer reads nothing derived: cache/xform.c). It returns 0 or a
+ * negative errno; an error
  * sink returns must be returned (it passes through to the readers). raw
  * is borrowed for the call; raw->size is the source's size. */
 typedef int (*cache_sink_fn)(void *sink_arg, const void *buf, size_t len);
@@ -472,12 +475,16 @@ void cache_order_note(struct cache *c, uint64_t order, uint64_t pos,
 		      uint64_t reader, struct cache_order_ask *ask);
 void cache_order_ask(struct cache *c, const struct cache_order_ask *ask);
 
-/* The orders' ends may have moved (fs/epoch.c planned a next epoch, whose
- * order the callback now continues into): asks again for what each
- * order's readers wanted past its old end, and wakes the pusher. Without
- * this, only a reader's next note would (and a reader whose last files
- * the kernel serves, pushed, makes none). */
-void cache_order_resume(struct cache *c);
+/* The ends of some orders may have moved (fs/epoch.c planned a next
+ * epoch, whose order the callback now continues into): for each order
+ * want(ctx, order) accepts (called with no lock held), asks again for
+ * what its readers wanted past its old end, and wakes the pusher.
+ * Without this, only a reader's next note would (and a reader whose last
+ * files the kernel serves, pushed, makes none). The caller must keep the
+ * objects of the accepted orders alive (as a request does for
+ * cache_order_ask()). */
+void cache_order_resume(struct cache *c,
+			bool (*want)(void *ctx, uint64_t order), void *ctx);
 
 /* Queues the chunks of obj that cover [offset, offset + len) at prefetch
  * priority into the disk cache, unless stored or in flight (a reader that

@@ -374,13 +374,12 @@ void prefetch_order_stopped(struct prefetch_order *o, uint64_t pos)
 	}
 }
 
-void prefetch_order_resume(struct prefetch_order *o, uint64_t *from,
-			   uint64_t *to)
+unsigned prefetch_order_resume(struct prefetch_order *o,
+			       uint64_t from[PREFETCH_LANES],
+			       uint64_t to[PREFETCH_LANES])
 {
-	unsigned i;
+	unsigned i, n = 0;
 
-	*from = 1;
-	*to = 0;
 	for (i = 0; i < PREFETCH_LANES; i++) {
 		struct prefetch_lane *l = &o->lanes[i];
 		uint64_t f;
@@ -390,13 +389,13 @@ void prefetch_order_resume(struct prefetch_order *o, uint64_t *from,
 		f = l->asked && l->asked_hi >= l->lo ? l->asked_hi + 1 : l->lo;
 		if (f > l->hi)
 			continue;
-		if (*from > *to || f < *from)
-			*from = f;
-		if (l->hi > *to)
-			*to = l->hi;
+		from[n] = f;
+		to[n] = l->hi;
+		n++;
 		l->asked = true;
 		l->asked_hi = l->hi;
 	}
+	return n;
 }
 
 unsigned prefetch_depth(const struct prefetch_pace *p)

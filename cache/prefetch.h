@@ -364,11 +364,12 @@ void prefetch_order_stopped(struct prefetch_order *o, uint64_t pos);
 
 /* The order's end moved (the next epoch's order joined it): the parts of
  * the cursors' last ranges not asked for (given up at the old end by
- * prefetch_order_stopped()), as one range [*from, *to] (none if from >
- * to), now marked asked. Without it, a reader whose last files come from
- * the kernel (pushed) notes nothing more, and the next epoch's first
- * files would not be fetched ahead. */
-void prefetch_order_resume(struct prefetch_order *o, uint64_t *from,
-			   uint64_t *to);
+ * prefetch_order_stopped()), one range [from[i], to[i]] per cursor, now
+ * marked asked; returns how many (at most PREFETCH_LANES). Without it, a
+ * reader whose last files come from the kernel (pushed) notes nothing
+ * more, and the next epoch's first files would not be fetched ahead. */
+unsigned prefetch_order_resume(struct prefetch_order *o,
+			       uint64_t from[PREFETCH_LANES],
+			       uint64_t to[PREFETCH_LANES]);
 
 #endif

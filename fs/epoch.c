@@ -523,6 +523,25 @@ void fs_epoch_retire(struct fs *fs, struct fs_gen *g)
 	}
 }
 
+struct resume_ctx {
+	struct fs *fs;
+	struct fs_gen *base;
+};
+
+/* cache_order_resume()'s filter: an order of a tree of the base. */
+static bool resume_want(void *arg, uint64_t order)
+{
+	struct resume_ctx *r = arg;
+	struct fs_gen *g = fs_gen_get(r->fs, (uint32_t)(order >> 32));
+	bool ours;
+
+	if (g == NULL)
+		return false;
+	ours = g == r->base || g->base == r->base;
+	fs_gen_put(r->fs, g, 1);
+	return ours;
+}
+
 static void task_run(struct fs *fs, struct epoch_task *t, const bool *stop)
 {
 	struct fs_gen *g;
@@ -538,8 +557,14 @@ static void task_run(struct fs *fs, struct epoch_task *t, const bool *stop)
 			(unsigned long long)t->key.epoch, g->id);
 		fs_gen_put(fs, g, 1);
 		/* The previous epoch's orders go on into this one now: what
-		 * their readers' windows wanted past the end is asked for. */
-		cache_order_resume(fs->cache);
+		 * their readers' windows wanted past the end is asked for
+		 * (orders of t->base's trees only: its reference keeps
+		 * their manifest, which every tree of a base shares). */
+		if (!*stop) {
+			struct resume_ctx rc = { fs, t->base };
+
+			cache_order_resume(fs->cache, resume_want, &rc);
+		}
 	} else if (err != -ENOENT) {
 		log_msg(LOG_WARNING, "planning epoch %llu ahead: %s",
 			(unsigned long long)t->key.epoch, strerror(-err));

@@ -751,6 +751,19 @@ END_TEST
  * cache_order_resume() asks for the files the reader's window wanted
  * past the old end; before it, the next epoch's first files were
  * fetched only once the reader opened them. */
+static bool want_all(void *ctx, uint64_t order)
+{
+	(void)ctx;
+	return order == 0;
+}
+
+static bool want_none(void *ctx, uint64_t order)
+{
+	(void)ctx;
+	(void)order;
+	return false;
+}
+
 START_TEST(test_order_end_moves)
 {
 	struct fixture fx;
@@ -766,15 +779,17 @@ START_TEST(test_order_end_moves)
 		open_close(&fx, k);
 	before = stats(&fx).prefetch_issued;
 	ck_assert_uint_eq(before, 29); /* 1 .. 29: the order ended there */
-	cache_order_resume(fx.c);      /* nothing moved: nothing more */
+	cache_order_resume(fx.c, want_all, NULL); /* nothing moved */
 	ck_assert_uint_eq(stats(&fx).prefetch_issued, before);
 	__atomic_store_n(&fx.order_end, 0, __ATOMIC_RELAXED);
-	cache_order_resume(fx.c);
+	cache_order_resume(fx.c, want_none, NULL); /* not this order */
+	ck_assert_uint_eq(stats(&fx).prefetch_issued, before);
+	cache_order_resume(fx.c, want_all, NULL);
 	/* The reader's depth is at least 1: 30 at least is asked for. */
 	ck_assert_uint_gt(stats(&fx).prefetch_issued, before);
 	ck_assert_uint_le(stats(&fx).prefetch_issued, 39);
 	before = stats(&fx).prefetch_issued;
-	cache_order_resume(fx.c); /* asked already: not again */
+	cache_order_resume(fx.c, want_all, NULL); /* asked already */
 	ck_assert_uint_eq(stats(&fx).prefetch_issued, before);
 	/* What was asked is the reader's next files: opening 30 is a hit. */
 	open_close(&fx, 30);
