@@ -79,6 +79,10 @@
  * own lock inside fetch_impl.h's struct fetch. None is held across backend I/O or a call into
  * the engine; q.lock, evict.touch_lock, warn_lock, pf_lock, ahead.lock,
  * derived.lock and whole.lock are never held while taking another lock.
+ * A derived run also holds its object's node lock (derived_node.c: an
+ * OFD lock shared with other processes) across its producer's reads and
+ * stores; a transform's length run takes its output object's inside its
+ * own, never the reverse, so no two runs wait for each other.
  */
 #ifndef SHARDFS_CACHE_IMPL_H
 #define SHARDFS_CACHE_IMPL_H

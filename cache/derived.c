@@ -449,6 +449,9 @@ static void derived_run(struct cache *c, const struct cache_object *obj,
 	pthread_mutex_unlock(&d->lock);
 	rc = derived_node_lock(c, obj, wait_ns, fl, &node);
 	if (rc == 0) {
+		/* The run starts now: this process's readers waited for the
+		 * lock, and their wait bound runs from here, not from then. */
+		derived_progress(c, fl);
 		rc = derived_produce(c, obj, &r, fn, ctx);
 		if (rc == 0 && r.n_stored > 0 && node.fd >= 0)
 			store_drain(c);

@@ -4,11 +4,12 @@
  *
  * Two producers per transform, registered with cache_set_transform():
  * the length object's reads the source whole (raw reads through the
- * cache: verified like any read), runs the transform, leaves the output
- * in the stash, a small list keyed by (key, etag), fills the output
- * object (a cache that stores: its run, nested in this one, takes the
- * stash's), and writes the length; the output object's takes it from
- * the stash, or runs the transform again when it is not there. The
+ * cache: verified like any read), runs the transform, and, with a cache
+ * that stores, fills the output object (its run, nested in this one,
+ * takes the output from this run: xform_pending) and writes the length;
+ * with one that does not, it leaves the output in the stash, a small
+ * list keyed by (key, etag), for the output object's producer, which
+ * runs the transform again when it is not there. The
  * stash is bounded (stash_max outputs and stash_bytes bytes, the oldest
  * dropped): an output dropped from it costs one more run, never a wrong
  * byte, since the length object's length is checked against the output
@@ -63,6 +64,15 @@
  * runs it in the thread of the reader that missed): xform_size() does
  * not verify an output it has just made. */
 static __thread bool xform_produced_here;
+
+/* The output a length run of this thread is storing (xform_len_produce()
+ * sets it around its nested fill of the output object). */
+struct xform_pending {
+	const struct xform *x;
+	const struct cache_object *raw;
+	const struct transform_output *out;
+};
+static __thread const struct xform_pending *xform_pending;
 
 static uint64_t xform_now_ns(void)
 {
@@ -326,22 +336,27 @@ static int xform_len_produce(void *ctx, struct cache *c,
 	len = out.len;
 	for (int i = 0; i < 8; i++)
 		le[i] = (uint8_t)(len >> (8 * i));
-	stash_put(x, raw, &out);
 	if (cache_stores(c)) {
+		struct xform_pending p = { x, raw, &out };
 		struct cache_object o;
 
 		/* The output is stored now, under this run's node lock and
 		 * before its length: a process that finds the length finds
 		 * the output, rather than run the transform again for it
-		 * (its stash is this process's). Its error is the output
-		 * run's, logged there; the length stays good. */
+		 * (its stash is this process's). The nested run takes it
+		 * from here, not from the stash, which other runs may have
+		 * dropped it from meanwhile. Its error is the output run's,
+		 * logged there; the length stays good. */
 		xform_object(x, raw, len, &o);
+		xform_pending = &p;
 		(void)cache_read(
 			c, &(struct cache_read){ .obj = &o,
 						 .len = (size_t)len,
 						 .order = CACHE_NO_ORDER });
-		if (stash_take(x, raw, &out))
-			free(out.data); /* stored already, not run */
+		xform_pending = NULL;
+		free(out.data);
+	} else {
+		stash_put(x, raw, &out);
 	}
 	return sink(sink_arg, le, sizeof(le));
 }
@@ -352,9 +367,16 @@ static int xform_out_produce(void *ctx, struct cache *c,
 			     void *sink_arg)
 {
 	struct xform *x = ctx;
+	const struct xform_pending *p = xform_pending;
 	struct transform_output out;
 	int rc;
 
+	if (p != NULL && p->x == x && p->raw->key_len == raw->key_len &&
+	    p->raw->etag_len == raw->etag_len &&
+	    memcmp(p->raw->key, raw->key, raw->key_len) == 0 &&
+	    memcmp(p->raw->etag, raw->etag, raw->etag_len) == 0)
+		/* Nested in this thread's length run: its output. */
+		return sink(sink_arg, p->out->data, p->out->len);
 	if (!stash_take(x, raw, &out)) {
 		rc = xform_run(x, c, raw, &out);
 		if (rc)

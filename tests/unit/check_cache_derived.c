@@ -1025,6 +1025,9 @@ static void node_child(const struct fixture *fx, const struct obj *der,
 	int bad = 1;
 	uint64_t i;
 
+	/* A parent that failed (and holds the pipes' other ends) leaves no
+	 * child waiting on them for long. */
+	alarm(60);
 	d.o.key = d.key;
 	d.o.etag = d.st.etag;
 	if (buf == NULL || backend_open(fx->src, NULL, &be) != 0 ||
