@@ -8,9 +8,14 @@
  *
  * Threads: one per transform slot but one (`workers` - 1, at least 1),
  * started at the first queued object. A reader's own lookup runs in its
- * FUSE thread, not here: with workers >= 2 at least one slot is always
- * left to it; with workers = 1 it may wait for one ahead run (bounded by
- * the transform's timeout) before its own.
+ * FUSE thread, not here. An ahead thread takes a free slot before it
+ * starts (transform_reserve(); it polls for one, at most
+ * XFORM_AHEAD_SLOT_WAIT_MS, then leaves the object to its reader), so it
+ * never waits for a slot inside a run: a reader that joins an ahead run
+ * waits for the run only, and a run that could not start is never a
+ * failure the reader then meets in a backoff. With workers >= 2 the ahead
+ * threads leave a slot to readers (the verifier, verify = P, may take
+ * it); with workers = 1 a reader may wait for one ahead run.
  *
  * Queue: FIFO, at most XFORM_AHEAD_QUEUE_MAX objects (more are not
  * queued: a later lookup asks again); an object is queued again only
@@ -24,8 +29,11 @@
  * ahead (its reader's lookup runs it).
  *
  * Stop (xform_stop(), before the cache goes): queued objects are dropped
- * and the threads joined; a run in progress ends first, bounded by the
- * transform's timeout and the cache's derived-read wait. Queued entries
+ * and the threads joined; a run in progress ends first, bounded by its
+ * source's read and the transform's timeout.
+ *
+ * Only with a cache that stores: otherwise a run ahead is kept nowhere
+ * its reader finds it (the stash is for the run's own output read). Queued entries
  * own copies of their key and etag: nothing here points into a tree.
  *
  * Lock: x->alock protects the queue, the ring and the threads' state;
@@ -35,8 +43,32 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "util/thread.h"
+
+/* Takes a free slot of x's transform for this thread's next run, polling
+ * every XFORM_AHEAD_SLOT_POLL_MS for at most XFORM_AHEAD_SLOT_WAIT_MS or
+ * until x stops. Returns whether it has one. */
+static bool ahead_slot(struct xform *x)
+{
+	unsigned i;
+
+	for (i = 0; i <= XFORM_AHEAD_SLOT_WAIT_MS / XFORM_AHEAD_SLOT_POLL_MS;
+	     i++) {
+		bool stop;
+
+		if (transform_reserve(x->t))
+			return true;
+		pthread_mutex_lock(&x->alock);
+		stop = x->astop;
+		pthread_mutex_unlock(&x->alock);
+		if (stop)
+			return false;
+		usleep(XFORM_AHEAD_SLOT_POLL_MS * 1000);
+	}
+	return false;
+}
 
 static void *ahead_main(void *arg)
 {
@@ -64,9 +96,16 @@ static void *ahead_main(void *arg)
 					     .etag_len = e->etag_len,
 					     .size = e->src_size };
 		/* Its errors are the run's, logged and counted there; the
-		 * reader's lookup meets them again (or the backoff). */
-		if (xform_size_ahead(x, &src, &size))
-			count(&x->ahead_runs, 1);
+		 * reader's lookup meets them again (or the backoff). No slot
+		 * in time: the reader runs it. */
+		if (ahead_slot(x)) {
+			/* (Its reader's lookup queues it for verify, if
+			 * sampled: as a lookup of any output not made in
+			 * its own thread.) */
+			if (xform_size_ahead(x, &src, &size))
+				count(&x->ahead_runs, 1);
+			transform_unreserve(x->t); /* if no run used it */
+		}
 		xform_entry_free(e);
 		pthread_mutex_lock(&x->alock);
 	}
@@ -88,8 +127,9 @@ static bool recent_seen(struct xform *x, uint64_t h)
 	return false;
 }
 
-/* Caller holds alock: starts one more thread if fewer than wanted run. */
-static void threads_ensure(struct xform *x)
+/* Caller holds alock: starts one more thread if fewer than wanted run.
+ * Returns whether any runs. */
+static bool threads_ensure(struct xform *x)
 {
 	unsigned want = transform_workers(x->t);
 
@@ -99,6 +139,7 @@ static void threads_ensure(struct xform *x)
 	if (x->nthreads < want &&
 	    thread_start(&x->athreads[x->nthreads], ahead_main, x) == 0)
 		x->nthreads++;
+	return x->nthreads > 0;
 }
 
 void xform_ahead(struct xform *x, const struct cache_object *src)
@@ -106,7 +147,7 @@ void xform_ahead(struct xform *x, const struct cache_object *src)
 	struct xform_entry *e;
 	uint64_t h;
 
-	if (src->size > XFORM_AHEAD_SOURCE_MAX)
+	if (src->size > XFORM_AHEAD_SOURCE_MAX || !cache_stores(x->c))
 		return;
 	h = xform_object_hash(src);
 	if (!h)
@@ -122,12 +163,11 @@ void xform_ahead(struct xform *x, const struct cache_object *src)
 		return;
 	e->src_size = src->size;
 	pthread_mutex_lock(&x->alock);
-	if (x->astop) {
+	if (x->astop || x->an >= XFORM_AHEAD_QUEUE_MAX || !threads_ensure(x)) {
 		pthread_mutex_unlock(&x->alock);
 		xform_entry_free(e);
 		return;
 	}
-	threads_ensure(x);
 	*x->atail = e;
 	x->atail = &e->next;
 	x->an++;

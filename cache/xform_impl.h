@@ -26,6 +26,9 @@
 #define XFORM_AHEAD_THREADS_MAX 16u
 #define XFORM_AHEAD_SOURCE_MAX (UINT64_C(64) << 20)
 #define XFORM_AHEAD_DEPTH_MAX 32u
+/* How an ahead thread waits for a free slot (xform_ahead.c). */
+#define XFORM_AHEAD_SLOT_WAIT_MS 10000u
+#define XFORM_AHEAD_SLOT_POLL_MS 20u
 
 struct xform_entry {
 	struct xform_entry *next;

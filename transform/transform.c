@@ -81,6 +81,29 @@ static void xf_slot_put(struct transform *t, int slot)
 	pthread_mutex_unlock(&t->mu);
 }
 
+/* A slot this thread reserved (transform_reserve()), and whose. */
+static __thread const struct transform *xf_reserved_t;
+static __thread int xf_reserved_slot = -1;
+
+bool transform_reserve(struct transform *t)
+{
+	if (xf_reserved_slot >= 0)
+		return xf_reserved_t == t;
+	/* A deadline now: a free slot, or none at once. */
+	xf_reserved_slot = xf_slot_get(t, transform_now_ms());
+	xf_reserved_t = xf_reserved_slot >= 0 ? t : NULL;
+	return xf_reserved_slot >= 0;
+}
+
+void transform_unreserve(struct transform *t)
+{
+	if (xf_reserved_slot < 0 || xf_reserved_t != t)
+		return;
+	xf_slot_put(t, xf_reserved_slot);
+	xf_reserved_slot = -1;
+	xf_reserved_t = NULL;
+}
+
 int transform_run(struct transform *t, const void *in, size_t in_len,
 		  struct transform_output *out, struct transform_failure *fp)
 {
@@ -90,7 +113,13 @@ int transform_run(struct transform *t, const void *in, size_t in_len,
 
 	memset(f, 0, sizeof(*f));
 	f->status = -1;
-	slot = xf_slot_get(t, transform_now_ms() + t->timeout_ms);
+	if (xf_reserved_slot >= 0 && xf_reserved_t == t) {
+		slot = xf_reserved_slot; /* given back below */
+		xf_reserved_slot = -1;
+		xf_reserved_t = NULL;
+	} else {
+		slot = xf_slot_get(t, transform_now_ms() + t->timeout_ms);
+	}
 	if (slot < 0) {
 		transform_fail_set(f, TRANSFORM_FAIL_BUSY, NULL,
 				   "no free worker within the timeout of %u ms",

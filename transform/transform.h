@@ -54,6 +54,7 @@
 #ifndef SHARDFS_TRANSFORM_H
 #define SHARDFS_TRANSFORM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -196,6 +197,15 @@ uint64_t transform_cpu_ns(const struct transform *t);
 
 /* Its `workers`: the runs it makes at once (the rest wait for a slot). */
 unsigned transform_workers(const struct transform *t);
+
+/* Takes a slot of t now, if one is free, for the calling thread's next
+ * transform_run() of t (which then never waits for one); returns whether
+ * it did. transform_unreserve() gives it back if no run used it (a run
+ * gives it back when it ends). For work ahead of a reader, which must
+ * not wait for a slot, nor hold up a reader that joins its run while it
+ * waits (cache/xform_ahead.c). */
+bool transform_reserve(struct transform *t);
+void transform_unreserve(struct transform *t);
 
 /* The what of a failure in a word ("exit", "timeout", ...). */
 const char *transform_fail_name(enum transform_fail what);

@@ -17,7 +17,9 @@
 #include <limits.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -185,6 +187,59 @@ START_TEST(test_exit_status)
 	/* Escaped for a log line: no ESC, no newline. */
 	ck_assert_ptr_null(strchr(f.stderr_tail, '\033'));
 	ck_assert_ptr_null(strchr(f.stderr_tail, '\n'));
+	transform_close(t);
+}
+END_TEST
+
+struct holder {
+	struct transform *t;
+	bool got;
+	sem_t held, release;
+};
+
+/* Reserves t's only slot in another thread and keeps it until told. */
+static void *holder_main(void *arg)
+{
+	struct holder *h = arg;
+
+	h->got = transform_reserve(h->t);
+	sem_post(&h->held);
+	sem_wait(&h->release);
+	transform_unreserve(h->t);
+	return NULL;
+}
+
+/* transform_reserve(): a free slot now or none at once (never a wait);
+ * the thread's next run uses it; unreserve gives back one no run used. */
+START_TEST(test_reserve)
+{
+	const char *argv[] = { "/usr/bin/tr", "a-z", "A-Z", NULL };
+	struct transform_spec s = spec_for(argv, TRANSFORM_MODE_PROCESS);
+	struct holder h = { 0 };
+	struct transform *t;
+	pthread_t th;
+
+	s.workers = 1;
+	ck_assert_int_eq(transform_open(&s, &t), 0);
+	ck_assert(transform_reserve(t));
+	ck_assert(transform_reserve(t));   /* this thread's already */
+	expect_out(t, "abc", 3, "ABC", 3); /* with the reserved slot */
+	ck_assert(transform_reserve(t));   /* the run gave it back */
+	transform_unreserve(t);
+	h.t = t;
+	sem_init(&h.held, 0, 0);
+	sem_init(&h.release, 0, 0);
+	ck_assert_int_eq(pthread_create(&th, NULL, holder_main, &h), 0);
+	sem_wait(&h.held);
+	ck_assert(h.got);
+	ck_assert(!transform_reserve(t)); /* the one slot is taken: at once */
+	sem_post(&h.release);
+	ck_assert_int_eq(pthread_join(th, NULL), 0);
+	ck_assert(transform_reserve(t)); /* given back */
+	transform_unreserve(t);
+	expect_out(t, "xyz", 3, "XYZ", 3);
+	sem_destroy(&h.held);
+	sem_destroy(&h.release);
 	transform_close(t);
 }
 END_TEST
@@ -974,6 +1029,7 @@ int main(void)
 		{ "pillow_process", test_pillow_process },
 		{ "pillow_worker", test_pillow_worker },
 		{ "exit_status", test_exit_status },
+		{ "reserve", test_reserve },
 		{ "timeout", test_timeout },
 		{ "memory", test_memory },
 		{ "output_max", test_output_max },
