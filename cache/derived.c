@@ -405,7 +405,9 @@ static int derived_produce(struct cache *c, const struct cache_object *obj,
 			(unsigned long long)r->pos,
 			(unsigned long long)obj->size);
 		rc = -EIO;
-	} else if (rc < 0 && r->chunk != NULL) {
+	} else if (rc < 0 && rc != -EAGAIN && r->chunk != NULL) {
+		/* (-EAGAIN: a run ahead of its reader found no slot free;
+		 * cache/xform_ahead.c. No failure.) */
 		log_msg(LOG_ERR, "%s: %s failed after %llu of %llu bytes: %s",
 			log_key(kb, obj->key, obj->key_len), obj->transform,
 			(unsigned long long)r->pos,

@@ -65,6 +65,9 @@
  * not verify an output it has just made. */
 static __thread bool xform_produced_here;
 
+/* This thread runs ahead of a reader (xform_size_ahead()). */
+static __thread bool xform_ahead_here;
+
 /* The output a length run of this thread is storing (xform_len_produce()
  * sets it around its nested fill of the output object). */
 struct xform_pending {
@@ -299,6 +302,10 @@ static int xform_run(struct xform *x, struct cache *c,
 	rc = xform_source(c, raw, &in);
 	if (rc)
 		return rc;
+	if (xform_ahead_here && !xform_ahead_slot(x)) {
+		free(in);
+		return -EAGAIN; /* no slot free: the reader runs it */
+	}
 	count(&x->runs, 1);
 	count(&x->bytes_in, size);
 	rc = transform_run(x->t, in, size, out, &f);
@@ -466,6 +473,10 @@ int xform_size(struct xform *x, const struct cache_object *src, uint64_t *size)
 					.order = CACHE_NO_ORDER };
 
 		got = cache_read(x->c, &r);
+		/* A run ahead that found no slot (xform_ahead.c) ended the
+		 * run this lookup joined: it runs the object itself. */
+		if (got == -EAGAIN && !xform_ahead_here)
+			got = cache_read(x->c, &r);
 	}
 	if (got < 0)
 		return (int)got;
@@ -484,7 +495,12 @@ int xform_size(struct xform *x, const struct cache_object *src, uint64_t *size)
 bool xform_size_ahead(struct xform *x, const struct cache_object *src,
 		      uint64_t *size)
 {
-	return xform_size(x, src, size) == 0 && xform_produced_here;
+	bool made;
+
+	xform_ahead_here = true;
+	made = xform_size(x, src, size) == 0 && xform_produced_here;
+	xform_ahead_here = false;
+	return made;
 }
 
 void xform_object(const struct xform *x, const struct cache_object *src,

@@ -8,12 +8,13 @@
  *
  * Threads: one per transform slot but one (`workers` - 1, at least 1),
  * started at the first queued object. A reader's own lookup runs in its
- * FUSE thread, not here. An ahead thread takes a free slot before it
- * starts (transform_reserve(); it polls for one, at most
- * XFORM_AHEAD_SLOT_WAIT_MS, then leaves the object to its reader), so it
- * never waits for a slot inside a run: a reader that joins an ahead run
- * waits for the run only, and a run that could not start is never a
- * failure the reader then meets in a backoff. With workers >= 2 the ahead
+ * FUSE thread, not here. An ahead thread's run takes a slot only when one
+ * is free (xform_ahead_slot(): transform_reserve() polled for at most
+ * XFORM_AHEAD_SLOT_WAIT_MS), and only once it is the object's runner (a
+ * slot held while joining a reader's run would keep another reader's run
+ * waiting); with none in time it ends with -EAGAIN, which is no failure
+ * (not counted, logged nor backed off), and a reader that had joined it
+ * runs the object itself (xform_size() asks again). With workers >= 2 the ahead
  * threads leave a slot to readers (the verifier, verify = P, may take
  * it); with workers = 1 a reader may wait for one ahead run.
  *
@@ -47,10 +48,7 @@
 
 #include "util/thread.h"
 
-/* Takes a free slot of x's transform for this thread's next run, polling
- * every XFORM_AHEAD_SLOT_POLL_MS for at most XFORM_AHEAD_SLOT_WAIT_MS or
- * until x stops. Returns whether it has one. */
-static bool ahead_slot(struct xform *x)
+bool xform_ahead_slot(struct xform *x)
 {
 	unsigned i;
 
@@ -97,15 +95,12 @@ static void *ahead_main(void *arg)
 					     .size = e->src_size };
 		/* Its errors are the run's, logged and counted there; the
 		 * reader's lookup meets them again (or the backoff). No slot
-		 * in time: the reader runs it. */
-		if (ahead_slot(x)) {
-			/* (Its reader's lookup queues it for verify, if
-			 * sampled: as a lookup of any output not made in
-			 * its own thread.) */
-			if (xform_size_ahead(x, &src, &size))
-				count(&x->ahead_runs, 1);
-			transform_unreserve(x->t); /* if no run used it */
-		}
+		 * in time: the reader runs it. (Its reader's lookup queues
+		 * it for verify, if sampled: as a lookup of any output not
+		 * made in its own thread.) */
+		if (xform_size_ahead(x, &src, &size))
+			count(&x->ahead_runs, 1);
+		transform_unreserve(x->t); /* if no run used it */
 		xform_entry_free(e);
 		pthread_mutex_lock(&x->alock);
 	}

@@ -126,9 +126,16 @@ void xform_verify_queue(struct xform *x, const struct cache_object *src);
 uint64_t xform_object_hash(const struct cache_object *o);
 
 /* xform_size() for the ahead threads: true if it succeeded and this
- * thread made the run (rather than found it stored, or joined another's). */
+ * thread made the run (rather than found it stored, or joined another's).
+ * Its run starts only on a free slot (xform_ahead_slot()), or ends with
+ * -EAGAIN. */
 bool xform_size_ahead(struct xform *x, const struct cache_object *src,
 		      uint64_t *size);
+
+/* An ahead thread's run (xform.c): takes a free slot of x's transform
+ * for this thread's next run, polling for at most
+ * XFORM_AHEAD_SLOT_WAIT_MS or until x stops. Returns whether it has one. */
+bool xform_ahead_slot(struct xform *x);
 
 /* The ahead queue's length now (the stats' gauge). */
 uint64_t xform_ahead_queued(struct xform *x);
