@@ -560,7 +560,7 @@ static void task_run(struct fs *fs, struct epoch_task *t, const bool *stop)
 		 * their readers' windows wanted past the end is asked for
 		 * (orders of t->base's trees only: its reference keeps
 		 * their manifest, which every tree of a base shares). */
-		if (!*stop) {
+		if (!__atomic_load_n(stop, __ATOMIC_ACQUIRE)) {
 			struct resume_ctx rc = { fs, t->base };
 
 			cache_order_resume(fs->cache, resume_want, &rc);
