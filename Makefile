@@ -183,6 +183,7 @@ FUZZ_LIB_SRCS := util/log.c backends/http.c backends/http_pool.c \
 	backends/posix.c backends/s3_creds.c backends/s3_creds_source.c \
 	backends/s3_sign.c backends/s3_xml.c plan/manifest.c plan/shard.c \
 	fs/view.c util/ranks.c mount/config.c mount/config_transform.c \
+	mount/config_value.c \
 	mount/ini.c mount/overrides.c
 FUZZ_LIB_SRCS += backends/gcs_json.c backends/objstore.c backends/backend_list.c
 # mount/config.c checks nfs:// URLs with the pure parser.

@@ -41,7 +41,6 @@
 #include <arpa/inet.h>
 
 #include "backends/nfs.h"
-#include "mount/config_transform.h"
 #include "mount/ini.h"
 #include "util/ranks.h"
 #include "util/str.h"
@@ -406,112 +405,6 @@ static void append(char *buf, size_t len, const char *fmt, ...)
 	va_end(ap);
 }
 
-/* Decimal, or hex after "0x" when hex is set. No sign, space or other
- * base: strtoull alone would take "-1", " 1" and "010" (as octal with base
- * 0). Returns 0, -EINVAL (not a number) or -ERANGE (over 64 bits). */
-static int parse_u64(const char *s, bool hex, uint64_t *out)
-{
-	int base = 10;
-	unsigned long long v;
-	char *end;
-
-	if (hex && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
-		if (!isxdigit((unsigned char)s[2]))
-			return -EINVAL;
-		base = 16;
-	} else if (!isdigit((unsigned char)s[0])) {
-		return -EINVAL;
-	}
-	errno = 0;
-	v = strtoull(s, &end, base);
-	if (*end)
-		return -EINVAL;
-	if (errno == ERANGE)
-		return -ERANGE;
-	*out = v;
-	return 0;
-}
-
-/* config_parse_size(), telling overflow (-ERANGE) from syntax (-EINVAL). */
-static int parse_size(const char *s, uint64_t *out)
-{
-	unsigned shift = 0;
-	unsigned long long v;
-	char *end;
-
-	if (!isdigit((unsigned char)s[0]))
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	switch (*end) {
-	case 'K':
-	case 'k':
-		shift = 10;
-		break;
-	case 'M':
-	case 'm':
-		shift = 20;
-		break;
-	case 'G':
-	case 'g':
-		shift = 30;
-		break;
-	case 'T':
-	case 't':
-		shift = 40;
-		break;
-	}
-	if (shift)
-		end++;
-	if (!strcmp(end, "B") || (shift && !strcmp(end, "iB")))
-		end += strlen(end);
-	if (*end)
-		return -EINVAL;
-	if (errno == ERANGE || v > UINT64_MAX >> shift)
-		return -ERANGE;
-	*out = (uint64_t)v << shift;
-	return 0;
-}
-
-int config_parse_size(const char *s, uint64_t *out)
-{
-	uint64_t v;
-
-	if (!s || !out || parse_size(s, &v))
-		return -EINVAL;
-	*out = v;
-	return 0;
-}
-
-bool config_parse_bool(const char *s, bool *out)
-{
-	static const char *const yes[] = { "true", "yes", "on", "1" };
-	static const char *const no[] = { "false", "no", "off", "0" };
-	size_t i;
-
-	for (i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
-		if (!strcasecmp(s, yes[i])) {
-			*out = true;
-			return true;
-		}
-		if (!strcasecmp(s, no[i])) {
-			*out = false;
-			return true;
-		}
-	}
-	return false;
-}
-
-int config_bool_field(const char *value, bool *field, char *why, size_t whylen)
-{
-	if (!config_parse_bool(value, field)) {
-		snprintf(why, whylen,
-			 "not a boolean (true/false, yes/no, on/off, 1/0)");
-		return -EINVAL;
-	}
-	return 0;
-}
-
 /* A source (object = false) or one object (object = true): an absolute
  * path, or s3:// or gs:// with a bucket and, for an object, a key. */
 static bool location_valid(const char *s, bool object)
@@ -715,7 +608,7 @@ static int set_cache_size(struct config *cfg, const char *value, char *why,
 		cfg->cache.size_percent = (unsigned)v;
 		return 0;
 	}
-	rc = parse_size(value, &v);
+	rc = config_parse_bytes(value, &v);
 	if (rc == -EINVAL) {
 		snprintf(why, whylen,
 			 "not a size (digits and an optional K, M, G or T "
@@ -808,7 +701,7 @@ static int key_set(struct config *cfg, const struct key *k, const char *value,
 		return config_bool_field(value, field, why, whylen);
 	case VAL_UINT:
 	case VAL_U64:
-		rc = parse_u64(value, k->hex, &v);
+		rc = config_parse_u64(value, k->hex, &v);
 		if (rc == -EINVAL) {
 			snprintf(why, whylen, "not an unsigned integer");
 			return -EINVAL;
@@ -823,7 +716,7 @@ static int key_set(struct config *cfg, const struct key *k, const char *value,
 			*(uint64_t *)field = v;
 		return 0;
 	case VAL_SIZE:
-		rc = parse_size(value, &v);
+		rc = config_parse_bytes(value, &v);
 		if (rc == -EINVAL) {
 			snprintf(why, whylen,
 				 "not a size (digits and an optional K, M, G "
@@ -920,9 +813,10 @@ static int config_apply(struct load *ld, const struct origin *o,
 		snprintf(why, sizeof(why),
 			 "[transform NAME] keys are set in the file only");
 		if (!o->override)
-			rc = config_transform_set(ld->cfg, section, o->line,
-						  name, value, why,
-						  sizeof(why));
+			rc = config_transform_set(&ld->cfg->transforms,
+						  &ld->cfg->n_transforms,
+						  section, o->line, name, value,
+						  why, sizeof(why));
 		if (rc == -EINVAL)
 			fail_value(ld, o, section, name, value, why);
 		if (rc == -ENOMEM)
@@ -1141,7 +1035,8 @@ static void check_transforms(struct load *ld)
 	char why[256];
 	size_t bad;
 
-	if (config_transform_check(ld->cfg, &bad, why, sizeof(why)))
+	if (config_transform_check(ld->cfg->transforms, ld->cfg->n_transforms,
+				   &bad, why, sizeof(why)))
 		load_fail(ld, -EINVAL, ld->cfg->transforms[bad].line,
 			  "%s:%u: [transform %s]: %s", ld->cfg->file,
 			  ld->cfg->transforms[bad].line,
@@ -1252,7 +1147,7 @@ void config_free(struct config *cfg)
 			free(*(char **)(void *)((char *)cfg + keys[i].offset));
 	free(cfg->file);
 	free(cfg->shard.ranks);
-	config_transforms_free(cfg);
+	config_transforms_free(&cfg->transforms, &cfg->n_transforms);
 	free(cfg);
 }
 

@@ -32,7 +32,8 @@
 #include "backends/backend.h"
 #include "plan/shard.h"
 #include "records/format.h"
-#include "transform/transform.h"
+#include "mount/config_transform.h"
+#include "mount/config_value.h"
 #include "util/ranks.h"
 
 #define CONFIG_WORLD_SIZE_MAX 1048576
@@ -51,41 +52,6 @@ enum config_log_target {
 	CONFIG_LOG_SYSLOG,
 	CONFIG_LOG_FILE,
 	CONFIG_LOG_STDERR,
-};
-
-/* [transform NAME] sections (mount/config_transform.c): at most
- * CONFIG_TRANSFORMS_MAX, NAME of 1..CONFIG_TRANSFORM_NAME_MAX bytes of
- * [a-z0-9_-] (it becomes the directory transform-NAME). */
-#define CONFIG_TRANSFORMS_MAX 16
-#define CONFIG_TRANSFORM_NAME_MAX 32
-#define CONFIG_TRANSFORM_SUFFIX_MAX 32
-#define CONFIG_TRANSFORM_KEYS 13 /* keys a section may set */
-
-/* One [transform NAME] section, with transform/transform.h's defaults
- * applied where a key was left out. */
-struct config_transform {
-	char *name;
-	char *command; /* as written, for messages */
-	char **argv;   /* command split into words, NULL-terminated */
-	char *version; /* "" when unset */
-	enum transform_mode mode;
-	unsigned workers; /* 0: the number of online cores */
-	unsigned timeout_ms;
-	uint64_t memory;
-	uint64_t output_max;
-	char *user;
-	enum transform_sandbox sandbox;
-	/* The environment allow-list, NULL-terminated "NAME" or
-	 * "NAME=VALUE" entries (possibly none: env set empty). */
-	char **env;
-	char *suffix; /* "" when unset */
-	bool replace_extension;
-	/* The percent of stored outputs re-run to check that the transform
-	 * is deterministic (cache/xform.h), 0-100. */
-	unsigned verify_percent;
-	unsigned line; /* the line of the section's first key */
-	/* Where each key was set (0: its default), for messages. */
-	unsigned key_line[CONFIG_TRANSFORM_KEYS];
 };
 
 /* The parsed values. Defaults, bounds and enum names are in one place:
@@ -190,66 +156,12 @@ void config_free(struct config *cfg);
  * for r >= world_size. O(log n_ranks). */
 bool config_rank_selected(const struct config *cfg, uint64_t r);
 
-/* Parses a byte size: decimal digits with an optional K, M, G or T suffix
- * (either case; powers of 1024) and then an optional "B", or "iB" after a
- * suffix: "512", "10B", "64k", "512M", "10GiB", "1TB". No sign, space or
- * fraction. Returns 0 and sets *out, or -EINVAL (also when the result does
- * not fit in 64 bits; *out untouched). */
-int config_parse_size(const char *s, uint64_t *out);
-
-/* Parses a boolean: true/false, yes/no, on/off, 1/0, any case. Returns
- * true and sets *out, or false (*out untouched). */
-bool config_parse_bool(const char *s, bool *out);
-
-/* A key table's boolean value into *field: 0, or -EINVAL with the reason
- * every key table gives in why (both tables: config.c, config_transform.c). */
-int config_bool_field(const char *value, bool *field, char *why, size_t whylen);
-
-/* Splits a [transform] command into words: blanks separate words; a
- * double-quoted part ("...", no escapes, the quotes removed) may hold
- * blanks, and may be glued to other parts of its word (a"b c"d is one
- * word). No shell: no variables, globs, pipes or redirections. Returns 0
- * and a malloc'ed NULL-terminated *argv (free each word, then the array),
- * or -EINVAL with the reason in why (no word, a quote not closed),
- * -ENOMEM. */
-int config_split_command(const char *s, char ***argv, char *why, size_t whylen);
-
-/* The name the output of transform t gives a file of the source named
- * name (the last path component): name + suffix, or with
- * replace_extension the name's extension (from its last '.', if that is
- * not its first byte) replaced by suffix. Writes it to buf (always
- * terminated); returns 0 or -ENAMETOOLONG. */
-int config_transform_output_name(const struct config_transform *t,
-				 const char *name, char *buf, size_t len);
-
-/* The key table, for shardfs.conf(5)'s drift check and reloads: every
- * key's section, name, default as a user writes it (NULL: none; url is
- * required, ranks selects all) and whether a reload keeps the running
- * value (restart: true) or applies the new one. Strings are static. */
-struct config_key_info {
-	const char *section;
-	const char *name;
-	const char *default_text;
-	bool restart;
-};
-
+/* The key table (struct config_key_info in mount/config_value.h), for
+ * shardfs.conf(5)'s drift check and reloads. */
 size_t config_key_count(void);
 
 /* Fills *out for key i < config_key_count(); returns 0 or -EINVAL. */
 int config_key_at(size_t i, struct config_key_info *out);
-
-/* Whether a and b declare the same transforms (names, keys and values,
- * in the same order). */
-bool config_transforms_equal(const struct config *a, const struct config *b);
-
-/* Replaces dst's transforms with copies of src's. Returns 0 or -ENOMEM
- * (dst unchanged). */
-int config_transforms_copy(struct config *dst, const struct config *src);
-
-/* The keys of a [transform NAME] section, for shardfs.conf(5)'s drift
- * check: name and default as a user writes it (NULL: required). A [transform] section always needs a restart. */
-size_t config_transform_key_count(void);
-int config_transform_key_at(size_t i, struct config_key_info *out);
 
 /* Writes key i's value in cfg to buf (always terminated) as the config
  * spells it: strings quoted ("" when unset), booleans true or false,

@@ -8,7 +8,7 @@
  *
  * The command is an argv, never a shell line: the words of the value,
  * split at blanks, with "..." grouping blanks into a word (see
- * config_split_command() in mount/config.h). No shell means no quoting
+ * config_split_command() in mount/config_transform.h). No shell means no quoting
  * surprises and nothing but the named program runs.
  *
  * A section is created at its first key; two sections of the same name
@@ -28,6 +28,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "mount/config_value.h"
 #include "util/str.h"
 
 enum tval {
@@ -228,23 +229,6 @@ static int parse_env(const char *value, char ***out, char *why, size_t whylen)
 	return 0;
 }
 
-static int parse_uint(const char *s, uint64_t *out)
-{
-	uint64_t v = 0;
-
-	if (!isdigit((unsigned char)*s))
-		return -EINVAL;
-	for (; *s; s++) {
-		if (!isdigit((unsigned char)*s))
-			return -EINVAL;
-		if (v > (UINT64_MAX - 9) / 10)
-			return -EINVAL;
-		v = v * 10 + (uint64_t)(*s - '0');
-	}
-	*out = v;
-	return 0;
-}
-
 static int parse_enum(const char *const *names, const char *s, int *out)
 {
 	for (int i = 0; names[i]; i++)
@@ -313,11 +297,12 @@ static int tkey_set(struct config_transform *t, const struct tkey *k,
 			if (rc == 0) {
 				memcpy(num, value, n);
 				num[n] = '\0';
-				rc = parse_uint(num, &v);
+				rc = config_parse_u64(num, false, &v);
 			}
 		} else {
-			rc = k->type == TV_UINT ? parse_uint(value, &v)
-						: config_parse_size(value, &v);
+			rc = k->type == TV_UINT
+				     ? config_parse_u64(value, false, &v)
+				     : config_parse_size(value, &v);
 		}
 		if (rc) {
 			snprintf(why, whylen, "%s",
@@ -383,24 +368,25 @@ static void transform_free_fields(struct config_transform *t)
 }
 
 /* A new transform named name with every default applied, at the end of
- * cfg's list. */
-static int transform_add(struct config *cfg, const char *name, unsigned line,
+ * the list *all of *n. */
+static int transform_add(struct config_transform **list, size_t *n,
+			 const char *name, unsigned line,
 			 struct config_transform **out, char *why,
 			 size_t whylen)
 {
 	struct config_transform *all, *t;
 	int rc;
 
-	if (cfg->n_transforms == CONFIG_TRANSFORMS_MAX) {
+	if (*n == CONFIG_TRANSFORMS_MAX) {
 		snprintf(why, whylen, "more than %d [transform] sections",
 			 CONFIG_TRANSFORMS_MAX);
 		return -EINVAL;
 	}
-	all = realloc(cfg->transforms, (cfg->n_transforms + 1) * sizeof(*all));
+	all = realloc(*list, (*n + 1) * sizeof(*all));
 	if (!all)
 		return -ENOMEM;
-	cfg->transforms = all;
-	t = &all[cfg->n_transforms];
+	*list = all;
+	t = &all[*n];
 	memset(t, 0, sizeof(*t));
 	t->name = strdup(name);
 	if (!t->name)
@@ -417,14 +403,14 @@ static int transform_add(struct config *cfg, const char *name, unsigned line,
 			return rc;
 		}
 	}
-	cfg->n_transforms++;
+	(*n)++;
 	*out = t;
 	return 0;
 }
 
-int config_transform_set(struct config *cfg, const char *section, unsigned line,
-			 const char *key, const char *value, char *why,
-			 size_t whylen)
+int config_transform_set(struct config_transform **list, size_t *n,
+			 const char *section, unsigned line, const char *key,
+			 const char *value, char *why, size_t whylen)
 {
 	struct config_transform *t = NULL;
 	const char *name;
@@ -461,11 +447,11 @@ int config_transform_set(struct config *cfg, const char *section, unsigned line,
 		snprintf(why + used, whylen - used, ")");
 		return -EINVAL;
 	}
-	for (size_t j = 0; j < cfg->n_transforms; j++)
-		if (!strcmp(cfg->transforms[j].name, name))
-			t = &cfg->transforms[j];
+	for (size_t j = 0; j < *n; j++)
+		if (!strcmp((*list)[j].name, name))
+			t = &(*list)[j];
 	if (!t) {
-		rc = transform_add(cfg, name, line, &t, why, whylen);
+		rc = transform_add(list, n, name, line, &t, why, whylen);
 		if (rc)
 			return rc;
 	}
@@ -480,11 +466,11 @@ int config_transform_set(struct config *cfg, const char *section, unsigned line,
 	return 0;
 }
 
-int config_transform_check(const struct config *cfg, size_t *bad, char *why,
-			   size_t whylen)
+int config_transform_check(const struct config_transform *list, size_t n,
+			   size_t *bad, char *why, size_t whylen)
 {
-	for (size_t i = 0; i < cfg->n_transforms; i++) {
-		if (!cfg->transforms[i].argv) {
+	for (size_t i = 0; i < n; i++) {
+		if (!list[i].argv) {
 			*bad = i;
 			snprintf(why, whylen, "command is required");
 			return -EINVAL;
@@ -493,13 +479,13 @@ int config_transform_check(const struct config *cfg, size_t *bad, char *why,
 	return 0;
 }
 
-void config_transforms_free(struct config *cfg)
+void config_transforms_free(struct config_transform **list, size_t *n)
 {
-	for (size_t i = 0; i < cfg->n_transforms; i++)
-		transform_free_fields(&cfg->transforms[i]);
-	free(cfg->transforms);
-	cfg->transforms = NULL;
-	cfg->n_transforms = 0;
+	for (size_t i = 0; i < *n; i++)
+		transform_free_fields(&(*list)[i]);
+	free(*list);
+	*list = NULL;
+	*n = 0;
 }
 
 int config_transform_output_name(const struct config_transform *t,
@@ -543,13 +529,14 @@ static bool words_equal(char *const *a, char *const *b)
 	return !a[i] && !b[i];
 }
 
-bool config_transforms_equal(const struct config *a, const struct config *b)
+bool config_transforms_equal(const struct config_transform *a, size_t na,
+			     const struct config_transform *b, size_t nb)
 {
-	if (a->n_transforms != b->n_transforms)
+	if (na != nb)
 		return false;
-	for (size_t i = 0; i < a->n_transforms; i++) {
-		const struct config_transform *x = &a->transforms[i];
-		const struct config_transform *y = &b->transforms[i];
+	for (size_t i = 0; i < na; i++) {
+		const struct config_transform *x = &a[i];
+		const struct config_transform *y = &b[i];
 
 		if (strcmp(x->name, y->name) ||
 		    !words_equal(x->argv, y->argv) ||
@@ -587,18 +574,19 @@ static char **words_dup(char *const *w)
 	return out;
 }
 
-int config_transforms_copy(struct config *dst, const struct config *src)
+int config_transforms_copy(struct config_transform **dst, size_t *n_dst,
+			   const struct config_transform *src, size_t n)
 {
 	struct config_transform *all = NULL;
 	size_t i;
 
-	if (src->n_transforms) {
-		all = calloc(src->n_transforms, sizeof(*all));
+	if (n) {
+		all = calloc(n, sizeof(*all));
 		if (!all)
 			return -ENOMEM;
 	}
-	for (i = 0; i < src->n_transforms; i++) {
-		const struct config_transform *s = &src->transforms[i];
+	for (i = 0; i < n; i++) {
+		const struct config_transform *s = &src[i];
 		struct config_transform *d = &all[i];
 
 		*d = *s;
@@ -617,8 +605,8 @@ int config_transforms_copy(struct config *dst, const struct config *src)
 			return -ENOMEM;
 		}
 	}
-	config_transforms_free(dst);
-	dst->transforms = all;
-	dst->n_transforms = src->n_transforms;
+	config_transforms_free(dst, n_dst);
+	*dst = all;
+	*n_dst = n;
 	return 0;
 }

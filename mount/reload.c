@@ -75,12 +75,15 @@ int mount_reload_keep_restart_keys(const struct config *running,
 			return -ENOMEM;
 	}
 	/* The transforms are opened once, at mount (mount/transforms.h). */
-	if (!config_transforms_equal(running, next)) {
+	if (!config_transforms_equal(running->transforms, running->n_transforms,
+				     next->transforms, next->n_transforms)) {
 		log_msg(LOG_WARNING,
 			"reload: the [transform] sections changed: they need "
 			"a restart; keeping the running ones");
 		n++;
-		if (config_transforms_copy(next, running) < 0)
+		if (config_transforms_copy(
+			    &next->transforms, &next->n_transforms,
+			    running->transforms, running->n_transforms) < 0)
 			return -ENOMEM;
 	}
 	return n;
