@@ -359,7 +359,7 @@ ssize_t cache_read(struct cache *c, const struct cache_read *r);
  * through raw reads (CACHE_READ_RAW). It may read another derived object
  * of raw, never its own (that would wait for itself), and never the other
  * way round too (a transform's length run fills its output object, whose
- * producer reads nothing derived: cache/xform.c). It returns 0 or a
+ * producer reads nothing derived: cache/xform_run.c). It returns 0 or a
  * negative errno; an error
  * sink returns must be returned (it passes through to the readers). raw
  * is borrowed for the call; raw->size is the source's size. */

@@ -604,19 +604,19 @@ int derived_fill(struct cache *c, const struct cache_object *obj,
 struct derived_node {
 	int fd; /* DIR/derived.lock, holding obj's lock; -1: none */
 };
+/* Told of each of obj's chunks that another process's run stores while
+ * this one waits (derived.c restarts its waiters' bound). */
+typedef void (*derived_node_progress_fn)(struct cache *c, void *arg);
 /* Takes obj's node lock, waiting while another process holds it: at most
  * wait_ns without another of obj's chunks appearing in the index (each
- * one that does is passed on to the waiters of fl, derived_progress()).
+ * one that does is passed on: progress(c, arg)).
  * Returns 0 with the lock in *node (node->fd -1: run without it: a
  * read-only cache, or no lock to be had, logged once), 1 when every chunk
  * of obj is stored (by another process; no lock held: look it up),
  * -EIO when the wait ran out (logged), or -ENOMEM. */
 int derived_node_lock(struct cache *c, const struct cache_object *obj,
-		      uint64_t wait_ns, struct derived_flight *fl,
-		      struct derived_node *node);
-/* derived.c: the run fl (this thread's) made progress: its waiters'
- * bound starts again. */
-void derived_progress(struct cache *c, struct derived_flight *fl);
+		      uint64_t wait_ns, derived_node_progress_fn progress,
+		      void *arg, struct derived_node *node);
 /* Releases what derived_node_lock() took (no lock: a no-op). */
 void derived_node_unlock(struct derived_node *node);
 /* Whether chunks *have.. of obj to its end are all queued or indexed;

@@ -366,8 +366,13 @@ static int derived_sink(void *arg, const void *buf, size_t len)
 	return 0;
 }
 
-void derived_progress(struct cache *c, struct derived_flight *fl)
+/* The run fl (this thread's) made progress: its waiters' bound starts
+ * again. A derived_node_progress_fn, for the wait for another process's
+ * run too. */
+static void derived_progress(struct cache *c, void *arg)
 {
+	struct derived_flight *fl = arg;
+
 	pthread_mutex_lock(&c->derived.lock);
 	fl->progress_ns = clock_now_ns();
 	pthread_mutex_unlock(&c->derived.lock);
@@ -449,7 +454,7 @@ static void derived_run(struct cache *c, const struct cache_object *obj,
 	pthread_mutex_lock(&d->lock);
 	wait_ns = d->wait_ns;
 	pthread_mutex_unlock(&d->lock);
-	rc = derived_node_lock(c, obj, wait_ns, fl, &node);
+	rc = derived_node_lock(c, obj, wait_ns, derived_progress, fl, &node);
 	if (rc == 0) {
 		/* The run starts now: this process's readers waited for the
 		 * lock, and their wait bound runs from here, not from then. */

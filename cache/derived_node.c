@@ -115,8 +115,8 @@ static void derived_node_sleep(unsigned ms)
 }
 
 int derived_node_lock(struct cache *c, const struct cache_object *obj,
-		      uint64_t wait_ns, struct derived_flight *prog,
-		      struct derived_node *node)
+		      uint64_t wait_ns, derived_node_progress_fn progress,
+		      void *arg, struct derived_node *node)
 {
 	char kb[LOG_KEY_MAX];
 	struct flock fl = { .l_type = F_WRLCK,
@@ -164,7 +164,7 @@ int derived_node_lock(struct cache *c, const struct cache_object *obj,
 		now = clock_now_ns();
 		if (have > before) {
 			deadline = now + wait_ns;
-			derived_progress(c, prog);
+			progress(c, arg);
 		}
 		if (now >= deadline) {
 			log_msg(LOG_ERR,

@@ -48,24 +48,19 @@
 
 #include "util/thread.h"
 
-bool xform_ahead_slot(struct xform *x)
+/* xform_size() for the ahead threads: true if it succeeded and this
+ * thread made the run (rather than found it stored, or joined another's);
+ * a stored output is queued for verify, as by a reader's lookup. */
+static bool size_ahead(struct xform *x, const struct cache_object *src,
+		       uint64_t *size)
 {
-	unsigned i;
+	bool made = false;
 
-	for (i = 0; i <= XFORM_AHEAD_SLOT_WAIT_MS / XFORM_AHEAD_SLOT_POLL_MS;
-	     i++) {
-		bool stop;
-
-		if (transform_reserve(x->t))
-			return true;
-		pthread_mutex_lock(&x->alock);
-		stop = x->astop;
-		pthread_mutex_unlock(&x->alock);
-		if (stop)
-			return false;
-		usleep(XFORM_AHEAD_SLOT_POLL_MS * 1000);
-	}
-	return false;
+	if (xform_run_size(x, src, size, true, &made))
+		return false;
+	if (!made)
+		xform_verify_queue(x, src);
+	return made;
 }
 
 static void *ahead_main(void *arg)
@@ -98,7 +93,7 @@ static void *ahead_main(void *arg)
 		 * in time: the reader runs it. (Its reader's lookup queues
 		 * it for verify, if sampled: as a lookup of any output not
 		 * made in its own thread.) */
-		if (xform_size_ahead(x, &src, &size))
+		if (size_ahead(x, &src, &size))
 			count(&x->ahead_runs, 1);
 		transform_unreserve(x->t); /* if no run used it */
 		xform_entry_free(e);

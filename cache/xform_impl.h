@@ -1,7 +1,11 @@
 /*
- * xform_impl: what cache/xform.c (outputs, stash, failures),
- * cache/xform_verify.c (verify, digests) and cache/xform_ahead.c (runs
- * ahead of the reader) share; nothing outside cache/xform* includes it.
+ * xform_impl: what a transform's four files share: cache/xform_open.c
+ * (attach, the reader's lookup, stats, stop), cache/xform_verify.c
+ * (verify, digests), cache/xform_ahead.c (runs ahead of the reader) and
+ * cache/xform_run.c (one object's run, the stash, failures), in that
+ * order from the top; nothing outside cache/xform* includes it. Types,
+ * bounds and inline helpers here; the functions below say whose they
+ * are.
  */
 #ifndef SHARDFS_CACHE_XFORM_IMPL_H
 #define SHARDFS_CACHE_XFORM_IMPL_H
@@ -109,6 +113,8 @@ static inline uint64_t xform_le64(const uint8_t le[8])
 	return v;
 }
 
+/* ---- xform_run.c (calls none of the others) ---- */
+
 /* An entry for o (its key and etag copied), or NULL. */
 struct xform_entry *xform_entry_new(const struct cache_object *o);
 void xform_entry_free(struct xform_entry *e);
@@ -117,25 +123,39 @@ void xform_entry_free(struct xform_entry *e);
  * read's error (logged by it). */
 int xform_source(struct cache *c, const struct cache_object *raw, uint8_t **in);
 
-/* Queues src for the verifier if it is in the sample and was not queued
- * before; starts the verifier at the first. Never waits for a run. */
-void xform_verify_queue(struct xform *x, const struct cache_object *src);
-
 /* The first 8 bytes of SHA-256(key, NUL, etag) of o: the same on every
  * node and run; never 0. 0 only if hashing failed (no memory). */
 uint64_t xform_object_hash(const struct cache_object *o);
 
-/* xform_size() for the ahead threads: true if it succeeded and this
- * thread made the run (rather than found it stored, or joined another's).
- * Its run starts only on a free slot (xform_ahead_slot()), or ends with
- * -EAGAIN. */
-bool xform_size_ahead(struct xform *x, const struct cache_object *src,
-		      uint64_t *size);
+/* Registers x's two producers with its cache. *held is set once the
+ * cache holds x (from then on x must outlive the cache). Returns 0 or
+ * cache_set_transform()'s error. */
+int xform_produce_register(struct xform *x, bool *held);
 
-/* An ahead thread's run (xform.c): takes a free slot of x's transform
- * for this thread's next run, polling for at most
- * XFORM_AHEAD_SLOT_WAIT_MS or until x stops. Returns whether it has one. */
+/* xform_size() without the verify: *made tells whether this thread ran
+ * the object just now (rather than found it stored, or joined another's
+ * run). With ahead (an ahead thread's lookup) its run starts only on a
+ * free slot (xform_ahead_slot()), or ends with -EAGAIN; without, a lookup
+ * that joined such a run and got -EAGAIN runs the object itself. */
+int xform_run_size(struct xform *x, const struct cache_object *src,
+		   uint64_t *size, bool ahead, bool *made);
+
+/* An ahead thread's run: takes a free slot of x's transform for this
+ * thread's next run, polling for at most XFORM_AHEAD_SLOT_WAIT_MS or
+ * until x stops. Returns whether it has one. */
 bool xform_ahead_slot(struct xform *x);
+
+/* ---- xform_verify.c (calls xform_run.c only) ---- */
+
+/* Queues src for the verifier if it is in the sample and was not queued
+ * before; starts the verifier at the first. Never waits for a run. */
+void xform_verify_queue(struct xform *x, const struct cache_object *src);
+
+/* Drops the verify queue and joins the verifier (it ends its check
+ * first); none starts after it. */
+void xform_verify_stop(struct xform *x);
+
+/* ---- xform_ahead.c (calls xform_verify.c and xform_run.c) ---- */
 
 /* The ahead queue's length now (the stats' gauge). */
 uint64_t xform_ahead_queued(struct xform *x);

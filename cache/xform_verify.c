@@ -1,6 +1,6 @@
 /*
  * xform_verify: determinism checked (cache/xform.h, verify_percent) and the
- * digests of stored outputs (xform_digest()). See cache/xform.c's top for
+ * digests of stored outputs (xform_digest()). See cache/xform_open.c's top for
  * the design: a stable sample by a hash of (key, etag), a set of the
  * objects queued in this process, one verifier thread per transform that
  * compares the stored output's SHA-256 with a new run's.
@@ -90,11 +90,15 @@ int xform_digest(struct xform *x, const struct cache_object *src, bool run,
 
 	if (run) {
 		struct cache_object out;
+		bool here;
 		ssize_t made;
 
-		rc = xform_size(x, src, &v);
+		/* As xform_size(): a stored output is queued for verify. */
+		rc = xform_run_size(x, src, &v, false, &here);
 		if (rc)
 			return rc;
+		if (!here)
+			xform_verify_queue(x, src);
 		/* A fill: makes the output present (running the transform
 		 * if it was evicted), then the digest reads it back. */
 		xform_object(x, src, v, &out);
@@ -106,25 +110,6 @@ int xform_digest(struct xform *x, const struct cache_object *src, bool run,
 			return (int)made;
 	}
 	return stored_digest(x, src, digest, size);
-}
-
-/* Also the sample key of an object: never 0 (the set's empty slot). */
-uint64_t xform_object_hash(const struct cache_object *o)
-{
-	uint8_t d[SHA256_LEN];
-	struct sha256 *h = sha256_new();
-	uint64_t v = 0;
-
-	if (!h || sha256_update(h, o->key, o->key_len) ||
-	    sha256_update(h, "", 1) || sha256_update(h, o->etag, o->etag_len) ||
-	    sha256_final(h, d)) {
-		sha256_free(h);
-		return 0;
-	}
-	sha256_free(h);
-	for (int i = 0; i < 8; i++)
-		v = v << 8 | d[i];
-	return v ? v : 1;
 }
 
 /* Caller holds vlock: adds v to the set. Returns 1 (added), 0 (there
@@ -274,14 +259,11 @@ void xform_verify_queue(struct xform *x, const struct cache_object *src)
 	pthread_mutex_unlock(&x->vlock);
 }
 
-void xform_stop(struct xform *x)
+void xform_verify_stop(struct xform *x)
 {
 	struct xform_entry *e, *next;
 	bool started;
 
-	if (!x)
-		return;
-	xform_ahead_stop(x);
 	pthread_mutex_lock(&x->vlock);
 	x->vstop = true;
 	started = x->vstarted;

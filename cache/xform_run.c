@@ -1,15 +1,17 @@
 /*
- * xform: a user's transform's outputs as derived objects (cache/xform.h
- * says what; this says how).
+ * xform_run: one object's run of a user's transform, as derived objects
+ * (cache/xform.h says what; this says how). The lowest of a transform's
+ * files: xform_open.c, xform_verify.c and xform_ahead.c call it, and it
+ * calls none of them (see xform_open.c's top for the order).
  *
- * Two producers per transform, registered with cache_set_transform():
- * the length object's reads the source whole (raw reads through the
- * cache: verified like any read), runs the transform, and, with a cache
- * that stores, fills the output object (its run, nested in this one,
- * takes the output from this run: xform_pending) and writes the length;
- * with one that does not, it leaves the output in the stash, a small
- * list keyed by (key, etag), for the output object's producer, which
- * runs the transform again when it is not there. The
+ * Two producers per transform, registered with cache_set_transform()
+ * (xform_produce_register()): the length object's reads the source whole
+ * (raw reads through the cache: verified like any read), runs the
+ * transform, and, with a cache that stores, fills the output object (its
+ * run, nested in this one, takes the output from this run: xform_pending)
+ * and writes the length; with one that does not, it leaves the output in
+ * the stash, a small list keyed by (key, etag), for the output object's
+ * producer, which runs the transform again when it is not there. The
  * stash is bounded (stash_max outputs and stash_bytes bytes, the oldest
  * dropped): an output dropped from it costs one more run, never a wrong
  * byte, since the length object's length is checked against the output
@@ -20,24 +22,13 @@
  * grows with failing objects only and an entry goes at the object's next
  * good run; bounded in practice by the dataset's failing objects.
  *
- * Verify (xform_options.verify_percent): xform_size() of an output it
- * did not just produce in its own thread (a stored one) queues the object
- * for one verifier thread per transform, started at the first, if the
- * object is in the sample (the first 8 bytes of SHA-256(key, NUL, etag)
- * modulo 100 below the percent: stable across runs and nodes) and was not
- * queued before in this process (a set of those 8 bytes; a collision
- * skips one verify, never serves a byte). The verifier reads the stored
- * output (ready reads only: an output evicted meanwhile is skipped), runs
- * the transform again on the source and compares SHA-256 digests; a
- * mismatch is logged and counted, and nothing is changed: readers keep
- * the first output. One verifier takes at most one of the transform's
- * `workers` slots. xform_stop() ends it before the cache goes.
- *
- * The verify and the digests are in cache/xform_verify.c.
+ * Runs ahead (xform_ahead.c) take a slot of the transform only once they
+ * are the object's runner (xform_ahead_slot(), here because the run
+ * asks for it).
  *
  * Lock: x->lock protects the stash, the failure table and nothing else;
- * never held across a read or a run. x->vlock protects the verify queue,
- * the set and the verifier's state; never held across a read or a run.
+ * never held across a read or a run. x->alock is read here only for the
+ * ahead threads' stop flag.
  */
 #include "cache/xform_impl.h"
 
@@ -49,23 +40,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
-#include "util/hex.h"
 #include "util/log.h"
 #include "util/sha256.h"
-
-#define XFORM_STASH_DEFAULT 64u
-#define XFORM_STASH_BYTES_DEFAULT (UINT64_C(256) << 20)
-#define XFORM_RETRY_BASE_MS 1000u
-#define XFORM_RETRY_CAP_MS 300000u
-#define XFORM_ID_BYTES 16
 
 /* The thread that ran a length object's producer just now (derived.c
  * runs it in the thread of the reader that missed): xform_size() does
  * not verify an output it has just made. */
 static __thread bool xform_produced_here;
 
-/* This thread runs ahead of a reader (xform_size_ahead()). */
+/* This thread runs ahead of a reader (xform_run_size()'s ahead). */
 static __thread bool xform_ahead_here;
 
 /* The output a length run of this thread is storing (xform_len_produce()
@@ -394,66 +379,8 @@ static int xform_out_produce(void *ctx, struct cache *c,
 	return rc;
 }
 
-int xform_attach(struct cache *c, struct transform *t,
-		 const struct xform_options *o, struct xform **out)
-{
-	uint8_t id[SHA256_LEN];
-	char hex[2 * XFORM_ID_BYTES + 1];
-	struct xform *x;
-	size_t n;
-	int rc = -ENOMEM;
-
-	if (!c || !t || !o || !o->name || !*o->name || !out)
-		return -EINVAL;
-	x = calloc(1, sizeof(*x));
-	if (!x)
-		return -ENOMEM;
-	pthread_mutex_init(&x->lock, NULL);
-	pthread_mutex_init(&x->vlock, NULL);
-	pthread_cond_init(&x->vcond, NULL);
-	pthread_mutex_init(&x->alock, NULL);
-	pthread_cond_init(&x->acond, NULL);
-	x->atail = &x->ahead;
-	x->vtail = &x->vhead;
-	x->verify_percent = o->verify_percent > 100 ? 100 : o->verify_percent;
-	x->c = c;
-	x->t = t;
-	x->retry = o->retry;
-	if (!x->retry.base_ms)
-		x->retry.base_ms = XFORM_RETRY_BASE_MS;
-	if (!x->retry.cap_ms)
-		x->retry.cap_ms = XFORM_RETRY_CAP_MS;
-	x->stash_max = o->stash_max ? o->stash_max : XFORM_STASH_DEFAULT;
-	x->stash_bytes_max =
-		o->stash_bytes ? o->stash_bytes : XFORM_STASH_BYTES_DEFAULT;
-	transform_identity(t, id);
-	hex_encode(id, XFORM_ID_BYTES, hex);
-	n = strlen(o->name) + sizeof(hex) + 8;
-	x->name = strdup(o->name);
-	x->out_name = malloc(n);
-	x->len_name = malloc(n);
-	if (!x->name || !x->out_name || !x->len_name)
-		goto fail;
-	snprintf(x->out_name, n, "xf-%s-%s", o->name, hex);
-	snprintf(x->len_name, n, "xf-%s-%s.len", o->name, hex);
-	rc = cache_set_transform(c, x->len_name, xform_len_produce, x);
-	if (rc)
-		goto fail;
-	/* From here the cache holds x as a producer's context (there is no
-	 * way to take a producer back): out of memory now keeps x, unused,
-	 * until the process ends, rather than leave the cache a dangling
-	 * pointer. */
-	rc = cache_set_transform(c, x->out_name, xform_out_produce, x);
-	if (rc)
-		return rc;
-	*out = x;
-	return 0;
-fail:
-	xform_free(x);
-	return rc;
-}
-
-int xform_size(struct xform *x, const struct cache_object *src, uint64_t *size)
+static int run_size(struct xform *x, const struct cache_object *src,
+		    uint64_t *size, bool *made)
 {
 	struct cache_object lo;
 	uint8_t le[8];
@@ -486,21 +413,20 @@ int xform_size(struct xform *x, const struct cache_object *src, uint64_t *size)
 	if (v == 0)
 		return -EIO; /* a transform's output has at least a byte */
 	failed_clear(x, src);
-	if (!xform_produced_here)
-		xform_verify_queue(x, src);
+	*made = xform_produced_here;
 	*size = v;
 	return 0;
 }
 
-bool xform_size_ahead(struct xform *x, const struct cache_object *src,
-		      uint64_t *size)
+int xform_run_size(struct xform *x, const struct cache_object *src,
+		   uint64_t *size, bool ahead, bool *made)
 {
-	bool made;
+	int rc;
 
-	xform_ahead_here = true;
-	made = xform_size(x, src, size) == 0 && xform_produced_here;
+	xform_ahead_here = ahead;
+	rc = run_size(x, src, size, made);
 	xform_ahead_here = false;
-	return made;
+	return rc;
 }
 
 void xform_object(const struct xform *x, const struct cache_object *src,
@@ -513,51 +439,53 @@ void xform_object(const struct xform *x, const struct cache_object *src,
 	out->chunk_size = 0;
 }
 
-void xform_stats_get(struct xform *x, struct xform_stats *s)
+int xform_produce_register(struct xform *x, bool *held)
 {
-	s->runs = __atomic_load_n(&x->runs, __ATOMIC_RELAXED);
-	s->failures = __atomic_load_n(&x->failures, __ATOMIC_RELAXED);
-	s->refused = __atomic_load_n(&x->refused, __ATOMIC_RELAXED);
-	s->bytes_in = __atomic_load_n(&x->bytes_in, __ATOMIC_RELAXED);
-	s->bytes_out = __atomic_load_n(&x->bytes_out, __ATOMIC_RELAXED);
-	s->timeouts = __atomic_load_n(&x->timeouts, __ATOMIC_RELAXED);
-	s->cpu_ns = transform_cpu_ns(x->t);
-	s->verify_queued = __atomic_load_n(&x->verify_queued, __ATOMIC_RELAXED);
-	s->verify_runs = __atomic_load_n(&x->verify_runs, __ATOMIC_ACQUIRE);
-	s->verify_mismatches =
-		__atomic_load_n(&x->verify_mismatches, __ATOMIC_RELAXED);
-	s->queued = xform_ahead_queued(x);
-	s->ahead_runs = __atomic_load_n(&x->ahead_runs, __ATOMIC_RELAXED);
+	int rc;
+
+	*held = false;
+	rc = cache_set_transform(x->c, x->len_name, xform_len_produce, x);
+	if (rc)
+		return rc;
+	*held = true;
+	return cache_set_transform(x->c, x->out_name, xform_out_produce, x);
 }
 
-const char *xform_name(const struct xform *x)
+/* Also the sample key of an object: never 0 (the set's empty slot). */
+uint64_t xform_object_hash(const struct cache_object *o)
 {
-	return x->name;
+	uint8_t d[SHA256_LEN];
+	struct sha256 *h = sha256_new();
+	uint64_t v = 0;
+
+	if (!h || sha256_update(h, o->key, o->key_len) ||
+	    sha256_update(h, "", 1) || sha256_update(h, o->etag, o->etag_len) ||
+	    sha256_final(h, d)) {
+		sha256_free(h);
+		return 0;
+	}
+	sha256_free(h);
+	for (int i = 0; i < 8; i++)
+		v = v << 8 | d[i];
+	return v ? v : 1;
 }
 
-void xform_free(struct xform *x)
+bool xform_ahead_slot(struct xform *x)
 {
-	struct xform_entry *e, *next;
+	unsigned i;
 
-	if (!x)
-		return;
-	xform_stop(x);
-	for (e = x->stash; e; e = next) {
-		next = e->next;
-		xform_entry_free(e);
+	for (i = 0; i <= XFORM_AHEAD_SLOT_WAIT_MS / XFORM_AHEAD_SLOT_POLL_MS;
+	     i++) {
+		bool stop;
+
+		if (transform_reserve(x->t))
+			return true;
+		pthread_mutex_lock(&x->alock);
+		stop = x->astop;
+		pthread_mutex_unlock(&x->alock);
+		if (stop)
+			return false;
+		usleep(XFORM_AHEAD_SLOT_POLL_MS * 1000);
 	}
-	for (e = x->failed; e; e = next) {
-		next = e->next;
-		xform_entry_free(e);
-	}
-	pthread_mutex_destroy(&x->lock);
-	pthread_mutex_destroy(&x->vlock);
-	pthread_cond_destroy(&x->vcond);
-	pthread_mutex_destroy(&x->alock);
-	pthread_cond_destroy(&x->acond);
-	free(x->vset);
-	free(x->name);
-	free(x->out_name);
-	free(x->len_name);
-	free(x);
+	return false;
 }
