@@ -1,7 +1,7 @@
 /*
  * xform_ahead: a transform's runs ahead of its reader (cache/xform.h,
  * xform_ahead()). A reader's lookup of a file of a transform tree queues
- * the next files of its order here (fs/xfview.c, fs_xf_ahead()), and
+ * the next files of its order here (fs/order.c, fs_order_xf_ahead()), and
  * these threads run them (xform_size(): the run is stored, or joined if
  * a reader or another process makes it, or found stored), so that the
  * reader's lookup finds the output made.

@@ -1,9 +1,11 @@
 /*
  * control_stats: the text of .shardfs/stats (the Prometheus exposition:
  * the live counters and the cache's metric table, build info, the plan
- * digest memo, the ranks served, the log's counts) and of .shardfs/log,
- * formats in control.h; fs_stats_write() gathers a mount's counters for
- * it. Both are written anew at each open (control.c serves them).
+ * digest and its memo, the ranks served, the log's counts) and of
+ * .shardfs/log, formats in control.h, from the numbers it is given
+ * (control_files.c's fs_stats_write() gathers a mount's). Both are
+ * written anew at each open (control_files.c serves them). Calls
+ * control.c for the plan text it digests.
  */
 #include "fs/control.h"
 
@@ -300,6 +302,29 @@ static int write_ranks(FILE *f, const struct manifest *m,
 	}
 	pthread_mutex_unlock(&memo_lock);
 	return ferror(f) ? -EIO : 0;
+}
+
+int control_plan_digest_of(const struct fs_data *d, char hex[65])
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f;
+	int rc;
+
+	if (d->rplan == NULL)
+		return control_plan_digest(d->manifest, d->spec, d->plan, hex);
+	/* A record view's text is a few lines per rank: hashed each time,
+	 * no memo. */
+	f = open_memstream(&text, &len);
+	if (f == NULL)
+		return -ENOMEM;
+	rc = control_write_plan_of(f, d);
+	if (fclose(f) != 0 && rc == 0)
+		rc = -ENOMEM;
+	if (rc == 0)
+		rc = sha256_hex(text, len, hex);
+	free(text);
+	return rc;
 }
 
 int control_write_log(FILE *f, const struct log_entry *e, size_t n)
@@ -643,53 +668,4 @@ int control_write_xform_stats(FILE *f, const struct control_xform_stats *x,
 		}
 	}
 	return ferror(f) ? -EIO : 0;
-}
-
-int fs_stats_write(struct fs *fs, FILE *f)
-{
-	struct control_stats st = { 0 };
-	struct cache_stats cs;
-	struct timespec now;
-	struct fs_gen *g;
-	int rc;
-
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	cache_settle(fs->cache);
-	cache_stats_get(fs->cache, &cs);
-	st.uptime_seconds = (uint64_t)(now.tv_sec - fs->start_mono.tv_sec);
-	st.reads = __atomic_load_n(&fs->reads, __ATOMIC_RELAXED);
-	st.read_bytes = __atomic_load_n(&fs->read_bytes, __ATOMIC_RELAXED);
-	st.read_errors = __atomic_load_n(&fs->read_errors, __ATOMIC_RELAXED);
-	for (int i = 0; i < FS_OP_COUNT; i++)
-		st.ops[i] = __atomic_load_n(&fs->ops[i], __ATOMIC_RELAXED);
-	st.self_lookups = __atomic_load_n(&fs->self_lookups, __ATOMIC_RELAXED);
-	st.stale_reads = __atomic_load_n(&fs->stale_reads, __ATOMIC_RELAXED);
-	st.backend_reads = cs.backend_reads;
-	st.backend_bytes = cs.backend_bytes;
-	st.backend_errors = cs.backend_errors;
-	st.cache = cs;
-	log_errors_get(&st.log);
-	st.epoch_builds = __atomic_load_n(&fs->epoch_builds, __ATOMIC_RELAXED);
-	st.epoch_trees = fs_epoch_count(fs);
-	g = fs_gen_current(fs);
-	st.generation = g->serial; /* the same tree as the rest of the text */
-	if (g->d.rplan != NULL && control_plan_digest_of(&g->d, st.plan_digest))
-		st.plan_digest[0] = '\0';
-	rc = control_write_stats(f, g->d.manifest, g->d.spec, g->d.plan,
-				 g->d.view, &st);
-	fs_gen_put(fs, g, 1);
-	if (rc == 0 && fs->n_xforms) {
-		struct control_xform_stats *xs =
-			calloc(fs->n_xforms, sizeof(*xs));
-
-		if (!xs)
-			return -ENOMEM;
-		for (size_t i = 0; i < fs->n_xforms; i++) {
-			xs[i].name = xform_name(fs->xforms[i]);
-			xform_stats_get(fs->xforms[i], &xs[i].s);
-		}
-		rc = control_write_xform_stats(f, xs, fs->n_xforms);
-		free(xs);
-	}
-	return rc;
 }

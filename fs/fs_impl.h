@@ -1,12 +1,17 @@
 /*
  * fs_impl: what the files of fs/ share. Not for use outside fs/. Calls
- * between them go one way: session.c runs swap.c (the state and the swap
- * on reload), which drives gen.c, epoch.c, kernel.c and order.c; the FUSE
- * handlers (fuse_ops.c) use gen.c, epoch.c and control.c; kernel.c uses
- * order.c, order.c epoch.c, and epoch.c, control.c and control_stats.c
- * use gen.c, which calls none of them. xfview.c (a transform tree's names
- * and objects) calls none of them either; epoch.c, fuse_ops.c and order.c
- * use it.
+ * between them go one way, from the top:
+ *   session.c     -> swap.c (the state and the swap on reload), kernel.c,
+ *                    epoch.c
+ *   swap.c        -> kernel.c, epoch.c, gen.c
+ *   fuse_ops.c    -> control_files.c, order.c, epoch.c, xfview.c, gen.c
+ *   kernel.c      -> order.c, gen.c
+ *   order.c       -> epoch.c, xfview.c, gen.c (the orders read-ahead walks)
+ *   control_files.c -> control_stats.c -> control.c (the control texts);
+ *                    control_files.c -> gen.c
+ *   epoch.c       -> xfview.c, gen.c
+ * and gen.c, xfview.c, control.c call none of them; any may use the
+ * trees (view.c, recview.c), which call nothing of fs/.
  *
  * Generations. What a mount serves (manifest, plan, view, the order tables,
  * the control texts) is one generation, immutable once built. A reload
@@ -383,13 +388,8 @@ int fs_item_object(struct fs_gen *g, uint32_t item, struct cache_object *out);
  * reads; any tree's own object otherwise). */
 void fs_item_source(const struct fs_gen *g, uint32_t item,
 		    struct cache_object *out);
-/* A reader of transform tree g looked up position pos of rank's order:
- * queues the transform's runs of the next files of that order (on into
- * the next epoch's, once planned) ahead of it (xform_ahead()). Never
- * waits for a run. */
-void fs_xf_ahead(struct fs *fs, struct fs_gen *g, uint32_t rank, uint64_t pos);
 
-/* control.c: the .shardfs/ files of generation g (node n, kind VIEW_CTRL,
+/* control_files.c: the .shardfs/ files of generation g (node n, kind VIEW_CTRL,
  * not stats). n's kept text, built on first use (borrowed: it lives as
  * long as g). Returns 0, or -ENOMEM building the text. */
 int control_file_text(struct fs *fs, struct fs_gen *g,
@@ -431,5 +431,11 @@ bool fs_order_object(void *ctx, uint64_t order, uint64_t pos,
  * that is planned); NULL past the end. */
 struct fs_gen *fs_order_item(struct fs *fs, uint64_t order, uint64_t pos,
 			     uint32_t *item);
+/* A reader of transform tree g looked up position pos of rank's order:
+ * queues the transform's runs of the next files of that order (on into
+ * the next epoch's, once planned) ahead of it (xform_ahead()). Never
+ * waits for a run. */
+void fs_order_xf_ahead(struct fs *fs, struct fs_gen *g, uint32_t rank,
+		       uint64_t pos);
 
 #endif

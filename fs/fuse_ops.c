@@ -14,7 +14,7 @@
  * never does (do_readdir).
  *
  * Control files (their texts, kept or snapshotted, and their handles are
- * control.c's): kept texts are served with keep_cache; the stats snapshot
+ * control_files.c's): kept texts are served with keep_cache; the stats snapshot
  * with direct_io, so its st_size of 0 does not truncate reads.
  *
  * Longer than 700 lines because the 25 handlers of one lowlevel ops table
@@ -284,7 +284,7 @@ static void reader_at(struct fs *fs, struct fs_gen *g,
 	/* A transform tree's: its transform runs ahead too (the order's
 	 * objects are the sources, which the prefetcher fetches). */
 	if (g->xf != NULL)
-		fs_xf_ahead(fs, g, rank, g->item_pos[item]);
+		fs_order_xf_ahead(fs, g, rank, g->item_pos[item]);
 	shard_plan_rank(g->d.plan, rank, &items, &count, &npad);
 	fs_epoch_opened(fs, g, g->item_pos[item], count - npad);
 }

@@ -5,7 +5,7 @@
  * it with the last one. See fs_impl.h for the inode numbering and the
  * reference counting. The bottom of fs/'s calls: gen.c calls no other
  * file of fs/; the swap that makes a new generation current is swap.c's,
- * the epoch trees epoch.c's, the control texts control.c's.
+ * the epoch trees epoch.c's, the control files control_files.c's.
  */
 #include "fs/fs.h"
 
@@ -59,7 +59,7 @@ static int gen_order_build(struct fs_gen *g, bool base)
 	return 0;
 }
 
-/* The control texts and stats snapshots control.c kept in g. */
+/* The control texts and stats snapshots control_files.c kept in g. */
 static void gen_ctrl_free(struct fs_gen *g)
 {
 	for (size_t i = 0; g->ctrl != NULL && i < g->n_ctrl; i++) {

@@ -1,8 +1,11 @@
 /*
- * fs/order: the prefetcher's view of the ranks' orders (cache_set_order's
- * callback): an order is gen id << 32 | rank (FS_ORDER), its objects the
- * generation's non-pad items of that rank, on past the end into the next
- * epoch's order once epoch.c has planned it.
+ * fs/order: the ranks' orders as the read-ahead walks them: the
+ * prefetcher's view (cache_set_order's callback), where an order is gen
+ * id << 32 | rank (FS_ORDER) and its objects the generation's non-pad
+ * items of that rank, on past the end into the next epoch's order once
+ * epoch.c has planned it; and a transform tree's runs queued ahead of its
+ * reader along the same order (fs_order_xf_ahead()). Calls epoch.c and
+ * xfview.c, which do not call it.
  */
 #include "fs/fs.h"
 
@@ -67,4 +70,24 @@ bool fs_order_object(void *ctx, uint64_t order, uint64_t pos,
 	fs_item_source(g, item, out);
 	fs_gen_put(fs, g, 1);
 	return true;
+}
+
+void fs_order_xf_ahead(struct fs *fs, struct fs_gen *g, uint32_t rank,
+		       uint64_t pos)
+{
+	struct xform *x = g->xf->x;
+	unsigned depth = xform_ahead_depth(x), i;
+
+	for (i = 1; i <= depth; i++) {
+		struct cache_object src;
+		uint32_t item;
+		struct fs_gen *h = fs_order_item(fs, FS_ORDER(g->id, rank),
+						 pos + i, &item);
+
+		if (h == NULL)
+			break; /* the order's end, for now */
+		fs_item_source(h, item, &src);
+		xform_ahead(x, &src); /* copies what it keeps */
+		fs_gen_put(fs, h, 1);
+	}
 }

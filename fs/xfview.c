@@ -217,25 +217,6 @@ void fs_item_source(const struct fs_gen *g, uint32_t item,
 	out->size = e->size;
 }
 
-void fs_xf_ahead(struct fs *fs, struct fs_gen *g, uint32_t rank, uint64_t pos)
-{
-	struct xform *x = g->xf->x;
-	unsigned depth = xform_ahead_depth(x), i;
-
-	for (i = 1; i <= depth; i++) {
-		struct cache_object src;
-		uint32_t item;
-		struct fs_gen *h = fs_order_item(fs, FS_ORDER(g->id, rank),
-						 pos + i, &item);
-
-		if (h == NULL)
-			break; /* the order's end, for now */
-		fs_item_source(h, item, &src);
-		xform_ahead(x, &src); /* copies what it keeps */
-		fs_gen_put(fs, h, 1);
-	}
-}
-
 int fs_item_object(struct fs_gen *g, uint32_t item, struct cache_object *out)
 {
 	struct cache_object src;

@@ -1,6 +1,7 @@
 /*
  * check_control: the text of the .shardfs/ control files, tested through
- * fs/control.h (fs/control.c, fs/control_stats.c).
+ * fs/control.h (fs/control.c, fs/control_stats.c; the .shardfs/ files of
+ * fs/control_files.c are tested through a mount: test_status, test_kernel).
  *
  * The plan cases use the DESIGN.md §5 test vectors (N=10, seed 42, W=4: the
  * epoch-0 shuffle [8,2,4,3,6,0,7,9,5,1]) on a manifest "k0".."k9" whose item
