@@ -587,13 +587,12 @@ void derived_set_wait(struct cache *c, uint64_t wait_ms);
  * already clamped to obj->size (len > 0). */
 ssize_t derived_read(struct cache *c, const struct cache_object *obj,
 		     uint64_t offset, size_t len, void *buf);
-/* read_stored() of chunk ch of a transformed obj, unless a run of obj is
- * going on or a run failed meanwhile (whose chunks may be being dropped).
- * Returns len or -ENOENT. */
-struct read_chunk;
+/* read_stored() of [in_off, in_off + len) of chunk n of a transformed
+ * obj, unless a run of obj is going on or a run failed meanwhile (whose
+ * chunks may be being dropped). Returns len, -ENOENT, or -ENOMEM naming
+ * the chunk. */
 ssize_t derived_stored(struct cache *c, const struct cache_object *obj,
-		       const struct read_chunk *ch, uint64_t in_off, size_t len,
-		       void *dst);
+		       uint64_t n, uint64_t in_off, size_t len, void *dst);
 /* A fill of a transformed obj with a disk cache. */
 int derived_fill(struct cache *c, const struct cache_object *obj,
 		 uint64_t *fetched);
@@ -763,6 +762,11 @@ struct read_look_arg {
 	size_t len;
 	struct read_hold *hold;
 };
+/* Names chunk n of obj into *ch (read_chunk_name()) and points a at it
+ * and at c. Returns 0 or -ENOMEM; release ch with read_chunk_release(). */
+int read_look_name(struct read_look_arg *a, struct cache *c,
+		   const struct cache_object *obj, uint64_t n,
+		   struct read_chunk *ch);
 /* The disk cache's part of a read (a fetch_look_fn; arg a struct
  * read_look_arg): the committer's queue or the index. */
 int read_look(void *arg, void *dst);

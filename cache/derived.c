@@ -237,9 +237,24 @@ static bool derived_still(struct cache *c, const struct cache_object *obj,
 	return ok;
 }
 
+/* read_stored() of [in_off, in_off + len) of chunk n of obj. Returns len,
+ * a negative errno naming the chunk, or read_stored()'s error. */
+static ssize_t stored_chunk(struct cache *c, const struct cache_object *obj,
+			    uint64_t n, uint64_t in_off, size_t len, void *dst)
+{
+	struct read_chunk ch;
+	int rc = read_chunk_name(c, obj, n, &ch);
+	ssize_t got;
+
+	if (rc < 0)
+		return rc;
+	got = read_stored(c, &ch, in_off, len, dst);
+	read_chunk_release(&ch);
+	return got;
+}
+
 ssize_t derived_stored(struct cache *c, const struct cache_object *obj,
-		       const struct read_chunk *ch, uint64_t in_off, size_t len,
-		       void *dst)
+		       uint64_t n, uint64_t in_off, size_t len, void *dst)
 {
 	struct derived_seen s;
 	ssize_t got;
@@ -247,7 +262,7 @@ ssize_t derived_stored(struct cache *c, const struct cache_object *obj,
 	derived_see(c, obj, &s);
 	if (s.busy)
 		return -ENOENT;
-	got = read_stored(c, ch, in_off, len, dst);
+	got = stored_chunk(c, obj, n, in_off, len, dst);
 	if (got >= 0 && !derived_still(c, obj, &s))
 		got = -ENOENT;
 	return got;
@@ -271,15 +286,10 @@ static int derived_lookup(struct cache *c, const struct cache_object *obj,
 		uint64_t n, in_off;
 		size_t want = read_chunk_span(c, obj, offset + done, len - done,
 					      &n, &in_off);
-		struct read_chunk ch;
-		ssize_t got;
-		int rc;
+		ssize_t got = stored_chunk(c, obj, n, in_off, want, buf + done);
 
-		rc = read_chunk_name(c, obj, n, &ch);
-		if (rc < 0)
-			return rc;
-		got = read_stored(c, &ch, in_off, want, buf + done);
-		read_chunk_release(&ch);
+		if (got == -ENOMEM)
+			return -ENOMEM; /* naming the chunk */
 		if (got < 0)
 			return 0;
 		done += want;

@@ -97,17 +97,16 @@ static ssize_t read_chunk(struct cache *c, const struct read_src *src,
 			  cache_reply_fn fn, void *arg, enum fetch_how how)
 {
 	struct read_hold h = { .fd = -1 };
-	struct read_look_arg a = { .c = c, .off = in_off, .len = want };
+	struct read_look_arg a = { .off = in_off, .len = want };
 	struct read_chunk ch;
 	struct fetch_pin pin;
 	enum fetch_from from = FETCH_FROM_BACKEND;
 	ssize_t got;
 	int rc;
 
-	rc = read_chunk_name(c, obj, n, &ch);
+	rc = read_look_name(&a, c, obj, n, &ch);
 	if (rc < 0)
 		return rc;
-	a.ch = &ch;
 	/* A reply: a blob's bytes stay where read_lookup() read them. */
 	if (dst == NULL)
 		a.hold = &h;
@@ -210,16 +209,13 @@ static ssize_t read_fill(struct cache *c, const struct cache_object *obj,
 	uint64_t n, unit = cache_obj_chunk(c, obj), total = 0;
 
 	for (n = offset / unit; n * unit < offset + len; n++) {
-		struct read_look_arg a = { .c = c };
-		enum fetch_from from = FETCH_FROM_LOOK;
+		struct read_look_arg a = { 0 };
 		struct read_chunk ch;
-		ssize_t got;
-		int rc;
+		enum fetch_from from = FETCH_FROM_LOOK;
+		ssize_t got = read_look_name(&a, c, obj, n, &ch);
 
-		rc = read_chunk_name(c, obj, n, &ch);
-		if (rc < 0)
-			return rc;
-		a.ch = &ch;
+		if (got < 0)
+			return got;
 		got = fetch_obtain(c->fetch, &ch.r, FETCH_FILL, 0, 0, NULL,
 				   NULL, read_look_present, &a, &from);
 		read_chunk_release(&ch);
@@ -243,8 +239,6 @@ static ssize_t read_ready(struct cache *c, const struct read_src *src,
 {
 	uint64_t unit = cache_obj_chunk(c, obj), n = offset / unit;
 	uint64_t in_off = offset - n * unit;
-	struct read_chunk ch;
-	ssize_t got;
 
 	if (!src->disk || len > read_chunk_len(c, obj, n) - in_off)
 		return -ENOENT; /* past its chunk */
@@ -252,12 +246,7 @@ static ssize_t read_ready(struct cache *c, const struct read_src *src,
 		return read_chunk(c, src, obj, n, in_off, len, buf, NULL, NULL,
 				  FETCH_READY);
 	/* A derived chunk is never in the engine: only stored. */
-	got = read_chunk_name(c, obj, n, &ch);
-	if (got < 0)
-		return got;
-	got = derived_stored(c, obj, &ch, in_off, len, buf);
-	read_chunk_release(&ch);
-	return got;
+	return derived_stored(c, obj, n, in_off, len, buf);
 }
 
 ssize_t read_reply_buffer(struct cache *c, void *buf, size_t len, ssize_t got,

@@ -326,6 +326,19 @@ bool read_chunk_present(struct cache *c, const struct read_chunk *ch)
 	return a.present;
 }
 
+int read_look_name(struct read_look_arg *a, struct cache *c,
+		   const struct cache_object *obj, uint64_t n,
+		   struct read_chunk *ch)
+{
+	int rc = read_chunk_name(c, obj, n, ch);
+
+	if (rc == 0) {
+		a->c = c;
+		a->ch = ch;
+	}
+	return rc;
+}
+
 int read_look(void *arg, void *dst)
 {
 	struct read_look_arg *a = arg;
