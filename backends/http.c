@@ -49,6 +49,11 @@ int http_global_init(void)
 	return global_rc;
 }
 
+const char *http_version(void)
+{
+	return LIBCURL_VERSION;
+}
+
 static void sleep_ms(unsigned ms)
 {
 	struct timespec ts = { .tv_sec = ms / 1000,

@@ -99,6 +99,10 @@ void http_pool_free(struct http_pool *pool);
  * Returns 0 or -EIO. */
 int http_global_init(void);
 
+/* The libcurl version this build was compiled against ("7.88.1"), for
+ * the stats' shardfs_build_info: the layers above name no curl header. */
+const char *http_version(void);
+
 struct http_response;
 
 /* Called with each piece of a 2xx body. Returns 0 to go on, 1 to stop the

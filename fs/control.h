@@ -64,6 +64,8 @@ enum {
 
 /* Live counters for the stats file, snapshotted by the caller. */
 struct control_stats {
+	/* shardfs_build_info's libcurl label (NULL: ""). */
+	const char *libcurl;
 	uint64_t uptime_seconds;
 	uint64_t generation;   /* fs_generation(): reloads so far */
 	uint64_t epoch_trees;  /* fs_epoch_count() */

@@ -218,6 +218,7 @@ int fs_stats_write(struct fs *fs, FILE *f)
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	cache_settle(fs->cache);
 	cache_stats_get(fs->cache, &cs);
+	st.libcurl = fs->libcurl;
 	st.uptime_seconds = (uint64_t)(now.tv_sec - fs->start_mono.tv_sec);
 	st.reads = __atomic_load_n(&fs->reads, __ATOMIC_RELAXED);
 	st.read_bytes = __atomic_load_n(&fs->read_bytes, __ATOMIC_RELAXED);

@@ -17,8 +17,6 @@
 #include <string.h>
 #include <time.h>
 
-/* Only the version macro: the library itself stays behind backends/. */
-#include <curl/curlver.h>
 #include <fuse_lowlevel.h>
 
 #include "fs/fs_impl.h"
@@ -210,7 +208,7 @@ static int write_info(FILE *f, const struct manifest *m,
 	fputs("\",libfuse=\"", f);
 	write_label_value(f, fuse_pkgversion());
 	fputs("\",libcurl=\"", f);
-	write_label_value(f, LIBCURL_VERSION);
+	write_label_value(f, st->libcurl ? st->libcurl : "");
 	fputs("\"} 1\n", f);
 	family(f, "plan_info", "gauge",
 	       "Always 1: the plan served (plan_sha256 is sha256 of the "

@@ -45,6 +45,9 @@ struct fs_options {
 	 * life: their counters go into .shardfs/stats. */
 	struct xform *const *xforms;
 	size_t n_xforms;
+	/* The HTTP library's version for shardfs_build_info (NULL: ""):
+	 * fs/ includes no curl header, mount/ asks backends/. */
+	const char *libcurl;
 };
 
 /* A configured transform as the views show it (docs/DESIGN.md §3,

@@ -243,6 +243,7 @@ struct fs {
 	uint64_t page_cache;
 	struct xform *const *xforms; /* fs_options': for the stats */
 	size_t n_xforms;
+	const char *libcurl; /* fs_options': for the stats */
 	/* Pushes hold push_lock for reading around their notification;
 	 * kernel_stop() takes it for writing, once, to let no more start
 	 * before the unmount closes the session's fd (push_stop). */

@@ -308,6 +308,7 @@ int fs_run(const struct fs_options *opt, const struct fs_data *data,
 	fs.page_cache = opt->page_cache;
 	fs.xforms = opt->xforms;
 	fs.n_xforms = opt->n_xforms;
+	fs.libcurl = opt->libcurl;
 
 	if (asprintf(&fsname, "fsname=%s", opt->source) < 0) {
 		fsname = NULL;

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "backends/http.h"
 #include "cache/cache.h"
 #include "fs/fs.h"
 #include "fs/recview.h"
@@ -444,6 +445,7 @@ int cmd_mount(int argc, char **argv, bool helper_form)
 	fo.source = cfg->source.url;
 	fo.allow_other = cfg->mount.allow_other || ov.allow_other;
 	fo.page_cache = cfg->prefetch.files ? cfg->prefetch.page_cache : 0;
+	fo.libcurl = http_version();
 	run.cfg = cfg;
 	run.mountpoint = abs_mountpoint;
 	/* SIGHUP re-reads this file with these overrides; absolute, since
