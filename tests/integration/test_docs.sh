@@ -13,6 +13,10 @@
 # for its links. The link checker must notice a broken #anchor and a
 # missing file in a copy of the docs, OPERATIONS.md's table of contents
 # missing a section and a backend page off the template.
+# The layout (layout_check.py): no include runs up a folder (DESIGN §2),
+# fs/ includes no curl or LMDB header, README.md's layout table names every
+# source file; and the checker must notice an include up, a curl header in
+# fs/ and a file the table does not name, in a copy of the tree.
 SUITE=docs
 . "$(dirname "$0")/lib.sh"
 
@@ -122,4 +126,31 @@ sed -i 's/^## Limits$/## Caveats/' "$L/docs/backends/s3.md"
 /usr/bin/python3 "$HERE/docs_check.py" --links "$L" >"$T/links-tpl.out" 2>&1
 check "the link checker fails a backend page off the template, naming it" \
 	grep -q "^FAIL - docs/backends/s3.md has the backend template's sections.*Caveats" "$T/links-tpl.out"
+
+# The layout of the code (layout_check.py), then three ways to break it in
+# a copy of the tree, each of which the checker must name.
+/usr/bin/python3 "$HERE/layout_check.py" "$ROOT" >"$T/layout.out" 2>&1
+rc=$?
+while IFS= read -r line; do
+	case $line in
+	"ok - "*) ok "${line#ok - }" ;;
+	"FAIL - "*) fail "${line#FAIL - }" ;;
+	*) echo "# $line" ;;
+	esac
+done <"$T/layout.out"
+check "layout_check.py exits 0 when the layout holds (exit $rc)" test "$rc" -eq 0
+Y=$T/layout-copy
+mkdir -p "$Y"
+(cd "$ROOT" && cp -r README.md util plan records fs cache backends transform mount "$Y/")
+printf '#include "fs/fs.h"\n' >>"$Y/cache/warn.c"
+printf '#include <curl/curl.h>\n' >>"$Y/fs/order.c"
+printf '/* a file the README does not name */\n' >"$Y/plan/unnamed.c"
+/usr/bin/python3 "$HERE/layout_check.py" "$Y" >"$T/layout-bad.out" 2>&1
+rc=$?
+check "the layout checker fails a cache/ file including fs/, naming it (exit $rc)" \
+	bash -c "test $rc -ne 0 && grep -q '^FAIL - no file includes.*cache/warn.c:[0-9]* includes fs/fs.h' '$T/layout-bad.out'"
+check "the layout checker fails fs/ including a curl header, naming it" \
+	grep -q '^FAIL - fs/ includes no curl.*fs/order.c:[0-9]* includes <curl/curl.h>' "$T/layout-bad.out"
+check "the layout checker fails a source file the README's layout table does not name" \
+	grep -q "^FAIL - README.md's layout table names every source file: plan/unnamed.c" "$T/layout-bad.out"
 finish
