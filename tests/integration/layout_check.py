@@ -11,7 +11,9 @@ line per check (test_docs.sh counts them); exits 1 if any failed.
 - fs/ includes no curl or LMDB header, and only backends/ and
   util/sha256.c, util/md5.c include OpenSSL's;
 - README.md's layout table names every source file of those folders (by
-  its name without the extension, as the table's backends/ row does).
+  its name without the extension, as the table's backends/ row does);
+- a .c file of more than 700 lines says why in its top comment (STYLE.md:
+  the comment names the 700).
 """
 import os
 import re
@@ -87,6 +89,17 @@ def main():
         if not re.search(r"`%s(\.[ch])?`" % re.escape(stem), table):
             missing.append("%s/%s" % (d, f))
     check("README.md's layout table names every source file", missing)
+
+    long = []
+    for d, f in sources(root):
+        if not f.endswith(".c"):
+            continue
+        with open(os.path.join(root, d, f), encoding="utf-8") as fh:
+            text = fh.read()
+        top = re.match(r"\s*/\*.*?\*/", text, re.S)
+        if text.count("\n") > 700 and not (top and "700" in top.group(0)):
+            long.append("%s/%s (%d lines)" % (d, f, text.count("\n")))
+    check("every .c file over 700 lines says why in its top comment", long)
     return 1 if failed else 0
 
 

@@ -145,6 +145,7 @@ mkdir -p "$Y"
 printf '#include "fs/fs.h"\n' >>"$Y/cache/warn.c"
 printf '#include <curl/curl.h>\n' >>"$Y/fs/order.c"
 printf '/* a file the README does not name */\n' >"$Y/plan/unnamed.c"
+{ printf '/* long, and no reason given */\n'; seq 1 800 | sed 's|.*|/* & */|'; } >"$Y/util/long.c"
 /usr/bin/python3 "$HERE/layout_check.py" "$Y" >"$T/layout-bad.out" 2>&1
 rc=$?
 check "the layout checker fails a cache/ file including fs/, naming it (exit $rc)" \
@@ -153,4 +154,6 @@ check "the layout checker fails fs/ including a curl header, naming it" \
 	grep -q '^FAIL - fs/ includes no curl.*fs/order.c:[0-9]* includes <curl/curl.h>' "$T/layout-bad.out"
 check "the layout checker fails a source file the README's layout table does not name" \
 	grep -q "^FAIL - README.md's layout table names every source file: plan/unnamed.c" "$T/layout-bad.out"
+check "the layout checker fails a .c file of 800 lines whose top comment gives no reason" \
+	grep -q "^FAIL - every .c file over 700 lines says why.*util/long.c (801 lines)" "$T/layout-bad.out"
 finish
