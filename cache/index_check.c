@@ -42,14 +42,14 @@ struct db {
 	uint64_t root;
 };
 
-struct meta {
+struct lmdb_meta {
 	uint32_t magic, version, psize;
 	uint16_t flags;
 	uint64_t pgno, last_pg, txnid;
 	struct db dbs[2]; /* free pages, main */
 };
 
-struct walk {
+struct check_walk {
 	int fd;
 	uint32_t psize;
 	uint64_t last_pg;
@@ -98,7 +98,7 @@ static void db_parse(const uint8_t *p, struct db *db)
 	db->root = le64(p + 40);
 }
 
-static void meta_parse(const uint8_t *page, struct meta *m)
+static void meta_parse(const uint8_t *page, struct lmdb_meta *m)
 {
 	const uint8_t *p = page + META_OFF;
 
@@ -123,7 +123,7 @@ static bool root_ok(const struct db *db, uint64_t last_pg)
 
 /* Reads and checks both meta pages; *newest gets the one of the larger
  * transaction id. */
-static int metas_read(int fd, uint64_t size, struct meta m[2], int *newest,
+static int metas_read(int fd, uint64_t size, struct lmdb_meta m[2], int *newest,
 		      char *why, size_t why_len)
 {
 	uint8_t buf[META_OFF + META_BYTES];
@@ -176,7 +176,7 @@ static int metas_read(int fd, uint64_t size, struct meta m[2], int *newest,
 
 int index_check_meta(int fd, char *why, size_t why_len)
 {
-	struct meta m[2];
+	struct lmdb_meta m[2];
 	struct stat st;
 	int newest, rc;
 	uint64_t need;
@@ -207,14 +207,14 @@ int index_check_meta(int fd, char *why, size_t why_len)
 	return 0;
 }
 
-static int bad(struct walk *w, uint64_t pgno, const char *what)
+static int bad(struct check_walk *w, uint64_t pgno, const char *what)
 {
 	snprintf(w->why, w->why_len, "page %" PRIu64 ": %s", pgno, what);
 	return 1;
 }
 
 /* Marks pages [pgno, pgno + n) as reached; 1 if one was already. */
-static int mark(struct walk *w, uint64_t pgno, uint64_t n)
+static int mark(struct check_walk *w, uint64_t pgno, uint64_t n)
 {
 	uint64_t i;
 
@@ -229,11 +229,11 @@ static int mark(struct walk *w, uint64_t pgno, uint64_t n)
 	return 0;
 }
 
-static int walk_tree(struct walk *w, uint64_t pgno, unsigned level,
+static int walk_tree(struct check_walk *w, uint64_t pgno, unsigned level,
 		     unsigned depth, bool main_db);
 
 /* Checks one leaf node's data; recurses into a named database's tree. */
-static int leaf_node(struct walk *w, uint64_t pgno, const uint8_t *page,
+static int leaf_node(struct check_walk *w, uint64_t pgno, const uint8_t *page,
 		     unsigned ptr, const uint8_t *node, bool main_db)
 {
 	uint16_t flags = le16(node + 4), ksize = le16(node + 6);
@@ -269,7 +269,7 @@ static int leaf_node(struct walk *w, uint64_t pgno, const uint8_t *page,
 	return 0;
 }
 
-static int walk_tree(struct walk *w, uint64_t pgno, unsigned level,
+static int walk_tree(struct check_walk *w, uint64_t pgno, unsigned level,
 		     unsigned depth, bool main_db)
 {
 	uint8_t *page;
@@ -338,10 +338,10 @@ out:
 
 int index_check_tree(int fd, uint64_t txnid, char *why, size_t why_len)
 {
-	struct meta m[2];
-	struct walk w = { .fd = fd, .why = why, .why_len = why_len };
+	struct lmdb_meta m[2];
+	struct check_walk w = { .fd = fd, .why = why, .why_len = why_len };
 	struct stat st;
-	const struct meta *t;
+	const struct lmdb_meta *t;
 	int newest, rc, i;
 
 	if (fstat(fd, &st) != 0)
