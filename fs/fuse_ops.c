@@ -104,6 +104,22 @@ static struct fs_gen *node_of(struct fs *fs, fuse_ino_t ino,
 	return g;
 }
 
+/* The start every handler of an inode the kernel names shares: counts
+ * the request as op, then resolves ino as node_of() does. When it is gone,
+ * answers ENOENT and returns NULL: req is then answered and freed. */
+static struct fs_gen *node_of_req(fuse_req_t req, fuse_ino_t ino, int op,
+				  const struct view_node **n,
+				  struct fs_snap **snap)
+{
+	struct fs *fs = fs_of(req);
+	struct fs_gen *g = node_of(fs, ino, n, snap);
+
+	count_op(fs, req, op);
+	if (g == NULL)
+		fuse_reply_err(req, ENOENT);
+	return g;
+}
+
 static fuse_ino_t ino_of(const struct fs_gen *g, const struct view_node *n)
 {
 	return FS_INO(g->id, view_ino(g->d.view, n));
@@ -428,16 +444,13 @@ static void fs_op_getattr(fuse_req_t req, fuse_ino_t ino,
 	struct fs *fs = fs_of(req);
 	const struct view_node *n;
 	struct fs_snap *snap;
-	struct fs_gen *g = node_of(fs, ino, &n, &snap);
+	struct fs_gen *g = node_of_req(req, ino, FS_OP_GETATTR, &n, &snap);
 	struct stat st;
 	int rc;
 
 	(void)fi;
-	count_op(fs, req, FS_OP_GETATTR);
-	if (g == NULL) {
-		fuse_reply_err(req, ENOENT);
+	if (g == NULL)
 		return;
-	}
 	rc = fill_attr(fs, g, n, snap, &st);
 	if (rc < 0)
 		fuse_reply_err(req, -rc);
@@ -455,13 +468,10 @@ static void fs_op_opendir(fuse_req_t req, fuse_ino_t ino,
 {
 	struct fs *fs = fs_of(req);
 	const struct view_node *n;
-	struct fs_gen *g = node_of(fs, ino, &n, NULL);
+	struct fs_gen *g = node_of_req(req, ino, FS_OP_OPENDIR, &n, NULL);
 
-	count_op(fs, req, FS_OP_OPENDIR);
-	if (g == NULL) {
-		fuse_reply_err(req, ENOENT);
+	if (g == NULL)
 		return;
-	}
 	if (n->kind != VIEW_DIR) {
 		fs_gen_put(fs, g, 1);
 		fuse_reply_err(req, ENOTDIR);
@@ -647,14 +657,11 @@ static void fs_op_open(fuse_req_t req, fuse_ino_t ino,
 	struct fs *fs = fs_of(req);
 	const struct view_node *n;
 	struct fs_snap *snap;
-	struct fs_gen *g = node_of(fs, ino, &n, &snap);
+	struct fs_gen *g = node_of_req(req, ino, FS_OP_OPEN, &n, &snap);
 	int rc;
 
-	count_op(fs, req, FS_OP_OPEN);
-	if (g == NULL) {
-		fuse_reply_err(req, ENOENT);
+	if (g == NULL)
 		return;
-	}
 	rc = n->kind == VIEW_DIR ? -EISDIR : 0;
 	if (rc == 0 &&
 	    ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)))

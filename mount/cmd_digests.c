@@ -142,14 +142,13 @@ int cmd_digests(int argc, char **argv)
 		{ "check", required_argument, NULL, 'c' },
 		CMD_LONGOPTS_END,
 	};
-	struct overrides ov = { 0 };
-	struct config *cfg = NULL;
+	struct cmd_config cc = { 0 };
 	struct dataset *ds = NULL;
 	struct cache *cache = NULL;
 	struct mount_transforms *xfs = NULL;
 	struct xform *x;
-	const char **rank_args = NULL, *xname = NULL, *check = NULL;
-	size_t n_rank_args = 0, i, n_lines = 0, n_theirs = 0, failed = 0;
+	const char *xname = NULL, *check = NULL;
+	size_t i, n_lines = 0, n_theirs = 0, failed = 0;
 	char **lines = NULL, **theirs = NULL;
 	uint8_t *sel = NULL;
 	bool run = false, *rsel = NULL;
@@ -159,10 +158,6 @@ int cmd_digests(int argc, char **argv)
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "r:t:o:h", longopts, NULL)) != -1) {
 		switch (c) {
-		case 'r':
-			if (cmd_args_push(&rank_args, &n_rank_args, optarg) < 0)
-				goto out;
-			break;
 		case 't':
 			xname = optarg;
 			break;
@@ -172,8 +167,8 @@ int cmd_digests(int argc, char **argv)
 		case 'c':
 			check = optarg;
 			break;
-		default:
-			if (!cmd_option_common(c, &ov, usage_digests, &rc))
+		default: /* -r, -o, -h, errors */
+			if (!cmd_config_option(c, &cc, usage_digests, &rc))
 				goto out;
 			break;
 		}
@@ -185,37 +180,17 @@ int cmd_digests(int argc, char **argv)
 				     "--transform NAME");
 		goto out;
 	}
-	if (cmd_load_config(argv[optind], &ov, &cfg))
+	if (cmd_load_config(argv[optind], &cc.ov, &cc.cfg))
 		goto out;
-	for (i = 0; i < cfg->n_transforms; i++)
-		if (!strcmp(cfg->transforms[i].name, xname))
-			break;
-	if (i == cfg->n_transforms) {
-		fprintf(stderr,
-			"shardfs: digests: --transform %s: %s has no "
-			"[transform %s]\n",
-			xname, argv[optind], xname);
+	if (cmd_config_transform("digests", &cc, argv[optind], xname) < 0)
+		goto out;
+	c = cmd_config_ranks("digests", &cc, &rsel);
+	if (c < 0) {
+		rc = c == -ENOMEM ? EXIT_RUNTIME : EXIT_USAGE;
 		goto out;
 	}
-	world = cfg->shard.spec.world_size;
-	rsel = calloc((size_t)world, sizeof(*rsel));
-	if (!rsel)
-		goto fail;
-	for (i = 0; i < n_rank_args; i++) {
-		struct ranks_range *rr = NULL;
-		size_t nr = 0;
-
-		if (cmd_rank_arg("digests", rank_args[i], world, &rr, &nr) < 0)
-			goto out;
-		for (size_t k = 0; k < nr; k++)
-			for (r = rr[k].lo; r <= rr[k].hi; r++)
-				rsel[r] = true;
-		free(rr);
-	}
-	if (n_rank_args == 0)
-		for (r = 0; r < world; r++)
-			rsel[r] = config_rank_selected(cfg, r);
-	if (!cfg->cache.enabled) {
+	world = cc.cfg->shard.spec.world_size;
+	if (!cc.cfg->cache.enabled) {
 		fprintf(stderr,
 			"shardfs: digests: cache.enabled is false in %s: no "
 			"outputs are stored\n",
@@ -225,9 +200,9 @@ int cmd_digests(int argc, char **argv)
 	if (check && (lines_read(check, &theirs, &n_theirs) < 0))
 		goto out;
 	rc = EXIT_RUNTIME;
-	if (dataset_load(cfg, true, &ds) < 0 ||
-	    mount_cache_open(cfg, ds->backend, &cache) < 0 ||
-	    mount_transforms_open(cfg, cache, &xfs) < 0)
+	if (dataset_load(cc.cfg, true, &ds) < 0 ||
+	    mount_cache_open(cc.cfg, ds->backend, &cache) < 0 ||
+	    mount_transforms_open(cc.cfg, cache, &xfs) < 0)
 		goto fail;
 	x = mount_transforms_find(xfs, xname);
 	sel = calloc(ds->manifest->count ? ds->manifest->count : 1, 1);
@@ -307,9 +282,7 @@ out:
 	free(theirs);
 	free(sel);
 	free(rsel);
-	free(rank_args);
 	dataset_free(ds);
-	config_free(cfg);
-	overrides_free(&ov);
+	cmd_config_free(&cc);
 	return rc;
 }

@@ -59,9 +59,8 @@ int cmd_index(int argc, char **argv)
 		{ "set", required_argument, NULL, 'o' },
 		CMD_LONGOPTS_END,
 	};
-	struct overrides ov = { 0 };
+	struct cmd_config cc = { 0 };
 	struct rbuild_options bo = { .progress = isatty(STDERR_FILENO) };
-	struct config *cfg = NULL;
 	struct dataset *ds = NULL;
 	struct rindex *ri = NULL;
 	const char *output = NULL;
@@ -87,7 +86,7 @@ int cmd_index(int argc, char **argv)
 				rc = EXIT_USAGE;
 				goto out;
 			}
-			if (!cmd_option_common(c, &ov, usage_index, &rc))
+			if (!cmd_config_option(c, &cc, usage_index, &rc))
 				goto out;
 			break;
 		case 'j':
@@ -119,13 +118,13 @@ int cmd_index(int argc, char **argv)
 				     "--output FILE");
 		goto out;
 	}
-	rc = cmd_load_config(argv[optind], &ov, &cfg);
+	rc = cmd_load_config(argv[optind], &cc.ov, &cc.cfg);
 	if (rc != 0)
 		goto out;
 	rc = EXIT_RUNTIME;
-	if (dataset_load_manifest(cfg, true, &ds) < 0)
+	if (dataset_load_manifest(cc.cfg, true, &ds) < 0)
 		goto out;
-	if (rbuild_run(ds->backend, ds->manifest, cfg->records.format, &bo,
+	if (rbuild_run(ds->backend, ds->manifest, cc.cfg->records.format, &bo,
 		       &ri) < 0)
 		goto out;
 	if (strcmp(output, "-") == 0)
@@ -139,13 +138,12 @@ int cmd_index(int argc, char **argv)
 		"%llu records (%s) in %zu objects, %llu objects skipped for "
 		"their suffix\nsha256 %s\n",
 		(unsigned long long)ri->n_records,
-		rec_format_name(cfg->records.format), ri->n_objects,
+		rec_format_name(cc.cfg->records.format), ri->n_objects,
 		(unsigned long long)ri->skipped_objects, ri->digest);
 	rc = EXIT_OK;
 out:
 	rindex_free(ri);
 	dataset_free(ds);
-	config_free(cfg);
-	overrides_free(&ov);
+	cmd_config_free(&cc);
 	return rc;
 }

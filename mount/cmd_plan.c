@@ -9,7 +9,6 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "fs/control.h"
 #include "fs/fs.h"
@@ -18,7 +17,6 @@
 #include "mount/config.h"
 #include "mount/dataset.h"
 #include "mount/overrides.h"
-#include "util/ranks.h"
 #include "util/str.h"
 
 const char usage_plan[] =
@@ -45,56 +43,18 @@ const char usage_plan[] =
 	"world_size);\n"
 	"                    the epoch with -o shard.epoch=E\n";
 
-/* The ranks of every --rank argument, appended list after list (so not
- * sorted as a whole: plan_selected() scans them). */
-struct plan_ranks {
-	struct ranks_range *r;
-	size_t n;
-};
-
-static int plan_add_ranks(struct plan_ranks *pr, const char *arg,
-			  uint64_t world)
-{
-	struct ranks_range *r = NULL, *all;
-	size_t n = 0;
-	int rc = cmd_rank_arg("plan", arg, world, &r, &n);
-
-	if (rc < 0)
-		return rc;
-	all = realloc(pr->r, (pr->n + n) * sizeof(*all));
-	if (all == NULL) {
-		free(r);
-		return -ENOMEM;
-	}
-	memcpy(all + pr->n, r, n * sizeof(*r));
-	pr->r = all;
-	pr->n += n;
-	free(r);
-	return 0;
-}
-
-static bool plan_selected(const struct plan_ranks *pr, uint64_t r)
-{
-	size_t i;
-
-	for (i = 0; i < pr->n; i++)
-		if (pr->r[i].lo <= r && r <= pr->r[i].hi)
-			return true;
-	return false;
-}
-
 /* Prints the order of every selected rank, in rank order: one rank alone
  * exactly as .shardfs/rank-R.order, several each after "# rank R". */
-static int plan_write_orders(const struct plan_ranks *pr,
-			     const struct fs_data *d, uint64_t world)
+static int plan_write_orders(const bool *sel, const struct fs_data *d,
+			     uint64_t world)
 {
 	uint64_t r, count = 0;
 	int rc;
 
 	for (r = 0; r < world; r++)
-		count += plan_selected(pr, r);
+		count += sel[r];
 	for (r = 0; r < world; r++) {
-		if (!plan_selected(pr, r))
+		if (!sel[r])
 			continue;
 		if (count > 1 &&
 		    printf("# rank %llu\n", (unsigned long long)r) < 0)
@@ -115,12 +75,9 @@ int cmd_plan(int argc, char **argv)
 		{ "skip", required_argument, NULL, 's' },
 		CMD_LONGOPTS_END,
 	};
-	struct overrides ov = { 0 };
-	struct config *cfg = NULL;
+	struct cmd_config cc = { 0 };
 	struct dataset *ds = NULL;
-	struct plan_ranks pr = { 0 };
-	const char **rank_args = NULL;
-	size_t n_rank_args = 0, i;
+	bool *sel = NULL;
 	uint64_t skip = 0, skip_world = 0;
 	int c, rc = EXIT_USAGE;
 
@@ -139,57 +96,49 @@ int cmd_plan(int argc, char **argv)
 				goto out;
 			}
 			break;
-		case 'r':
-			if (cmd_args_push(&rank_args, &n_rank_args, optarg) <
-			    0) {
-				rc = EXIT_RUNTIME;
-				goto out;
-			}
-			break;
-		default: /* -o, -h, errors */
-			if (!cmd_option_common(c, &ov, usage_plan, &rc))
+		default: /* -r, -o, -h, errors */
+			if (!cmd_config_option(c, &cc, usage_plan, &rc))
 				goto out;
 			break;
 		}
 	}
 	rc = cmd_operands(argc, 1, usage_plan, "plan", "CONFIG");
 	if (rc == 0)
-		rc = cmd_load_config(argv[optind], &ov, &cfg);
+		rc = cmd_load_config(argv[optind], &cc.ov, &cc.cfg);
 	if (rc != 0)
 		goto out;
-	for (i = 0; i < n_rank_args; i++) {
-		c = plan_add_ranks(&pr, rank_args[i],
-				   cfg->shard.spec.world_size);
+	/* Without --rank it prints the plan, not the config's ranks'
+	 * orders. */
+	if (cc.n_rank_args > 0) {
+		c = cmd_config_ranks("plan", &cc, &sel);
 		if (c < 0) {
 			rc = c == -ENOMEM ? EXIT_RUNTIME : EXIT_USAGE;
 			goto out;
 		}
 	}
-	cfg->shard.spec.skip = skip;
-	cfg->shard.spec.skip_world = skip_world;
+	cc.cfg->shard.spec.skip = skip;
+	cc.cfg->shard.spec.skip_world = skip_world;
 	rc = EXIT_RUNTIME;
-	if (dataset_load(cfg, false, &ds) < 0)
+	if (dataset_load(cc.cfg, false, &ds) < 0)
 		goto out;
 	{
 		struct fs_data d = { .manifest = ds->manifest,
-				     .spec = &cfg->shard.spec,
+				     .spec = &cc.cfg->shard.spec,
 				     .plan = ds->plan,
 				     .rindex = ds->rindex,
 				     .rplan = ds->rplan };
 
-		if (n_rank_args > 0) {
-			c = plan_write_orders(&pr, &d,
-					      cfg->shard.spec.world_size);
+		if (sel != NULL) {
+			c = plan_write_orders(sel, &d,
+					      cc.cfg->shard.spec.world_size);
 		} else {
 			c = control_write_plan_of(stdout, &d);
 		}
 	}
 	rc = c < 0 || fflush(stdout) != 0 ? EXIT_RUNTIME : EXIT_OK;
 out:
-	free(pr.r);
-	free(rank_args);
+	free(sel);
 	dataset_free(ds);
-	config_free(cfg);
-	overrides_free(&ov);
+	cmd_config_free(&cc);
 	return rc;
 }

@@ -35,7 +35,6 @@
 #include "mount/transforms.h"
 #include "mount/overrides.h"
 #include "util/log.h"
-#include "util/ranks.h"
 #include "util/thread.h"
 
 #define PLAIN_INTERVAL 5.0 /* seconds between plain progress lines */
@@ -250,24 +249,6 @@ static int warm_run(struct warm_job *j, unsigned long jobs, struct progress *p)
 	return 0;
 }
 
-/* Marks the ranks of one --rank argument in sel[0..world); prints the
- * error (util/ranks.h's words, as plan and [shard] ranks give them). */
-static int warm_select(const char *arg, uint64_t world, bool *sel)
-{
-	struct ranks_range *r = NULL;
-	size_t n = 0, i;
-	uint64_t k;
-	int rc = cmd_rank_arg("warm", arg, world, &r, &n);
-
-	if (rc < 0)
-		return rc;
-	for (i = 0; i < n; i++)
-		for (k = r[i].lo; k <= r[i].hi; k++)
-			sel[k] = true;
-	free(r);
-	return 0;
-}
-
 int cmd_warm(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -278,16 +259,13 @@ int cmd_warm(int argc, char **argv)
 		CMD_LONGOPTS_END,
 	};
 	struct progress p = { 0 };
-	struct overrides ov = { 0 };
-	struct config *cfg = NULL;
+	struct cmd_config cc = { 0 };
 	struct dataset *ds = NULL;
 	struct cache *cache = NULL;
 	struct cache_stats cs;
 	struct mount_transforms *xfs = NULL;
 	struct xform_stats xs = { 0 };
 	const char *xname = NULL;
-	const char **rank_args = NULL;
-	size_t n_rank_args = 0, i;
 	bool *sel = NULL;
 	uint8_t *seen = NULL;
 	uint32_t *order = NULL;
@@ -301,10 +279,6 @@ int cmd_warm(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "r:j:t:qo:h", longopts, NULL)) !=
 	       -1) {
 		switch (c) {
-		case 'r':
-			if (cmd_args_push(&rank_args, &n_rank_args, optarg) < 0)
-				goto out;
-			break;
 		case 'j':
 			errno = 0;
 			jobs = strtoul(optarg, &end, 10);
@@ -324,42 +298,25 @@ int cmd_warm(int argc, char **argv)
 			p.quiet = true;
 			log_set_level(LOG_WARNING);
 			break;
-		default: /* -o, -h, errors */
-			if (!cmd_option_common(c, &ov, usage_warm, &rc))
+		default: /* -r, -o, -h, errors */
+			if (!cmd_config_option(c, &cc, usage_warm, &rc))
 				goto out;
 			break;
 		}
 	}
 	if (cmd_operands(argc, 1, usage_warm, "warm", "CONFIG") ||
-	    cmd_load_config(argv[optind], &ov, &cfg))
+	    cmd_load_config(argv[optind], &cc.ov, &cc.cfg))
 		goto out;
-	world = cfg->shard.spec.world_size;
-	sel = calloc((size_t)world, sizeof(*sel));
-	if (sel == NULL) {
-		rc = EXIT_RUNTIME;
+	c = cmd_config_ranks("warm", &cc, &sel);
+	if (c < 0) {
+		rc = c == -ENOMEM ? EXIT_RUNTIME : EXIT_USAGE;
 		goto out;
 	}
-	for (i = 0; i < n_rank_args; i++) {
-		if (warm_select(rank_args[i], world, sel) < 0)
-			goto out;
-	}
-	if (n_rank_args == 0)
-		for (r = 0; r < world; r++)
-			sel[r] = config_rank_selected(cfg, r);
-	if (xname != NULL) {
-		bool found = false;
-
-		for (i = 0; i < cfg->n_transforms; i++)
-			found |= !strcmp(cfg->transforms[i].name, xname);
-		if (!found) {
-			fprintf(stderr,
-				"shardfs: warm: --transform %s: %s has no "
-				"[transform %s]\n",
-				xname, argv[optind], xname);
-			goto out;
-		}
-	}
-	if (!cfg->cache.enabled) {
+	world = cc.cfg->shard.spec.world_size;
+	if (xname != NULL &&
+	    cmd_config_transform("warm", &cc, argv[optind], xname) < 0)
+		goto out;
+	if (!cc.cfg->cache.enabled) {
 		fprintf(stderr,
 			"shardfs: warm: cache.enabled is false in "
 			"%s: nothing to warm\n",
@@ -368,18 +325,18 @@ int cmd_warm(int argc, char **argv)
 	}
 
 	rc = EXIT_RUNTIME;
-	if (dataset_load(cfg, true, &ds) < 0)
+	if (dataset_load(cc.cfg, true, &ds) < 0)
 		goto out;
-	if (mount_cache_open(cfg, ds->backend, &cache) < 0)
+	if (mount_cache_open(cc.cfg, ds->backend, &cache) < 0)
 		goto out;
 	cache_stats_get(cache, &cs);
 	if (!cs.enabled) {
 		log_msg(LOG_ERR, "warm: the cache in %s cannot be used",
-			cfg->cache.dir);
+			cc.cfg->cache.dir);
 		goto out;
 	}
 	if (xname != NULL) {
-		if (mount_transforms_open(cfg, cache, &xfs) < 0)
+		if (mount_transforms_open(cc.cfg, cache, &xfs) < 0)
 			goto out;
 		job.x = mount_transforms_find(xfs, xname);
 	}
@@ -448,9 +405,7 @@ out:
 	free(order);
 	free(seen);
 	free(sel);
-	free(rank_args);
 	dataset_free(ds);
-	config_free(cfg);
-	overrides_free(&ov);
+	cmd_config_free(&cc);
 	return rc;
 }

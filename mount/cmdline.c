@@ -1,9 +1,9 @@
 /*
  * cmdline: the command-line handling every subcommand shares (see
- * commands.h): the end of an option switch, the operand count,
- * options that may be repeated, sizes for people, files written whole,
- * loading a config with its -o overrides, --rank arguments and usage
- * errors.
+ * commands.h): the end of an option switch, the operand count, what a
+ * config command holds (its -o overrides, --rank arguments and config)
+ * and the ranks --rank selects, sizes for people, files written whole,
+ * loading a config with its -o overrides and usage errors.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -28,17 +28,47 @@ int cmd_option_other(int c, const char *usage)
 	return EXIT_USAGE;
 }
 
-bool cmd_option_common(int c, struct overrides *ov, const char *usage, int *rc)
+/* Appends arg (borrowed) to the array *v of *n, for an option that may
+ * be repeated. Returns 0 or -ENOMEM (then *v and *n are unchanged). */
+static int cmd_args_push(const char ***v, size_t *n, const char *arg)
 {
-	if (c != 'o') {
+	const char **grown = realloc(*v, (*n + 1) * sizeof(*grown));
+
+	if (grown == NULL)
+		return -ENOMEM;
+	grown[(*n)++] = arg;
+	*v = grown;
+	return 0;
+}
+
+bool cmd_config_option(int c, struct cmd_config *cc, const char *usage, int *rc)
+{
+	switch (c) {
+	case 'r':
+		if (cmd_args_push(&cc->rank_args, &cc->n_rank_args, optarg) <
+		    0) {
+			*rc = EXIT_RUNTIME;
+			return false;
+		}
+		return true;
+	case 'o':
+		if (overrides_parse(&cc->ov, optarg) < 0) { /* it said why */
+			*rc = EXIT_USAGE;
+			return false;
+		}
+		return true;
+	default:
 		*rc = cmd_option_other(c, usage);
 		return false;
 	}
-	if (overrides_parse(ov, optarg) < 0) { /* it said why */
-		*rc = EXIT_USAGE;
-		return false;
-	}
-	return true;
+}
+
+void cmd_config_free(struct cmd_config *cc)
+{
+	free(cc->rank_args);
+	config_free(cc->cfg);
+	overrides_free(&cc->ov);
+	memset(cc, 0, sizeof(*cc));
 }
 
 int cmd_operands(int argc, int want, const char *usage, const char *cmd,
@@ -54,17 +84,6 @@ int cmd_operands(int argc, int want, const char *usage, const char *cmd,
 	else
 		fprintf(stderr, "too many arguments\n%s", usage);
 	return EXIT_USAGE;
-}
-
-int cmd_args_push(const char ***v, size_t *n, const char *arg)
-{
-	const char **grown = realloc(*v, (*n + 1) * sizeof(*grown));
-
-	if (grown == NULL)
-		return -ENOMEM;
-	grown[(*n)++] = arg;
-	*v = grown;
-	return 0;
 }
 
 void cmd_human_bytes(char *buf, size_t cap, double b)
@@ -126,8 +145,12 @@ int cmd_load_config(const char *path, const struct overrides *o,
 	return 0;
 }
 
-int cmd_rank_arg(const char *cmd, const char *arg, uint64_t world,
-		 struct ranks_range **out, size_t *n_out)
+/* One --rank argument of subcommand cmd: its ranks, each below world.
+ * Returns 0 and sets *out (free() it) and *n_out; or prints
+ * "shardfs: CMD: --rank ARG: reason" and returns -EINVAL or -ERANGE; or
+ * -ENOMEM. */
+static int cmd_rank_arg(const char *cmd, const char *arg, uint64_t world,
+			struct ranks_range **out, size_t *n_out)
 {
 	char why[256];
 	size_t n = 0;
@@ -148,6 +171,51 @@ int cmd_rank_arg(const char *cmd, const char *arg, uint64_t world,
 	}
 	*n_out = n;
 	return 0;
+}
+
+int cmd_config_ranks(const char *cmd, const struct cmd_config *cc, bool **out)
+{
+	const struct config *cfg = cc->cfg;
+	uint64_t world = cfg->shard.spec.world_size, r;
+	bool *sel = calloc((size_t)world, sizeof(*sel));
+	size_t i, k, n = cc->n_rank_args;
+	int rc;
+
+	if (sel == NULL)
+		return -ENOMEM;
+	for (i = 0; i < n; i++) {
+		struct ranks_range *rr = NULL;
+		size_t nr = 0;
+
+		rc = cmd_rank_arg(cmd, cc->rank_args[i], world, &rr, &nr);
+		if (rc < 0) {
+			free(sel);
+			return rc;
+		}
+		for (k = 0; k < nr; k++)
+			for (r = rr[k].lo; r <= rr[k].hi; r++)
+				sel[r] = true;
+		free(rr);
+	}
+	if (n == 0)
+		for (r = 0; r < world; r++)
+			sel[r] = config_rank_selected(cfg, r);
+	*out = sel;
+	return 0;
+}
+
+int cmd_config_transform(const char *cmd, const struct cmd_config *cc,
+			 const char *path, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < cc->cfg->n_transforms; i++)
+		if (strcmp(cc->cfg->transforms[i].name, name) == 0)
+			return 0;
+	fprintf(stderr,
+		"shardfs: %s: --transform %s: %s has no [transform %s]\n", cmd,
+		name, path, name);
+	return -ENOENT;
 }
 
 int cmd_usage_error(const char *usage, const char *fmt, const char *arg)

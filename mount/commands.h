@@ -21,6 +21,8 @@
 #ifndef SHARDFS_COMMANDS_H
 #define SHARDFS_COMMANDS_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 
 #include "backends/backend.h"
@@ -28,7 +30,6 @@
 #include "mount/config.h"
 #include "mount/overrides.h"
 #include "util/exit.h"
-#include "util/ranks.h"
 
 /* Opens the read path for cfg over be (borrowed): the disk cache in
  * [cache] dir when cache.enabled, else a pass-through. If the disk cache
@@ -45,13 +46,6 @@ int mount_cache_open(const struct config *cfg, struct backend *be,
 int cmd_load_config(const char *path, const struct overrides *o,
 		    struct config **cfg);
 
-/* One --rank argument of subcommand cmd: its ranks, each below world.
- * Returns 0 and sets *out (free() it) and *n_out; or prints
- * "shardfs: CMD: --rank ARG: reason" and returns -EINVAL or -ERANGE; or
- * -ENOMEM. */
-int cmd_rank_arg(const char *cmd, const char *arg, uint64_t world,
-		 struct ranks_range **out, size_t *n_out);
-
 /* Prints "shardfs: " fmt (with arg) and usage to stderr; returns
  * EXIT_USAGE. */
 int cmd_usage_error(const char *usage, const char *fmt, const char *arg);
@@ -67,20 +61,47 @@ int cmd_usage_error(const char *usage, const char *fmt, const char *arg);
  * returns EXIT_OK; for any other option (getopt has said what is wrong
  * with it), prints usage to stderr and returns EXIT_USAGE. */
 int cmd_option_other(int c, const char *usage);
-/* The default case of a getopt loop of a command that takes -o KEY=VALUE:
- * -o adds to ov and returns true (go on); else (a bad -o, -h or an option
- * getopt refused) returns false with the exit status in *rc. */
-bool cmd_option_common(int c, struct overrides *ov, const char *usage, int *rc);
+
+/* What a subcommand that reads CONFIG (warm, digests, index, plan) holds
+ * from its options to its end: the -o overrides, the --rank arguments
+ * (borrowed from argv) and the config, once cmd_load_config(path,
+ * &cc->ov, &cc->cfg) has loaded it. Zeroed: nothing held. */
+struct cmd_config {
+	struct overrides ov;
+	const char **rank_args;
+	size_t n_rank_args;
+	struct config *cfg;
+};
+
+/* The default case of a config command's getopt loop: -r (--rank) is kept
+ * in cc->rank_args, -o KEY=VALUE added to cc->ov, and it returns true (go
+ * on); else (a bad -o, -h, an option getopt refused, or out of memory)
+ * returns false with the exit status in *rc. */
+bool cmd_config_option(int c, struct cmd_config *cc, const char *usage,
+		       int *rc);
+
+/* The ranks subcommand cmd works on, one flag per rank of cc->cfg's world
+ * size: those of cc's --rank arguments (util/ranks.h's grammar, as [shard]
+ * ranks; each rank below the world size), or, with none, the ranks the
+ * config selects (config_rank_selected()). Returns 0 and sets *sel (free()
+ * it); or prints "shardfs: CMD: --rank ARG: reason" and returns -EINVAL or
+ * -ERANGE; or -ENOMEM. */
+int cmd_config_ranks(const char *cmd, const struct cmd_config *cc, bool **sel);
+
+/* --transform NAME of subcommand cmd: 0 if cc->cfg (loaded from path) has
+ * [transform NAME]; else prints "shardfs: CMD: --transform NAME: PATH has
+ * no [transform NAME]" and returns -ENOENT. */
+int cmd_config_transform(const char *cmd, const struct cmd_config *cc,
+			 const char *path, const char *name);
+
+/* Frees what cc holds (not cc itself) and zeroes it. */
+void cmd_config_free(struct cmd_config *cc);
 
 /* Checks that want operands follow the options (argv[optind..argc)).
  * Returns 0, or prints "shardfs: CMD: WHAT missing" or "shardfs: CMD: too
  * many arguments" and usage to stderr and returns EXIT_USAGE. */
 int cmd_operands(int argc, int want, const char *usage, const char *cmd,
 		 const char *what);
-
-/* Appends arg (borrowed) to the array *v of *n, for an option that may
- * be repeated. Returns 0 or -ENOMEM (then *v and *n are unchanged). */
-int cmd_args_push(const char ***v, size_t *n, const char *arg);
 
 /* Writes a file that readers see whole or not at all: write(f, obj) into
  * PATH.tmp.PID, fsync, then a rename over path. Returns 0 or a negative

@@ -118,11 +118,6 @@ void rec_tar_free(struct rec_tar *t)
 	free(t);
 }
 
-uint64_t rec_tar_records(const struct rec_tar *t)
-{
-	return t->records;
-}
-
 uint64_t rec_tar_skipped(const struct rec_tar *t)
 {
 	return t->skipped;

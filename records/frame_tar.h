@@ -27,7 +27,6 @@ int rec_tar_feed(struct rec_tar *t, const unsigned char *p, size_t len);
  * as rec_tar_feed. */
 int rec_tar_finish(struct rec_tar *t);
 
-uint64_t rec_tar_records(const struct rec_tar *t);
 uint64_t rec_tar_skipped(const struct rec_tar *t);
 
 /* NULL is a no-op. */

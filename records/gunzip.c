@@ -178,19 +178,12 @@ const char *rec_gunzip_error(const struct rec_gunzip *g)
 	return g->err;
 }
 
-uint64_t rec_gunzip_decoded(const struct rec_gunzip *g)
+void rec_gunzip_stats_get(const struct rec_gunzip *g,
+			  struct rec_gunzip_stats *out)
 {
-	return g->decoded;
-}
-
-uint64_t rec_gunzip_consumed(const struct rec_gunzip *g)
-{
-	return g->consumed;
-}
-
-uint64_t rec_gunzip_members(const struct rec_gunzip *g)
-{
-	return g->members;
+	out->decoded = g->decoded;
+	out->consumed = g->consumed;
+	out->members = g->members;
 }
 
 void rec_gunzip_free(struct rec_gunzip *g)

@@ -40,14 +40,16 @@ int rec_gunzip_finish(struct rec_gunzip *g);
  * "" if nothing. Valid until the next call or rec_gunzip_free. */
 const char *rec_gunzip_error(const struct rec_gunzip *g);
 
-/* Decoded bytes so far (over all members). */
-uint64_t rec_gunzip_decoded(const struct rec_gunzip *g);
+/* How far a stream has come. */
+struct rec_gunzip_stats {
+	uint64_t decoded;  /* bytes decoded so far, over all members */
+	uint64_t consumed; /* compressed bytes consumed so far */
+	uint64_t members;  /* members completed so far (trailer checked) */
+};
 
-/* Compressed bytes consumed so far. */
-uint64_t rec_gunzip_consumed(const struct rec_gunzip *g);
-
-/* Members completed so far (trailer checked). */
-uint64_t rec_gunzip_members(const struct rec_gunzip *g);
+/* Fills *out with g's counts so far. */
+void rec_gunzip_stats_get(const struct rec_gunzip *g,
+			  struct rec_gunzip_stats *out);
 
 /* NULL is a no-op. */
 void rec_gunzip_free(struct rec_gunzip *g);

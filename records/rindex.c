@@ -16,6 +16,9 @@
 #include "records/rindex.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -253,6 +256,29 @@ static void emit_u64(struct rindex_emit *e, uint64_t v)
 	emit_bytes(e, tmp + i, sizeof(tmp) - i);
 }
 
+/* A line's fixed text and numbers, in one format (the file's layout as
+ * docs/RECORDS.md shows it). Only for short texts: what would not fit
+ * tmp sets e->err, never a cut line. */
+static void emit_fmt(struct rindex_emit *e, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void emit_fmt(struct rindex_emit *e, const char *fmt, ...)
+{
+	char tmp[256];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= sizeof(tmp)) {
+		if (!e->err)
+			e->err = -EOVERFLOW;
+		return;
+	}
+	emit_bytes(e, tmp, (size_t)n);
+}
+
 /* The manifest's escaping (manifest_write_escaped): '%' and bytes below
  * 0x20 as %XX, uppercase. */
 bool rindex_needs_escape(unsigned char c)
@@ -284,17 +310,12 @@ static void rindex_emit_body(const struct rindex *ri, struct rindex_emit *e)
 	const struct manifest *m = ri->manifest;
 	size_t i;
 
-	emit_str(e, RINDEX_HEADER "\nformat ");
-	emit_str(e, rec_format_name(ri->format));
-	emit_str(e, "\nmanifest ");
-	emit_str(e, ri->manifest_digest);
-	emit_str(e, "\nobjects ");
-	emit_u64(e, ri->n_objects);
-	emit_str(e, " records ");
-	emit_u64(e, ri->n_records);
-	emit_str(e, " skipped ");
-	emit_u64(e, ri->skipped_objects);
-	emit_str(e, "\n");
+	emit_fmt(e,
+		 RINDEX_HEADER "\nformat %s\nmanifest %s\nobjects %" PRIu64
+			       " records %" PRIu64 " skipped %" PRIu64 "\n",
+		 rec_format_name(ri->format), ri->manifest_digest,
+		 (uint64_t)ri->n_objects, (uint64_t)ri->n_records,
+		 (uint64_t)ri->skipped_objects);
 	for (i = 0; i < ri->n_objects; i++) {
 		const struct rindex_object *o = &ri->objects[i];
 		const struct manifest_entry *me = &m->entries[o->item];
@@ -304,13 +325,9 @@ static void rindex_emit_body(const struct rindex *ri, struct rindex_emit *e)
 		emit_escaped(e, me->key, me->key_len);
 		emit_str(e, "\t");
 		emit_escaped(e, me->etag, me->etag_len);
-		emit_str(e, "\t");
-		emit_u64(e, me->size);
-		emit_str(e, "\t");
-		emit_u64(e, o->decoded_size);
-		emit_str(e, "\t");
-		emit_u64(e, o->count);
-		emit_str(e, o->nl_added ? "\tn\n" : "\t-\n");
+		emit_fmt(e, "\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%c\n",
+			 (uint64_t)me->size, (uint64_t)o->decoded_size,
+			 (uint64_t)o->count, o->nl_added ? 'n' : '-');
 		for (r = o->first; r < o->first + o->count; r++) {
 			if (ri->rec_off[r] != end) {
 				emit_str(e, "@");
@@ -408,9 +425,7 @@ int rindex_write(const struct rindex *ri, FILE *f)
 		return -ENOMEM;
 	e->f = f;
 	rindex_emit_body(ri, e);
-	emit_str(e, "end ");
-	emit_str(e, ri->digest);
-	emit_str(e, "\n");
+	emit_fmt(e, "end %s\n", ri->digest);
 	emit_flush(e);
 	rc = e->err;
 	free(e);
