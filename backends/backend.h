@@ -18,14 +18,15 @@
  *             gcs_url.c URLs and the error map (pure), gcs_json.c the JSON
  *             replies, gcs_jwt.c the OAuth2 documents, gcs_creds.c the
  *             credential chain;
- *   nfs*.c    nfs.c the operations, nfs_conn.c connections, deadlines and
- *             retries, nfs_fh.c the files a connection keeps open,
- *             nfs_list.c the listing walk, nfs_url.c URLs and error
- *             classes (pure).
+ *   nfs*.c    nfs.c the operations, nfs_list.c the listing walk,
+ *             nfs_conn.c the pool of connections and retries, nfs_fh.c
+ *             the files a connection keeps open, nfs_call.c one call
+ *             under a deadline, nfs_url.c URLs and error classes (pure).
  * Shared by several: http*.c the HTTP layer of S3 and GCS (http.h),
  * objstore.c the object-store rules above it (objstore.h), backend_list.c
- * a listing's bounds. A backend's private header (s3_impl.h, s3_creds_impl.h,
- * gcs_impl.h, nfs_impl.h, http_impl.h) is included by its own files only.
+ * a listing's bounds. A backend's private headers (s3_impl.h, s3_creds_impl.h,
+ * gcs_impl.h, nfs_types.h and the other nfs_*.h, http_impl.h) are included
+ * by its own files only.
  *
  * Backends know nothing of ranks, manifests or FUSE. Credentials, signing,
  * retries and HTTP live behind this interface. Every operation returns 0 or

@@ -39,7 +39,12 @@
  * directory whole, with READDIRPLUS or the NFSv4 equivalent, so there is
  * one round trip per directory and none per file). Only regular files and
  * directories are followed: symlinks and other types are skipped (counted,
- * the first few logged). Connections, deadlines and retries: nfs_conn.c.
+ * the first few logged).
+ *
+ * Files, each calling only those below it: nfs.c and nfs_list.c (the
+ * operations) -> nfs_conn.c (the pool, connecting, retries) -> nfs_fh.c
+ * (kept file handles, dropping a context) -> nfs_call.c (one call under
+ * a deadline, the trace); nfs_types.h holds the state they share.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -56,8 +61,10 @@
 
 #include "backends/backend.h"
 #include "backends/nfs.h"
+#include "backends/nfs_call.h"
+#include "backends/nfs_conn.h"
+#include "backends/nfs_fh.h"
 #include "backends/nfs_impl.h"
-#include "util/hex.h"
 #include "util/log.h"
 
 size_t nfsb_format_etag(uint64_t mtime_ns, uint64_t size, uint64_t ctime_ns,
@@ -174,60 +181,6 @@ static int nfs_be_stat(struct backend *be, const char *key, size_t key_len,
 }
 
 /* ---- read ---- */
-
-/* With SHARDFS_NFS_TRACE, every read attempt appends one line,
- * "GET /PATH/KEY STATUS BYTES CONN open=N read=N getattr=N" (the key
- * percent-encoded but for '/', STATUS 200, or 404, 412 (changed), 416
- * (short) or 503; then the RPCs the attempt made), the form of the test
- * suites' HTTP request logs, so they count what the server was asked for
- * over nfs:// as over s3://. A kept handle's life adds "OPEN", "CLOSE"
- * and "DROP" (forgotten without a CLOSE) lines of the same form. One
- * write(2) per line: appends from several processes do not interleave. */
-void nfsb_trace(const struct nfs_backend *nb, const char *verb,
-		const char *path, int rc, size_t bytes,
-		const struct nfs_conn *conn, const char *extra)
-{
-	char line[8192];
-	size_t n = 0, i, plen, vlen;
-	int status = rc == 0	      ? 200
-		     : rc == -ENOENT  ? 404
-		     : rc == -ESTALE  ? 412
-		     : rc == -ENODATA ? 416
-		     : rc == -EINTR   ? 499
-				      : 503;
-
-	if (nb->trace_fd < 0)
-		return;
-	plen = strlen(nb->src.path);
-	vlen = strnlen(verb, 16);
-	memcpy(line, verb, vlen);
-	line[vlen] = ' ';
-	n = vlen + 1;
-	if (plen > 1 && plen < 1024) {
-		memcpy(line + n, nb->src.path, plen);
-		n += plen;
-	}
-	for (i = 0; path[i] && n < sizeof(line) - 256; i++) {
-		unsigned char c = (unsigned char)path[i];
-
-		if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-		    (c >= '0' && c <= '9') || strchr("-._~/", c) != NULL) {
-			line[n++] = (char)c;
-		} else {
-			hex_percent(c, line + n);
-			n += 3;
-		}
-	}
-	n += (size_t)snprintf(line + n, sizeof(line) - n, " %d %zu %td%s%s\n",
-			      status, bytes, conn - nb->conns,
-			      extra != NULL ? " " : "",
-			      extra != NULL ? extra : "");
-	if (n >= sizeof(line))
-		n = sizeof(line) - 1;
-	if (write(nb->trace_fd, line, n) < 0) {
-		/* a diagnostic: nothing to do */
-	}
-}
 
 struct read_arg {
 	const char *path;

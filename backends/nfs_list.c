@@ -11,6 +11,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "backends/nfs_call.h"
+#include "backends/nfs_conn.h"
 #include "backends/nfs_impl.h"
 #include "util/log.h"
 #include "util/str.h"
