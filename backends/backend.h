@@ -11,8 +11,8 @@
  *   posix.c   the whole posix backend;
  *   s3*.c     s3.c the operations and signing each request, s3_read.c
  *             ranged reads, s3_url.c URLs and the error map (pure),
- *             s3_sign.c SigV4, s3_creds.c credentials and their refresh,
- *             s3_creds_source.c asking each source of the chain, s3_xml.c
+ *             s3_sign.c SigV4, s3_creds.c credentials and their documents,
+ *             s3_creds_source.c the chain and its refresh, s3_xml.c
  *             the XML replies;
  *   gcs*.c    gcs.c the operations and listing, gcs_read.c ranged reads,
  *             gcs_url.c URLs and the error map (pure), gcs_json.c the JSON
