@@ -138,30 +138,47 @@ static int stat_once(struct nfs_backend *nb, struct nfs_conn *conn,
 			   nfsb_min(deadline, clock_now_ms() + nb->request_ms));
 }
 
-struct stat_arg {
-	const char *path;
+/* The argument of every op on one file, or the head of it. */
+struct file_arg {
+	const char *path; /* "/KEY" below the mount */
 };
 
 static int stat_op(struct nfs_backend *nb, struct nfs_conn *conn, void *arg,
 		   uint64_t deadline, struct nfs_call *c)
 {
-	return stat_once(nb, conn, ((struct stat_arg *)arg)->path, deadline, c);
+	return stat_once(nb, conn, ((struct file_arg *)arg)->path, deadline, c);
+}
+
+/* Runs op on the file key names, with file (op's argument, or its head)
+ * pointing at its path, which *path receives (the caller frees it). Every
+ * attempt, with its retries, ends within read_timeout_ms of now. reads:
+ * op reads the file, so a connection that keeps it open is taken first.
+ * Returns key_to_path()'s error (*path untouched: the key is not one a
+ * source accepts), else nfsb_with_retries()'s result. */
+static int key_op(struct nfs_backend *nb, const char *key, size_t key_len,
+		  nfsb_op op, struct file_arg *file, bool reads, char **path,
+		  struct nfs_call *c)
+{
+	int rc = key_to_path(key, key_len, path);
+
+	if (rc < 0)
+		return rc;
+	file->path = *path;
+	return nfsb_with_retries(nb, op, file, reads ? *path : NULL,
+				 clock_now_ms() + nb->read_ms, c);
 }
 
 static int nfs_be_stat(struct backend *be, const char *key, size_t key_len,
 		       struct backend_stat *st)
 {
 	struct nfs_backend *nb = (struct nfs_backend *)be;
-	struct stat_arg a;
+	struct file_arg a;
 	struct nfs_call c;
-	char *path;
-	int rc = key_to_path(key, key_len, &path);
+	char *path = NULL;
+	int rc = key_op(nb, key, key_len, stat_op, &a, false, &path, &c);
 
-	if (rc < 0)
+	if (path == NULL)
 		return rc;
-	a.path = path;
-	rc = nfsb_with_retries(nb, stat_op, &a, NULL,
-			       clock_now_ms() + nb->read_ms, &c);
 	if (rc == 0 && !stat_is_reg(&c.st))
 		rc = -ENOENT;
 	if (rc == 0) {
@@ -183,7 +200,7 @@ static int nfs_be_stat(struct backend *be, const char *key, size_t key_len,
 /* ---- read ---- */
 
 struct read_arg {
-	const char *path;
+	struct file_arg file; /* first: key_op() sets it */
 	const char *etag;
 	size_t etag_len;
 	uint64_t offset;
@@ -380,12 +397,13 @@ static int read_op(struct nfs_backend *nb, struct nfs_conn *conn, void *arg,
 		rc = nfsb_connect(nb, conn, deadline, c);
 	if (rc < 0)
 		return rc;
-	k = nfsb_kept_find(conn, a->path);
+	k = nfsb_kept_find(conn, a->file.path);
 	reused = k != NULL;
 	for (;;) {
 		if (k == NULL) {
 			a->opens++;
-			rc = nfsb_kept_open(nb, conn, a->path, deadline, c, &k);
+			rc = nfsb_kept_open(nb, conn, a->file.path, deadline, c,
+					    &k);
 			if (rc == -ENOENT && conn->ctx != NULL &&
 			    root_removed(nb, conn, deadline)) {
 				snprintf(c->err, sizeof(c->err),
@@ -428,7 +446,8 @@ static int read_op(struct nfs_backend *nb, struct nfs_conn *conn, void *arg,
 	}
 	snprintf(rpcs, sizeof(rpcs), "open=%u read=%u getattr=%u", a->opens,
 		 a->reads, a->getattrs);
-	nfsb_trace(nb, "GET", a->path, rc, rc == 0 ? a->len : 0, conn, rpcs);
+	nfsb_trace(nb, "GET", a->file.path, rc, rc == 0 ? a->len : 0, conn,
+		   rpcs);
 	if (rc == 0) {
 		nfsb_kept_trim(nb, conn, k, deadline);
 		return 0;
@@ -461,14 +480,11 @@ static int nfs_be_read(struct backend *be, const char *key, size_t key_len,
 			      .len = len,
 			      .buf = buf };
 	struct nfs_call c;
-	char *path;
-	int rc = key_to_path(key, key_len, &path);
+	char *path = NULL;
+	int rc = key_op(nb, key, key_len, read_op, &a.file, true, &path, &c);
 
-	if (rc < 0)
+	if (path == NULL)
 		return rc;
-	a.path = path;
-	rc = nfsb_with_retries(nb, read_op, &a, path,
-			       clock_now_ms() + nb->read_ms, &c);
 	if (rc < 0) {
 		char kb[LOG_KEY_MAX];
 
@@ -540,7 +556,7 @@ static int nfs_be_open(const char *url, const struct backend_options *opts,
 		       struct backend **out)
 {
 	struct nfs_backend *nb;
-	struct stat_arg a = { .path = "/" };
+	struct file_arg a = { .path = "/" };
 	struct nfs_call c;
 	const char *why = NULL;
 	int rc;
