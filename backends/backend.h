@@ -42,6 +42,7 @@
 #ifndef SHARDFS_BACKEND_H
 #define SHARDFS_BACKEND_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -173,6 +174,13 @@ void backend_list_bound_start(struct backend_list_bound *b, unsigned timeout_ms,
  * it. */
 int backend_list_bound_check(struct backend_list_bound *b,
 			     const struct backend_object *obj);
+
+/* Counts one entry a listing skipped (a symlink, a special file) in
+ * *count, the backend's total; true for the first
+ * BACKEND_LIST_SKIPPED_LOG_MAX of them, the ones the caller logs, so a
+ * source with thousands logs a few lines. Thread-safe. */
+#define BACKEND_LIST_SKIPPED_LOG_MAX 20
+bool backend_list_skipped(atomic_uint_fast64_t *count);
 
 struct backend;
 

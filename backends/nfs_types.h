@@ -33,7 +33,6 @@ void nfs_free_nfsfh(struct nfsfh *nfsfh);
 #define NFS_READ_CHUNK_MAX (1u << 20) /* bytes per READ when unknown */
 #define NFS_READ_DEPTH 4	      /* READs in flight per read */
 #define NFS_POLL_SLICE_MS 100
-#define NFS_SKIPPED_LOG_MAX 20
 #define NFS_FH_PER_CONN 4   /* open files kept per connection */
 #define NFS_FH_IDLE_MS 5000 /* a kept file unused this long is closed */
 
