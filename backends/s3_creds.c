@@ -56,12 +56,34 @@ void s3_creds_put(struct s3_creds *c)
 
 /* Parsing */
 
+/* Credentials from a document's fields: both keys there and not empty
+ * (else bad, the document's own error), the token optional. 0 and *out,
+ * bad, or -ENOMEM. */
+static int creds_from_fields(const char *ak, const char *sk, const char *tok,
+			     int64_t expires, int bad, struct s3_creds **out)
+{
+	if (ak == NULL || sk == NULL || ak[0] == '\0' || sk[0] == '\0')
+		return bad;
+	*out = s3_creds_new(ak, sk, tok, expires);
+	return *out != NULL ? 0 : -ENOMEM;
+}
+
+/* The keys of a profile that credentials are made of (case-insensitive,
+ * as the AWS SDKs read them); any other key is passed over. */
+enum { INI_KEY_ID, INI_SECRET, INI_TOKEN, INI_KEYS };
+static const char *const ini_keys[INI_KEYS] = {
+	[INI_KEY_ID] = "aws_access_key_id",
+	[INI_SECRET] = "aws_secret_access_key",
+	[INI_TOKEN] = "aws_session_token",
+};
+
 int s3_creds_parse_ini(const char *text, size_t len, const char *profile,
 		       struct s3_creds **out)
 {
 	const char *p = text, *end = text + len;
-	char *ak = NULL, *sk = NULL, *tok = NULL;
+	char *val[INI_KEYS] = { NULL };
 	int in_profile = 0, found = 0, rc;
+	size_t i;
 
 	while (p < end) {
 		const char *nl = memchr(p, '\n', (size_t)(end - p));
@@ -90,44 +112,30 @@ int s3_creds_parse_ini(const char *text, size_t len, const char *profile,
 			continue;
 		{
 			const char *ks = s, *ke = eq, *vs = eq + 1, *ve = e;
-			char **dst = NULL;
 
 			str_trim_span(&ks, &ke);
 			str_trim_span(&vs, &ve);
-			if ((size_t)(ke - ks) == 17 &&
-			    strncasecmp(ks, "aws_access_key_id", 17) == 0)
-				dst = &ak;
-			else if ((size_t)(ke - ks) == 21 &&
-				 strncasecmp(ks, "aws_secret_access_key", 21) ==
-					 0)
-				dst = &sk;
-			else if ((size_t)(ke - ks) == 17 &&
-				 strncasecmp(ks, "aws_session_token", 17) == 0)
-				dst = &tok;
-			if (dst == NULL)
+			for (i = 0; i < INI_KEYS; i++)
+				if (strlen(ini_keys[i]) == (size_t)(ke - ks) &&
+				    strncasecmp(ks, ini_keys[i],
+						(size_t)(ke - ks)) == 0)
+					break;
+			if (i == INI_KEYS)
 				continue;
-			objstore_wipe_free(*dst);
-			*dst = strndup(vs, (size_t)(ve - vs));
-			if (*dst == NULL) {
+			objstore_wipe_free(val[i]);
+			val[i] = strndup(vs, (size_t)(ve - vs));
+			if (val[i] == NULL) {
 				rc = -ENOMEM;
 				goto out;
 			}
 		}
 	}
-	if (!found) {
-		rc = -ENOENT;
-		goto out;
-	}
-	if (ak == NULL || sk == NULL || ak[0] == '\0' || sk[0] == '\0') {
-		rc = -EINVAL;
-		goto out;
-	}
-	*out = s3_creds_new(ak, sk, tok, 0);
-	rc = *out ? 0 : -ENOMEM;
+	rc = found ? creds_from_fields(val[INI_KEY_ID], val[INI_SECRET],
+				       val[INI_TOKEN], 0, -EINVAL, out)
+		   : -ENOENT;
 out:
-	objstore_wipe_free(ak);
-	objstore_wipe_free(sk);
-	objstore_wipe_free(tok);
+	for (i = 0; i < INI_KEYS; i++)
+		objstore_wipe_free(val[i]);
 	return rc;
 }
 
@@ -154,15 +162,12 @@ int s3_creds_parse_json(const char *text, size_t len, struct s3_creds **out)
 	sk = json_string_value(json_object_get(root, "SecretAccessKey"));
 	tok = json_string_value(json_object_get(root, "Token"));
 	exp = json_string_value(json_object_get(root, "Expiration"));
-	if (ak == NULL || sk == NULL || ak[0] == '\0' || sk[0] == '\0')
-		goto out;
 	if (exp != NULL) {
 		expires = s3_creds_parse_expiry(exp);
 		if (expires < 0)
 			goto out;
 	}
-	*out = s3_creds_new(ak, sk, tok, expires);
-	rc = *out ? 0 : -ENOMEM;
+	rc = creds_from_fields(ak, sk, tok, expires, -EBADMSG, out);
 out:
 	json_decref(root);
 	return rc;
