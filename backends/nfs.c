@@ -41,10 +41,11 @@
  * directories are followed: symlinks and other types are skipped (counted,
  * the first few logged).
  *
- * Files, each calling only those below it: nfs.c and nfs_list.c (the
- * operations) -> nfs_conn.c (the pool, connecting, retries) -> nfs_fh.c
- * (kept file handles, dropping a context) -> nfs_call.c (one call under
- * a deadline, the trace); nfs_types.h holds the state they share.
+ * Files, each calling only those below it: nfs_list.c (the listing,
+ * which takes the etag's form from here) -> nfs.c -> nfs_conn.c (the
+ * pool, connecting, retries) -> nfs_fh.c (kept file handles, dropping a
+ * context) -> nfs_call.c (one call under a deadline, the trace);
+ * nfs_types.h holds the state they share.
  */
 #include <errno.h>
 #include <fcntl.h>

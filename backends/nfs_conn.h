@@ -4,7 +4,7 @@
  * each request a connection of its own, and the retries of an operation
  * on new connections. Private to the nfs backend; called by nfs.c and
  * nfs_list.c, it calls nfs_fh.c (a connection's kept files, its drop) and
- * nfs_call.c (nfs_types.h).
+ * nfs_call.c; the types are nfs_types.h's.
  */
 #ifndef SHARDFS_NFS_CONN_H
 #define SHARDFS_NFS_CONN_H

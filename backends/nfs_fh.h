@@ -2,7 +2,8 @@
  * nfs_fh: the files each nfs connection keeps open across ranges, and the
  * end of a connection's context, which takes its kept files with it.
  * Private to the nfs backend; called by nfs.c (a read's handle) and
- * nfs_conn.c (the pool), it calls only nfs_call.c (nfs_types.h).
+ * nfs_conn.c (the pool), it calls only nfs_call.c; the types are
+ * nfs_types.h's.
  *
  * Each connection keeps up to NFS_FH_PER_CONN files open (their libnfs
  * file handles, which belong to its context), so the ranges of one file

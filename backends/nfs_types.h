@@ -1,12 +1,13 @@
 /*
- * nfs_types: the state the nfs backend's files share, types only: a call
- * (struct nfs_call), a kept file (struct nfs_kept), a connection (struct
- * nfs_conn) and the backend (struct nfs_backend), with the limits they are
- * sized by. Private to the nfs backend. The files, from the top down:
- * nfs.c and nfs_list.c (the operations) -> nfs_conn.c (nfs_conn.h: the
- * pool, connecting, retries) -> nfs_fh.c (nfs_fh.h: the files a
+ * nfs_types: the state the nfs backend's files share: a call (struct
+ * nfs_call), a kept file (struct nfs_kept), a connection (struct nfs_conn)
+ * and the backend (struct nfs_backend), with the limits they are sized
+ * by; types and constants only, and nfsb_min(). Private to the nfs
+ * backend. The files, from the top down: nfs_list.c (the listing) ->
+ * nfs.c (the other operations; nfs_impl.h) -> nfs_conn.c (nfs_conn.h:
+ * the pool, connecting, retries) -> nfs_fh.c (nfs_fh.h: the files a
  * connection keeps open) -> nfs_call.c (nfs_call.h: one call on a context
- * under a deadline). Each calls only the files below it.
+ * under a deadline). Each calls only files below it.
  */
 #ifndef SHARDFS_NFS_TYPES_H
 #define SHARDFS_NFS_TYPES_H
