@@ -11,21 +11,22 @@
  *   posix.c   the whole posix backend;
  *   s3*.c     s3.c the operations and signing each request, s3_read.c
  *             ranged reads, s3_url.c URLs and the error map (pure),
- *             s3_sign.c SigV4, s3_creds.c credentials and their refresh,
- *             s3_creds_source.c asking each source of the chain, s3_xml.c
+ *             s3_sign.c SigV4, s3_creds.c credentials and their documents,
+ *             s3_creds_source.c the chain and its refresh, s3_xml.c
  *             the XML replies;
  *   gcs*.c    gcs.c the operations and listing, gcs_read.c ranged reads,
  *             gcs_url.c URLs and the error map (pure), gcs_json.c the JSON
  *             replies, gcs_jwt.c the OAuth2 documents, gcs_creds.c the
  *             credential chain;
- *   nfs*.c    nfs.c the operations, nfs_conn.c connections, deadlines and
- *             retries, nfs_fh.c the files a connection keeps open,
- *             nfs_list.c the listing walk, nfs_url.c URLs and error
- *             classes (pure).
+ *   nfs*.c    nfs.c the operations, nfs_list.c the listing walk,
+ *             nfs_conn.c the pool of connections and retries, nfs_fh.c
+ *             the files a connection keeps open, nfs_call.c one call
+ *             under a deadline, nfs_url.c URLs and error classes (pure).
  * Shared by several: http*.c the HTTP layer of S3 and GCS (http.h),
  * objstore.c the object-store rules above it (objstore.h), backend_list.c
- * a listing's bounds. A backend's private header (s3_impl.h, s3_creds_impl.h,
- * gcs_impl.h, nfs_impl.h, http_impl.h) is included by its own files only.
+ * a listing's bounds. A backend's private headers (s3_impl.h, s3_creds_impl.h,
+ * gcs_impl.h, nfs_types.h and the other nfs_*.h, http_impl.h) are included
+ * by its own files only.
  *
  * Backends know nothing of ranks, manifests or FUSE. Credentials, signing,
  * retries and HTTP live behind this interface. Every operation returns 0 or
@@ -41,6 +42,7 @@
 #ifndef SHARDFS_BACKEND_H
 #define SHARDFS_BACKEND_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -172,6 +174,13 @@ void backend_list_bound_start(struct backend_list_bound *b, unsigned timeout_ms,
  * it. */
 int backend_list_bound_check(struct backend_list_bound *b,
 			     const struct backend_object *obj);
+
+/* Counts one entry a listing skipped (a symlink, a special file) in
+ * *count, the backend's total; true for the first
+ * BACKEND_LIST_SKIPPED_LOG_MAX of them, the ones the caller logs, so a
+ * source with thousands logs a few lines. Thread-safe. */
+#define BACKEND_LIST_SKIPPED_LOG_MAX 20
+bool backend_list_skipped(atomic_uint_fast64_t *count);
 
 struct backend;
 

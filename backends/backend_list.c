@@ -1,7 +1,8 @@
 /*
  * backend_list: the bounds of a listing (backend_list_bound in
  * backend.h), shared by the backends that list a store (objstore.c for
- * S3 and GCS, nfs_list.c). Apart from backend.c, whose table names every
+ * S3 and GCS, nfs_list.c), and the count of the entries a listing skips
+ * (posix.c, nfs_list.c). Apart from backend.c, whose table names every
  * backend, so that code that lists without opening one (the fuzz
  * harnesses) links it alone.
  */
@@ -59,4 +60,9 @@ int backend_list_bound_check(struct backend_list_bound *b,
 		return -EIO;
 	}
 	return 0;
+}
+
+bool backend_list_skipped(atomic_uint_fast64_t *count)
+{
+	return atomic_fetch_add(count, 1) < BACKEND_LIST_SKIPPED_LOG_MAX;
 }

@@ -197,12 +197,8 @@ int gcs_read_claim(struct backend *be, const char *key, size_t key_len,
 				    .no_proxy = gb->no_proxy };
 	int rc = -ENOMEM;
 
-	if (claim != NULL)
-		memset(claim, 0, sizeof(*claim));
-	if (len == 0) {
-		*nread = 0;
+	if (objstore_read_empty(len, nread, claim))
 		return 0;
-	}
 	objstore_range_init(&ctx.range, offset, len, buf, &req, gcs_read_body,
 			    gcs_read_check, &ctx);
 	rq.range = ctx.range.header;
@@ -238,9 +234,8 @@ int gcs_read_claim(struct backend *be, const char *key, size_t key_len,
 				   : ctx.got_gen[0] ? ctx.got_gen
 						    : "unknown");
 	if (rc == 0)
-		rc = objstore_range_result(&ctx.range, what, &resp, gcs_fail);
-	if (rc == 0)
-		*nread = len;
+		rc = objstore_range_result(&ctx.range, what, &resp, gcs_fail,
+					   nread);
 	if (rc == 0 && claim != NULL && ctx.has_hash) {
 		claim->kind = BACKEND_CLAIM_CRC32C;
 		claim->crc32c = ctx.hash_crc;

@@ -39,7 +39,13 @@
  * directory whole, with READDIRPLUS or the NFSv4 equivalent, so there is
  * one round trip per directory and none per file). Only regular files and
  * directories are followed: symlinks and other types are skipped (counted,
- * the first few logged). Connections, deadlines and retries: nfs_conn.c.
+ * the first few logged).
+ *
+ * Files, each calling only those below it: nfs_list.c (the listing,
+ * which takes the etag's form from here) -> nfs.c -> nfs_conn.c (the
+ * pool, connecting, retries) -> nfs_fh.c (kept file handles, dropping a
+ * context) -> nfs_call.c (one call under a deadline, the trace);
+ * nfs_types.h holds the state they share.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -56,8 +62,10 @@
 
 #include "backends/backend.h"
 #include "backends/nfs.h"
+#include "backends/nfs_call.h"
+#include "backends/nfs_conn.h"
+#include "backends/nfs_fh.h"
 #include "backends/nfs_impl.h"
-#include "util/hex.h"
 #include "util/log.h"
 
 size_t nfsb_format_etag(uint64_t mtime_ns, uint64_t size, uint64_t ctime_ns,
@@ -131,30 +139,47 @@ static int stat_once(struct nfs_backend *nb, struct nfs_conn *conn,
 			   nfsb_min(deadline, clock_now_ms() + nb->request_ms));
 }
 
-struct stat_arg {
-	const char *path;
+/* The argument of every op on one file, or the head of it. */
+struct file_arg {
+	const char *path; /* "/KEY" below the mount */
 };
 
 static int stat_op(struct nfs_backend *nb, struct nfs_conn *conn, void *arg,
 		   uint64_t deadline, struct nfs_call *c)
 {
-	return stat_once(nb, conn, ((struct stat_arg *)arg)->path, deadline, c);
+	return stat_once(nb, conn, ((struct file_arg *)arg)->path, deadline, c);
+}
+
+/* Runs op on the file key names, with file (op's argument, or its head)
+ * pointing at its path, which *path receives (the caller frees it). Every
+ * attempt, with its retries, ends within read_timeout_ms of now. reads:
+ * op reads the file, so a connection that keeps it open is taken first.
+ * Returns key_to_path()'s error (*path untouched: the key is not one a
+ * source accepts), else nfsb_with_retries()'s result. */
+static int key_op(struct nfs_backend *nb, const char *key, size_t key_len,
+		  nfsb_op op, struct file_arg *file, bool reads, char **path,
+		  struct nfs_call *c)
+{
+	int rc = key_to_path(key, key_len, path);
+
+	if (rc < 0)
+		return rc;
+	file->path = *path;
+	return nfsb_with_retries(nb, op, file, reads ? *path : NULL,
+				 clock_now_ms() + nb->read_ms, c);
 }
 
 static int nfs_be_stat(struct backend *be, const char *key, size_t key_len,
 		       struct backend_stat *st)
 {
 	struct nfs_backend *nb = (struct nfs_backend *)be;
-	struct stat_arg a;
+	struct file_arg a;
 	struct nfs_call c;
-	char *path;
-	int rc = key_to_path(key, key_len, &path);
+	char *path = NULL;
+	int rc = key_op(nb, key, key_len, stat_op, &a, false, &path, &c);
 
-	if (rc < 0)
+	if (path == NULL)
 		return rc;
-	a.path = path;
-	rc = nfsb_with_retries(nb, stat_op, &a, NULL,
-			       clock_now_ms() + nb->read_ms, &c);
 	if (rc == 0 && !stat_is_reg(&c.st))
 		rc = -ENOENT;
 	if (rc == 0) {
@@ -175,62 +200,8 @@ static int nfs_be_stat(struct backend *be, const char *key, size_t key_len,
 
 /* ---- read ---- */
 
-/* With SHARDFS_NFS_TRACE, every read attempt appends one line,
- * "GET /PATH/KEY STATUS BYTES CONN open=N read=N getattr=N" (the key
- * percent-encoded but for '/', STATUS 200, or 404, 412 (changed), 416
- * (short) or 503; then the RPCs the attempt made), the form of the test
- * suites' HTTP request logs, so they count what the server was asked for
- * over nfs:// as over s3://. A kept handle's life adds "OPEN", "CLOSE"
- * and "DROP" (forgotten without a CLOSE) lines of the same form. One
- * write(2) per line: appends from several processes do not interleave. */
-void nfsb_trace(const struct nfs_backend *nb, const char *verb,
-		const char *path, int rc, size_t bytes,
-		const struct nfs_conn *conn, const char *extra)
-{
-	char line[8192];
-	size_t n = 0, i, plen, vlen;
-	int status = rc == 0	      ? 200
-		     : rc == -ENOENT  ? 404
-		     : rc == -ESTALE  ? 412
-		     : rc == -ENODATA ? 416
-		     : rc == -EINTR   ? 499
-				      : 503;
-
-	if (nb->trace_fd < 0)
-		return;
-	plen = strlen(nb->src.path);
-	vlen = strnlen(verb, 16);
-	memcpy(line, verb, vlen);
-	line[vlen] = ' ';
-	n = vlen + 1;
-	if (plen > 1 && plen < 1024) {
-		memcpy(line + n, nb->src.path, plen);
-		n += plen;
-	}
-	for (i = 0; path[i] && n < sizeof(line) - 256; i++) {
-		unsigned char c = (unsigned char)path[i];
-
-		if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-		    (c >= '0' && c <= '9') || strchr("-._~/", c) != NULL) {
-			line[n++] = (char)c;
-		} else {
-			hex_percent(c, line + n);
-			n += 3;
-		}
-	}
-	n += (size_t)snprintf(line + n, sizeof(line) - n, " %d %zu %td%s%s\n",
-			      status, bytes, conn - nb->conns,
-			      extra != NULL ? " " : "",
-			      extra != NULL ? extra : "");
-	if (n >= sizeof(line))
-		n = sizeof(line) - 1;
-	if (write(nb->trace_fd, line, n) < 0) {
-		/* a diagnostic: nothing to do */
-	}
-}
-
 struct read_arg {
-	const char *path;
+	struct file_arg file; /* first: key_op() sets it */
 	const char *etag;
 	size_t etag_len;
 	uint64_t offset;
@@ -427,12 +398,13 @@ static int read_op(struct nfs_backend *nb, struct nfs_conn *conn, void *arg,
 		rc = nfsb_connect(nb, conn, deadline, c);
 	if (rc < 0)
 		return rc;
-	k = nfsb_kept_find(conn, a->path);
+	k = nfsb_kept_find(conn, a->file.path);
 	reused = k != NULL;
 	for (;;) {
 		if (k == NULL) {
 			a->opens++;
-			rc = nfsb_kept_open(nb, conn, a->path, deadline, c, &k);
+			rc = nfsb_kept_open(nb, conn, a->file.path, deadline, c,
+					    &k);
 			if (rc == -ENOENT && conn->ctx != NULL &&
 			    root_removed(nb, conn, deadline)) {
 				snprintf(c->err, sizeof(c->err),
@@ -475,7 +447,8 @@ static int read_op(struct nfs_backend *nb, struct nfs_conn *conn, void *arg,
 	}
 	snprintf(rpcs, sizeof(rpcs), "open=%u read=%u getattr=%u", a->opens,
 		 a->reads, a->getattrs);
-	nfsb_trace(nb, "GET", a->path, rc, rc == 0 ? a->len : 0, conn, rpcs);
+	nfsb_trace(nb, "GET", a->file.path, rc, rc == 0 ? a->len : 0, conn,
+		   rpcs);
 	if (rc == 0) {
 		nfsb_kept_trim(nb, conn, k, deadline);
 		return 0;
@@ -508,14 +481,11 @@ static int nfs_be_read(struct backend *be, const char *key, size_t key_len,
 			      .len = len,
 			      .buf = buf };
 	struct nfs_call c;
-	char *path;
-	int rc = key_to_path(key, key_len, &path);
+	char *path = NULL;
+	int rc = key_op(nb, key, key_len, read_op, &a.file, true, &path, &c);
 
-	if (rc < 0)
+	if (path == NULL)
 		return rc;
-	a.path = path;
-	rc = nfsb_with_retries(nb, read_op, &a, path,
-			       clock_now_ms() + nb->read_ms, &c);
 	if (rc < 0) {
 		char kb[LOG_KEY_MAX];
 
@@ -587,7 +557,7 @@ static int nfs_be_open(const char *url, const struct backend_options *opts,
 		       struct backend **out)
 {
 	struct nfs_backend *nb;
-	struct stat_arg a = { .path = "/" };
+	struct file_arg a = { .path = "/" };
 	struct nfs_call c;
 	const char *why = NULL;
 	int rc;

@@ -1,152 +1,24 @@
 /*
  * nfs_conn: the nfs backend's connections (see nfs.c for the design and
- * nfs_impl.h for the contract): libnfs contexts in a pool, each call driven
- * by poll() under a deadline of our own, reconnects and retries. A
- * connection's kept file handles (nfs_fh.c) go with its context, and the
- * pool hands a request for a file the connection that keeps it open.
+ * nfs_conn.h for the contract): libnfs contexts in a pool, connected
+ * lazily, reconnects and retries. Called by nfs.c and nfs_list.c; it calls
+ * nfs_fh.c, whose kept file handles go with their connection's context
+ * (the pool hands a request for a file the connection that keeps it open,
+ * settles a connection before its next op and drops a failed one), and
+ * nfs_call.c, which drives each call under its deadline.
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "backends/nfs_impl.h"
+#include "backends/nfs_call.h"
+#include "backends/nfs_conn.h"
+#include "backends/nfs_fh.h"
 #include "util/backoff.h"
 #include "util/log.h"
-
-/* A call cancelled because its context is being destroyed (-EINTR,
- * "Command was cancelled") keeps the detail it had: the reason for the
- * destroy is logged, not the cancellation. */
-static void call_error(struct nfs_call *c, int status, void *data)
-{
-	c->status = status;
-	if (data != NULL && status != -EINTR)
-		snprintf(c->err, sizeof(c->err), "%s", (const char *)data);
-}
-
-/* Marks c done with status 0, or with status and its detail if it
- * failed; true when the call succeeded and its data is to be taken. */
-static bool call_done(struct nfs_call *c, int status, void *data)
-{
-	c->done = true;
-	c->status = 0;
-	if (status < 0) {
-		call_error(c, status, data);
-		return false;
-	}
-	return true;
-}
-
-void nfsb_cb_plain(int status, struct nfs_context *ctx, void *data, void *priv)
-{
-	(void)ctx;
-	call_done(priv, status, data);
-}
-
-void nfsb_cb_open(int status, struct nfs_context *ctx, void *data, void *priv)
-{
-	struct nfs_call *c = priv;
-
-	(void)ctx;
-	if (call_done(c, status, data))
-		c->fh = data;
-}
-
-void nfsb_cb_stat(int status, struct nfs_context *ctx, void *data, void *priv)
-{
-	struct nfs_call *c = priv;
-
-	(void)ctx;
-	if (call_done(c, status, data))
-		memcpy(&c->st, data, sizeof(c->st));
-}
-
-void nfsb_cb_pread(int status, struct nfs_context *ctx, void *data, void *priv)
-{
-	struct nfs_call *c = priv;
-
-	(void)ctx;
-	if (!call_done(c, status, data))
-		return;
-	/* A server that sends more than was asked is not trusted with it. */
-	if ((size_t)status > c->cap) {
-		c->status = -EIO;
-		snprintf(c->err, sizeof(c->err),
-			 "READ returned %d bytes, %zu "
-			 "asked",
-			 status, c->cap);
-		return;
-	}
-	memcpy(c->buf, data, (size_t)status);
-	c->status = status;
-}
-
-void nfsb_cb_opendir(int status, struct nfs_context *ctx, void *data,
-		     void *priv)
-{
-	struct nfs_call *c = priv;
-
-	(void)ctx;
-	if (call_done(c, status, data))
-		c->dir = data;
-}
-
-/* Drives ctx until c is done or deadline (monotonic ms) passes. Returns 0
- * (the call's own status is in c), -ETIMEDOUT, or -ECONNRESET when the
- * connection failed under it. */
-int nfsb_wait(struct nfs_context *ctx, struct nfs_call *c, uint64_t deadline)
-{
-	while (!c->done) {
-		uint64_t now = clock_now_ms();
-		struct pollfd p;
-		int n;
-
-		if (now >= deadline)
-			return -ETIMEDOUT;
-		p.fd = nfs_get_fd(ctx);
-		p.events = (short)nfs_which_events(ctx);
-		p.revents = 0;
-		n = poll(&p, 1,
-			 (int)nfsb_min(deadline - now, NFS_POLL_SLICE_MS));
-		if (n < 0 && errno != EINTR)
-			return -EIO;
-		if (nfs_service(ctx, n > 0 ? p.revents : 0) < 0 && !c->done) {
-			snprintf(c->err, sizeof(c->err), "%s",
-				 nfs_get_error(ctx));
-			return -ECONNRESET;
-		}
-	}
-	return 0;
-}
-
-/* The outcome of a started call: the wait's failure, else the call's. */
-int nfsb_finish(struct nfs_context *ctx, struct nfs_call *c, uint64_t deadline)
-{
-	int rc = nfsb_wait(ctx, c, deadline);
-
-	if (rc < 0)
-		return rc;
-	return c->status < 0 ? c->status : 0;
-}
-
-/* A call that could not even be queued: the context is unusable. */
-int nfsb_unqueued(struct nfs_context *ctx, struct nfs_call *c)
-{
-	snprintf(c->err, sizeof(c->err), "%s", nfs_get_error(ctx));
-	return -ECONNRESET;
-}
-
-void nfsb_conn_drop(struct nfs_backend *nb, struct nfs_conn *conn)
-{
-	if (conn->ctx != NULL) {
-		nfs_destroy_context(conn->ctx);
-		conn->ctx = NULL;
-	}
-	nfsb_kept_forget_all(nb, conn);
-}
 
 /* Connects conn (a context of its own, mounted on the source path) within
  * deadline. 0 or a negative errno, detail in c->err. */

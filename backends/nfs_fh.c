@@ -1,7 +1,9 @@
 /*
- * nfs_fh: the files each nfs connection keeps open across ranges (the
- * contract is in nfs_impl.h; why and what is checked when: nfs.c and
- * docs/backends/nfs.md).
+ * nfs_fh: the files each nfs connection keeps open across ranges, and the
+ * drop of a connection's context, which takes them with it (the contract
+ * is in nfs_fh.h; why and what is checked when: nfs.c and
+ * docs/backends/nfs.md). Called by nfs.c (a read's handle) and nfs_conn.c
+ * (the pool); it calls only nfs_call.c.
  *
  * A table of NFS_FH_PER_CONN slots per connection, searched by path (a
  * few string compares; the pool searches the idle connections' tables
@@ -28,7 +30,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/nfs_impl.h"
+#include "backends/nfs_call.h"
+#include "backends/nfs_fh.h"
 #include "util/log.h"
 
 struct nfs_kept *nfsb_kept_find(struct nfs_conn *conn, const char *path)
@@ -127,6 +130,15 @@ void nfsb_kept_forget_all(struct nfs_backend *nb, struct nfs_conn *conn)
 		free(conn->closing);
 		conn->closing = NULL;
 	}
+}
+
+void nfsb_conn_drop(struct nfs_backend *nb, struct nfs_conn *conn)
+{
+	if (conn->ctx != NULL) {
+		nfs_destroy_context(conn->ctx);
+		conn->ctx = NULL;
+	}
+	nfsb_kept_forget_all(nb, conn);
 }
 
 /* Queues the CLOSE of k's handle with c as its call; the handle is

@@ -11,6 +11,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "backends/nfs_call.h"
+#include "backends/nfs_conn.h"
 #include "backends/nfs_impl.h"
 #include "util/log.h"
 #include "util/str.h"
@@ -119,7 +121,7 @@ static int walk_entry(struct walk *w, const struct nfsdirent *e)
 	if (dirent_is(e, NF3DIR, S_IFDIR))
 		return walk_dir(w);
 	if (!dirent_is(e, NF3REG, S_IFREG)) {
-		if (atomic_fetch_add(&w->nb->skipped, 1) < NFS_SKIPPED_LOG_MAX)
+		if (backend_list_skipped(&w->nb->skipped))
 			log_msg(LOG_INFO,
 				"source %s%s: not a regular file or a "
 				"directory (a symlink?), skipped",

@@ -491,9 +491,19 @@ int objstore_range_complete(const struct objstore_range *r,
 	return 0;
 }
 
+bool objstore_read_empty(size_t len, size_t *nread, struct backend_claim *claim)
+{
+	if (claim != NULL)
+		memset(claim, 0, sizeof(*claim));
+	if (len != 0)
+		return false;
+	*nread = 0;
+	return true;
+}
+
 int objstore_range_result(const struct objstore_range *r, const char *what,
 			  const struct http_response *resp,
-			  objstore_fail_cb fail)
+			  objstore_fail_cb fail, size_t *nread)
 {
 	if (resp->status == 416) {
 		log_msg(LOG_ERR,
@@ -511,6 +521,7 @@ int objstore_range_result(const struct objstore_range *r, const char *what,
 			r->filled, r->len, r->offset);
 		return -EIO;
 	}
+	*nread = r->len;
 	return 0;
 }
 

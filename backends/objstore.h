@@ -247,12 +247,19 @@ int objstore_range_body(struct objstore_range *r,
 int objstore_range_complete(const struct objstore_range *r,
 			    struct http_response *resp);
 
+/* The start of a store's read_claim: *claim (claim may be NULL) vouches
+ * for nothing yet, and a read of len 0 is done at once (*nread = 0, no
+ * request). Returns true when it was. */
+bool objstore_read_empty(size_t len, size_t *nread,
+			 struct backend_claim *claim);
+
 /* After http_perform() returned 0: logs a 416 (the object is shorter than
  * the manifest says) and a reply short of the range, hands another
- * non-2xx to fail. Returns 0 when buf holds the range, else the errno. */
+ * non-2xx to fail. Returns 0 when buf holds the range (*nread is then its
+ * length, as backend_ops.read promises), else the errno. */
 int objstore_range_result(const struct objstore_range *r, const char *what,
 			  const struct http_response *resp,
-			  objstore_fail_cb fail);
+			  objstore_fail_cb fail, size_t *nread);
 
 /* Logs, once per object, that what changed since the manifest was made:
  * "(<version_name> want, now now)". */

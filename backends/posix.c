@@ -52,15 +52,13 @@
 #include "util/log.h"
 #include "util/str.h"
 
-/* Refused links are logged by name up to this many per backend. */
-#define POSIX_REFUSED_LOG_MAX 20
-
 struct posix_backend {
 	struct backend base;
 	int root_fd; /* O_PATH directory, read-only after open */
 	char *root;  /* for messages */
-	atomic_uint_fast64_t links_refused; /* skipped by list() */
-	atomic_flag legacy_warned;	    /* a 3-field etag was seen */
+	/* Symlinks list() skipped; the first few are logged. */
+	atomic_uint_fast64_t links_refused;
+	atomic_flag legacy_warned; /* a 3-field etag was seen */
 };
 
 static int posix_handles(const char *url)
@@ -310,9 +308,7 @@ static int walk_entry(struct walk *w, int dir_fd, const char *name)
 		int fd = open_beneath(w->pb, w->path, O_PATH);
 
 		if (fd == -EACCES) {
-			uint64_t n = atomic_fetch_add(&w->pb->links_refused, 1);
-
-			if (n < POSIX_REFUSED_LOG_MAX)
+			if (backend_list_skipped(&w->pb->links_refused))
 				log_msg(LOG_WARNING,
 					"source %s/%s: symlink leads outside "
 					"the source root, skipped",

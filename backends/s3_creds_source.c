@@ -1,18 +1,24 @@
 /*
- * s3_creds_source: asking each source of the AWS credential chain
- * (s3_creds.h gives the order): the environment, the shared credentials
- * file, STS web identity, the container endpoint and EC2 instance
- * metadata. Each returns -ENOENT when it is not configured here, so the
- * chain (s3_creds.c) tries the next, and logs its own failure once.
+ * s3_creds_source: the AWS credential chain (s3_creds.h gives the order)
+ * and the provider that runs it. Each source (the environment, the shared
+ * credentials file, STS web identity, the container endpoint, EC2
+ * instance metadata) returns -ENOENT when it is not configured here, so
+ * the chain tries the next, and logs its own failure once. The provider
+ * resolves the chain once at open; the source that answered is remembered
+ * and asked again by the refresh thread, so a refresh never switches to a
+ * different identity. The credentials and the documents they come in are
+ * s3_creds.c's: this file calls it, never the other way.
  */
 #include "backends/s3_creds_impl.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "backends/http.h"
@@ -24,6 +30,34 @@
 #include "util/str.h"
 
 #define CREDS_FILE_MAX (1024 * 1024)
+#define CREDS_REFRESH_AHEAD_S 300
+
+/* The chain's sources, in the order they are asked (s3_creds.h). */
+enum s3_creds_source {
+	CREDS_ENV = 0,
+	CREDS_PROFILE,
+	CREDS_WEB_IDENTITY,
+	CREDS_CONTAINER,
+	CREDS_IMDS,
+};
+
+static const char *const source_names[] = {
+	"environment",
+	"shared credentials file",
+	"web identity (STS)",
+	"container credentials",
+	"EC2 instance metadata (IMDSv2)",
+};
+
+struct s3_creds_provider {
+	struct http_pool *http; /* borrowed */
+	char *region;
+	enum s3_creds_source source;
+	/* The refresh thread, if the credentials expire; its lock (the
+	 * only one) protects cur, and its cond waits on CLOCK_REALTIME. */
+	struct objstore_worker w;
+	struct s3_creds *cur; /* protected by w.lock */
+};
 
 static const char *env(const char *name)
 {
@@ -474,9 +508,15 @@ out:
 	return rc;
 }
 
-int s3_creds_from_source(enum s3_creds_source s, const char *region,
-			 struct http_pool *http, int chosen,
-			 struct s3_creds **out)
+/* Asks source s for credentials (region for STS, http for the sources
+ * that are asked over HTTP; chosen: s already answered once, so it is
+ * retried and its failure is an error rather than "not here"). Returns 0
+ * with a new reference in *out; -ENOENT when s is not configured here
+ * (try the next); -EACCES when it is but gave none (logged once); or
+ * -ENOMEM. */
+static int from_source(enum s3_creds_source s, const char *region,
+		       struct http_pool *http, int chosen,
+		       struct s3_creds **out)
 {
 	switch (s) {
 	case CREDS_ENV:
@@ -491,4 +531,138 @@ int s3_creds_from_source(enum s3_creds_source s, const char *region,
 		return from_imds(http, chosen, out);
 	}
 	return -ENOENT;
+}
+
+struct s3_creds *s3_creds_get(struct s3_creds_provider *p)
+{
+	struct s3_creds *c;
+
+	pthread_mutex_lock(&p->w.lock);
+	c = p->cur;
+	__atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&p->w.lock);
+	return c;
+}
+
+/* When to refresh: 5 minutes ahead, or halfway for short lifetimes. */
+static int64_t refresh_at(const struct s3_creds *c, int64_t now)
+{
+	int64_t left = c->expires - now;
+
+	if (left <= 1)
+		return now + 1;
+	return left > 2 * CREDS_REFRESH_AHEAD_S
+		       ? c->expires - CREDS_REFRESH_AHEAD_S
+		       : now + left / 2;
+}
+
+static void *refresh_main(void *arg)
+{
+	struct s3_creds_provider *p = arg;
+	unsigned failures = 0, retry_s;
+	int64_t when = 0;
+	struct s3_creds *c;
+	int rc;
+
+	pthread_setname_np(pthread_self(), "shardfs-creds");
+	pthread_mutex_lock(&p->w.lock);
+	when = refresh_at(p->cur, time(NULL));
+	for (;;) {
+		struct timespec ts = { .tv_sec = (time_t)when };
+
+		while (!p->w.stop && time(NULL) < when)
+			if (pthread_cond_timedwait(&p->w.cond, &p->w.lock,
+						   &ts) == ETIMEDOUT)
+				break;
+		if (p->w.stop)
+			break;
+		if (time(NULL) < when)
+			continue;
+		pthread_mutex_unlock(&p->w.lock);
+		c = NULL;
+		rc = from_source(p->source, p->region, p->http, 1, &c);
+		pthread_mutex_lock(&p->w.lock);
+		if (rc == 0) {
+			struct s3_creds *old = p->cur;
+
+			p->cur = c;
+			log_msg(LOG_INFO,
+				"AWS credentials refreshed from %s, valid "
+				"for %lld s",
+				source_names[p->source],
+				(long long)(c->expires - time(NULL)));
+			s3_creds_put(old);
+			failures = 0;
+			when = c->expires ? refresh_at(c, time(NULL))
+					  : INT64_MAX / 2;
+		} else {
+			retry_s = objstore_refresh_retry_s(++failures);
+			log_msg(LOG_WARNING,
+				"AWS credentials refresh from %s failed; "
+				"keeping the current ones, retrying in %u s",
+				source_names[p->source], retry_s);
+			when = time(NULL) + retry_s;
+		}
+	}
+	pthread_mutex_unlock(&p->w.lock);
+	return NULL;
+}
+
+int s3_creds_provider_new(struct http_pool *http, const char *region,
+			  struct s3_creds_provider **out)
+{
+	struct s3_creds_provider *p = calloc(1, sizeof(*p));
+	struct s3_creds *c = NULL;
+	int rc = -ENOENT, s;
+
+	if (p == NULL)
+		return -ENOMEM;
+	p->http = http;
+	p->region = strdup(region);
+	if (p->region == NULL) {
+		free(p);
+		return -ENOMEM;
+	}
+	for (s = CREDS_ENV; s <= CREDS_IMDS && rc == -ENOENT; s++) {
+		rc = from_source((enum s3_creds_source)s, p->region, p->http, 0,
+				 &c);
+		if (rc == 0)
+			p->source = (enum s3_creds_source)s;
+	}
+	if (rc < 0) {
+		if (rc == -ENOENT)
+			log_msg(LOG_ERR,
+				"no AWS credentials: tried the environment, "
+				"the shared credentials file, web identity, "
+				"container credentials and instance "
+				"metadata; set anonymous = true in [source] "
+				"for a public bucket");
+		free(p->region);
+		free(p);
+		return rc == -ENOMEM ? rc : -EACCES;
+	}
+	log_msg(LOG_INFO, "AWS credentials from %s (key id %.4s...)%s",
+		source_names[p->source], c->access_key,
+		c->expires ? ", temporary" : "");
+	p->cur = c;
+	objstore_worker_init(&p->w, CLOCK_REALTIME);
+	if (c->expires != 0 &&
+	    objstore_worker_start(&p->w, refresh_main, p) < 0) {
+		log_msg(LOG_ERR, "cannot start the credentials "
+				 "refresh thread");
+		s3_creds_provider_free(p);
+		return -ENOMEM;
+	}
+	*out = p;
+	return 0;
+}
+
+void s3_creds_provider_free(struct s3_creds_provider *p)
+{
+	if (p == NULL)
+		return;
+	objstore_worker_fini(&p->w);
+	s3_creds_put(p->cur);
+	free(p->region);
+	free(p);
 }

@@ -208,12 +208,8 @@ int s3_read_claim(struct backend *be, const char *key, size_t key_len,
 				    .header_arg = &ctx };
 	int rc = -ENOMEM;
 
-	if (len == 0) {
-		*nread = 0;
-		if (claim != NULL)
-			memset(claim, 0, sizeof(*claim));
+	if (objstore_read_empty(len, nread, claim))
 		return 0;
-	}
 	objstore_range_init(&ctx.range, offset, len, buf, &req, read_body,
 			    read_check, &ctx);
 	sc.range = ctx.range.header;
@@ -229,9 +225,8 @@ int s3_read_claim(struct backend *be, const char *key, size_t key_len,
 	if (rc == -ESTALE)
 		objstore_log_stale(o.what, "etag", etag, etag_len, resp.etag);
 	if (rc == 0)
-		rc = objstore_range_result(&ctx.range, o.what, &resp, s3_fail);
-	if (rc == 0)
-		*nread = len;
+		rc = objstore_range_result(&ctx.range, o.what, &resp, s3_fail,
+					   nread);
 	if (rc == 0 && claim != NULL) {
 		read_claim_of(&ctx, resp.etag, strlen(resp.etag), claim);
 		claim->checked = ctx.whole_checked;

@@ -1,7 +1,7 @@
 /*
  * check_nfs: the nfs backend's URL parser and errno classification
  * (backends/nfs.h), the choices of its table of kept file handles and of
- * its pool (backends/nfs_impl.h: which handle to close, which has been
+ * its pool (backends/nfs_fh.h: which handle to close, which has been
  * idle too long, which connection a request takes), and its deadlines
  * against real sockets that are not NFS servers: a closed port, and a
  * port that accepts connections but never answers. Reads against a real
@@ -19,7 +19,7 @@
 
 #include "backends/backend.h"
 #include "backends/nfs.h"
-#include "backends/nfs_impl.h"
+#include "backends/nfs_fh.h"
 #include "tests/unit/unit.h"
 #include "util/log.h"
 
