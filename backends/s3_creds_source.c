@@ -309,9 +309,10 @@ static int add_header(void *arg, struct curl_slist **headers)
 }
 
 /* GETs url (with one optional header) and returns the 200 body. */
-static int fetch(struct http_pool *http, const char *method, const char *url,
-		 const char *what, const struct auth_header *h,
-		 unsigned connect_ms, int retries, struct http_response *resp)
+static int source_get(struct http_pool *http, const char *method,
+		      const char *url, const char *what,
+		      const struct auth_header *h, unsigned connect_ms,
+		      int retries, struct http_response *resp)
 {
 	struct http_request req = {
 		.method = method,
@@ -402,8 +403,8 @@ static int from_container(struct http_pool *http, struct s3_creds **out)
 			token[--token_len] = '\0';
 		h.value = token;
 	}
-	rc = fetch(http, "GET", url, "container credentials", &h, 2000, 2,
-		   &resp);
+	rc = source_get(http, "GET", url, "container credentials", &h, 2000, 2,
+			&resp);
 	if (rc == 0) {
 		rc = s3_creds_parse_json(resp.body, resp.body_len, out);
 		if (rc == -EBADMSG)
@@ -444,8 +445,8 @@ static int from_imds(struct http_pool *http, int chosen, struct s3_creds **out)
 	 * short try keeps a laptop's failed chain quick. */
 	if (asprintf(&url, "%.*s/latest/api/token", (int)blen, base) < 0)
 		return -ENOMEM;
-	rc = fetch(http, "PUT", url, "instance metadata token", &h, 1000,
-		   chosen ? 2 : 0, &resp);
+	rc = source_get(http, "PUT", url, "instance metadata token", &h, 1000,
+			chosen ? 2 : 0, &resp);
 	free(url);
 	url = NULL;
 	if (rc < 0)
@@ -464,8 +465,8 @@ static int from_imds(struct http_pool *http, int chosen, struct s3_creds **out)
 		rc = -ENOMEM;
 		goto out;
 	}
-	rc = fetch(http, "GET", url, "instance metadata role", &h, 1000, 2,
-		   &resp);
+	rc = source_get(http, "GET", url, "instance metadata role", &h, 1000, 2,
+			&resp);
 	free(url);
 	url = NULL;
 	if (rc < 0)
@@ -487,8 +488,8 @@ static int from_imds(struct http_pool *http, int chosen, struct s3_creds **out)
 		rc = -ENOMEM;
 		goto out;
 	}
-	rc = fetch(http, "GET", url, "instance metadata credentials", &h, 1000,
-		   2, &resp);
+	rc = source_get(http, "GET", url, "instance metadata credentials", &h,
+			1000, 2, &resp);
 	if (rc == 0) {
 		rc = s3_creds_parse_json(resp.body, resp.body_len, out);
 		if (rc == -EBADMSG)
