@@ -176,11 +176,14 @@ int backend_list_bound_check(struct backend_list_bound *b,
 			     const struct backend_object *obj);
 
 /* Counts one entry a listing skipped (a symlink, a special file) in
- * *count, the backend's total; true for the first
- * BACKEND_LIST_SKIPPED_LOG_MAX of them, the ones the caller logs, so a
- * source with thousands logs a few lines. Thread-safe. */
+ * *count, the backend's total, and logs the first
+ * BACKEND_LIST_SKIPPED_LOG_MAX of them at level, so a source with
+ * thousands logs a few lines: "source WHERE SEP KEY: WHY, skipped" (key
+ * as log_key() shows it). Thread-safe. */
 #define BACKEND_LIST_SKIPPED_LOG_MAX 20
-bool backend_list_skipped(atomic_uint_fast64_t *count);
+void backend_list_skipped(atomic_uint_fast64_t *count, int level,
+			  const char *where, const char *sep, const char *key,
+			  const char *why);
 
 struct backend;
 

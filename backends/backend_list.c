@@ -62,7 +62,11 @@ int backend_list_bound_check(struct backend_list_bound *b,
 	return 0;
 }
 
-bool backend_list_skipped(atomic_uint_fast64_t *count)
+void backend_list_skipped(atomic_uint_fast64_t *count, int level,
+			  const char *where, const char *sep, const char *key,
+			  const char *why)
 {
-	return atomic_fetch_add(count, 1) < BACKEND_LIST_SKIPPED_LOG_MAX;
+	if (atomic_fetch_add(count, 1) < BACKEND_LIST_SKIPPED_LOG_MAX)
+		log_msg(level, "source %s%s%s: %s, skipped", where, sep, key,
+			why);
 }

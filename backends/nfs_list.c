@@ -121,12 +121,10 @@ static int walk_entry(struct walk *w, const struct nfsdirent *e)
 	if (dirent_is(e, NF3DIR, S_IFDIR))
 		return walk_dir(w);
 	if (!dirent_is(e, NF3REG, S_IFREG)) {
-		if (backend_list_skipped(&w->nb->skipped))
-			log_msg(LOG_INFO,
-				"source %s%s: not a regular file or a "
-				"directory (a symlink?), skipped",
-				w->nb->display,
-				log_key(w->kb, w->path, w->len));
+		backend_list_skipped(&w->nb->skipped, LOG_INFO, w->nb->display,
+				     "", log_key(w->kb, w->path, w->len),
+				     "not a regular file or a directory (a "
+				     "symlink?)");
 		return 0;
 	}
 	obj.key = w->path + 1;

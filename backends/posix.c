@@ -308,12 +308,10 @@ static int walk_entry(struct walk *w, int dir_fd, const char *name)
 		int fd = open_beneath(w->pb, w->path, O_PATH);
 
 		if (fd == -EACCES) {
-			if (backend_list_skipped(&w->pb->links_refused))
-				log_msg(LOG_WARNING,
-					"source %s/%s: symlink leads outside "
-					"the source root, skipped",
-					w->pb->root,
-					log_key(w->kb, w->path, w->len));
+			backend_list_skipped(
+				&w->pb->links_refused, LOG_WARNING, w->pb->root,
+				"/", log_key(w->kb, w->path, w->len),
+				"symlink leads outside the source root");
 			return 0;
 		}
 		rc = fd < 0 ? fd : fstat(fd, &st) < 0 ? -errno : 0;
