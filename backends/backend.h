@@ -24,7 +24,7 @@
  *             under a deadline, nfs_url.c URLs and error classes (pure).
  * Shared by several: http*.c the HTTP layer of S3 and GCS (http.h),
  * objstore.c the object-store rules above it (objstore.h), backend_list.c
- * a listing's bounds. A backend's private headers (s3_impl.h, s3_creds_impl.h,
+ * a listing's bounds and the entries it skips. A backend's private headers (s3_impl.h, s3_creds_impl.h,
  * gcs_impl.h, nfs_types.h and the other nfs_*.h, http_impl.h) are included
  * by its own files only.
  *

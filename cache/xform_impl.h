@@ -1,7 +1,7 @@
 /*
  * xform_impl: what a transform's four files share: cache/xform_open.c
- * (attach, the reader's lookup, stats, stop), cache/xform_verify.c
- * (verify, digests), cache/xform_ahead.c (runs ahead of the reader) and
+ * (attach, the reader's lookup, stats, stop), cache/xform_ahead.c (runs
+ * ahead of the reader), cache/xform_verify.c (verify, digests) and
  * cache/xform_run.c (one object's run, the stash, failures), in that
  * order from the top; nothing outside cache/xform* includes it. Types,
  * bounds and inline helpers here; the functions below say whose they

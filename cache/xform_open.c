@@ -1,8 +1,7 @@
 /*
  * xform_open: a transform attached to a cache (cache/xform.h): its state
  * made and freed, the lookup of an output's size that a reader makes, the
- * stats. The file above the other three of a transform's files, and the
- * only one that calls more than one of them:
+ * stats. The file above the other three of a transform's files:
  *   xform_open.c -> xform_ahead.c (runs ahead of the reader)
  *                -> xform_verify.c (the verify queue and thread, digests)
  *                -> xform_run.c (one object's run; the stash, failures)

@@ -8,7 +8,7 @@
  *   kernel.c      -> order.c, gen.c
  *   order.c       -> epoch.c, xfview.c, gen.c (the orders read-ahead walks)
  *   control_files.c -> control_stats.c -> control.c (the control texts);
- *                    control_files.c -> gen.c
+ *                    control_files.c -> control.c, gen.c
  *   epoch.c       -> xfview.c, gen.c
  * and gen.c, xfview.c, control.c call none of them; any may use the
  * trees (view.c, recview.c), which call nothing of fs/.

@@ -104,8 +104,9 @@ static struct fs_gen *node_of(struct fs *fs, fuse_ino_t ino,
 	return g;
 }
 
-/* The start every handler of an inode the kernel names shares: counts
- * the request as op, then resolves ino as node_of() does. When it is gone,
+/* The start getattr, opendir and open share (lookup and read keep their
+ * own: lookup needs to know whose request it counts, read answers
+ * ESTALE): counts the request as op, then resolves ino as node_of() does. When it is gone,
  * answers ENOENT and returns NULL: req is then answered and freed. */
 static struct fs_gen *node_of_req(fuse_req_t req, fuse_ino_t ino, int op,
 				  const struct view_node **n,
