@@ -470,19 +470,19 @@ static int read_op(struct nfs_backend *nb, struct nfs_conn *conn, void *arg,
 	return rc;
 }
 
-static int nfs_be_read(struct backend *be, const char *key, size_t key_len,
-		       const char *etag, size_t etag_len, uint64_t offset,
-		       size_t len, void *buf, size_t *nread)
+static int nfs_be_read(struct backend *be, const struct backend_read *r,
+		       size_t *nread)
 {
 	struct nfs_backend *nb = (struct nfs_backend *)be;
-	struct read_arg a = { .etag = etag,
-			      .etag_len = etag_len,
-			      .offset = offset,
-			      .len = len,
-			      .buf = buf };
+	struct read_arg a = { .etag = r->etag,
+			      .etag_len = r->etag_len,
+			      .offset = r->offset,
+			      .len = r->len,
+			      .buf = r->buf };
 	struct nfs_call c;
 	char *path = NULL;
-	int rc = key_op(nb, key, key_len, read_op, &a.file, true, &path, &c);
+	int rc = key_op(nb, r->key, r->key_len, read_op, &a.file, true, &path,
+			&c);
 
 	if (path == NULL)
 		return rc;
@@ -490,7 +490,7 @@ static int nfs_be_read(struct backend *be, const char *key, size_t key_len,
 		char kb[LOG_KEY_MAX];
 
 		log_msg(LOG_ERR, "source %s%s: read at %" PRIu64 ": %s",
-			nb->display, log_key(kb, path, strlen(path)), offset,
+			nb->display, log_key(kb, path, strlen(path)), r->offset,
 			a.why[0]	   ? a.why
 			: c.err[0]	   ? c.err
 			: rc == -ETIMEDOUT ? "no answer within read_timeout_ms"
@@ -499,7 +499,7 @@ static int nfs_be_read(struct backend *be, const char *key, size_t key_len,
 		return nfs_errno_map(rc);
 	}
 	free(path);
-	*nread = len;
+	*nread = r->len;
 	return 0;
 }
 
