@@ -195,10 +195,9 @@ int gcs_read_claim(struct backend *be, const struct backend_read *r,
 				    .no_proxy = gb->no_proxy };
 	int rc = -ENOMEM;
 
-	if (objstore_read_empty(r->len, nread, claim))
+	if (objstore_range_start(&ctx.range, r, nread, claim, &req,
+				 gcs_read_body, gcs_read_check, &ctx))
 		return 0;
-	objstore_range_init(&ctx.range, r->offset, r->len, r->buf, &req,
-			    gcs_read_body, gcs_read_check, &ctx);
 	rq.range = ctx.range.header;
 	path = gcs_object_path(gb->bucket, gb->prefix, r->key, r->key_len);
 	if (path == NULL)

@@ -206,10 +206,9 @@ int s3_read_claim(struct backend *be, const struct backend_read *r,
 				    .header_arg = &ctx };
 	int rc = -ENOMEM;
 
-	if (objstore_read_empty(r->len, nread, claim))
+	if (objstore_range_start(&ctx.range, r, nread, claim, &req, read_body,
+				 read_check, &ctx))
 		return 0;
-	objstore_range_init(&ctx.range, r->offset, r->len, r->buf, &req,
-			    read_body, read_check, &ctx);
 	sc.range = ctx.range.header;
 	if (r->etag != NULL) {
 		etag_z = strndup(r->etag, r->etag_len);
