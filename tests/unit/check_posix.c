@@ -459,6 +459,22 @@ static void fill_pattern(unsigned char *buf, size_t len, unsigned seed)
 		buf[i] = (unsigned char)((i * 7 + seed) % 251);
 }
 
+/* Reads [off, off + len) of the file "f" under st's etag (NULL: any
+ * version). */
+static int read_f(struct backend *be, const struct backend_stat *st,
+		  uint64_t off, size_t len, void *buf, size_t *nread)
+{
+	struct backend_read r = {
+		.key = "f", .key_len = 1, .offset = off, .len = len, .buf = buf
+	};
+
+	if (st != NULL) {
+		r.etag = st->etag;
+		r.etag_len = st->etag_len;
+	}
+	return be->ops->read(be, &r, nread);
+}
+
 /* Reads and checks the bytes against data (the file's content): exactly
  * len bytes, or -EIO and nothing when the file ends before off + len. */
 static void read_expect(struct backend *be, const char *key, const char *etag,
@@ -618,17 +634,7 @@ START_TEST(test_read_stale)
 	read_fails(be, "f", st.etag, st.etag_len, -ESTALE);
 	ck_assert_int_eq(be->ops->stat(be, "f", 1, &now), 0);
 	nread = 0;
-	ck_assert_int_eq(
-		be->ops->read(be,
-			      &(struct backend_read){ .key = "f",
-						      .key_len = 1,
-						      .etag = now.etag,
-						      .etag_len = now.etag_len,
-						      .offset = 10,
-						      .len = 6,
-						      .buf = buf },
-			      &nread),
-		0);
+	ck_assert_int_eq(read_f(be, &now, 10, 6, buf, &nread), 0);
 	ck_assert_uint_eq(nread, 6);
 	ck_assert_int_eq(memcmp(buf, "longer", 6), 0);
 	backend_close(be);
@@ -723,17 +729,8 @@ START_TEST(test_read_rewrite_mtime_restored)
 			   ctime_ns_of(root, "f"));
 	memset(buf, 0, sizeof(buf));
 	nread = 777;
-	ck_assert_msg(
-		be->ops->read(be,
-			      &(struct backend_read){ .key = "f",
-						      .key_len = 1,
-						      .etag = st.etag,
-						      .etag_len = st.etag_len,
-						      .offset = 0,
-						      .len = 9,
-						      .buf = buf },
-			      &nread) == -ESTALE,
-		"read under the manifest's etag gave '%.9s'", buf);
+	ck_assert_msg(read_f(be, &st, 0, 9, buf, &nread) == -ESTALE,
+		      "read under the manifest's etag gave '%.9s'", buf);
 	ck_assert_uint_eq(nread, 777);
 	ck_assert_msg(strstr(logged(logf), "f: changed since the manifest was "
 					   "made") != NULL,
@@ -1012,51 +1009,17 @@ START_TEST(test_read_exact)
 	read_expect(be, "f", st.etag, data, sizeof(data), 900, 100);
 	/* Past the end, without and with an etag. */
 	nread = 777;
-	ck_assert_int_eq(be->ops->read(be,
-				       &(struct backend_read){ .key = "f",
-							       .key_len = 1,
-							       .offset = 990,
-							       .len = 100,
-							       .buf = buf },
-				       &nread),
-			 -EIO);
+	ck_assert_int_eq(read_f(be, NULL, 990, 100, buf, &nread), -EIO);
 	ck_assert_uint_eq(nread, 777);
-	ck_assert_int_eq(
-		be->ops->read(be,
-			      &(struct backend_read){ .key = "f",
-						      .key_len = 1,
-						      .etag = st.etag,
-						      .etag_len = st.etag_len,
-						      .offset = 1000,
-						      .len = 1,
-						      .buf = buf },
-			      &nread),
-		-EIO);
+	ck_assert_int_eq(read_f(be, &st, 1000, 1, buf, &nread), -EIO);
 	ck_assert_uint_eq(nread, 777);
 	/* Truncated in place, its mtime put back: the etag differs by the
 	 * size alone. */
 	join(path, sizeof(path), root, "f");
 	ck_assert_int_eq(truncate(path, 950), 0);
 	set_mtime(root, "f", KNOWN_MTIME_NS);
-	ck_assert_int_eq(
-		be->ops->read(be,
-			      &(struct backend_read){ .key = "f",
-						      .key_len = 1,
-						      .etag = st.etag,
-						      .etag_len = st.etag_len,
-						      .offset = 900,
-						      .len = 100,
-						      .buf = buf },
-			      &nread),
-		-ESTALE);
-	ck_assert_int_eq(be->ops->read(be,
-				       &(struct backend_read){ .key = "f",
-							       .key_len = 1,
-							       .offset = 900,
-							       .len = 100,
-							       .buf = buf },
-				       &nread),
-			 -EIO);
+	ck_assert_int_eq(read_f(be, &st, 900, 100, buf, &nread), -ESTALE);
+	ck_assert_int_eq(read_f(be, NULL, 900, 100, buf, &nread), -EIO);
 	ck_assert_uint_eq(nread, 777);
 	/* Rewritten in place after the stat, same size and inode, its
 	 * mtime left to the clock: the new bytes are never returned. */
@@ -1070,17 +1033,7 @@ START_TEST(test_read_exact)
 		ck_assert_int_eq(close(fd), 0);
 	}
 	memset(buf, 0xaa, sizeof(buf));
-	ck_assert_int_eq(
-		be->ops->read(be,
-			      &(struct backend_read){ .key = "f",
-						      .key_len = 1,
-						      .etag = st.etag,
-						      .etag_len = st.etag_len,
-						      .offset = 0,
-						      .len = 100,
-						      .buf = buf },
-			      &nread),
-		-ESTALE);
+	ck_assert_int_eq(read_f(be, &st, 0, 100, buf, &nread), -ESTALE);
 	ck_assert_uint_eq(nread, 777);
 	backend_close(be);
 }
