@@ -53,12 +53,10 @@ void backend_close(struct backend *be)
 		be->ops->close(be);
 }
 
-int backend_read_unclaimed(struct backend *be, const char *key, size_t key_len,
-			   const char *etag, size_t etag_len, uint64_t offset,
-			   size_t len, void *buf, size_t *nread)
+int backend_read_unclaimed(struct backend *be, const struct backend_read *r,
+			   size_t *nread)
 {
-	return be->ops->read_claim(be, key, key_len, etag, etag_len, offset,
-				   len, buf, nread, NULL);
+	return be->ops->read_claim(be, r, nread, NULL);
 }
 
 int backend_key_relative(const char *key, size_t key_len)

@@ -117,6 +117,18 @@ struct backend_stat {
 	char etag[BACKEND_ETAG_MAX];
 };
 
+/* One ranged read of an object: [offset, offset + len) of key, of the
+ * version etag (NULL: any), into buf. All borrowed for the call. */
+struct backend_read {
+	const char *key;
+	size_t key_len;
+	const char *etag; /* NULL: any version */
+	size_t etag_len;
+	uint64_t offset;
+	size_t len;
+	void *buf;
+};
+
 /* What a store vouches for about a whole object, as a reply to a read
  * states it (read_claim()): a checksum of all of the object's bytes,
  * whatever range the reply held. */
@@ -210,16 +222,15 @@ struct backend_ops {
 	int (*stat)(struct backend *be, const char *key, size_t key_len,
 		    struct backend_stat *st);
 
-	/* Reads len bytes at offset of key into buf and sets *nread. On
-	 * success *nread == len exactly: callers ask only for bytes the
-	 * object has (clamped to its manifest size), and an object that ends
-	 * sooner is an error (-EIO, or -ESTALE if it changed), never a short
-	 * success. If etag is not NULL and the object's current etag
-	 * differs, returns -ESTALE without returning any byte of the new
-	 * object. On error buf's contents are unspecified. */
-	int (*read)(struct backend *be, const char *key, size_t key_len,
-		    const char *etag, size_t etag_len, uint64_t offset,
-		    size_t len, void *buf, size_t *nread);
+	/* Reads r->len bytes at r->offset of r->key into r->buf and sets
+	 * *nread. On success *nread == r->len exactly: callers ask only for
+	 * bytes the object has (clamped to its manifest size), and an object
+	 * that ends sooner is an error (-EIO, or -ESTALE if it changed), never
+	 * a short success. If r->etag is not NULL and the object's current
+	 * etag differs, returns -ESTALE without returning any byte of the new
+	 * object. On error r->buf's contents are unspecified. */
+	int (*read)(struct backend *be, const struct backend_read *r,
+		    size_t *nread);
 
 	/* Optional: NULL for a store that vouches for nothing (posix, nfs),
 	 * whose callers use read(). claim may be NULL (then this is read():
@@ -233,10 +244,8 @@ struct backend_ops {
 	 * the bytes read were not compared with it (a part of an object
 	 * cannot be), and the caller compares the whole object once it has
 	 * all of it. On error *claim is unspecified. */
-	int (*read_claim)(struct backend *be, const char *key, size_t key_len,
-			  const char *etag, size_t etag_len, uint64_t offset,
-			  size_t len, void *buf, size_t *nread,
-			  struct backend_claim *claim);
+	int (*read_claim)(struct backend *be, const struct backend_read *r,
+			  size_t *nread, struct backend_claim *claim);
 
 	/* Frees everything the backend owns. close(NULL) is a no-op. */
 	void (*close)(struct backend *be);
@@ -257,9 +266,8 @@ void backend_close(struct backend *be);
 
 /* backend_ops.read for a store whose reads all go through its read_claim
  * (S3, GCS): calls be->ops->read_claim with claim NULL. */
-int backend_read_unclaimed(struct backend *be, const char *key, size_t key_len,
-			   const char *etag, size_t etag_len, uint64_t offset,
-			   size_t len, void *buf, size_t *nread);
+int backend_read_unclaimed(struct backend *be, const struct backend_read *r,
+			   size_t *nread);
 
 /* For the backends that resolve keys as paths below their root (posix,
  * nfs): 0 if key is a relative path that stays below it (not empty, no

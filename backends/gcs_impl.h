@@ -57,9 +57,7 @@ int gcs_metadata(struct gcs_backend *gb, const char *key, size_t key_len,
 /* backend_ops.read_claim (gcs_read.c); claim may be NULL, and
  * backend_read_unclaimed() (backend.h) is read(). The claim is
  * x-goog-hash's crc32c, the whole object's on a ranged reply too. */
-int gcs_read_claim(struct backend *be, const char *key, size_t key_len,
-		   const char *etag, size_t etag_len, uint64_t offset,
-		   size_t len, void *buf, size_t *nread,
-		   struct backend_claim *claim);
+int gcs_read_claim(struct backend *be, const struct backend_read *r,
+		   size_t *nread, struct backend_claim *claim);
 
 #endif

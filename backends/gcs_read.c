@@ -178,14 +178,12 @@ static int gcs_read_gone(struct gcs_backend *gb, const char *key,
 	return -ESTALE;
 }
 
-int gcs_read_claim(struct backend *be, const char *key, size_t key_len,
-		   const char *etag, size_t etag_len, uint64_t offset,
-		   size_t len, void *buf, size_t *nread,
-		   struct backend_claim *claim)
+int gcs_read_claim(struct backend *be, const struct backend_read *r,
+		   size_t *nread, struct backend_claim *claim)
 {
 	struct gcs_backend *gb = (struct gcs_backend *)be;
 	struct http_response resp = { 0 };
-	struct gcs_read_ctx ctx = { .gen = etag, .gen_len = etag_len };
+	struct gcs_read_ctx ctx = { .gen = r->etag, .gen_len = r->etag_len };
 	char now[GCS_GENERATION_MAX + 8] = "";
 	char *path, *query = NULL, *url = NULL, *what = NULL, *gen = NULL;
 	struct gcs_req_ctx rq = { .gb = gb };
@@ -197,16 +195,15 @@ int gcs_read_claim(struct backend *be, const char *key, size_t key_len,
 				    .no_proxy = gb->no_proxy };
 	int rc = -ENOMEM;
 
-	if (objstore_read_empty(len, nread, claim))
+	if (objstore_range_start(&ctx.range, r, nread, claim, &req,
+				 gcs_read_body, gcs_read_check, &ctx))
 		return 0;
-	objstore_range_init(&ctx.range, offset, len, buf, &req, gcs_read_body,
-			    gcs_read_check, &ctx);
 	rq.range = ctx.range.header;
-	path = gcs_object_path(gb->bucket, gb->prefix, key, key_len);
+	path = gcs_object_path(gb->bucket, gb->prefix, r->key, r->key_len);
 	if (path == NULL)
 		return -ENOMEM;
-	if (etag != NULL) {
-		gen = gcs_encode(etag, etag_len);
+	if (r->etag != NULL) {
+		gen = gcs_encode(r->etag, r->etag_len);
 		if (gen == NULL ||
 		    asprintf(&query, "alt=media&generation=%s", gen) < 0) {
 			query = NULL;
@@ -216,20 +213,20 @@ int gcs_read_claim(struct backend *be, const char *key, size_t key_len,
 		goto out;
 	}
 	url = objstore_url(gb->ep.base, path, query);
-	what = gcs_what(gb, key);
+	what = gcs_what(gb, r->key);
 	if (url == NULL || what == NULL)
 		goto out;
 	req.url = url;
 	req.what = what;
 	rc = http_perform(gb->http, &req, &resp);
-	if (rc == 0 && resp.status == 404 && etag != NULL) {
-		rc = gcs_read_gone(gb, key, key_len, what, etag, etag_len, now,
-				   sizeof(now));
+	if (rc == 0 && resp.status == 404 && r->etag != NULL) {
+		rc = gcs_read_gone(gb, r->key, r->key_len, what, r->etag,
+				   r->etag_len, now, sizeof(now));
 		if (rc == 0) /* the read's own 404 says why */
 			rc = gcs_fail(what, "read", &resp, 0);
 	}
 	if (rc == -ESTALE)
-		objstore_log_stale(what, "generation", etag, etag_len,
+		objstore_log_stale(what, "generation", r->etag, r->etag_len,
 				   now[0]	    ? now
 				   : ctx.got_gen[0] ? ctx.got_gen
 						    : "unknown");

@@ -202,11 +202,7 @@ static int nfs_be_stat(struct backend *be, const char *key, size_t key_len,
 
 struct read_arg {
 	struct file_arg file; /* first: key_op() sets it */
-	const char *etag;
-	size_t etag_len;
-	uint64_t offset;
-	size_t len;
-	char *buf;
+	const struct backend_read *r;
 	unsigned opens, reads, getattrs; /* this attempt's RPCs (the trace) */
 	char why[200];			 /* a non-transient failure's detail */
 };
@@ -227,7 +223,7 @@ static int fstat_fh(struct nfs_backend *nb, struct nfs_context *ctx,
 	return rc;
 }
 
-/* Reads a->len bytes at a->offset with up to NFS_READ_DEPTH READs in
+/* Reads a->r->len bytes at a->r->offset with up to NFS_READ_DEPTH READs in
  * flight on conn (one round trip per batch, not per READ); *done is how
  * many bytes from the start arrived (fewer at the end of the file). On a
  * failure with READs still in flight, the context is dropped here, so no
@@ -244,18 +240,18 @@ static int read_range(struct nfs_backend *nb, struct nfs_conn *conn,
 
 	if (chunk == 0 || chunk > NFS_READ_CHUNK_MAX)
 		chunk = NFS_READ_CHUNK_MAX;
-	while (done < a->len) {
+	while (done < a->r->len) {
 		uint64_t dl =
 			nfsb_min(deadline, clock_now_ms() + nb->request_ms);
 		size_t off = done;
 		int k, n;
 
-		for (n = 0; n < NFS_READ_DEPTH && off < a->len; n++) {
-			want[n] = nfsb_min(a->len - off, chunk);
+		for (n = 0; n < NFS_READ_DEPTH && off < a->r->len; n++) {
+			want[n] = nfsb_min(a->r->len - off, chunk);
 			memset(&calls[n], 0, sizeof(calls[n]));
-			calls[n].buf = a->buf + off;
+			calls[n].buf = (char *)a->r->buf + off;
 			calls[n].cap = want[n];
-			if (nfs_pread_async(conn->ctx, fh, a->offset + off,
+			if (nfs_pread_async(conn->ctx, fh, a->r->offset + off,
 					    want[n], nfsb_cb_pread,
 					    &calls[n]) != 0) {
 				rc = nfsb_unqueued(conn->ctx, c);
@@ -313,7 +309,7 @@ static int read_checked(struct nfs_backend *nb, struct nfs_conn *conn,
 	size_t done = 0, cur_len;
 	int rc;
 
-	if (a->etag == NULL) {
+	if (a->r->etag == NULL) {
 		a->getattrs++;
 		rc = fstat_fh(nb, conn->ctx, fh, deadline, c, &before);
 		if (rc < 0)
@@ -331,25 +327,26 @@ static int read_checked(struct nfs_backend *nb, struct nfs_conn *conn,
 		return -ENOENT;
 	}
 	cur_len = stat_etag(&after, cur, sizeof(cur));
-	if (a->etag != NULL && (cur_len != a->etag_len ||
-				memcmp(cur, a->etag, a->etag_len) != 0)) {
+	if (a->r->etag != NULL &&
+	    (cur_len != a->r->etag_len ||
+	     memcmp(cur, a->r->etag, a->r->etag_len) != 0)) {
 		snprintf(a->why, sizeof(a->why),
 			 "changed since the manifest was made (etag %.*s, now "
 			 "%s)",
-			 (int)(a->etag_len < 96 ? a->etag_len : 96), a->etag,
-			 cur);
+			 (int)(a->r->etag_len < 96 ? a->r->etag_len : 96),
+			 a->r->etag, cur);
 		return -ESTALE;
 	}
-	if (a->etag == NULL && !same_version(&before, &after)) {
+	if (a->r->etag == NULL && !same_version(&before, &after)) {
 		snprintf(a->why, sizeof(a->why),
 			 "changed while being read (now %s)", cur);
 		return -ESTALE;
 	}
-	if (done < a->len) {
+	if (done < a->r->len) {
 		snprintf(a->why, sizeof(a->why),
 			 "%zu bytes at %" PRIu64 " asked, the file ends at "
 			 "%" PRIu64,
-			 a->len, a->offset, after.nfs_size);
+			 a->r->len, a->r->offset, after.nfs_size);
 		return -ENODATA; /* not transient; -EIO to the caller */
 	}
 	return 0;
@@ -447,7 +444,7 @@ static int read_op(struct nfs_backend *nb, struct nfs_conn *conn, void *arg,
 	}
 	snprintf(rpcs, sizeof(rpcs), "open=%u read=%u getattr=%u", a->opens,
 		 a->reads, a->getattrs);
-	nfsb_trace(nb, "GET", a->file.path, rc, rc == 0 ? a->len : 0, conn,
+	nfsb_trace(nb, "GET", a->file.path, rc, rc == 0 ? a->r->len : 0, conn,
 		   rpcs);
 	if (rc == 0) {
 		nfsb_kept_trim(nb, conn, k, deadline);
@@ -470,19 +467,15 @@ static int read_op(struct nfs_backend *nb, struct nfs_conn *conn, void *arg,
 	return rc;
 }
 
-static int nfs_be_read(struct backend *be, const char *key, size_t key_len,
-		       const char *etag, size_t etag_len, uint64_t offset,
-		       size_t len, void *buf, size_t *nread)
+static int nfs_be_read(struct backend *be, const struct backend_read *r,
+		       size_t *nread)
 {
 	struct nfs_backend *nb = (struct nfs_backend *)be;
-	struct read_arg a = { .etag = etag,
-			      .etag_len = etag_len,
-			      .offset = offset,
-			      .len = len,
-			      .buf = buf };
+	struct read_arg a = { .r = r };
 	struct nfs_call c;
 	char *path = NULL;
-	int rc = key_op(nb, key, key_len, read_op, &a.file, true, &path, &c);
+	int rc = key_op(nb, r->key, r->key_len, read_op, &a.file, true, &path,
+			&c);
 
 	if (path == NULL)
 		return rc;
@@ -490,7 +483,7 @@ static int nfs_be_read(struct backend *be, const char *key, size_t key_len,
 		char kb[LOG_KEY_MAX];
 
 		log_msg(LOG_ERR, "source %s%s: read at %" PRIu64 ": %s",
-			nb->display, log_key(kb, path, strlen(path)), offset,
+			nb->display, log_key(kb, path, strlen(path)), r->offset,
 			a.why[0]	   ? a.why
 			: c.err[0]	   ? c.err
 			: rc == -ETIMEDOUT ? "no answer within read_timeout_ms"
@@ -499,7 +492,7 @@ static int nfs_be_read(struct backend *be, const char *key, size_t key_len,
 		return nfs_errno_map(rc);
 	}
 	free(path);
-	*nread = len;
+	*nread = r->len;
 	return 0;
 }
 

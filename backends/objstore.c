@@ -387,22 +387,31 @@ int objstore_list_run(struct objstore_lister *l)
 
 /* Ranged reads */
 
-void objstore_range_init(struct objstore_range *r, uint64_t offset, size_t len,
-			 void *buf, struct http_request *req,
-			 http_body_cb on_body, http_check_cb check, void *arg)
+bool objstore_range_start(struct objstore_range *range,
+			  const struct backend_read *r, size_t *nread,
+			  struct backend_claim *claim, struct http_request *req,
+			  http_body_cb on_body, http_check_cb check, void *arg)
 {
-	memset(r, 0, sizeof(*r));
-	r->offset = offset;
-	r->len = len;
-	r->buf = buf;
-	snprintf(r->header, sizeof(r->header), "bytes=%" PRIu64 "-%" PRIu64,
-		 offset, offset + len - 1);
+	if (claim != NULL)
+		memset(claim, 0, sizeof(*claim));
+	if (r->len == 0) {
+		*nread = 0;
+		return true;
+	}
+	memset(range, 0, sizeof(*range));
+	range->offset = r->offset;
+	range->len = r->len;
+	range->buf = r->buf;
+	snprintf(range->header, sizeof(range->header),
+		 "bytes=%" PRIu64 "-%" PRIu64, r->offset,
+		 r->offset + r->len - 1);
 	req->on_body = on_body;
 	req->body_arg = arg;
 	req->check = check;
 	req->check_arg = arg;
-	req->expect_bytes = len;
+	req->expect_bytes = r->len;
 	req->retries = -1;
+	return false;
 }
 
 int objstore_range_reply(struct objstore_range *r, struct http_response *resp)
@@ -489,16 +498,6 @@ int objstore_range_complete(const struct objstore_range *r,
 		return -EAGAIN;
 	}
 	return 0;
-}
-
-bool objstore_read_empty(size_t len, size_t *nread, struct backend_claim *claim)
-{
-	if (claim != NULL)
-		memset(claim, 0, sizeof(*claim));
-	if (len != 0)
-		return false;
-	*nread = 0;
-	return true;
 }
 
 int objstore_range_result(const struct objstore_range *r, const char *what,

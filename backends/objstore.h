@@ -221,12 +221,16 @@ struct objstore_range {
 	char header[64]; /* "bytes=a-b" */
 };
 
-/* Sets up r for len > 0 bytes at offset into buf, and req's fields for a
- * ranged read (body and check callbacks with arg, the expected size, the
- * pool's retries). */
-void objstore_range_init(struct objstore_range *r, uint64_t offset, size_t len,
-			 void *buf, struct http_request *req,
-			 http_body_cb on_body, http_check_cb check, void *arg);
+/* The start of a store's read_claim: *claim (claim may be NULL) vouches
+ * for nothing yet, and a read of r->len 0 is done at once (*nread = 0, no
+ * request): returns true. Otherwise sets up range for r->len bytes at
+ * r->offset into r->buf, and req's fields for a ranged read (body and
+ * check callbacks with arg, the expected size, the pool's retries), and
+ * returns false. */
+bool objstore_range_start(struct objstore_range *range,
+			  const struct backend_read *r, size_t *nread,
+			  struct backend_claim *claim, struct http_request *req,
+			  http_body_cb on_body, http_check_cb check, void *arg);
 
 /* The checks on a reply's status line and headers once the backend has
  * checked the version: exactly the range asked for (a 206 naming it, or
@@ -246,12 +250,6 @@ int objstore_range_body(struct objstore_range *r,
  * a 206 held no more than the range. Returns 0 or -EAGAIN (why said). */
 int objstore_range_complete(const struct objstore_range *r,
 			    struct http_response *resp);
-
-/* The start of a store's read_claim: *claim (claim may be NULL) vouches
- * for nothing yet, and a read of len 0 is done at once (*nread = 0, no
- * request). Returns true when it was. */
-bool objstore_read_empty(size_t len, size_t *nread,
-			 struct backend_claim *claim);
 
 /* After http_perform() returned 0: logs a 416 (the object is shorter than
  * the manifest says) and a reply short of the range, hands another

@@ -482,40 +482,39 @@ static int posix_stat(struct backend *be, const char *key, size_t key_len,
 	return 0;
 }
 
-static int posix_read(struct backend *be, const char *key, size_t key_len,
-		      const char *etag, size_t etag_len, uint64_t offset,
-		      size_t len, void *buf, size_t *nread)
+static int posix_read(struct backend *be, const struct backend_read *r,
+		      size_t *nread)
 {
 	struct posix_backend *pb = (struct posix_backend *)be;
 	char cur[96], kb[LOG_KEY_MAX];
 	struct stat before, after;
 	size_t done = 0, cur_len;
 	ssize_t n;
-	int fd, rc = key_to_path(key, key_len);
+	int fd, rc = key_to_path(r->key, r->key_len);
 
 	if (rc < 0)
 		return rc;
 	/* O_NONBLOCK: a FIFO planted under a key must not hang the read
 	 * (regular files ignore the flag). */
-	fd = open_beneath(pb, key, O_RDONLY | O_NONBLOCK);
+	fd = open_beneath(pb, r->key, O_RDONLY | O_NONBLOCK);
 	if (fd < 0) {
-		log_open_error(pb, key, fd, true);
+		log_open_error(pb, r->key, fd, true);
 		return fd;
 	}
 	if (fstat(fd, &before) < 0) {
 		rc = -errno;
 		log_msg(LOG_ERR, "source %s/%s: %s", pb->root,
-			log_key(kb, key, key_len), strerror(-rc));
+			log_key(kb, r->key, r->key_len), strerror(-rc));
 		goto out;
 	}
 	if (!S_ISREG(before.st_mode)) {
 		log_msg(LOG_ERR, "source %s/%s: not a regular file", pb->root,
-			log_key(kb, key, key_len));
+			log_key(kb, r->key, r->key_len));
 		rc = -ENOENT;
 		goto out;
 	}
-	if (etag != NULL) {
-		bool legacy = backend_posix_etag_legacy(etag, etag_len);
+	if (r->etag != NULL) {
+		bool legacy = backend_posix_etag_legacy(r->etag, r->etag_len);
 
 		if (legacy && !atomic_flag_test_and_set(&pb->legacy_warned))
 			log_msg(LOG_WARNING,
@@ -526,27 +525,28 @@ static int posix_read(struct backend *be, const char *key, size_t key_len,
 				"made again (shardfs manifest)",
 				pb->root);
 		cur_len = format_etag(&before, legacy, cur, sizeof(cur));
-		if (cur_len != etag_len || memcmp(cur, etag, etag_len) != 0) {
+		if (cur_len != r->etag_len ||
+		    memcmp(cur, r->etag, r->etag_len) != 0) {
 			log_msg(LOG_ERR,
 				"source %s/%s: changed since the manifest was "
 				"made (etag %.*s, now %s)",
-				pb->root, log_key(kb, key, key_len),
-				(int)etag_len, etag, cur);
+				pb->root, log_key(kb, r->key, r->key_len),
+				(int)r->etag_len, r->etag, cur);
 			rc = -ESTALE;
 			goto out;
 		}
 	}
-	while (done < len) {
-		n = pread(fd, (char *)buf + done, len - done,
-			  (off_t)(offset + done));
+	while (done < r->len) {
+		n = pread(fd, (char *)r->buf + done, r->len - done,
+			  (off_t)(r->offset + done));
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
 			rc = -errno;
 			log_msg(LOG_ERR,
 				"source %s/%s: read at %" PRIu64 ": %s",
-				pb->root, log_key(kb, key, key_len),
-				offset + done, strerror(-rc));
+				pb->root, log_key(kb, r->key, r->key_len),
+				r->offset + done, strerror(-rc));
 			goto out;
 		}
 		if (n == 0)
@@ -559,25 +559,25 @@ static int posix_read(struct backend *be, const char *key, size_t key_len,
 	if (fstat(fd, &after) < 0) {
 		rc = -errno;
 		log_msg(LOG_ERR, "source %s/%s: %s", pb->root,
-			log_key(kb, key, key_len), strerror(-rc));
+			log_key(kb, r->key, r->key_len), strerror(-rc));
 		goto out;
 	}
 	if (!same_version(&before, &after)) {
 		cur_len = format_etag(&after, false, cur, sizeof(cur));
 		log_msg(LOG_ERR,
 			"source %s/%s: changed while being read (now %s)",
-			pb->root, log_key(kb, key, key_len), cur);
+			pb->root, log_key(kb, r->key, r->key_len), cur);
 		rc = -ESTALE;
 		goto out;
 	}
 	/* Callers ask only for bytes the manifest says exist: fewer is a
 	 * file shorter than its manifest entry, never a short success. */
-	if (done < len) {
+	if (done < r->len) {
 		log_msg(LOG_ERR,
 			"source %s/%s: %zu bytes at %" PRIu64
 			" asked, the file ends at %" PRIu64,
-			pb->root, log_key(kb, key, key_len), len, offset,
-			(uint64_t)after.st_size);
+			pb->root, log_key(kb, r->key, r->key_len), r->len,
+			r->offset, (uint64_t)after.st_size);
 		rc = -EIO;
 		goto out;
 	}

@@ -63,9 +63,7 @@ void s3_obj_req_fini(struct s3_obj_req *o);
  * backend_read_unclaimed() (backend.h) is read(). The claim is a
  * single-part ETag's MD5 (s3_etag_claim()), checked on a reply that held
  * the whole object. */
-int s3_read_claim(struct backend *be, const char *key, size_t key_len,
-		  const char *etag, size_t etag_len, uint64_t offset,
-		  size_t len, void *buf, size_t *nread,
-		  struct backend_claim *claim);
+int s3_read_claim(struct backend *be, const struct backend_read *r,
+		  size_t *nread, struct backend_claim *claim);
 
 #endif

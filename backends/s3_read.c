@@ -190,14 +190,12 @@ static int read_check(void *arg, struct http_response *resp)
 	return 0;
 }
 
-int s3_read_claim(struct backend *be, const char *key, size_t key_len,
-		  const char *etag, size_t etag_len, uint64_t offset,
-		  size_t len, void *buf, size_t *nread,
-		  struct backend_claim *claim)
+int s3_read_claim(struct backend *be, const struct backend_read *r,
+		  size_t *nread, struct backend_claim *claim)
 {
 	struct s3_backend *sb = (struct s3_backend *)be;
 	struct http_response resp = { 0 };
-	struct read_ctx ctx = { .etag = etag, .etag_len = etag_len };
+	struct read_ctx ctx = { .etag = r->etag, .etag_len = r->etag_len };
 	struct s3_obj_req o = { 0 };
 	char *etag_z = NULL;
 	struct s3_req_ctx sc = { .sb = sb, .method = "GET", .query = "" };
@@ -208,22 +206,22 @@ int s3_read_claim(struct backend *be, const char *key, size_t key_len,
 				    .header_arg = &ctx };
 	int rc = -ENOMEM;
 
-	if (objstore_read_empty(len, nread, claim))
+	if (objstore_range_start(&ctx.range, r, nread, claim, &req, read_body,
+				 read_check, &ctx))
 		return 0;
-	objstore_range_init(&ctx.range, offset, len, buf, &req, read_body,
-			    read_check, &ctx);
 	sc.range = ctx.range.header;
-	if (etag != NULL) {
-		etag_z = strndup(etag, etag_len);
+	if (r->etag != NULL) {
+		etag_z = strndup(r->etag, r->etag_len);
 		if (etag_z == NULL)
 			return -ENOMEM;
 		sc.if_match = etag_z;
 	}
-	rc = s3_obj_req(sb, key, key_len, &sc, &req, &o);
+	rc = s3_obj_req(sb, r->key, r->key_len, &sc, &req, &o);
 	if (rc == 0)
 		rc = http_perform(sb->http, &req, &resp);
 	if (rc == -ESTALE)
-		objstore_log_stale(o.what, "etag", etag, etag_len, resp.etag);
+		objstore_log_stale(o.what, "etag", r->etag, r->etag_len,
+				   resp.etag);
 	if (rc == 0)
 		rc = objstore_range_result(&ctx.range, o.what, &resp, s3_fail,
 					   nread);

@@ -32,6 +32,13 @@ int fetch_backend_read(struct fetch *f, const char *key, size_t key_len,
 		       size_t len, void *buf, size_t *nread,
 		       struct backend_claim *claim)
 {
+	const struct backend_read r = { .key = key,
+					.key_len = key_len,
+					.etag = etag,
+					.etag_len = etag_len,
+					.offset = offset,
+					.len = len,
+					.buf = buf };
 	int rc;
 
 	if (claim != NULL)
@@ -45,11 +52,9 @@ int fetch_backend_read(struct fetch *f, const char *key, size_t key_len,
 		return rc;
 	__atomic_add_fetch(&f->backend_reads, 1, __ATOMIC_RELAXED);
 	if (claim != NULL && f->be->ops->read_claim != NULL)
-		rc = f->be->ops->read_claim(f->be, key, key_len, etag, etag_len,
-					    offset, len, buf, nread, claim);
+		rc = f->be->ops->read_claim(f->be, &r, nread, claim);
 	else
-		rc = f->be->ops->read(f->be, key, key_len, etag, etag_len,
-				      offset, len, buf, nread);
+		rc = f->be->ops->read(f->be, &r, nread);
 	if (rc < 0) {
 		__atomic_add_fetch(&f->backend_errors, 1, __ATOMIC_RELAXED);
 		fetch_fail_note(f->fails, key, key_len, etag, etag_len, offset,

@@ -162,9 +162,15 @@ static int dataset_fetch_url(const char *url,
 	while (done < st.size) {
 		size_t want = st.size - done > (8u << 20) ? (8u << 20)
 							  : st.size - done;
+		const struct backend_read r = { .key = key,
+						.key_len = strlen(key),
+						.etag = st.etag,
+						.etag_len = st.etag_len,
+						.offset = done,
+						.len = want,
+						.buf = buf + done };
 
-		rc = be->ops->read(be, key, strlen(key), st.etag, st.etag_len,
-				   done, want, buf + done, &n);
+		rc = be->ops->read(be, &r, &n);
 		if (rc < 0)
 			goto out;
 		if (n == 0) {

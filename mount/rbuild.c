@@ -149,9 +149,15 @@ static int rb_scan_object(struct rb_run *run, struct rb_object *o, char *buf)
 		size_t want = e->size - pos > RBUILD_PIECE
 				      ? RBUILD_PIECE
 				      : (size_t)(e->size - pos);
+		const struct backend_read r = { .key = e->key,
+						.key_len = e->key_len,
+						.etag = e->etag,
+						.etag_len = e->etag_len,
+						.offset = pos,
+						.len = want,
+						.buf = buf };
 
-		rc = run->be->ops->read(run->be, e->key, e->key_len, e->etag,
-					e->etag_len, pos, want, buf, &got);
+		rc = run->be->ops->read(run->be, &r, &got);
 		if (rc == 0 && got != want)
 			rc = -EIO; /* backends promise exact reads */
 		if (rc < 0) {

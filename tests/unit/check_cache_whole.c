@@ -61,34 +61,29 @@ struct vouch {
 	uint64_t size;
 };
 
-static int vouch_read(struct backend *be, const char *key, size_t key_len,
-		      const char *etag, size_t etag_len, uint64_t offset,
-		      size_t len, void *buf, size_t *nread)
+static int vouch_read(struct backend *be, const struct backend_read *r,
+		      size_t *nread)
 {
 	struct vouch *v = (struct vouch *)be;
 	int rc;
 
-	rc = v->inner->ops->read(v->inner, key, key_len, etag, etag_len, offset,
-				 len, buf, nread);
+	rc = v->inner->ops->read(v->inner, r, nread);
 	pthread_mutex_lock(&v->lock);
 	v->reads++;
-	if (rc == 0 && v->flip_at != NO_FLIP && v->flip_at >= offset &&
-	    v->flip_at < offset + *nread) {
-		((uint8_t *)buf)[v->flip_at - offset] ^= 0x10;
+	if (rc == 0 && v->flip_at != NO_FLIP && v->flip_at >= r->offset &&
+	    v->flip_at < r->offset + *nread) {
+		((uint8_t *)r->buf)[v->flip_at - r->offset] ^= 0x10;
 		v->flip_at = NO_FLIP;
 	}
 	pthread_mutex_unlock(&v->lock);
 	return rc;
 }
 
-static int vouch_read_claim(struct backend *be, const char *key, size_t key_len,
-			    const char *etag, size_t etag_len, uint64_t offset,
-			    size_t len, void *buf, size_t *nread,
-			    struct backend_claim *claim)
+static int vouch_read_claim(struct backend *be, const struct backend_read *r,
+			    size_t *nread, struct backend_claim *claim)
 {
 	struct vouch *v = (struct vouch *)be;
-	int rc = vouch_read(be, key, key_len, etag, etag_len, offset, len, buf,
-			    nread);
+	int rc = vouch_read(be, r, nread);
 
 	memset(claim, 0, sizeof(*claim));
 	claim->kind = v->kind;
@@ -102,9 +97,10 @@ static int vouch_read_claim(struct backend *be, const char *key, size_t key_len,
 	}
 	pthread_mutex_unlock(&v->lock);
 	/* A reply of the whole object is checked, as the real backends do. */
-	if (rc == 0 && offset == 0 && len == v->size)
-		claim->checked = v->kind == BACKEND_CLAIM_CRC32C &&
-				 crc32c_update(0, buf, len) == claim->crc32c;
+	if (rc == 0 && r->offset == 0 && r->len == v->size)
+		claim->checked =
+			v->kind == BACKEND_CLAIM_CRC32C &&
+			crc32c_update(0, r->buf, r->len) == claim->crc32c;
 	return rc;
 }
 

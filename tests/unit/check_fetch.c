@@ -70,20 +70,20 @@ struct rec {
 	unsigned n_log;
 };
 
-static int rec_read(struct backend *be, const char *key, size_t key_len,
-		    const char *etag, size_t etag_len, uint64_t offset,
-		    size_t len, void *buf, size_t *nread)
+static int rec_read(struct backend *be, const struct backend_read *rd,
+		    size_t *nread)
 {
 	struct rec *r = (struct rec *)be;
+	struct backend_read in = *rd; /* short_reads shortens it */
 	unsigned delay_us;
 	bool hold;
 
 	pthread_mutex_lock(&r->lock);
 	delay_us = r->delay_us; /* a test may change it between reads */
 	if (r->n_log < LOG_MAX)
-		snprintf(r->log[r->n_log++], sizeof(r->log[0]), "%s", key);
-	hold = r->gate_key[0] == '\0' || strcmp(r->gate_key, key) == 0;
-	if (r->gate_key[0] != '\0' && strcmp(r->gate_key, key) == 0 &&
+		snprintf(r->log[r->n_log++], sizeof(r->log[0]), "%s", in.key);
+	hold = r->gate_key[0] == '\0' || strcmp(r->gate_key, in.key) == 0;
+	if (r->gate_key[0] != '\0' && strcmp(r->gate_key, in.key) == 0 &&
 	    r->gate_reads++ > 0 && r->gate_first)
 		hold = false;
 	if (hold) {
@@ -94,7 +94,7 @@ static int rec_read(struct backend *be, const char *key, size_t key_len,
 		r->held--;
 	}
 	if (r->short_reads)
-		len /= 2; /* a backend that answers less than asked */
+		in.len /= 2; /* a backend that answers less than asked */
 	if (r->fail_err != 0) {
 		int err = r->fail_err; /* a store that does not answer */
 
@@ -106,8 +106,7 @@ static int rec_read(struct backend *be, const char *key, size_t key_len,
 	pthread_mutex_unlock(&r->lock);
 	if (delay_us > 0)
 		usleep(delay_us); /* a store with latency */
-	return r->inner->ops->read(r->inner, key, key_len, etag, etag_len,
-				   offset, len, buf, nread);
+	return r->inner->ops->read(r->inner, &in, nread);
 }
 
 static const struct backend_ops rec_ops = {

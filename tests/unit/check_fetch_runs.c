@@ -63,22 +63,22 @@ struct rec {
 	unsigned n_log;
 };
 
-static int rec_read(struct backend *be, const char *key, size_t key_len,
-		    const char *etag, size_t etag_len, uint64_t offset,
-		    size_t len, void *buf, size_t *nread)
+static int rec_read(struct backend *be, const struct backend_read *rd,
+		    size_t *nread)
 {
 	struct rec *r = (struct rec *)be;
+	struct backend_read in = *rd; /* short_reads shortens it */
 	int err;
 
 	pthread_mutex_lock(&r->lock);
 	if (r->n_log < LOG_MAX) {
 		struct rec_entry *e = &r->log[r->n_log++];
 
-		snprintf(e->key, sizeof(e->key), "%s", key);
-		e->off = offset;
-		e->len = len;
+		snprintf(e->key, sizeof(e->key), "%s", in.key);
+		e->off = in.offset;
+		e->len = in.len;
 	}
-	if (r->gate_key[0] == '\0' || strcmp(r->gate_key, key) == 0) {
+	if (r->gate_key[0] == '\0' || strcmp(r->gate_key, in.key) == 0) {
 		r->held++;
 		pthread_cond_broadcast(&r->cv);
 		while (r->gated)
@@ -87,12 +87,11 @@ static int rec_read(struct backend *be, const char *key, size_t key_len,
 	}
 	err = r->fail_err;
 	if (r->short_reads)
-		len /= 2;
+		in.len /= 2;
 	pthread_mutex_unlock(&r->lock);
 	if (err != 0)
 		return err;
-	return r->inner->ops->read(r->inner, key, key_len, etag, etag_len,
-				   offset, len, buf, nread);
+	return r->inner->ops->read(r->inner, &in, nread);
 }
 
 static const struct backend_ops rec_ops = {

@@ -459,6 +459,22 @@ static void fill_pattern(unsigned char *buf, size_t len, unsigned seed)
 		buf[i] = (unsigned char)((i * 7 + seed) % 251);
 }
 
+/* Reads [off, off + len) of the file "f" under st's etag (NULL: any
+ * version). */
+static int read_f(struct backend *be, const struct backend_stat *st,
+		  uint64_t off, size_t len, void *buf, size_t *nread)
+{
+	struct backend_read r = {
+		.key = "f", .key_len = 1, .offset = off, .len = len, .buf = buf
+	};
+
+	if (st != NULL) {
+		r.etag = st->etag;
+		r.etag_len = st->etag_len;
+	}
+	return be->ops->read(be, &r, nread);
+}
+
 /* Reads and checks the bytes against data (the file's content): exactly
  * len bytes, or -EIO and nothing when the file ends before off + len. */
 static void read_expect(struct backend *be, const char *key, const char *etag,
@@ -470,10 +486,18 @@ static void read_expect(struct backend *be, const char *key, const char *etag,
 	int past_end = off > size || len > size - (size_t)off;
 
 	ck_assert_ptr_nonnull(buf);
-	ck_assert_int_eq(be->ops->read(be, key, strlen(key), etag,
-				       etag ? strlen(etag) : 0, off, len, buf,
-				       &nread),
-			 past_end ? -EIO : 0);
+	ck_assert_int_eq(
+		be->ops->read(be,
+			      &(struct backend_read){
+				      .key = key,
+				      .key_len = strlen(key),
+				      .etag = etag,
+				      .etag_len = etag ? strlen(etag) : 0,
+				      .offset = off,
+				      .len = len,
+				      .buf = buf },
+			      &nread),
+		past_end ? -EIO : 0);
 	if (past_end) {
 		ck_assert_uint_eq(nread, SIZE_MAX);
 	} else {
@@ -551,9 +575,17 @@ static void read_fails(struct backend *be, const char *key, const char *etag,
 
 	memset(buf, 0xaa, sizeof(buf));
 	memset(zero, 0xaa, sizeof(zero));
-	ck_assert_int_eq(be->ops->read(be, key, strlen(key), etag, etag_len, 0,
-				       sizeof(buf), buf, &nread),
-			 rc);
+	ck_assert_int_eq(
+		be->ops->read(be,
+			      &(struct backend_read){ .key = key,
+						      .key_len = strlen(key),
+						      .etag = etag,
+						      .etag_len = etag_len,
+						      .offset = 0,
+						      .len = sizeof(buf),
+						      .buf = buf },
+			      &nread),
+		rc);
 	ck_assert_uint_eq(nread, 777);
 	ck_assert_int_eq(memcmp(buf, zero, sizeof(buf)), 0);
 }
@@ -602,9 +634,7 @@ START_TEST(test_read_stale)
 	read_fails(be, "f", st.etag, st.etag_len, -ESTALE);
 	ck_assert_int_eq(be->ops->stat(be, "f", 1, &now), 0);
 	nread = 0;
-	ck_assert_int_eq(be->ops->read(be, "f", 1, now.etag, now.etag_len, 10,
-				       6, buf, &nread),
-			 0);
+	ck_assert_int_eq(read_f(be, &now, 10, 6, buf, &nread), 0);
 	ck_assert_uint_eq(nread, 6);
 	ck_assert_int_eq(memcmp(buf, "longer", 6), 0);
 	backend_close(be);
@@ -699,8 +729,7 @@ START_TEST(test_read_rewrite_mtime_restored)
 			   ctime_ns_of(root, "f"));
 	memset(buf, 0, sizeof(buf));
 	nread = 777;
-	ck_assert_msg(be->ops->read(be, "f", 1, st.etag, st.etag_len, 0, 9, buf,
-				    &nread) == -ESTALE,
+	ck_assert_msg(read_f(be, &st, 0, 9, buf, &nread) == -ESTALE,
 		      "read under the manifest's etag gave '%.9s'", buf);
 	ck_assert_uint_eq(nread, 777);
 	ck_assert_msg(strstr(logged(logf), "f: changed since the manifest was "
@@ -811,7 +840,13 @@ static void read_leaves_fifo_alone(struct backend *be, const char *key,
 	ck_assert_int_eq(pthread_create(&t, NULL, fifo_writer_main, &w), 0);
 	usleep(100 * 1000); /* let the writer block in open */
 	ck_assert_int_lt(
-		be->ops->read(be, key, strlen(key), NULL, 0, 0, 4, buf, &nread),
+		be->ops->read(be,
+			      &(struct backend_read){ .key = key,
+						      .key_len = strlen(key),
+						      .offset = 0,
+						      .len = 4,
+						      .buf = buf },
+			      &nread),
 		0);
 	usleep(300 * 1000); /* a reader's open would have let it through */
 	ck_assert_msg(atomic_load(&w.opened) == 0,
@@ -912,9 +947,16 @@ START_TEST(test_read_rewrite_in_place)
 			after = atomic_load(&r.written);
 			atomic_fetch_add(&r.reads, 1);
 			nread = 0;
-			rc = be->ops->read(be, key, strlen(key), st.etag,
-					   st.etag_len, 0, RACE_SIZE, buf,
-					   &nread);
+			rc = be->ops->read(
+				be,
+				&(struct backend_read){ .key = key,
+							.key_len = strlen(key),
+							.etag = st.etag,
+							.etag_len = st.etag_len,
+							.offset = 0,
+							.len = RACE_SIZE,
+							.buf = buf },
+				&nread);
 			if (rc == 0 && nread == RACE_SIZE &&
 			    memcmp(buf, v0, RACE_SIZE) == 0)
 				good++;
@@ -967,25 +1009,17 @@ START_TEST(test_read_exact)
 	read_expect(be, "f", st.etag, data, sizeof(data), 900, 100);
 	/* Past the end, without and with an etag. */
 	nread = 777;
-	ck_assert_int_eq(
-		be->ops->read(be, "f", 1, NULL, 0, 990, 100, buf, &nread),
-		-EIO);
+	ck_assert_int_eq(read_f(be, NULL, 990, 100, buf, &nread), -EIO);
 	ck_assert_uint_eq(nread, 777);
-	ck_assert_int_eq(be->ops->read(be, "f", 1, st.etag, st.etag_len, 1000,
-				       1, buf, &nread),
-			 -EIO);
+	ck_assert_int_eq(read_f(be, &st, 1000, 1, buf, &nread), -EIO);
 	ck_assert_uint_eq(nread, 777);
 	/* Truncated in place, its mtime put back: the etag differs by the
 	 * size alone. */
 	join(path, sizeof(path), root, "f");
 	ck_assert_int_eq(truncate(path, 950), 0);
 	set_mtime(root, "f", KNOWN_MTIME_NS);
-	ck_assert_int_eq(be->ops->read(be, "f", 1, st.etag, st.etag_len, 900,
-				       100, buf, &nread),
-			 -ESTALE);
-	ck_assert_int_eq(
-		be->ops->read(be, "f", 1, NULL, 0, 900, 100, buf, &nread),
-		-EIO);
+	ck_assert_int_eq(read_f(be, &st, 900, 100, buf, &nread), -ESTALE);
+	ck_assert_int_eq(read_f(be, NULL, 900, 100, buf, &nread), -EIO);
 	ck_assert_uint_eq(nread, 777);
 	/* Rewritten in place after the stat, same size and inode, its
 	 * mtime left to the clock: the new bytes are never returned. */
@@ -999,9 +1033,7 @@ START_TEST(test_read_exact)
 		ck_assert_int_eq(close(fd), 0);
 	}
 	memset(buf, 0xaa, sizeof(buf));
-	ck_assert_int_eq(be->ops->read(be, "f", 1, st.etag, st.etag_len, 0, 100,
-				       buf, &nread),
-			 -ESTALE);
+	ck_assert_int_eq(read_f(be, &st, 0, 100, buf, &nread), -ESTALE);
 	ck_assert_uint_eq(nread, 777);
 	backend_close(be);
 }
