@@ -65,14 +65,19 @@ def main():
             pass
 
         def reply(self, status, body, ctype="application/json", note=""):
+            # Logged before the reply is sent: a client that has its
+            # reply finds the line in the log, in the order it asked
+            # (requests on two connections are two threads here), and no
+            # line of its lands after the test has moved on and truncated
+            # the log (test_s3's chain checks failed so under load).
+            with lock, open(args.log_file, "a") as f:
+                f.write("%s %s -> %d %s\n" % (self.command, self.path, status, note))
             data = body.encode()
             self.send_response(status)
             self.send_header("Content-Type", ctype)
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
-            with lock, open(args.log_file, "a") as f:
-                f.write("%s %s -> %d %s\n" % (self.command, self.path, status, note))
 
         def do_PUT(self):
             if self.path == "/latest/api/token" and self.headers.get("X-aws-ec2-metadata-token-ttl-seconds"):
