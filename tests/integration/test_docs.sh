@@ -22,15 +22,20 @@ SUITE=docs
 . "$(dirname "$0")/lib.sh"
 
 ROOT=$(cd "$HERE/../.." && pwd)
+# relay FILE: a checker's "ok - ..." and "FAIL - ..." lines, as this
+# suite's own checks.
+relay() {
+	while IFS= read -r line; do
+		case $line in
+		"ok - "*) ok "${line#ok - }" ;;
+		"FAIL - "*) fail "${line#FAIL - }" ;;
+		*) echo "# $line" ;;
+		esac
+	done <"$1"
+}
 /usr/bin/python3 "$HERE/docs_check.py" "$ROOT" "$SHARDFS" >"$T/check.out" 2>&1
 rc=$?
-while IFS= read -r line; do
-	case $line in
-	"ok - "*) ok "${line#ok - }" ;;
-	"FAIL - "*) fail "${line#FAIL - }" ;;
-	*) echo "# $line" ;;
-	esac
-done <"$T/check.out"
+relay "$T/check.out"
 check "docs_check.py exits 0 exactly when every check passed (exit $rc)" \
 	test "$rc" -eq "$((FAILED > 0))"
 
@@ -132,13 +137,7 @@ check "the link checker fails a backend page off the template, naming it" \
 # a copy of the tree, each of which the checker must name.
 /usr/bin/python3 "$HERE/layout_check.py" "$ROOT" >"$T/layout.out" 2>&1
 rc=$?
-while IFS= read -r line; do
-	case $line in
-	"ok - "*) ok "${line#ok - }" ;;
-	"FAIL - "*) fail "${line#FAIL - }" ;;
-	*) echo "# $line" ;;
-	esac
-done <"$T/layout.out"
+relay "$T/layout.out"
 check "layout_check.py exits 0 when the layout holds (exit $rc)" test "$rc" -eq 0
 Y=$T/layout-copy
 mkdir -p "$Y"
